@@ -1,0 +1,1 @@
+"""lossless.sim: the per-hop fabric simulator and the ``lossless`` command line."""

@@ -1,0 +1,284 @@
+"""Declarative field tables: the one place a header's bit positions are written.
+
+A :class:`HeaderSpec` is an ordered list of :class:`Field` s (most significant bit first,
+big-endian on the wire, as every IETF/IEEE/IBTA diagram draws them).  From that table alone
+this module derives the plain codec (``unpack``/``pack`` via ``int.from_bytes`` and shifts,
+compiled once per spec); :mod:`wire.construct_defs`, :mod:`wire.scapy_layers`,
+:mod:`wire.strategies` and :mod:`wire.docgen` derive the Construct struct, the Scapy layer,
+the Hypothesis strategy and the docs table from the same object, and
+``tests/test_derived_forms.py`` proves they agree.
+
+Value formats (``Field.fmt``) only change how a value is *shown* (and accepted on build):
+``int`` (default), ``mac`` (``"aa:bb:cc:dd:ee:ff"``), ``ipv4`` (dotted quad), ``ipv6``
+(RFC 5952 text) and ``hex`` (a hex string of the field's bytes; for wide opaque fields).
+A field with ``count > 1`` is an array of equal-width elements (PFC's eight quanta), shown as
+a list.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from .errors import BadValue, Truncated
+
+__all__ = ["Field", "HeaderSpec", "Layer", "format_value", "parse_value"]
+
+FMTS = ("int", "mac", "ipv4", "ipv6", "hex")
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One field of a header: ``bits`` wide (per element), most significant bit first."""
+
+    name: str
+    bits: int
+    doc: str = ""
+    enum: type[IntEnum] | None = None
+    fmt: str = "int"
+    default: int = 0
+    count: int = 1
+    reserved: bool = False
+
+    def __post_init__(self) -> None:
+        if self.bits <= 0 or self.count <= 0:
+            raise ValueError(f"field {self.name}: bits and count must be positive")
+        if self.fmt not in FMTS:
+            raise ValueError(f"field {self.name}: unknown fmt {self.fmt!r}")
+        if self.fmt == "hex" and self.bits % 8:
+            raise ValueError(f"field {self.name}: hex fields must be whole bytes")
+
+    @property
+    def total_bits(self) -> int:
+        return self.bits * self.count
+
+    @property
+    def max_value(self) -> int:
+        return (1 << self.bits) - 1
+
+
+def _fmt_mac(v: int) -> str:
+    h = f"{v:012x}"
+    return f"{h[0:2]}:{h[2:4]}:{h[4:6]}:{h[6:8]}:{h[8:10]}:{h[10:12]}"
+
+
+def _fmt_ipv4(v: int) -> str:
+    return f"{v >> 24}.{(v >> 16) & 255}.{(v >> 8) & 255}.{v & 255}"
+
+
+def _fmt_ipv6(v: int) -> str:
+    return str(ipaddress.IPv6Address(v))
+
+
+def format_value(f: Field, v: int) -> object:
+    """Raw integer -> shown value for one element of field ``f``."""
+    if f.fmt == "int":
+        return v
+    if f.fmt == "mac":
+        return _fmt_mac(v)
+    if f.fmt == "ipv4":
+        return _fmt_ipv4(v)
+    if f.fmt == "ipv6":
+        return _fmt_ipv6(v)
+    return v.to_bytes(f.bits // 8, "big").hex()
+
+
+def parse_value(f: Field, v: object, layer: str = "") -> int:
+    """Shown value (or a raw int) -> raw integer, range-checked.  Raises BadValue."""
+    try:
+        if isinstance(v, bool):
+            raw = int(v)
+        elif isinstance(v, int):
+            raw = v
+        elif isinstance(v, str):
+            s = v.strip()
+            if f.fmt == "mac":
+                raw = int(s.replace(":", "").replace("-", ""), 16)
+                if len(s.replace(":", "").replace("-", "")) != 12:
+                    raise ValueError("a MAC address has 6 bytes")
+            elif f.fmt == "ipv4":
+                raw = int(ipaddress.IPv4Address(s))
+            elif f.fmt == "ipv6":
+                raw = int(ipaddress.IPv6Address(s))
+            elif f.fmt == "hex":
+                b = bytes.fromhex(s.replace(":", ""))
+                if len(b) != f.bits // 8:
+                    raise ValueError(f"expected {f.bits // 8} bytes of hex, got {len(b)}")
+                raw = int.from_bytes(b, "big")
+            elif f.enum is not None and s in f.enum.__members__:
+                raw = int(f.enum[s])
+            else:
+                raw = int(s, 0)
+        else:
+            raise TypeError(f"expected an integer or string, got {type(v).__name__}")
+    except (ValueError, TypeError) as e:
+        raise BadValue(f"cannot use {v!r}: {e}", layer=layer, field=f.name) from None
+    if not 0 <= raw <= f.max_value:
+        raise BadValue(f"{raw} does not fit in {f.bits} bits", layer=layer, field=f.name)
+    return raw
+
+
+class Layer(dict):
+    """One decoded header: a dict of field values (as shown in JSON) with attribute access.
+
+    Keys are the spec's field names plus any derived, output-only keys
+    (``opcode_name``, ``checksum_ok``...).  ``layer.psn`` is ``layer["psn"]``.
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str, values: Mapping[str, object] = (), /, **kw: object) -> None:
+        super().__init__(values, **kw)
+        self.name = name
+
+    def __getattr__(self, key: str) -> object:
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(f"layer {self.name!r} has no field {key!r}") from None
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.items())
+        return f"{self.name}({inner})"
+
+
+@dataclass(eq=False)
+class HeaderSpec:
+    """A header's field table and the plain codec compiled from it.
+
+    ``title`` and ``source`` are shown in the docs; ``derived`` names the output-only keys a
+    dissector adds (accepted and ignored on build).
+    """
+
+    name: str
+    fields: Sequence[Field]
+    title: str = ""
+    source: str = ""
+    doc: str = ""
+    derived: tuple[str, ...] = ()
+    size_bytes: int = field(init=False)
+    _unpack_raw: object = field(init=False, repr=False)
+    _unpack: object = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.fields = tuple(self.fields)
+        total = sum(f.total_bits for f in self.fields)
+        if total % 8:
+            raise ValueError(f"{self.name}: {total} bits is not a whole number of bytes")
+        names = [f.name for f in self.fields]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.name}: duplicate field names")
+        self.size_bytes = total // 8
+        self._by_name = {f.name: f for f in self.fields}
+        self._compile()
+
+    # ---------------------------------------------------------------- layout
+    def layout(self) -> list[tuple[Field, int, int]]:
+        """(field, element index, bit offset from the header start) for every element."""
+        out, pos = [], 0
+        for f in self.fields:
+            for i in range(f.count):
+                out.append((f, i, pos))
+                pos += f.bits
+        return out
+
+    def field(self, name: str) -> Field:
+        return self._by_name[name]
+
+    @property
+    def field_names(self) -> tuple[str, ...]:
+        return tuple(self._by_name)
+
+    # --------------------------------------------------------------- codegen
+    def _compile(self) -> None:
+        total = self.size_bytes * 8
+        ns: dict[str, object] = {
+            "_Truncated": Truncated, "_mac": _fmt_mac, "_ip4": _fmt_ipv4, "_ip6": _fmt_ipv6,
+            "_from": int.from_bytes,
+        }
+        raw_items, shown_items = [], []
+        by_field: dict[str, list[str]] = {}
+        for f, _i, off in self.layout():
+            shift = total - off - f.bits
+            expr = f"(v >> {shift}) & {f.max_value:#x}" if shift else f"v & {f.max_value:#x}"
+            by_field.setdefault(f.name, []).append(expr)
+        for f in self.fields:
+            exprs = by_field[f.name]
+            raw = exprs[0] if f.count == 1 else "[" + ", ".join(exprs) + "]"
+            raw_items.append(f"{f.name!r}: {raw}")
+            if f.fmt == "int":
+                shown = raw
+            elif f.fmt == "mac":
+                shown = f"_mac({exprs[0]})"
+            elif f.fmt == "ipv4":
+                shown = f"_ip4({exprs[0]})"
+            elif f.fmt == "ipv6":
+                shown = f"_ip6({exprs[0]})"
+            else:
+                shown = f"({exprs[0]}).to_bytes({f.bits // 8}, 'big').hex()"
+            shown_items.append(f"{f.name!r}: {shown}")
+        n = self.size_bytes
+        head = (
+            f"    if len(buf) - off < {n}:\n"
+            f"        raise _Truncated('need {n} bytes, have ' + str(max(len(buf) - off, 0)),"
+            f" layer={self.name!r}, offset=off)\n"
+            f"    v = _from(buf[off:off + {n}], 'big')\n"
+        )
+        src = (
+            "def unpack_raw(buf, off=0):\n" + head
+            + "    return {" + ", ".join(raw_items) + "}\n"
+            "def unpack(buf, off=0):\n" + head
+            + "    return {" + ", ".join(shown_items) + "}\n"
+        )
+        exec(compile(src, f"<spec {self.name}>", "exec"), ns)
+        self._unpack_raw = ns["unpack_raw"]
+        self._unpack = ns["unpack"]
+
+    # ----------------------------------------------------------------- codec
+    def unpack_raw(self, buf: bytes | bytearray | memoryview, offset: int = 0) -> dict[str, object]:
+        """Field values as raw integers (arrays as lists).  Raises :class:`Truncated`."""
+        return self._unpack_raw(buf, offset)  # type: ignore[operator]
+
+    def unpack(self, buf: bytes | bytearray | memoryview, offset: int = 0) -> dict[str, object]:
+        """Field values as shown in JSON (addresses as text).  Raises :class:`Truncated`."""
+        return self._unpack(buf, offset)  # type: ignore[operator]
+
+    def decode(self, buf: bytes | bytearray | memoryview, offset: int = 0) -> Layer:
+        return Layer(self.name, self._unpack(buf, offset))  # type: ignore[operator]
+
+    def pack(self, values: Mapping[str, object] | None = None, /, **kw: object) -> bytes:
+        """Build the header from field values (shown or raw); missing fields take defaults.
+
+        Unknown keys raise :class:`BadValue` unless they are this spec's derived keys.
+        """
+        vals = dict(values or {}, **kw)
+        unknown = set(vals) - set(self._by_name) - set(self.derived)
+        if unknown:
+            raise BadValue(
+                f"unknown field(s) {sorted(unknown)}; known: {list(self._by_name)}",
+                layer=self.name,
+            )
+        acc = 0
+        for f in self.fields:
+            v = vals.get(f.name, f.default)
+            if f.count == 1:
+                acc = (acc << f.bits) | parse_value(f, v, self.name)
+            else:
+                if isinstance(v, int):
+                    v = [v] * f.count
+                if not isinstance(v, list | tuple) or len(v) != f.count:
+                    raise BadValue(f"expected a list of {f.count} values", layer=self.name,
+                                   field=f.name)
+                for el in v:
+                    acc = (acc << f.bits) | parse_value(f, el, self.name)
+        return acc.to_bytes(self.size_bytes, "big")
+
+    def shown(self, raw: Mapping[str, object]) -> dict[str, object]:
+        """Raw integer values -> shown values (inverse of ``parse_value`` per field)."""
+        out = {}
+        for f in self.fields:
+            v = raw[f.name]
+            out[f.name] = [format_value(f, x) for x in v] if f.count > 1 else format_value(f, v)
+        return out

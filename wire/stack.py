@@ -1,0 +1,653 @@
+"""Dispatch between headers: ``dissect(frame) -> Decoded`` and ``build(dict) -> bytes``.
+
+This is the only hand-written layering code; every header's bits come from its field table.
+The dict shape of :meth:`Decoded.to_dict` and the input of :func:`build` are the same JSON
+schema (``docs/schema.md``), so ``build(dissect(f).to_dict()) == f`` for every frame.
+
+Rules stated once:
+
+* RoCEv2 is recognised by the UDP **destination** port only (IBA Annex A17; 4791 by default,
+  more via ``roce_ports``).  The source port is flow entropy.
+* A RoCEv2 datagram ends at the UDP length, not at the end of the frame: bytes after the IP
+  datagram are the Ethernet padding, shown as ``trailer``.
+* Truncation explained by the capture's snaplen (``orig_len`` > captured bytes) is not a
+  problem: what is missing is reported as not captured (``icrc.valid = None``).  Length fields
+  that claim more than the frame holds, on a record that was not cut, are problems.
+* Bytes after the last header that could be decoded (unknown EtherType or protocol, or a
+  header cut short) are kept as ``raw``; nothing is ever dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .bth import BTH, EXT_HEADERS, opcode_name
+from .errors import BadValue
+from .ethernet import ETHERNET, MIN_FRAME_BYTES, VLAN_TAG, VLAN_TPIDS, EtherType
+from .ib_ext import AETH, CNP, EXT_SPECS, aeth_decode
+from .ipv4 import IPPROTO_UDP, IPV4, ipv4_checksum
+from .ipv6 import IPV6
+from .pfc import MAC_CONTROL, PAUSE, PAUSE_DST, PFC, MacControlOpcode
+from .roce import CNP_OPCODE, ICRC_BYTES, icrc, icrc_bytes
+from .spec import Field, HeaderSpec, Layer, parse_value
+from .udp import ROCEV2_PORT, UDP, udp_checksum
+
+__all__ = ["Decoded", "dissect", "build", "ROCE_PORTS", "LAYER_ORDER", "SPECS"]
+
+#: Default UDP destination ports recognised as RoCEv2.
+ROCE_PORTS: frozenset[int] = frozenset({ROCEV2_PORT})
+
+#: Every layer key of the schema, in wire order.
+LAYER_ORDER = (
+    "eth", "vlan", "ipv4", "ipv6", "udp", "bth", "rdeth", "deth", "xrceth", "reth",
+    "atomic_eth", "aeth", "atomic_ack_eth", "immdt", "ieth", "cnp", "mac_control", "pfc",
+    "pause", "payload", "icrc",
+)
+#: Every header's field table by layer name (the input of every derived form).
+SPECS: dict[str, HeaderSpec] = {
+    s.name: s for s in (ETHERNET, VLAN_TAG, IPV4, IPV6, UDP, BTH, *EXT_SPECS.values(),
+                        MAC_CONTROL, PFC, PAUSE)
+}
+_RECORD_KEYS = ("index", "ts_ns", "caplen", "len", "interface", "linktype")
+_EXTRA_KEYS = ("raw", "trailer", "problems")
+
+
+@dataclass(slots=True)
+class Decoded:
+    """A dissected frame: layers by name in wire order, plus what did not fit a header.
+
+    ``layers["vlan"]`` is a list of tags (outer first); every other layer is a
+    :class:`~wire.spec.Layer`.  ``raw`` holds bytes after the last decoded header that were
+    not dissected; ``trailer`` the bytes after the IP datagram or MAC Control frame
+    (Ethernet padding); ``problems`` one line per thing wrong with the frame.  ``cut`` is
+    true when dissection stopped inside a header (``to_dict`` then always shows ``raw``, so
+    that :func:`build` stops at the same place).
+    """
+
+    layers: dict[str, object] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    raw: bytes = b""
+    trailer: bytes | None = None
+    cut: bool = False
+    caplen: int = 0
+    orig_len: int = 0
+
+    def __getitem__(self, name: str):
+        return self.layers[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.layers
+
+    def get(self, name: str, default=None):
+        return self.layers.get(name, default)
+
+    def __getattr__(self, name: str):
+        try:
+            return self.layers[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.layers)
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON schema of ``docs/schema.md`` (without the record keys)."""
+        out: dict[str, object] = {}
+        for name, layer in self.layers.items():
+            if isinstance(layer, list):
+                out[name] = [dict(t) for t in layer]
+            else:
+                out[name] = dict(layer)
+        if self.raw or self.cut:
+            out["raw"] = self.raw.hex()
+        if self.trailer is not None:
+            out["trailer"] = self.trailer.hex()
+        if self.problems:
+            out["problems"] = list(self.problems)
+        return out
+
+
+# ====================================================================== dissect
+class _Ctx:
+    """State of one dissection."""
+
+    __slots__ = ("ambiguous", "d", "frame", "n", "orig_len", "roce_ports", "snapped")
+
+    def __init__(self, frame: bytes, orig_len: int, roce_ports: frozenset[int]) -> None:
+        self.frame = frame
+        self.n = len(frame)
+        self.orig_len = orig_len
+        self.snapped = orig_len > self.n
+        self.d = Decoded(caplen=self.n, orig_len=orig_len)
+        self.roce_ports = roce_ports
+        self.ambiguous = False
+
+    def short(self, layer: str, need: int, have: int, off: int) -> None:
+        """A header does not fit in what was captured: raw remainder, problem unless snapped."""
+        self.d.raw = bytes(self.frame[off:])
+        self.d.cut = True
+        if not self.snapped:
+            self.d.problems.append(
+                f"{layer}: truncated at byte {off}: needs {need} bytes, {max(have, 0)} present")
+
+
+def dissect(frame: bytes | bytearray | memoryview, orig_len: int | None = None, *,
+            roce_ports: Iterable[int] = ROCE_PORTS) -> Decoded:
+    """Decode an Ethernet frame.  Never raises on any input; problems go to ``problems``.
+
+    ``orig_len`` is the length on the wire (a pcap record's orig_len); when larger than the
+    frame, missing bytes are reported as not captured rather than as errors.
+    """
+    frame = bytes(frame)
+    ports = roce_ports if isinstance(roce_ports, frozenset) else frozenset(roce_ports)
+    c = _Ctx(frame, len(frame) if orig_len is None else orig_len, ports)
+    d = c.d
+    n = c.n
+    if n == 0:
+        d.problems.append("empty record (0 bytes)")
+        d.trailer = b""
+        return d
+    if n < 14:
+        c.short("eth", 14, n, 0)
+        _min_trailer(c)
+        return d
+    off = 12
+    tags: list[Layer] = []
+    while off + 2 <= n and ((frame[off] << 8) | frame[off + 1]) in VLAN_TPIDS:
+        if n - off < 6:
+            break
+        tags.append(Layer("vlan", VLAN_TAG.unpack(frame, off)))
+        off += 4
+    if n - off < 2:
+        c.short("eth", off + 2, n, 0)
+        return d
+    if tags:
+        eth = Layer("eth", ETHERNET.unpack(frame[:12] + frame[off:off + 2]))
+        d.layers["eth"] = eth
+        d.layers["vlan"] = tags
+    else:
+        d.layers["eth"] = eth = Layer("eth", ETHERNET.unpack(frame))
+    off += 2
+    etype = eth["type"]
+    if etype == EtherType.IPV4:
+        _ipv4(c, off)
+    elif etype == EtherType.IPV6:
+        _ipv6(c, off)
+    elif etype == EtherType.MAC_CONTROL:
+        _mac_control(c, off)
+    elif off < n:
+        d.raw = frame[off:]
+    _min_trailer(c)
+    return d
+
+
+def _min_trailer(c: _Ctx) -> None:
+    # A frame under the Ethernet minimum with no padding shows trailer "" so that build()
+    # does not pad it (a capture on the sending host sees frames before the NIC pads them).
+    if c.d.trailer is None and c.n < MIN_FRAME_BYTES and not c.snapped:
+        c.d.trailer = b""
+
+
+def _ipv4(c: _Ctx, off: int) -> None:
+    frame, n, d = c.frame, c.n, c.d
+    if n - off < 20:
+        c.short("ipv4", 20, n - off, off)
+        return
+    ip = Layer("ipv4", IPV4.unpack(frame, off))
+    hlen = ip["ihl"] * 4
+    if ip["version"] != 4:
+        d.problems.append(f"ipv4.version: {ip['version']} (expected 4)")
+    if hlen < 20:
+        d.layers["ipv4"] = ip
+        d.problems.append(f"ipv4.ihl: {ip['ihl']} is below the minimum 5")
+        d.raw = frame[off + 20:]
+        return
+    if n - off < hlen:
+        c.short("ipv4", hlen, n - off, off)
+        return
+    d.layers["ipv4"] = ip
+    if hlen > 20:
+        ip["options"] = frame[off + 20:off + hlen].hex()
+    ok = ipv4_checksum(frame[off:off + hlen]) == ip["checksum"]
+    ip["checksum_ok"] = ok
+    if not ok:
+        d.problems.append(
+            f"ipv4.checksum: 0x{ip['checksum']:04x} on the wire, "
+            f"0x{ipv4_checksum(frame[off:off + hlen]):04x} computed")
+    total = ip["total_length"]
+    end = off + total
+    if total < hlen:
+        d.problems.append(f"ipv4.total_length: {total} is less than the header length {hlen}")
+        end = n
+    elif end > n:
+        if not (c.snapped and end <= c.orig_len):
+            d.problems.append(f"ipv4.total_length: {total} but only {n - off} bytes follow "
+                              f"the Ethernet header")
+            _mark_ambiguous(c)
+            end = n
+    else:
+        _set_trailer(c, end)
+    pay = off + hlen
+    if ip["frag_offset"] or ip["flags"] & 1:
+        d.raw = frame[pay:min(end, n)]  # fragment: upper layers cannot be decoded alone
+        return
+    if ip["protocol"] == IPPROTO_UDP:
+        _udp(c, pay, end, frame[off:off + hlen], 4)
+    elif pay < min(end, n):
+        d.raw = frame[pay:min(end, n)]
+
+
+def _ipv6(c: _Ctx, off: int) -> None:
+    frame, n, d = c.frame, c.n, c.d
+    if n - off < 40:
+        c.short("ipv6", 40, n - off, off)
+        return
+    ip = Layer("ipv6", IPV6.unpack(frame, off))
+    d.layers["ipv6"] = ip
+    if ip["version"] != 6:
+        d.problems.append(f"ipv6.version: {ip['version']} (expected 6)")
+    pay = off + 40
+    end = pay + ip["payload_length"]
+    if end > n:
+        if not (c.snapped and end <= c.orig_len):
+            d.problems.append(f"ipv6.payload_length: {ip['payload_length']} but only "
+                              f"{n - pay} bytes follow the IPv6 header")
+            _mark_ambiguous(c)
+            end = n
+    else:
+        _set_trailer(c, end)
+    if ip["next_header"] == IPPROTO_UDP:
+        _udp(c, pay, end, frame[off:pay], 6)
+    elif pay < min(end, n):
+        d.raw = frame[pay:min(end, n)]
+
+
+def _set_trailer(c: _Ctx, end: int) -> None:
+    if end < c.n:
+        c.d.trailer = c.frame[end:]
+
+
+def _mark_ambiguous(c: _Ctx) -> None:
+    c.ambiguous = True
+
+
+def _udp(c: _Ctx, off: int, ip_end: int, ip_header: bytes, version: int) -> None:
+    """``ip_end`` is where the IP datagram says it ends (may exceed the captured bytes)."""
+    frame, n, d = c.frame, c.n, c.d
+    avail = min(ip_end, n)
+    if avail - off < 8:
+        if ip_end - off < 8 and not c.snapped:
+            d.problems.append(f"udp: the IP payload has {ip_end - off} bytes, a UDP header "
+                              f"needs 8")
+            d.raw = frame[off:avail]
+        else:
+            c.short("udp", 8, avail - off, off)
+            d.raw = frame[off:avail]
+        return
+    udp = Layer("udp", UDP.unpack(frame, off))
+    d.layers["udp"] = udp
+    ulen = udp["length"]
+    if ulen < 8:
+        d.problems.append(f"udp.length: {ulen} is less than the 8-byte header")
+        d.raw = frame[off + 8:avail]
+        return
+    end = off + ulen
+    if end > ip_end:
+        d.problems.append(f"udp.length: {ulen} exceeds the IP payload ({ip_end - off} bytes)")
+        _mark_ambiguous(c)
+        end = ip_end
+    elif end < ip_end:
+        d.problems.append(f"udp.length: {ulen} is less than the IP payload "
+                          f"({ip_end - off} bytes)")
+        if ip_end <= n:
+            c.d.trailer = frame[end:]
+    if udp["checksum"] and end <= n:
+        src, dst = (ip_header[12:16], ip_header[16:20]) if version == 4 else (
+            ip_header[8:24], ip_header[24:40])
+        calc = udp_checksum(version, src, dst, frame[off:end])
+        if calc != udp["checksum"]:
+            d.problems.append(f"udp.checksum: 0x{udp['checksum']:04x} on the wire, "
+                              f"0x{calc:04x} computed")
+    if udp["dport"] in c.roce_ports:
+        _roce(c, off, end, ip_header)
+    else:
+        _payload(c, off + 8, end)
+
+
+def _payload(c: _Ctx, start: int, end: int, pad: int = 0) -> None:
+    """Payload layer for bytes [start, end) (end may exceed the capture); ``pad`` trailing
+    bytes of it are RoCE pad bytes."""
+    if end <= start:
+        return
+    data = c.frame[start:min(end - pad, c.n)]
+    p = Layer("payload", {"length": end - pad - start, "data": data.hex()})
+    if pad:
+        p["pad"] = c.frame[end - pad:min(end, c.n)].hex()
+    c.d.layers["payload"] = p
+
+
+def _roce(c: _Ctx, uoff: int, udp_end: int, ip_header: bytes) -> None:
+    frame, n, d = c.frame, c.n, c.d
+    boff = uoff + 8
+    cap_end = min(udp_end, n)
+    if udp_end - boff < 12 + ICRC_BYTES:
+        if udp_end - boff < 12:
+            d.problems.append(f"bth: the UDP payload has {udp_end - boff} bytes, a BTH needs 12")
+        else:
+            d.problems.append(f"icrc: the UDP payload has {udp_end - boff} bytes, no room for "
+                              f"a BTH and a 4-byte ICRC")
+        d.raw = frame[boff:cap_end]
+        return
+    if cap_end - boff < 12:
+        c.short("bth", 12, cap_end - boff, boff)
+        return
+    bth = Layer("bth", BTH.unpack(frame, boff))
+    op = bth["opcode"]
+    bth["opcode_name"] = opcode_name(op)
+    d.layers["bth"] = bth
+    icrc_at = udp_end - ICRC_BYTES
+    pos = boff + 12
+    for hname in EXT_HEADERS.get(op, ("", ()))[1]:
+        spec = EXT_SPECS[hname]
+        if pos + spec.size_bytes > icrc_at:
+            d.problems.append(f"{hname}: {bth['opcode_name']} needs {spec.size_bytes} bytes "
+                              f"here, the datagram has {max(icrc_at - pos, 0)} before the ICRC")
+            d.raw = frame[pos:cap_end]
+            d.cut = True
+            return
+        if pos + spec.size_bytes > n:
+            c.short(hname, spec.size_bytes, n - pos, pos)
+            return
+        layer = Layer(hname, spec.unpack(frame, pos))
+        if spec is AETH:
+            layer.update(aeth_decode(layer["syndrome"]))
+        elif spec is CNP and layer["reserved"] == "00" * 16:
+            del layer["reserved"]
+        d.layers[hname] = layer
+        pos += spec.size_bytes
+    pad = bth["pad_count"]
+    if pad > icrc_at - pos:
+        d.problems.append(f"bth.pad_count: {pad} but the payload has {icrc_at - pos} bytes")
+        pad = icrc_at - pos
+        # Keep the (clamped) pad explicit so build() reproduces these bytes exactly.
+        c.d.layers["payload"] = Layer("payload", length=0, data="",
+                                      pad=frame[pos:min(icrc_at, n)].hex())
+    else:
+        _payload(c, pos, icrc_at, pad)
+    if udp_end > n:
+        d.layers["icrc"] = Layer("icrc", value=None, valid=None,
+                                 reason=f"not captured: record cut at {n} of {c.orig_len} bytes")
+        return
+    wire_val = int.from_bytes(frame[icrc_at:udp_end], "little")
+    ic = Layer("icrc", value=wire_val)
+    if c.ambiguous:
+        ic["valid"] = None
+        ic["reason"] = "length fields disagree with the frame; extent of the datagram unknown"
+    else:
+        calc = icrc(ip_header, frame[uoff:icrc_at])
+        ic["valid"] = calc == wire_val
+        if calc != wire_val:
+            d.problems.append(f"icrc: 0x{wire_val:08x} on the wire, 0x{calc:08x} computed")
+    d.layers["icrc"] = ic
+
+
+def _mac_control(c: _Ctx, off: int) -> None:
+    frame, n, d = c.frame, c.n, c.d
+    if n - off < 2:
+        c.short("mac_control", 2, n - off, off)
+        return
+    mc = Layer("mac_control", MAC_CONTROL.unpack(frame, off))
+    d.layers["mac_control"] = mc
+    off += 2
+    spec = {MacControlOpcode.PFC: PFC, MacControlOpcode.PAUSE: PAUSE}.get(mc["opcode"])
+    if spec is None:
+        d.raw = frame[off:]
+        return
+    if d.layers["eth"]["dst"] != PAUSE_DST:
+        d.problems.append(f"eth.dst: {d.layers['eth']['dst']} is not the MAC Control address "
+                          f"{PAUSE_DST}")
+    if n - off < spec.size_bytes:
+        c.short(spec.name, spec.size_bytes, n - off, off)
+        return
+    layer = Layer(spec.name, spec.unpack(frame, off))
+    d.layers[spec.name] = layer
+    if spec is PFC and layer["class_enable"] & 0xFF00:
+        hi = layer["class_enable"] >> 8
+        d.problems.append(f"pfc.class_enable: reserved high byte is 0x{hi:02x}, not 0")
+    c.d.trailer = frame[off + spec.size_bytes:]
+
+
+# ======================================================================== build
+_ETHERTYPE_OF = {"ipv4": EtherType.IPV4, "ipv6": EtherType.IPV6,
+                 "mac_control": EtherType.MAC_CONTROL, "pfc": EtherType.MAC_CONTROL,
+                 "pause": EtherType.MAC_CONTROL}
+_ICRC_FIELD = Field("value", 32, "ICRC")
+_DEFAULT_SRC = "02:00:00:00:00:01"
+_DEFAULT_DST = "02:00:00:00:00:02"
+_DEFAULT_IP4 = ("10.0.0.1", "10.0.0.2")
+_DEFAULT_IP6 = ("fd00::1", "fd00::2")
+
+
+def _hex(d: Mapping, key: str, layer: str) -> bytes:
+    v = d.get(key, "")
+    try:
+        return bytes.fromhex(v) if isinstance(v, str) else bytes(v)
+    except (ValueError, TypeError):
+        raise BadValue(f"expected hex bytes, got {v!r}", layer=layer, field=key) from None
+
+
+def _layer(d: Mapping, name: str) -> dict:
+    v = d.get(name, {})
+    if not isinstance(v, Mapping):
+        raise BadValue(f"expected an object, got {type(v).__name__}", layer=name)
+    return dict(v)
+
+
+def _given(layer: Mapping, key: str, recompute: bool) -> bool:
+    return not recompute and layer.get(key) is not None
+
+
+def build(d: Mapping[str, object], *, recompute: bool = False,
+          roce_ports: Iterable[int] = ROCE_PORTS) -> bytes:
+    """Build an Ethernet frame from a dict in the schema of :meth:`Decoded.to_dict`.
+
+    Omitted fields take defaults.  Lengths, checksums, PadCnt and the ICRC are computed
+    unless given (so broken packets can be crafted); ``recompute=True`` ignores the given
+    ones.  A frame shorter than 60 bytes is zero-padded unless ``trailer`` is given (``""``
+    for none).  Raises :class:`~wire.errors.BadValue` naming the layer and field at fault.
+    """
+    if not isinstance(d, Mapping):
+        raise BadValue(f"expected an object, got {type(d).__name__}")
+    unknown = set(d) - set(LAYER_ORDER) - set(_RECORD_KEYS) - set(_EXTRA_KEYS)
+    if unknown:
+        raise BadValue(f"unknown key(s) {sorted(unknown)}; known layers: {list(LAYER_ORDER)}")
+    ports = frozenset(roce_ports)
+    if not any(k in d for k in LAYER_ORDER):  # no headers at all: the bytes as given
+        frame = _hex(d, "raw", "raw")
+        if "trailer" in d:
+            return frame + _hex(d, "trailer", "trailer")
+        return frame + bytes(max(MIN_FRAME_BYTES - len(frame), 0))
+    eth = _layer(d, "eth")
+    l3 = next((k for k in ("ipv4", "ipv6", "mac_control", "pfc", "pause") if k in d), None)
+    if "type" not in eth:
+        eth["type"] = _ETHERTYPE_OF.get(l3, EtherType.IPV4) if l3 else EtherType.IPV4
+    if l3 in ("mac_control", "pfc", "pause"):
+        eth.setdefault("dst", PAUSE_DST)
+    eth.setdefault("dst", _DEFAULT_DST)
+    eth.setdefault("src", _DEFAULT_SRC)
+    head = ETHERNET.pack({k: v for k, v in eth.items() if k != "type"}, type=0)[:12]
+    tags = d.get("vlan", [])
+    if not isinstance(tags, list):
+        raise BadValue("expected a list of tags", layer="vlan")
+    tag_bytes = b"".join(VLAN_TAG.pack(t) for t in tags)
+    etype = ETHERNET.pack(type=eth["type"])[12:]
+    if l3 == "ipv4":
+        body = _build_ip(d, 4, recompute, ports)
+    elif l3 == "ipv6":
+        body = _build_ip(d, 6, recompute, ports)
+    elif l3 is not None:
+        body = _build_mac_control(d)
+    else:
+        body = b""
+    frame = head + tag_bytes + etype + body
+    if l3 not in ("ipv4", "ipv6"):  # IP builders place raw inside the datagram
+        frame += _hex(d, "raw", "raw")
+    if "trailer" in d:
+        frame += _hex(d, "trailer", "trailer")
+    elif len(frame) < MIN_FRAME_BYTES:
+        frame += bytes(MIN_FRAME_BYTES - len(frame))
+    return frame
+
+
+def _build_mac_control(d: Mapping) -> bytes:
+    mc = _layer(d, "mac_control")
+    if "opcode" not in mc:
+        mc["opcode"] = MacControlOpcode.PAUSE if "pause" in d else MacControlOpcode.PFC
+    out = MAC_CONTROL.pack(mc)
+    op = MAC_CONTROL.unpack(out)["opcode"]
+    if op == MacControlOpcode.PFC and "raw" not in d:
+        pfc = _layer(d, "pfc")
+        if "class_enable" not in pfc and "quanta" in pfc and isinstance(pfc["quanta"], list):
+            pfc["class_enable"] = sum(1 << i for i, q in enumerate(pfc["quanta"]) if q)
+        out += PFC.pack(pfc)
+    elif op == MacControlOpcode.PAUSE and "raw" not in d:
+        out += PAUSE.pack(_layer(d, "pause"))
+    return out
+
+
+def _build_ip(d: Mapping, version: int, recompute: bool, ports: frozenset[int]) -> bytes:
+    name = "ipv4" if version == 4 else "ipv6"
+    ip = _layer(d, name)
+    defaults = _DEFAULT_IP4 if version == 4 else _DEFAULT_IP6
+    ip.setdefault("src", defaults[0])
+    ip.setdefault("dst", defaults[1])
+    proto_key = "protocol" if version == 4 else "next_header"
+    if "udp" in d:
+        ip.setdefault(proto_key, IPPROTO_UDP)
+    if version == 4:
+        options = _hex(ip, "options", name)
+        if len(options) % 4:
+            raise BadValue(f"{len(options)} bytes of options is not a multiple of 4",
+                           layer=name, field="options")
+        if not _given(ip, "ihl", recompute):
+            ip["ihl"] = 5 + len(options) // 4
+        hlen = 20 + len(options)
+    else:
+        options = b""
+        hlen = 40
+    # Packed addresses for the UDP pseudo-header.
+    probe = (IPV4 if version == 4 else IPV6).pack({k: ip.get(k, 0) for k in ("src", "dst")})
+    src, dst = (probe[12:16], probe[16:20]) if version == 4 else (probe[8:24], probe[24:40])
+    udp_present = "udp" in d and int(ip.get(proto_key, IPPROTO_UDP)) == IPPROTO_UDP
+    ip_fields = {k: v for k, v in ip.items() if k not in ("options", "checksum_ok")}
+
+    def header(payload_len: int) -> bytes:
+        f = dict(ip_fields)
+        if version == 4:
+            if not _given(f, "total_length", recompute):
+                f["total_length"] = hlen + payload_len
+            f.setdefault("checksum", 0)
+            raw = bytearray(IPV4.pack(f) + options)
+            if not _given(ip, "checksum", recompute):
+                raw[10:12] = ipv4_checksum(raw).to_bytes(2, "big")
+            return bytes(raw)
+        if not _given(f, "payload_length", recompute):
+            f["payload_length"] = payload_len
+        return IPV6.pack(f)
+
+    if not udp_present:
+        raw = _hex(d, "raw", "raw")
+        return header(len(raw)) + raw
+    return _build_udp(d, version, header, src, dst, recompute, ports)
+
+
+def _build_udp(d: Mapping, version: int, ip_header, src: bytes, dst: bytes, recompute: bool,
+               ports: frozenset[int]) -> bytes:
+    udp = _layer(d, "udp")
+    udp.pop("checksum_ok", None)
+    want_csum = udp.get("checksum")
+    if want_csum == "auto":
+        udp.pop("checksum")
+    dport = UDP.pack({"dport": udp.get("dport", ROCEV2_PORT)})[2:4]
+    is_roce = int.from_bytes(dport, "big") in ports
+    raw_tail = _hex(d, "raw", "raw")
+    if is_roce and "bth" in d:
+        body, has_icrc = _build_roce_body(d, recompute)
+    else:
+        body, has_icrc = _build_plain_payload(d), False
+    icrc_len = ICRC_BYTES if has_icrc else 0
+    if not _given(udp, "length", recompute):
+        udp["length"] = 8 + len(body) + icrc_len + len(raw_tail)
+    udp_fields = dict(udp, checksum=0)
+    iph = ip_header(8 + len(body) + icrc_len + len(raw_tail))
+    udp_hdr = UDP.pack(udp_fields)
+    tail = b""
+    if has_icrc:
+        ic = _layer(d, "icrc")
+        if _given(ic, "value", recompute):
+            val = parse_value(_ICRC_FIELD, ic["value"], "icrc")
+        else:
+            val = icrc(iph, udp_hdr + body)
+        tail = icrc_bytes(val)
+    datagram = bytearray(udp_hdr + body + tail + raw_tail)
+    given = want_csum not in (None, "auto") and not recompute
+    if given:
+        csum = UDP.pack({"checksum": want_csum})[6:8]
+        datagram[6:8] = csum
+    elif want_csum == "auto" or (recompute and want_csum) or (want_csum is None and not is_roce):
+        datagram[6:8] = udp_checksum(version, src, dst, datagram).to_bytes(2, "big")
+    return iph + bytes(datagram)
+
+
+def _build_plain_payload(d: Mapping) -> bytes:
+    if "payload" not in d:
+        return b""
+    p = _layer(d, "payload")
+    data = _hex(p, "data", "payload")
+    length = p.get("length", len(data))
+    if not isinstance(length, int) or length < len(data):
+        raise BadValue(f"length {length!r} is less than the {len(data)} bytes of data",
+                       layer="payload", field="length")
+    return data + bytes(length - len(data))
+
+
+def _build_roce_body(d: Mapping, recompute: bool) -> tuple[bytes, bool]:
+    """BTH + extended headers + payload + pad; and whether an ICRC follows."""
+    bth = _layer(d, "bth")
+    bth.pop("opcode_name", None)
+    op_raw = BTH.pack({"opcode": bth.get("opcode", BTH.field("opcode").default)})[0]
+    if op_raw == CNP_OPCODE:
+        bth.setdefault("becn", 1)  # IBA Annex A17.9.3: a CNP has BECN set
+    hdr_names = EXT_HEADERS.get(op_raw, ("", ()))[1]
+    extra = [k for k in d if k in EXT_SPECS and k not in hdr_names]
+    if extra:
+        raise BadValue(f"opcode {opcode_name(op_raw)} carries {list(hdr_names) or 'no'} "
+                       f"extended headers, not {extra}", layer="bth", field="opcode")
+    cut = "raw" in d  # a record cut inside a header: emit only the headers given
+    exts = b""
+    for h in hdr_names:
+        if h not in d and cut:
+            break
+        spec: HeaderSpec = EXT_SPECS[h]
+        exts += spec.pack(_layer(d, h))
+    if cut and ("payload" not in d):
+        pay = b""
+        pad = b""
+    else:
+        p = _layer(d, "payload")
+        data = _hex(p, "data", "payload")
+        length = p.get("length", len(data))
+        if not isinstance(length, int) or length < len(data):
+            raise BadValue(f"length {length!r} is less than the {len(data)} bytes of data",
+                           layer="payload", field="length")
+        pay = data + bytes(length - len(data))
+        if not _given(bth, "pad_count", recompute):
+            bth["pad_count"] = -len(pay) % 4
+        pc = parse_value(BTH.field("pad_count"), bth["pad_count"], "bth")
+        # Given pad bytes are used as they are (a decoded frame's exact bytes); otherwise
+        # PadCnt zero bytes (IBA 9.2: pad bytes are zero).
+        pad = _hex(p, "pad", "payload") if "pad" in p and not recompute else bytes(pc)
+    body = BTH.pack(bth) + exts + pay + pad
+    return body, not cut
