@@ -1,0 +1,39 @@
+"""lossless.wire: RoCEv2, PFC/PAUSE, ECN and scale-up Ethernet codecs and pcap I/O.
+
+The public surface is small and stable::
+
+    import wire
+    d = wire.dissect(frame)               # -> wire.Decoded; d["bth"].psn, d.to_dict()
+    frame = wire.build({"ipv4": {}, "udp": {}, "bth": {"opcode": "RC_SEND_ONLY"}})
+    for rec in wire.read("capture.pcapng"): ...   # wire.Record(ts_ns, data, orig_len, ...)
+    wire.write("out.pcap", records)
+
+Importing this package imports neither Scapy nor matplotlib (Scapy layers live in
+:mod:`wire.scapy_layers`, installed explicitly with ``install()``).
+"""
+
+from .bth import Opcode, opcode_name
+from .ecn import Ecn, get_ecn, mark_ce, set_ecn
+from .errors import (
+    BadLength,
+    BadMagic,
+    BadValue,
+    CaptureError,
+    DecodeError,
+    Truncated,
+    TruncatedFile,
+)
+from .pcapio import CaptureReader, CaptureWriter, Record, read, write
+from .pfc import ps_to_quanta, quanta_to_ns, quanta_to_ps
+from .roce import icrc
+from .spec import Field, HeaderSpec, Layer
+from .stack import ROCE_PORTS, SPECS, Decoded, build, dissect
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SPECS", "ROCE_PORTS", "BadLength", "BadMagic", "BadValue", "CaptureError", "CaptureReader",
+    "CaptureWriter", "DecodeError", "Decoded", "Ecn", "Field", "HeaderSpec", "Layer", "Opcode",
+    "Record", "Truncated", "TruncatedFile", "build", "dissect", "get_ecn", "icrc", "mark_ce",
+    "opcode_name", "ps_to_quanta", "quanta_to_ns", "quanta_to_ps", "read", "set_ecn", "write",
+]
