@@ -108,7 +108,7 @@ def cmd_craft(args: argparse.Namespace) -> int:
     ports = _ports(args)
     name = args.input or "-"
     try:
-        fin = sys.stdin if name == "-" else open(name, encoding="utf-8")  # noqa: SIM115
+        fin = sys.stdin if name == "-" else open(name, encoding="utf-8")
     except OSError as e:
         _err(f"{name}: {e.strerror or e}")
         return EXIT_UNREADABLE
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # Output closed early (e.g. piped into head): not an error of ours.
         with contextlib.suppress(OSError):
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+            sys.stdout = open(os.devnull, "w")
         return EXIT_OK
     except KeyboardInterrupt:
         return 130
