@@ -77,6 +77,8 @@ def quanta_to_ps(quanta: int, rate_bps: int) -> int:
 
 def quanta_to_ns(quanta: int, rate_bps: int) -> int:
     """Pause duration in nanoseconds, rounded up (for pcap-level accounting)."""
+    if rate_bps <= 0:
+        raise ValueError("rate_bps must be positive")
     return -(-quanta * QUANTUM_BITS * 10**9 // rate_bps)
 
 

@@ -18,6 +18,7 @@ a list.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -68,7 +69,14 @@ def _fmt_ipv4(v: int) -> str:
     return f"{v >> 24}.{(v >> 16) & 255}.{(v >> 8) & 255}.{v & 255}"
 
 
+_MAC_RE = re.compile(r"[0-9a-fA-F]{12}|[0-9a-fA-F]{2}([:-])[0-9a-fA-F]{2}(\1[0-9a-fA-F]{2}){4}")
+
+
 def _fmt_ipv6(v: int) -> str:
+    # RFC 5952 section 5: IPv4-mapped addresses in mixed notation.  Done by hand because
+    # Python < 3.13 prints ::ffff:a00:1 and 3.13 ::ffff:10.0.0.1 (JSON must not depend on it).
+    if v >> 32 == 0xFFFF:
+        return "::ffff:" + _fmt_ipv4(v & 0xFFFFFFFF)
     return str(ipaddress.IPv6Address(v))
 
 
@@ -95,9 +103,9 @@ def parse_value(f: Field, v: object, layer: str = "") -> int:
         elif isinstance(v, str):
             s = v.strip()
             if f.fmt == "mac":
-                raw = int(s.replace(":", "").replace("-", ""), 16)
-                if len(s.replace(":", "").replace("-", "")) != 12:
-                    raise ValueError("a MAC address has 6 bytes")
+                if not _MAC_RE.fullmatch(s):
+                    raise ValueError("a MAC address is 6 hex bytes, e.g. 02:00:00:00:00:01")
+                raw = int(re.sub("[:-]", "", s), 16)
             elif f.fmt == "ipv4":
                 raw = int(ipaddress.IPv4Address(s))
             elif f.fmt == "ipv6":

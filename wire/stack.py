@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from .bth import BTH, EXT_HEADERS, opcode_name
 from .errors import BadValue
 from .ethernet import ETHERNET, MIN_FRAME_BYTES, VLAN_TAG, VLAN_TPIDS, EtherType
-from .ib_ext import AETH, CNP, EXT_SPECS, aeth_decode
+from .ib_ext import AETH, CNP, EXT_SPECS, AethKind, NakCode, aeth_decode, aeth_syndrome
 from .ipv4 import IPPROTO_UDP, IPV4, ipv4_checksum
 from .ipv6 import IPV6
 from .pfc import MAC_CONTROL, PAUSE, PAUSE_DST, PFC, MacControlOpcode
@@ -146,7 +146,8 @@ def dissect(frame: bytes | bytearray | memoryview, orig_len: int | None = None, 
     d = c.d
     n = c.n
     if n == 0:
-        d.problems.append("empty record (0 bytes)")
+        if not c.snapped:
+            d.problems.append("empty record (0 bytes)")
         d.trailer = b""
         return d
     if n < 14:
@@ -163,6 +164,9 @@ def dissect(frame: bytes | bytearray | memoryview, orig_len: int | None = None, 
     if n - off < 2:
         c.short("eth", off + 2, n, 0)
         return d
+    if ((frame[off] << 8) | frame[off + 1]) in VLAN_TPIDS and not c.snapped:
+        # A tag whose TCI or inner EtherType is missing: shown as eth.type = TPID + raw.
+        d.problems.append(f"vlan: truncated at byte {off}: needs 6 bytes, {n - off} present")
     if tags:
         eth = Layer("eth", ETHERNET.unpack(frame[:12] + frame[off:off + 2]))
         d.layers["eth"] = eth
@@ -220,6 +224,7 @@ def _ipv4(c: _Ctx, off: int) -> None:
     end = off + total
     if total < hlen:
         d.problems.append(f"ipv4.total_length: {total} is less than the header length {hlen}")
+        _mark_ambiguous(c)
         end = n
     elif end > n:
         if not (c.snapped and end <= c.orig_len):
@@ -301,7 +306,8 @@ def _udp(c: _Ctx, off: int, ip_end: int, ip_header: bytes, version: int) -> None
     elif end < ip_end:
         d.problems.append(f"udp.length: {ulen} is less than the IP payload "
                           f"({ip_end - off} bytes)")
-        if ip_end <= n:
+        _mark_ambiguous(c)
+        if end < n:
             c.d.trailer = frame[end:]
     if udp["checksum"] and end <= n:
         src, dst = (ip_header[12:16], ip_header[16:20]) if version == 4 else (
@@ -377,8 +383,11 @@ def _roce(c: _Ctx, uoff: int, udp_end: int, ip_header: bytes) -> None:
     else:
         _payload(c, pos, icrc_at, pad)
     if udp_end > n:
-        d.layers["icrc"] = Layer("icrc", value=None, valid=None,
-                                 reason=f"not captured: record cut at {n} of {c.orig_len} bytes")
+        ic = Layer("icrc", value=None, valid=None,
+                   reason=f"not captured: record cut at {n} of {c.orig_len} bytes")
+        if icrc_at < n:  # keep the 1..3 ICRC bytes that were captured
+            ic["captured"] = frame[icrc_at:n].hex()
+        d.layers["icrc"] = ic
         return
     wire_val = int.from_bytes(frame[icrc_at:udp_end], "little")
     ic = Layer("icrc", value=wire_val)
@@ -469,6 +478,7 @@ def build(d: Mapping[str, object], *, recompute: bool = False,
         if "trailer" in d:
             return frame + _hex(d, "trailer", "trailer")
         return frame + bytes(max(MIN_FRAME_BYTES - len(frame), 0))
+    _check_placement(d)
     eth = _layer(d, "eth")
     l3 = next((k for k in ("ipv4", "ipv6", "mac_control", "pfc", "pause") if k in d), None)
     if "type" not in eth:
@@ -499,6 +509,41 @@ def build(d: Mapping[str, object], *, recompute: bool = False,
     elif len(frame) < MIN_FRAME_BYTES:
         frame += bytes(MIN_FRAME_BYTES - len(frame))
     return frame
+
+
+def _check_placement(d: Mapping) -> None:
+    """Refuse layer combinations that cannot be placed in one frame (never drop a layer)."""
+    ips = [k for k in ("ipv4", "ipv6") if k in d]
+    macs = [k for k in ("mac_control", "pfc", "pause") if k in d]
+    if len(ips) > 1:
+        raise BadValue("a frame carries one of ipv4 and ipv6, not both", layer="ipv6")
+    if ips and macs:
+        raise BadValue(f"{macs[0]} cannot follow {ips[0]}", layer=macs[0])
+    if "pfc" in d and "pause" in d:
+        raise BadValue("a MAC Control frame is PFC or PAUSE, not both", layer="pause")
+    if "udp" in d and not ips:
+        raise BadValue("udp needs an ipv4 or ipv6 layer under it", layer="udp")
+    if ips and "udp" in d:
+        key = "protocol" if ips[0] == "ipv4" else "next_header"
+        proto = _layer(d, ips[0]).get(key, IPPROTO_UDP)
+        if parse_value(IPV4.field("protocol"), proto, ips[0]) != IPPROTO_UDP:
+            raise BadValue(f"is {proto}, so the udp layer cannot follow", layer=ips[0],
+                           field=key)
+    if "bth" in d and "udp" not in d:
+        raise BadValue("bth needs a udp layer under it", layer="bth")
+    for k in (*EXT_SPECS, "icrc"):
+        if k in d and "bth" not in d:
+            raise BadValue(f"{k} needs a bth layer before it", layer=k)
+    if "payload" in d and "udp" not in d:
+        raise BadValue("payload follows udp (use raw for other bytes)", layer="payload")
+    if macs and "mac_control" in d and ("pfc" in d or "pause" in d):
+        op = parse_value(MAC_CONTROL.field("opcode"), _layer(d, "mac_control").get(
+            "opcode", MacControlOpcode.PFC if "pfc" in d else MacControlOpcode.PAUSE),
+            "mac_control")
+        want = MacControlOpcode.PFC if "pfc" in d else MacControlOpcode.PAUSE
+        if op != want:
+            raise BadValue(f"opcode 0x{op:04x} does not carry a {'pfc' if 'pfc' in d else 'pause'}"
+                           " layer", layer="mac_control", field="opcode")
 
 
 def _build_mac_control(d: Mapping) -> bytes:
@@ -572,6 +617,10 @@ def _build_udp(d: Mapping, version: int, ip_header, src: bytes, dst: bytes, reco
         udp.pop("checksum")
     dport = UDP.pack({"dport": udp.get("dport", ROCEV2_PORT)})[2:4]
     is_roce = int.from_bytes(dport, "big") in ports
+    if "bth" in d and not is_roce:
+        raise BadValue(f"{int.from_bytes(dport, 'big')} is not a RoCEv2 port "
+                       f"(roce_ports={sorted(ports)}), so a bth cannot follow", layer="udp",
+                       field="dport")
     raw_tail = _hex(d, "raw", "raw")
     if is_roce and "bth" in d:
         body, has_icrc = _build_roce_body(d, recompute)
@@ -587,10 +636,12 @@ def _build_udp(d: Mapping, version: int, ip_header, src: bytes, dst: bytes, reco
     if has_icrc:
         ic = _layer(d, "icrc")
         if _given(ic, "value", recompute):
-            val = parse_value(_ICRC_FIELD, ic["value"], "icrc")
+            tail = icrc_bytes(parse_value(_ICRC_FIELD, ic["value"], "icrc"))
+        elif ic.get("captured") and not recompute:  # a snaplen cut inside the ICRC
+            got = _hex(ic, "captured", "icrc")[:ICRC_BYTES]
+            tail = got + bytes(ICRC_BYTES - len(got))
         else:
-            val = icrc(iph, udp_hdr + body)
-        tail = icrc_bytes(val)
+            tail = icrc_bytes(icrc(iph, udp_hdr + body))
     datagram = bytearray(udp_hdr + body + tail + raw_tail)
     given = want_csum not in (None, "auto") and not recompute
     if given:
@@ -599,6 +650,21 @@ def _build_udp(d: Mapping, version: int, ip_header, src: bytes, dst: bytes, reco
     elif want_csum == "auto" or (recompute and want_csum) or (want_csum is None and not is_roce):
         datagram[6:8] = udp_checksum(version, src, dst, datagram).to_bytes(2, "big")
     return iph + bytes(datagram)
+
+
+def _aeth_syndrome_of(hd: Mapping) -> int:
+    """AETH syndrome from ``kind`` and ``value`` or ``nak`` (used when no syndrome is given)."""
+    try:
+        kind = AethKind[str(hd["kind"])]
+        if "nak" in hd and "value" not in hd:
+            value = int(NakCode[str(hd["nak"])])
+        else:
+            value = int(hd.get("value", 0))
+        return aeth_syndrome(kind, value)
+    except (KeyError, ValueError, TypeError) as e:
+        raise BadValue(f"cannot make a syndrome from kind={hd.get('kind')!r}, "
+                       f"value={hd.get('value')!r}, nak={hd.get('nak')!r}: {e}", layer="aeth",
+                       field="kind") from None
 
 
 def _build_plain_payload(d: Mapping) -> bytes:
@@ -631,7 +697,10 @@ def _build_roce_body(d: Mapping, recompute: bool) -> tuple[bytes, bool]:
         if h not in d and cut:
             break
         spec: HeaderSpec = EXT_SPECS[h]
-        exts += spec.pack(_layer(d, h))
+        hd = _layer(d, h)
+        if spec is AETH and "syndrome" not in hd and "kind" in hd:
+            hd["syndrome"] = _aeth_syndrome_of(hd)
+        exts += spec.pack(hd)
     if cut and ("payload" not in d):
         pay = b""
         pad = b""
