@@ -76,6 +76,8 @@ def summary_line(index: int, ts_ns: int, d: Decoded, orig_len: int) -> str:
     if mc is not None and pfc is None and pause is None:
         proto = "MACCtrl"
         info = [f"opcode=0x{mc['opcode']:04x}"]
+    if d.caplen < orig_len:
+        info.append(f"[captured {d.caplen} of {orig_len} bytes]")
     if d.problems:
         info.append(f"[{len(d.problems)} problem{'s' * (len(d.problems) > 1)}]")
     return f"{index:>7} {ts} {orig_len:>5} {src:>17} > {dst:<17} {proto:<8} {' '.join(info)}"
@@ -124,9 +126,10 @@ class CaptureStats:
     def add(self, ts_ns: int, orig_len: int, d: Decoded) -> None:
         self.records += 1
         self.bytes += orig_len
-        if self.first_ts_ns is None:
+        if self.first_ts_ns is None or ts_ns < self.first_ts_ns:
             self.first_ts_ns = ts_ns
-        self.last_ts_ns = ts_ns
+        if self.last_ts_ns is None or ts_ns > self.last_ts_ns:
+            self.last_ts_ns = ts_ns
         if d.problems:
             self.problem_records += 1
         ip = d.get("ipv4") or d.get("ipv6")
