@@ -6,8 +6,10 @@ A JSON record is the layer dict of :meth:`wire.Decoded.to_dict` plus record keys
 (pcapng interface id) and ``linktype``.  See ``docs/schema.md``.
 
 On craft: a record with ``caplen < len`` was cut by the capture's snaplen, so the built frame
-is cut to ``caplen`` and keeps ``len``; otherwise the record is complete and both lengths are
-taken from the built frame (so editing a decoded record with jq never truncates it).  A
+is cut to ``caplen`` and keeps ``len``; a record with ``caplen`` but no ``len`` is cut to
+``caplen`` with ``len`` = the built length; otherwise (``caplen == len``) the record is
+complete and both lengths are taken from the built frame, so editing a decoded record with jq
+never truncates it.  A
 missing ``ts_ns`` is the previous record's plus 1 µs (0 for the first).
 """
 
@@ -74,11 +76,13 @@ def record_from_dict(obj: Mapping[str, object], prev_ts_ns: int | None = None, *
     else:
         data = build(layers, recompute=recompute, roce_ports=roce_ports)
     full = len(data)
-    if caplen is not None and orig_len is not None and not recompute:
-        if caplen < orig_len:  # cut by snaplen: reproduce the cut
+    if caplen is not None and not recompute:
+        if orig_len is None and caplen < full:  # hand-written: "capture only caplen bytes"
+            data = data[:caplen]
+        elif orig_len is not None and caplen < orig_len:  # cut by snaplen: reproduce the cut
             data = data[:caplen]
             full = orig_len
-        elif caplen > orig_len and caplen == len(data):  # an odd record (incl_len > orig_len)
-            full = orig_len
+        elif orig_len is not None and caplen > orig_len and caplen == len(data):
+            full = orig_len  # an odd record (incl_len > orig_len) kept as it was
     assert ts_ns is not None and linktype is not None and interface is not None
     return Record(ts_ns=ts_ns, data=data, orig_len=full, linktype=linktype, interface=interface)

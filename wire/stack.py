@@ -156,17 +156,23 @@ def dissect(frame: bytes | bytearray | memoryview, orig_len: int | None = None, 
         return d
     off = 12
     tags: list[Layer] = []
-    while off + 2 <= n and ((frame[off] << 8) | frame[off + 1]) in VLAN_TPIDS:
-        if n - off < 6:
-            break
+    while n - off >= 4 and ((frame[off] << 8) | frame[off + 1]) in VLAN_TPIDS:
         tags.append(Layer("vlan", VLAN_TAG.unpack(frame, off)))
         off += 4
-    if n - off < 2:
-        c.short("eth", off + 2, n, 0)
+    partial_tag = n - off >= 2 and ((frame[off] << 8) | frame[off + 1]) in VLAN_TPIDS
+    if n - off < 2 or partial_tag:
+        # The EtherType after the tags was not captured: eth.type is null, the rest is raw.
+        eth = Layer("eth", ETHERNET.unpack(frame[:12] + b"\0\0"))
+        eth["type"] = None
+        d.layers["eth"] = eth
+        if tags:
+            d.layers["vlan"] = tags
+        if partial_tag:
+            c.short("vlan", 4, n - off, off)
+        else:
+            c.short("eth" if not tags else "vlan", 2, n - off, off)
+        _min_trailer(c)
         return d
-    if ((frame[off] << 8) | frame[off + 1]) in VLAN_TPIDS and not c.snapped:
-        # A tag whose TCI or inner EtherType is missing: shown as eth.type = TPID + raw.
-        d.problems.append(f"vlan: truncated at byte {off}: needs 6 bytes, {n - off} present")
     if tags:
         eth = Layer("eth", ETHERNET.unpack(frame[:12] + frame[off:off + 2]))
         d.layers["eth"] = eth
@@ -492,7 +498,8 @@ def build(d: Mapping[str, object], *, recompute: bool = False,
     if not isinstance(tags, list):
         raise BadValue("expected a list of tags", layer="vlan")
     tag_bytes = b"".join(VLAN_TAG.pack(t) for t in tags)
-    etype = ETHERNET.pack(type=eth["type"])[12:]
+    # type null: the EtherType was not captured (a record cut inside the VLAN tags).
+    etype = b"" if eth["type"] is None else ETHERNET.pack(type=eth["type"])[12:]
     if l3 == "ipv4":
         body = _build_ip(d, 4, recompute, ports)
     elif l3 == "ipv6":

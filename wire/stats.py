@@ -30,7 +30,7 @@ def summary_line(index: int, ts_ns: int, d: Decoded, orig_len: int) -> str:
     eth = d.get("eth")
     if eth is not None:
         src, dst = eth["src"], eth["dst"]
-        proto = f"0x{eth['type']:04x}"
+        proto = "Ethernet" if eth["type"] is None else f"0x{eth['type']:04x}"
     tags = d.get("vlan")
     if tags:
         info.append("vlan " + "/".join(f"{t['vid']}p{t['pcp']}" for t in tags))
