@@ -232,22 +232,14 @@ def _ipv4(c: _Ctx, off: int) -> None:
         d.problems.append(f"ipv4.total_length: {total} is less than the header length {hlen}")
         _mark_ambiguous(c)
         end = n
-    elif end > n:
-        if not (c.snapped and end <= c.orig_len):
-            d.problems.append(f"ipv4.total_length: {total} but only {n - off} bytes follow "
-                              f"the Ethernet header")
-            _mark_ambiguous(c)
-            end = n
     else:
-        _set_trailer(c, end)
+        end = _ip_extent(c, end, f"ipv4.total_length: {total}",
+                         f"{n - off} bytes follow the Ethernet header")
     pay = off + hlen
     if ip["frag_offset"] or ip["flags"] & 1:
         d.raw = frame[pay:min(end, n)]  # fragment: upper layers cannot be decoded alone
         return
-    if ip["protocol"] == IPPROTO_UDP:
-        _udp(c, pay, end, frame[off:off + hlen], 4)
-    elif pay < min(end, n):
-        d.raw = frame[pay:min(end, n)]
+    _ip_payload(c, ip["protocol"], pay, end, frame[off:off + hlen], 4)
 
 
 def _ipv6(c: _Ctx, off: int) -> None:
@@ -260,19 +252,31 @@ def _ipv6(c: _Ctx, off: int) -> None:
     if ip["version"] != 6:
         d.problems.append(f"ipv6.version: {ip['version']} (expected 6)")
     pay = off + 40
-    end = pay + ip["payload_length"]
-    if end > n:
-        if not (c.snapped and end <= c.orig_len):
-            d.problems.append(f"ipv6.payload_length: {ip['payload_length']} but only "
-                              f"{n - pay} bytes follow the IPv6 header")
-            _mark_ambiguous(c)
-            end = n
-    else:
+    end = _ip_extent(c, pay + ip["payload_length"],
+                     f"ipv6.payload_length: {ip['payload_length']}",
+                     f"{n - pay} bytes follow the IPv6 header")
+    _ip_payload(c, ip["next_header"], pay, end, frame[off:pay], 6)
+
+
+def _ip_extent(c: _Ctx, end: int, claim: str, present: str) -> int:
+    """Where the IP datagram ends.  Beyond the frame: fine if the snaplen explains it (the
+    claimed end is kept), else a problem and the frame's end.  Within it: the rest is the
+    Ethernet trailer."""
+    if end <= c.n:
         _set_trailer(c, end)
-    if ip["next_header"] == IPPROTO_UDP:
-        _udp(c, pay, end, frame[off:pay], 6)
-    elif pay < min(end, n):
-        d.raw = frame[pay:min(end, n)]
+        return end
+    if c.snapped and end <= c.orig_len:
+        return end
+    c.d.problems.append(f"{claim} but only {present}")
+    _mark_ambiguous(c)
+    return c.n
+
+
+def _ip_payload(c: _Ctx, proto: int, pay: int, end: int, ip_header: bytes, version: int) -> None:
+    if proto == IPPROTO_UDP:
+        _udp(c, pay, end, ip_header, version)
+    elif pay < min(end, c.n):
+        c.d.raw = c.frame[pay:min(end, c.n)]
 
 
 def _set_trailer(c: _Ctx, end: int) -> None:
