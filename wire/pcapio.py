@@ -155,6 +155,18 @@ class Record:
     interface: int = 0
 
 
+def _open(target, mode: str) -> tuple[str, BinaryIO, bool]:
+    """(name for messages, binary file, whether we own it) for a path or a file object."""
+    if isinstance(target, (str, os.PathLike)):
+        return os.fsdecode(os.fspath(target)), open(target, mode), True
+    method = "read" if "r" in mode else "write"
+    if not hasattr(target, method):
+        verb = "read a capture from" if method == "read" else "write a capture to"
+        raise TypeError(f"cannot {verb} {type(target).__name__}")
+    name = getattr(target, "name", None)
+    return (name if isinstance(name, str) else "<stream>"), target, False
+
+
 class CaptureReader:
     """Iterate over the records of a pcap or pcapng file, streaming.
 
@@ -229,16 +241,7 @@ class CaptureReader:
         if isinstance(source, (bytes, bytearray, memoryview)):
             raise TypeError("CaptureReader wants a path or a binary file object; "
                             "wrap raw bytes in io.BytesIO")
-        if isinstance(source, (str, os.PathLike)):
-            self.path = os.fsdecode(os.fspath(source))
-            fp = open(source, "rb")
-            self._own = True
-        elif hasattr(source, "read"):
-            name = getattr(source, "name", None)
-            self.path = name if isinstance(name, str) else "<stream>"
-            fp = source
-        else:
-            raise TypeError(f"cannot read a capture from {type(source).__name__}")
+        self.path, fp, self._own = _open(source, "rb")
         self._fp = fp
         self._read = fp.read
         try:
@@ -799,16 +802,7 @@ class CaptureWriter:
         self._closed = False
         self._own = False
         self._ids: dict[tuple[int, int], int] = {}
-        if isinstance(dest, (str, os.PathLike)):
-            self.path = os.fsdecode(os.fspath(dest))
-            fp = open(dest, "wb")
-            self._own = True
-        elif hasattr(dest, "write"):
-            name = getattr(dest, "name", None)
-            self.path = name if isinstance(name, str) else "<stream>"
-            fp = dest
-        else:
-            raise TypeError(f"cannot write a capture to {type(dest).__name__}")
+        self.path, fp, self._own = _open(dest, "wb")
         self._fp = fp
         self._write = fp.write
         try:
