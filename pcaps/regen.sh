@@ -1,0 +1,8 @@
+#!/bin/sh
+# Rebuild every reference capture from the JSON Lines file next to it.
+# Run from the repository root after editing a pcaps/*.jsonl:   sh pcaps/regen.sh
+# tests/test_cli.py checks that the committed pcaps are exactly what this makes.
+set -e
+for src in pcaps/*.jsonl; do
+  lossless craft "$src" -o "${src%.jsonl}.pcap" -q
+done
