@@ -24,13 +24,28 @@ from dataclasses import dataclass, field
 
 from .bth import BTH, EXT_HEADERS, opcode_name
 from .errors import BadValue
+from .esun import ESUN
 from .ethernet import ETHERNET, MIN_FRAME_BYTES, VLAN_TAG, VLAN_TPIDS, EtherType
 from .ib_ext import AETH, CNP, EXT_SPECS, AethKind, NakCode, aeth_decode, aeth_syndrome
 from .ipv4 import IPPROTO_UDP, IPV4, ipv4_checksum
 from .ipv6 import IPV6
 from .pfc import MAC_CONTROL, PAUSE, PAUSE_DST, PFC, MacControlOpcode
 from .roce import CNP_OPCODE, ICRC_BYTES, icrc, icrc_bytes
+from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
 from .spec import Field, HeaderSpec, Layer, parse_value
+from .sue import (
+    AFH_FORMS,
+    AFH_GEN1,
+    MAX_TXN_DATA_BYTES,
+    RCRC,
+    SUE_RH,
+    SUE_TXN8,
+    SUE_TXN16,
+    SueOp,
+    rcrc,
+    txn_spec,
+)
+from .sunh import SUNH
 from .udp import ROCEV2_PORT, UDP, udp_checksum
 
 __all__ = ["Decoded", "dissect", "build", "ROCE_PORTS", "LAYER_ORDER", "SPECS"]
@@ -40,14 +55,15 @@ ROCE_PORTS: frozenset[int] = frozenset({ROCEV2_PORT})
 
 #: Every layer key of the schema, in wire order.
 LAYER_ORDER = (
-    "eth", "vlan", "ipv4", "ipv6", "udp", "bth", "rdeth", "deth", "xrceth", "reth",
-    "atomic_eth", "aeth", "atomic_ack_eth", "immdt", "ieth", "cnp", "mac_control", "pfc",
-    "pause", "payload", "icrc",
+    "afh", "eth", "vlan", "ipv4", "ipv6", "esun", "sunh", "udp", "bth", "rdeth", "deth",
+    "xrceth", "reth", "atomic_eth", "aeth", "atomic_ack_eth", "immdt", "ieth", "cnp",
+    "mac_control", "pfc", "pause", "sue_rh", "sue_txn", "rcrc", "payload", "icrc",
 )
 #: Every header's field table by layer name (the input of every derived form).
 SPECS: dict[str, HeaderSpec] = {
     s.name: s for s in (ETHERNET, VLAN_TAG, IPV4, IPV6, UDP, BTH, *EXT_SPECS.values(),
-                        MAC_CONTROL, PFC, PAUSE)
+                        MAC_CONTROL, PFC, PAUSE, ESUN, SUNH, *AFH_FORMS.values(), SUE_RH,
+                        SUE_TXN8, SUE_TXN16, RCRC)
 }
 _RECORD_KEYS = ("index", "ts_ns", "caplen", "len", "interface", "linktype")
 _EXTRA_KEYS = ("raw", "trailer", "problems")
@@ -113,9 +129,11 @@ class Decoded:
 class _Ctx:
     """State of one dissection."""
 
-    __slots__ = ("ambiguous", "d", "frame", "n", "orig_len", "roce_ports", "snapped")
+    __slots__ = ("ambiguous", "d", "frame", "n", "orig_len", "roce_ports", "sc", "snapped")
 
-    def __init__(self, frame: bytes, orig_len: int, roce_ports: frozenset[int]) -> None:
+    def __init__(self, frame: bytes, orig_len: int, roce_ports: frozenset[int],
+                 sc: ScaleUpConfig = DEFAULT_SCALEUP) -> None:
+        self.sc = sc
         self.frame = frame
         self.n = len(frame)
         self.orig_len = orig_len
@@ -134,15 +152,17 @@ class _Ctx:
 
 
 def dissect(frame: bytes | bytearray | memoryview, orig_len: int | None = None, *,
-            roce_ports: Iterable[int] = ROCE_PORTS) -> Decoded:
+            roce_ports: Iterable[int] = ROCE_PORTS,
+            scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> Decoded:
     """Decode an Ethernet frame.  Never raises on any input; problems go to ``problems``.
 
     ``orig_len`` is the length on the wire (a pcap record's orig_len); when larger than the
-    frame, missing bytes are reported as not captured rather than as errors.
+    frame, missing bytes are reported as not captured rather than as errors.  ``scaleup``
+    says where the scale-up headers (ESUN, SUNH, AFH, SUE) are found (placeholder EtherTypes).
     """
     frame = bytes(frame)
     ports = roce_ports if isinstance(roce_ports, frozenset) else frozenset(roce_ports)
-    c = _Ctx(frame, len(frame) if orig_len is None else orig_len, ports)
+    c = _Ctx(frame, len(frame) if orig_len is None else orig_len, ports, scaleup)
     d = c.d
     n = c.n
     if n == 0:
@@ -187,6 +207,14 @@ def dissect(frame: bytes | bytearray | memoryview, orig_len: int | None = None, 
         _ipv6(c, off)
     elif etype == EtherType.MAC_CONTROL:
         _mac_control(c, off)
+    elif etype == scaleup.esun_ethertype:
+        _esun(c, off)
+    elif etype == scaleup.sunh_ethertype:
+        _sunh(c, off)
+    elif etype == scaleup.afh_gen1_ethertype:
+        _afh_gen1(c, off)
+    elif etype == scaleup.sue_ethertype and not tags:
+        _afh_gen2(c, off)
     elif off < n:
         d.raw = frame[off:]
     _min_trailer(c)
@@ -319,16 +347,18 @@ def _udp(c: _Ctx, off: int, ip_end: int, ip_header: bytes, version: int) -> None
         _mark_ambiguous(c)
         if end < n:
             c.d.trailer = frame[end:]
-    if udp["checksum"] and end <= n:
+    if udp["checksum"] and end <= n and version:  # SUNH (version 0): no pseudo-header
         src, dst = (ip_header[12:16], ip_header[16:20]) if version == 4 else (
             ip_header[8:24], ip_header[24:40])
         calc = udp_checksum(version, src, dst, frame[off:end])
         if calc != udp["checksum"]:
             d.problems.append(f"udp.checksum: 0x{udp['checksum']:04x} on the wire, "
                               f"0x{calc:04x} computed")
-    if udp["dport"] in c.roce_ports:
+    if udp["dport"] == c.sc.sue_udp_port:
+        _sue(c, off + 8, end, rh=True)
+    elif udp["dport"] in c.roce_ports and version:
         _roce(c, off, end, ip_header)
-    else:
+    else:  # RoCEv2 over SUNH has no defined ICRC pseudo-header: shown as payload
         _payload(c, off + 8, end)
 
 
@@ -438,6 +468,151 @@ def _mac_control(c: _Ctx, off: int) -> None:
     c.d.trailer = frame[off + spec.size_bytes:]
 
 
+# ============================================================ scale-up headers
+def _esun(c: _Ctx, off: int) -> None:
+    if c.n - off < ESUN.size_bytes:
+        c.short("esun", ESUN.size_bytes, c.n - off, off)
+        return
+    c.d.layers["esun"] = Layer("esun", ESUN.unpack(c.frame, off))
+    _transport(c, off + ESUN.size_bytes, c.sc.esun_transport, None)
+
+
+def _sunh(c: _Ctx, off: int) -> None:
+    frame, n = c.frame, c.n
+    if n - off < SUNH.size_bytes:
+        c.short("sunh", SUNH.size_bytes, n - off, off)
+        return
+    sh = Layer("sunh", SUNH.unpack(frame, off))
+    c.d.layers["sunh"] = sh
+    pay = off + SUNH.size_bytes
+    if sh["next_header"] == IPPROTO_UDP:
+        # SUNH has no length: the UDP length says where the datagram ends.
+        end = n
+        if n - pay >= 8:
+            claimed = pay + max(int.from_bytes(frame[pay + 4:pay + 6], "big"), 8)
+            if claimed <= n:
+                end = claimed
+                _set_trailer(c, end)
+            elif c.snapped and claimed <= c.orig_len:
+                end = claimed
+        _udp(c, pay, end, b"", 0)
+    elif sh["next_header"] == c.sc.sunh_sue_protocol:
+        _transport(c, pay, "sue_rh", None)
+    elif pay < n:
+        c.d.raw = frame[pay:]
+
+
+def _afh_gen1(c: _Ctx, off: int) -> None:
+    if c.n - off < AFH_GEN1.size_bytes:
+        c.short("afh", AFH_GEN1.size_bytes, c.n - off, off)
+        return
+    afh = Layer("afh", {"form": "gen1", **AFH_GEN1.unpack(c.frame, off)})
+    c.d.layers["afh"] = afh
+    pay = off + AFH_GEN1.size_bytes
+    _transport(c, pay, "sue_rh" if afh["type"] == c.sc.sue_ethertype else "raw", None)
+
+
+def _afh_gen2(c: _Ctx, off: int) -> None:
+    """EtherType ``sue_ethertype`` right after the addresses: they are an AFH Gen2 header."""
+    form = "gen2_12" if c.sc.afh_gen2_form == "12" else "gen2_6"
+    spec = AFH_FORMS[form]
+    c.d.layers.pop("eth")
+    c.d.layers["afh"] = Layer("afh", {"form": form, **spec.unpack(c.frame, 0)})
+    kind = c.sc.afh_gen2_12_transport if form == "gen2_12" else c.sc.afh_gen2_6_transport
+    _transport(c, off, kind, None)
+
+
+def _transport(c: _Ctx, off: int, kind: str, end: int | None) -> None:
+    if kind == "sue_rh":
+        _sue(c, off, end, rh=True)
+    elif kind == "sue_lite":
+        _sue(c, off, end, rh=False)
+    elif off < min(c.n, end or c.n):
+        c.d.raw = c.frame[off:min(c.n, end or c.n)]
+
+
+def _sue(c: _Ctx, off: int, end: int | None, *, rh: bool) -> None:
+    """SUE transport from ``off``: [RH] transactions [R-CRC].  ``end`` is where a UDP datagram
+    ends; None at the Ethernet level, where padding may follow (the ``last`` bit ends the
+    transactions, so padding is never read as one)."""
+    frame, n, d, sc = c.frame, c.n, c.d, c.sc
+    limit = n if end is None else min(end, n)
+    start = off
+    expect_txns = True
+    if rh:
+        if limit - off < SUE_RH.size_bytes:
+            if end is not None and end - off < SUE_RH.size_bytes and not c.snapped:
+                d.problems.append(f"sue_rh: the datagram has {end - off} bytes, an RH needs 8")
+                d.raw, d.cut = frame[off:limit], True
+            else:
+                c.short("sue_rh", SUE_RH.size_bytes, limit - off, off)
+            return
+        rhl = Layer("sue_rh", SUE_RH.unpack(frame, off))
+        d.layers["sue_rh"] = rhl
+        off += SUE_RH.size_bytes
+        expect_txns = rhl["op"] == SueOp.DATA
+    spec = txn_spec(sc.txn_hdr_bytes)
+    h = spec.size_bytes
+    txns: list[Layer] = []
+    pdu_bytes = 0
+    if expect_txns:
+        d.layers["sue_txn"] = txns
+        while True:
+            i = len(txns)
+            if limit - off < h:
+                if off == limit and c.snapped:
+                    d.cut = True
+                else:
+                    c.short(f"sue_txn[{i}]", h, limit - off, off)
+                return
+            t = Layer("sue_txn", spec.unpack(frame, off))
+            if t["opcode"] == 0:
+                d.problems.append(f"sue_txn[{i}].opcode: 0 is not a transaction (no descriptor "
+                                  f"with last=1 before byte {off})")
+                d.raw, d.cut = frame[off:limit], True
+                return
+            length = t["length"]
+            dstart = off + h
+            explained = c.snapped and (end is None or dstart + length <= end)
+            if dstart + length > limit and not explained:
+                d.problems.append(f"sue_txn[{i}].length: {length} but only "
+                                  f"{max(limit - dstart, 0)} bytes follow the descriptor")
+                d.raw, d.cut = frame[off:limit], True
+                return
+            t["data"] = frame[dstart:min(dstart + length, limit)].hex()
+            txns.append(t)
+            if length > MAX_TXN_DATA_BYTES:
+                d.problems.append(f"sue_txn[{i}].length: {length} exceeds the "
+                                  f"{MAX_TXN_DATA_BYTES}-byte SUE limit")
+            pdu_bytes += h + length
+            off = dstart + length
+            if off > limit:  # data cut by the snaplen
+                d.cut = True
+                return
+            if t["last"]:
+                break
+        cap = sc.max_pdu_bytes if rh else sc.max_pdu_lite_bytes
+        if pdu_bytes > cap:
+            d.problems.append(f"sue: {pdu_bytes} bytes of transactions exceed the {cap}-byte "
+                              f"{'SUE' if rh else 'SUE-Lite'} PDU limit")
+    if rh:
+        if limit - off < RCRC.size_bytes:
+            c.short("rcrc", RCRC.size_bytes, limit - off, off)
+            return
+        val = int.from_bytes(frame[off:off + 4], "big")
+        calc = rcrc(frame[start:off])
+        d.layers["rcrc"] = Layer("rcrc", value=val, valid=calc == val)
+        if calc != val:
+            d.problems.append(f"rcrc: 0x{val:08x} on the wire, 0x{calc:08x} computed")
+        off += RCRC.size_bytes
+    if end is None:
+        _set_trailer(c, off)
+    elif off < limit:
+        d.problems.append(f"sue: {limit - off} bytes after the end of the PDU inside the UDP "
+                          f"datagram")
+        d.raw = frame[off:limit]
+
+
 # ======================================================================== build
 _ETHERTYPE_OF = {"ipv4": EtherType.IPV4, "ipv6": EtherType.IPV6,
                  "mac_control": EtherType.MAC_CONTROL, "pfc": EtherType.MAC_CONTROL,
@@ -469,7 +644,8 @@ def _given(layer: Mapping, key: str, recompute: bool) -> bool:
 
 
 def build(d: Mapping[str, object], *, recompute: bool = False,
-          roce_ports: Iterable[int] = ROCE_PORTS) -> bytes:
+          roce_ports: Iterable[int] = ROCE_PORTS,
+          scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> bytes:
     """Build an Ethernet frame from a dict in the schema of :meth:`Decoded.to_dict`.
 
     Omitted fields take defaults.  Lengths, checksums, PadCnt and the ICRC are computed
@@ -489,10 +665,27 @@ def build(d: Mapping[str, object], *, recompute: bool = False,
             return frame + _hex(d, "trailer", "trailer")
         return frame + bytes(max(MIN_FRAME_BYTES - len(frame), 0))
     _check_placement(d)
+    sc = scaleup
+    afh = _layer(d, "afh") if "afh" in d else None
+    form = afh.get("form", "gen1") if afh is not None else None
+    if form is not None and form not in AFH_FORMS:
+        raise BadValue(f"form {form!r} is not one of {list(AFH_FORMS)}", layer="afh",
+                       field="form")
+    if form in ("gen2_12", "gen2_6"):  # AFH Gen2 replaces the Ethernet addresses
+        if "eth" in d or "vlan" in d:
+            raise BadValue("an AFH Gen2 header replaces the Ethernet header: no eth or vlan",
+                           layer="afh", field="form")
+        fields = {k: v for k, v in afh.items() if k != "form"}
+        fields.setdefault("type", sc.sue_ethertype)
+        frame = AFH_FORMS[form].pack(fields) + _build_sue(d, sc, recompute)
+        return _finish(d, frame + _hex(d, "raw", "raw"))
     eth = _layer(d, "eth")
-    l3 = next((k for k in ("ipv4", "ipv6", "mac_control", "pfc", "pause") if k in d), None)
+    l3 = next((k for k in ("ipv4", "ipv6", "mac_control", "pfc", "pause", "esun", "sunh",
+                           "afh") if k in d), None)
     if "type" not in eth:
-        eth["type"] = _ETHERTYPE_OF.get(l3, EtherType.IPV4) if l3 else EtherType.IPV4
+        eth["type"] = {"esun": sc.esun_ethertype, "sunh": sc.sunh_ethertype,
+                       "afh": sc.afh_gen1_ethertype}.get(
+            l3, _ETHERTYPE_OF.get(l3, EtherType.IPV4) if l3 else EtherType.IPV4)
     if l3 in ("mac_control", "pfc", "pause"):
         eth.setdefault("dst", PAUSE_DST)
     eth.setdefault("dst", _DEFAULT_DST)
@@ -505,16 +698,29 @@ def build(d: Mapping[str, object], *, recompute: bool = False,
     # type null: the EtherType was not captured (a record cut inside the VLAN tags).
     etype = b"" if eth["type"] is None else ETHERNET.pack(type=eth["type"])[12:]
     if l3 == "ipv4":
-        body = _build_ip(d, 4, recompute, ports)
+        body = _build_ip(d, 4, recompute, ports, sc)
     elif l3 == "ipv6":
-        body = _build_ip(d, 6, recompute, ports)
+        body = _build_ip(d, 6, recompute, ports, sc)
+    elif l3 == "esun":
+        body = ESUN.pack(_layer(d, "esun")) + _build_sue(d, sc, recompute)
+    elif l3 == "afh":
+        fields = {k: v for k, v in _layer(d, "afh").items() if k != "form"}
+        fields.setdefault("type", sc.sue_ethertype)
+        body = AFH_GEN1.pack(fields) + _build_sue(d, sc, recompute)
+    elif l3 == "sunh":
+        body = _build_sunh(d, sc, recompute)
     elif l3 is not None:
         body = _build_mac_control(d)
     else:
         body = b""
     frame = head + tag_bytes + etype + body
-    if l3 not in ("ipv4", "ipv6"):  # IP builders place raw inside the datagram
+    if l3 not in ("ipv4", "ipv6", "sunh"):  # these builders place raw inside the datagram
         frame += _hex(d, "raw", "raw")
+    return _finish(d, frame)
+
+
+def _finish(d: Mapping, frame: bytes) -> bytes:
+    """Append the trailer, or pad to the Ethernet minimum when none is given."""
     if "trailer" in d:
         frame += _hex(d, "trailer", "trailer")
     elif len(frame) < MIN_FRAME_BYTES:
@@ -526,14 +732,25 @@ def _check_placement(d: Mapping) -> None:
     """Refuse layer combinations that cannot be placed in one frame (never drop a layer)."""
     ips = [k for k in ("ipv4", "ipv6") if k in d]
     macs = [k for k in ("mac_control", "pfc", "pause") if k in d]
-    if len(ips) > 1:
-        raise BadValue("a frame carries one of ipv4 and ipv6, not both", layer="ipv6")
-    if ips and macs:
-        raise BadValue(f"{macs[0]} cannot follow {ips[0]}", layer=macs[0])
+    nets = [k for k in ("ipv4", "ipv6", "esun", "sunh", "afh") if k in d]
+    if len(nets) > 1:
+        raise BadValue(f"a frame carries one network header, not {nets}", layer=nets[1])
+    if nets and macs:
+        raise BadValue(f"{macs[0]} cannot follow {nets[0]}", layer=macs[0])
     if "pfc" in d and "pause" in d:
         raise BadValue("a MAC Control frame is PFC or PAUSE, not both", layer="pause")
-    if "udp" in d and not ips:
-        raise BadValue("udp needs an ipv4 or ipv6 layer under it", layer="udp")
+    if "udp" in d and not ips and "sunh" not in d:
+        raise BadValue("udp needs an ipv4, ipv6 or sunh layer under it", layer="udp")
+    sue = [k for k in ("sue_rh", "sue_txn") if k in d]
+    if sue and not (set(nets) & {"esun", "sunh", "afh"} or "udp" in d):
+        raise BadValue("the SUE transport needs an esun, sunh, afh or udp layer under it",
+                       layer=sue[0])
+    if sue and "bth" in d:
+        raise BadValue("a frame carries RoCEv2 or SUE, not both", layer=sue[0])
+    if "rcrc" in d and "sue_rh" not in d:
+        raise BadValue("rcrc needs a sue_rh layer before it", layer="rcrc")
+    if sue and "payload" in d:
+        raise BadValue("SUE carries its data in sue_txn, not payload", layer="payload")
     if ips and "udp" in d:
         key = "protocol" if ips[0] == "ipv4" else "next_header"
         proto = _layer(d, ips[0]).get(key, IPPROTO_UDP)
@@ -557,6 +774,67 @@ def _check_placement(d: Mapping) -> None:
                            " layer", layer="mac_control", field="opcode")
 
 
+def _build_sue(d: Mapping, sc: ScaleUpConfig, recompute: bool) -> bytes:
+    """[RH] + transactions (+ R-CRC after an RH), or b"" when the dict has no SUE layers.
+    ``raw`` is not included (the caller places it)."""
+    if "sue_rh" not in d and "sue_txn" not in d:
+        return b""
+    cut = "raw" in d
+    spec = txn_spec(sc.txn_hdr_bytes)
+    out = SUE_RH.pack(_layer(d, "sue_rh")) if "sue_rh" in d else b""
+    txns = d.get("sue_txn", [])
+    if not isinstance(txns, list):
+        raise BadValue("expected a list of transactions", layer="sue_txn")
+    for i, t in enumerate(txns):
+        if not isinstance(t, Mapping):
+            raise BadValue(f"transaction {i}: expected an object", layer="sue_txn")
+        t = dict(t)
+        data = _hex(t, "data", f"sue_txn[{i}]")
+        if not _given(t, "length", recompute):
+            t["length"] = len(data)
+        if not isinstance(t["length"], int) or t["length"] < len(data):
+            raise BadValue(f"length {t['length']!r} is less than the {len(data)} bytes of data",
+                           layer=f"sue_txn[{i}]", field="length")
+        if not _given(t, "last", recompute):
+            t["last"] = int(i == len(txns) - 1 and not cut)
+        t.pop("data", None)
+        try:
+            out += spec.pack(t)
+        except BadValue as e:
+            raise BadValue(str(e).split(": ", 1)[-1], layer=f"sue_txn[{i}]",
+                           field=e.field) from None
+        out += data + bytes(t["length"] - len(data)) if not cut or i < len(txns) - 1 else data
+    if "sue_rh" in d and not cut:
+        rc = _layer(d, "rcrc")
+        if _given(rc, "value", recompute):
+            out += parse_value(RCRC.field("value"), rc["value"], "rcrc").to_bytes(4, "big")
+        else:
+            out += rcrc(out).to_bytes(4, "big")
+    return out
+
+
+def _build_sunh(d: Mapping, sc: ScaleUpConfig, recompute: bool) -> bytes:
+    sh = _layer(d, "sunh")
+    if "udp" in d:
+        sh.setdefault("next_header", IPPROTO_UDP)
+        udp = _layer(d, "udp")
+        want_csum = udp.pop("checksum", None)
+        udp.pop("checksum_ok", None)
+        if "sue_rh" in d or "sue_txn" in d:
+            udp.setdefault("dport", sc.sue_udp_port)
+            body = _build_sue(d, sc, recompute)
+        else:
+            body = _build_plain_payload(d)
+        body += _hex(d, "raw", "raw")
+        if not _given(udp, "length", recompute):
+            udp["length"] = 8 + len(body)
+        # No pseudo-header is defined over SUNH: the checksum is 0 unless given.
+        udp["checksum"] = 0 if want_csum in (None, "auto") else want_csum
+        return SUNH.pack(sh) + UDP.pack(udp) + body
+    sh.setdefault("next_header", sc.sunh_sue_protocol)
+    return SUNH.pack(sh) + _build_sue(d, sc, recompute) + _hex(d, "raw", "raw")
+
+
 def _build_mac_control(d: Mapping) -> bytes:
     mc = _layer(d, "mac_control")
     if "opcode" not in mc:
@@ -573,7 +851,8 @@ def _build_mac_control(d: Mapping) -> bytes:
     return out
 
 
-def _build_ip(d: Mapping, version: int, recompute: bool, ports: frozenset[int]) -> bytes:
+def _build_ip(d: Mapping, version: int, recompute: bool, ports: frozenset[int],
+              sc: ScaleUpConfig) -> bytes:
     name = "ipv4" if version == 4 else "ipv6"
     ip = _layer(d, name)
     defaults = _DEFAULT_IP4 if version == 4 else _DEFAULT_IP6
@@ -616,16 +895,19 @@ def _build_ip(d: Mapping, version: int, recompute: bool, ports: frozenset[int]) 
     if not udp_present:
         raw = _hex(d, "raw", "raw")
         return header(len(raw)) + raw
-    return _build_udp(d, version, header, src, dst, recompute, ports)
+    return _build_udp(d, version, header, src, dst, recompute, ports, sc)
 
 
 def _build_udp(d: Mapping, version: int, ip_header, src: bytes, dst: bytes, recompute: bool,
-               ports: frozenset[int]) -> bytes:
+               ports: frozenset[int], sc: ScaleUpConfig) -> bytes:
     udp = _layer(d, "udp")
     udp.pop("checksum_ok", None)
     want_csum = udp.get("checksum")
     if want_csum == "auto":
         udp.pop("checksum")
+    sue = "sue_rh" in d or "sue_txn" in d
+    if sue:
+        udp.setdefault("dport", sc.sue_udp_port)
     dport = UDP.pack({"dport": udp.get("dport", ROCEV2_PORT)})[2:4]
     is_roce = int.from_bytes(dport, "big") in ports
     if "bth" in d and not is_roce:
@@ -635,6 +917,8 @@ def _build_udp(d: Mapping, version: int, ip_header, src: bytes, dst: bytes, reco
     raw_tail = _hex(d, "raw", "raw")
     if is_roce and "bth" in d:
         body, has_icrc = _build_roce_body(d, recompute)
+    elif sue:
+        body, has_icrc = _build_sue(d, sc, recompute), False
     else:
         body, has_icrc = _build_plain_payload(d), False
     icrc_len = ICRC_BYTES if has_icrc else 0
