@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import sys
 from collections.abc import Iterator
 
 from wire.errors import CaptureError, DecodeError
+from wire.overhead import STACKS, table
 from wire.pcapio import CaptureReader, CaptureWriter, Record
 from wire.records import record_from_dict, record_to_dict
+from wire.scaleup import DEFAULT_SCALEUP, TRANSPORTS, ScaleUpConfig
 from wire.stack import ROCE_PORTS, dissect
 from wire.stats import CaptureStats, summary_line
 
@@ -73,16 +76,40 @@ def _ports(args: argparse.Namespace) -> frozenset[int]:
     return ROCE_PORTS | frozenset(args.roce_port or ())
 
 
+_SCALEUP_OPTS = {  # option -> ScaleUpConfig field
+    "esun_ethertype": "esun_ethertype", "sunh_ethertype": "sunh_ethertype",
+    "afh_gen1_ethertype": "afh_gen1_ethertype", "sue_ethertype": "sue_ethertype",
+    "sue_udp_port": "sue_udp_port", "esun_transport": "esun_transport",
+    "afh_gen2_form": "afh_gen2_form", "txn_hdr_bytes": "txn_hdr_bytes",
+}
+
+
+def _scaleup(args: argparse.Namespace) -> ScaleUpConfig:
+    """The ScaleUpConfig the options ask for (ValueError with a clear message if invalid)."""
+    changes = {f: getattr(args, o) for o, f in _SCALEUP_OPTS.items()
+               if getattr(args, o, None) is not None}
+    return DEFAULT_SCALEUP.with_(**changes) if changes else DEFAULT_SCALEUP
+
+
+def _int0(text: str) -> int:
+    """An integer in decimal or 0x hex (EtherTypes are usually written in hex)."""
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
 # ---------------------------------------------------------------------- decode
 def cmd_decode(args: argparse.Namespace) -> int:
     state = {"status": EXIT_OK}
     ports = _ports(args)
+    sc = args.scaleup
     out = sys.stdout
     problems = 0
     for path in args.files:
         for i, rec in _records(path, state):
             if args.format == "jsonl":
-                obj = record_to_dict(i, rec, roce_ports=ports)
+                obj = record_to_dict(i, rec, roce_ports=ports, scaleup=sc)
                 if "problems" in obj:
                     problems += 1
                 out.write(json.dumps(obj, separators=(",", ":")) + "\n")
@@ -91,7 +118,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
                     out.write(f"{i:>7} linktype {rec.linktype} not decoded\n")
                     problems += 1
                     continue
-                d = dissect(rec.data, rec.orig_len, roce_ports=ports)
+                d = dissect(rec.data, rec.orig_len, roce_ports=ports, scaleup=sc)
                 if d.problems:
                     problems += 1
                 out.write(summary_line(i, rec.ts_ns, d, rec.orig_len) + "\n")
@@ -124,7 +151,7 @@ def cmd_craft(args: argparse.Namespace) -> int:
                 try:
                     obj = json.loads(line)
                     rec = record_from_dict(obj, prev_ts, recompute=args.recompute,
-                                           roce_ports=ports)
+                                           roce_ports=ports, scaleup=args.scaleup)
                 except json.JSONDecodeError as e:
                     _err(f"{name}:{lineno}: not JSON: {e.msg} at column {e.colno}")
                     bad += 1
@@ -158,12 +185,54 @@ def cmd_stats(args: argparse.Namespace) -> int:
         for _i, rec in _records(path, state):
             if rec.linktype != 1:
                 continue
-            st.add(rec.ts_ns, rec.orig_len, dissect(rec.data, rec.orig_len, roce_ports=ports))
+            st.add(rec.ts_ns, rec.orig_len,
+                   dissect(rec.data, rec.orig_len, roce_ports=ports, scaleup=args.scaleup))
     if args.json:
         print(json.dumps(st.to_dict(), indent=2))
     else:
         print(st.format_text())
     return state["status"]
+
+
+# -------------------------------------------------------------------- overhead
+def cmd_overhead(args: argparse.Namespace) -> int:
+    stacks = args.stack or list(STACKS)
+    unknown = [s for s in stacks if s not in STACKS]
+    if unknown:
+        _err(f"unknown stack(s) {unknown}; known: {', '.join(STACKS)}")
+        return EXIT_UNREADABLE
+    if any(t <= 0 for t in args.txn_bytes) or any(k <= 0 for k in args.per_frame):
+        _err("--txn-bytes and --per-frame take positive integers")
+        return EXIT_UNREADABLE
+    rows = table(args.txn_bytes, args.per_frame, stacks, args.scaleup)
+    if args.json:
+        print(json.dumps({"txn_hdr_bytes": args.scaleup.txn_hdr_bytes,
+                          "rows": [dataclasses.asdict(r) for r in rows]},
+                         indent=2))
+        return EXIT_OK
+    cols = [(t, k) for t in args.txn_bytes for k in args.per_frame]
+    print(f"Goodput as % of line rate: k transactions of T bytes per frame (T x k); on the "
+          f"SUE stacks each carries its {args.scaleup.txn_hdr_bytes}-byte descriptor [A];")
+    print("counted on frames built by the codecs + FCS 4, 64-byte minimum, preamble/SFD 8, "
+          "IFG 12.")
+    head = "  ".join(f"{f'{t}x{k}':>7}" for t, k in cols)
+    print(f"{'stack':<14} {'hdr B':>5}  {head}")
+    by = {(r.stack, r.txn_bytes, r.per_frame): r for r in rows}
+    for s in stacks:
+        one = by[(s, cols[0][0], cols[0][1])]
+        hdr = "" if one.overhead_bytes is None else str(
+            one.wire_bytes - one.txn_bytes * one.per_frame
+            - (0 if s == "roce_v2" else one.per_frame * args.scaleup.txn_hdr_bytes))
+        cells = "  ".join(
+            f"{'n/a':>7}" if by[(s, t, k)].goodput_pct is None else
+            f"{by[(s, t, k)].goodput_pct:>7.1f}" for t, k in cols)
+        print(f"{s:<14} {hdr:>5}  {cells}")
+    print()
+    for s in stacks:
+        print(f"  {s:<14} {STACKS[s][0]}")
+    print("  hdr B: bytes on the wire per frame besides the data and descriptors, for the "
+          "first column (includes minimum-frame padding)")
+    return EXIT_OK
 
 
 # ------------------------------------------------------------------------ main
@@ -178,10 +247,30 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
+    def scaleup_opts(sp: argparse.ArgumentParser) -> None:
+        g = sp.add_argument_group(
+            "scale-up headers", "placeholder values [A] (docs/scaleup.md); defaults in brackets")
+        d0 = DEFAULT_SCALEUP
+        for opt, what in (("esun-ethertype", "ESUN EH EtherType"),
+                          ("sunh-ethertype", "SUNH EtherType"),
+                          ("afh-gen1-ethertype", "AFH Gen1 shim EtherType"),
+                          ("sue-ethertype", "SUE transport EtherType (AFH Gen2, after AFH Gen1)"),
+                          ("sue-udp-port", "UDP destination port of SUE over IP")):
+            default = getattr(d0, opt.replace("-", "_"))
+            g.add_argument(f"--{opt}", type=_int0, metavar="N",
+                           help=f"{what} [0x{default:04x}]")
+        g.add_argument("--esun-transport", choices=TRANSPORTS,
+                       help=f"what follows the ESUN EH [{d0.esun_transport}]")
+        g.add_argument("--afh-gen2-form", choices=("12", "6"),
+                       help=f"AFH Gen2 address form on the SUE EtherType [{d0.afh_gen2_form}]")
+        g.add_argument("--txn-hdr-bytes", type=int, choices=(8, 16),
+                       help=f"SUE transaction descriptor size [{d0.txn_hdr_bytes}]")
+
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--roce-port", type=int, action="append", metavar="PORT",
                         help="extra UDP destination port to decode as RoCEv2 (repeatable; "
                              "4791 always)")
+        scaleup_opts(sp)
 
     d = sub.add_parser("decode", help="decode pcap/pcapng files",
                        description="Decode every record of pcap/pcapng files (format detected "
@@ -220,7 +309,28 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="machine-readable output")
     common(s)
     s.set_defaults(func=cmd_stats)
+
+    o = sub.add_parser("overhead", help="header overhead and goodput of each header stack",
+                       description="Goodput as a percentage of line rate for each header stack, "
+                                   "counted on frames built by the codecs (FCS, 64-byte minimum, "
+                                   "preamble and IFG included).")
+    o.add_argument("--txn-bytes", type=_csv_ints, default=[64, 128, 256], metavar="T,...",
+                   help="transaction sizes in bytes (default 64,128,256)")
+    o.add_argument("--per-frame", type=_csv_ints, default=[1, 4, 16], metavar="K,...",
+                   help="transactions per frame (default 1,4,16)")
+    o.add_argument("--stack", action="append", metavar="NAME",
+                   help=f"only these stacks (repeatable): {', '.join(STACKS)}")
+    o.add_argument("--json", action="store_true", help="machine-readable output")
+    scaleup_opts(o)
+    o.set_defaults(func=cmd_overhead)
     return p
+
+
+def _csv_ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers: {text!r}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -228,6 +338,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "output", None) == "-":
         args.output = sys.stdout.buffer
+    try:
+        args.scaleup = _scaleup(args)
+    except ValueError as e:
+        parser.error(str(e))
     try:
         return args.func(args)
     except BrokenPipeError:

@@ -1,15 +1,28 @@
 """ECN codepoints (RFC 3168 section 5) and in-place CE marking.
 
 The ECN field is the low 2 bits of the IPv4 TOS byte / IPv6 Traffic Class (RFC 3168 5,
-RFC 2474 3 for the DSCP above it).  Marking CE changes only masked ICRC fields (IBA Annex
-A17.8), so a RoCEv2 frame stays ICRC-valid; on IPv4 the header checksum is updated.
+RFC 2474 3 for the DSCP above it), and sits in the ESUN EH, the SUNH Traffic Class and the
+AFH Gen1 shim with the same codepoints.  Where it is in each header is read from that header's
+field table (the ``ecn`` field), never written here.  Marking CE changes only masked ICRC
+fields (IBA Annex A17.8), so a RoCEv2 frame stays ICRC-valid; on IPv4 the header checksum is
+updated.  Scale-up headers have no checksum (the Ethernet FCS, recomputed by the switch, is not
+part of a captured frame).
 """
 
 from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["Ecn", "ecn_capable", "ip_offset", "get_ecn", "set_ecn", "mark_ce"]
+from .esun import ESUN
+from .ethernet import VLAN_TPIDS, EtherType
+from .ipv4 import IPV4
+from .ipv6 import IPV6
+from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
+from .spec import HeaderSpec
+from .sue import AFH_GEN1
+from .sunh import SUNH
+
+__all__ = ["Ecn", "ecn_capable", "ip_offset", "ecn_offset", "get_ecn", "set_ecn", "mark_ce"]
 
 
 class Ecn(IntEnum):
@@ -26,51 +39,78 @@ def ecn_capable(ecn: int) -> bool:
     return ecn != Ecn.NOT_ECT
 
 
-def ip_offset(frame: bytes | bytearray) -> tuple[int, int] | None:
-    """(offset of the IP header, IP version) in an Ethernet frame, skipping VLAN tags.
+def _ecn_bits(spec: HeaderSpec) -> tuple[int, int]:
+    """(byte index in the header, shift) of the header's 2-bit ``ecn`` field."""
+    for f, _i, pos in spec.layout():
+        if f.name == "ecn":
+            byte = pos // 8
+            return byte, 8 * (byte + 1) - (pos + f.bits)
+    raise KeyError(f"{spec.name} has no ecn field")
 
-    None when the frame carries no IPv4/IPv6 header.
-    """
-    from .ethernet import VLAN_TPIDS, EtherType
 
+_WHERE = {spec.name: (spec, *_ecn_bits(spec)) for spec in (IPV4, IPV6, ESUN, SUNH, AFH_GEN1)}
+
+
+def _header(frame: bytes | bytearray, sc: ScaleUpConfig) -> tuple[int, str] | None:
+    """(offset, header name) of the header that carries the frame's ECN field, or None."""
     off = 12
     while len(frame) >= off + 2:
         et = (frame[off] << 8) | frame[off + 1]
         if et in VLAN_TPIDS:
             off += 4
             continue
-        if et == EtherType.IPV4 and len(frame) >= off + 22:
-            return off + 2, 4
-        if et == EtherType.IPV6 and len(frame) >= off + 42:
-            return off + 2, 6
-        return None
+        name = {EtherType.IPV4: "ipv4", EtherType.IPV6: "ipv6", sc.esun_ethertype: "esun",
+                sc.sunh_ethertype: "sunh", sc.afh_gen1_ethertype: "afh_gen1"}.get(et)
+        if name is None or len(frame) < off + 2 + _WHERE[name][0].size_bytes:
+            return None
+        return off + 2, name
     return None
 
 
-def get_ecn(frame: bytes | bytearray) -> int | None:
-    """The ECN codepoint of an Ethernet frame's IP header, or None if it has none."""
-    loc = ip_offset(frame)
+def ip_offset(frame: bytes | bytearray) -> tuple[int, int] | None:
+    """(offset of the IP header, IP version) in an Ethernet frame, skipping VLAN tags.
+
+    None when the frame carries no IPv4/IPv6 header.
+    """
+    loc = _header(frame, DEFAULT_SCALEUP)
+    if loc is None or loc[1] not in ("ipv4", "ipv6"):
+        return None
+    return loc[0], 4 if loc[1] == "ipv4" else 6
+
+
+def ecn_offset(frame: bytes | bytearray, scaleup: ScaleUpConfig = DEFAULT_SCALEUP
+               ) -> tuple[int, str] | None:
+    """(offset of the header holding ECN, its layer name: ipv4, ipv6, esun, sunh, afh_gen1)."""
+    return _header(frame, scaleup)
+
+
+def get_ecn(frame: bytes | bytearray, scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> int | None:
+    """The ECN codepoint of an Ethernet frame (IP, ESUN EH, SUNH or AFH Gen1), or None."""
+    loc = _header(frame, scaleup)
     if loc is None:
         return None
-    off, ver = loc
-    return frame[off + 1] & 3 if ver == 4 else (frame[off + 1] >> 4) & 3
+    _spec, byte, shift = _WHERE[loc[1]]
+    return (frame[loc[0] + byte] >> shift) & 3
 
 
-def set_ecn(frame: bytearray, ecn: int) -> bool:
-    """Set the ECN field of an Ethernet frame's IP header in place.
+def set_ecn(frame: bytearray, ecn: int, scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> bool:
+    """Set the ECN field of a frame in place.  Returns False (and changes nothing) when the
+    frame has no header with an ECN field.
 
     IPv4: the header checksum is updated incrementally (RFC 1624 eqn. 3), so a correct
-    checksum stays correct and a wrong one stays wrong by the same amount.  Returns False
-    (and changes nothing) when the frame has no IP header.
+    checksum stays correct and a wrong one stays wrong by the same amount.
     """
-    loc = ip_offset(frame)
+    loc = _header(frame, scaleup)
     if loc is None:
         return False
-    off, ver = loc
-    if ver == 4:
-        old_word = (frame[off] << 8) | frame[off + 1]
-        frame[off + 1] = (frame[off + 1] & 0xFC) | (ecn & 3)
-        new_word = (frame[off] << 8) | frame[off + 1]
+    off, name = loc
+    _spec, byte, shift = _WHERE[name]
+    at = off + byte
+    word_at = off + (byte & ~1)  # the 16-bit word holding the byte (IPv4 checksum update)
+    old_word = (frame[word_at] << 8) | frame[word_at + 1]
+    frame[at] = (frame[at] & ~(3 << shift) & 0xFF) | ((ecn & 3) << shift)
+    if name == "ipv4":
+        new_word = (frame[word_at] << 8) | frame[word_at + 1]
         hc = (frame[off + 10] << 8) | frame[off + 11]
         # RFC 1624: HC' = ~(~HC + ~m + m')
         s = (~hc & 0xFFFF) + (~old_word & 0xFFFF) + new_word
@@ -79,20 +119,19 @@ def set_ecn(frame: bytearray, ecn: int) -> bool:
         hc2 = ~s & 0xFFFF
         frame[off + 10] = hc2 >> 8
         frame[off + 11] = hc2 & 0xFF
-    else:
-        frame[off + 1] = (frame[off + 1] & 0xCF) | ((ecn & 3) << 4)
     return True
 
 
-def mark_ce(frame: bytearray) -> bool:
+def mark_ce(frame: bytearray, scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> bool:
     """Mark CE on an ECN-capable frame in place (what a congested switch does).
 
     Returns True if the frame was ECN-capable (it now carries CE), False if it was Not-ECT
-    or not IP (unchanged: RFC 3168 says a Not-ECT packet must not be marked).
+    or had no ECN field (unchanged: RFC 3168 says a Not-ECT packet must not be marked; ESUN
+    uses the IP codepoints, so the same rule is applied [A]).
     """
-    cur = get_ecn(frame)
+    cur = get_ecn(frame, scaleup)
     if cur is None or cur == Ecn.NOT_ECT:
         return False
     if cur != Ecn.CE:
-        set_ecn(frame, Ecn.CE)
+        set_ecn(frame, Ecn.CE, scaleup)
     return True

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 
 from .errors import BadValue
 from .pcapio import Record
+from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
 from .stack import ROCE_PORTS, build, dissect
 
 __all__ = ["LINKTYPE_ETHERNET", "record_to_dict", "record_from_dict", "DEFAULT_TS_STEP_NS"]
@@ -28,8 +29,8 @@ LINKTYPE_ETHERNET = 1
 DEFAULT_TS_STEP_NS = 1000
 
 
-def record_to_dict(index: int, rec: Record, *, roce_ports: Iterable[int] = ROCE_PORTS
-                   ) -> dict[str, object]:
+def record_to_dict(index: int, rec: Record, *, roce_ports: Iterable[int] = ROCE_PORTS,
+                   scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> dict[str, object]:
     """Decode one record into the JSON schema."""
     out: dict[str, object] = {"index": index, "ts_ns": rec.ts_ns, "caplen": len(rec.data),
                               "len": rec.orig_len}
@@ -40,7 +41,8 @@ def record_to_dict(index: int, rec: Record, *, roce_ports: Iterable[int] = ROCE_
         out["raw"] = rec.data.hex()
         out["problems"] = [f"linktype {rec.linktype} is not decoded (only Ethernet, 1)"]
         return out
-    out.update(dissect(rec.data, rec.orig_len, roce_ports=roce_ports).to_dict())
+    out.update(dissect(rec.data, rec.orig_len, roce_ports=roce_ports,
+                       scaleup=scaleup).to_dict())
     return out
 
 
@@ -54,8 +56,8 @@ def _int_key(obj: Mapping, key: str, default: int | None) -> int | None:
 
 
 def record_from_dict(obj: Mapping[str, object], prev_ts_ns: int | None = None, *,
-                     recompute: bool = False, roce_ports: Iterable[int] = ROCE_PORTS
-                     ) -> Record:
+                     recompute: bool = False, roce_ports: Iterable[int] = ROCE_PORTS,
+                     scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> Record:
     """Build one record from the JSON schema.  Raises :class:`~wire.errors.BadValue`."""
     if not isinstance(obj, Mapping):
         raise BadValue(f"a record must be a JSON object, got {type(obj).__name__}")
@@ -74,7 +76,7 @@ def record_from_dict(obj: Mapping[str, object], prev_ts_ns: int | None = None, *
         except ValueError:
             raise BadValue(f"expected hex bytes, got {raw!r}", layer="raw") from None
     else:
-        data = build(layers, recompute=recompute, roce_ports=roce_ports)
+        data = build(layers, recompute=recompute, roce_ports=roce_ports, scaleup=scaleup)
     full = len(data)
     if caplen is not None and not recompute:
         if orig_len is None and caplen < full:  # hand-written: "capture only caplen bytes"

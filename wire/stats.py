@@ -19,6 +19,7 @@ from .stack import Decoded
 __all__ = ["CaptureStats", "summary_line"]
 
 _ECN_NAMES = {0: "Not-ECT", 1: "ECT(1)", 2: "ECT(0)", 3: "CE"}
+_SUE_OPS = {0: "ACK", 1: "NACK", 2: "DATA", 3: "RSVD"}
 
 
 def summary_line(index: int, ts_ns: int, d: Decoded, orig_len: int) -> str:
@@ -61,6 +62,37 @@ def summary_line(index: int, ts_ns: int, d: Decoded, orig_len: int) -> str:
             info.append("ICRC BAD")
         elif ic is not None and ic["valid"] is None:
             info.append("ICRC ?")
+    afh = d.get("afh")
+    if afh is not None:
+        if afh["form"] == "gen1":
+            proto = "AFH1"
+            info.append(f"ttl={afh['ttl']} ECN={_ECN_NAMES[afh['ecn']]}")
+        else:
+            proto = "AFH2"
+            src, dst = f"xpu {afh['src_xpu']}", f"xpu {afh['dst_xpu']}"
+            info.append(f"hop_limit={afh['hop_limit']}")
+    esun = d.get("esun")
+    if esun is not None:
+        proto = "ESUN"
+        info.append(f"cos={esun['cos']} ECN={_ECN_NAMES[esun['ecn']]} ttl={esun['ttl']}"
+                    + (f" FL=0x{esun['flow_label']:04x}" if esun["f"] else ""))
+    sunh = d.get("sunh")
+    if sunh is not None:
+        proto = "SUNH"
+        src, dst = f"sunh {sunh['src']}", f"sunh {sunh['dst']}"
+        info.append(f"ECN={_ECN_NAMES[sunh['ecn']]} hop_limit={sunh['hop_limit']}")
+    rh = d.get("sue_rh")
+    if rh is not None:
+        proto = f"{proto}/SUE"
+        info.append(f"{_SUE_OPS.get(rh['op'], rh['op'])} xpu={rh['xpuid']} vc={rh['vc']} "
+                    f"npsn={rh['npsn']} apsn={rh['apsn']}")
+    txns = d.get("sue_txn")
+    if txns:
+        proto = proto if rh is not None else f"{proto}/SUE-Lite"
+        info.append(f"txns={len(txns)} ({sum(t['length'] for t in txns)} B)")
+    rc = d.get("rcrc")
+    if rc is not None and rc["valid"] is False:
+        info.append("R-CRC BAD")
     pfc = d.get("pfc")
     if pfc is not None:
         proto = "PFC"
@@ -121,6 +153,7 @@ class CaptureStats:
     pause_frames: int = 0
     icrc_bad: int = 0
     icrc_unknown: int = 0
+    scaleup: Counter = field(default_factory=Counter)
     _clocks: dict[tuple, _PauseClock] = field(default_factory=dict)
 
     def add(self, ts_ns: int, orig_len: int, d: Decoded) -> None:
@@ -135,6 +168,23 @@ class CaptureStats:
         ip = d.get("ipv4") or d.get("ipv6")
         if ip is not None:
             self.ecn[ip["ecn"]] += 1
+        for name in ("esun", "sunh", "afh"):
+            hd = d.get(name)
+            if hd is not None:
+                self.scaleup[name if name != "afh" else f"afh_{hd['form']}"] += 1
+                if "ecn" in hd:
+                    self.ecn[hd["ecn"]] += 1
+        rh = d.get("sue_rh")
+        if rh is not None:
+            self.scaleup[f"sue_{_SUE_OPS.get(rh['op'], rh['op']).lower()}"] += 1
+        txns = d.get("sue_txn")
+        if txns:
+            self.scaleup["sue_pdus" if rh is not None else "sue_lite_pdus"] += 1
+            self.scaleup["sue_txns"] += len(txns)
+            self.scaleup["sue_txn_bytes"] += sum(t["length"] for t in txns)
+        rc = d.get("rcrc")
+        if rc is not None and rc["valid"] is False:
+            self.scaleup["rcrc_bad"] += 1
         bth = d.get("bth")
         if bth is not None:
             self.opcodes[bth["opcode_name"]] += 1
@@ -211,6 +261,7 @@ class CaptureStats:
             "paused_ns": self.paused_ns(),
             "icrc_bad": self.icrc_bad,
             "icrc_not_checked": self.icrc_unknown,
+            "scaleup": dict(sorted(self.scaleup.items())),
         }
 
     def format_text(self) -> str:
@@ -254,5 +305,8 @@ class CaptureStats:
                          f"{paused.get('all', 0):>14}")
         if not s["pfc"] and not s["pause_frames"]:
             lines.append("  none")
+        if s["scaleup"]:
+            lines.append("")
+            lines.append("Scale-up: " + ", ".join(f"{k} {v}" for k, v in s["scaleup"].items()))
         return "\n".join(lines)
 
