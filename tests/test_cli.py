@@ -273,6 +273,7 @@ def test_scaleup_options_select_the_placeholders(tmp_path: Path, capsys) -> None
                capsys)[0] == 0
     assert dst.read_bytes() == p.read_bytes()
     rc, out, _ = run(["stats", str(p), "--json", "--esun-ethertype", "4660"], capsys)
+    assert rc == 0
     s = json.loads(out)
     assert s["scaleup"] == {"esun": 1, "sue_data": 1, "sue_pdus": 1, "sue_txn_bytes": 40,
                             "sue_txns": 1}

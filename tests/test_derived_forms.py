@@ -36,7 +36,7 @@ NAMES = sorted(SPECS)
 WIRE_DIR = Path(__file__).resolve().parent.parent / "wire"
 #: The modules allowed to name Construct/Scapy field types: they generate them from the tables.
 DERIVED_MODULES = {"construct_defs.py", "scapy_layers.py"}
-#: These tests run once per spec (19 times): a third of the profile's examples each keeps the
+#: These tests run once per spec (28 times): a third of the profile's examples each keeps the
 #: file at a few seconds in ``dev`` and well under a minute in ``ci``.
 per_spec = settings(max_examples=max(10, settings().max_examples // 3))
 
@@ -118,6 +118,35 @@ def test_every_spec_has_every_derived_form():
     assert len({c.__name__ for c in scapy_layers.LAYERS.values()}) == len(SPECS)
 
 
+#: The scale-up headers and their Scapy class names (documented in wire/scapy_layers.py).
+SCALEUP_CLASSES = {
+    "esun": "LL_ESUN", "sunh": "LL_SUNH", "afh_gen1": "LL_AFHGen1",
+    "afh_gen2_12": "LL_AFHGen2_12", "afh_gen2_6": "LL_AFHGen2_6", "sue_rh": "LL_SUE_RH",
+    "sue_txn8": "LL_SUE_TXN8", "sue_txn16": "LL_SUE_TXN16", "rcrc": "LL_RCRC",
+}
+
+
+def test_scaleup_specs_are_covered():
+    """The scale-up specs are in SPECS, so every agreement test above runs on them."""
+    assert set(SCALEUP_CLASSES) <= set(NAMES)
+    for name, cls_name in SCALEUP_CLASSES.items():
+        assert scapy_layers.LAYERS[name].__name__ == cls_name
+        assert getattr(scapy_layers, cls_name) is scapy_layers.LAYERS[name]
+        assert cls_name in scapy_layers.__all__
+
+
+@pytest.mark.parametrize("name", sorted(SCALEUP_CLASSES))
+def test_scaleup_values_at_the_edges_agree(name):
+    """All fields at 0, then at their maximum, in every form (the edges Hypothesis may miss
+    for the 64-bit address and the 48-bit SA)."""
+    spec = SPECS[name]
+    for values in ({f.name: 0 for f in spec.fields},
+                   {f.name: f.max_value for f in spec.fields}):
+        packed = spec.pack(values)
+        assert STRUCTS[name].build(values) == packed == _scapy_raw(name, values)
+        assert scapy_layers.to_raw(scapy_layers.LAYERS[name](packed)) == values
+
+
 @pytest.mark.parametrize("name", ["bth", "pfc", "eth"])
 def test_bad_values_are_rejected_like_spec_pack(name):
     spec = SPECS[name]
@@ -146,6 +175,31 @@ def test_docs_headers_md_is_up_to_date():
     assert docgen.DOC_PATH.exists(), "run: python -m wire.docgen --write"
     assert docgen.DOC_PATH.read_text(encoding="utf-8") == docgen.render(), (
         "docs/headers.md is stale: run python -m wire.docgen --write")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_docs_list_every_assumption(name):
+    """Every ``[A]`` of a spec (source, notes, field descriptions) is listed under its
+    header's "Assumptions" note; a spec without one has no such note."""
+    spec = SPECS[name]
+    items = docgen.assumptions(spec)
+    texts = [spec.source, spec.doc, *(f.doc for f in spec.fields)]
+    assert bool(items) == any(docgen.ASSUMPTION_MARK in t for t in texts)
+    doc = docgen.render()
+    section = doc.split(f"## {name}: ", 1)[1].split("\n## ", 1)[0]
+    assert ("**Assumptions [A]**" in section) == bool(items)
+    for item in items:
+        assert f"- {item}" in section
+    for f in spec.fields:
+        if docgen.ASSUMPTION_MARK in f.doc:
+            assert f"- `{f.name}`: {f.doc}" in section
+
+
+def test_scaleup_placeholders_are_documented():
+    table = docgen.scaleup_table()
+    assert "| `esun_ethertype` | `0x88B5 (34997)` |" in table
+    assert "| `sue_udp_port` | `0xCAFE (51966)` |" in table
+    assert "## Scale-up placeholders" in docgen.render()
 
 
 @pytest.mark.parametrize("name", NAMES)

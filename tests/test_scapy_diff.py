@@ -11,9 +11,11 @@ suite is checked as a vector.
 
 Against our own layers (``install()``): they dissect every frame to the same values as
 ``wire.dissect`` (every opcode, every extended header, ICRC value and verdict, payload, PFC,
-PAUSE); built with Scapy they give the bytes ``wire.build`` gives; and they coexist with
-contrib as :mod:`wire.scapy_layers` documents: ``prefer=True`` wins, ``prefer=False`` loses to
-contrib loaded earlier, ``uninstall()`` restores Scapy's bindings exactly.
+PAUSE; and every scale-up stack: ESUN, SUNH, AFH Gen1/Gen2, SUE RH, transactions, R-CRC
+value and verdict, under the default and another ``ScaleUpConfig``); built with Scapy they
+give the bytes ``wire.build`` gives; and they coexist with contrib as
+:mod:`wire.scapy_layers` documents: ``prefer=True`` wins, ``prefer=False`` loses to contrib
+loaded earlier, ``uninstall()`` restores Scapy's bindings exactly.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import struct
 
 import pytest
 import scapy.all  # noqa: F401  (Scapy's standard layers, loaded as a user would)
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scapy.contrib import mac_control, roce
 from scapy.layers.inet import IP, UDP
@@ -36,7 +38,9 @@ from wire import strategies as ws
 from wire.bth import EXT_HEADERS
 from wire.ethernet import EtherType
 from wire.roce import icrc, icrc_bytes
+from wire.scaleup import DEFAULT_SCALEUP, ScaleUpConfig
 from wire.stack import SPECS
+from wire.sue import AFH_FORMS
 
 # Scapy 2.8.0 binds Ether/Dot1Q/Dot1AD to 0x8100 and 0x88a8 only: a frame tagged with the
 # pre-standard 0x9100 TPID stays Raw there (a coverage limit, not a field disagreement).
@@ -392,12 +396,15 @@ def test_pfc_and_pause_build_like_wire():
 # ====================================================================== coexistence
 _ROCE = wire.build({"ipv4": {}, "udp": {}, "bth": {"opcode": 0x11}, "aeth": {"msn": 5}})
 _PFC = wire.build({"pfc": {"quanta": [1, 2, 3, 4, 5, 6, 7, 8]}})
-_LOWERS = (UDP, Ether, Dot1Q, sl.LL_BTH, sl.LL_MACControl)
+_LOWERS = (UDP, Ether, Dot1Q, sl.LL_BTH, sl.LL_MACControl, sl.LL_ESUN, sl.LL_SUNH,
+           sl.LL_AFHGen1, sl.LL_AFHGen2_12, sl.LL_AFHGen2_6)
+#: Classes whose _overload_fields install() may change (UDP: SUNH sets next_header 17).
+_UPPERS = (*sl.LAYERS.values(), UDP)
 
 
 def _snapshot():
     guess = {c: (c.__dict__.get("payload_guess"), list(c.payload_guess)) for c in _LOWERS}
-    over = {c: c.__dict__.get("_overload_fields") for c in sl.LAYERS.values()}
+    over = {c: c.__dict__.get("_overload_fields") for c in _UPPERS}
     return guess, over
 
 
@@ -447,6 +454,7 @@ def test_uninstall_restores_scapy_bindings_exactly():
     for prefer in (True, False, True):
         sl.install(prefer=prefer)
         assert sl.is_installed()
+    sl.install(scaleup=_OTHER)
     sl.uninstall()
     assert not sl.is_installed()
     _assert_restored(before)
@@ -487,3 +495,176 @@ def test_nothing_is_bound_before_install():
     assert not any(cls is sl.LL_MACControl for _f, cls in Ether.payload_guess)
     assert sl.LL_BTH.payload_guess == Packet.payload_guess
     assert sl.LL_ICRC not in Ether(_ROCE)
+
+
+
+# ====================================================================== scale-up headers
+#: Everything of ScaleUpConfig changed (SUE-Lite after ESUN and in the 6-byte AFH Gen2).
+_OTHER = ScaleUpConfig(esun_ethertype=0x88B7, sunh_ethertype=0x9A10, afh_gen1_ethertype=0x9A11,
+                       sue_ethertype=0x9A12, sue_udp_port=4000, sunh_sue_protocol=254,
+                       esun_transport="sue_lite", afh_gen2_form="6", txn_hdr_bytes=16)
+_ESUN = wire.build({"esun": {"cos": 3}, "sue_rh": {}, "sue_txn": [{"data": "ab" * 9}]})
+
+
+def _check_scaleup_against_dissect(frame: bytes, sc: ScaleUpConfig) -> None:
+    """Our layers (installed with ``sc``) see the values wire.dissect sees, and rebuild the
+    frame byte for byte."""
+    d = wire.dissect(frame, scaleup=sc)
+    assert not d.problems
+    p = Ether(frame)
+    assert bytes(p) == frame
+    if "afh" in d and d["afh"]["form"] != "gen1":
+        # AFH Gen2 has no Ethernet header: Ether shows the AFH bytes as dst/src; the
+        # standalone class shows the fields (module docstring).
+        assert p[Ether].type == sc.sue_ethertype
+        p = sl.LAYERS[AFH_FORMS[d["afh"]["form"]].name](frame)
+        assert bytes(p) == frame
+    got: dict[str, object] = {}
+    layer = p
+    while layer and not isinstance(layer, Raw):
+        spec = getattr(type(layer), "_ll_spec", None)
+        if spec is not None and spec.name not in ("sue_txn8", "sue_txn16"):
+            got["afh" if spec.name.startswith("afh") else spec.name] = sl.to_raw(layer)
+        layer = layer.payload
+    want = {}
+    for name in ("esun", "sunh", "afh", "sue_rh"):
+        if name in d:
+            spec = AFH_FORMS[d[name]["form"]] if name == "afh" else SPECS[name]
+            want[name] = _raw_of({k: v for k, v in d[name].items() if k != "form"}, spec.name)
+    if "rcrc" in d:
+        want["rcrc"] = {"value": d["rcrc"]["value"]}
+        assert p[sl.LL_RCRC].valid() is d["rcrc"]["valid"] is True
+    assert got == want
+    txn_spec = SPECS["sue_txn16" if sc.txn_hdr_bytes == 16 else "sue_txn8"]
+    ours = [(sl.to_raw(t), data) for t, data in sl.transactions(p)]
+    assert ours == [(_raw_of(t, txn_spec.name), bytes.fromhex(t["data"]))
+                    for t in d.get("sue_txn", [])]
+    if "payload" in d:
+        assert p[Raw].load == bytes.fromhex(d["payload"]["data"])
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(frame=ws.scaleup_frames(tpids=SCAPY_TPIDS))
+def test_our_layers_dissect_scaleup_like_wire(frame):
+    with sl.installed():
+        _check_scaleup_against_dissect(frame, DEFAULT_SCALEUP)
+
+
+@narrow
+@given(frame=ws.scaleup_frames(scaleup=_OTHER, tpids=SCAPY_TPIDS))
+def test_our_layers_dissect_scaleup_like_wire_other_config(frame):
+    with sl.installed(scaleup=_OTHER):
+        _check_scaleup_against_dissect(frame, _OTHER)
+
+
+def _scapy_scaleup(d: dict) -> Packet:
+    """The Scapy packet for a scaleup_frame_dicts() dict of the esun / sunh_sue / afh_gen1 /
+    afh_gen2 / sue_ipv4 / sue_ipv6 stacks (default config): types, ports, lengths, R-CRC
+    and the descriptors' length and last bits left to the layers."""
+    if "afh" in d and d["afh"]["form"] == "gen2_12":
+        p = sl.from_values("afh_gen2_12", {k: v for k, v in d["afh"].items() if k != "form"})
+    else:
+        p = Ether(dst=d["eth"]["dst"], src=d["eth"]["src"])
+        for t in d.get("vlan", []):
+            p /= (Dot1AD if t["tpid"] == EtherType.QINQ else Dot1Q)(
+                prio=t["pcp"], dei=t["dei"], vlan=t["vid"])
+        if "esun" in d:
+            p /= sl.from_values("esun", d["esun"])
+        elif "sunh" in d:
+            p /= sl.from_values("sunh", d["sunh"])
+        elif "afh" in d:
+            p /= sl.from_values("afh_gen1", {k: v for k, v in d["afh"].items() if k != "form"})
+        elif "ipv4" in d:
+            ip = d["ipv4"]
+            p /= IP(src=ip["src"], dst=ip["dst"], tos=ip["dscp"] << 2 | ip["ecn"], id=ip["id"],
+                    flags=ip["flags"], ttl=ip["ttl"])
+        else:
+            ip = d["ipv6"]
+            p /= IPv6(src=ip["src"], dst=ip["dst"], tc=ip["dscp"] << 2 | ip["ecn"],
+                      fl=ip["flow_label"], hlim=ip["hop_limit"])
+        if "udp" in d:
+            p /= UDP(sport=d["udp"]["sport"])
+    return p / sl.sue_layers(d.get("sue_txn", []), rh=d["sue_rh"])
+
+
+@given(d=ws.scaleup_frame_dicts(["esun", "sunh_sue", "afh_gen1", "afh_gen2", "sue_ipv4",
+                                 "sue_ipv6"], tpids=SCAPY_TPIDS))
+def test_our_layers_build_scaleup_like_wire(d):
+    """Built with Scapy (EtherType, UDP port, UDP checksum, descriptor length/last and the
+    R-CRC computed by the layers), the frame is the one wire.build makes."""
+    if "ipv4" in d:
+        d = dict(d, ipv4={k: v for k, v in d["ipv4"].items() if k != "options"})
+    d = dict(d, trailer="")
+    with sl.installed():
+        built = bytes(_scapy_scaleup(d))
+    assert built == wire.build(d)
+
+
+def test_scaleup_build_helpers():
+    with sl.installed():
+        pdu = sl.sue_layers([{"opcode": "WRITE", "data": "aabb"}, {"opcode": "READ_REQ"}],
+                            rh={"xpuid": 5})
+        pkt = Ether(dst="02:00:00:00:00:02", src="02:00:00:00:00:01") / sl.LL_ESUN(cos=3) / pdu
+        frame = bytes(pkt)
+        assert pkt[Ether].type == DEFAULT_SCALEUP.esun_ethertype
+        assert frame == wire.build(
+            {"esun": {"cos": 3}, "sue_rh": {"xpuid": 5},
+             "sue_txn": [{"opcode": "WRITE", "data": "aabb"}, {"opcode": "READ_REQ"}],
+             "trailer": ""})
+        # given values are kept (a broken PDU can be made): R-CRC, last, length
+        bad = bytes(Ether() / sl.LL_ESUN() / sl.sue_layers([{"data": "01", "last": 0}],
+                                                           rh={}, rcrc_value=7))
+        dec = wire.dissect(bad + bytes(8))
+        assert dec["sue_txn"][0]["last"] == 0 and dec.problems
+        lite = sl.sue_layers([{"data": "01"}])
+        assert sl.LL_SUE_RH not in lite and sl.LL_RCRC not in lite
+        # UDP over SUNH: next_header 17 set by the binding, checksum left 0 (no pseudo-header)
+        u = bytes(Ether() / sl.LL_SUNH() / UDP(sport=1, dport=2) / Raw(b"xy"))
+        assert wire.dissect(u)["sunh"]["next_header"] == 17
+        assert wire.dissect(u)["udp"]["checksum"] == 0 and not wire.dissect(u).problems
+    with pytest.raises(wire.BadValue):
+        sl.sue_layers([])
+    with pytest.raises(wire.BadValue):
+        sl.sue_layers([{}], txn_hdr_bytes=12)
+
+
+def test_rcrc_verdict_and_bare_layers():
+    good = {"esun": {}, "sue_rh": {}, "sue_txn": [{"data": "01"}]}
+    bad = wire.build(dict(good, rcrc={"value": 1}))
+    with sl.installed():
+        p = Ether(bad)
+        assert p[sl.LL_RCRC].value == 1 and p[sl.LL_RCRC].valid() is False
+        assert p[sl.LL_RCRC].expected() == wire.dissect(wire.build(good))["rcrc"]["value"]
+        assert sl.LL_RCRC(bytes(4)).valid() is None  # no RH below: cannot be computed
+        # a bare descriptor keeps the values it was given (derived-form agreement)
+        assert bytes(sl.LL_SUE_TXN8()) == SPECS["sue_txn8"].pack({})
+
+
+def test_scaleup_dissection_follows_the_config():
+    other = wire.build({"esun": {}, "sue_txn": [{"data": "01"}]}, scaleup=_OTHER)
+    with sl.installed():
+        assert sl.LL_ESUN in Ether(_ESUN) and sl.LL_ESUN not in Ether(other)
+    with sl.installed(scaleup=_OTHER):
+        p = Ether(other)
+        assert sl.LL_ESUN in p and sl.LL_SUE_RH not in p  # SUE-Lite after ESUN here
+        assert [bytes(data) for _t, data in sl.transactions(p)] == [b"\x01"]
+        assert sl.LL_ESUN not in Ether(_ESUN)
+
+
+def test_installed_restores_the_previous_scaleup_config():
+    try:
+        sl.install(scaleup=_OTHER)
+        with sl.installed():
+            assert sl.LL_ESUN in Ether(_ESUN)
+        assert sl.LL_ESUN not in Ether(_ESUN)
+        assert sl.LL_ESUN in Ether(wire.build({"esun": {}, "sue_txn": [{"data": "01"}]},
+                                              scaleup=_OTHER))
+    finally:
+        sl.uninstall()
+
+
+def test_nothing_scaleup_is_bound_before_install():
+    assert sl.LL_ESUN not in Ether(_ESUN)
+    assert not any(cls is sl.LL_SUE_RH for _f, cls in UDP.payload_guess)
+    assert sl.LL_ESUN.payload_guess == Packet.payload_guess
+    assert sl.LL_SUE_TXN8 not in sl.LL_SUE_RH(_ESUN[18:])

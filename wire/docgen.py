@@ -2,9 +2,12 @@
 
 For every spec in :data:`wire.stack.SPECS`: its title, source and notes, an RFC-style bit
 diagram 32 bits wide (bit numbers across the top; a separator is left open where a field
-continues into the next row, as RFC 8200 draws its addresses) and a table of the fields (width,
-offset in bits and as byte.bit, default, description, enum values).  Then the table of
-opcodes -> extended headers from :data:`wire.bth.EXT_HEADERS`.
+continues into the next row, as RFC 8200 draws its addresses), a table of the fields (width,
+offset in bits and as byte.bit, default, description, enum values) and, for the headers with
+no public bit-exact specification (ESUN, SUE, AFH, SUNH), a note listing the assumptions
+marked ``[A]`` in the spec's source, notes and field descriptions.  Then the table of
+opcodes -> extended headers from :data:`wire.bth.EXT_HEADERS` and the placeholder values of
+:class:`wire.scaleup.ScaleUpConfig`.
 
 Usage::
 
@@ -18,21 +21,28 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from .bth import EXT_HEADERS, Opcode
+from .scaleup import DEFAULT_SCALEUP
 from .spec import Field, HeaderSpec, format_value
 from .stack import SPECS
 
-__all__ = ["DOC_PATH", "bit_diagram", "field_table", "opcode_table", "render", "main"]
+__all__ = ["ASSUMPTION_MARK", "DOC_PATH", "assumptions", "bit_diagram", "field_table",
+           "opcode_table", "render", "main", "scaleup_table"]
 
 #: Where the generated document lives in the repository.
 DOC_PATH = Path(__file__).resolve().parent.parent / "docs" / "headers.md"
 ROW_BITS = 32
 #: Enums with more members than this are listed elsewhere, not in a table cell.
 _MAX_INLINE_ENUM = 12
+#: How the field tables mark an assumption (shared/specs/esun_sue.md: "[A] = assumption the
+#: project should adopt and label as such").
+ASSUMPTION_MARK = "[A]"
 
 
 def _element_label(f: Field, index: int) -> str:
@@ -162,6 +172,30 @@ def field_table(spec: HeaderSpec) -> str:
     return "\n".join(lines)
 
 
+def _clauses(text: str) -> list[str]:
+    """``text`` cut into sentences and ``;``-separated clauses."""
+    parts = re.split(r"(?<=[.;])\s+", text.strip())
+    return [p.strip().rstrip(";").strip() for p in parts if p.strip()]
+
+
+def assumptions(spec: HeaderSpec) -> list[str]:
+    """The ``[A]`` items of ``spec``: clauses of its source and notes, then its fields."""
+    out = [f"source: {c}" for c in _clauses(spec.source) if ASSUMPTION_MARK in c]
+    out += [c for c in _clauses(spec.doc) if ASSUMPTION_MARK in c]
+    out += [f"`{f.name}`: {f.doc}" for f in spec.fields if ASSUMPTION_MARK in f.doc]
+    return out
+
+
+def scaleup_table() -> str:
+    """Markdown table of the :class:`~wire.scaleup.ScaleUpConfig` defaults (placeholders)."""
+    lines = ["| setting | default |", "|---|---|"]
+    for f in dataclasses.fields(DEFAULT_SCALEUP):
+        v = getattr(DEFAULT_SCALEUP, f.name)
+        shown = f"0x{v:04X} ({v})" if f.name.endswith(("ethertype", "_port")) else repr(v)
+        lines.append(f"| `{f.name}` | `{shown}` |")
+    return "\n".join(lines)
+
+
 def opcode_table() -> str:
     """Markdown table: every opcode of EXT_HEADERS -> its extended headers in wire order."""
     lines = ["| opcode | name | extended headers after the BTH (wire order) | bytes |",
@@ -184,10 +218,13 @@ def render() -> str:
         "Every header below is drawn from its field table (`wire.stack.SPECS`), the one place "
         "a bit position is written. Bits are numbered from the most significant bit of the "
         "first byte (network order), 32 to a row. Every field is big-endian on the wire; the "
-        "ICRC (not a header: the 4-byte trailer of a RoCEv2 datagram) is little-endian.",
+        "ICRC (not a header: the 4-byte trailer of a RoCEv2 datagram) is little-endian. "
+        f"`{ASSUMPTION_MARK}` marks an assumption: a value or layout no public specification "
+        "fixes (ESUN, SUE, AFH, SUNH); each such header lists its assumptions.",
         "",
         "Headers: " + ", ".join(f"[{name}](#{name.replace('_', '-')})" for name in SPECS)
-        + ", [opcodes](#opcodes-and-extended-headers).",
+        + ", [opcodes](#opcodes-and-extended-headers), "
+        "[scale-up placeholders](#scale-up-placeholders).",
         "",
     ]
     for name, spec in SPECS.items():
@@ -205,6 +242,11 @@ def render() -> str:
         if spec.derived:
             out += ["Output-only keys added by the dissector (ignored on build): "
                     + ", ".join(f"`{k}`" for k in spec.derived) + ".", ""]
+        items = assumptions(spec)
+        if items:
+            out += [f"**Assumptions {ASSUMPTION_MARK}** (not fixed by a public "
+                    "specification; see `shared/specs/esun_sue.md`):", ""]
+            out += [f"- {i.replace('|', chr(92) + '|')}" for i in items] + [""]
     out += [
         '<a id="opcodes-and-extended-headers"></a>', "",
         "## Opcodes and extended headers", "",
@@ -212,6 +254,13 @@ def render() -> str:
         "the XRC annex). Opcodes not listed are reserved or vendor-specific: their bytes up to "
         "the ICRC are kept as payload.", "",
         opcode_table(), "",
+        '<a id="scale-up-placeholders"></a>', "",
+        "## Scale-up placeholders", "",
+        "The defaults of `wire.scaleup.ScaleUpConfig`: none of these EtherTypes, ports or "
+        "protocol numbers is assigned, and ESUN has no next-header field, so each is an "
+        f"assumption {ASSUMPTION_MARK} a user can change (`scaleup=` in the library, the "
+        "`--esun-ethertype` ... options of `lossless`).", "",
+        scaleup_table(), "",
     ]
     return "\n".join(out)
 

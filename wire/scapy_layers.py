@@ -60,6 +60,34 @@ appends.  So:
   the very list objects Scapy had when nothing else was bound in between: contrib's bindings
   work again unchanged, in their original order.
 
+**Scale-up headers** (ESUN, SUNH, AFH, SUE; all placeholders of a
+:class:`~wire.scaleup.ScaleUpConfig`, ``install(scaleup=...)``):
+
+* ``Ether`` / ``Dot1Q`` type ``esun_ethertype`` -> ``LL_ESUN`` -> the configured
+  ``esun_transport`` (``LL_SUE_RH``; ``sue_lite``: transactions directly; ``raw``: nothing);
+  ``sunh_ethertype`` -> ``LL_SUNH`` (``next_header`` ``sunh_sue_protocol`` -> ``LL_SUE_RH``,
+  17 -> Scapy's ``UDP``, whose checksum Scapy leaves 0 there: no pseudo-header is defined);
+  ``afh_gen1_ethertype`` -> ``LL_AFHGen1`` (its ``type`` ``sue_ethertype`` -> ``LL_SUE_RH``);
+  ``UDP`` dport ``sue_udp_port`` -> ``LL_SUE_RH`` (in front, like RoCEv2, with ``prefer``).
+* A SUE PDU is a chain: ``LL_SUE_RH`` (op DATA) / ``LL_SUE_TXN8`` / ``LL_SUE_Data`` /
+  ``LL_SUE_TXN8`` / ``LL_SUE_Data`` ... / ``LL_RCRC``: each descriptor (``LL_SUE_TXN16`` with
+  ``txn_hdr_bytes=16``) is followed by an ``LL_SUE_Data`` holding its ``length`` data bytes;
+  the descriptor with the ``last`` bit ends the transactions, then come the 4-byte R-CRC and
+  the Ethernet padding (``Padding``).  An RH with another op (ACK, NACK) is followed by the
+  R-CRC directly.  SUE-Lite (no RH) ends after the last transaction.  On build, a
+  descriptor's ``length`` and ``last`` that were not set are computed from the chain (the
+  ``LL_SUE_Data`` above it, whether another descriptor follows), and an ``LL_RCRC`` whose
+  ``value`` was not set is computed by the ``LL_SUE_RH`` below it (:func:`wire.sue.rcrc`).
+  :func:`sue_layers` makes such a chain from dicts; :func:`transactions` lists the
+  ``(descriptor, data)`` pairs of a dissected packet; :meth:`LL_RCRC.valid` checks a
+  dissected R-CRC.
+* **AFH Gen2** has no Ethernet header: its 12- or 6-byte form *is* the DA and SA.  Scapy's
+  ``Ether`` is left alone: with ``install()``, ``Ether`` type ``sue_ethertype`` (untagged) ->
+  the transport of the configured ``afh_gen2_form`` (so ``Ether(frame)`` shows the AFH
+  bytes as ``dst``/``src`` and the SUE layers correctly); to see the AFH fields, dissect the
+  frame with the standalone class: ``LL_AFHGen2_12(frame)`` or ``LL_AFHGen2_6(frame)``
+  (its ``type`` ``sue_ethertype`` -> the form's configured transport).
+
 This module imports Scapy; ``import wire`` does not.  Usage::
 
     from scapy.layers.l2 import Ether
@@ -87,28 +115,33 @@ from scapy.fields import (
     IP6Field,
     IPField,
     MACField,
+    StrLenField,
     XBitField,
     XLEIntField,
 )
 from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Dot1Q, Ether
-from scapy.packet import Packet
+from scapy.packet import NoPayload, Packet
 
 from .bth import EXT_HEADERS, opcode_name
 from .errors import BadValue
 from .ethernet import EtherType
+from .ipv4 import IPPROTO_UDP
 from .pfc import MacControlOpcode
 from .roce import CNP_OPCODE, ICRC_BYTES, icrc, icrc_bytes
+from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
 from .spec import Field, HeaderSpec, format_value, parse_value
 from .stack import ROCE_PORTS, SPECS
+from .sue import SueOp, rcrc
 
 __all__ = [
-    "LAYERS", "LL_AETH", "LL_AtomicAckETH", "LL_AtomicETH", "LL_BTH", "LL_CNP", "LL_DETH",
-    "LL_Ether", "LL_ICRC", "LL_IETH", "LL_IPv4", "LL_IPv6", "LL_ImmDt", "LL_MACControl",
-    "LL_PAUSE", "LL_PFC", "LL_RDETH", "LL_RETH", "LL_UDP", "LL_VLAN", "LL_XRCETH",
-    "element_names", "from_values", "install", "installed", "is_installed", "to_raw",
-    "uninstall",
+    "LAYERS", "LL_AETH", "LL_AFHGen1", "LL_AFHGen2_12", "LL_AFHGen2_6", "LL_AtomicAckETH",
+    "LL_AtomicETH", "LL_BTH", "LL_CNP", "LL_DETH", "LL_ESUN", "LL_Ether", "LL_ICRC", "LL_IETH",
+    "LL_IPv4", "LL_IPv6", "LL_ImmDt", "LL_MACControl", "LL_PAUSE", "LL_PFC", "LL_RCRC",
+    "LL_RDETH", "LL_RETH", "LL_SUE_Data", "LL_SUE_RH", "LL_SUE_TXN16", "LL_SUE_TXN8",
+    "LL_SUNH", "LL_UDP", "LL_VLAN", "LL_XRCETH", "element_names", "from_values", "install",
+    "installed", "is_installed", "sue_layers", "to_raw", "transactions", "uninstall",
 ]
 
 # Scapy field classes for the address formats, used only when the field maps 1:1 to them.
@@ -205,6 +238,115 @@ class _LLBTHBase(_LLHeader):
                 [UDP])
 
 
+class _LLSueRHBase(_LLHeader):
+    """SUE RH behaviour: transactions (op DATA) or the R-CRC next; compute the R-CRC."""
+
+    def guess_payload_class(self, payload):
+        if not _STATE.installed:
+            return super().guess_payload_class(payload)
+        if self.op == SueOp.DATA:
+            return _STATE.txn_class
+        return LL_RCRC
+
+    def post_build(self, pkt, pay):
+        out = pkt + pay
+        trailer = self.getlayer(LL_RCRC)
+        if trailer is None or "value" in trailer.fields:
+            return out
+        size = _spec_of(LL_RCRC).size_bytes
+        end = len(out) - len(raw(trailer.payload)) - size
+        value = _spec_of(LL_RCRC).pack({"value": rcrc(out[:end])})
+        return out[:end] + value + out[end + size:]
+
+    def mysummary(self):
+        return (f"lossless SUE RH {SueOp(self.op).name} xpu={self.xpuid} npsn={self.npsn} "
+                f"apsn={self.apsn}")
+
+
+class _LLTxnBase(_LLHeader):
+    """SUE transaction descriptor: its data (``LL_SUE_Data``) follows; on build, ``length``
+    and ``last`` not set by the user are computed from the chain above it."""
+
+    def guess_payload_class(self, payload):
+        if not _STATE.installed:
+            return super().guess_payload_class(payload)
+        return LL_SUE_Data
+
+    def post_build(self, pkt, pay):
+        if isinstance(self.payload, NoPayload):
+            return pkt + pay  # a bare descriptor: the values as set
+        changes: dict[str, int] = {}
+        if "length" not in self.fields:
+            data = self.payload
+            changes["length"] = len(data.load) if isinstance(data, LL_SUE_Data) else 0
+        if "last" not in self.fields:
+            layer, more = self.payload, False
+            while not isinstance(layer, NoPayload):
+                if isinstance(layer, _LLTxnBase):
+                    more = True
+                    break
+                layer = layer.payload
+            changes["last"] = int(not more)
+        if changes:
+            spec = _spec_of(self)
+            pkt = spec.pack({**to_raw(self), **changes})
+        return pkt + pay
+
+
+def _data_length(pkt: Packet) -> int:
+    """Bytes of an ``LL_SUE_Data``: its descriptor's ``length`` (all that is left when it
+    stands alone)."""
+    txn = pkt.underlayer
+    if isinstance(txn, _LLTxnBase):
+        return int(txn.length)
+    return len(pkt.original) if pkt.original else 0
+
+
+class LL_SUE_Data(Packet):
+    """The data bytes of one SUE transaction (``length`` of the descriptor below it)."""
+
+    name = "lossless SUE data"
+    fields_desc = [StrLenField("load", b"", length_from=_data_length)]
+
+    def guess_payload_class(self, payload):
+        txn = self.underlayer
+        if not _STATE.installed or not isinstance(txn, _LLTxnBase):
+            return super().guess_payload_class(payload)
+        if txn.last:
+            below = txn.underlayer
+            while below is not None and not isinstance(below, _LLSueRHBase):
+                below = below.underlayer
+            return LL_RCRC if below is not None else conf.padding_layer
+        if len(payload) < _spec_of(txn).size_bytes:
+            return conf.raw_layer
+        return type(txn)
+
+    def mysummary(self):
+        return f"lossless SUE data {len(self.load)} B"
+
+
+class _LLRCRCBase(_LLHeader):
+    """SUE R-CRC: the end of the PDU (the rest is padding); ``valid()`` checks it."""
+
+    def extract_padding(self, s):
+        return b"", s
+
+    def expected(self) -> int | None:
+        """The R-CRC of the PDU this trailer ends (None: no ``LL_SUE_RH`` below it)."""
+        rh = self.underlayer
+        while rh is not None and not isinstance(rh, _LLSueRHBase):
+            rh = rh.underlayer
+        if rh is None:
+            return None
+        data = raw(rh)
+        return rcrc(data[:len(data) - len(raw(self))])
+
+    def valid(self) -> bool | None:
+        """True if ``value`` is the expected R-CRC (None when it cannot be computed)."""
+        exp = self.expected()
+        return None if exp is None else exp == self.value
+
+
 def _ip_below(bth: Packet):
     udp = bth.underlayer
     if not isinstance(udp, UDP):
@@ -244,6 +386,9 @@ _CLASS_NAMES = {
     "xrceth": "LL_XRCETH", "reth": "LL_RETH", "atomic_eth": "LL_AtomicETH", "aeth": "LL_AETH",
     "atomic_ack_eth": "LL_AtomicAckETH", "immdt": "LL_ImmDt", "ieth": "LL_IETH",
     "cnp": "LL_CNP", "mac_control": "LL_MACControl", "pfc": "LL_PFC", "pause": "LL_PAUSE",
+    "esun": "LL_ESUN", "sunh": "LL_SUNH", "afh_gen1": "LL_AFHGen1", "afh_gen2_12": "LL_AFHGen2_12",
+    "afh_gen2_6": "LL_AFHGen2_6", "sue_rh": "LL_SUE_RH", "sue_txn8": "LL_SUE_TXN8",
+    "sue_txn16": "LL_SUE_TXN16", "rcrc": "LL_RCRC",
 }
 _EXT_NAMES = frozenset(h for _n, hs in EXT_HEADERS.values() for h in hs)
 
@@ -252,6 +397,12 @@ def _make(name: str) -> type[Packet]:
     spec = SPECS[name]
     if name == "bth":
         base: type[Packet] = _LLBTHBase
+    elif name == "sue_rh":
+        base = _LLSueRHBase
+    elif name in ("sue_txn8", "sue_txn16"):
+        base = _LLTxnBase
+    elif name == "rcrc":
+        base = _LLRCRCBase
     elif name in _EXT_NAMES:
         base = _LLExtHeader
     elif name in ("pfc", "pause"):
@@ -289,13 +440,23 @@ LL_CNP = _make("cnp")
 LL_MACControl = _make("mac_control")
 LL_PFC = _make("pfc")
 LL_PAUSE = _make("pause")
+LL_ESUN = _make("esun")
+LL_SUNH = _make("sunh")
+LL_AFHGen1 = _make("afh_gen1")
+LL_AFHGen2_12 = _make("afh_gen2_12")
+LL_AFHGen2_6 = _make("afh_gen2_6")
+LL_SUE_RH = _make("sue_rh")
+LL_SUE_TXN8 = _make("sue_txn8")
+LL_SUE_TXN16 = _make("sue_txn16")
+LL_RCRC = _make("rcrc")
 
 #: layer name -> generated class, one for every spec in :data:`wire.stack.SPECS`.
 LAYERS: dict[str, type[Packet]] = {
     c._ll_spec.name: c for c in (
         LL_Ether, LL_VLAN, LL_IPv4, LL_IPv6, LL_UDP, LL_BTH, LL_RDETH, LL_DETH, LL_XRCETH,
         LL_RETH, LL_AtomicETH, LL_AETH, LL_AtomicAckETH, LL_ImmDt, LL_IETH, LL_CNP,
-        LL_MACControl, LL_PFC, LL_PAUSE)
+        LL_MACControl, LL_PFC, LL_PAUSE, LL_ESUN, LL_SUNH, LL_AFHGen1, LL_AFHGen2_12,
+        LL_AFHGen2_6, LL_SUE_RH, LL_SUE_TXN8, LL_SUE_TXN16, LL_RCRC)
 }
 if set(LAYERS) != set(SPECS):  # a spec added to SPECS needs its line above
     raise ImportError(f"wire.scapy_layers: no class for {sorted(set(SPECS) - set(LAYERS))}")
@@ -387,12 +548,66 @@ def from_values(name: str, values: Mapping[str, object] | None = None, /,
     return cls(**args)
 
 
+# ------------------------------------------------------------------ SUE PDUs
+def _txn_class(txn_hdr_bytes: int) -> type[Packet]:
+    for cls in (LL_SUE_TXN8, LL_SUE_TXN16):
+        if _spec_of(cls).size_bytes == txn_hdr_bytes:
+            return cls
+    raise BadValue(f"txn_hdr_bytes {txn_hdr_bytes!r}: no such transaction descriptor",
+                   layer="sue_txn")
+
+
+def sue_layers(txns: Iterable[Mapping[str, object]] = (), *,
+               rh: Mapping[str, object] | None = None,
+               rcrc_value: int | None = None,
+               txn_hdr_bytes: int = DEFAULT_SCALEUP.txn_hdr_bytes) -> Packet:
+    """The Scapy chain of a SUE PDU from dicts in the ``sue_rh`` / ``sue_txn`` schema.
+
+    ``rh`` None: SUE-Lite (transactions only, no R-CRC).  Each transaction dict may carry
+    ``data`` (hex or bytes); its ``length`` and ``last`` are computed unless given.  The
+    R-CRC is computed unless ``rcrc_value`` is given.
+    """
+    layers: list[Packet] = []
+    if rh is not None:
+        layers.append(from_values("sue_rh", rh))
+    cls = _txn_class(txn_hdr_bytes)
+    name = _spec_of(cls).name
+    for t in txns:
+        data = t.get("data", b"")
+        data = bytes.fromhex(data) if isinstance(data, str) else bytes(data)
+        layers.append(from_values(name, {k: v for k, v in t.items() if k != "data"}))
+        layers.append(LL_SUE_Data(load=data))
+    if rh is not None:
+        layers.append(LL_RCRC() if rcrc_value is None else LL_RCRC(value=rcrc_value))
+    if not layers:
+        raise BadValue("a SUE PDU needs an RH or at least one transaction", layer="sue_txn")
+    pkt = layers[0]
+    for layer in layers[1:]:
+        pkt = pkt / layer
+    return pkt
+
+
+def transactions(pkt: Packet) -> list[tuple[Packet, bytes]]:
+    """``(descriptor layer, data bytes)`` of every SUE transaction in ``pkt``, in order."""
+    out: list[tuple[Packet, bytes]] = []
+    layer = pkt
+    while not isinstance(layer, NoPayload):
+        if isinstance(layer, _LLTxnBase):
+            data = layer.payload
+            out.append((layer, bytes(data.load) if isinstance(data, LL_SUE_Data) else b""))
+        layer = layer.payload
+    return out
+
+
 # ------------------------------------------------------------------ install
 @dataclass
 class _State:
     installed: bool = False
     prefer: bool = True
     ports: tuple[int, ...] = ()
+    scaleup: ScaleUpConfig = DEFAULT_SCALEUP
+    #: the transaction descriptor class of the installed ``txn_hdr_bytes``
+    txn_class: type[Packet] | None = None
     #: (lower class, entry tuple) for every payload_guess entry we added
     guesses: list[tuple[type[Packet], tuple]] = field(default_factory=list)
     #: lower class -> (it had its own payload_guess, that list object) before install()
@@ -429,17 +644,57 @@ def _top_down(lower: type[Packet], upper: type[Packet], **fval: int) -> None:
     upper._overload_fields = over
 
 
-def install(prefer: bool = True, ports: Iterable[int] = ROCE_PORTS) -> None:
+def _transport_class(kind: str) -> type[Packet] | None:
+    """The first layer of a transport of :data:`wire.scaleup.TRANSPORTS` (None: raw)."""
+    return {"sue_rh": LL_SUE_RH, "sue_lite": _STATE.txn_class}.get(kind)
+
+
+def _install_scaleup(sc: ScaleUpConfig, front: bool) -> None:
+    _STATE.txn_class = _txn_class(sc.txn_hdr_bytes)
+    for lower in (Ether, Dot1Q):
+        for upper, etype in ((LL_ESUN, sc.esun_ethertype), (LL_SUNH, sc.sunh_ethertype),
+                             (LL_AFHGen1, sc.afh_gen1_ethertype)):
+            _bottom_up(lower, upper, front, type=etype)
+            _top_down(lower, upper, type=etype)
+    esun_next = _transport_class(sc.esun_transport)
+    if esun_next is not None:
+        _bottom_up(LL_ESUN, esun_next, False)
+    _bottom_up(LL_SUNH, LL_SUE_RH, False, next_header=sc.sunh_sue_protocol)
+    _top_down(LL_SUNH, LL_SUE_RH, next_header=sc.sunh_sue_protocol)
+    _bottom_up(LL_SUNH, UDP, False, next_header=IPPROTO_UDP)
+    _top_down(LL_SUNH, UDP, next_header=IPPROTO_UDP)
+    _bottom_up(LL_AFHGen1, LL_SUE_RH, False, type=sc.sue_ethertype)
+    _top_down(LL_AFHGen1, LL_SUE_RH, type=sc.sue_ethertype)
+    _bottom_up(UDP, LL_SUE_RH, front, dport=sc.sue_udp_port)
+    _top_down(UDP, LL_SUE_RH, dport=sc.sue_udp_port)
+    # AFH Gen2: the standalone classes, and Scapy's Ether (whose dst/src are then the AFH
+    # bytes) on an untagged frame, as wire.dissect reads it.
+    for cls, kind in ((LL_AFHGen2_12, sc.afh_gen2_12_transport),
+                      (LL_AFHGen2_6, sc.afh_gen2_6_transport)):
+        nxt = _transport_class(kind)
+        if nxt is not None:
+            _bottom_up(cls, nxt, False, type=sc.sue_ethertype)
+            _top_down(cls, nxt, type=sc.sue_ethertype)
+    gen2 = _transport_class(sc.afh_gen2_12_transport if sc.afh_gen2_form == "12"
+                            else sc.afh_gen2_6_transport)
+    if gen2 is not None:
+        _bottom_up(Ether, gen2, front, type=sc.sue_ethertype)
+
+
+def install(prefer: bool = True, ports: Iterable[int] = ROCE_PORTS, *,
+            scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> None:
     """Bind the lossless layers into Scapy's dissection (see the module docstring).
 
     ``prefer=True`` puts our bindings ahead of any existing ones (Scapy's
     ``scapy.contrib.roce`` / ``mac_control``), ``prefer=False`` after them.  ``ports`` are the
-    UDP destination ports taken as RoCEv2.  Calling it again re-installs with the new options.
+    UDP destination ports taken as RoCEv2; ``scaleup`` the placeholder EtherTypes, port and
+    transports of the scale-up headers.  Calling it again re-installs with the new options.
     """
     if _STATE.installed:
         uninstall()
     _STATE.prefer = bool(prefer)
     _STATE.ports = tuple(sorted({int(p) for p in ports}))
+    _STATE.scaleup = scaleup
     front = _STATE.prefer
     try:
         for port in _STATE.ports:
@@ -459,6 +714,7 @@ def install(prefer: bool = True, ports: Iterable[int] = ROCE_PORTS) -> None:
         for upper, op in ((LL_PFC, MacControlOpcode.PFC), (LL_PAUSE, MacControlOpcode.PAUSE)):
             _bottom_up(LL_MACControl, upper, False, opcode=int(op))
             _top_down(LL_MACControl, upper, opcode=int(op))
+        _install_scaleup(scaleup, front)
     except BaseException:
         _STATE.installed = True
         uninstall()
@@ -491,6 +747,7 @@ def uninstall() -> None:
     _STATE.saved_guess.clear()
     _STATE.saved_overload.clear()
     _STATE.chain.clear()
+    _STATE.txn_class = None
     _STATE.installed = False
 
 
@@ -499,13 +756,14 @@ def is_installed() -> bool:
 
 
 @contextlib.contextmanager
-def installed(prefer: bool = True, ports: Iterable[int] = ROCE_PORTS) -> Iterator[None]:
+def installed(prefer: bool = True, ports: Iterable[int] = ROCE_PORTS, *,
+              scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> Iterator[None]:
     """``with installed(): ...``: install for the block, then restore the previous state."""
-    before = (_STATE.installed, _STATE.prefer, _STATE.ports)
-    install(prefer=prefer, ports=ports)
+    before = (_STATE.installed, _STATE.prefer, _STATE.ports, _STATE.scaleup)
+    install(prefer=prefer, ports=ports, scaleup=scaleup)
     try:
         yield
     finally:
         uninstall()
         if before[0]:
-            install(prefer=before[1], ports=before[2])
+            install(prefer=before[1], ports=before[2], scaleup=before[3])

@@ -15,7 +15,15 @@ Whole frames, through :func:`wire.build`:
   with or without options or IPv6, UDP to port 4791, a BTH with any opcode of
   :data:`wire.bth.EXT_HEADERS` (CNP included) with the right extended headers holding random
   values and 0..64 bytes of payload), PFC and PAUSE frames;
-* :func:`frames` - the same, built to bytes.
+* :func:`frames` - the same, built to bytes;
+* :func:`scaleup_frame_dicts` / :func:`scaleup_frames` - every scale-up stack of
+  :data:`SCALEUP_STACKS` for a :class:`~wire.scaleup.ScaleUpConfig`: ESUN (after 0..2 VLAN
+  tags), SUNH + SUE, SUNH + UDP (a payload, or SUE to ``sue_udp_port``), AFH Gen1 + SUE,
+  AFH Gen2 (the configured 12- or 6-byte form) + its transport, SUE over IPv4 / IPv6 + UDP;
+  random values in every header field (reserved bits included), RH ops DATA (1..8
+  transactions of 0..256 data bytes, the PDU within ``max_pdu_bytes`` /
+  ``max_pdu_lite_bytes``), ACK, NACK and the reserved op 3 (no transactions).  Kept apart
+  from :func:`frame_dicts`, whose frames other tools (Scapy's contrib, tshark) must know.
 
 "Valid" means what a correct sender emits around the randomised fields: lengths, checksums,
 PadCnt and ICRC computed by ``build``, no IP fragments, PFC class-enable vectors with the
@@ -34,19 +42,26 @@ from . import build
 from .bth import EXT_HEADERS
 from .ethernet import VLAN_TPIDS
 from .ib_ext import EXT_SPECS
+from .ipv4 import IPPROTO_UDP
 from .roce import CNP_OPCODE
+from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
 from .spec import Field, HeaderSpec
 from .stack import SPECS
+from .sue import AFH_FORMS, MAX_TXN_DATA_BYTES, SueOp, TxnOpcode, txn_spec
 
 __all__ = [
-    "FRAME_KINDS", "OPCODES", "field_values", "frame_dicts", "frames", "header_bytes",
-    "ip_options", "raw_values", "shown_values",
+    "FRAME_KINDS", "OPCODES", "SCALEUP_STACKS", "field_values", "frame_dicts", "frames",
+    "header_bytes", "ip_options", "raw_values", "scaleup_frame_dicts", "scaleup_frames",
+    "shown_values", "sue_transport",
 ]
 
 #: Every opcode with a defined set of extended headers (CNP included).
 OPCODES: tuple[int, ...] = tuple(EXT_HEADERS)
 #: The kinds of frame :func:`frame_dicts` draws.
 FRAME_KINDS = ("roce", "pfc", "pause")
+#: The scale-up stacks :func:`scaleup_frame_dicts` draws.
+SCALEUP_STACKS = ("esun", "sunh_sue", "sunh_udp", "afh_gen1", "afh_gen2", "sue_ipv4",
+                  "sue_ipv6")
 
 
 def _element(f: Field) -> st.SearchStrategy[int]:
@@ -137,13 +152,8 @@ def _vlan_tags(max_tags: int, tpids: Iterable[int]) -> st.SearchStrategy[list[di
     return st.lists(tag, min_size=0, max_size=max_tags)
 
 
-@st.composite
-def _roce(draw, opcodes, ip_versions, max_vlan_tags, tpids, with_options) -> dict:
-    d: dict[str, object] = {"eth": {"src": draw(_mac()), "dst": draw(_mac())}}
-    tags = draw(_vlan_tags(max_vlan_tags, tpids))
-    if tags:
-        d["vlan"] = tags
-    version = draw(st.sampled_from(sorted(ip_versions)))
+def _ip_layer(draw, d: dict, version: int, with_options: bool) -> None:
+    """An ipv4 or ipv6 layer with random addresses, DSCP/ECN and the rest, into ``d``."""
     if version == 4:
         ip = {
             "src": draw(_shown_element(SPECS["ipv4"].field("src"))),
@@ -162,6 +172,15 @@ def _roce(draw, opcodes, ip_versions, max_vlan_tags, tpids, with_options) -> dic
             "dscp": draw(st.integers(0, 63)), "ecn": draw(st.integers(0, 3)),
             "flow_label": draw(st.integers(0, 0xFFFFF)), "hop_limit": draw(st.integers(1, 255)),
         }
+
+
+@st.composite
+def _roce(draw, opcodes, ip_versions, max_vlan_tags, tpids, with_options) -> dict:
+    d: dict[str, object] = {"eth": {"src": draw(_mac()), "dst": draw(_mac())}}
+    tags = draw(_vlan_tags(max_vlan_tags, tpids))
+    if tags:
+        d["vlan"] = tags
+    _ip_layer(draw, d, draw(st.sampled_from(sorted(ip_versions))), with_options)
     d["udp"] = {"sport": draw(st.integers(0, 0xFFFF)),
                 **({"checksum": "auto"} if draw(st.booleans()) else {})}
     op = draw(st.sampled_from(sorted(opcodes)))
@@ -231,3 +250,129 @@ def frame_dicts(kinds: Iterable[str] = FRAME_KINDS, *, opcodes: Iterable[int] = 
 def frames(kinds: Iterable[str] = FRAME_KINDS, **kw) -> st.SearchStrategy[bytes]:
     """Complete valid frames as bytes: :func:`frame_dicts` built with :func:`wire.build`."""
     return frame_dicts(kinds, **kw).map(build)
+
+
+# ---------------------------------------------------------------------- scale-up frames
+def _txn_data(draw, n: int) -> str:
+    """``n`` data bytes as hex: random when short, a drawn arithmetic pattern when long (the
+    Hypothesis buffer stays small for 8 x 256 bytes)."""
+    if n <= 64:
+        return draw(st.binary(min_size=n, max_size=n)).hex()
+    start, step = draw(st.integers(0, 255)), draw(st.integers(1, 255))
+    return bytes((start + i * step) & 0xFF for i in range(n)).hex()
+
+
+@st.composite
+def sue_transport(draw, kind: str = "sue_rh", scaleup: ScaleUpConfig = DEFAULT_SCALEUP,
+                  max_txns: int = 8) -> dict:
+    """The transport layers of one PDU for :func:`wire.build`: ``sue_rh`` (+ ``sue_txn``) for
+    ``"sue_rh"``, ``sue_txn`` only for ``"sue_lite"``, ``raw`` bytes for ``"raw"``.
+
+    RH fields are random (reserved bits included); op DATA (drawn most often) carries
+    1..``max_txns`` transactions, ACK / NACK / reserved op 3 none.  Each transaction has a
+    non-zero opcode (unknown values too), random flags, tag (and address), and
+    0..256 data bytes; descriptors plus data stay within the PDU limit of the kind.
+    """
+    if kind == "raw":
+        return {"raw": draw(st.binary(max_size=64)).hex()}
+    out: dict[str, object] = {}
+    with_txns = True
+    if kind == "sue_rh":
+        rh = draw(raw_values(SPECS["sue_rh"]))
+        rh["op"] = draw(st.sampled_from((SueOp.DATA,) * 5 + (SueOp.ACK, SueOp.NACK,
+                                                               SueOp.RESERVED)))
+        out["sue_rh"] = rh
+        with_txns = rh["op"] == SueOp.DATA
+        budget = scaleup.max_pdu_bytes
+    else:
+        budget = scaleup.max_pdu_lite_bytes
+    if not with_txns:
+        return out
+    spec = txn_spec(scaleup.txn_hdr_bytes)
+    h = spec.size_bytes
+    txns = []
+    for _ in range(draw(st.integers(1, max_txns))):
+        if budget < h:
+            break
+        cap = min(MAX_TXN_DATA_BYTES, budget - h)
+        n = draw(st.one_of(st.sampled_from(sorted({0, 1, cap})), st.integers(0, cap)))
+        t = draw(raw_values(spec))
+        for k in ("last", "length"):  # computed by build
+            del t[k]
+        t["opcode"] = draw(st.one_of(st.sampled_from([int(o) for o in TxnOpcode]),
+                                     st.integers(1, spec.field("opcode").max_value)))
+        t["data"] = _txn_data(draw, n)
+        txns.append(t)
+        budget -= h + n
+    out["sue_txn"] = txns
+    return out
+
+
+@st.composite
+def _scaleup(draw, stack: str, sc: ScaleUpConfig, max_vlan_tags: int, tpids) -> dict:
+    d: dict[str, object] = {}
+    if stack != "afh_gen2":
+        d["eth"] = {"src": draw(_mac()), "dst": draw(_mac())}
+    kind = "sue_rh"
+    if stack == "esun":
+        tags = draw(_vlan_tags(max_vlan_tags, tpids))
+        if tags:
+            d["vlan"] = tags
+        d["esun"] = draw(raw_values(SPECS["esun"]))
+        kind = sc.esun_transport
+    elif stack in ("sunh_sue", "sunh_udp"):
+        sh = draw(raw_values(SPECS["sunh"]))
+        d["sunh"] = sh
+        if stack == "sunh_sue":
+            sh["next_header"] = sc.sunh_sue_protocol
+        else:
+            sh["next_header"] = IPPROTO_UDP
+            sport = draw(st.integers(0, 0xFFFF))
+            if draw(st.booleans()):
+                d["udp"] = {"sport": sport, "dport": sc.sue_udp_port}
+            else:
+                dport = draw(st.integers(0, 0xFFFF).filter(lambda p: p != sc.sue_udp_port))
+                d["udp"] = {"sport": sport, "dport": dport}
+                d["payload"] = {"data": draw(st.binary(max_size=64)).hex()}
+                return d
+    elif stack == "afh_gen1":
+        afh = draw(raw_values(AFH_FORMS["gen1"]))
+        afh.update(form="gen1", type=sc.sue_ethertype)
+        d["afh"] = afh
+    elif stack == "afh_gen2":
+        form = "gen2_12" if sc.afh_gen2_form == "12" else "gen2_6"
+        afh = draw(raw_values(AFH_FORMS[form]))
+        afh.update(form=form, type=sc.sue_ethertype)
+        d["afh"] = afh
+        kind = sc.afh_gen2_12_transport if form == "gen2_12" else sc.afh_gen2_6_transport
+    else:  # sue_ipv4 / sue_ipv6
+        _ip_layer(draw, d, 4 if stack == "sue_ipv4" else 6, True)
+        d["udp"] = {"sport": draw(st.integers(0, 0xFFFF)), "dport": sc.sue_udp_port}
+    d.update(draw(sue_transport(kind, sc)))
+    return d
+
+
+def scaleup_frame_dicts(stacks: Iterable[str] = SCALEUP_STACKS, *,
+                        scaleup: ScaleUpConfig = DEFAULT_SCALEUP, max_vlan_tags: int = 2,
+                        tpids: Iterable[int] = VLAN_TPIDS,
+                        ) -> st.SearchStrategy[dict]:
+    """Dicts for :func:`wire.build` (with ``scaleup=``) of complete, valid scale-up frames.
+
+    ``stacks`` is a non-empty subset of :data:`SCALEUP_STACKS`; ``afh_gen2`` draws the form
+    ``scaleup.afh_gen2_form`` selects (the other form is not dissected under that config).
+    Build and dissect them with the same ``scaleup``.
+    """
+    stacks = tuple(stacks)
+    bad = set(stacks) - set(SCALEUP_STACKS)
+    if bad or not stacks:
+        raise ValueError(f"stacks must be a non-empty subset of {SCALEUP_STACKS}, got {stacks}")
+    tp = tuple(tpids)
+    return st.sampled_from(stacks).flatmap(
+        lambda s: _scaleup(s, scaleup, max_vlan_tags, tp))
+
+
+def scaleup_frames(stacks: Iterable[str] = SCALEUP_STACKS, *,
+                   scaleup: ScaleUpConfig = DEFAULT_SCALEUP, **kw) -> st.SearchStrategy[bytes]:
+    """:func:`scaleup_frame_dicts` built to bytes with :func:`wire.build` (same config)."""
+    return scaleup_frame_dicts(stacks, scaleup=scaleup, **kw).map(
+        lambda d: build(d, scaleup=scaleup))
