@@ -142,9 +142,10 @@ class _Ctx:
         self.roce_ports = roce_ports
         self.ambiguous = False
 
-    def short(self, layer: str, need: int, have: int, off: int) -> None:
-        """A header does not fit in what was captured: raw remainder, problem unless snapped."""
-        self.d.raw = bytes(self.frame[off:])
+    def short(self, layer: str, need: int, have: int, off: int, end: int | None = None) -> None:
+        """A header does not fit in what was captured: raw remainder (up to ``end``, the end of
+        the enclosing datagram when there is one), problem unless snapped."""
+        self.d.raw = bytes(self.frame[off:end])
         self.d.cut = True
         if not self.snapped:
             self.d.problems.append(
@@ -545,7 +546,7 @@ def _sue(c: _Ctx, off: int, end: int | None, *, rh: bool) -> None:
                 d.problems.append(f"sue_rh: the datagram has {end - off} bytes, an RH needs 8")
                 d.raw, d.cut = frame[off:limit], True
             else:
-                c.short("sue_rh", SUE_RH.size_bytes, limit - off, off)
+                c.short("sue_rh", SUE_RH.size_bytes, limit - off, off, end and limit)
             return
         rhl = Layer("sue_rh", SUE_RH.unpack(frame, off))
         d.layers["sue_rh"] = rhl
@@ -563,7 +564,7 @@ def _sue(c: _Ctx, off: int, end: int | None, *, rh: bool) -> None:
                 if off == limit and c.snapped:
                     d.cut = True
                 else:
-                    c.short(f"sue_txn[{i}]", h, limit - off, off)
+                    c.short(f"sue_txn[{i}]", h, limit - off, off, end and limit)
                 return
             t = Layer("sue_txn", spec.unpack(frame, off))
             if t["opcode"] == 0:
@@ -597,7 +598,7 @@ def _sue(c: _Ctx, off: int, end: int | None, *, rh: bool) -> None:
                               f"{'SUE' if rh else 'SUE-Lite'} PDU limit")
     if rh:
         if limit - off < RCRC.size_bytes:
-            c.short("rcrc", RCRC.size_bytes, limit - off, off)
+            c.short("rcrc", RCRC.size_bytes, limit - off, off, end and limit)
             return
         val = int.from_bytes(frame[off:off + 4], "big")
         calc = rcrc(frame[start:off])
@@ -779,7 +780,9 @@ def _build_sue(d: Mapping, sc: ScaleUpConfig, recompute: bool) -> bytes:
     ``raw`` is not included (the caller places it)."""
     if "sue_rh" not in d and "sue_txn" not in d:
         return b""
-    cut = "raw" in d
+    # ``raw`` without an ``rcrc`` layer: dissection stopped inside the PDU.  With an ``rcrc``
+    # layer the PDU was whole and ``raw`` holds bytes after it (inside a UDP datagram).
+    cut = "raw" in d and "rcrc" not in d
     spec = txn_spec(sc.txn_hdr_bytes)
     out = SUE_RH.pack(_layer(d, "sue_rh")) if "sue_rh" in d else b""
     txns = d.get("sue_txn", [])
