@@ -36,7 +36,8 @@ from wire.bth import EXT_HEADERS
 ROOT = Path(__file__).resolve().parent.parent
 PCAPS = ROOT / "pcaps"
 DOCS = ROOT / "docs" / "wireshark.md"
-REFERENCE = ("broken", "cnp", "padding", "pfc_pause", "roce_ipv6_ud", "roce_rc", "roce_rd")
+REFERENCE = ("broken", "cnp", "padding", "pfc_pause", "roce_ipv6_ud", "roce_rc", "roce_rd",
+             "scaleup")
 
 #: Frames of the reference captures where an exemption of DEPARTURES applies, by capture
 #: and 0-based record index (the reason is the table entry; the record is the .jsonl line).
@@ -50,6 +51,7 @@ EXPECTED_EXEMPT = {
     "T15": {"broken": [23]},                      # IPv6 with UDP length 0
     "CUT": {"broken": [6, 7, 8, 9, 10, 11, 12, 24]},  # caplen < len
     "CUTHDR": {"broken": [9, 10, 11, 24]},  # cut inside the RETH, IPv4, Ethernet, VLAN header
+    "SU": {"scaleup": list(range(25))},           # every scale-up frame (no tshark dissector)
 }
 #: Departures handled by translation that the reference captures must exercise.
 EXPECTED_MAPPED = {"T1", "T2", "T3", "T8", "T10", "T11", "T12"}
