@@ -25,6 +25,8 @@ from wire.scaleup import DEFAULT_SCALEUP, TRANSPORTS, ScaleUpConfig
 from wire.stack import ROCE_PORTS, dissect
 from wire.stats import CaptureStats, summary_line
 
+from . import wireshark_cmd
+
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE = 0, 1, 2
 #: Files smaller than this never show a progress bar.
 _PROGRESS_MIN_BYTES = 8 << 20
@@ -323,6 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--json", action="store_true", help="machine-readable output")
     scaleup_opts(o)
     o.set_defaults(func=cmd_overhead)
+
+    wireshark_cmd.add_parser(sub)
     return p
 
 
