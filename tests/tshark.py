@@ -207,8 +207,8 @@ _IP6 = (("ipv6.version", "version", _int), ("ipv6.flow", "flow_label", _int),
         ("ipv6.hlim", "hop_limit", _int), ("ipv6.src", "src", _ip6), ("ipv6.dst", "dst", _ip6))
 _UDP = (("udp.srcport", "sport", _int), ("udp.dstport", "dport", _int),
         ("udp.length", "length", _int), ("udp.checksum", "checksum", _int))
-# checksum.status: 0 bad, 1 good, 2 unverified, 3 not present
-_STATUS = {"0": False, "1": True, "2": None, "3": None}
+# checksum.status: 0 bad, 1 good, 2 unverified, 3 not present, 4 illegal (zero where required)
+_STATUS = {"0": False, "1": True, "2": None, "3": None, "4": False}
 
 
 def _as_list(v: object) -> list:
