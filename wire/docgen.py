@@ -24,7 +24,7 @@ import argparse
 import dataclasses
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .bth import EXT_HEADERS, Opcode
@@ -265,15 +265,18 @@ def render() -> str:
     return "\n".join(out)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m wire.docgen", description=__doc__.split("\n")[0])
+def generator_main(module: str, default_path: Path, render_text: Callable[[], str],
+                   what: str, argv: Sequence[str] | None = None) -> int:
+    """Command line of a generated file: print it, ``--write`` it, or ``--check`` that the
+    committed copy is current (exit 1 if not).  Shared by docgen and wireshark_gen."""
+    ap = argparse.ArgumentParser(prog=f"python -m {module}", description=f"Generate {what}.")
     group = ap.add_mutually_exclusive_group()
-    group.add_argument("--write", nargs="?", const=str(DOC_PATH), metavar="PATH",
-                       help=f"write the document (default {DOC_PATH})")
-    group.add_argument("--check", nargs="?", const=str(DOC_PATH), metavar="PATH",
-                       help="exit 1 if the document differs from the generated one")
+    group.add_argument("--write", nargs="?", const=str(default_path), metavar="PATH",
+                       help=f"write {what} (default {default_path})")
+    group.add_argument("--check", nargs="?", const=str(default_path), metavar="PATH",
+                       help=f"exit 1 if {what} differs from the generated one")
     args = ap.parse_args(argv)
-    text = render()
+    text = render_text()
     if args.write:
         Path(args.write).parent.mkdir(parents=True, exist_ok=True)
         Path(args.write).write_text(text, encoding="utf-8")
@@ -282,11 +285,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         p = Path(args.check)
         current = p.read_text(encoding="utf-8") if p.exists() else None
         if current != text:
-            print(f"{p} is out of date: run python -m wire.docgen --write", file=sys.stderr)
+            print(f"{p} is out of date: run python -m {module} --write", file=sys.stderr)
             return 1
         return 0
     sys.stdout.write(text)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return generator_main("wire.docgen", DOC_PATH, render, "the header document", argv)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from __future__ import annotations
 from enum import IntEnum
 
 from .esun import ESUN
-from .ethernet import VLAN_TPIDS, EtherType
+from .ethernet import EtherType, payload_start
 from .ipv4 import IPV4
 from .ipv6 import IPV6
 from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
@@ -53,18 +53,15 @@ _WHERE = {spec.name: (spec, *_ecn_bits(spec)) for spec in (IPV4, IPV6, ESUN, SUN
 
 def _header(frame: bytes | bytearray, sc: ScaleUpConfig) -> tuple[int, str] | None:
     """(offset, header name) of the header that carries the frame's ECN field, or None."""
-    off = 12
-    while len(frame) >= off + 2:
-        et = (frame[off] << 8) | frame[off + 1]
-        if et in VLAN_TPIDS:
-            off += 4
-            continue
-        name = {EtherType.IPV4: "ipv4", EtherType.IPV6: "ipv6", sc.esun_ethertype: "esun",
-                sc.sunh_ethertype: "sunh", sc.afh_gen1_ethertype: "afh_gen1"}.get(et)
-        if name is None or len(frame) < off + 2 + _WHERE[name][0].size_bytes:
-            return None
-        return off + 2, name
-    return None
+    loc = payload_start(frame)
+    if loc is None:
+        return None
+    off, et = loc
+    name = {EtherType.IPV4: "ipv4", EtherType.IPV6: "ipv6", sc.esun_ethertype: "esun",
+            sc.sunh_ethertype: "sunh", sc.afh_gen1_ethertype: "afh_gen1"}.get(et)
+    if name is None or len(frame) < off + _WHERE[name][0].size_bytes:
+        return None
+    return off, name
 
 
 def ip_offset(frame: bytes | bytearray) -> tuple[int, int] | None:

@@ -16,6 +16,7 @@ The EH has no next-header field: the transport after it is a per-domain setting.
 
 from __future__ import annotations
 
+from .ethernet import payload_start
 from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
 from .spec import Field, HeaderSpec
 
@@ -47,18 +48,10 @@ ESUN = HeaderSpec(
 
 def esun_offset(frame: bytes | bytearray, scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> int | None:
     """Offset of the EH in an Ethernet frame (after any 802.1Q tags), or None."""
-    from .ethernet import VLAN_TPIDS
-
-    off = 12
-    while len(frame) >= off + 2:
-        et = (frame[off] << 8) | frame[off + 1]
-        if et in VLAN_TPIDS:
-            off += 4
-            continue
-        if et == scaleup.esun_ethertype and len(frame) >= off + 2 + ESUN.size_bytes:
-            return off + 2
+    loc = payload_start(frame)
+    if loc is None or loc[1] != scaleup.esun_ethertype or len(frame) < loc[0] + ESUN.size_bytes:
         return None
-    return None
+    return loc[0]
 
 
 def _field_bits(name: str) -> tuple[int, int, int]:

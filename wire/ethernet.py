@@ -17,7 +17,8 @@ from enum import IntEnum
 
 from .spec import Field, HeaderSpec
 
-__all__ = ["ETHERNET", "VLAN_TAG", "EtherType", "VLAN_TPIDS", "MIN_FRAME_BYTES"]
+__all__ = ["ETHERNET", "VLAN_TAG", "EtherType", "VLAN_TPIDS", "MIN_FRAME_BYTES",
+           "payload_start"]
 
 #: Minimum Ethernet frame without FCS (IEEE 802.3 clause 4.4.2: 64 bytes with the 4-byte FCS).
 MIN_FRAME_BYTES = 60
@@ -64,3 +65,16 @@ VLAN_TAG = HeaderSpec(
     source="IEEE 802.1Q-2022 9.6",
     doc="4 bytes, repeated for QinQ (outer S-tag first).",
 )
+
+
+def payload_start(frame: bytes | bytearray) -> tuple[int, int] | None:
+    """(offset of the payload, its EtherType) after the addresses and any VLAN tags; None when
+    the frame ends before an EtherType.  For in-place rewriters (ECN, TTL) that need no full
+    dissection."""
+    off = 12
+    while len(frame) >= off + 2:
+        et = (frame[off] << 8) | frame[off + 1]
+        if et not in VLAN_TPIDS:
+            return off + 2, et
+        off += 4
+    return None

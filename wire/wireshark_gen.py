@@ -42,9 +42,7 @@ config into tshark ``-o`` options.
 
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from enum import IntEnum
@@ -877,29 +875,9 @@ register()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m wire.wireshark_gen",
-                                 description=__doc__.split("\n")[0])
-    group = ap.add_mutually_exclusive_group()
-    group.add_argument("--write", nargs="?", const=str(LUA_PATH), metavar="PATH",
-                       help=f"write the Lua dissector (default {LUA_PATH})")
-    group.add_argument("--check", nargs="?", const=str(LUA_PATH), metavar="PATH",
-                       help="exit 1 if the file differs from the generated one")
-    args = ap.parse_args(argv)
-    text = render()
-    if args.write:
-        Path(args.write).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.write).write_text(text, encoding="utf-8")
-        return 0
-    if args.check:
-        p = Path(args.check)
-        current = p.read_text(encoding="utf-8") if p.exists() else None
-        if current != text:
-            print(f"{p} is out of date: run python -m wire.wireshark_gen --write",
-                  file=sys.stderr)
-            return 1
-        return 0
-    sys.stdout.write(text)
-    return 0
+    from .docgen import generator_main
+
+    return generator_main("wire.wireshark_gen", LUA_PATH, render, "the Lua dissector", argv)
 
 
 if __name__ == "__main__":
