@@ -1,0 +1,84 @@
+"""SimPacket: the small record a packet is inside the simulator.
+
+It carries only what every component needs (identity, size, flow, class, ECN, endpoints) plus,
+when the simulation replays or crafts real traffic, the real frame bytes.  Component-specific
+state (queue entry times, credits, ...) belongs to the component, not here.
+"""
+
+from __future__ import annotations
+
+from wire.ecn import mark_ce as _mark_frame_ce
+
+__all__ = ["SimPacket", "NOT_ECT", "CE"]
+
+NOT_ECT = 0
+CE = 3
+
+
+class SimPacket:
+    """One packet: ``nbytes`` is the Ethernet frame length WITHOUT FCS.
+
+    ``t_ps`` is the creation/injection time, ``tc`` the traffic class (0..7), ``ecn`` the RFC 3168
+    codepoint (0..3), ``src``/``dst`` node ids, ``frame`` the real frame (a bytearray so CE marking
+    can rewrite it in place) or None, ``hops`` the number of switches traversed.
+    """
+
+    __slots__ = ("dst", "ecn", "flow", "frame", "hops", "id", "nbytes", "src", "t_ps", "tc")
+
+    def __init__(
+        self,
+        id: int,
+        t_ps: int,
+        nbytes: int,
+        flow: int = 0,
+        tc: int = 0,
+        ecn: int = NOT_ECT,
+        src: int = 0,
+        dst: int = 0,
+        frame: bytes | bytearray | None = None,
+        hops: int = 0,
+    ) -> None:
+        if not 0 <= tc <= 7:
+            raise ValueError(f"tc must be 0..7, got {tc}")
+        if not 0 <= ecn <= 3:
+            raise ValueError(f"ecn must be 0..3, got {ecn}")
+        if nbytes < 0:
+            raise ValueError(f"nbytes must be >= 0, got {nbytes}")
+        self.id = id
+        self.t_ps = t_ps
+        self.nbytes = nbytes
+        self.flow = flow
+        self.tc = tc
+        self.ecn = ecn
+        self.src = src
+        self.dst = dst
+        self.frame = bytearray(frame) if isinstance(frame, bytes) else frame
+        self.hops = hops
+
+    @property
+    def ecn_capable(self) -> bool:
+        """ECT(0), ECT(1) or CE: a congested switch may mark it (RFC 3168 5)."""
+        return self.ecn != NOT_ECT
+
+    def mark_ce(self) -> bool:
+        """Mark CE if ECN-capable (also in ``frame``, in place, via :func:`wire.mark_ce`).
+
+        Returns True if the packet is ECN-capable (it now carries CE), False otherwise
+        (a Not-ECT packet is never marked, RFC 3168 5).
+        """
+        if self.ecn == NOT_ECT:
+            return False
+        self.ecn = CE
+        if self.frame is not None:
+            if not isinstance(self.frame, bytearray):
+                self.frame = bytearray(self.frame)
+            _mark_frame_ce(self.frame)
+        return True
+
+    def __repr__(self) -> str:
+        return (
+            f"SimPacket(id={self.id}, t_ps={self.t_ps}, nbytes={self.nbytes}, flow={self.flow}, "
+            f"tc={self.tc}, ecn={self.ecn}, src={self.src}, dst={self.dst}, "
+            f"frame={'None' if self.frame is None else f'<{len(self.frame)} B>'}, "
+            f"hops={self.hops})"
+        )
