@@ -1,0 +1,417 @@
+"""Switch MMU: shared buffer, ingress (port, PG) accounting, PFC XOFF/XON, headroom, egress bytes.
+
+Sans-IO: an :class:`Mmu` holds byte counters and answers "what happens now" for one arriving or
+departing packet; it never schedules anything. All sizes are integer bytes.
+
+Memory layout (``MmuConfig``)::
+
+    buffer_bytes = ports * pgs * reserved_bytes            (guaranteed minimum per (port, PG))
+                 + ports * len(lossless_pgs) * headroom_bytes   (PFC headroom per lossless PG)
+                 + shared_pool_bytes                        (everything else, shared by all)
+
+Admission of ``nbytes`` arriving on ingress ``(port, pg)``, first rule that applies wins:
+
+1. the PG's reserved part has room for the whole packet            -> ``"reserved"``
+2. lossless PG already paused (XOFF)                               -> ``"headroom"`` if it fits,
+                                                                      else drop ``"headroom_full"``
+3. ``shared_pg + nbytes <= threshold`` and the pool has room        -> ``"shared"``
+4. lossless PG (would cross the threshold or the pool is full)     -> ``"headroom"`` (and XOFF),
+                                                                      else drop ``"headroom_full"``
+5. lossy PG, pool full                                  -> drop ``"shared_full"``
+6. lossy PG, over its threshold                         -> drop ``"lossy_over_threshold"``
+
+A packet is stored whole in one region; ``release`` must name that region (``Admission.where``).
+
+Threshold on the PG's *shared* usage (the reserved and headroom parts do not count):
+
+- ``static``: ``threshold = xoff_bytes``.
+- ``dynamic`` (Choudhury-Hahne dynamic threshold, as used by Broadcom-style MMUs and by HPCC
+  ``simulation/src/point-to-point/model/switch-mmu.cc``; spec ``dcqcn_pfc.md`` section 2.3, source
+  key ``HPCC``): ``threshold = floor(alpha * free)`` with ``free = shared_pool_bytes -
+  shared_used_bytes``. ``alpha`` is an exact :class:`fractions.Fraction`. Original: A. K.
+  Choudhury, E. L. Hahne, "Dynamic Queue Length Thresholds for Shared-Memory Packet Switches",
+  IEEE/ACM ToN 6(2), 1998. With k equally congested PGs each settles at alpha*F/(1 + k*alpha).
+
+PFC state of a lossless (port, PG) is a two-state machine. The condition is classified from the
+counters after every change, then looked up in :data:`PFC_TRANSITIONS` (h11 ``_state.py`` style:
+the table is the rule):
+
+- ``"above"``: ``headroom_used > 0`` or ``shared_pg > threshold``;
+- ``"below_xon"``: ``headroom_used == 0`` and (``shared_pg == 0`` or
+  ``shared_pg + xon_delta_bytes <= threshold``);
+- ``"hysteresis"``: neither (the band between XON and XOFF).
+
+The XON rule (resume only once the headroom is empty and the shared usage is at least
+``xon_delta_bytes`` below the threshold, or zero) is HPCC's ``SwitchMmu::CheckShouldResume`` rule,
+whose offset (``resume_offset``) is 3 KB (spec section 2.3, ``HPCC``); spec section 2.2 states the
+same hysteresis as ``bytes <= xon``. The ``shared_pg == 0`` clause keeps an empty PG from staying
+paused when the threshold is below the delta. In dynamic mode the threshold moves with the free
+pool, so every lossless PG that holds shared or headroom bytes or is paused is re-evaluated
+whenever the pool changes; a PG can therefore be paused or resumed by another PG's traffic, and
+those transitions are reported too. Lossy PGs never pause.
+
+Egress accounting (``egress_enqueue``/``egress_dequeue``) is separate bookkeeping per (egress port,
+queue) for ECN marking, as in HPCC (egress counters are used only for ECN, never for admission).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Literal
+
+__all__ = [
+    "PFC_TRANSITIONS",
+    "XOFF",
+    "XON",
+    "Admission",
+    "Mmu",
+    "MmuConfig",
+    "headroom_bytes",
+]
+
+XON = "xon"
+XOFF = "xoff"
+
+#: (state, condition) -> (new state, action). The action is the PFC change reported to the
+#: caller (who sends the PAUSE frame), or None.
+PFC_TRANSITIONS: dict[tuple[str, str], tuple[str, str | None]] = {
+    (XON, "above"): (XOFF, XOFF),
+    (XON, "hysteresis"): (XON, None),
+    (XON, "below_xon"): (XON, None),
+    (XOFF, "above"): (XOFF, None),
+    (XOFF, "hysteresis"): (XOFF, None),
+    (XOFF, "below_xon"): (XON, XON),
+}
+
+Where = Literal["reserved", "shared", "headroom"]
+PauseChange = tuple[int, int, str]
+
+_PS_PER_S = 10**12
+_BITS_PER_BYTE = 8
+
+
+def headroom_bytes(
+    link_bps: int,
+    cable_m: int,
+    mtu_bytes: int,
+    response_ps: int,
+    *,
+    propagation_ps_per_m: int = 5_000,
+    interface_delay_ps: int = 0,
+    pause_frame_bytes: int = 64,
+    wire_overhead_bytes: int = 20,
+) -> int:
+    """PFC headroom per lossless (ingress port, PG), in bytes, by exact integer arithmetic.
+
+    Headroom must absorb everything the upstream can still deliver after this switch decides to
+    pause (spec ``dcqcn_pfc.md`` section 2.3, which summarises the IEEE 802.1Qbb Annex budget as
+    given by Cisco and besthub.dev "How to Compute Headroom ... Part 2"; Mellanox DOC-2623 gives
+    the same shape: MTU_S + MTU_R + response + cable). Bytes arrive at ``link_bps`` for the whole
+    interval, so each delay becomes ``delay_ps * link_bps / 8e12`` bytes:
+
+    1. the frame whose arrival crosses XOFF (this model stores it in headroom):
+       ``mtu + 20`` wire bytes (preamble/SFD + IFG = 20 B);
+    2. the frame the local egress port is already sending, which the PAUSE must wait for:
+       ``mtu + 20``;
+    3. the PAUSE frame's own serialisation: ``64 + 20 = 84`` bytes (672 bit times);
+    4. propagation both ways (PAUSE to the upstream, the last data back):
+       ``2 * cable_m * propagation_ps_per_m`` (5 ns/m fibre by default);
+    5. the upstream's response time (``response_ps``; 802.1Qbb bounds it, e.g. 201728 bit times
+       at 100G) plus optional PHY/interface delays (``interface_delay_ps``);
+    6. the frame the upstream has started when it acts on the PAUSE completes: ``mtu + 20``.
+
+    ``H = 3 * (mtu + 20) + 84 + ceil((2 * cable_m * prop + response + interface) * R / 8e12)``.
+
+    Worked example: 100 Gb/s, 100 m, 9216-byte MTU, 1 us response: frames 3 * 9236 = 27708,
+    PAUSE 84, time terms (1_000_000 + 1_000_000) ps * 100e9 / 8e12 = 25000; H = 52792 bytes.
+    """
+    for name, value in (
+        ("link_bps", link_bps),
+        ("cable_m", cable_m),
+        ("mtu_bytes", mtu_bytes),
+        ("response_ps", response_ps),
+        ("propagation_ps_per_m", propagation_ps_per_m),
+        ("interface_delay_ps", interface_delay_ps),
+        ("pause_frame_bytes", pause_frame_bytes),
+        ("wire_overhead_bytes", wire_overhead_bytes),
+    ):
+        _check_int(name, value)
+    if link_bps <= 0 or mtu_bytes <= 0:
+        raise ValueError("link_bps and mtu_bytes must be positive")
+    frames_bytes = 3 * (mtu_bytes + wire_overhead_bytes)
+    pause_bytes = pause_frame_bytes + wire_overhead_bytes
+    delay_ps = 2 * cable_m * propagation_ps_per_m + response_ps + interface_delay_ps
+    in_flight_bytes = -(-delay_ps * link_bps // (_BITS_PER_BYTE * _PS_PER_S))
+    return frames_bytes + pause_bytes + in_flight_bytes
+
+
+def _check_int(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+
+
+@dataclass(frozen=True, slots=True)
+class MmuConfig:
+    """Static MMU parameters. Sizes in bytes; ``alpha`` is a dimensionless exact fraction.
+
+    ``reserved_bytes``: guaranteed minimum per (ingress port, PG), every PG.
+    ``headroom_bytes``: PFC headroom per lossless (ingress port, PG); see :func:`headroom_bytes`.
+    ``xoff_bytes``: static threshold on a PG's shared usage (``xoff_mode="static"``).
+    ``alpha``: dynamic threshold factor, threshold = alpha x free pool (``xoff_mode="dynamic"``).
+    ``xon_delta_bytes``: hysteresis; resume when the headroom is empty and the shared usage is
+    zero or shared usage + delta <= threshold.
+    """
+
+    buffer_bytes: int
+    ports: int
+    pgs: int = 8
+    reserved_bytes: int = 0
+    headroom_bytes: int = 0
+    lossless_pgs: frozenset[int] = frozenset({3})
+    xoff_mode: Literal["static", "dynamic"] = "static"
+    xoff_bytes: int | None = None
+    alpha: Fraction = Fraction(1, 8)
+    xon_delta_bytes: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("buffer_bytes", "ports", "pgs", "reserved_bytes", "headroom_bytes",
+                     "xon_delta_bytes"):
+            _check_int(name, getattr(self, name))
+        if self.ports < 1:
+            raise ValueError("ports must be >= 1")
+        if not 1 <= self.pgs <= 8:
+            raise ValueError("pgs must be in 1..8")
+        object.__setattr__(self, "lossless_pgs", frozenset(self.lossless_pgs))
+        for pg in self.lossless_pgs:
+            if not isinstance(pg, int) or not 0 <= pg < self.pgs:
+                raise ValueError(f"lossless PG {pg!r} not in 0..{self.pgs - 1}")
+        if self.xoff_mode == "static":
+            if self.xoff_bytes is None:
+                raise ValueError("xoff_mode='static' needs xoff_bytes")
+            _check_int("xoff_bytes", self.xoff_bytes)
+        elif self.xoff_mode == "dynamic":
+            if isinstance(self.alpha, bool) or not isinstance(self.alpha, int | Fraction):
+                raise TypeError("alpha must be an int or a fractions.Fraction (exact)")
+            if self.alpha <= 0:
+                raise ValueError("alpha must be > 0")
+            object.__setattr__(self, "alpha", Fraction(self.alpha))
+        else:
+            raise ValueError(f"xoff_mode must be 'static' or 'dynamic', got {self.xoff_mode!r}")
+        if self.shared_pool_bytes < 0:
+            raise ValueError(
+                "buffer_bytes is smaller than the reserved parts plus the headroom "
+                f"({self.buffer_bytes - self.shared_pool_bytes} bytes)"
+            )
+
+    @property
+    def shared_pool_bytes(self) -> int:
+        """The shared pool: the buffer minus every reserved part and every headroom."""
+        return (
+            self.buffer_bytes
+            - self.ports * self.pgs * self.reserved_bytes
+            - self.ports * len(self.lossless_pgs) * self.headroom_bytes
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Result of :meth:`Mmu.admit`; ``where`` is None and ``reason`` set when dropped."""
+
+    admitted: bool
+    where: Where | None
+    reason: str | None
+    pause_changes: tuple[PauseChange, ...] = ()
+
+
+@dataclass(slots=True)
+class _Pg:
+    reserved_bytes: int = 0
+    shared_bytes: int = 0
+    headroom_bytes: int = 0
+    state: str = XON
+
+
+@dataclass
+class Mmu:
+    """The switch MMU state for one :class:`MmuConfig`."""
+
+    config: MmuConfig
+    shared_used_bytes: int = 0
+    offered_bytes: int = 0
+    admitted_bytes: int = 0
+    dropped_bytes: int = 0
+    released_bytes: int = 0
+    _pgs: dict[tuple[int, int], _Pg] = field(default_factory=dict, repr=False)
+    _watch: set[tuple[int, int]] = field(default_factory=set, repr=False)
+    _drops: Counter[str] = field(default_factory=Counter, repr=False)
+    _egress: dict[tuple[int, int], int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        c = self.config
+        self._pgs = {(p, g): _Pg() for p in range(c.ports) for g in range(c.pgs)}
+
+    # -- queries ---------------------------------------------------------------------------
+    def threshold_bytes(self) -> int:
+        """The current XOFF threshold on a PG's shared usage."""
+        c = self.config
+        if c.xoff_mode == "static":
+            assert c.xoff_bytes is not None
+            return c.xoff_bytes
+        free = c.shared_pool_bytes - self.shared_used_bytes
+        return c.alpha.numerator * free // c.alpha.denominator
+
+    def ingress_bytes(self, port: int, pg: int) -> int:
+        s = self._get(port, pg)
+        return s.reserved_bytes + s.shared_bytes + s.headroom_bytes
+
+    def reserved_used_bytes(self, port: int, pg: int) -> int:
+        return self._get(port, pg).reserved_bytes
+
+    def shared_pg_bytes(self, port: int, pg: int) -> int:
+        return self._get(port, pg).shared_bytes
+
+    def headroom_used_bytes(self, port: int, pg: int) -> int:
+        return self._get(port, pg).headroom_bytes
+
+    def paused(self, port: int, pg: int) -> bool:
+        return self._get(port, pg).state == XOFF
+
+    @property
+    def resident_bytes(self) -> int:
+        return self.admitted_bytes - self.released_bytes
+
+    @property
+    def drops_by_reason(self) -> dict[str, int]:
+        """Dropped bytes per reason."""
+        return dict(self._drops)
+
+    # -- ingress -----------------------------------------------------------------------------
+    def admit(self, in_port: int, pg: int, nbytes: int) -> Admission:
+        """Decide on a packet of ``nbytes`` arriving on ``(in_port, pg)``; update counters."""
+        _check_int("nbytes", nbytes)
+        c = self.config
+        s = self._get(in_port, pg)
+        self.offered_bytes += nbytes
+        lossless = pg in c.lossless_pgs
+        where: Where | None = None
+        reason: str | None = None
+        if s.reserved_bytes + nbytes <= c.reserved_bytes:
+            where = "reserved"
+        elif lossless and s.state == XOFF:
+            where, reason = self._headroom(s, nbytes)
+        else:
+            pool_ok = self.shared_used_bytes + nbytes <= c.shared_pool_bytes
+            if pool_ok and s.shared_bytes + nbytes <= self.threshold_bytes():
+                where = "shared"
+            elif lossless:
+                where, reason = self._headroom(s, nbytes)
+            elif not pool_ok:
+                reason = "shared_full"
+            else:
+                reason = "lossy_over_threshold"
+        if where is None:
+            assert reason is not None
+            self.dropped_bytes += nbytes
+            self._drops[reason] += nbytes
+            return Admission(False, None, reason, ())
+        self.admitted_bytes += nbytes
+        if where == "reserved":
+            s.reserved_bytes += nbytes
+        elif where == "shared":
+            s.shared_bytes += nbytes
+            self.shared_used_bytes += nbytes
+        else:
+            s.headroom_bytes += nbytes
+        changes = self._update(in_port, pg, pool_changed=where == "shared")
+        return Admission(True, where, None, changes)
+
+    def _headroom(self, s: _Pg, nbytes: int) -> tuple[Where | None, str | None]:
+        if s.headroom_bytes + nbytes <= self.config.headroom_bytes:
+            return "headroom", None
+        return None, "headroom_full"
+
+    def release(self, in_port: int, pg: int, nbytes: int, where: Where) -> tuple[PauseChange, ...]:
+        """A packet admitted into ``where`` for ``(in_port, pg)`` left the switch."""
+        _check_int("nbytes", nbytes)
+        s = self._get(in_port, pg)
+        attr = {"reserved": "reserved_bytes", "shared": "shared_bytes",
+                "headroom": "headroom_bytes"}.get(where)
+        if attr is None:
+            raise ValueError(f"unknown region {where!r}")
+        held = getattr(s, attr)
+        if nbytes > held:
+            raise ValueError(
+                f"release of {nbytes} B from {where} of ({in_port}, {pg}): it holds {held} B"
+            )
+        setattr(s, attr, held - nbytes)
+        if where == "shared":
+            self.shared_used_bytes -= nbytes
+        self.released_bytes += nbytes
+        return self._update(in_port, pg, pool_changed=where == "shared")
+
+    # -- PFC state machine ---------------------------------------------------------------------
+    def condition(self, port: int, pg: int) -> str:
+        """Classify ``(port, pg)`` for :data:`PFC_TRANSITIONS`."""
+        s = self._get(port, pg)
+        threshold = self.threshold_bytes()
+        if s.headroom_bytes > 0 or s.shared_bytes > threshold:
+            return "above"
+        if s.shared_bytes == 0 or s.shared_bytes + self.config.xon_delta_bytes <= threshold:
+            return "below_xon"
+        return "hysteresis"
+
+    def _update(self, port: int, pg: int, *, pool_changed: bool) -> tuple[PauseChange, ...]:
+        if pg in self.config.lossless_pgs:
+            self._watch.add((port, pg))
+        if pool_changed and self.config.xoff_mode == "dynamic":
+            keys = sorted(self._watch)
+        else:
+            keys = [(port, pg)] if (port, pg) in self._watch else []
+        changes: list[PauseChange] = []
+        for key in keys:
+            s = self._pgs[key]
+            new_state, action = PFC_TRANSITIONS[(s.state, self.condition(*key))]
+            s.state = new_state
+            if action is not None:
+                changes.append((key[0], key[1], action))
+            if s.state == XON and s.shared_bytes == 0 and s.headroom_bytes == 0:
+                self._watch.discard(key)
+        return tuple(changes)
+
+    # -- egress (ECN) ---------------------------------------------------------------------------
+    def egress_enqueue(self, port: int, queue: int, nbytes: int) -> int:
+        """Count ``nbytes`` into egress ``(port, queue)``; returns the new queue bytes."""
+        _check_int("nbytes", nbytes)
+        self._check_port_queue(port, queue)
+        new = self._egress.get((port, queue), 0) + nbytes
+        self._egress[(port, queue)] = new
+        return new
+
+    def egress_dequeue(self, port: int, queue: int, nbytes: int) -> int:
+        """Remove ``nbytes`` from egress ``(port, queue)``; returns the new queue bytes."""
+        _check_int("nbytes", nbytes)
+        self._check_port_queue(port, queue)
+        held = self._egress.get((port, queue), 0)
+        if nbytes > held:
+            raise ValueError(f"egress ({port}, {queue}) holds {held} B, cannot dequeue {nbytes}")
+        self._egress[(port, queue)] = held - nbytes
+        return held - nbytes
+
+    def egress_bytes(self, port: int, queue: int) -> int:
+        self._check_port_queue(port, queue)
+        return self._egress.get((port, queue), 0)
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _get(self, port: int, pg: int) -> _Pg:
+        try:
+            return self._pgs[(port, pg)]
+        except KeyError:
+            raise ValueError(f"no ingress (port {port}, PG {pg})") from None
+
+    def _check_port_queue(self, port: int, queue: int) -> None:
+        if not (0 <= port < self.config.ports and 0 <= queue < self.config.pgs):
+            raise ValueError(f"no egress (port {port}, queue {queue})")
