@@ -1,0 +1,132 @@
+"""Wiring nodes into a fabric, running it, and summarising what happened.
+
+``Fabric`` owns the engine, the tracer and the nodes; ``connect`` makes a full-duplex link
+(one :class:`sim.port.Port` per direction); ``star`` builds the single-switch topology the
+``incast`` scenario uses.  ``summary()`` gives the per-flow and per-port figures of
+``summary.json`` (docs/sim.md).
+"""
+
+from __future__ import annotations
+
+from .engine import Engine
+from .host import Flow, Host
+from .mmu import Mmu, MmuConfig
+from .switch import EcnConfig, Switch, _Ids
+from .trace import NullTracer, Tracer
+
+__all__ = ["Fabric", "star"]
+
+
+class Fabric:
+    def __init__(self, seed: int = 0, tracer: Tracer | None = None) -> None:
+        self.engine = Engine(seed)
+        self.tracer: Tracer = tracer if tracer is not None else NullTracer()
+        self.nodes: dict[int, Host | Switch] = {}
+        self.flows: dict[int, Flow] = {}
+        self._ids = _Ids()
+        self._ids.next = 0  # data and control packets share one deterministic counter
+
+    def add_host(self, node_id: int, rate_bps: int, **kw) -> Host:
+        h = Host(self.engine, node_id, rate_bps, tracer=self.tracer, ids=self._ids, **kw)
+        self._add(node_id, h)
+        return h
+
+    def add_switch(self, node_id: int, mmu: Mmu, routes: dict[int, int],
+                   ecn: EcnConfig | None = None) -> Switch:
+        s = Switch(self.engine, node_id, mmu, routes=routes, ecn=ecn, tracer=self.tracer,
+                   ids=self._ids)
+        self._add(node_id, s)
+        return s
+
+    def _add(self, node_id: int, node: Host | Switch) -> None:
+        if node_id in self.nodes:
+            raise ValueError(f"node {node_id} exists already")
+        self.nodes[node_id] = node
+
+    def connect(self, a: int, a_port: int, b: int, b_port: int, rate_bps: int,
+                prop_ps: int) -> None:
+        """A full-duplex link between (a, a_port) and (b, b_port)."""
+        pa = self._port(a, a_port, rate_bps)
+        pb = self._port(b, b_port, rate_bps)
+        pa.connect(self.nodes[b], b_port, prop_ps)
+        pb.connect(self.nodes[a], a_port, prop_ps)
+
+    def _port(self, node_id: int, index: int, rate_bps: int):
+        node = self.nodes[node_id]
+        if isinstance(node, Switch):
+            return node.ports.get(index) or node.add_port(index, rate_bps)
+        if index != 0:
+            raise ValueError(f"host {node_id} has one port (0)")
+        return node.port
+
+    def add_flow(self, flow: Flow) -> None:
+        if flow.id in self.flows:
+            raise ValueError(f"flow {flow.id} exists already")
+        self.flows[flow.id] = flow
+        src, dst = self.nodes.get(flow.src), self.nodes.get(flow.dst)
+        if not isinstance(src, Host) or not isinstance(dst, Host):
+            raise ValueError(f"flow {flow.id}: source and destination must be hosts")
+        src.add_flow(flow)
+        dst.expect(flow)
+
+    def run(self, until_ps: int) -> int:
+        return self.engine.run(until_ps)
+
+    def summary(self) -> dict[str, object]:
+        now = self.engine.now_ps
+        flows = []
+        for f in self.flows.values():
+            dst = self.nodes[f.dst]
+            assert isinstance(dst, Host)
+            got = dst.rx_bytes.get(f.id, 0)
+            first, last = dst.rx_first_ps.get(f.id), dst.rx_last_ps.get(f.id)
+            span = (last - f.start_ps) if last is not None else 0
+            flows.append({
+                "id": f.id, "src": f.src, "dst": f.dst, "bytes_delivered": got,
+                "throughput_bps": (got * 8 * 10**12 // span) if span > 0 else 0,
+                "fct_ps": dst.fct_ps.get(f.id), "first_rx_ps": first,
+                "ce_received": dst.rx_ce.get(f.id, 0),
+            })
+        ports = []
+        for nid, node in sorted(self.nodes.items()):
+            for idx, p in sorted(node.ports.items()):
+                ports.append({
+                    "node": nid, "port": idx, "tx_bytes": p.tx_bytes,
+                    "busy_ps": p.busy_ps, "pause_received": p.pause_received,
+                    "paused_ps": p.paused_ps(), "max_queue_bytes": max(p.max_queue_bytes),
+                    "pause_sent": node.pause_sent.get(idx, 0) if isinstance(node, Switch)
+                    else 0,
+                })
+        switches = [n for n in self.nodes.values() if isinstance(n, Switch)]
+        return {
+            "duration_ps": now, "flows": flows, "ports": ports,
+            "totals": {
+                "drops": sum(s.drops for s in switches),
+                "ce_marked": sum(s.ce_marked for s in switches),
+                "pauses_sent": sum(sum(s.pause_sent.values()) for s in switches),
+                "drops_by_reason": _merge(s.mmu.drops_by_reason for s in switches),
+            },
+        }
+
+
+def _merge(dicts) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+def star(senders: int, rate_bps: int, prop_ps: int, mmu_config: MmuConfig, *,
+         seed: int = 0, ecn: EcnConfig | None = None, tracer: Tracer | None = None
+         ) -> tuple[Fabric, int, list[int]]:
+    """One switch (node 0), ``senders`` hosts (nodes 1..n) and one receiver (node n+1), each
+    on its own switch port (host i on port i).  Returns (fabric, receiver id, sender ids)."""
+    fab = Fabric(seed, tracer)
+    recv = senders + 1
+    hosts = list(range(1, senders + 2))
+    fab.add_switch(0, Mmu(mmu_config), routes={h: h for h in hosts}, ecn=ecn)
+    for h in hosts:
+        fab.add_host(h, rate_bps)
+        fab.connect(0, h, h, 0, rate_bps, prop_ps)
+    return fab, recv, hosts[:-1]
