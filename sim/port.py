@@ -74,6 +74,8 @@ class Port:
         self._paused_acc_ps = [0] * PRIORITIES
         self._expiry: list[Timer | None] = [None] * PRIORITIES
         self._wake: Timer | None = None
+        #: Callbacks ``tap(t_ps, pkt)`` run when a frame starts leaving this port (pcap capture).
+        self.taps: list[Callable[[int, SimPacket], None]] = []
         self.tx_bytes = 0
         self.tx_packets = 0
         self.pause_received = 0
@@ -134,6 +136,8 @@ class Port:
                 self.on_dequeue(self.index, pkt)
             self.tracer.emit(Dequeued(now, self.node_id, self.index, tc, pkt.id, pkt.flow,
                                       pkt.nbytes, self.queue_bytes[tc]))
+        for tap in self.taps:
+            tap(now, pkt)
         self.busy = True
         t = frame_ser_time_ps(pkt.nbytes, self.rate_bps)
         self.busy_ps += t
