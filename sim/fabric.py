@@ -26,6 +26,10 @@ class Fabric:
         self._ids = _Ids()
         self._ids.next = 0  # data and control packets share one deterministic counter
 
+    def next_packet_id(self) -> int:
+        """A fresh packet id (one deterministic counter per fabric)."""
+        return self._ids()
+
     def add_host(self, node_id: int, rate_bps: int, **kw) -> Host:
         h = Host(self.engine, node_id, rate_bps, tracer=self.tracer, ids=self._ids, **kw)
         self._add(node_id, h)

@@ -62,6 +62,12 @@ class Host:
         self.fct_ps: dict[int, int] = {}
         self._flows: dict[int, Flow] = {}
         self._expected: dict[int, int] = {}
+        #: When a list, every delivered data packet is appended as (t_ps, packet) (replay checks).
+        self.delivered: list[tuple[int, SimPacket]] | None = None
+
+    def inject(self, pkt: SimPacket) -> None:
+        """Hand a ready packet (e.g. a replayed pcap frame) to the NIC's port now."""
+        self.port.enqueue(pkt)
 
     # ---------------------------------------------------------------- sending
     def add_flow(self, flow: Flow) -> None:
@@ -110,6 +116,8 @@ class Host:
         self.rx_last_ps[f] = now
         if pkt.ecn == 3:
             self.rx_ce[f] = self.rx_ce.get(f, 0) + 1
+        if self.delivered is not None:
+            self.delivered.append((now, pkt))
         want = self._expected.get(f)
         if want is not None and got >= want and f not in self.fct_ps:
             self.fct_ps[f] = now - self._flows[f].start_ps
