@@ -1,0 +1,83 @@
+"""PNG plots of a results directory (``lossless plot DIR``); matplotlib is imported lazily
+with the Agg backend.
+
+Writes ``queue_depth.png`` (bottleneck port queues over time), ``throughput.png`` (per-flow
+delivered throughput per bin) and ``pfc.png`` (pause state per (node, port, priority) over
+time: PFC sent and received/expired).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+__all__ = ["plot_dir"]
+
+
+def plot_dir(out_dir: str | os.PathLike[str]) -> list[str]:
+    """Write the PNGs into ``out_dir`` (which holds summary.json and timeseries.npz)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    out = os.fspath(out_dir)
+    with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
+        summary = json.load(f)
+    ts = np.load(os.path.join(out, "timeseries.npz"))
+    dur_us = int(ts["duration_ps"]) / 1e6
+    bn, bp = (int(x) for x in ts["bottleneck"])
+    written = []
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    prefix = f"queue_n{bn}_p{bp}_q"
+    for key in sorted(k for k in ts.files if k.startswith(prefix) and k.endswith("_t_ps")):
+        q = key[len(prefix):-len("_t_ps")]
+        t = ts[key] / 1e6
+        b = ts[f"{prefix}{q}_bytes"] / 1000
+        ax.step(t, b, where="post", label=f"queue {q}")
+    ax.set(xlabel="time (us)", ylabel="queue depth (KB)", xlim=(0, dur_us),
+           title=f"{summary['scenario']}: bottleneck node {bn} port {bp}")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper right")
+    written.append(_save(fig, out, "queue_depth.png"))
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    bin_ps = int(ts["bin_ps"])
+    t = (ts["bin_t_ps"] + bin_ps / 2) / 1e6
+    for key in sorted((k for k in ts.files if k.startswith("flow_")),
+                      key=lambda k: int(k.split("_")[1])):
+        gbps = ts[key] * 8 / (bin_ps / 1e12) / 1e9
+        ax.plot(t, gbps, label=f"flow {key.split('_')[1]}", linewidth=1)
+    ax.set(xlabel="time (us)", ylabel="throughput (Gb/s)", xlim=(0, dur_us),
+           title=f"{summary['scenario']}: delivered throughput per flow")
+    if 0 < len(ax.lines) <= 16:
+        ax.legend(loc="upper right", fontsize="small", ncol=2)
+    written.append(_save(fig, out, "throughput.png"))
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    keys = sorted(k for k in ts.files if k.startswith("pfc_") and k.endswith("_t_ps"))
+    labels = []
+    for row, key in enumerate(keys):
+        stem = key[:-len("_t_ps")]
+        t = np.concatenate(([0], ts[key] / 1e6, [dur_us]))
+        s = ts[f"{stem}_state"]
+        v = np.concatenate(([0], s, [s[-1] if len(s) else 0]))
+        ax.step(t, row + 0.8 * v, where="post", linewidth=1)
+        labels.append(stem[4:])
+    ax.set_yticks(range(len(labels)), labels, fontsize="x-small")
+    ax.set(xlabel="time (us)", xlim=(0, dur_us),
+           title=f"{summary['scenario']}: PFC pause state (high = paused / XOFF sent)")
+    written.append(_save(fig, out, "pfc.png"))
+    return written
+
+
+def _save(fig, out: str, name: str) -> str:
+    import matplotlib.pyplot as plt
+
+    path = os.path.join(out, name)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

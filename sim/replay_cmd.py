@@ -1,0 +1,106 @@
+"""``lossless replay``, ``lossless plot`` and ``lossless scenarios`` (docs/scenarios.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+__all__ = ["add_parsers"]
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+def _err(msg: str) -> None:
+    print(f"lossless: {msg}", file=sys.stderr)
+
+
+def _kv(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def _node_port(text: str) -> tuple[int, int]:
+    from .results import parse_port
+
+    try:
+        return parse_port(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from .results import run_scenario
+    from .scenarios import ScenarioError
+    from .scenarios.loader import resolve
+
+    try:
+        name, _ = resolve(args.scenario)
+    except ScenarioError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    out = args.out or f"out/{name}"
+    start = time.perf_counter()
+    try:
+        s = run_scenario(args.scenario, params=dict(args.param or ()), seed=args.seed,
+                         out_dir=out, plots=not args.no_plots, captures=args.capture or ())
+    except ValueError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    wall = time.perf_counter() - start
+    t = s["totals"]
+    _err(f"{name}: {s['duration_ps'] / 1e6:g} us simulated in {wall:.2f} s; "
+         f"bottleneck utilisation {s['bottleneck']['utilisation']:.4f}; drops {t['drops']}; "
+         f"pauses {t['pauses']}; CE marks {t['ce_marked']}; results in {out}")
+    return EXIT_OK
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from .plot import plot_dir
+
+    try:
+        for path in plot_dir(args.dir):
+            print(path)
+    except (OSError, KeyError, ValueError) as e:
+        _err(f"{args.dir}: cannot plot: {e}")
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def cmd_scenarios(args: argparse.Namespace) -> int:
+    from .scenarios import get, names
+
+    for n in names():
+        info = get(n)
+        print(f"{n}: {info.doc}")
+        for p in info.params_doc:
+            d = p.default
+            shown = str(d).lower() if isinstance(d, bool) else repr(d)
+            print(f"  {p.name:<14} {type(d).__name__:<6} {shown:<8} {p.doc}")
+    return EXIT_OK
+
+
+def add_parsers(sub) -> None:
+    r = sub.add_parser("replay", help="run a scenario and write its results",
+                       description="Run a built-in scenario or a TOML scenario file; write "
+                                   "summary.json, timeseries.npz, events.jsonl, "
+                                   "bottleneck.pcap and PNG plots (docs/scenarios.md).")
+    r.add_argument("scenario", metavar="SCENARIO", help="built-in name or TOML file")
+    r.add_argument("-p", "--param", type=_kv, action="append", metavar="KEY=VALUE",
+                   help="override a parameter (repeatable); see 'lossless scenarios'")
+    r.add_argument("--seed", type=int, help="RNG seed (overrides the seed parameter)")
+    r.add_argument("--out", metavar="DIR", help="output directory (default out/<scenario>)")
+    r.add_argument("--capture", type=_node_port, action="append", metavar="NODE:PORT",
+                   help="also capture frames leaving NODE:PORT to capture_NODE_PORT.pcap "
+                        "(repeatable)")
+    r.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    r.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("plot", help="PNG plots of a replay results directory")
+    p.add_argument("dir", metavar="DIR")
+    p.set_defaults(func=cmd_plot)
+
+    s = sub.add_parser("scenarios", help="list the built-in scenarios and their parameters")
+    s.set_defaults(func=cmd_scenarios)

@@ -1,0 +1,307 @@
+"""Running a scenario and writing its results (docs/scenarios.md).
+
+:func:`run_scenario` builds a scenario, runs the engine in chunks of simulated time (a tqdm
+bar on stderr when it is a terminal), and writes to the output directory:
+
+- ``summary.json``: scenario, params, seed, duration_ps, per-flow and per-port figures, totals;
+- ``timeseries.npz``: queue depths, per-flow throughput bins and PFC state (keys documented
+  in docs/scenarios.md);
+- ``events.jsonl``: every PFC send/receive/expiry, CE mark and drop (and later CNP/rate
+  change), one JSON object per line;
+- ``bottleneck.pcap`` (and ``capture_<node>_<port>.pcap`` per extra capture): frames leaving
+  the port, data frames synthesised as RoCEv2 with :func:`wire.build`;
+- PNG plots (:mod:`sim.plot`) unless ``plots=False``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from wire.pcapio import CaptureWriter
+from wire.stack import build
+
+from .events import (
+    CEMarked,
+    CNPSent,
+    Dequeued,
+    Dropped,
+    Enqueued,
+    PauseExpired,
+    PauseReceived,
+    PauseSent,
+    RateChanged,
+)
+from .host import Host
+from .trace import JsonlTracer
+from .units import frame_ser_time_ps
+
+__all__ = ["Recorder", "run_scenario", "THROUGHPUT_BINS"]
+
+#: The run is cut into this many throughput bins (bin width = duration / bins, rounded up).
+THROUGHPUT_BINS = 200
+#: Progress-bar / engine chunks.
+_CHUNKS = 100
+_LOGGED = (PauseSent, PauseReceived, PauseExpired, CEMarked, Dropped, CNPSent, RateChanged)
+_HDR_BYTES = 58  # Eth 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4
+
+
+class Recorder:
+    """Tracer collecting queue series, per-port counters and PFC state; forwards the logged
+    event types (PFC, CE marks, drops, CNPs, rate changes) to ``log``."""
+
+    def __init__(self, log: Any = None) -> None:
+        self.log = log
+        self.queues: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
+        self.drops: dict[tuple[int, int], int] = {}
+        self.ce: dict[tuple[int, int], int] = {}
+        self.cnps = 0
+        self.pfc_tx: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
+        self.pfc_rx: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
+
+    def emit(self, e: Any) -> None:
+        cls = type(e)
+        if cls is Enqueued or cls is Dequeued:
+            key = (e.node, e.port, e.queue)
+            s = self.queues.get(key)
+            if s is None:
+                s = self.queues[key] = ([], [])
+            s[0].append(e.t_ps)
+            s[1].append(e.queue_bytes)
+            return
+        if cls is Dropped:
+            k = (e.node, e.port)
+            self.drops[k] = self.drops.get(k, 0) + 1
+        elif cls is CEMarked:
+            k = (e.node, e.port)
+            self.ce[k] = self.ce.get(k, 0) + 1
+        elif cls is CNPSent:
+            self.cnps += 1
+        elif cls is PauseSent:
+            self._state(self.pfc_tx, e, 1 if e.quanta else 0)
+        elif cls is PauseReceived:
+            self._state(self.pfc_rx, e, 1 if e.quanta else 0)
+        elif cls is PauseExpired:
+            self._state(self.pfc_rx, e, 0)
+        if self.log is not None and cls in _LOGGED:
+            self.log.emit(e)
+
+    @staticmethod
+    def _state(table: dict, e: Any, value: int) -> None:
+        key = (e.node, e.port, e.priority)
+        s = table.get(key)
+        if s is None:
+            s = table[key] = ([], [])
+        s[0].append(e.t_ps)
+        s[1].append(value)
+
+    def mean_queue_bytes(self, duration_ps: int) -> dict[tuple[int, int], float]:
+        """Time-weighted mean depth per (node, port), all queues summed, over [0, duration]."""
+        out: dict[tuple[int, int], float] = {}
+        if duration_ps <= 0:
+            return out
+        for (node, port, _q), (ts, qs) in self.queues.items():
+            area = 0
+            prev_t, prev_q = 0, 0
+            for t, q in zip(ts, qs, strict=True):
+                area += prev_q * (t - prev_t)
+                prev_t, prev_q = t, q
+            area += prev_q * (duration_ps - prev_t)
+            out[(node, port)] = out.get((node, port), 0.0) + area / duration_ps
+        return out
+
+
+class Capture:
+    """A :class:`sim.port.Port` tap writing the frames leaving the port to a pcap."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.writer = CaptureWriter(path)
+        self.frames = 0
+        self._psn: dict[int, int] = {}
+
+    def __call__(self, t_ps: int, pkt: Any) -> None:
+        frame = pkt.frame if pkt.frame is not None else self._synth(pkt)
+        self.writer.write(bytes(frame), ts_ns=t_ps // 1000)
+        self.frames += 1
+
+    def _synth(self, pkt: Any) -> bytes:
+        psn = self._psn.get(pkt.flow, 0)
+        self._psn[pkt.flow] = (psn + 1) & 0xFFFFFF
+        pay = max(pkt.nbytes - _HDR_BYTES, 0)
+        return build({
+            "eth": {"dst": _mac(pkt.dst), "src": _mac(pkt.src)},
+            "ipv4": {"src": _ip(pkt.src), "dst": _ip(pkt.dst), "ecn": pkt.ecn},
+            "udp": {"sport": 49152 + (pkt.flow & 0x3FFF)},
+            "bth": {"opcode": "RC_RDMA_WRITE_MIDDLE", "dest_qp": pkt.flow & 0xFFFFFF,
+                    "psn": psn},
+            "payload": {"data": "00" * pay},
+        })
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def _mac(node: int) -> str:
+    return f"02:00:00:00:{(node >> 8) & 0xFF:02x}:{node & 0xFF:02x}"
+
+
+def _ip(node: int) -> str:
+    return f"10.0.{(node >> 8) & 0xFF}.{node & 0xFF}"
+
+
+class _RxBins:
+    """Bytes delivered per flow per bin, from taps on the ports feeding the receivers."""
+
+    def __init__(self, bin_ps: int, nbins: int) -> None:
+        self.bin_ps = bin_ps
+        self.nbins = nbins
+        self.bins: dict[int, list[int]] = {}
+
+    def tap_for(self, port: Any):
+        def tap(t_ps: int, pkt: Any) -> None:
+            if pkt.frame is not None:
+                return
+            at = t_ps + frame_ser_time_ps(pkt.nbytes, port.rate_bps) + port.prop_ps
+            b = at // self.bin_ps
+            if b >= self.nbins:
+                return
+            row = self.bins.get(pkt.flow)
+            if row is None:
+                row = self.bins[pkt.flow] = [0] * self.nbins
+            row[b] += pkt.nbytes
+        return tap
+
+
+def parse_port(text: str) -> tuple[int, int]:
+    """``NODE:PORT`` -> (node, port)."""
+    try:
+        a, b = text.split(":")
+        return int(a), int(b)
+    except ValueError:
+        raise ValueError(f"expected NODE:PORT, got {text!r}") from None
+
+
+def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
+                 seed: int | None = None, out_dir: str | os.PathLike[str] | None = None,
+                 plots: bool = True, captures: Iterable[tuple[int, int]] = (),
+                 progress: bool | None = None) -> dict[str, Any]:
+    """Build, run and record a scenario; returns the summary (also in summary.json)."""
+    import numpy as np
+
+    from .scenarios import get
+    from .scenarios.loader import resolve
+
+    name, merged = resolve(name_or_path, dict(params or {}))
+    if seed is not None:
+        merged["seed"] = seed
+    sc = get(name).builder(merged)
+    out = os.fspath(out_dir) if out_dir is not None else os.path.join("out", name)
+    os.makedirs(out, exist_ok=True)
+    fab = sc.fabric
+    dur = sc.duration_ps
+
+    caps: dict[tuple[int, int], Capture] = {}
+    wanted = [sc.bottleneck, *[c for c in captures if c != sc.bottleneck]]
+    for node, port in wanted:
+        n = fab.nodes.get(node)
+        if n is None or port not in n.ports:
+            raise ValueError(f"--capture {node}:{port}: no such node/port")
+        fname = "bottleneck.pcap" if (node, port) == sc.bottleneck else \
+            f"capture_{node}_{port}.pcap"
+        caps[(node, port)] = cap = Capture(os.path.join(out, fname))
+        n.ports[port].taps.append(cap)
+
+    bin_ps = -(-dur // THROUGHPUT_BINS)
+    rx = _RxBins(bin_ps, THROUGHPUT_BINS)
+    receivers = {f.dst for f in fab.flows.values()}
+    for node in fab.nodes.values():
+        for p in node.ports.values():
+            if isinstance(p.peer, Host) and p.peer.node_id in receivers:
+                p.taps.append(rx.tap_for(p))
+
+    show = sys.stderr.isatty() if progress is None else progress
+    bar = None
+    if show:
+        from tqdm import tqdm
+
+        bar = tqdm(total=dur / 1e6, unit="us", desc=name, file=sys.stderr, leave=False,
+                   bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} us simulated [{elapsed}]")
+    with JsonlTracer(os.path.join(out, "events.jsonl")) as log:
+        rec = Recorder(log)
+        sc.tracer_slot.target = rec
+        try:
+            step = max(dur // _CHUNKS, 1)
+            t = 0
+            while t < dur:
+                nxt = min(t + step, dur)
+                fab.run(nxt)
+                if bar is not None:
+                    bar.update((nxt - t) / 1e6)
+                t = nxt
+        finally:
+            sc.tracer_slot.target = None
+            if bar is not None:
+                bar.close()
+            for cap in caps.values():
+                cap.close()
+
+    base = fab.summary()
+    means = rec.mean_queue_bytes(dur)
+    ports = []
+    for p in base["ports"]:
+        k = (p["node"], p["port"])
+        ports.append({
+            "node": p["node"], "port": p["port"], "tx_bytes": p["tx_bytes"],
+            "busy_ps": p["busy_ps"], "drops": rec.drops.get(k, 0),
+            "ce_marked": rec.ce.get(k, 0), "pause_sent": p["pause_sent"],
+            "pause_received": p["pause_received"], "paused_ps": p["paused_ps"],
+            "max_queue_bytes": p["max_queue_bytes"],
+            "mean_queue_bytes": round(means.get(k, 0.0), 3),
+        })
+    flows = [{k: f[k] for k in ("id", "src", "dst", "bytes_delivered", "throughput_bps",
+                                 "fct_ps", "ce_received")} for f in base["flows"]]
+    bnode, bport = sc.bottleneck
+    bp = fab.nodes[bnode].ports[bport]
+    totals = base["totals"]
+    summary = {
+        "scenario": name, "params": sc.params, "seed": sc.seed, "duration_ps": dur,
+        "bottleneck": {"node": bnode, "port": bport, "tx_bytes": bp.tx_bytes,
+                       "utilisation": round(bp.busy_ps / dur, 6) if dur else 0.0},
+        "flows": flows, "ports": ports,
+        "totals": {"drops": totals["drops"], "cnps": rec.cnps,
+                   "pauses": totals["pauses_sent"], "ce_marked": totals["ce_marked"],
+                   "drops_by_reason": dict(sorted(totals["drops_by_reason"].items()))},
+        "captures": {f"{n}:{p}": {"file": os.path.basename(c.path), "frames": c.frames}
+                     for (n, p), c in caps.items()},
+    }
+    with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as f:
+        json.dump(summary, f, indent=2, sort_keys=False)
+        f.write("\n")
+
+    arrays: dict[str, Any] = {
+        "duration_ps": np.array(dur, dtype=np.int64),
+        "bottleneck": np.array(sc.bottleneck, dtype=np.int64),
+        "bin_ps": np.array(bin_ps, dtype=np.int64),
+        "bin_t_ps": np.arange(THROUGHPUT_BINS, dtype=np.int64) * bin_ps,
+    }
+    for (n, p, q), (ts, qs) in sorted(rec.queues.items()):
+        arrays[f"queue_n{n}_p{p}_q{q}_t_ps"] = np.array(ts, dtype=np.int64)
+        arrays[f"queue_n{n}_p{p}_q{q}_bytes"] = np.array(qs, dtype=np.int64)
+    for fid in sorted(fab.flows):
+        arrays[f"flow_{fid}_rx_bytes"] = np.array(rx.bins.get(fid, [0] * THROUGHPUT_BINS),
+                                                 dtype=np.int64)
+    for kind, table in (("tx", rec.pfc_tx), ("rx", rec.pfc_rx)):
+        for (n, p, pr), (ts, vs) in sorted(table.items()):
+            arrays[f"pfc_{kind}_n{n}_p{p}_prio{pr}_t_ps"] = np.array(ts, dtype=np.int64)
+            arrays[f"pfc_{kind}_n{n}_p{p}_prio{pr}_state"] = np.array(vs, dtype=np.int8)
+    np.savez_compressed(os.path.join(out, "timeseries.npz"), **arrays)
+
+    if plots:
+        from .plot import plot_dir
+
+        plot_dir(out)
+    return summary

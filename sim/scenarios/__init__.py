@@ -1,0 +1,177 @@
+"""Scenarios: named, parameterised simulation set-ups (docs/scenarios.md).
+
+A scenario is a built-in name (``incast``) or a TOML file naming a built-in plus ``[params]``
+overrides (:mod:`sim.scenarios.loader`).  The registry is filled by explicit
+:func:`register` calls; the built-ins are registered on first use of :func:`names`/:func:`get`
+(importing this package has no side effects).
+
+Each builder is ``build(params: dict) -> Scenario``; it validates its parameters against its
+:class:`Param` list (unknown keys and impossible values raise :class:`ScenarioError` naming the
+key) and returns a ready-to-run :class:`Scenario`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Param", "Scenario", "ScenarioError", "ScenarioInfo", "get", "names", "register",
+           "TracerSlot", "resolve_params", "run"]
+
+
+class ScenarioError(ValueError):
+    """A scenario name, file or parameter is not acceptable (the message names the key)."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One scenario parameter: name, typed default, one-line doc and an optional check.
+
+    ``check(value)`` returns None when the value is fine, else a short reason.
+    """
+
+    name: str
+    default: Any
+    doc: str
+    check: Callable[[Any], str | None] | None = None
+
+    @property
+    def type(self) -> type:
+        return type(self.default)
+
+    def coerce(self, value: Any) -> Any:
+        """``value`` converted to this parameter's type, or ScenarioError naming the key."""
+        t = self.type
+        v = value
+        if isinstance(v, str) and t is not str:
+            v = _parse_text(v)
+        if t is bool:
+            ok = isinstance(v, bool)
+        elif t is int:
+            ok = isinstance(v, int) and not isinstance(v, bool)
+        elif t is float:
+            ok = isinstance(v, int | float) and not isinstance(v, bool)
+            if ok:
+                v = float(v)
+        else:
+            ok = isinstance(v, t)
+        if not ok:
+            raise ScenarioError(f"parameter {self.name!r}: expected {t.__name__}, "
+                                f"got {value!r}")
+        if self.check is not None:
+            why = self.check(v)
+            if why:
+                raise ScenarioError(f"parameter {self.name!r}: {why} (got {v!r})")
+        return v
+
+
+def _parse_text(text: str) -> Any:
+    """A command-line value: TOML-style (true, 3, 0.5, "x"); else the text itself."""
+    import tomllib
+
+    low = text.strip()
+    if low in ("True", "False"):
+        return low == "True"
+    try:
+        return tomllib.loads(f"v = {low}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def resolve_params(spec: Sequence[Param], params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Defaults overridden by ``params``, each coerced and checked; unknown keys rejected."""
+    by_name = {p.name: p for p in spec}
+    params = dict(params or {})
+    unknown = sorted(set(params) - set(by_name))
+    if unknown:
+        raise ScenarioError(f"unknown parameter(s) {unknown}; known: {sorted(by_name)}")
+    return {p.name: p.coerce(params[p.name]) if p.name in params else p.default for p in spec}
+
+
+@dataclass
+class Scenario:
+    """A built, ready-to-run simulation.
+
+    ``fabric`` is a :class:`sim.fabric.Fabric` whose tracer is ``tracer_slot`` (the runner
+    points it at its recorders), ``bottleneck`` the (node, port) captured by default.
+    """
+
+    name: str
+    params: dict[str, Any]
+    seed: int
+    duration_ps: int
+    fabric: Any
+    bottleneck: tuple[int, int]
+    tracer_slot: Any = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class TracerSlot:
+    """A tracer that forwards to ``target`` (set by the runner after the scenario is built)."""
+
+    __slots__ = ("target",)
+
+    def __init__(self) -> None:
+        self.target: Any = None
+
+    def emit(self, event: Any) -> None:
+        if self.target is not None:
+            self.target.emit(event)
+
+
+@dataclass(frozen=True)
+class ScenarioInfo:
+    name: str
+    builder: Callable[[Mapping[str, Any]], Scenario]
+    params_doc: tuple[Param, ...]
+    doc: str = ""
+
+
+_REGISTRY: dict[str, ScenarioInfo] = {}
+_builtins_done = False
+
+
+def register(name: str, builder: Callable[[Mapping[str, Any]], Scenario],
+             params_doc: Sequence[Param], doc: str = "") -> None:
+    """Add a scenario; ``params_doc`` lists its :class:`Param` (names, defaults, docs)."""
+    if name in _REGISTRY:
+        raise ValueError(f"scenario {name!r} is registered already")
+    _REGISTRY[name] = ScenarioInfo(name, builder, tuple(params_doc), doc)
+
+
+def _register_builtins() -> None:
+    global _builtins_done
+    if _builtins_done:
+        return
+    _builtins_done = True
+    from . import incast
+
+    register("incast", incast.build, incast.PARAMS, incast.DOC)
+
+
+def names() -> list[str]:
+    """Registered scenario names, sorted."""
+    _register_builtins()
+    return sorted(_REGISTRY)
+
+
+def get(name: str) -> ScenarioInfo:
+    """The registry entry of ``name`` (ScenarioError listing the known names if absent)."""
+    _register_builtins()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ScenarioError(f"unknown scenario {name!r}; known: {sorted(_REGISTRY)}") from None
+
+
+def run(name_or_path: str, params: Mapping[str, Any] | None = None, seed: int | None = None,
+        out_dir: str | None = None, plots: bool = True, **kw: Any) -> dict[str, Any]:
+    """Build and run a scenario, write its outputs to ``out_dir``; return the summary dict.
+
+    ``out_dir`` defaults to ``out/<scenario>``; see :func:`sim.results.run_scenario`.
+    """
+    from ..results import run_scenario
+
+    return run_scenario(name_or_path, params=params, seed=seed, out_dir=out_dir, plots=plots,
+                        **kw)
