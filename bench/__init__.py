@@ -1,0 +1,1 @@
+"""Speed benchmarks for the simulator (``python -m bench``; see bench/README.md)."""

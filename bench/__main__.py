@@ -1,0 +1,3 @@
+from bench.sim_bench import main
+
+raise SystemExit(main())

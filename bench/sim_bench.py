@@ -1,0 +1,295 @@
+"""Simulator speed benchmarks: ours beside ns.py, simpy and a bare heapq loop, same run.
+
+Workload ``fifo``: one sender at line rate (100 Gb/s, 1082-byte frames = 1106 bytes on the
+wire with FCS, preamble/SFD and IFG, so one frame every 88,480 ps) into one FIFO egress port
+that serialises at 100 Gb/s, a 10 m wire (50 ns) and a sink.  Every model does the same work:
+``packets`` frames generated, queued, serialised, propagated and counted at the sink (the
+count is checked).  Packet-hops = link traversals (frames that finished leaving an egress port).
+
+* ``ours host->port->sink``: a :class:`sim.host.Host` (fixed-rate flow) whose port feeds a
+  counting sink: 1 hop per packet, the exact shape of the peers' models.
+* ``ours host->switch->host``: ``sim.fabric.star(1, ...)``: host, switch (MMU admission,
+  PFC-capable, routing) and receiving host: 2 hops per packet.
+* ``ns.py``: ``DistPacketGenerator -> Port -> Wire -> PacketSink`` (time in float seconds).
+* ``simpy``: generator process -> ``Store`` FIFO -> server process (``timeout`` of the
+  serialisation time) -> a timeout of the propagation delay -> a sink callback.
+* ``heapq floor``: the same three events per packet (generate, end of serialisation,
+  arrival) in a bare ``heapq`` loop with integer ps: the Python floor for this event count.
+
+Workload ``incast``: 8:1 incast through one switch with PFC (static XOFF) and ECN marking on
+(``Kmin`` 5 KB, ``Kmax`` 200 KB, ``Pmax`` 1 %); ours only; packet-hops/s and events/s.
+
+Each figure is the median wall time of ``runs`` runs (build + run, ``time.perf_counter``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import heapq
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+from sim.fabric import star
+from sim.host import Flow, Host
+from sim.mmu import MmuConfig, headroom_bytes
+from sim.switch import EcnConfig
+from sim.units import frame_ser_time_ps, gbps, prop_delay_ps, wire_bytes
+
+RATE = gbps(100)
+FRAME = 1082
+WIRE = wire_bytes(FRAME)                    # 1106
+SER_PS = frame_ser_time_ps(FRAME, RATE)     # 88,480
+PROP_PS = prop_delay_ps(10)                 # 50,000
+SER_S = WIRE * 8 / 100e9
+PROP_S = 50e-9
+
+# --------------------------------------------------------------------------- fifo models
+
+
+class _CountingSink:
+    node_id = -1
+
+    def __init__(self) -> None:
+        self.packets = 0
+
+    def receive(self, port: int, pkt) -> None:
+        self.packets += 1
+
+
+def ours_port(n: int) -> tuple[int, int]:
+    """Host -> its egress port -> counting sink.  Returns (delivered, packet-hops)."""
+    from sim.engine import Engine
+
+    eng = Engine()
+    host = Host(eng, 1, RATE)
+    sink = _CountingSink()
+    host.port.connect(sink, 0, PROP_PS)
+    host.add_flow(Flow(0, 1, 2, RATE, packet_bytes=FRAME, size_bytes=n * FRAME))
+    eng.run()
+    return sink.packets, host.port.tx_packets
+
+
+def _lossless_cfg(ports: int) -> MmuConfig:
+    return MmuConfig(buffer_bytes=1_000_000, ports=ports, reserved_bytes=2000,
+                     headroom_bytes=headroom_bytes(RATE, 10, FRAME, 1_000_000),
+                     lossless_pgs=frozenset({3}), xoff_mode="static", xoff_bytes=20_000,
+                     xon_delta_bytes=2000)
+
+
+def ours_switch(n: int) -> tuple[int, int]:
+    """Host -> switch -> host (``star(1)``).  Returns (delivered, packet-hops)."""
+    fab, recv, (src,) = star(1, RATE, PROP_PS, _lossless_cfg(3))
+    fab.add_flow(Flow(0, src, recv, RATE, packet_bytes=FRAME, size_bytes=n * FRAME))
+    fab.engine.run()
+    s = fab.summary()
+    hops = sum(p.tx_packets for node in fab.nodes.values() for p in node.ports.values())
+    return s["flows"][0]["bytes_delivered"] // FRAME, hops
+
+
+def nspy_fifo(n: int) -> tuple[int, int]:
+    import simpy
+    from ns.packet.dist_generator import DistPacketGenerator
+    from ns.packet.sink import PacketSink
+    from ns.port.port import Port
+    from ns.port.wire import Wire
+
+    env = simpy.Environment()
+    gen = DistPacketGenerator(env, "gen", lambda: SER_S, lambda: WIRE, size=n * WIRE,
+                              flow_id=0)
+    port = Port(env, rate=100e9)
+    wire = Wire(env, lambda: PROP_S)
+    sink = PacketSink(env, rec_arrivals=False, rec_waits=False)
+    gen.out, port.out, wire.out = port, wire, sink
+    env.run()
+    got = sink.packets_received[0]
+    return got, got
+
+
+def simpy_fifo(n: int) -> tuple[int, int]:
+    import simpy
+
+    env = simpy.Environment()
+    fifo = simpy.Store(env)
+    got = [0]
+
+    def sink(_event) -> None:
+        got[0] += 1
+
+    def generator():
+        for i in range(n):
+            yield env.timeout(SER_S)
+            fifo.put(i)
+
+    def server():
+        while True:
+            pkt = yield fifo.get()
+            yield env.timeout(SER_S)
+            env.timeout(PROP_S, pkt).callbacks.append(sink)
+
+    env.process(generator())
+    env.process(server())
+    env.run()
+    return got[0], got[0]
+
+
+def heapq_floor(n: int) -> tuple[int, int]:
+    """Generate / end-of-serialisation / arrival events in a bare heap, integer ps."""
+    GEN, DONE, ARRIVE = 0, 1, 2
+    heap: list[tuple[int, int, int, int]] = [(0, 0, GEN, 0)]
+    push, pop = heapq.heappush, heapq.heappop
+    seq = 1
+    queue: list[int] = []
+    head = 0
+    busy = False
+    made = got = hops = 0
+    while heap:
+        now, _, kind, pkt = pop(heap)
+        if kind == GEN:
+            queue.append(made)
+            made += 1
+            if made < n:
+                push(heap, (now + SER_PS, seq, GEN, 0))
+                seq += 1
+            if not busy:
+                busy = True
+                pkt = queue[head]
+                head += 1
+                push(heap, (now + SER_PS, seq, DONE, pkt))
+                seq += 1
+        elif kind == DONE:
+            hops += 1
+            push(heap, (now + PROP_PS, seq, ARRIVE, pkt))
+            seq += 1
+            if head < len(queue):
+                pkt = queue[head]
+                head += 1
+                push(heap, (now + SER_PS, seq, DONE, pkt))
+                seq += 1
+            else:
+                busy = False
+        else:
+            got += 1
+    return got, hops
+
+
+FIFO_MODELS: list[tuple[str, Callable[[int], tuple[int, int]], str | None]] = [
+    ("ours host->port->sink", ours_port, None),
+    ("ours host->switch->host", ours_switch, None),
+    ("ns.py", nspy_fifo, "ns"),
+    ("simpy", simpy_fifo, "simpy"),
+    ("heapq floor", heapq_floor, None),
+]
+
+# ------------------------------------------------------------------------------ incast
+
+
+def incast(duration_ps: int, senders: int = 8) -> tuple[int, int, int]:
+    """8:1 incast, PFC and ECN on.  Returns (packet-hops, events, drops)."""
+    ecn = EcnConfig(kmin_bytes=5_000, kmax_bytes=200_000, pmax=0.01)
+    fab, recv, hosts = star(senders, RATE, PROP_PS, _lossless_cfg(senders + 2), ecn=ecn)
+    for i, h in enumerate(hosts):
+        fab.add_flow(Flow(i, h, recv, RATE, packet_bytes=FRAME))
+    events = fab.run(duration_ps)
+    hops = sum(p.tx_packets for node in fab.nodes.values() for p in node.ports.values())
+    return hops, events, fab.summary()["totals"]["drops"]
+
+
+# ------------------------------------------------------------------------------ driver
+
+
+def _available(module: str | None) -> bool:
+    if module is None:
+        return True
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+def _median_time(fn: Callable[[], tuple], runs: int) -> tuple[float, tuple]:
+    times, result = [], ()
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), result
+
+
+def run_fifo(packets: int, runs: int, only: set[str] | None = None) -> dict[str, dict]:
+    rows: dict[str, dict] = {}
+    for name, fn, module in FIFO_MODELS:
+        if only and not any(o in name for o in only):
+            continue
+        if not _available(module):
+            print(f"  skip {name}: `{module}` not installed (pip install ns-py simpy)")
+            continue
+        wall, (got, hops) = _median_time(lambda fn=fn: fn(packets), runs)
+        if got != packets:
+            raise AssertionError(f"{name}: delivered {got} of {packets} packets")
+        rows[name] = {"wall_s": wall, "pkts_s": packets / wall, "hops_s": hops / wall,
+                      "hops": hops}
+        print(f"  {name}: {wall:.3f} s", file=sys.stderr)
+    return rows
+
+
+def print_fifo(rows: dict[str, dict], packets: int, runs: int) -> None:
+    print(f"\nSingle FIFO, {packets:,} packets at 100 Gb/s, 1082-byte frames; median of {runs}")
+    print(f"{'model':<26}{'wall s':>9}{'packets/s':>13}{'pkt-hops/s':>13}"
+          f"{'vs ns.py':>10}{'vs simpy':>10}")
+    ref = {k: rows[k]["pkts_s"] for k in ("ns.py", "simpy") if k in rows}
+    for name, r in rows.items():
+        ratios = [f"{r['pkts_s'] / ref[k]:.2f}x" if k in ref else "-" for k in ("ns.py", "simpy")]
+        print(f"{name:<26}{r['wall_s']:>9.3f}{r['pkts_s']:>13,.0f}{r['hops_s']:>13,.0f}"
+              f"{ratios[0]:>10}{ratios[1]:>10}")
+    print("(ratios are packets/s over the peer's packets/s, same run)")
+
+
+def run_incast(duration_ps: int, runs: int) -> None:
+    wall, (hops, events, drops) = _median_time(lambda: incast(duration_ps), runs)
+    print(f"\n8:1 incast, PFC + ECN on, {duration_ps / 1e9:g} ms simulated; median of {runs}")
+    print(f"{'model':<26}{'wall s':>9}{'pkt-hops':>11}{'pkt-hops/s':>13}{'events/s':>12}"
+          f"{'drops':>7}")
+    print(f"{'ours star(8)':<26}{wall:>9.3f}{hops:>11,}{hops / wall:>13,.0f}"
+          f"{events / wall:>12,.0f}{drops:>7}")
+
+
+def profile(packets: int, top: int = 25) -> None:
+    import cProfile
+    import pstats
+
+    for fn in (ours_port, ours_switch):
+        prof = cProfile.Profile()
+        prof.runcall(fn, packets)
+        print(f"\ncProfile of {fn.__name__}({packets:,}), by tottime:")
+        pstats.Stats(prof).sort_stats("tottime").print_stats(top)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--packets", type=int, default=1_000_000, help="FIFO packets per run")
+    ap.add_argument("--runs", type=int, default=3, help="runs per model (median reported)")
+    ap.add_argument("--incast-ms", type=float, default=20.0, help="simulated incast time")
+    ap.add_argument("--only", action="append", help="FIFO models whose name contains this")
+    ap.add_argument("--skip-incast", action="store_true")
+    ap.add_argument("--skip-fifo", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="cProfile our FIFO models instead")
+    a = ap.parse_args(argv)
+    if a.packets < 1 or a.runs < 1:
+        ap.error("--packets and --runs must be >= 1")
+    if a.profile:
+        profile(a.packets)
+        return 0
+    print(f"python -m bench {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
+    print(f"{datetime.date.today().isoformat()}, Python {platform.python_version()}, "
+          f"{platform.machine()}")
+    if not a.skip_fifo:
+        print_fifo(run_fifo(a.packets, a.runs, set(a.only) if a.only else None),
+                   a.packets, a.runs)
+    if not a.skip_incast:
+        run_incast(int(a.incast_ms * 1e9), a.runs)
+    return 0
