@@ -62,6 +62,7 @@ class Host:
         self.fct_ps: dict[int, int] = {}
         self._flows: dict[int, Flow] = {}
         self._expected: dict[int, int] = {}
+        self._gap_ps: dict[int, int] = {}
         #: When a list, every delivered data packet is appended as (t_ps, packet) (replay checks).
         self.delivered: list[tuple[int, SimPacket]] | None = None
 
@@ -90,7 +91,9 @@ class Host:
         sent = self.sent_bytes[flow.id]
         if flow.size_bytes is not None and sent >= flow.size_bytes:
             return
-        gap = frame_ser_time_ps(flow.packet_bytes, flow.rate_bps)
+        gap = self._gap_ps.get(flow.id)
+        if gap is None:
+            gap = self._gap_ps[flow.id] = frame_ser_time_ps(flow.packet_bytes, flow.rate_bps)
         if self.port.queue_bytes[flow.tc] >= self.queue_limit_bytes:
             self.engine.schedule_in(gap, self._send, flow)
             return

@@ -58,7 +58,11 @@ class Port:
         self.index = index
         self.rate_bps = rate_bps
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
+        self._tracing = not isinstance(self.tracer, NullTracer)
         self.strict_tcs = sorted(set(strict_tcs), reverse=True)
+        self._strict = frozenset(self.strict_tcs)
+        self._queued = 0  # data frames in all queues (fast path of the scheduler)
+        self._ser_cache: dict[int, int] = {}
         self.on_dequeue = on_dequeue
         self.peer: Receiver | None = None
         self.peer_port = 0
@@ -88,12 +92,14 @@ class Port:
     def enqueue(self, pkt: SimPacket) -> None:
         tc = pkt.tc
         self.queues[tc].append(pkt)
+        self._queued += 1
         qb = self.queue_bytes[tc] + pkt.nbytes
         self.queue_bytes[tc] = qb
         if qb > self.max_queue_bytes[tc]:
             self.max_queue_bytes[tc] = qb
-        self.tracer.emit(Enqueued(self.engine.now_ps, self.node_id, self.index, tc, pkt.id,
-                                  pkt.flow, pkt.nbytes, qb))
+        if self._tracing:
+            self.tracer.emit(Enqueued(self.engine.now_ps, self.node_id, self.index, tc, pkt.id,
+                                      pkt.flow, pkt.nbytes, qb))
         if not self.busy:
             self._start()
 
@@ -107,6 +113,8 @@ class Port:
         return self._paused_until_ps[prio] > self.engine.now_ps
 
     def _pick(self) -> int | None:
+        if not self._queued:
+            return None
         now = self.engine.now_ps
         until = self._paused_until_ps
         for tc in self.strict_tcs:
@@ -114,7 +122,7 @@ class Port:
                 return tc
         for i in range(PRIORITIES):
             tc = (self._rr + i) % PRIORITIES
-            if tc in self.strict_tcs:
+            if tc in self._strict:
                 continue
             if self.queues[tc] and until[tc] <= now:
                 self._rr = (tc + 1) % PRIORITIES
@@ -131,15 +139,19 @@ class Port:
                 self._sleep_until_unpaused()
                 return
             pkt = self.queues[tc].popleft()
+            self._queued -= 1
             self.queue_bytes[tc] -= pkt.nbytes
             if self.on_dequeue is not None:
                 self.on_dequeue(self.index, pkt)
-            self.tracer.emit(Dequeued(now, self.node_id, self.index, tc, pkt.id, pkt.flow,
-                                      pkt.nbytes, self.queue_bytes[tc]))
+            if self._tracing:
+                self.tracer.emit(Dequeued(now, self.node_id, self.index, tc, pkt.id, pkt.flow,
+                                          pkt.nbytes, self.queue_bytes[tc]))
         for tap in self.taps:
             tap(now, pkt)
         self.busy = True
-        t = frame_ser_time_ps(pkt.nbytes, self.rate_bps)
+        t = self._ser_cache.get(pkt.nbytes)
+        if t is None:
+            t = self._ser_cache[pkt.nbytes] = frame_ser_time_ps(pkt.nbytes, self.rate_bps)
         self.busy_ps += t
         self.engine.schedule_in(t, self._done, pkt)
 
@@ -153,6 +165,8 @@ class Port:
 
     def _sleep_until_unpaused(self) -> None:
         """Nothing eligible: wake when the earliest pause on a non-empty queue ends."""
+        if not self._queued:
+            return
         now = self.engine.now_ps
         waits = [self._paused_until_ps[tc] for tc in range(PRIORITIES)
                  if self.queues[tc] and self._paused_until_ps[tc] > now]
