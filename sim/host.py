@@ -7,14 +7,28 @@ port queue for the flow's class already holds ``queue_limit_bytes`` (because the
 paused or slower), the sender waits and retries one packet time later.  Congestion control is
 a plug point (issue 5): for now the rate is fixed.
 
-Receiver: counts bytes per flow and records the completion time (FCT) of finite flows.
+Congestion control: each flow's rate comes from a :mod:`sim.cc` algorithm (``cc``, default
+``fixed``), driven with ``on_tx`` per frame, ``on_cnp`` per CNP and ``on_timer`` at the time it
+asks for; a rate change is a ``RateChanged`` event.
+
+Receiver: counts bytes per flow and records the completion time (FCT) of finite flows.  As the
+DCQCN notification point it turns CE marks into CNPs: a real RoCEv2 CNP frame (BTH opcode 0x81,
+BECN, DestQP = the flow id) sent back to the sender on ``cnp_tc`` (6: NVIDIA's default
+``cnp_802p_prio``), immediately on the first CE and then at most one per ``cnp_interval_ps``
+per flow (50 µs: the DCQCN paper's N) — shared/specs/dcqcn_pfc.md 1.3.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .engine import Engine
+from wire import build
+from wire.ecn import ip_offset
+
+from . import cc as cc_registry
+from .addresses import node_ip, node_mac
+from .engine import Engine, Timer
+from .events import CNPSent, RateChanged
 from .packet import SimPacket
 from .port import Port
 from .switch import _apply_pause, _Ids
@@ -46,7 +60,24 @@ class Flow:
 
 class Host:
     def __init__(self, engine: Engine, node_id: int, rate_bps: int, *, tracer: Tracer | None = None,
-                 queue_limit_bytes: int = 4 * 1082, ids=None) -> None:
+                 queue_limit_bytes: int = 4 * 1082, ids=None, cc: str = "fixed",
+                 cc_params: dict | None = None, cnp_interval_ps: int = 50_000_000,
+                 cnp_tc: int = 6) -> None:
+        if cnp_interval_ps < 0:
+            raise ValueError("cnp_interval_ps must be >= 0")
+        self.cc_name = cc
+        self.cc_params = dict(cc_params or {})
+        cc_registry.names()  # fail early on an unknown algorithm name
+        if cc not in cc_registry.names():
+            raise ValueError(f"unknown congestion control {cc!r}; known: "
+                             f"{', '.join(cc_registry.names())}")
+        self.cnp_interval_ps = cnp_interval_ps
+        self.cnp_tc = cnp_tc
+        self.cc: dict[int, cc_registry.RateControl] = {}
+        self._cc_timer: dict[int, Timer] = {}
+        self._last_cnp_ps: dict[int, int] = {}
+        self.cnp_sent = 0
+        self.cnp_received = 0
         self.engine = engine
         self.node_id = node_id
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
@@ -76,6 +107,8 @@ class Host:
             raise ValueError(f"flow {flow.id} starts at node {flow.src}, not {self.node_id}")
         self._flows[flow.id] = flow
         self.sent_bytes[flow.id] = 0
+        self.cc[flow.id] = cc_registry.create(self.cc_name, line_rate_bps=flow.rate_bps,
+                                              **self.cc_params)
         self.engine.schedule(flow.start_ps, self._send, flow)
 
     def expect(self, flow: Flow) -> None:
@@ -91,9 +124,12 @@ class Host:
         sent = self.sent_bytes[flow.id]
         if flow.size_bytes is not None and sent >= flow.size_bytes:
             return
-        gap = self._gap_ps.get(flow.id)
+        ctl = self.cc[flow.id]
+        rate = ctl.rate_bps
+        gap = self._gap_ps.get((flow.packet_bytes, rate))
         if gap is None:
-            gap = self._gap_ps[flow.id] = frame_ser_time_ps(flow.packet_bytes, flow.rate_bps)
+            gap = self._gap_ps[(flow.packet_bytes, rate)] = frame_ser_time_ps(flow.packet_bytes,
+                                                                               rate)
         if self.port.queue_bytes[flow.tc] >= self.queue_limit_bytes:
             self.engine.schedule_in(gap, self._send, flow)
             return
@@ -104,7 +140,33 @@ class Host:
                         src=self.node_id, dst=flow.dst)
         self.sent_bytes[flow.id] = sent + nbytes
         self.port.enqueue(pkt)
+        self._cc_call(flow.id, ctl.on_tx, nbytes)
         self.engine.schedule_in(gap, self._send, flow)
+
+    def _cc_call(self, flow_id: int, method, *args) -> None:
+        """Run a rate-control hook; trace a rate change; (re)arm its timer."""
+        ctl = self.cc[flow_id]
+        before = (ctl.rate_bps, ctl.target_rate_bps, ctl.alpha)
+        now = self.engine.now_ps
+        method(*args, now) if args else method(now)
+        after = (ctl.rate_bps, ctl.target_rate_bps, ctl.alpha)
+        if after != before:
+            self.tracer.emit(RateChanged(now, self.node_id, flow_id, *after))
+        due = ctl.next_timer_ps()
+        old = self._cc_timer.get(flow_id)
+        if due is None:
+            if old is not None:
+                old.cancel()
+                del self._cc_timer[flow_id]
+        elif old is None or old.cancelled or old.at_ps != due:
+            if old is not None:
+                old.cancel()
+            self._cc_timer[flow_id] = self.engine.schedule(max(due, now), self._cc_timer_due,
+                                                           flow_id)
+
+    def _cc_timer_due(self, flow_id: int) -> None:
+        self._cc_timer.pop(flow_id, None)
+        self._cc_call(flow_id, self.cc[flow_id].on_timer)
 
     # -------------------------------------------------------------- receiving
     def receive(self, port: int, pkt: SimPacket) -> None:
@@ -112,6 +174,12 @@ class Host:
             _apply_pause(self.port, pkt)
             return
         now = self.engine.now_ps
+        qp = _cnp_dest_qp(pkt.frame) if pkt.frame is not None else None
+        if qp is not None:
+            self.cnp_received += 1
+            if qp in self.cc:
+                self._cc_call(qp, self.cc[qp].on_cnp)
+            return
         f = pkt.flow
         got = self.rx_bytes.get(f, 0) + pkt.nbytes
         self.rx_bytes[f] = got
@@ -119,8 +187,37 @@ class Host:
         self.rx_last_ps[f] = now
         if pkt.ecn == 3:
             self.rx_ce[f] = self.rx_ce.get(f, 0) + 1
+            last = self._last_cnp_ps.get(f)
+            if last is None or now - last >= self.cnp_interval_ps:
+                self._last_cnp_ps[f] = now
+                self._send_cnp(f, pkt.src)
         if self.delivered is not None:
             self.delivered.append((now, pkt))
         want = self._expected.get(f)
         if want is not None and got >= want and f not in self.fct_ps:
             self.fct_ps[f] = now - self._flows[f].start_ps
+
+    def _send_cnp(self, flow_id: int, to_node: int) -> None:
+        now = self.engine.now_ps
+        frame = build({"eth": {"src": node_mac(self.node_id), "dst": node_mac(to_node)},
+                       "ipv4": {"src": node_ip(self.node_id), "dst": node_ip(to_node),
+                                "dscp": 48},
+                       "udp": {}, "bth": {"opcode": "CNP", "dest_qp": flow_id & 0xFFFFFF}})
+        cnp = SimPacket(self._ids(), now, len(frame), flow=flow_id, tc=self.cnp_tc,
+                        src=self.node_id, dst=to_node, frame=frame)
+        self.cnp_sent += 1
+        self.tracer.emit(CNPSent(now, self.node_id, flow_id))
+        self.port.enqueue(cnp)
+
+
+def _cnp_dest_qp(frame: bytes | bytearray) -> int | None:
+    """DestQP of a RoCEv2 CNP (UDP dport 4791, BTH opcode 0x81), else None.  A byte-level
+    check (no full dissection) on the frames the simulator carries."""
+    loc = ip_offset(frame)
+    if loc is None:
+        return None
+    off, ver = loc
+    udp = off + ((frame[off] & 0x0F) * 4 if ver == 4 else 40)
+    if len(frame) < udp + 20 or frame[udp + 2:udp + 4] != b"\x12\xb7" or frame[udp + 8] != 0x81:
+        return None
+    return int.from_bytes(frame[udp + 13:udp + 16], "big")

@@ -24,6 +24,7 @@ from typing import Any
 from wire.pcapio import CaptureWriter
 from wire.stack import build
 
+from .addresses import node_ip, node_mac
 from .events import (
     CEMarked,
     CNPSent,
@@ -133,8 +134,8 @@ class Capture:
         self._psn[pkt.flow] = (psn + 1) & 0xFFFFFF
         pay = max(pkt.nbytes - _HDR_BYTES, 0)
         return build({
-            "eth": {"dst": _mac(pkt.dst), "src": _mac(pkt.src)},
-            "ipv4": {"src": _ip(pkt.src), "dst": _ip(pkt.dst), "ecn": pkt.ecn},
+            "eth": {"dst": node_mac(pkt.dst), "src": node_mac(pkt.src)},
+            "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": pkt.ecn},
             "udp": {"sport": 49152 + (pkt.flow & 0x3FFF)},
             "bth": {"opcode": "RC_RDMA_WRITE_MIDDLE", "dest_qp": pkt.flow & 0xFFFFFF,
                     "psn": psn},
@@ -143,14 +144,6 @@ class Capture:
 
     def close(self) -> None:
         self.writer.close()
-
-
-def _mac(node: int) -> str:
-    return f"02:00:00:00:{(node >> 8) & 0xFF:02x}:{node & 0xFF:02x}"
-
-
-def _ip(node: int) -> str:
-    return f"10.0.{(node >> 8) & 0xFF}.{node & 0xFF}"
 
 
 class _RxBins:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from wire import build
 from wire.pfc import quanta_to_ps
 
+from .addresses import node_mac
 from .engine import Engine, Timer
 from .events import CEMarked, Dropped, PauseSent
 from .mmu import XOFF, Mmu
@@ -59,12 +60,6 @@ class EcnConfig:
             return 1.0
         span = self.kmax_bytes - self.kmin_bytes
         return self.pmax * (queue_bytes - self.kmin_bytes) / span if span else 1.0
-
-
-def node_mac(node_id: int, port: int) -> str:
-    """A locally administered MAC for (node, port)."""
-    return f"02:00:{node_id >> 8 & 0xFF:02x}:{node_id & 0xFF:02x}:{port >> 8 & 0xFF:02x}:" \
-           f"{port & 0xFF:02x}"
 
 
 def pfc_packet(pkt_id: int, now_ps: int, node_id: int, port: int, prio: int,

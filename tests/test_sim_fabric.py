@@ -3,6 +3,8 @@ part): exact pause timing, an 8:1 incast that PFC keeps lossless, and what break
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from sim.engine import Engine
@@ -156,3 +158,60 @@ def test_ecn_probability_curve() -> None:
     assert [ecn.probability(b) for b in (0, 100, 200, 300, 301)] == [0, 0, 0.1, 0.2, 1.0]
     with pytest.raises(ValueError):
         EcnConfig(kmin_bytes=10, kmax_bytes=5, pmax=0.1)
+
+
+class _Halve:
+    """A test algorithm: halves the rate on every CNP, with a timer that restores it."""
+
+    def __init__(self, *, line_rate_bps: int, preset=None) -> None:
+        self.line, self.rate, self.due = line_rate_bps, line_rate_bps, None
+        self.cnp_times: list[int] = []
+
+    rate_bps = property(lambda self: self.rate)
+    target_rate_bps = property(lambda self: self.line)
+    alpha = property(lambda self: 0.5)
+
+    def on_tx(self, nbytes: int, now_ps: int) -> None:
+        pass
+
+    def on_cnp(self, now_ps: int) -> None:
+        self.cnp_times.append(now_ps)
+        self.rate = max(self.rate // 2, 10**9)
+        self.due = now_ps + 100_000_000
+
+    def on_timer(self, now_ps: int) -> None:
+        self.rate, self.due = self.line, None
+
+    def next_timer_ps(self):
+        return self.due
+
+
+def test_cnps_reach_the_sender_rate_control() -> None:
+    """NP: CE marks become real CNP frames, at most one per 50 us per flow; RP: the plug-in
+    sees them, its rate changes are traced and pace the flow, and its timer fires."""
+    import sim.cc as cc
+    from sim.events import CNPSent, RateChanged
+
+    if "test_halve" not in cc.names():
+        cc.register("test_halve", _Halve)
+    tr = ListTracer()
+    ecn = EcnConfig(kmin_bytes=1_000, kmax_bytes=50_000, pmax=0.2)
+    hr = headroom_bytes(RATE, 10, 1082, 1_000_000)
+    cfg = MmuConfig(buffer_bytes=1_000_000, ports=4, reserved_bytes=2000, headroom_bytes=hr,
+                    lossless_pgs=frozenset({3}), xoff_mode="static", xoff_bytes=20_000,
+                    xon_delta_bytes=2000)
+    fab, recv, hosts = star(2, RATE, prop_delay_ps(10), cfg, ecn=ecn, tracer=tr)
+    for h in hosts:
+        fab.nodes[h].cc_name = "test_halve"
+    for i, h in enumerate(hosts):
+        fab.add_flow(Flow(i, h, recv, RATE))
+    fab.run(500_000_000)
+    cnps = tr.of_type(CNPSent)
+    assert cnps, "no CNP sent"
+    for flow in (0, 1):
+        ts = [e.t_ps for e in cnps if e.flow == flow]
+        assert all(b - a >= 50_000_000 for a, b in itertools.pairwise(ts))
+    got = sum(len(fab.nodes[h].cc[i].cnp_times) for i, h in enumerate(hosts))
+    assert got == fab.nodes[recv].cnp_sent == len(cnps)
+    changes = tr.of_type(RateChanged)
+    assert any(e.rate_bps < RATE for e in changes) and any(e.rate_bps == RATE for e in changes)

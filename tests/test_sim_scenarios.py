@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -85,7 +86,14 @@ def test_replay_writes_all_files_and_pfc_is_lossless(pfc_run) -> None:
     s = json.loads((out / "summary.json").read_text())
     assert s["scenario"] == "incast" and s["params"]["senders"] == 4
     assert s["duration_ps"] == 200_000_000
-    assert s["totals"]["drops"] == 0 and s["totals"]["pauses"] > 0 and s["totals"]["cnps"] == 0
+    assert s["totals"]["drops"] == 0 and s["totals"]["pauses"] > 0
+    # CE marks reach the receiver, which answers with CNPs (at most one per 50 us per flow)
+    events = [json.loads(x) for x in (out / "events.jsonl").read_text().splitlines()]
+    cnp_events = [e for e in events if e["event"] == "CNPSent"]
+    assert s["totals"]["cnps"] == len(cnp_events) > 0
+    for flow in {e["flow"] for e in cnp_events}:
+        ts = [e["t_ps"] for e in cnp_events if e["flow"] == flow]
+        assert all(b - a >= 50_000_000 for a, b in itertools.pairwise(ts))
     assert len(s["flows"]) == 4
     assert set(s["flows"][0]) >= {"id", "src", "dst", "bytes_delivered", "throughput_bps",
                                   "fct_ps"}

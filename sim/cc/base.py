@@ -1,0 +1,42 @@
+"""The interface a sender's rate control implements (DCQCN's RP in the next issue)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+__all__ = ["RateControl"]
+
+
+class RateControl(ABC):
+    """Per-flow (per-QP) rate controller.  Times are integer picoseconds passed in."""
+
+    @property
+    @abstractmethod
+    def rate_bps(self) -> int:
+        """Current sending rate."""
+
+    @property
+    def target_rate_bps(self) -> int:
+        return self.rate_bps
+
+    @property
+    def alpha(self) -> float:
+        return 0.0
+
+    def on_tx(self, nbytes: int, now_ps: int) -> None:  # noqa: B027 - optional hook
+        """``nbytes`` were sent at ``now_ps``."""
+
+    def on_cnp(self, now_ps: int) -> None:  # noqa: B027 - optional hook
+        """A CNP for this flow arrived at ``now_ps``."""
+
+    def on_timer(self, now_ps: int) -> None:  # noqa: B027 - optional hook
+        """The timer returned by :meth:`next_timer_ps` is due."""
+
+    def next_timer_ps(self) -> int | None:
+        """When :meth:`on_timer` must next run (None: no timer pending)."""
+        return None
+
+    def log_data(self) -> dict[str, object]:
+        """State for tracing (aioquic's ``get_log_data``)."""
+        return {"rate_bps": self.rate_bps, "target_rate_bps": self.target_rate_bps,
+                "alpha": self.alpha}
