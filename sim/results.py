@@ -6,8 +6,8 @@ bar on stderr when it is a terminal), and writes to the output directory:
 - ``summary.json``: scenario, params, seed, duration_ps, per-flow and per-port figures, totals;
 - ``timeseries.npz``: queue depths, per-flow throughput bins and PFC state (keys documented
   in docs/scenarios.md);
-- ``events.jsonl``: every PFC send/receive/expiry, CE mark, drop, CNP and rate
-  change), one JSON object per line;
+- ``events.jsonl``: every PFC send/receive/expiry, CE mark, drop, CNP and rate change,
+  one JSON object per line;
 - ``bottleneck.pcap`` (and ``capture_<node>_<port>.pcap`` per extra capture): frames leaving
   the port, data frames synthesised as RoCEv2 with :func:`wire.build`;
 - PNG plots (:mod:`sim.plot`) unless ``plots=False``.
