@@ -27,7 +27,7 @@ from .fabric import Fabric
 from .host import Host
 from .packet import SimPacket
 
-__all__ = ["ReplayStats", "inject_records"]
+__all__ = ["REPLAY_FLOW_BASE", "ReplayStats", "inject_records", "owners_by_address"]
 
 
 @dataclass
@@ -42,8 +42,13 @@ class ReplayStats:
         self.skipped_reasons[reason] = self.skipped_reasons.get(reason, 0) + 1
 
 
+#: Replayed flows are numbered from here, apart from a scenario's own flows.
+REPLAY_FLOW_BASE = 1 << 20
+
+
 def inject_records(fabric: Fabric, records: Iterable[Record], owners: Mapping[str, int], *,
-                   time_scale: Fraction | int = 1, t0_ns: int | None = None) -> ReplayStats:
+                   time_scale: Fraction | int = 1, t0_ns: int | None = None,
+                   flow_base: int = REPLAY_FLOW_BASE) -> ReplayStats:
     """Schedule every record's injection; run the fabric afterwards."""
     scale = Fraction(time_scale)
     if scale <= 0:
@@ -73,7 +78,7 @@ def inject_records(fabric: Fabric, records: Iterable[Record], owners: Mapping[st
         bth, udp = d.get("bth"), d.get("udp")
         sub = bth["dest_qp"] if bth else (udp["dport"] if udp else 0)
         fkey = (src, dst, sub)
-        flow = st.flows.setdefault(fkey, len(st.flows))
+        flow = st.flows.setdefault(fkey, flow_base + len(st.flows))
         whole = len(rec.data) == rec.orig_len
         pkt = SimPacket(fabric.next_packet_id(), 0, rec.orig_len, flow=flow, tc=tc,
                         ecn=ip["ecn"] if ip else 0, src=src, dst=dst,
@@ -83,3 +88,15 @@ def inject_records(fabric: Fabric, records: Iterable[Record], owners: Mapping[st
         fabric.engine.schedule(at_ps, node.inject, pkt)
         st.injected += 1
     return st
+
+
+def owners_by_address(fabric: Fabric) -> dict[str, int]:
+    """Every host's simulator addresses (``sim.addresses``: 10.0.N.N and its port-0 MAC)."""
+    from .addresses import node_ip, node_mac
+
+    out: dict[str, int] = {}
+    for nid, node in fabric.nodes.items():
+        if isinstance(node, Host):
+            out[node_ip(nid)] = nid
+            out[node_mac(nid)] = nid
+    return out

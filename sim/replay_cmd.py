@@ -45,7 +45,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     try:
         s = run_scenario(args.scenario, params=dict(args.param or ()), seed=args.seed,
-                         out_dir=out, plots=not args.no_plots, captures=args.capture or ())
+                         out_dir=out, plots=not args.no_plots, captures=args.capture or (),
+                         pcaps=args.pcap or ())
     except ValueError as e:
         _err(str(e))
         return EXIT_USAGE
@@ -54,6 +55,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     _err(f"{name}: {s['duration_ps'] / 1e6:g} us simulated in {wall:.2f} s; "
          f"bottleneck utilisation {s['bottleneck']['utilisation']:.4f}; drops {t['drops']}; "
          f"pauses {t['pauses']}; CE marks {t['ce_marked']}; results in {out}")
+    if "replay" in s:
+        rp = s["replay"]
+        _err(f"replayed {rp['injected']} frame(s) from {', '.join(rp['files'])}; skipped "
+             f"{rp['skipped']}; delivered {rp['delivered_bytes']} bytes")
     return EXIT_OK
 
 
@@ -95,6 +100,10 @@ def add_parsers(sub) -> None:
     r.add_argument("--capture", type=_node_port, action="append", metavar="NODE:PORT",
                    help="also capture frames leaving NODE:PORT to capture_NODE_PORT.pcap "
                         "(repeatable)")
+    r.add_argument("--pcap", action="append", metavar="FILE",
+                   help="also inject the frames of a pcap/pcapng at the hosts owning their "
+                        "source addresses (10.0.N.N / 02:00:..: node N), at their timestamps "
+                        "relative to the first (repeatable)")
     r.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     r.set_defaults(func=cmd_replay)
 
