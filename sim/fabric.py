@@ -108,7 +108,7 @@ class Fabric:
                 "drops": sum(s.drops for s in switches),
                 "ce_marked": sum(s.ce_marked for s in switches),
                 "pauses_sent": sum(sum(s.pause_sent.values()) for s in switches),
-                "drops_by_reason": _merge(s.mmu.drops_by_reason for s in switches),
+                "dropped_bytes_by_reason": _merge(s.mmu.drops_by_reason for s in switches),
             },
         }
 

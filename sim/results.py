@@ -270,7 +270,8 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
         "flows": flows, "ports": ports,
         "totals": {"drops": totals["drops"], "cnps": rec.cnps,
                    "pauses": totals["pauses_sent"], "ce_marked": totals["ce_marked"],
-                   "drops_by_reason": dict(sorted(totals["drops_by_reason"].items()))},
+                   "dropped_bytes_by_reason":
+                       dict(sorted(totals["dropped_bytes_by_reason"].items()))},
         "captures": {f"{n}:{p}": {"file": os.path.basename(c.path), "frames": c.frames}
                      for (n, p), c in caps.items()},
     }

@@ -127,14 +127,14 @@ def test_without_pfc_the_incast_drops() -> None:
     s, _ = _incast(lossless=False)
     assert s["totals"]["drops"] > 0
     assert s["totals"]["pauses_sent"] == 0
-    assert set(s["totals"]["drops_by_reason"]) <= {"lossy_over_threshold", "shared_full"}
+    assert set(s["totals"]["dropped_bytes_by_reason"]) <= {"lossy_over_threshold", "shared_full"}
 
 
 def test_pfc_without_headroom_drops() -> None:
     """The headroom formula is what keeps PFC lossless: with none, frames still in flight
     after XOFF are dropped."""
     s, _ = _incast(headroom=0)
-    assert s["totals"]["drops_by_reason"].get("headroom_full", 0) > 0
+    assert s["totals"]["dropped_bytes_by_reason"].get("headroom_full", 0) > 0
 
 
 def test_ecn_marks_and_determinism() -> None:
