@@ -140,7 +140,8 @@ class Host:
                         src=self.node_id, dst=flow.dst)
         self.sent_bytes[flow.id] = sent + nbytes
         self.port.enqueue(pkt)
-        self._cc_call(flow.id, ctl.on_tx, nbytes)
+        if getattr(ctl, "reacts_to_tx", True):
+            self._cc_call(flow.id, ctl.on_tx, nbytes)
         self.engine.schedule_in(gap, self._send, flow)
 
     def _cc_call(self, flow_id: int, method, *args) -> None:

@@ -61,6 +61,9 @@ class Port:
         self._tracing = not isinstance(self.tracer, NullTracer)
         self.strict_tcs = sorted(set(strict_tcs), reverse=True)
         self._strict = frozenset(self.strict_tcs)
+        # Round-robin visiting order of the non-strict queues, for each starting queue.
+        self._rr_orders = [tuple(tc for tc in ((s + i) % PRIORITIES for i in range(PRIORITIES))
+                                 if tc not in self._strict) for s in range(PRIORITIES)]
         self._queued = 0  # data frames in all queues (fast path of the scheduler)
         self._ser_cache: dict[int, int] = {}
         self.on_dequeue = on_dequeue
@@ -120,11 +123,9 @@ class Port:
         for tc in self.strict_tcs:
             if self.queues[tc] and until[tc] <= now:
                 return tc
-        for i in range(PRIORITIES):
-            tc = (self._rr + i) % PRIORITIES
-            if tc in self._strict:
-                continue
-            if self.queues[tc] and until[tc] <= now:
+        queues = self.queues
+        for tc in self._rr_orders[self._rr]:
+            if queues[tc] and until[tc] <= now:
                 self._rr = (tc + 1) % PRIORITIES
                 return tc
         return None

@@ -8,7 +8,13 @@ __all__ = ["RateControl"]
 
 
 class RateControl(ABC):
-    """Per-flow (per-QP) rate controller.  Times are integer picoseconds passed in."""
+    """Per-flow (per-QP) rate controller.  Times are integer picoseconds passed in.
+
+    ``reacts_to_tx = False`` tells the NIC that :meth:`on_tx` does nothing and the rate cannot
+    change on a transmission, so it may skip the call on its hot path.
+    """
+
+    reacts_to_tx: bool = True
 
     @property
     @abstractmethod

@@ -9,6 +9,7 @@ __all__ = ["FixedRate"]
 
 
 class FixedRate(RateControl):
+    reacts_to_tx = False
     def __init__(self, *, line_rate_bps: int, preset: str | None = None,
                  rate_bps: int | None = None) -> None:
         if preset is not None:
