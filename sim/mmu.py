@@ -147,6 +147,10 @@ def headroom_bytes(
     return frames_bytes + pause_bytes + in_flight_bytes
 
 
+_REGION_ATTR = {"reserved": "reserved_bytes", "shared": "shared_bytes",
+                "headroom": "headroom_bytes"}
+
+
 def _check_int(name: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -292,7 +296,8 @@ class Mmu:
     # -- ingress -----------------------------------------------------------------------------
     def admit(self, in_port: int, pg: int, nbytes: int) -> Admission:
         """Decide on a packet of ``nbytes`` arriving on ``(in_port, pg)``; update counters."""
-        _check_int("nbytes", nbytes)
+        if nbytes.__class__ is not int or nbytes < 0:
+            _check_int("nbytes", nbytes)
         c = self.config
         s = self._get(in_port, pg)
         self.offered_bytes += nbytes
@@ -336,10 +341,10 @@ class Mmu:
 
     def release(self, in_port: int, pg: int, nbytes: int, where: Where) -> tuple[PauseChange, ...]:
         """A packet admitted into ``where`` for ``(in_port, pg)`` left the switch."""
-        _check_int("nbytes", nbytes)
+        if nbytes.__class__ is not int or nbytes < 0:
+            _check_int("nbytes", nbytes)
         s = self._get(in_port, pg)
-        attr = {"reserved": "reserved_bytes", "shared": "shared_bytes",
-                "headroom": "headroom_bytes"}.get(where)
+        attr = _REGION_ATTR.get(where)
         if attr is None:
             raise ValueError(f"unknown region {where!r}")
         held = getattr(s, attr)
@@ -365,9 +370,12 @@ class Mmu:
         return "hysteresis"
 
     def _update(self, port: int, pg: int, *, pool_changed: bool) -> tuple[PauseChange, ...]:
+        dynamic_sweep = pool_changed and self.config.xoff_mode == "dynamic"
         if pg in self.config.lossless_pgs:
             self._watch.add((port, pg))
-        if pool_changed and self.config.xoff_mode == "dynamic":
+        elif not dynamic_sweep and (port, pg) not in self._watch:
+            return ()  # a lossy PG never pauses and moved no one else's threshold
+        if dynamic_sweep:
             keys = sorted(self._watch)
         else:
             keys = [(port, pg)] if (port, pg) in self._watch else []
@@ -385,7 +393,8 @@ class Mmu:
     # -- egress (ECN) ---------------------------------------------------------------------------
     def egress_enqueue(self, port: int, queue: int, nbytes: int) -> int:
         """Count ``nbytes`` into egress ``(port, queue)``; returns the new queue bytes."""
-        _check_int("nbytes", nbytes)
+        if nbytes.__class__ is not int or nbytes < 0:
+            _check_int("nbytes", nbytes)
         self._check_port_queue(port, queue)
         new = self._egress.get((port, queue), 0) + nbytes
         self._egress[(port, queue)] = new
@@ -393,7 +402,8 @@ class Mmu:
 
     def egress_dequeue(self, port: int, queue: int, nbytes: int) -> int:
         """Remove ``nbytes`` from egress ``(port, queue)``; returns the new queue bytes."""
-        _check_int("nbytes", nbytes)
+        if nbytes.__class__ is not int or nbytes < 0:
+            _check_int("nbytes", nbytes)
         self._check_port_queue(port, queue)
         held = self._egress.get((port, queue), 0)
         if nbytes > held:
