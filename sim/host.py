@@ -23,7 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wire import build
+from wire.bth import BTH
 from wire.ecn import ip_offset
+from wire.ipv4 import IPV4
+from wire.ipv6 import IPV6
+from wire.roce import CNP_OPCODE
+from wire.udp import ROCEV2_PORT, UDP
 
 from . import cc as cc_registry
 from .addresses import node_ip, node_mac
@@ -31,7 +36,7 @@ from .engine import Engine, Timer
 from .events import CNPSent, RateChanged
 from .packet import SimPacket
 from .port import Port
-from .switch import _apply_pause, _Ids
+from .switch import _apply_pause, _Ids, is_mac_control
 from .trace import NullTracer, Tracer
 from .units import frame_ser_time_ps
 
@@ -171,7 +176,7 @@ class Host:
 
     # -------------------------------------------------------------- receiving
     def receive(self, port: int, pkt: SimPacket) -> None:
-        if pkt.frame is not None and len(pkt.frame) >= 14 and pkt.frame[12:14] == b"\x88\x08":
+        if pkt.frame is not None and is_mac_control(pkt.frame):
             _apply_pause(self.port, pkt)
             return
         now = self.engine.now_ps
@@ -212,13 +217,16 @@ class Host:
 
 
 def _cnp_dest_qp(frame: bytes | bytearray) -> int | None:
-    """DestQP of a RoCEv2 CNP (UDP dport 4791, BTH opcode 0x81), else None.  A byte-level
-    check (no full dissection) on the frames the simulator carries."""
+    """DestQP of a RoCEv2 CNP (UDP dport 4791, BTH opcode 0x81), else None.  Reads only the
+    IP, UDP and BTH field tables (no full dissection) on the frames the simulator carries."""
     loc = ip_offset(frame)
     if loc is None:
         return None
     off, ver = loc
-    udp = off + ((frame[off] & 0x0F) * 4 if ver == 4 else 40)
-    if len(frame) < udp + 20 or frame[udp + 2:udp + 4] != b"\x12\xb7" or frame[udp + 8] != 0x81:
+    udp = off + (IPV4.unpack_raw(frame, off)["ihl"] * 4 if ver == 4 else IPV6.size_bytes)
+    if len(frame) < udp + UDP.size_bytes + BTH.size_bytes:
         return None
-    return int.from_bytes(frame[udp + 13:udp + 16], "big")
+    if UDP.unpack_raw(frame, udp)["dport"] != ROCEV2_PORT:
+        return None
+    bth = BTH.unpack_raw(frame, udp + UDP.size_bytes)
+    return bth["dest_qp"] if bth["opcode"] == CNP_OPCODE else None

@@ -21,8 +21,13 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from wire.bth import BTH
+from wire.ethernet import ETHERNET
+from wire.ipv4 import IPV4
 from wire.pcapio import CaptureWriter
+from wire.roce import ICRC_BYTES
 from wire.stack import build
+from wire.udp import UDP
 
 from .addresses import node_ip, node_mac
 from .events import (
@@ -48,7 +53,9 @@ THROUGHPUT_BINS = 200
 #: Progress-bar / engine chunks.
 _CHUNKS = 100
 _LOGGED = (PauseSent, PauseReceived, PauseExpired, CEMarked, Dropped, CNPSent, RateChanged)
-_HDR_BYTES = 58  # Eth 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4
+#: Header bytes of the synthesized RoCEv2 data frames, from the field tables.
+_HDR_BYTES = (ETHERNET.size_bytes + IPV4.size_bytes + UDP.size_bytes + BTH.size_bytes
+              + ICRC_BYTES)
 
 
 class Recorder:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wire import build
+from wire.ethernet import EtherType, payload_start
 from wire.pfc import quanta_to_ps
 
 from .addresses import node_mac
@@ -101,7 +102,7 @@ class Switch:
 
     # ---------------------------------------------------------------- receive
     def receive(self, port: int, pkt: SimPacket) -> None:
-        if pkt.frame is not None and len(pkt.frame) >= 14 and pkt.frame[12:14] == b"\x88\x08":
+        if pkt.frame is not None and is_mac_control(pkt.frame):
             _apply_pause(self.ports[port], pkt)
             return
         pg = pkt.tc
@@ -172,6 +173,14 @@ class Switch:
         self._refresh.pop((port, pg), None)
         if self.mmu.paused(port, pg):
             self._send_pause(port, pg, self.xoff_quanta)
+
+
+def is_mac_control(frame: bytes | bytearray | None) -> bool:
+    """True for a MAC Control (PFC/PAUSE) frame, VLAN-tagged or not."""
+    if frame is None:
+        return False
+    loc = payload_start(frame)
+    return loc is not None and loc[1] == EtherType.MAC_CONTROL
 
 
 def _apply_pause(port: Port, pkt: SimPacket) -> None:

@@ -333,3 +333,19 @@ def test_wide_field_not_truncated_to_machine_word():
     ae = SPECS["atomic_eth"]
     v = {"va": (1 << 64) - 2, "rkey": 0xDEADBEEF, "swap_add": 1 << 63, "compare": 3}
     assert ae.unpack_raw(ae.pack(v)) == v
+
+
+def test_byte_field_positions_come_from_the_tables() -> None:
+    """In-place rewriters read positions from the tables (ECN, TTL, IPv4 checksum)."""
+    from wire.esun import ESUN
+    from wire.ipv4 import IPV4
+    from wire.ipv6 import IPV6
+
+    assert ESUN.byte_field("ttl") == (3, 4, 15)
+    assert ESUN.byte_field("ecn") == (0, 0, 3)
+    assert IPV6.byte_field("ecn") == (1, 4, 3)
+    assert IPV4.byte_field("checksum") == (10, 0, 0xFFFF)
+    with pytest.raises(ValueError):
+        IPV4.byte_field("frag_offset")  # 13 bits across a byte boundary
+    with pytest.raises(KeyError):
+        IPV4.byte_field("nope")

@@ -39,16 +39,10 @@ def ecn_capable(ecn: int) -> bool:
     return ecn != Ecn.NOT_ECT
 
 
-def _ecn_bits(spec: HeaderSpec) -> tuple[int, int]:
-    """(byte index in the header, shift) of the header's 2-bit ``ecn`` field."""
-    for f, _i, pos in spec.layout():
-        if f.name == "ecn":
-            byte = pos // 8
-            return byte, 8 * (byte + 1) - (pos + f.bits)
-    raise KeyError(f"{spec.name} has no ecn field")
-
-
-_WHERE = {spec.name: (spec, *_ecn_bits(spec)) for spec in (IPV4, IPV6, ESUN, SUNH, AFH_GEN1)}
+_WHERE: dict[str, tuple[HeaderSpec, int, int]] = {
+    spec.name: (spec, *spec.byte_field("ecn")[:2]) for spec in (IPV4, IPV6, ESUN, SUNH, AFH_GEN1)
+}
+_IPV4_CSUM = IPV4.byte_field("checksum")[0]
 
 
 def _header(frame: bytes | bytearray, sc: ScaleUpConfig) -> tuple[int, str] | None:
@@ -108,14 +102,15 @@ def set_ecn(frame: bytearray, ecn: int, scaleup: ScaleUpConfig = DEFAULT_SCALEUP
     frame[at] = (frame[at] & ~(3 << shift) & 0xFF) | ((ecn & 3) << shift)
     if name == "ipv4":
         new_word = (frame[word_at] << 8) | frame[word_at + 1]
-        hc = (frame[off + 10] << 8) | frame[off + 11]
+        ck = off + _IPV4_CSUM
+        hc = (frame[ck] << 8) | frame[ck + 1]
         # RFC 1624: HC' = ~(~HC + ~m + m')
         s = (~hc & 0xFFFF) + (~old_word & 0xFFFF) + new_word
         s = (s & 0xFFFF) + (s >> 16)
         s = (s & 0xFFFF) + (s >> 16)
         hc2 = ~s & 0xFFFF
-        frame[off + 10] = hc2 >> 8
-        frame[off + 11] = hc2 & 0xFF
+        frame[ck] = hc2 >> 8
+        frame[ck + 1] = hc2 & 0xFF
     return True
 
 

@@ -54,23 +54,13 @@ def esun_offset(frame: bytes | bytearray, scaleup: ScaleUpConfig = DEFAULT_SCALE
     return loc[0]
 
 
-def _field_bits(name: str) -> tuple[int, int, int]:
-    """(byte index, shift, mask) of a field that sits inside one byte of the EH."""
-    for f, _i, pos in ESUN.layout():
-        if f.name == name:
-            byte, end = pos // 8, pos + f.bits
-            assert (end - 1) // 8 == byte, "field spans bytes"
-            return byte, 8 * (byte + 1) - end, f.max_value
-    raise KeyError(name)
-
-
 def esun_forward_ttl(frame: bytearray, scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> bool:
     """A switch's TTL step, in place: False (drop, reason ``ttl_expired``) when the frame
     arrives with TTL <= 1, else TTL - 1 and True.  Frames without an EH pass (True)."""
     off = esun_offset(frame, scaleup)
     if off is None:
         return True
-    byte, shift, mask = _field_bits("ttl")
+    byte, shift, mask = ESUN.byte_field("ttl")
     ttl = (frame[off + byte] >> shift) & mask
     if ttl <= 1:
         return False

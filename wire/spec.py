@@ -195,6 +195,21 @@ class HeaderSpec:
     def field(self, name: str) -> Field:
         return self._by_name[name]
 
+    def byte_field(self, name: str) -> tuple[int, int, int]:
+        """(byte offset, shift, mask) of a field that lies within one byte, or (byte offset
+        of its first byte, 0, mask) for a byte-aligned multi-byte field: for in-place rewriters
+        (ECN marking, TTL decrement, checksum update) that must not write bit positions."""
+        for f, _i, pos in self.layout():
+            if f.name != name:
+                continue
+            byte, end = pos // 8, pos + f.bits
+            if (end - 1) // 8 == byte:
+                return byte, 8 * (byte + 1) - end, f.max_value
+            if pos % 8 or f.bits % 8:
+                raise ValueError(f"{self.name}.{name} is neither within a byte nor byte-aligned")
+            return byte, 0, f.max_value
+        raise KeyError(f"{self.name} has no field {name!r}")
+
     @property
     def field_names(self) -> tuple[str, ...]:
         return tuple(self._by_name)
