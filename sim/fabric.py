@@ -8,10 +8,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from .engine import Engine
 from .host import Flow, Host
 from .mmu import Mmu, MmuConfig
-from .switch import EcnConfig, Switch, _Ids
+from .port import QUANTUM_BYTES
+from .switch import EcnConfig, Route, Switch, _Ids
 from .trace import NullTracer, Tracer
 
 __all__ = ["Fabric", "star"]
@@ -35,10 +39,16 @@ class Fabric:
         self._add(node_id, h)
         return h
 
-    def add_switch(self, node_id: int, mmu: Mmu, routes: dict[int, int],
-                   ecn: EcnConfig | None = None) -> Switch:
+    def add_switch(self, node_id: int, mmu: Mmu, routes: dict[int, Route],
+                   ecn: EcnConfig | None = None, *, ecmp_seed: int | None = None,
+                   scheduler: str = "rr", weights: Sequence[int] | None = None,
+                   quantum_bytes: int = QUANTUM_BYTES) -> Switch:
+        """A switch; ``routes`` values are a port or a tuple of ports (ECMP group, hashed per
+        flow with ``ecmp_seed``, default the fabric's seed); ``scheduler``/``weights``/
+        ``quantum_bytes`` set the egress scheduling of its ports (``sim.port.Port``)."""
         s = Switch(self.engine, node_id, mmu, routes=routes, ecn=ecn, tracer=self.tracer,
-                   ids=self._ids)
+                   ids=self._ids, ecmp_seed=ecmp_seed, scheduler=scheduler, weights=weights,
+                   quantum_bytes=quantum_bytes)
         self._add(node_id, s)
         return s
 
@@ -122,15 +132,18 @@ def _merge(dicts) -> dict[str, int]:
 
 
 def star(senders: int, rate_bps: int, prop_ps: int, mmu_config: MmuConfig, *,
-         seed: int = 0, ecn: EcnConfig | None = None, tracer: Tracer | None = None
-         ) -> tuple[Fabric, int, list[int]]:
+         seed: int = 0, ecn: EcnConfig | None = None, tracer: Tracer | None = None,
+         host_kw: Mapping[str, Any] | None = None,
+         switch_kw: Mapping[str, Any] | None = None) -> tuple[Fabric, int, list[int]]:
     """One switch (node 0), ``senders`` hosts (nodes 1..n) and one receiver (node n+1), each
-    on its own switch port (host i on port i).  Returns (fabric, receiver id, sender ids)."""
+    on its own switch port (host i on port i).  Returns (fabric, receiver id, sender ids).
+    ``host_kw``/``switch_kw`` go to every ``add_host``/``add_switch`` (as in sim.topology)."""
     fab = Fabric(seed, tracer)
     recv = senders + 1
     hosts = list(range(1, senders + 2))
-    fab.add_switch(0, Mmu(mmu_config), routes={h: h for h in hosts}, ecn=ecn)
+    fab.add_switch(0, Mmu(mmu_config), routes={h: h for h in hosts}, ecn=ecn,
+                   **dict(switch_kw or {}))
     for h in hosts:
-        fab.add_host(h, rate_bps)
+        fab.add_host(h, rate_bps, **dict(host_kw or {}))
         fab.connect(0, h, h, 0, rate_bps, prop_ps)
     return fab, recv, hosts[:-1]

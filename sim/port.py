@@ -9,19 +9,34 @@ Rules (IEEE 802.1Qbb / 802.3 Annex 31B, as shared/specs/dcqcn_pfc.md summarises 
   times`` at this port's rate (``wire.pfc.quanta_to_ps``); a new frame replaces the timer
   (refresh extends, quanta 0 resumes at once).  Other priorities keep flowing.
 * Control frames (PFC) go first and are never paused (MAC Control is not subject to PFC).
-* Scheduling among data queues: strict priority for ``strict_tcs`` (highest first), then
-  round robin over the other non-empty, unpaused queues.
+* Scheduling among data queues: strict priority for ``strict_tcs`` (highest first), then,
+  over the other non-empty, unpaused queues, either packet round robin (``scheduler="rr"``,
+  the default) or deficit weighted round robin (``scheduler="dwrr"``, below).
 * Serialisation counts the wire size (FCS, preamble/SFD, IFG, 64-byte minimum:
   ``sim.units.frame_ser_time_ps``); the frame reaches the peer ``prop_ps`` after its last bit.
 
 Paused time per priority is accounted as the union of pause intervals (a refresh does not
 count twice).
+
+DWRR (deficit round robin, Shreedhar & Varghese, SIGCOMM 1995, with per-class quanta):
+traffic class ``tc`` has quantum ``weights[tc] * quantum_bytes`` (``quantum_bytes`` defaults
+to 1500, one MTU-sized frame) and a deficit counter.  The non-strict classes are visited in
+cyclic order; a visited class that is non-empty and unpaused adds its quantum to its deficit
+and then sends head frames while the deficit covers the head frame's ``nbytes`` (the frame
+length without FCS, the unit of ``tx_bytes``), each send subtracting the frame's size.  The
+visit ends when the deficit no longer covers the head (the deficit is kept for the next
+round), when the queue empties (its deficit resets to 0, as in the paper) or when the class
+is paused (its deficit is kept, but a paused class is skipped without gaining quantum, so it
+cannot bank credit while paused).  If no eligible class can send after a pass, passes repeat
+(each adding a quantum) until one can, so the port is work conserving.  Weights must be
+positive for every non-strict class (a zero weight would starve it; use ``strict_tcs`` for
+precedence); entries for strict classes are ignored.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from wire.pfc import quanta_to_ps
@@ -32,9 +47,35 @@ from .packet import SimPacket
 from .trace import NullTracer, Tracer
 from .units import frame_ser_time_ps
 
-__all__ = ["Port", "Receiver", "PRIORITIES"]
+__all__ = ["Port", "Receiver", "PRIORITIES", "QUANTUM_BYTES", "SCHEDULERS", "check_scheduler"]
 
 PRIORITIES = 8
+SCHEDULERS = ("rr", "dwrr")
+#: Default DWRR quantum unit: one MTU-sized (1500-byte) frame per unit of weight.
+QUANTUM_BYTES = 1500
+
+
+def check_scheduler(scheduler: str, weights: Sequence[int] | None, quantum_bytes: int,
+                    strict_tcs: Iterable[int] = (7,)) -> tuple[int, ...] | None:
+    """Validate scheduler arguments; return the weights as a tuple (None for ``"rr"`` without
+    weights).  Raises ValueError naming the bad argument."""
+    if scheduler not in SCHEDULERS:
+        raise ValueError(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
+    if (not isinstance(quantum_bytes, int) or isinstance(quantum_bytes, bool)
+            or quantum_bytes < 1):
+        raise ValueError(f"quantum_bytes must be a positive int, got {quantum_bytes!r}")
+    if weights is None:
+        return (1,) * PRIORITIES if scheduler == "dwrr" else None
+    w = tuple(weights)
+    if len(w) != PRIORITIES or any(not isinstance(x, int) or isinstance(x, bool) or x < 0
+                                   for x in w):
+        raise ValueError(f"weights must be {PRIORITIES} non-negative ints, got {weights!r}")
+    strict = set(strict_tcs)
+    zero = [tc for tc in range(PRIORITIES) if tc not in strict and w[tc] == 0]
+    if zero:
+        raise ValueError(f"weights must be positive for non-strict traffic classes; "
+                         f"weights[{zero[0]}] is 0")
+    return w
 
 
 class Receiver(Protocol):
@@ -46,13 +87,24 @@ class Receiver(Protocol):
 
 
 class Port:
-    """One direction of a link: the egress side of ``node``'s port ``index``."""
+    """One direction of a link: the egress side of ``node``'s port ``index``.
+
+    ``scheduler`` is ``"rr"`` (packet round robin, the default) or ``"dwrr"``; ``weights``
+    (8 ints, default all 1) and ``quantum_bytes`` (default 1500) set the DWRR quanta
+    ``weights[tc] * quantum_bytes``; see the module docstring."""
 
     def __init__(self, engine: Engine, node_id: int, index: int, rate_bps: int, *,
                  tracer: Tracer | None = None, strict_tcs: Iterable[int] = (7,),
-                 on_dequeue: Callable[[int, SimPacket], None] | None = None) -> None:
+                 on_dequeue: Callable[[int, SimPacket], None] | None = None,
+                 scheduler: str = "rr", weights: Sequence[int] | None = None,
+                 quantum_bytes: int = QUANTUM_BYTES) -> None:
         if rate_bps <= 0:
             raise ValueError("rate_bps must be positive")
+        strict_tcs = tuple(strict_tcs)
+        w = check_scheduler(scheduler, weights, quantum_bytes, strict_tcs)
+        self.scheduler = scheduler
+        self.weights = w
+        self.quantum_bytes = quantum_bytes
         self.engine = engine
         self.node_id = node_id
         self.index = index
@@ -87,6 +139,14 @@ class Port:
         self.tx_packets = 0
         self.pause_received = 0
         self.busy_ps = 0
+        if scheduler == "dwrr":
+            assert w is not None
+            #: DWRR quantum (bytes) and deficit counter per traffic class.
+            self.quantum = [x * quantum_bytes for x in w]
+            self.deficit = [0] * PRIORITIES
+            self._dw_cur = -1  # class whose visit is in progress, -1 for none
+            self._dw_next = 0  # where the next pass starts
+            self._pick = self._pick_dwrr  # type: ignore[method-assign]
 
     def connect(self, peer: Receiver, peer_port: int, prop_ps: int) -> None:
         self.peer, self.peer_port, self.prop_ps = peer, peer_port, prop_ps
@@ -129,6 +189,52 @@ class Port:
                 self._rr = (tc + 1) % PRIORITIES
                 return tc
         return None
+
+    def _pick_dwrr(self) -> int | None:
+        if not self._queued:
+            return None
+        now = self.engine.now_ps
+        until = self._paused_until_ps
+        queues = self.queues
+        for tc in self.strict_tcs:
+            if queues[tc] and until[tc] <= now:
+                return tc
+        deficit = self.deficit
+        cur = self._dw_cur
+        if cur >= 0:
+            q = queues[cur]
+            if q and until[cur] <= now and deficit[cur] >= q[0].nbytes:
+                return self._dw_take(cur, q)
+            # The visit is over: head not covered (deficit kept) or paused (kept, too).
+            if not q:
+                deficit[cur] = 0
+            self._dw_cur = -1
+            self._dw_next = (cur + 1) % PRIORITIES
+        order = self._rr_orders[self._dw_next]
+        quantum = self.quantum
+        while True:
+            eligible = False
+            for tc in order:
+                q = queues[tc]
+                if q and until[tc] <= now:
+                    eligible = True
+                    d = deficit[tc] + quantum[tc]
+                    deficit[tc] = d
+                    if d >= q[0].nbytes:
+                        self._dw_cur = tc
+                        return self._dw_take(tc, q)
+            if not eligible:
+                return None
+
+    def _dw_take(self, tc: int, q: deque[SimPacket]) -> int:
+        """Charge ``tc``'s head frame (about to be sent) to its deficit."""
+        if len(q) == 1:  # the queue empties: deficit back to 0, the visit ends
+            self.deficit[tc] = 0
+            self._dw_cur = -1
+            self._dw_next = (tc + 1) % PRIORITIES
+        else:
+            self.deficit[tc] -= q[0].nbytes
+        return tc
 
     def _start(self) -> None:
         now = self.engine.now_ps

@@ -34,10 +34,10 @@ def _node_port(text: str) -> tuple[int, int]:
 def cmd_replay(args: argparse.Namespace) -> int:
     from .results import run_scenario
     from .scenarios import ScenarioError
-    from .scenarios.loader import resolve
+    from .scenarios.loader import scenario_name
 
     try:
-        name, _ = resolve(args.scenario)
+        name = scenario_name(args.scenario)
     except ScenarioError as e:
         _err(str(e))
         return EXIT_USAGE

@@ -194,21 +194,21 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
     """Build, run and record a scenario; returns the summary (also in summary.json)."""
     import numpy as np
 
-    from .scenarios import get
-    from .scenarios.loader import resolve
+    from .scenarios.loader import build
 
-    name, merged = resolve(name_or_path, dict(params or {}))
-    if seed is not None:
-        merged["seed"] = seed
-    sc = get(name).builder(merged)
+    sc = build(name_or_path, params, seed)
+    name = sc.name
     out = os.fspath(out_dir) if out_dir is not None else os.path.join("out", name)
     os.makedirs(out, exist_ok=True)
     fab = sc.fabric
     dur = sc.duration_ps
-    replay = _inject_pcaps(fab, pcaps, owners)
+    replay = _inject_pcaps(fab, [*sc.pcaps, *pcaps], owners)
 
     caps: dict[tuple[int, int], Capture] = {}
-    wanted = [sc.bottleneck, *[c for c in captures if c != sc.bottleneck]]
+    wanted = [sc.bottleneck]
+    for c in [*sc.captures, *captures]:
+        if c not in wanted:
+            wanted.append(c)
     for node, port in wanted:
         n = fab.nodes.get(node)
         if n is None or port not in n.ports:
@@ -316,25 +316,26 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
     return summary
 
 
-def _inject_pcaps(fab, pcaps: Iterable[str], owners: Mapping[str, int] | None
+def _inject_pcaps(fab, pcaps: Iterable[Any], owners: Mapping[str, int] | None
                   ) -> dict[str, Any] | None:
-    """Inject the records of each pcap (``--pcap``) into the fabric; None when there are none.
+    """Inject the records of each pcap (a path, or a (path, time scale) pair from a scenario
+    file) into the fabric; None when there are none.
     A capture that cannot be read raises ValueError naming the file, record and field."""
     from wire import CaptureError, read
 
     from .replay import inject_records, owners_by_address
 
-    files = list(pcaps)
+    files = [(p, 1) if isinstance(p, str | os.PathLike) else p for p in pcaps]
     if not files:
         return None
     own = dict(owners) if owners is not None else owners_by_address(fab)
     stats: dict[str, Any] = {"files": [], "injected": 0, "skipped": 0, "skipped_reasons": {}}
-    for path in files:
+    for path, scale in files:
         try:
             records = list(read(path))
         except (CaptureError, OSError) as e:
             raise ValueError(f"--pcap {e}") from None
-        st = inject_records(fab, records, own)
+        st = inject_records(fab, records, own, time_scale=scale)
         stats["files"].append(os.path.basename(os.fspath(path)))
         stats["injected"] += st.injected
         stats["skipped"] += st.skipped

@@ -6,7 +6,15 @@ RED-style ECN marking on the egress queue.
   reason.  XOFF/XON transitions the MMU reports become real 802.1Qbb frames (``wire.build``)
   sent out of the ingress port, ahead of data.  While a (port, PG) stays XOFF the PAUSE is
   refreshed every half pause time, so the upstream never resumes early; XON sends quanta 0.
-* Forwarding: ``routes[destination node] -> egress port`` (static tables).
+* Forwarding: ``routes[destination node] -> egress port`` (static tables).  A route may also
+  be a tuple (or list) of ports, an ECMP group: the egress port is chosen per flow by
+  :func:`ecmp_hash` of ``(pkt.src, pkt.dst, pkt.flow)`` salted with this switch's node id and
+  ``ecmp_seed`` (default: the engine's seed), so every packet of a flow takes the same port
+  (no reordering) and different switches hash independently (no polarisation).  Route values
+  are type-checked at construction; the ports they name must exist when a route is first used
+  (or when :meth:`Switch.check_routes` is called), else ValueError.
+* Egress scheduling: every port gets the switch's ``scheduler``, ``weights`` and
+  ``quantum_bytes`` (:class:`sim.port.Port`: ``"rr"`` or ``"dwrr"``).
 * ECN (DCQCN CP, shared/specs/dcqcn_pfc.md 1.2): on dequeue by default (``mark_at``), with the
   instantaneous egress queue bytes left behind: p = 0 up to ``kmin_bytes``, linear to ``pmax``
   at ``kmax_bytes``, 1 above; only ECN-capable frames are marked; one draw of the run's seeded
@@ -16,6 +24,7 @@ RED-style ECN marking on the egress queue.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from wire import build
@@ -27,10 +36,34 @@ from .engine import Engine, Timer
 from .events import CEMarked, Dropped, PauseSent
 from .mmu import XOFF, Mmu
 from .packet import SimPacket
-from .port import PRIORITIES, Port
+from .port import PRIORITIES, QUANTUM_BYTES, Port, check_scheduler
 from .trace import NullTracer, Tracer
 
-__all__ = ["EcnConfig", "Switch", "pfc_packet", "node_mac"]
+__all__ = ["EcnConfig", "Route", "Switch", "ecmp_hash", "ecmp_salt", "pfc_packet", "node_mac"]
+
+_M64 = (1 << 64) - 1
+
+
+def _mix64(x: int) -> int:
+    """splitmix64's finaliser (Steele, Lea & Flood, OOPSLA 2014; the constants of Java's
+    SplittableRandom): a bijective 64-bit mix with good avalanche."""
+    x = (x + 0x9E3779B97F4A7C15) & _M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+def ecmp_salt(node_id: int, seed: int) -> int:
+    """The per-switch hash salt: mixes the run seed and the switch's node id."""
+    return _mix64(_mix64(seed & _M64) ^ (node_id & _M64))
+
+
+def ecmp_hash(src: int, dst: int, flow: int, salt: int) -> int:
+    """64-bit hash of a flow's identity, chained splitmix64 mixes (deterministic across
+    processes, unlike ``hash()`` of str); the ECMP member is ``hash % len(group)``."""
+    h = _mix64(salt ^ (src & _M64))
+    h = _mix64(h ^ (dst & _M64))
+    return _mix64(h ^ (flow & _M64))
 
 #: PAUSE frame on the wire without FCS (IEEE 802.3 Annex 31B: padded to the minimum frame).
 PFC_FRAME_BYTES = 60
@@ -73,16 +106,48 @@ def pfc_packet(pkt_id: int, now_ps: int, node_id: int, port: int, prio: int,
     return SimPacket(pkt_id, now_ps, len(frame), tc=7, src=node_id, frame=frame)
 
 
-class Switch:
-    """``ports`` egress ports at ``rate_bps`` each (set per port by :meth:`port`)."""
+Route = int | tuple[int, ...] | list[int]
 
-    def __init__(self, engine: Engine, node_id: int, mmu: Mmu, *, routes: dict[int, int],
+
+class Switch:
+    """A switch whose egress ports are added by :meth:`add_port` (``Fabric.connect`` does).
+
+    ``routes``: destination node -> egress port, or -> a tuple/list of ports (ECMP group);
+    read (and type-checked) at construction: later changes to the dict are not seen.
+    ``ecmp_seed``: salt of the ECMP hash (None: the engine's seed).  ``scheduler``,
+    ``weights``, ``quantum_bytes``: egress scheduling of every port (:class:`sim.port.Port`).
+    """
+
+    def __init__(self, engine: Engine, node_id: int, mmu: Mmu, *, routes: dict[int, Route],
                  ecn: EcnConfig | None = None, tracer: Tracer | None = None,
-                 xoff_quanta: int = 0xFFFF, ids: object = None) -> None:
+                 xoff_quanta: int = 0xFFFF, ids: object = None, ecmp_seed: int | None = None,
+                 scheduler: str = "rr", weights: Sequence[int] | None = None,
+                 quantum_bytes: int = QUANTUM_BYTES) -> None:
         self.engine = engine
         self.node_id = node_id
         self.mmu = mmu
         self.routes = routes
+        self._single: dict[int, int] = {}
+        self._groups: dict[int, tuple[int, ...]] = {}
+        for dst, r in routes.items():
+            if isinstance(r, int) and not isinstance(r, bool):
+                self._single[dst] = r
+            elif (isinstance(r, (tuple, list)) and r
+                  and all(isinstance(p, int) and not isinstance(p, bool) for p in r)):
+                self._groups[dst] = tuple(r)
+            else:
+                raise ValueError(f"switch {node_id}: route to {dst} must be a port (int) or a "
+                                 f"non-empty tuple/list of ports, got {r!r}")
+        check_scheduler(scheduler, weights, quantum_bytes)
+        self.scheduler = scheduler
+        self.weights = None if weights is None else tuple(weights)
+        self.quantum_bytes = quantum_bytes
+        self.ecmp_seed = engine.seed if ecmp_seed is None else ecmp_seed
+        self._salt = ecmp_salt(node_id, self.ecmp_seed)
+        #: Destination -> egress Port, resolved (and checked) on first use.
+        self._fwd: dict[int, Port] = {}
+        #: ECMP decisions: (src, dst, flow) -> chosen egress port index.
+        self.ecmp_choices: dict[tuple[int, int, int], int] = {}
         self.ecn = ecn
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
         self.xoff_quanta = xoff_quanta
@@ -94,11 +159,52 @@ class Switch:
         self.ce_marked = 0
         self.pause_sent: dict[int, int] = {}
 
-    def add_port(self, index: int, rate_bps: int) -> Port:
+    def add_port(self, index: int, rate_bps: int, *, scheduler: str | None = None,
+                 weights: Sequence[int] | None = None,
+                 quantum_bytes: int | None = None) -> Port:
+        """A new egress port; scheduler arguments default to the switch's."""
         p = Port(self.engine, self.node_id, index, rate_bps, tracer=self.tracer,
-                 on_dequeue=self._on_dequeue)
+                 on_dequeue=self._on_dequeue,
+                 scheduler=self.scheduler if scheduler is None else scheduler,
+                 weights=self.weights if weights is None else weights,
+                 quantum_bytes=self.quantum_bytes if quantum_bytes is None else quantum_bytes)
         self.ports[index] = p
+        self._fwd.clear()
         return p
+
+    # ---------------------------------------------------------------- routing
+    def _port_for(self, dst: int, port: int) -> Port:
+        p = self.ports.get(port)
+        if p is None:
+            raise ValueError(f"switch {self.node_id}: route to {dst} uses port {port}, which "
+                             f"this switch does not have (ports: {sorted(self.ports)})")
+        return p
+
+    def check_routes(self) -> None:
+        """Raise ValueError if any route names a port this switch does not have."""
+        for dst, out in self._single.items():
+            self._port_for(dst, out)
+        for dst, group in self._groups.items():
+            for out in group:
+                self._port_for(dst, out)
+
+    def _resolve(self, pkt: SimPacket) -> Port | None:
+        """Slow path of forwarding: a first use of a single-port route, or an ECMP group."""
+        dst = pkt.dst
+        group = self._groups.get(dst)
+        if group is None:
+            out = self._single.get(dst)
+            if out is None:
+                return None
+            p = self._fwd[dst] = self._port_for(dst, out)
+            return p
+        key = (pkt.src, dst, pkt.flow)
+        out = self.ecmp_choices.get(key)
+        if out is None:
+            out = group[ecmp_hash(pkt.src, dst, pkt.flow, self._salt) % len(group)]
+            self._port_for(dst, out)
+            self.ecmp_choices[key] = out
+        return self.ports[out]
 
     # ---------------------------------------------------------------- receive
     def receive(self, port: int, pkt: SimPacket) -> None:
@@ -114,19 +220,22 @@ class Switch:
             self._pfc(adm.pause_changes)
             return
         self._pfc(adm.pause_changes)
-        out = self.routes.get(pkt.dst)
-        if out is None:
-            self.mmu.release(port, pg, pkt.nbytes, adm.where)
-            self.drops += 1
-            self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, port, pg, pkt.id,
-                                     pkt.flow, pkt.nbytes, "no_route"))
-            return
+        egress = self._fwd.get(pkt.dst)
+        if egress is None:
+            egress = self._resolve(pkt)
+            if egress is None:
+                self.mmu.release(port, pg, pkt.nbytes, adm.where)
+                self.drops += 1
+                self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, port, pg, pkt.id,
+                                         pkt.flow, pkt.nbytes, "no_route"))
+                return
+        out = egress.index
         self._ingress[pkt.id] = (port, pg, adm.where)
         pkt.hops += 1
         self.mmu.egress_enqueue(out, pkt.tc, pkt.nbytes)
         if self.ecn is not None and self.ecn.mark_at == "enqueue":
             self._maybe_mark(out, pkt, self.mmu.egress_bytes(out, pkt.tc))
-        self.ports[out].enqueue(pkt)
+        egress.enqueue(pkt)
 
     def _on_dequeue(self, port: int, pkt: SimPacket) -> None:
         left = self.mmu.egress_dequeue(port, pkt.tc, pkt.nbytes)

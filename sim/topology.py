@@ -1,7 +1,8 @@
 """Topology builders on top of :class:`sim.fabric.Fabric`: a two-tier leaf-spine and a ring.
 
 Both use only the fabric's public methods (``add_host``, ``add_switch``, ``connect``) and give
-every switch a static routing table ``{destination host id: egress port}``; flows are added by
+every switch a static routing table ``{destination host id: egress port or ECMP group}``
+(checked against the switch's ports once the links exist); flows are added by
 the caller with ``Fabric.add_flow``.  Every link is full duplex at ``rate_bps`` with
 propagation delay ``prop_ps``; every switch gets its own :class:`sim.mmu.Mmu` built from the
 one ``mmu_config`` (whose ``ports`` must cover the switch's port indices, checked here).
@@ -16,13 +17,15 @@ Node numbering
 * leaf ports ``0 .. H-1`` go down to its hosts (port ``h`` to host ``h``), ports
   ``H .. H+S-1`` go up (port ``H+s`` to spine ``s``); spine port ``l`` goes down to leaf ``l``.
 * Routes (static, shortest path, loop-free): a leaf sends a destination on its own leaf
-  straight down; any other destination goes up to spine ``dst % S`` (a deterministic hash of
-  the *destination* node id: since host ids of one leaf are consecutive, a leaf's hosts are
-  spread round-robin over the spines).  A spine sends ``dst`` down to ``dst``'s leaf.  So a
-  packet crosses 1 switch (same leaf) or 3 (leaf, spine, leaf).  All flows to one destination
-  share one spine: per-flow ECMP (a hash of the flow/5-tuple at each leaf) would need
-  :class:`sim.switch.Switch` to accept several egress ports per destination and choose by
-  ``pkt.flow``, which it does not do today.
+  straight down.  By default (``ecmp=False``) any other destination goes up to spine
+  ``dst % S`` (a deterministic hash of the *destination* node id: since host ids of one leaf
+  are consecutive, a leaf's hosts are spread round-robin over the spines), so all flows to one
+  destination share one spine.  With ``ecmp=True`` a leaf's route to a remote destination is
+  the ECMP group of all its uplinks ``(H, .., H+S-1)``: :class:`sim.switch.Switch` picks the
+  uplink per flow by a hash of ``(src, dst, flow)`` salted with the leaf's node id and the
+  fabric seed, so the flows to one destination spread over the spines while each flow keeps
+  one path (no reordering).  A spine sends ``dst`` down to ``dst``'s leaf.  So a packet
+  crosses 1 switch (same leaf) or 3 (leaf, spine, leaf).
 
 ``ring(switches=N, hosts_per_switch=K)``:
 
@@ -37,9 +40,12 @@ Node numbering
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from .fabric import Fabric
 from .mmu import Mmu, MmuConfig
-from .switch import EcnConfig
+from .switch import EcnConfig, Switch
 from .trace import Tracer
 
 __all__ = ["leaf_spine", "ring", "LeafSpine", "Ring"]
@@ -87,10 +93,22 @@ def _positive(**values: int) -> None:
             raise ValueError(f"{name} must be a positive int, got {v!r}")
 
 
+def _check_routes(fab: Fabric) -> None:
+    for node in fab.nodes.values():
+        if isinstance(node, Switch):
+            node.check_routes()
+
+
 def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, rate_bps: int, prop_ps: int,
                mmu_config: MmuConfig, *, seed: int = 0, ecn: EcnConfig | None = None,
-               tracer: Tracer | None = None) -> LeafSpine:
-    """A two-tier leaf-spine (every leaf linked to every spine); see the module docstring."""
+               tracer: Tracer | None = None, ecmp: bool = False,
+               host_kw: Mapping[str, Any] | None = None,
+               switch_kw: Mapping[str, Any] | None = None) -> LeafSpine:
+    """A two-tier leaf-spine (every leaf linked to every spine); see the module docstring.
+    ``ecmp=True``: leaves spread remote destinations over all uplinks per flow.  ``host_kw``
+    and ``switch_kw`` are passed to every ``Fabric.add_host`` / ``Fabric.add_switch`` (e.g.
+    ``{"scheduler": "dwrr", "weights": (...)}``)."""
+    hkw, skw = dict(host_kw or {}), dict(switch_kw or {})
     _positive(leaves=leaves, spines=spines, hosts_per_leaf=hosts_per_leaf)
     _need_ports(mmu_config, hosts_per_leaf + spines, "leaf")
     _need_ports(mmu_config, leaves, "spine")
@@ -102,26 +120,36 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, rate_bps: int, pro
     leaf_of = {h: li for li in range(L) for h in host_ids[li]}
 
     for s in spine_ids:
-        fab.add_switch(s, Mmu(mmu_config), routes={d: leaf_of[d] for d in leaf_of}, ecn=ecn)
+        fab.add_switch(s, Mmu(mmu_config), routes={d: leaf_of[d] for d in leaf_of}, ecn=ecn,
+                       **skw)
+    uplinks = tuple(H + s for s in range(S))
     for li, node in enumerate(leaf_ids):
-        routes = {}
+        routes: dict[int, int | tuple[int, ...]] = {}
         for d, dl in leaf_of.items():
-            routes[d] = d - host_ids[li][0] if dl == li else H + d % S
-        fab.add_switch(node, Mmu(mmu_config), routes=routes, ecn=ecn)
+            if dl == li:
+                routes[d] = d - host_ids[li][0]
+            else:
+                routes[d] = uplinks if ecmp else H + d % S
+        fab.add_switch(node, Mmu(mmu_config), routes=routes, ecn=ecn, **skw)
     for li, node in enumerate(leaf_ids):
         for h, host in enumerate(host_ids[li]):
-            fab.add_host(host, rate_bps)
+            fab.add_host(host, rate_bps, **hkw)
             fab.connect(node, h, host, 0, rate_bps, prop_ps)
         for s in spine_ids:
             fab.connect(node, H + s, s, li, rate_bps, prop_ps)
+    _check_routes(fab)
     return LeafSpine(fab, spine_ids, leaf_ids, host_ids)
 
 
 def ring(switches: int, rate_bps: int, prop_ps: int, mmu_config: MmuConfig, *,
          hosts_per_switch: int = 1, routing: str = "clockwise", seed: int = 0,
-         ecn: EcnConfig | None = None, tracer: Tracer | None = None) -> Ring:
+         ecn: EcnConfig | None = None, tracer: Tracer | None = None,
+         host_kw: Mapping[str, Any] | None = None,
+         switch_kw: Mapping[str, Any] | None = None) -> Ring:
     """``switches`` switches in a ring, ``hosts_per_switch`` hosts on each; see the module
-    docstring for numbering and routing."""
+    docstring for numbering and routing.  ``host_kw``/``switch_kw``: as for
+    :func:`leaf_spine`."""
+    hkw, skw = dict(host_kw or {}), dict(switch_kw or {})
     _positive(switches=switches, hosts_per_switch=hosts_per_switch)
     if switches < 2:
         raise ValueError("a ring needs at least 2 switches")
@@ -143,11 +171,12 @@ def ring(switches: int, rate_bps: int, prop_ps: int, mmu_config: MmuConfig, *,
                     routes[d] = ccw
                 else:
                     routes[d] = cw
-        fab.add_switch(s, Mmu(mmu_config), routes=routes, ecn=ecn)
+        fab.add_switch(s, Mmu(mmu_config), routes=routes, ecn=ecn, **skw)
     for s in sw_ids:
         for k, host in enumerate(host_ids[s]):
-            fab.add_host(host, rate_bps)
+            fab.add_host(host, rate_bps, **hkw)
             fab.connect(s, k, host, 0, rate_bps, prop_ps)
     for s in sw_ids:
         fab.connect(s, cw, (s + 1) % N, ccw, rate_bps, prop_ps)
+    _check_routes(fab)
     return Ring(fab, sw_ids, host_ids)

@@ -47,7 +47,9 @@ def test_registry_lists_incast_and_rejects_unknown_names() -> None:
 
 @pytest.mark.parametrize(("params", "key"), [
     ({"bogus": 1}, "bogus"), ({"senders": 0}, "senders"), ({"pmax": 2}, "pmax"),
-    ({"cc": "foo"}, "cc"), ({"cc": "dcqcn"}, "cc"), ({"senders": "x"}, "senders"),
+    ({"cc": "foo"}, "cc"), ({"cc": "dcqcn", "preset": "nope"}, "preset"),
+    ({"cc": "dcqcn", "cc_opts": "warp=9"}, "cc_opts"), ({"preset": "paper"}, "preset"),
+    ({"senders": "x"}, "senders"),
     ({"pfc": 3}, "pfc"), ({"kmin_kb": 50, "kmax_kb": 10}, "kmin_kb"),
     ({"buffer_kb": 10}, "buffer_kb"), ({"duration_ms": 0}, "duration_ms"),
 ])

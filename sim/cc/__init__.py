@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from . import dcqcn
 from .base import RateControl
+from .dcqcn import Dcqcn
 from .fixed import FixedRate
 
-__all__ = ["RateControl", "FixedRate", "register", "names", "create", "register_builtins"]
+__all__ = ["RateControl", "FixedRate", "Dcqcn", "dcqcn", "register", "names", "create",
+           "register_builtins"]
 
 _REGISTRY: dict[str, Callable[..., RateControl]] = {}
 
@@ -28,6 +31,8 @@ def register_builtins() -> None:
     """Register the algorithms this package ships (idempotent)."""
     if "fixed" not in _REGISTRY:
         register("fixed", FixedRate)
+    if "dcqcn" not in _REGISTRY:
+        register("dcqcn", Dcqcn)
 
 
 def names() -> list[str]:

@@ -105,6 +105,10 @@ class Scenario:
     bottleneck: tuple[int, int]
     tracer_slot: Any = None
     info: dict[str, Any] = field(default_factory=dict)
+    #: Captures to replay: (path, time scale) pairs (scenario files' ``[[pcap]]``).
+    pcaps: list[tuple[str, Any]] = field(default_factory=list)
+    #: More (node, port) egress ports to capture besides ``bottleneck``.
+    captures: list[tuple[int, int]] = field(default_factory=list)
 
 
 class TracerSlot:
@@ -145,9 +149,11 @@ def _register_builtins() -> None:
     if _builtins_done:
         return
     _builtins_done = True
-    from . import incast
+    from . import incast, leaf_spine, ring
 
     register("incast", incast.build, incast.PARAMS, incast.DOC)
+    register("leaf_spine", leaf_spine.build, leaf_spine.PARAMS, leaf_spine.DOC)
+    register("ring", ring.build, ring.PARAMS, ring.DOC)
 
 
 def names() -> list[str]:

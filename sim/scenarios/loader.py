@@ -1,12 +1,21 @@
-"""Scenario files (TOML): a built-in's name plus parameter overrides.
+"""Scenario files (TOML).  Two forms (docs/scenarios.md):
 
-.. code-block:: toml
+* a **reference** to a built-in, with parameter overrides:
 
-    scenario = "incast"        # required: a registered scenario
-    description = "optional free text"
-    [params]
-    senders = 16
-    pfc = false
+  .. code-block:: toml
+
+      scenario = "incast"        # required: a registered scenario
+      description = "optional free text"
+      [params]
+      senders = 16
+      pfc = false
+
+* a **fabric file** without a ``scenario`` key that describes the whole set-up (topology,
+  links, switch buffer and thresholds, ECN, hosts, flows, pcap inputs, captures):
+  :mod:`sim.scenarios.description`.
+
+:func:`build` turns a built-in name or either kind of file, plus command-line overrides, into
+a ready :class:`sim.scenarios.Scenario`.
 """
 
 from __future__ import annotations
@@ -15,9 +24,9 @@ import os
 import tomllib
 from typing import Any
 
-from . import ScenarioError, get
+from . import Scenario, ScenarioError, get
 
-__all__ = ["is_file_ref", "load", "resolve"]
+__all__ = ["build", "is_file_ref", "load", "resolve", "scenario_name"]
 
 _TOP_KEYS = {"scenario", "description", "params"}
 
@@ -28,18 +37,22 @@ def is_file_ref(name_or_path: str) -> bool:
         "/" in name_or_path) or os.path.isfile(name_or_path)
 
 
-def load(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
-    """(scenario name, params) from a TOML file; ScenarioError naming the bad key."""
+def _read(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            return tomllib.load(f)
     except OSError as e:
         raise ScenarioError(f"{path}: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{path}: not valid TOML: {e}") from None
+
+
+def _reference(path: str | os.PathLike[str], data: dict[str, Any]
+               ) -> tuple[str, dict[str, Any]]:
     unknown = sorted(set(data) - _TOP_KEYS)
     if unknown:
-        raise ScenarioError(f"{path}: unknown key(s) {unknown}; known: {sorted(_TOP_KEYS)}")
+        raise ScenarioError(f"{path}: unknown key(s) {unknown}; known: {sorted(_TOP_KEYS)} "
+                            f"(a fabric file has no 'scenario' key)")
     name = data.get("scenario")
     if not isinstance(name, str):
         raise ScenarioError(f"{path}: key 'scenario' (a built-in scenario name) is required")
@@ -50,14 +63,60 @@ def load(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
     return name, params
 
 
+def load(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
+    """(scenario name, params) from a reference file; ScenarioError naming the bad key."""
+    data = _read(path)
+    if "scenario" not in data:
+        raise ScenarioError(f"{path}: key 'scenario' (a built-in scenario name) is required")
+    return _reference(path, data)
+
+
 def resolve(name_or_path: str, params: dict[str, Any] | None = None
             ) -> tuple[str, dict[str, Any]]:
-    """(scenario name, merged params): file params first, then ``params`` over them."""
+    """(scenario name, merged params) of a built-in or a reference file: file params first,
+    then ``params`` over them.  A fabric file gives (its file stem, ``params``)."""
     if is_file_ref(name_or_path):
-        name, base = load(name_or_path)
+        data = _read(name_or_path)
+        if "scenario" not in data:
+            return scenario_name(name_or_path), dict(params or {})
+        name, base = _reference(name_or_path, data)
     else:
         name, base = name_or_path, {}
         get(name)
     merged = dict(base)
     merged.update(params or {})
     return name, merged
+
+
+def scenario_name(name_or_path: str) -> str:
+    """The name results are filed under: the built-in's name or the file's stem."""
+    if is_file_ref(name_or_path):
+        data = _read(name_or_path)
+        if "scenario" in data:
+            return _reference(name_or_path, data)[0]
+        return os.path.splitext(os.path.basename(name_or_path))[0]
+    get(name_or_path)
+    return name_or_path
+
+
+def build(name_or_path: str, params: dict[str, Any] | None = None,
+          seed: int | None = None) -> Scenario:
+    """A ready scenario from a built-in name, a reference file or a fabric file.
+
+    ``params`` override the file (for a fabric file: ``TABLE.KEY`` names, and ``seed`` /
+    ``duration_ms`` for ``[run]``); ``seed`` overrides the seed.
+    """
+    params = dict(params or {})
+    if seed is not None:
+        params["seed"] = seed
+    if is_file_ref(name_or_path):
+        data = _read(name_or_path)
+        if "scenario" not in data:
+            from .description import apply_overrides
+            from .description import build as build_description
+
+            apply_overrides(data, params, str(name_or_path))
+            base = os.path.dirname(os.path.abspath(name_or_path))
+            return build_description(data, str(name_or_path), base)
+    name, merged = resolve(name_or_path, params)
+    return get(name).builder(merged)

@@ -1,0 +1,228 @@
+"""Parameters and builders shared by the built-in scenarios and scenario files.
+
+Every built-in takes the same fabric-wide knobs (link rate, cable, PFC, buffer, thresholds, ECN,
+congestion control, duration, seed); they are declared once here (:data:`FABRIC_PARAMS`) and
+turned into simulator objects by one set of functions (:func:`mmu_config`, :func:`ecn_config`,
+:func:`host_kw`, :func:`duration_ps`), so ``incast``, ``leaf_spine``, ``ring`` and a TOML
+fabric description cannot drift apart.  1 KB = 1000 bytes in every ``*_kb`` parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..mmu import MmuConfig, headroom_bytes
+from ..switch import EcnConfig
+from ..units import gbps
+from . import Param, ScenarioError
+
+__all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABRIC_PARAMS",
+           "cc_params", "check_cc", "duration_ps", "ecn_config", "host_kw", "mmu_config",
+           "param_set", "parse_cc_opts",
+           "pos", "nonneg", "frac", "rate_check", "share", "in_range"]
+
+KB = 1000
+#: The lossless data class of the built-ins (RoCEv2 data on priority 3: NVIDIA's and the
+#: HPCC simulator's default lossless priority, shared/specs/dcqcn_pfc.md 2.2).
+TC = 3
+#: PFC response time assumed by the headroom formula (1 us: 802.1Qbb allows ~2 us at 100G;
+#: shared/specs/dcqcn_pfc.md 2.3).
+RESPONSE_PS = 1_000_000
+#: Guaranteed minimum per (ingress port, PG), every PG (assumption: about two 1 KB frames).
+RESERVED_BYTES = 2000
+#: XON hysteresis below the XOFF threshold (HPCC's resume offset is 3 KB; 2 KB here so a
+#: 1082-byte frame stream resumes after two frames drain; assumption, overridable in files).
+XON_DELTA_BYTES = 2000
+
+
+def pos(v: Any) -> str | None:
+    return None if v > 0 else "must be > 0"
+
+
+def nonneg(v: Any) -> str | None:
+    return None if v >= 0 else "must be >= 0"
+
+
+def frac(v: float) -> str | None:
+    return None if 0.0 <= v <= 1.0 else "must be in [0, 1]"
+
+
+def share(v: float) -> str | None:
+    return None if 0.0 < v <= 1.0 else "must be in (0, 1]"
+
+
+def in_range(lo: int, hi: int):
+    """A check: an int in lo..hi."""
+    def check(v: int) -> str | None:
+        return None if lo <= v <= hi else f"must be in {lo}..{hi}"
+    return check
+
+
+def rate_check(v: float) -> str | None:
+    if v <= 0:
+        return "must be > 0"
+    try:
+        gbps(v)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def _packet(v: int) -> str | None:
+    return None if 64 <= v <= 9216 else "must be in 64..9216 (frame bytes without FCS)"
+
+
+def check_cc(v: str) -> str | None:
+    """'none' (fixed-rate senders) or a registered :mod:`sim.cc` algorithm."""
+    from .. import cc
+
+    if v == "none" or v in cc.names():
+        return None
+    return f"must be 'none' or one of {cc.names()}"
+
+
+#: name -> Param; a scenario picks the ones it takes with :func:`param_set`.
+FABRIC_PARAMS: dict[str, Param] = {p.name: p for p in (
+    Param("link_gbps", 100.0, "rate of every link, Gb/s", rate_check),
+    Param("pfc", True, "PFC on traffic class 3 (lossless) or lossy", None),
+    Param("xoff_kb", 20.0, "static XOFF threshold per (ingress port, PG) on shared use, KB", pos),
+    Param("buffer_kb", 1000.0, "switch shared buffer, KB (1 KB = 1000 bytes)", pos),
+    Param("duration_ms", 1.0, "simulated time, ms", pos),
+    Param("cc", "none", "sender congestion control: 'none' (fixed rate) or a sim.cc name",
+          check_cc),
+    Param("seed", 0, "RNG seed (ECN marking draws); --seed overrides", nonneg),
+    Param("kmin_kb", 5.0, "ECN: marking starts above this egress queue depth, KB", nonneg),
+    Param("kmax_kb", 200.0, "ECN: marking probability reaches pmax here, KB", nonneg),
+    Param("pmax", 0.01, "ECN: marking probability at kmax (0 disables marking)", frac),
+    Param("cable_m", 10, "cable length of every link, m (propagation 5 ns/m)", nonneg),
+    Param("packet_bytes", 1082, "data frame size, bytes without FCS (1024 B payload RoCEv2)",
+          _packet),
+)}
+
+
+def param_set(*names: str, **overrides: Param) -> tuple[Param, ...]:
+    """The shared :class:`Param` objects called ``names`` (in that order), with replacements
+    for some (``overrides[name]``, e.g. a different default)."""
+    return tuple(overrides.get(n, FABRIC_PARAMS[n]) for n in names)
+
+
+def duration_ps(p: Mapping[str, Any]) -> int:
+    d = round(p["duration_ms"] * 10**9)
+    if d <= 0:
+        raise ScenarioError("parameter 'duration_ms': must be at least 1 ps")
+    return d
+
+
+def ecn_config(p: Mapping[str, Any]) -> EcnConfig | None:
+    """RED/DCQCN-CP marking from kmin_kb/kmax_kb/pmax (None when pmax is 0)."""
+    if p["kmin_kb"] > p["kmax_kb"]:
+        raise ScenarioError(f"parameter 'kmin_kb': must be <= kmax_kb ({p['kmax_kb']}) "
+                            f"(got {p['kmin_kb']})")
+    if p["pmax"] <= 0:
+        return None
+    return EcnConfig(kmin_bytes=round(p["kmin_kb"] * KB), kmax_bytes=round(p["kmax_kb"] * KB),
+                     pmax=p["pmax"], mark_at=p.get("mark_at", "dequeue"))
+
+
+def mmu_config(p: Mapping[str, Any], ports: int, rate_bps: int) -> tuple[MmuConfig, int]:
+    """(MmuConfig for switches with ``ports`` ports, headroom bytes per lossless PG).
+
+    PFC on traffic class 3 with headroom from :func:`sim.mmu.headroom_bytes` (cable_m,
+    packet_bytes, :data:`RESPONSE_PS`) when ``p['pfc']``, else every class lossy.  Scenario
+    files may also give ``lossless_tcs``, ``xoff_mode``/``alpha``, ``xon_delta_kb``,
+    ``reserved_kb``, ``headroom_kb`` (-1: the formula), ``response_us``.  A buffer too small
+    for the reserves, the headroom and one XOFF threshold is a ScenarioError naming
+    ``buffer_kb``.
+    """
+    from fractions import Fraction
+
+    pfc = p["pfc"]
+    xoff = round(p["xoff_kb"] * KB)
+    buf = round(p["buffer_kb"] * KB)
+    reserved = round(p.get("reserved_kb", RESERVED_BYTES / KB) * KB)
+    response_ps = round(p.get("response_us", RESPONSE_PS / 10**6) * 10**6)
+    lossless = frozenset(p.get("lossless_tcs", (TC,))) if pfc else frozenset()
+    hr_kb = p.get("headroom_kb", -1.0)
+    if not pfc:
+        hr = 0
+    elif hr_kb < 0:
+        hr = headroom_bytes(rate_bps, p["cable_m"], p["packet_bytes"], response_ps)
+    else:
+        hr = round(hr_kb * KB)
+    mode = p.get("xoff_mode", "static")
+    need = ports * (8 * reserved + len(lossless) * hr) + (xoff if mode == "static" else 0)
+    if buf < need:
+        raise ScenarioError(f"parameter 'buffer_kb': {p['buffer_kb']} KB is too small for "
+                            f"switches of {ports} ports: reserves, headroom and one XOFF "
+                            f"threshold need {need / KB:g} KB")
+    try:
+        cfg = MmuConfig(buffer_bytes=buf, ports=ports, reserved_bytes=reserved,
+                        headroom_bytes=hr, lossless_pgs=lossless, xoff_mode=mode,
+                        xoff_bytes=xoff, alpha=Fraction(p.get("alpha", "1/8")),
+                        xon_delta_bytes=round(p.get("xon_delta_kb", XON_DELTA_BYTES / KB)
+                                              * KB))
+    except ValueError as e:
+        raise ScenarioError(f"parameter 'buffer_kb'/'xoff_kb': {e}") from None
+    return cfg, hr
+
+
+def _opts(v: str) -> str | None:
+    try:
+        parse_cc_opts(v)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def cc_params() -> tuple[Param, ...]:
+    """The congestion-control knobs beside ``cc``: a preset and per-parameter overrides."""
+    return (
+        Param("preset", "", "congestion-control preset (dcqcn: paper, nvidia, hpcc); '' = "
+              "the algorithm's default", None),
+        Param("cc_opts", "", "congestion-control overrides, 'NAME=VALUE,...' with the "
+              "algorithm's parameter names (units in the names)", _opts),
+    )
+
+
+def parse_cc_opts(text: str) -> dict[str, Any]:
+    """``"g=0.0625, rai_bps=5000000"`` -> {"g": 0.0625, "rai_bps": 5000000} (TOML values)."""
+    from . import _parse_text
+
+    out: dict[str, Any] = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"expected NAME=VALUE, got {item!r}")
+        out[key.strip()] = _parse_text(value.strip())
+    return out
+
+
+def host_kw(p: Mapping[str, Any], line_rate_bps: int | None = None) -> dict[str, Any]:
+    """Keyword arguments of :class:`sim.host.Host` for the scenario's congestion control.
+
+    With ``line_rate_bps`` the algorithm is instantiated once here, so a bad preset or
+    override is a ScenarioError naming ``preset``/``cc_opts`` before anything runs.
+    """
+    from .. import cc as cc_registry
+
+    name = p["cc"]
+    if name == "none":
+        for key in ("preset", "cc_opts"):
+            if p.get(key):
+                raise ScenarioError(f"parameter {key!r}: needs a congestion control (cc is "
+                                    f"'none')")
+        return {}
+    params: dict[str, Any] = parse_cc_opts(p.get("cc_opts", ""))
+    if p.get("preset"):
+        params["preset"] = p["preset"]
+    if line_rate_bps is not None:
+        try:
+            cc_registry.create(name, line_rate_bps=line_rate_bps, **params)
+        except (TypeError, ValueError) as e:
+            key = "preset" if "preset" in str(e) else "cc_opts"
+            raise ScenarioError(f"parameter {key!r}: {e}") from None
+    kw: dict[str, Any] = {"cc": name}
+    if params:
+        kw["cc_params"] = params
+    return kw

@@ -1,0 +1,447 @@
+"""Scenario files that describe a whole fabric: topology, links, switch buffer and thresholds,
+ECN, hosts, flows, pcap inputs and captures (docs/scenarios.md, "Fabric files").
+
+A fabric file is a TOML document without a ``scenario`` key.  Every table is checked against
+its own :class:`sim.scenarios.Param` list, so an unknown key or an impossible value is a
+:class:`ScenarioError` naming the table and the key (``[switch] xoff_kb: must be > 0``).  The
+fabric-wide knobs and their conversion to simulator objects are the ones the built-in scenarios
+use (:mod:`sim.scenarios.common`), so a file and a built-in with the same values build the same
+fabric.
+
+Topologies: ``star`` (:func:`sim.fabric.star`), ``leaf_spine`` and ``ring``
+(:mod:`sim.topology`), or ``custom``: explicit switches, hosts and links, with routes computed
+here by breadth-first search (shortest paths in switch hops; with ``ecmp`` every equal-cost
+next hop forms an ECMP group, else the lowest-numbered port is used).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+from ..fabric import Fabric, star
+from ..host import Flow
+from ..mmu import Mmu
+from ..topology import leaf_spine, ring
+from ..units import gbps, prop_delay_ps
+from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
+from .common import (
+    FABRIC_PARAMS,
+    KB,
+    TC,
+    cc_params,
+    ecn_config,
+    host_kw,
+    in_range,
+    mmu_config,
+    nonneg,
+    pos,
+    share,
+)
+from .traffic import PATTERNS, pairs
+
+__all__ = ["SECTIONS", "build", "is_description", "apply_overrides"]
+
+_F = FABRIC_PARAMS
+
+
+def _kind(v: str) -> str | None:
+    kinds = ("star", "leaf_spine", "ring", "custom")
+    return None if v in kinds else f"must be one of {list(kinds)}"
+
+
+def _ids(v: list) -> str | None:
+    if not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 1 << 16 for x in v):
+        return "must be a list of node ids in 0..65535"
+    return None if len(set(v)) == len(v) else "has duplicate node ids"
+
+
+def _links(v: list) -> str | None:
+    for i, link in enumerate(v):
+        if not (isinstance(link, list) and len(link) == 4
+                and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                        for x in link)):
+            return f"entry {i} must be [node, port, node, port] (non-negative ints)"
+    return None
+
+
+def _tcs(v: list) -> str | None:
+    ok = all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= 7 for x in v)
+    return None if ok else "must be a list of traffic classes 0..7"
+
+
+def _weights(v: list) -> str | None:
+    ok = len(v) == 8 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1
+                             for x in v)
+    return None if ok else "must be 8 ints >= 1 (one DWRR weight per traffic class)"
+
+
+def _choice(*options: str):
+    def check(v: str) -> str | None:
+        return None if v in options else f"must be one of {list(options)}"
+    return check
+
+
+def _pattern(v: str) -> str | None:
+    return None if v in ("", *PATTERNS) else f"must be '' or one of {list(PATTERNS)}"
+
+
+def _alpha(v: str) -> str | None:
+    try:
+        a = Fraction(v)
+    except (ValueError, ZeroDivisionError):
+        return "must be a fraction such as '1/8' or '2'"
+    return None if a > 0 else "must be > 0"
+
+
+def _port_ref(v: str) -> str | None:
+    if v == "":
+        return None
+    a, sep, b = v.partition(":")
+    return None if sep and a.isdigit() and b.isdigit() else "must be 'NODE:PORT'"
+
+
+def _port_refs(v: list) -> str | None:
+    for x in v:
+        if not isinstance(x, str) or not x or _port_ref(x):
+            return "must be a list of 'NODE:PORT' strings"
+    return None
+
+
+#: table name -> its parameters.  ``flows`` and ``pcap`` are arrays of tables.
+SECTIONS: dict[str, tuple[Param, ...]] = {
+    "run": (_F["duration_ms"], _F["seed"]),
+    "topology": (
+        Param("kind", "star", "star | leaf_spine | ring | custom", _kind),
+        Param("hosts", 2, "star: number of hosts (host i on switch port i)", in_range(2, 1024)),
+        Param("leaves", 2, "leaf_spine: leaf switches", in_range(1, 64)),
+        Param("spines", 2, "leaf_spine: spine switches", in_range(1, 64)),
+        Param("hosts_per_leaf", 2, "leaf_spine: hosts per leaf", in_range(1, 256)),
+        Param("ecmp", False, "leaf_spine/custom: spread flows over equal-cost ports by flow "
+              "hash", None),
+        Param("switches", 4, "ring: switches in the ring", in_range(2, 256)),
+        Param("hosts_per_switch", 1, "ring: hosts per switch", in_range(1, 64)),
+        Param("routing", "clockwise", "ring: clockwise | shortest",
+              _choice("clockwise", "shortest")),
+        Param("switch_ids", [0], "custom: switch node ids", _ids),
+        Param("host_ids", [1], "custom: host node ids", _ids),
+        Param("links", [[0, 1, 1, 0]], "custom: links as [node, port, node, port]; a host's "
+              "port is 0", _links),
+    ),
+    "links": (_F["link_gbps"], _F["cable_m"]),
+    "switch": (
+        _F["pfc"], _F["buffer_kb"], _F["xoff_kb"],
+        Param("xoff_mode", "static", "static | dynamic (threshold = alpha x free pool)",
+              _choice("static", "dynamic")),
+        Param("alpha", "1/8", "dynamic threshold factor, an exact fraction", _alpha),
+        Param("xon_delta_kb", 2.0, "resume when shared use is this far below the threshold",
+              nonneg),
+        Param("reserved_kb", 2.0, "guaranteed bytes per (ingress port, PG)", nonneg),
+        Param("headroom_kb", -1.0, "PFC headroom per lossless (port, PG); -1 = the formula "
+              "(sim.mmu.headroom_bytes)", None),
+        Param("response_us", 1.0, "PFC response time in the headroom formula", nonneg),
+        Param("lossless_tcs", [TC], "lossless traffic classes (with pfc)", _tcs),
+        Param("mtu_bytes", 1082, "largest frame, for the headroom formula", in_range(64, 9216)),
+        Param("scheduler", "rr", "egress scheduling of non-strict classes: rr | dwrr",
+              _choice("rr", "dwrr")),
+        Param("weights", [1] * 8, "DWRR weights per traffic class", _weights),
+    ),
+    "ecn": (_F["kmin_kb"], _F["kmax_kb"], _F["pmax"],
+            Param("mark_at", "dequeue", "dequeue | enqueue", _choice("dequeue", "enqueue"))),
+    "hosts": (
+        _F["cc"], *cc_params(),
+        Param("cnp_interval_us", 50.0, "NP: at most one CNP per flow per interval", nonneg),
+        Param("cnp_tc", 6, "traffic class of CNPs", in_range(0, 7)),
+    ),
+    "traffic": (
+        Param("pattern", "", "'' (none) or shift | random | incast | all_to_all over all "
+              "hosts", _pattern),
+        Param("load", 1.0, "offered load per source, fraction of its link rate", share),
+        Param("tc", TC, "traffic class", in_range(0, 7)),
+        Param("packet_bytes", 1082, "frame bytes without FCS", in_range(64, 9216)),
+    ),
+    "flows": (
+        Param("src", 0, "source host node id", nonneg),
+        Param("dst", 0, "destination host node id", nonneg),
+        Param("rate_gbps", 0.0, "sending rate, Gb/s (0: the source's link rate)", nonneg),
+        Param("tc", TC, "traffic class", in_range(0, 7)),
+        Param("packet_bytes", 1082, "frame bytes without FCS", in_range(64, 9216)),
+        Param("size_kb", 0.0, "bytes to send (0: unlimited)", nonneg),
+        Param("start_us", 0.0, "start time", nonneg),
+        Param("stop_us", 0.0, "stop time (0: never)", nonneg),
+        Param("ecn", 2, "IP ECN codepoint of the data (2 = ECT(0))", in_range(0, 3)),
+    ),
+    "pcap": (
+        Param("file", "", "capture to replay (relative to the scenario file)", None),
+        Param("time_scale", 1.0, "multiply the capture's time offsets by this", pos),
+    ),
+    "capture": (
+        Param("bottleneck", "", "'NODE:PORT' captured as bottleneck.pcap (default: the "
+              "switch port feeding the most-loaded receiver)", _port_ref),
+        Param("ports", [], "more 'NODE:PORT' egress ports to capture", _port_refs),
+    ),
+}
+_ARRAYS = ("flows", "pcap")
+_TOP = {"description", *SECTIONS}
+
+
+def is_description(doc: Mapping[str, Any]) -> bool:
+    return "scenario" not in doc
+
+
+def apply_overrides(doc: dict[str, Any], params: Mapping[str, Any], where: str) -> None:
+    """``-p table.key=value`` (and ``-p seed=N`` / ``-p duration_ms=X`` for ``[run]``)."""
+    for key, value in params.items():
+        table, dot, name = key.partition(".")
+        if not dot:
+            table, name = "run", key
+        if table not in SECTIONS or table in _ARRAYS:
+            raise ScenarioError(f"{where}: override {key!r}: use TABLE.KEY with a table of "
+                                f"{sorted(set(SECTIONS) - set(_ARRAYS))}")
+        sec = doc.setdefault(table, {})
+        if not isinstance(sec, dict):
+            raise ScenarioError(f"{where}: [{table}] must be a table")
+        sec[name] = value
+
+
+def _section(doc: Mapping[str, Any], name: str, where: str, index: int | None = None
+             ) -> dict[str, Any]:
+    raw = doc.get(name, {}) if index is None else doc[name][index]
+    label = f"[{name}]" if index is None else f"[[{name}]] #{index + 1}"
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{where}: {label} must be a table")
+    try:
+        return resolve_params(SECTIONS[name], raw)
+    except ScenarioError as e:
+        raise ScenarioError(f"{where}: {label} {e}") from None
+
+
+def _array(doc: Mapping[str, Any], name: str, where: str) -> list[dict[str, Any]]:
+    raw = doc.get(name, [])
+    if not isinstance(raw, list):
+        raise ScenarioError(f"{where}: {name} must be an array of tables ([[{name}]])")
+    return [_section(doc, name, where, i) for i in range(len(raw))]
+
+
+def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
+    """A :class:`Scenario` from a parsed fabric file (``where`` names it in errors)."""
+    unknown = sorted(set(doc) - _TOP)
+    if unknown:
+        raise ScenarioError(f"{where}: unknown key(s) {unknown}; known: {sorted(_TOP)}")
+    sec = {n: _section(doc, n, where) for n in SECTIONS if n not in _ARRAYS}
+    flows, inputs = _array(doc, "flows", where), _array(doc, "pcap", where)
+    run, topo, links, sw = sec["run"], sec["topology"], sec["links"], sec["switch"]
+    rate = gbps(links["link_gbps"])
+    prop = prop_delay_ps(links["cable_m"])
+    knobs = {**sw, **sec["ecn"], **sec["hosts"], "cable_m": links["cable_m"],
+             "packet_bytes": sw["mtu_bytes"]}
+    try:
+        ecn = ecn_config(knobs)
+    except ScenarioError as e:
+        raise ScenarioError(f"{where}: [ecn] {e}") from None
+    hkw = _host_kw(knobs, rate, where)
+    slot = TracerSlot()
+    seed = run["seed"]
+    kind = topo["kind"]
+    _unused(doc.get("topology", {}), kind, where)
+    sched = {"scheduler": sw["scheduler"], "weights": tuple(sw["weights"])}
+    if kind == "star":
+        n = topo["hosts"]
+        cfg = _mmu(knobs, n + 1, rate, where)
+        fab, last, first = star(n - 1, rate, prop, cfg, seed=seed, ecn=ecn, tracer=slot,
+                                host_kw=hkw, switch_kw=sched)
+        groups = [[h] for h in [*first, last]]
+    elif kind == "leaf_spine":
+        L, S, H = topo["leaves"], topo["spines"], topo["hosts_per_leaf"]
+        cfg = _mmu(knobs, max(H + S, L), rate, where)
+        t = leaf_spine(L, S, H, rate, prop, cfg, seed=seed, ecn=ecn, tracer=slot,
+                       ecmp=topo["ecmp"], host_kw=hkw, switch_kw=sched)
+        fab, groups = t.fabric, t.hosts
+    elif kind == "ring":
+        N, K = topo["switches"], topo["hosts_per_switch"]
+        cfg = _mmu(knobs, K + 2, rate, where)
+        t = ring(N, rate, prop, cfg, hosts_per_switch=K, routing=topo["routing"], seed=seed,
+                 ecn=ecn, tracer=slot, host_kw=hkw, switch_kw=sched)
+        fab, groups = t.fabric, t.hosts
+    else:
+        fab, groups = _custom(topo, knobs, rate, prop, seed, ecn, slot, hkw, sched, where)
+
+    hosts = {h for g in groups for h in g}
+    fid = 0
+    tr = sec["traffic"]
+    if tr["pattern"]:
+        pr = pairs(tr["pattern"], groups, seed)
+        per_src: dict[int, int] = {}
+        for s, _d in pr:
+            per_src[s] = per_src.get(s, 0) + 1
+        for s, d in pr:
+            fab.add_flow(Flow(fid, s, d, max(int(rate * tr["load"]) // per_src[s], 1),
+                              tc=tr["tc"], packet_bytes=tr["packet_bytes"]))
+            fid += 1
+    for i, f in enumerate(flows):
+        label = f"{where}: [[flows]] #{i + 1}"
+        for end in ("src", "dst"):
+            if f[end] not in hosts:
+                raise ScenarioError(f"{label} {end!r}: {f[end]} is not a host; hosts: "
+                                    f"{sorted(hosts)}")
+        if f["src"] == f["dst"]:
+            raise ScenarioError(f"{label} 'dst': same host as 'src'")
+        try:
+            fr = gbps(f["rate_gbps"]) if f["rate_gbps"] else rate
+            fab.add_flow(Flow(fid, f["src"], f["dst"], fr, tc=f["tc"],
+                              packet_bytes=f["packet_bytes"],
+                              size_bytes=round(f["size_kb"] * KB) or None,
+                              start_ps=round(f["start_us"] * 10**6),
+                              stop_ps=round(f["stop_us"] * 10**6) or None, ecn=f["ecn"]))
+        except ValueError as e:
+            raise ScenarioError(f"{label}: {e}") from None
+        fid += 1
+
+    pcaps = []
+    for i, p in enumerate(inputs):
+        if not p["file"]:
+            raise ScenarioError(f"{where}: [[pcap]] #{i + 1} 'file': required")
+        path = p["file"] if os.path.isabs(p["file"]) else os.path.join(base_dir, p["file"])
+        pcaps.append((path, Fraction(p["time_scale"]).limit_denominator(10**6)))
+    if not fab.flows and not pcaps:
+        raise ScenarioError(f"{where}: no traffic: give [traffic] pattern, [[flows]] or "
+                            f"[[pcap]]")
+    cap = sec["capture"]
+    bottleneck = _ref(cap["bottleneck"]) if cap["bottleneck"] else _default_bottleneck(fab)
+    extra = [_ref(x) for x in cap["ports"]]
+    for node, port in [bottleneck, *extra]:
+        n = fab.nodes.get(node)
+        if n is None or port not in n.ports:
+            raise ScenarioError(f"{where}: [capture] {node}:{port}: no such node/port")
+    dur = round(run["duration_ms"] * 10**9)
+    params = {"file": where, **{k: v for k, v in sec.items()}, "flows": flows,
+              "pcap": [{**p} for p in inputs]}
+    return Scenario(name=os.path.splitext(os.path.basename(where))[0], params=params,
+                    seed=seed, duration_ps=dur, fabric=fab, bottleneck=bottleneck,
+                    tracer_slot=slot, info={"rate_bps": rate}, pcaps=pcaps, captures=extra)
+
+
+_KIND_KEYS = {
+    "star": {"hosts"}, "leaf_spine": {"leaves", "spines", "hosts_per_leaf", "ecmp"},
+    "ring": {"switches", "hosts_per_switch", "routing"},
+    "custom": {"switch_ids", "host_ids", "links", "ecmp"},
+}
+
+
+def _unused(raw: Mapping[str, Any], kind: str, where: str) -> None:
+    """Keys of another topology kind are mistakes (e.g. ``leaves`` with kind = "ring")."""
+    stray = sorted(set(raw) - _KIND_KEYS[kind] - {"kind"})
+    if stray:
+        raise ScenarioError(f"{where}: [topology] {stray} do(es) not apply to kind = "
+                            f"{kind!r}; it takes {sorted(_KIND_KEYS[kind])}")
+
+
+def _host_kw(knobs: dict[str, Any], rate: int, where: str) -> dict[str, Any]:
+    try:
+        kw = host_kw(knobs, rate)
+    except ScenarioError as e:
+        raise ScenarioError(f"{where}: [hosts] {e}") from None
+    kw["cnp_interval_ps"] = round(knobs["cnp_interval_us"] * 10**6)
+    kw["cnp_tc"] = knobs["cnp_tc"]
+    return kw
+
+
+def _mmu(knobs: dict[str, Any], ports: int, rate: int, where: str):
+    try:
+        return mmu_config(knobs, ports, rate)[0]
+    except ScenarioError as e:
+        raise ScenarioError(f"{where}: [switch] {e}") from None
+
+
+def _ref(text: str) -> tuple[int, int]:
+    a, _, b = text.partition(":")
+    return int(a), int(b)
+
+
+def _default_bottleneck(fab: Fabric) -> tuple[int, int]:
+    """The switch port feeding the receiver of the most flows (ties: lowest node id)."""
+    from ..host import Host
+
+    load: dict[int, int] = {}
+    for f in fab.flows.values():
+        load[f.dst] = load.get(f.dst, 0) + 1
+    for dst in sorted(load, key=lambda d: (-load[d], d)):
+        for nid, node in sorted(fab.nodes.items()):
+            if isinstance(node, Host):
+                continue
+            for idx, p in sorted(node.ports.items()):
+                if getattr(p.peer, "node_id", None) == dst:
+                    return nid, idx
+    for nid, node in sorted(fab.nodes.items()):
+        if not isinstance(node, Host) and node.ports:
+            return nid, min(node.ports)
+    raise ScenarioError("the fabric has no switch port to capture")
+
+
+def _custom(topo, knobs, rate, prop, seed, ecn, slot, hkw, sched, where):
+    switches, hosts, links = topo["switch_ids"], topo["host_ids"], topo["links"]
+    both = set(switches) & set(hosts)
+    if both:
+        raise ScenarioError(f"{where}: [topology] node id(s) {sorted(both)} are both switch "
+                            f"and host")
+    kinds = {**{s: "switch" for s in switches}, **{h: "host" for h in hosts}}
+    used: set[tuple[int, int]] = set()
+    adj: dict[int, list[tuple[int, int]]] = {n: [] for n in kinds}  # node -> [(port, peer)]
+    for i, (a, ap, b, bp) in enumerate(links):
+        label = f"{where}: [topology] links entry {i}"
+        for n, p in ((a, ap), (b, bp)):
+            if n not in kinds:
+                raise ScenarioError(f"{label}: node {n} is not in switch_ids or host_ids")
+            if kinds[n] == "host" and p != 0:
+                raise ScenarioError(f"{label}: host {n} has one port, 0 (got {p})")
+            if (n, p) in used:
+                raise ScenarioError(f"{label}: port {n}:{p} is used twice")
+            used.add((n, p))
+        if a == b:
+            raise ScenarioError(f"{label}: a link must join two different nodes")
+        adj[a].append((ap, b))
+        adj[b].append((bp, a))
+    for h in hosts:
+        if not adj[h]:
+            raise ScenarioError(f"{where}: [topology] host {h} has no link")
+    ports = 1 + max((p for s in switches for p, _ in adj[s]), default=0)
+    cfg = _mmu(knobs, ports, rate, where)
+    routes = _shortest_routes(switches, hosts, adj, topo["ecmp"])
+    fab = Fabric(seed, slot)
+    for s in switches:
+        fab.add_switch(s, Mmu(cfg), routes=routes[s], ecn=ecn, **sched)
+    for h in hosts:
+        fab.add_host(h, rate, **hkw)
+    for a, ap, b, bp in links:
+        fab.connect(a, ap, b, bp, rate, prop)
+    groups: dict[int, list[int]] = {}
+    for h in hosts:
+        groups.setdefault(adj[h][0][1], []).append(h)
+    return fab, [groups[k] for k in sorted(groups)]
+
+
+def _shortest_routes(switches, hosts, adj, ecmp: bool) -> dict[int, dict[int, Any]]:
+    """Per switch: destination host -> egress port (or a tuple: an ECMP group), by BFS from
+    each host over switches only (hosts do not forward)."""
+    sw = set(switches)
+    routes: dict[int, dict[int, Any]] = {s: {} for s in switches}
+    for d in hosts:
+        dist = {d: 0}
+        q = deque([d])
+        while q:
+            n = q.popleft()
+            if n != d and n not in sw:
+                continue
+            for _p, m in adj[n]:
+                if m not in dist and m in sw:
+                    dist[m] = dist[n] + 1
+                    q.append(m)
+        for s in switches:
+            if s not in dist:
+                continue  # unreachable: packets to d are dropped as "no_route"
+            nxt = sorted(p for p, m in adj[s] if m in dist and dist[m] == dist[s] - 1)
+            routes[s][d] = tuple(nxt) if ecmp and len(nxt) > 1 else nxt[0]
+    return routes
