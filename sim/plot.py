@@ -2,8 +2,9 @@
 with the Agg backend.
 
 Writes ``queue_depth.png`` (bottleneck port queues over time), ``throughput.png`` (per-flow
-delivered throughput per bin) and ``pfc.png`` (pause state per (node, port, priority) over
-time: PFC sent and received/expired).
+delivered throughput per bin), ``pfc.png`` (pause state per (node, port, priority) over
+time: PFC sent and received/expired) and, when a rate control changed rates (DCQCN),
+``rates.png`` (current and target rate and alpha per flow).
 """
 
 from __future__ import annotations
@@ -70,6 +71,29 @@ def plot_dir(out_dir: str | os.PathLike[str]) -> list[str]:
     ax.set(xlabel="time (us)", xlim=(0, dur_us),
            title=f"{summary['scenario']}: PFC pause state (high = paused / XOFF sent)")
     written.append(_save(fig, out, "pfc.png"))
+
+    rate_keys = sorted((k for k in ts.files if k.startswith("rate_f") and k.endswith("_t_ps")),
+                       key=lambda k: int(k[len("rate_f"):-len("_t_ps")]))
+    if rate_keys:
+        fig, (ax, ax2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+        for key in rate_keys:
+            fid = key[len("rate_f"):-len("_t_ps")]
+            t = np.append(ts[key], ts["duration_ps"]) / 1e6
+            color = None
+            for suffix, style, what in (("bps", "-", "rate"), ("target_bps", ":", "target")):
+                v = ts[f"rate_f{fid}_{suffix}"] / 1e9
+                line = ax.step(t, np.append(v, v[-1]), where="post", linestyle=style,
+                               linewidth=1, color=color, label=f"flow {fid} {what}")
+                color = line[0].get_color()
+            a = ts[f"rate_f{fid}_alpha"]
+            ax2.step(t, np.append(a, a[-1]), where="post", linewidth=1, color=color,
+                     label=f"flow {fid}")
+        ax.set(ylabel="rate (Gb/s)", title=f"{summary['scenario']}: sender rate control "
+               f"(solid: current rate, dotted: target)")
+        ax2.set(xlabel="time (us)", ylabel="alpha", xlim=(0, dur_us), ylim=(0, 1.05))
+        if len(rate_keys) <= 8:
+            ax.legend(loc="lower right", fontsize="x-small", ncol=2)
+        written.append(_save(fig, out, "rates.png"))
     return written
 
 

@@ -9,7 +9,7 @@ bar on stderr when it is a terminal), and writes to the output directory:
 - ``events.jsonl``: every PFC send/receive/expiry, CE mark, drop, CNP and rate change,
   one JSON object per line;
 - ``bottleneck.pcap`` (and ``capture_<node>_<port>.pcap`` per extra capture): frames leaving
-  the port, data frames synthesised as RoCEv2 with :func:`wire.build`;
+  the port, data frames synthesised as RoCEv2 (:class:`wire.template.RoceTemplate`);
 - PNG plots (:mod:`sim.plot`) unless ``plots=False``.
 """
 
@@ -26,7 +26,7 @@ from wire.ethernet import ETHERNET
 from wire.ipv4 import IPV4
 from wire.pcapio import CaptureWriter
 from wire.roce import ICRC_BYTES
-from wire.stack import build
+from wire.template import RoceTemplate
 from wire.udp import UDP
 
 from .addresses import node_ip, node_mac
@@ -46,7 +46,7 @@ from .replay import REPLAY_FLOW_BASE
 from .trace import JsonlTracer
 from .units import frame_ser_time_ps
 
-__all__ = ["Recorder", "run_scenario", "THROUGHPUT_BINS"]
+__all__ = ["Recorder", "run_scenario", "THROUGHPUT_BINS", "jain_index", "queue_mean_bytes"]
 
 #: The run is cut into this many throughput bins (bin width = duration / bins, rounded up).
 THROUGHPUT_BINS = 200
@@ -70,6 +70,8 @@ class Recorder:
         self.cnps = 0
         self.pfc_tx: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
         self.pfc_rx: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
+        #: flow -> (t_ps, rate_bps, target_rate_bps, alpha) series from RateChanged events.
+        self.rates: dict[int, tuple[list[int], list[int], list[int], list[float]]] = {}
 
     def emit(self, e: Any) -> None:
         cls = type(e)
@@ -95,8 +97,35 @@ class Recorder:
             self._state(self.pfc_rx, e, 1 if e.quanta else 0)
         elif cls is PauseExpired:
             self._state(self.pfc_rx, e, 0)
+        elif cls is RateChanged:
+            r = self.rates.get(e.flow)
+            if r is None:
+                r = self.rates[e.flow] = ([], [], [], [])
+            elif r[1][-1] == e.rate_bps and r[2][-1] == e.target_rate_bps:
+                # alpha-only change (vendor DCQCN clocks alpha every 1 us): kept in the
+                # time series, left out of events.jsonl
+                self._rate_sample(r, e)
+                return
+            self._rate_sample(r, e)
         if self.log is not None and cls in _LOGGED:
             self.log.emit(e)
+
+    @staticmethod
+    def _rate_sample(r: tuple, e: Any) -> None:
+        r[0].append(e.t_ps)
+        r[1].append(e.rate_bps)
+        r[2].append(e.target_rate_bps)
+        r[3].append(e.alpha)
+
+    def start_rates(self, fabric: Any) -> None:
+        """Initial samples of every flow whose rate control can change its rate."""
+        for node in fabric.nodes.values():
+            if not isinstance(node, Host) or node.cc_name == "fixed":
+                continue
+            for fid, ctl in sorted(node.cc.items()):
+                f = fabric.flows.get(fid)
+                self.rates[fid] = ([f.start_ps if f else 0], [ctl.rate_bps],
+                                   [ctl.target_rate_bps], [float(ctl.alpha)])
 
     @staticmethod
     def _state(table: dict, e: Any, value: int) -> None:
@@ -131,6 +160,7 @@ class Capture:
         self.writer = CaptureWriter(path)
         self.frames = 0
         self._psn: dict[int, int] = {}
+        self._templates: dict[tuple[int, int, int, int], RoceTemplate] = {}
 
     def __call__(self, t_ps: int, pkt: Any) -> None:
         frame = pkt.frame if pkt.frame is not None else self._synth(pkt)
@@ -140,15 +170,18 @@ class Capture:
     def _synth(self, pkt: Any) -> bytes:
         psn = self._psn.get(pkt.flow, 0)
         self._psn[pkt.flow] = (psn + 1) & 0xFFFFFF
-        pay = max(pkt.nbytes - _HDR_BYTES, 0)
-        return build({
-            "eth": {"dst": node_mac(pkt.dst), "src": node_mac(pkt.src)},
-            "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": pkt.ecn},
-            "udp": {"sport": 49152 + (pkt.flow & 0x3FFF)},
-            "bth": {"opcode": "RC_RDMA_WRITE_MIDDLE", "dest_qp": pkt.flow & 0xFFFFFF,
-                    "psn": psn},
-            "payload": {"data": "00" * pay},
-        })
+        key = (pkt.flow, pkt.src, pkt.dst, pkt.nbytes)
+        tpl = self._templates.get(key)
+        if tpl is None:
+            pay = max(pkt.nbytes - _HDR_BYTES, 0)
+            tpl = self._templates[key] = RoceTemplate({
+                "eth": {"dst": node_mac(pkt.dst), "src": node_mac(pkt.src)},
+                "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": 0},
+                "udp": {"sport": 49152 + (pkt.flow & 0x3FFF)},
+                "bth": {"opcode": "RC_RDMA_WRITE_MIDDLE", "dest_qp": pkt.flow & 0xFFFFFF},
+                "payload": {"data": "00" * pay},
+            }, patch=("bth.psn", "ipv4.ecn"))
+        return tpl.make(**{"bth.psn": psn, "ipv4.ecn": pkt.ecn})
 
     def close(self) -> None:
         self.writer.close()
@@ -175,6 +208,37 @@ class _RxBins:
                 row = self.bins[pkt.flow] = [0] * self.nbins
             row[b] += pkt.nbytes
         return tap
+
+
+def queue_mean_bytes(out_dir: str | os.PathLike[str], *, queue: int = 3,
+                     port: tuple[int, int] | None = None, from_frac: float = 0.0) -> float:
+    """Time-weighted mean depth of egress ``queue`` of ``port`` (default: the bottleneck)
+    over the part of the run from ``from_frac`` x duration to the end, from a results
+    directory's ``timeseries.npz`` (0.0 when the queue was never used)."""
+    import numpy as np
+
+    ts = np.load(os.path.join(os.fspath(out_dir), "timeseries.npz"))
+    dur = int(ts["duration_ps"])
+    node, idx = port if port is not None else (int(x) for x in ts["bottleneck"])
+    key = f"queue_n{node}_p{idx}_q{queue}"
+    if f"{key}_t_ps" not in ts.files:
+        return 0.0
+    t, b = ts[f"{key}_t_ps"], ts[f"{key}_bytes"]
+    t0 = int(dur * from_frac)
+    i = int(np.searchsorted(t, t0, side="right"))
+    seg_t = np.concatenate(([t0], t[i:], [dur]))
+    seg_b = np.concatenate(([b[i - 1] if i else 0], b[i:]))
+    return float((seg_b * np.diff(seg_t)).sum() / (dur - t0)) if dur > t0 else 0.0
+
+
+def jain_index(values: list[int] | list[float]) -> float | None:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 when all equal, 1/n when one takes
+    all (R. Jain, D. Chiu, W. Hawe, DEC-TR-301, 1984); None without flows or traffic."""
+    n = len(values)
+    sq = sum(v * v for v in values)
+    if not n or not sq:
+        return None
+    return round(sum(values) ** 2 / (n * sq), 6)
 
 
 def parse_port(text: str) -> tuple[int, int]:
@@ -235,6 +299,7 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
                    bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} us simulated [{elapsed}]")
     with JsonlTracer(os.path.join(out, "events.jsonl")) as log:
         rec = Recorder(log)
+        rec.start_rates(fab)
         sc.tracer_slot.target = rec
         try:
             step = max(dur // _CHUNKS, 1)
@@ -272,6 +337,7 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
     totals = base["totals"]
     summary = {
         "scenario": name, "params": sc.params, "seed": sc.seed, "duration_ps": dur,
+        "jain_index": jain_index([f["throughput_bps"] for f in flows]),
         "bottleneck": {"node": bnode, "port": bport, "tx_bytes": bp.tx_bytes,
                        "utilisation": round(bp.busy_ps / dur, 6) if dur else 0.0},
         "flows": flows, "ports": ports,
@@ -307,6 +373,11 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
         for (n, p, pr), (ts, vs) in sorted(table.items()):
             arrays[f"pfc_{kind}_n{n}_p{p}_prio{pr}_t_ps"] = np.array(ts, dtype=np.int64)
             arrays[f"pfc_{kind}_n{n}_p{p}_prio{pr}_state"] = np.array(vs, dtype=np.int8)
+    for fid, (ts, rs, tg, al) in sorted(rec.rates.items()):
+        arrays[f"rate_f{fid}_t_ps"] = np.array(ts, dtype=np.int64)
+        arrays[f"rate_f{fid}_bps"] = np.array(rs, dtype=np.int64)
+        arrays[f"rate_f{fid}_target_bps"] = np.array(tg, dtype=np.int64)
+        arrays[f"rate_f{fid}_alpha"] = np.array(al, dtype=np.float64)
     np.savez_compressed(os.path.join(out, "timeseries.npz"), **arrays)
 
     if plots:

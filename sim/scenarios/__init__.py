@@ -149,11 +149,12 @@ def _register_builtins() -> None:
     if _builtins_done:
         return
     _builtins_done = True
-    from . import incast, leaf_spine, ring
+    from . import incast, late_joiner, leaf_spine, ring
 
     register("incast", incast.build, incast.PARAMS, incast.DOC)
     register("leaf_spine", leaf_spine.build, leaf_spine.PARAMS, leaf_spine.DOC)
     register("ring", ring.build, ring.PARAMS, ring.DOC)
+    register("late_joiner", late_joiner.build, late_joiner.PARAMS, late_joiner.DOC)
 
 
 def names() -> list[str]:

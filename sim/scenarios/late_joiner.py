@@ -1,0 +1,73 @@
+"""The ``late_joiner`` scenario: one flow runs alone through a bottleneck, a second starts
+later at line rate; with DCQCN the two converge to a fair share (shared/specs/dcqcn_pfc.md
+1.7: the fluid model's asymmetric start, both within 10 % of C/2 only after ~49 ms with the
+paper's constants, because alpha's time constant K/g is 14 ms).
+
+Topology: :func:`sim.fabric.star` with two senders (nodes 1 and 2, switch ports 1 and 2) and
+the receiver node 3 on switch port 3, the bottleneck.  Flow 0 (node 1) starts at 0, flow 1
+(node 2) at ``join_ms``.  Defaults follow the DCQCN paper's testbed: 40 Gb/s links,
+Kmin 5 KB, Kmax 200 KB, Pmax 1 %, the ``paper`` preset; the buffer (12 MB, Trident II's) and
+XOFF (1000 KB) are large so that ECN, not PFC, controls the queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..fabric import star
+from ..host import Flow
+from ..units import gbps, prop_delay_ps
+from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
+from .common import (
+    FABRIC_PARAMS,
+    TC,
+    cc_params,
+    check_cc,
+    duration_ps,
+    ecn_config,
+    host_kw,
+    mmu_config,
+    nonneg,
+    param_set,
+    pos,
+)
+
+__all__ = ["DOC", "PARAMS", "build"]
+
+DOC = "one flow alone, a second joins at join_ms; DCQCN (paper preset) converges to fairness"
+
+_F = FABRIC_PARAMS
+PARAMS: tuple[Param, ...] = (
+    Param("join_ms", 10.0, "start time of the second flow, ms", nonneg),
+    *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "cc", "seed",
+               "kmin_kb", "kmax_kb", "pmax", "cable_m", "packet_bytes",
+               link_gbps=Param("link_gbps", 40.0, _F["link_gbps"].doc, _F["link_gbps"].check),
+               xoff_kb=Param("xoff_kb", 1000.0, _F["xoff_kb"].doc, pos),
+               buffer_kb=Param("buffer_kb", 12000.0, _F["buffer_kb"].doc, pos),
+               duration_ms=Param("duration_ms", 60.0, _F["duration_ms"].doc, pos),
+               cc=Param("cc", "dcqcn", _F["cc"].doc, check_cc)),
+    *cc_params(),
+)
+
+
+def build(params: Mapping[str, Any] | None = None) -> Scenario:
+    p = resolve_params(PARAMS, params)
+    rate = gbps(p["link_gbps"])
+    cfg, hr = mmu_config(p, 4, rate)
+    ecn = ecn_config(p)
+    dur = duration_ps(p)
+    join_ps = round(p["join_ms"] * 10**9)
+    if join_ps >= dur:
+        raise ScenarioError(f"parameter 'join_ms': must be < duration_ms ({p['duration_ms']}) "
+                            f"(got {p['join_ms']})")
+    slot = TracerSlot()
+    fab, recv, hosts = star(2, rate, prop_delay_ps(p["cable_m"]), cfg, seed=p["seed"], ecn=ecn,
+                            tracer=slot, host_kw=host_kw(p, rate))
+    fab.add_flow(Flow(0, hosts[0], recv, rate, tc=TC, packet_bytes=p["packet_bytes"]))
+    fab.add_flow(Flow(1, hosts[1], recv, rate, tc=TC, packet_bytes=p["packet_bytes"],
+                      start_ps=join_ps))
+    return Scenario(name="late_joiner", params=p, seed=p["seed"], duration_ps=dur, fabric=fab,
+                    bottleneck=(0, recv), tracer_slot=slot,
+                    info={"receiver": recv, "senders": hosts, "headroom_bytes": hr,
+                          "rate_bps": rate, "join_ps": join_ps})

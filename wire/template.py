@@ -1,0 +1,101 @@
+"""Fast crafting of many similar RoCEv2 frames: build one frame with :func:`wire.build`, then
+patch a few fields per frame and fix the IPv4 header checksum and the ICRC.
+
+Every patched field is located through its header's field table
+(:meth:`wire.spec.HeaderSpec.byte_field`), so no bit position is written here.  The result is
+byte-identical to what :func:`wire.build` gives for the same values (tested), at a fraction of
+the cost: the simulator's captures and ACKs and bulk crafting use it.
+
+.. code-block:: python
+
+    t = RoceTemplate({"eth": {}, "ipv4": {"ecn": 2}, "udp": {},
+                      "bth": {"opcode": "RC_RDMA_WRITE_MIDDLE", "dest_qp": 7},
+                      "payload": {"data": "00" * 1024}}, patch=("bth.psn", "ipv4.ecn"))
+    frame = t.make(**{"bth.psn": 41, "ipv4.ecn": 3})
+
+Patchable fields: fields of the IP header (``ipv4.*``/``ipv6.*``) and of every header after UDP
+up to the payload (``bth.*``, ``aeth.*``, ``reth.*`` ...) that lie within one byte or are
+byte-aligned.  Length fields are not patchable (the frame's size is the template's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .checksum import internet_checksum
+from .ecn import ip_offset
+from .roce import ICRC_BYTES, icrc, icrc_bytes
+from .stack import SPECS, build, dissect
+
+__all__ = ["RoceTemplate"]
+
+_IPV4_CSUM = SPECS["ipv4"].byte_field("checksum")[0]
+
+
+class RoceTemplate:
+    """A RoCEv2 frame (IPv4 or IPv6, UDP 4791, BTH ...) to stamp out with some fields changed."""
+
+    __slots__ = ("_frame", "_ip", "_slots", "_udp", "_udp_end", "_v4", "names")
+
+    def __init__(self, layers: Mapping[str, Any], patch: Iterable[str] = ("bth.psn",)) -> None:
+        frame = build(layers)
+        d = dissect(frame)
+        if "bth" not in d.names or "icrc" not in d.names:
+            raise ValueError("a RoceTemplate needs a RoCEv2 frame (IP, UDP, BTH, ICRC)")
+        loc = ip_offset(frame)
+        assert loc is not None
+        self._frame = bytes(frame)
+        self._ip, ver = loc
+        self._v4 = ver == 4
+        hdr = d.get("ipv4")["ihl"] * 4 if self._v4 else SPECS["ipv6"].size_bytes
+        self._udp = self._ip + hdr
+        self._udp_end = self._udp + d.get("udp")["length"]
+        offsets: dict[str, int] = {"ipv4" if self._v4 else "ipv6": self._ip}
+        at = self._udp
+        for name in d.names[d.names.index("udp"):]:
+            if name in ("payload", "icrc"):
+                break
+            offsets[name] = at
+            at += SPECS[name].size_bytes
+        self.names = tuple(patch)
+        slots = []
+        for key in self.names:
+            layer, _, field = key.partition(".")
+            if layer not in offsets or layer == "udp":
+                raise ValueError(f"cannot patch {key!r}: layer {layer!r} is not a patchable "
+                                 f"header of this frame ({sorted(set(offsets) - {'udp'})})")
+            byte, shift, mask = SPECS[layer].byte_field(field)
+            width = 1 if mask << shift <= 0xFF else (mask.bit_length() + 7) // 8
+            slots.append((offsets[layer] + byte, shift, mask, width))
+        self._slots = tuple(slots)
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self._frame)
+
+    def make(self, **values: int) -> bytearray:
+        """A new frame with ``values`` (keys as given in ``patch``; missing keys keep the
+        template's value) and a correct IPv4 checksum and ICRC."""
+        f = bytearray(self._frame)
+        for key, (at, shift, mask, width) in zip(self.names, self._slots, strict=True):
+            v = values.get(key)
+            if v is None:
+                continue
+            if v < 0 or v > mask:
+                raise ValueError(f"{key} = {v} does not fit (0..{mask})")
+            if width == 1:
+                f[at] = (f[at] & ~(mask << shift) & 0xFF) | (v << shift)
+            else:
+                f[at:at + width] = v.to_bytes(width, "big")
+        return self._finish(f)
+
+    def _finish(self, f: bytearray) -> bytearray:
+        ip, udp = self._ip, self._udp
+        if self._v4:
+            ck = ip + _IPV4_CSUM
+            f[ck] = f[ck + 1] = 0
+            f[ck:ck + 2] = internet_checksum(f[ip:udp]).to_bytes(2, "big")
+        end = self._udp_end - ICRC_BYTES
+        f[end:self._udp_end] = icrc_bytes(icrc(f[ip:udp], f[udp:end]))
+        return f
