@@ -131,6 +131,12 @@ src = 20
 dst = 11
 start_us = 10.0
 stop_us = 30.0
+on_us = 5.0
+off_us = 5.0
+message_kb = 2.5
+[hosts]
+ack_every = 4
+cnp_mode = "window"
 [capture]
 bottleneck = "1:0"
 ports = ["0:2", "0:3"]
@@ -148,6 +154,9 @@ def test_custom_topology_routes_by_bfs_with_ecmp(tmp_path) -> None:
     assert all(got[i]["bytes_delivered"] > 0 for i in range(3))
     assert got[1]["bytes_delivered"] == 50_000 and got[1]["fct_ps"] is not None
     assert set(s["captures"]) == {"1:0", "0:2", "0:3"}
+    h20 = sc.fabric.nodes[20]
+    assert h20._flows[2].on_ps == 5_000_000 and h20._flows[2].message_bytes == 2500
+    assert s["flows"][2]["bytes_delivered"] < got[0]["bytes_delivered"]
     sc2 = loader.build(f, {"topology.ecmp": False})
     assert sc2.fabric.nodes[0].routes[20] == 2
 

@@ -155,6 +155,11 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
         _F["cc"], *cc_params(),
         Param("cnp_interval_us", 50.0, "NP: at most one CNP per flow per interval", nonneg),
         Param("cnp_tc", 6, "traffic class of CNPs", in_range(0, 7)),
+        Param("cnp_mode", "immediate", "NP: immediate (CNP on the first CE, then at most "
+              "one per interval) | window (one at the end of each interval with a CE)",
+              _choice("immediate", "window")),
+        Param("ack_every", 0, "receivers ACK every this many frames of a flow (0: no ACKs)",
+              nonneg),
     ),
     "traffic": (
         Param("pattern", "", "'' (none) or shift | random | incast | all_to_all over all "
@@ -173,6 +178,12 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
         Param("start_us", 0.0, "start time", nonneg),
         Param("stop_us", 0.0, "stop time (0: never)", nonneg),
         Param("ecn", 2, "IP ECN codepoint of the data (2 = ECT(0))", in_range(0, 3)),
+        Param("on_us", 0.0, "on/off traffic: sending period (0: always on)", nonneg),
+        Param("off_us", 0.0, "on/off traffic: silent period", nonneg),
+        Param("onoff", "fixed", "fixed | exponential (periods drawn with these means)",
+              _choice("fixed", "exponential")),
+        Param("message_kb", 0.0, "messages of this size back to back (0: no messages)",
+              nonneg),
     ),
     "pcap": (
         Param("file", "", "capture to replay (relative to the scenario file)", None),
@@ -295,7 +306,11 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
                               packet_bytes=f["packet_bytes"],
                               size_bytes=round(f["size_kb"] * KB) or None,
                               start_ps=round(f["start_us"] * 10**6),
-                              stop_ps=round(f["stop_us"] * 10**6) or None, ecn=f["ecn"]))
+                              stop_ps=round(f["stop_us"] * 10**6) or None, ecn=f["ecn"],
+                              on_ps=round(f["on_us"] * 10**6) or None,
+                              off_ps=round(f["off_us"] * 10**6) or None,
+                              onoff=f["onoff"] if f["on_us"] else "fixed",
+                              message_bytes=round(f["message_kb"] * KB) or None))
         except ValueError as e:
             raise ScenarioError(f"{label}: {e}") from None
         fid += 1
@@ -346,6 +361,8 @@ def _host_kw(knobs: dict[str, Any], rate: int, where: str) -> dict[str, Any]:
         raise ScenarioError(f"{where}: [hosts] {e}") from None
     kw["cnp_interval_ps"] = round(knobs["cnp_interval_us"] * 10**6)
     kw["cnp_tc"] = knobs["cnp_tc"]
+    kw["cnp_mode"] = knobs["cnp_mode"]
+    kw["ack_every"] = knobs["ack_every"]
     return kw
 
 
