@@ -25,7 +25,7 @@ from wire.scaleup import DEFAULT_SCALEUP, TRANSPORTS, ScaleUpConfig
 from wire.stack import ROCE_PORTS, dissect
 from wire.stats import CaptureStats, summary_line
 
-from . import replay_cmd, wireshark_cmd
+from . import replay_cmd, sweep_cmd, wireshark_cmd
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE = 0, 1, 2
 #: Files smaller than this never show a progress bar.
@@ -328,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     wireshark_cmd.add_parser(sub)
     replay_cmd.add_parsers(sub)
+    sweep_cmd.add_parsers(sub)
     return p
 
 
