@@ -134,6 +134,11 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------- craft
 def cmd_craft(args: argparse.Namespace) -> int:
+    if args.flow is not None:
+        return _craft_flow(args)
+    if args.count is not None or args.vary or args.gap_ns is not None or args.rate_gbps:
+        _err("--count, --vary, --gap-ns and --rate-gbps go with --flow")
+        return EXIT_UNREADABLE
     ports = _ports(args)
     name = args.input or "-"
     try:
@@ -172,6 +177,65 @@ def cmd_craft(args: argparse.Namespace) -> int:
         _err(f"wrote {written} record(s) to {args.output}"
              + (f"; skipped {bad} bad line(s)" if bad else ""))
     return EXIT_PROBLEMS if bad else EXIT_OK
+
+
+def _craft_flow(args: argparse.Namespace) -> int:
+    """``craft --flow LAYERS --count N``: a templated RoCEv2 flow (wire.template)."""
+    from wire.template import RoceTemplate
+
+    from .units import wire_bytes
+
+    text = args.flow
+    src = "--flow"
+    if text.startswith("@"):
+        src = text[1:]
+        try:
+            with open(src, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            _err(f"{src}: {e.strerror or e}")
+            return EXIT_UNREADABLE
+    try:
+        layers = json.loads(text)
+        if not isinstance(layers, dict):
+            raise ValueError("expected a JSON object of layers")
+    except (json.JSONDecodeError, ValueError) as e:
+        _err(f"{src}: not a JSON object of layers: {e}")
+        return EXIT_UNREADABLE
+    if args.count is None or args.count < 0:
+        _err("--flow needs --count N (N >= 0)")
+        return EXIT_UNREADABLE
+    if args.input is not None:
+        _err("give either INPUT (JSON Lines) or --flow, not both")
+        return EXIT_UNREADABLE
+    try:
+        t = RoceTemplate(layers, patch=tuple(args.vary or ("bth.psn",)))
+    except (DecodeError, ValueError, KeyError) as e:
+        _err(f"{src}: {e}")
+        return EXIT_UNREADABLE
+    n = args.count
+    start = args.start_ns
+    if args.rate_gbps:
+        # one frame per wire time (FCS, preamble/SFD, IFG) at the rate: exact ps, floored to ns
+        bits = wire_bytes(t.size_bytes) * 8
+        rate_bps = round(args.rate_gbps * 10**9)
+        stamps = (start + i * bits * 10**9 // rate_bps for i in range(n))
+    else:
+        gap = args.gap_ns or 0
+        stamps = range(start, start + n * gap, gap) if gap else (start for _ in range(n))
+    fmt = "pcapng" if args.pcapng else "pcap"
+    try:
+        with CaptureWriter(args.output, format=fmt) as w:
+            written = w.write_frames(t.stamp(n), stamps)
+    except OSError as e:
+        _err(f"{args.output}: {e.strerror or e}")
+        return EXIT_UNREADABLE
+    except ValueError as e:
+        _err(f"{args.output}: {e}")
+        return EXIT_UNREADABLE
+    if not args.quiet:
+        _err(f"wrote {written} record(s) to {args.output}")
+    return EXIT_OK
 
 
 # ----------------------------------------------------------------------- stats
@@ -298,6 +362,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ignore given lengths, checksums, PadCnt and ICRC and compute them "
                         "(after editing decoded records)")
     c.add_argument("-q", "--quiet", action="store_true", help="no summary line on stderr")
+    f = c.add_argument_group("templated flow (fast, RoCEv2 only)")
+    f.add_argument("--flow", metavar="JSON|@FILE",
+                   help="one frame's layers as a JSON object (the decode schema); with "
+                        "--count, writes N copies with --vary fields counting up")
+    f.add_argument("--count", type=int, metavar="N", help="frames to write")
+    f.add_argument("--vary", action="append", metavar="LAYER.FIELD",
+                   help="field that counts up by one per frame (default bth.psn; repeatable)")
+    g = f.add_mutually_exclusive_group()
+    g.add_argument("--gap-ns", type=int, metavar="NS", help="time between frames")
+    g.add_argument("--rate-gbps", type=float, metavar="R",
+                   help="space frames back to back at this line rate (wire size: FCS, "
+                        "preamble, IFG)")
+    f.add_argument("--start-ns", type=int, default=0, metavar="NS",
+                   help="timestamp of the first frame")
     common(c)
     c.set_defaults(func=cmd_craft)
 

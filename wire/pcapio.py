@@ -71,6 +71,7 @@ _DEFAULT_MAX_SNAPLEN = 262_144
 _SKIP_CHUNK = 1 << 16
 #: The reader keeps at most this many warnings (constant memory).
 _MAX_WARNINGS = 1000
+_PCAP_TS_LIMIT_NS = (0xFFFFFFFF + 1) * 1_000_000_000  # 32-bit seconds
 _U32_MAX = 0xFFFF_FFFF
 _U64_MAX = 0xFFFF_FFFF_FFFF_FFFF
 
@@ -861,7 +862,7 @@ class CaptureWriter:
         else:
             raise TypeError(f"cannot write {type(record_or_data).__name__}: want a Record or "
                             "bytes")
-        if type(data) is not bytes:
+        if type(data) is not bytes and type(data) is not bytearray:
             if not isinstance(data, (bytes, bytearray, memoryview)):
                 raise TypeError(f"record data must be bytes, not {type(data).__name__}")
             data = bytes(data)
@@ -907,6 +908,38 @@ class CaptureWriter:
             self._write(data)
             self._write(b"\0" * pad + self._u32.pack(total_len))
         self.records_written += 1
+
+    def write_frames(self, frames: Iterable[bytes | bytearray], ts_ns: Iterable[int]) -> int:
+        """Write many whole frames (the file's linktype, interface 0) with their timestamps;
+        the bulk path of :meth:`write` (same checks, less per-call work).  Returns the count."""
+        if self.format != "pcap" or self.snaplen < 65536:
+            n = 0
+            for frame, ts in zip(frames, ts_ns, strict=False):
+                self.write(frame, ts_ns=ts)
+                n += 1
+            return n
+        if self._closed:
+            raise ValueError(f"{self.path}: writer is closed")
+        pack, wr = self._record_header.pack, self._write
+        div = 1 if self.nanosecond else 1000
+        n = 0
+        for frame, ts in zip(frames, ts_ns, strict=False):
+            if type(ts) is not int or ts < 0 or ts >= _PCAP_TS_LIMIT_NS:
+                self.write(frame, ts_ns=ts)  # the checked path (raises with its message)
+                self.records_written -= 1  # counted below with the others
+                n += 1
+                continue
+            size = len(frame)
+            if size > self.snaplen:
+                frame, cap = frame[:self.snaplen], self.snaplen
+            else:
+                cap = size
+            sec, frac = divmod(ts, _NS_PER_S)
+            wr(pack(sec, frac // div, cap, size))
+            wr(frame)
+            n += 1
+        self.records_written += n
+        return n
 
     def close(self) -> None:
         """Finish the file: flush, and close it if the writer opened it.  Idempotent."""

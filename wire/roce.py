@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import zlib
 
-__all__ = ["icrc", "icrc_bytes", "ICRC_BYTES", "CNP_OPCODE"]
+__all__ = ["icrc", "icrc_bytes", "icrc_state", "ICRC_BYTES", "CNP_OPCODE"]
 
 ICRC_BYTES = 4
 #: RoCEv2 CNP opcode (IBA Annex A17.9.3).
@@ -38,6 +38,22 @@ def icrc(ip_header: bytes | bytearray | memoryview, udp_datagram: bytes | bytear
     ``udp_datagram`` the UDP header, BTH and everything after it *up to but excluding* the
     ICRC.  The version is read from the header's first nibble, so one function serves both.
     """
+    udp = udp_datagram if isinstance(udp_datagram, bytes | bytearray) else bytes(udp_datagram)
+    return zlib.crc32(udp[_MASKED_END:], icrc_state(ip_header, udp[:_MASKED_END]))
+
+
+#: The UDP datagram's masked bytes all lie before this offset (checksum 6-7, BTH byte 4).
+_MASKED_END = 13
+
+
+def icrc_state(ip_header: bytes | bytearray | memoryview,
+               udp_head: bytes | bytearray | memoryview) -> int:
+    """The ICRC's running CRC after the pseudo-LRH, the masked IP header and ``udp_head``
+    (the first bytes of the UDP datagram, at least 13 so that every masked byte is in it):
+    ``zlib.crc32(rest_of_datagram, icrc_state(ip, head))`` is the ICRC.  Crafting many frames
+    that differ only after ``udp_head`` computes this once."""
+    if len(udp_head) < _MASKED_END:
+        raise ValueError(f"udp_head must hold at least {_MASKED_END} bytes")
     ip = bytearray(ip_header)
     if ip[0] >> 4 == 4:
         ip[1] = 0xFF            # TOS: DSCP + ECN
@@ -48,13 +64,13 @@ def icrc(ip_header: bytes | bytearray | memoryview, udp_datagram: bytes | bytear
         ip[1] = ip[2] = ip[3] = 0xFF  # traffic class low nibble + flow label
         ip[7] = 0xFF            # hop limit
     crc = zlib.crc32(ip, _CRC_LRH)
-    udp = udp_datagram if isinstance(udp_datagram, bytes | bytearray) else bytes(udp_datagram)
+    udp = bytes(udp_head)
     # UDP checksum (bytes 6-7) and BTH byte 4 (datagram byte 12) are masked.
     crc = zlib.crc32(udp[:6], crc)
     crc = zlib.crc32(b"\xff\xff", crc)
     crc = zlib.crc32(udp[8:12], crc)
     crc = zlib.crc32(b"\xff", crc)
-    return zlib.crc32(udp[13:], crc)
+    return zlib.crc32(udp[_MASKED_END:], crc)
 
 
 def icrc_bytes(value: int) -> bytes:

@@ -20,23 +20,29 @@ byte-aligned.  Length fields are not patchable (the frame's size is the template
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from .checksum import internet_checksum
 from .ecn import ip_offset
-from .roce import ICRC_BYTES, icrc, icrc_bytes
+from .pcapio import Record
+from .roce import ICRC_BYTES, icrc, icrc_bytes, icrc_state
 from .stack import SPECS, build, dissect
 
-__all__ = ["RoceTemplate"]
+__all__ = ["RoceTemplate", "craft_flow"]
 
 _IPV4_CSUM = SPECS["ipv4"].byte_field("checksum")[0]
+#: IP fields the ICRC masks (IBA Annex A17.8): changing them leaves the ICRC as it is.
+_ICRC_MASKED = {"ipv4": {"dscp", "ecn", "ttl"}, "ipv6": {"dscp", "ecn", "flow_label",
+                                                          "hop_limit"}}
 
 
 class RoceTemplate:
     """A RoCEv2 frame (IPv4 or IPv6, UDP 4791, BTH ...) to stamp out with some fields changed."""
 
-    __slots__ = ("_frame", "_ip", "_slots", "_udp", "_udp_end", "_v4", "names")
+    __slots__ = ("_crc_from", "_crc_state", "_frame", "_ip", "_ip_patched", "_slots", "_udp",
+                 "_udp_end", "_v4", "names")
 
     def __init__(self, layers: Mapping[str, Any], patch: Iterable[str] = ("bth.psn",)) -> None:
         frame = build(layers)
@@ -60,6 +66,8 @@ class RoceTemplate:
             at += SPECS[name].size_bytes
         self.names = tuple(patch)
         slots = []
+        self._ip_patched = False
+        crc_from: int | None = len(frame)  # first datagram byte the patches may change
         for key in self.names:
             layer, _, field = key.partition(".")
             if layer not in offsets or layer == "udp":
@@ -67,8 +75,23 @@ class RoceTemplate:
                                  f"header of this frame ({sorted(set(offsets) - {'udp'})})")
             byte, shift, mask = SPECS[layer].byte_field(field)
             width = 1 if mask << shift <= 0xFF else (mask.bit_length() + 7) // 8
-            slots.append((offsets[layer] + byte, shift, mask, width))
+            at = offsets[layer] + byte
+            slots.append((at, shift, mask, width))
+            if layer in _ICRC_MASKED:
+                self._ip_patched = self._ip_patched or self._v4
+                if field not in _ICRC_MASKED[layer]:
+                    crc_from = None  # an IP field the ICRC covers: recompute it whole
+            elif crc_from is not None:
+                crc_from = min(crc_from, at)
         self._slots = tuple(slots)
+        # The ICRC's running CRC over everything before the first patched byte (when that is
+        # past the masked bytes), computed once: each frame only adds the rest.
+        self._crc_from = self._crc_state = None
+        if crc_from is not None and crc_from - self._udp >= 13:
+            end = self._udp_end - ICRC_BYTES
+            crc_from = min(crc_from, end)
+            self._crc_from = crc_from
+            self._crc_state = icrc_state(frame[self._ip:self._udp], frame[self._udp:crc_from])
 
     @property
     def size_bytes(self) -> int:
@@ -92,10 +115,60 @@ class RoceTemplate:
 
     def _finish(self, f: bytearray) -> bytearray:
         ip, udp = self._ip, self._udp
-        if self._v4:
+        if self._ip_patched:
             ck = ip + _IPV4_CSUM
             f[ck] = f[ck + 1] = 0
             f[ck:ck + 2] = internet_checksum(f[ip:udp]).to_bytes(2, "big")
         end = self._udp_end - ICRC_BYTES
-        f[end:self._udp_end] = icrc_bytes(icrc(f[ip:udp], f[udp:end]))
+        if self._crc_state is not None:
+            value = zlib.crc32(f[self._crc_from:end], self._crc_state)
+        else:
+            value = icrc(f[ip:udp], f[udp:end])
+        f[end:self._udp_end] = icrc_bytes(value)
         return f
+
+    def stamp(self, count: int, start: Mapping[str, int] | None = None,
+              step: int = 1) -> Iterator[bytearray]:
+        """``count`` frames; each patched field starts at ``start[name]`` (default: the
+        template's value) and advances by ``step`` per frame, wrapping at its width (a PSN
+        sequence, a QP sweep...)."""
+        if count < 0:
+            raise ValueError("count must be >= 0")
+        vals = []
+        tpl = self._frame
+        for key, (at, shift, mask, width) in zip(self.names, self._slots, strict=True):
+            if start is not None and key in start:
+                v = start[key]
+            elif width == 1:
+                v = (tpl[at] >> shift) & mask
+            else:
+                v = int.from_bytes(tpl[at:at + width], "big")
+            if not 0 <= v <= mask:
+                raise ValueError(f"{key} = {v} does not fit (0..{mask})")
+            vals.append(v)
+        slots = self._slots
+        finish = self._finish
+        for i in range(count):
+            f = bytearray(tpl)
+            for v0, (at, shift, mask, width) in zip(vals, slots, strict=True):
+                v = (v0 + i * step) & mask if mask & (mask + 1) == 0 else (v0 + i * step) % (
+                    mask + 1)
+                if width == 1:
+                    f[at] = (f[at] & ~(mask << shift) & 0xFF) | (v << shift)
+                else:
+                    f[at:at + width] = v.to_bytes(width, "big")
+            yield finish(f)
+
+
+def craft_flow(layers: Mapping[str, Any], count: int, *, vary: Iterable[str] = ("bth.psn",),
+               start: Mapping[str, int] | None = None, ts_ns: int = 0, gap_ns: int = 0,
+               ) -> Iterator[Record]:
+    """``count`` records of one RoCEv2 flow: the frame ``layers`` builds (``wire.build``), with
+    each field in ``vary`` counting up by one per frame from ``start`` (default: the value in
+    ``layers``), at ``ts_ns``, ``ts_ns + gap_ns``, ...  IPv4 checksum and ICRC are valid."""
+    if gap_ns < 0 or ts_ns < 0:
+        raise ValueError("ts_ns and gap_ns must be >= 0")
+    t = RoceTemplate(layers, patch=tuple(vary))
+    n = t.size_bytes
+    for i, frame in enumerate(t.stamp(count, start)):
+        yield Record(ts_ns + i * gap_ns, bytes(frame), n)
