@@ -19,7 +19,7 @@ from . import Param, ScenarioError
 
 __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABRIC_PARAMS",
            "cc_params", "check_cc", "duration_ps", "ecn_config", "host_kw", "mmu_config",
-           "param_set", "parse_cc_opts",
+           "param_set", "parse_cc_opts", "fabric_params", "FABRIC_NAMES", "with_default",
            "pos", "nonneg", "frac", "rate_check", "share", "in_range"]
 
 KB = 1000
@@ -99,6 +99,24 @@ FABRIC_PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("packet_bytes", 1082, "data frame size, bytes without FCS (1024 B payload RoCEv2)",
           _packet),
 )}
+
+
+#: The fabric-wide parameters every built-in takes, in listing order.
+FABRIC_NAMES = ("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "cc", "seed",
+                "kmin_kb", "kmax_kb", "pmax", "cable_m", "packet_bytes")
+
+
+def fabric_params(**overrides: Param) -> tuple[Param, ...]:
+    """Every fabric-wide parameter (:data:`FABRIC_NAMES`) and the congestion-control knobs
+    (:func:`cc_params`), with some replaced (``overrides[name]``, e.g. another default)."""
+    return (*param_set(*FABRIC_NAMES, **overrides), *cc_params())
+
+
+def with_default(name: str, value: Any) -> Param:
+    """The shared parameter ``name`` with another default (same doc and check)."""
+    import dataclasses
+
+    return dataclasses.replace(FABRIC_PARAMS[name], default=value)
 
 
 def param_set(*names: str, **overrides: Param) -> tuple[Param, ...]:

@@ -17,13 +17,12 @@ from ..units import gbps, prop_delay_ps
 from . import Param, Scenario, TracerSlot, resolve_params
 from .common import (
     TC,
-    cc_params,
     duration_ps,
     ecn_config,
+    fabric_params,
     host_kw,
     in_range,
     mmu_config,
-    param_set,
 )
 
 __all__ = ["DOC", "PARAMS", "build"]
@@ -33,9 +32,7 @@ DOC = "N senders -> one receiver through one switch (PFC, ECN marking, optional 
 
 PARAMS: tuple[Param, ...] = (
     Param("senders", 8, "number of senders (the incast degree)", in_range(1, 254)),
-    *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "cc", "seed",
-               "kmin_kb", "kmax_kb", "pmax", "cable_m", "packet_bytes"),
-    *cc_params(),
+    *fabric_params(),
 )
 
 

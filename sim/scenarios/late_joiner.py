@@ -20,34 +20,27 @@ from ..host import Flow
 from ..units import gbps, prop_delay_ps
 from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from .common import (
-    FABRIC_PARAMS,
     TC,
-    cc_params,
-    check_cc,
     duration_ps,
     ecn_config,
+    fabric_params,
     host_kw,
     mmu_config,
     nonneg,
-    param_set,
-    pos,
+    with_default,
 )
 
 __all__ = ["DOC", "PARAMS", "build"]
 
 DOC = "one flow alone, a second joins at join_ms; DCQCN (paper preset) converges to fairness"
 
-_F = FABRIC_PARAMS
 PARAMS: tuple[Param, ...] = (
     Param("join_ms", 10.0, "start time of the second flow, ms", nonneg),
-    *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "cc", "seed",
-               "kmin_kb", "kmax_kb", "pmax", "cable_m", "packet_bytes",
-               link_gbps=Param("link_gbps", 40.0, _F["link_gbps"].doc, _F["link_gbps"].check),
-               xoff_kb=Param("xoff_kb", 1000.0, _F["xoff_kb"].doc, pos),
-               buffer_kb=Param("buffer_kb", 12000.0, _F["buffer_kb"].doc, pos),
-               duration_ms=Param("duration_ms", 60.0, _F["duration_ms"].doc, pos),
-               cc=Param("cc", "dcqcn", _F["cc"].doc, check_cc)),
-    *cc_params(),
+    *fabric_params(link_gbps=with_default("link_gbps", 40.0),
+                   xoff_kb=with_default("xoff_kb", 1000.0),
+                   buffer_kb=with_default("buffer_kb", 12000.0),
+                   duration_ms=with_default("duration_ms", 60.0),
+                   cc=with_default("cc", "dcqcn")),
 )
 
 

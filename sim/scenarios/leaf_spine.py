@@ -20,13 +20,12 @@ from ..units import gbps, prop_delay_ps
 from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from .common import (
     TC,
-    cc_params,
     duration_ps,
     ecn_config,
+    fabric_params,
     host_kw,
     in_range,
     mmu_config,
-    param_set,
     share,
 )
 from .traffic import PATTERNS, pairs
@@ -50,9 +49,7 @@ PARAMS: tuple[Param, ...] = (
           "destination)", None),
     Param("pattern", "shift", f"traffic pattern: {', '.join(PATTERNS)}", _pattern),
     Param("load", 1.0, "offered load per source as a fraction of its link rate", share),
-    *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "cc", "seed",
-               "kmin_kb", "kmax_kb", "pmax", "cable_m", "packet_bytes"),
-    *cc_params(),
+    *fabric_params(),
 )
 
 

@@ -20,14 +20,13 @@ from ..units import gbps, prop_delay_ps
 from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from .common import (
     TC,
-    cc_params,
     duration_ps,
     ecn_config,
+    fabric_params,
     host_kw,
     in_range,
     mmu_config,
     nonneg,
-    param_set,
     share,
 )
 
@@ -50,9 +49,7 @@ PARAMS: tuple[Param, ...] = (
           share),
     Param("routing", "clockwise", "'clockwise' or 'shortest' (shorter direction)", _routing),
     Param("stop_ms", 0.0, "sources stop sending at this time, ms (0: never)", nonneg),
-    *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "cc", "seed",
-               "kmin_kb", "kmax_kb", "pmax", "cable_m", "packet_bytes"),
-    *cc_params(),
+    *fabric_params(),
 )
 
 
