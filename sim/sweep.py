@@ -295,10 +295,20 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
     return mean, t * (var / n) ** 0.5
 
 
+def _order(v: Any) -> tuple:
+    """Sort key: numbers by value, then everything else by text."""
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return (0, v, "")
+    return (1, 0, str(v))
+
+
 def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None = None,
-               path: str | None = None) -> str:
+               path: str | None = None, where: Mapping[str, Any] | None = None) -> str:
     """A PNG of figure ``y`` against swept parameter ``x`` (one line per value of ``by``),
-    mean over seeds with a 95 % confidence band; returns the file written."""
+    mean over seeds with a 95 % confidence band; returns the file written.
+
+    Every other parameter that varies in the sweep must be fixed with ``where`` (name ->
+    value), so that the band is over seeds only."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -308,6 +318,19 @@ def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None =
     if not rows:
         raise ValueError(f"{out_dir}: no finished runs")
     known_p = sorted({k for r in rows for k in r["params"]})
+    for k, v in (where or {}).items():
+        if k not in known_p:
+            raise ValueError(f"--where {k}: not a swept parameter; known: {known_p}")
+        rows = [r for r in rows if r["params"].get(k) == v]
+        if not rows:
+            raise ValueError(f"--where {k}={v!r}: no finished run has that value")
+    for k in known_p:
+        if k in (x, by) or k in (where or {}):
+            continue
+        values = sorted({json.dumps(r["params"].get(k)) for r in rows})
+        if len(values) > 1:
+            raise ValueError(f"parameter {k!r} also varies ({', '.join(values)}): fix it with "
+                             f"--where {k}=VALUE or draw it with --by {k}")
     known_f = sorted({k for r in rows for k in r["figures"]})
     for name, val, known in (("--x", x, known_p), ("--by", by, known_p),
                              ("--y", y, known_f)):
@@ -321,8 +344,8 @@ def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None =
         g = r["params"].get(by) if by else None
         groups.setdefault(g, {}).setdefault(r["params"].get(x), []).append(float(v))
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for g in sorted(groups, key=str):
-        pts = sorted(groups[g].items(), key=lambda kv: (str(type(kv[0])), kv[0]))
+    for g in sorted(groups, key=_order):
+        pts = sorted(groups[g].items(), key=lambda kv: _order(kv[0]))
         xs = [p[0] for p in pts]
         stats = [mean_ci(p[1]) for p in pts]
         m = [s[0] for s in stats]
@@ -331,10 +354,14 @@ def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None =
         ax.fill_between(xs, [a - b for a, b in zip(m, h, strict=True)],
                         [a + b for a, b in zip(m, h, strict=True)], alpha=0.2,
                         color=line[0].get_color())
-    ax.set(xlabel=x, ylabel=y, title=f"{y} vs {x} (mean over seeds, 95 % CI)")
+    fixed = ", ".join(f"{k}={v}" for k, v in (where or {}).items())
+    ax.set(xlabel=x, ylabel=y, title=f"{y} vs {x} (mean over seeds, 95 % CI)"
+           + (f"\n{fixed}" if fixed else ""))
     ax.legend(fontsize="small")
     fig.tight_layout()
-    path = path or os.path.join(os.fspath(out_dir), f"{y}_vs_{x}.png".replace("/", "_"))
+    stem = f"{y}_vs_{x}" + (f"_by_{by}" if by else "") + "".join(
+        f"_{k}={v}" for k, v in (where or {}).items())
+    path = path or os.path.join(os.fspath(out_dir), stem.replace("/", "_") + ".png")
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

@@ -58,10 +58,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep_plot(args: argparse.Namespace) -> int:
+    from .scenarios import _parse_text
     from .sweep import plot_sweep
 
+    where = {k: _parse_text(v) for k, v in (args.where or ())}
     try:
-        print(plot_sweep(args.dir, args.x, args.y, args.by, args.output))
+        print(plot_sweep(args.dir, args.x, args.y, args.by, args.output, where))
     except (OSError, ValueError) as e:
         _err(f"{args.dir}: {e}")
         return EXIT_USAGE
@@ -105,5 +107,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--x", required=True, metavar="PARAM")
     p.add_argument("--y", required=True, metavar="FIGURE")
     p.add_argument("--by", metavar="PARAM", help="one line per value of this parameter")
+    p.add_argument("--where", type=_grid_item, action="append", metavar="PARAM=VALUE",
+                   help="only runs with this value (repeatable); every other parameter that "
+                        "varies must be fixed this way or drawn with --by")
     p.add_argument("-o", "--output", metavar="FILE.png")
     p.set_defaults(func=cmd_sweep_plot)

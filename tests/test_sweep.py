@@ -156,6 +156,12 @@ def test_sweep_plot_and_cli_errors(serial, capsys) -> None:
     assert png.endswith(".png") and os.path.getsize(png) > 5000
     assert main(["sweep-plot", str(out), "--x", "senders", "--y", "nosuch"]) == 2
     assert "nosuch" in capsys.readouterr().err
+    # pfc varies too: it must be fixed or drawn, never averaged into the seed band
+    assert main(["sweep-plot", str(out), "--x", "senders", "--y", "totals.drops"]) == 2
+    assert "'pfc' also varies" in capsys.readouterr().err
+    assert main(["sweep-plot", str(out), "--x", "senders", "--y", "totals.drops",
+                 "--where", "pfc=false"]) == 0
+    assert "pfc=False" in capsys.readouterr().out
     with pytest.raises(SystemExit) as e:
         main(["sweep", "incast", "-p", "senders"])
     assert e.value.code == 2
