@@ -318,6 +318,11 @@ def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None =
     if not rows:
         raise ValueError(f"{out_dir}: no finished runs")
     known_p = sorted({k for r in rows for k in r["params"]})
+    known_f = sorted({k for r in rows for k in r["figures"]})
+    for name, val, known in (("--x", x, known_p), ("--by", by, known_p),
+                             ("--y", y, known_f)):
+        if val is not None and val not in known:
+            raise ValueError(f"{name} {val!r}: not in this sweep; known: {known}")
     for k, v in (where or {}).items():
         if k not in known_p:
             raise ValueError(f"--where {k}: not a swept parameter; known: {known_p}")
@@ -331,11 +336,6 @@ def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None =
         if len(values) > 1:
             raise ValueError(f"parameter {k!r} also varies ({', '.join(values)}): fix it with "
                              f"--where {k}=VALUE or draw it with --by {k}")
-    known_f = sorted({k for r in rows for k in r["figures"]})
-    for name, val, known in (("--x", x, known_p), ("--by", by, known_p),
-                             ("--y", y, known_f)):
-        if val is not None and val not in known:
-            raise ValueError(f"{name} {val!r}: not in this sweep; known: {known}")
     groups: dict[Any, dict[Any, list[float]]] = {}
     for r in rows:
         v = r["figures"].get(y)
