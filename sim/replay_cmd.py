@@ -31,7 +31,17 @@ def _node_port(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _scale(value: float):
+    """--time-scale as an exact fraction (replay multiplies capture offsets by it)."""
+    from fractions import Fraction
+
+    return Fraction(value).limit_denominator(10**6)
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
+    if args.time_scale <= 0:
+        _err("--time-scale must be > 0")
+        return EXIT_USAGE
     from .results import run_scenario
     from .scenarios import ScenarioError
     from .scenarios.loader import scenario_name
@@ -46,7 +56,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     try:
         s = run_scenario(args.scenario, params=dict(args.param or ()), seed=args.seed,
                          out_dir=out, plots=not args.no_plots, captures=args.capture or (),
-                         pcaps=args.pcap or ())
+                         pcaps=[(f, _scale(args.time_scale)) for f in args.pcap or ()])
     except ValueError as e:
         _err(str(e))
         return EXIT_USAGE
@@ -104,6 +114,8 @@ def add_parsers(sub) -> None:
                    help="also inject the frames of a pcap/pcapng at the hosts owning their "
                         "source addresses (10.0.N.N / 02:00:..: node N), at their timestamps "
                         "relative to the first (repeatable)")
+    r.add_argument("--time-scale", type=float, default=1.0, metavar="X",
+                   help="multiply the --pcap frames' time offsets by X (0.5: twice as fast)")
     r.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     r.set_defaults(func=cmd_replay)
 

@@ -263,3 +263,26 @@ def test_docs_example_fabric_file_runs(tmp_path) -> None:
     s = scenarios.run(str(ex), {"duration_ms": 0.05}, out_dir=str(tmp_path / "o"),
                       plots=False)
     assert s["scenario"] == "two_switches" and s["flows"][0]["bytes_delivered"] > 0
+
+
+def test_cli_time_scale_stretches_the_replayed_capture(tmp_path) -> None:
+    import wire
+
+    recs = []
+    for i in range(2):
+        f = wire.build({"ipv4": {"src": "10.0.0.1", "dst": "10.0.0.5", "ecn": 2}, "udp": {},
+                        "bth": {"opcode": "RC_SEND_ONLY", "dest_qp": 70},
+                        "payload": {"length": 500}})
+        recs.append(wire.Record(ts_ns=i * 1000, data=f, orig_len=len(f)))
+    pcap = tmp_path / "in.pcap"
+    wire.write(pcap, recs)
+    got = {}
+    for scale in ("1", "200"):  # 1 us apart, or 200 us: after the 100 us run
+        out = tmp_path / scale
+        assert main(["replay", "incast", "-p", "senders=4", "-p", "duration_ms=0.1",
+                     "--pcap", str(pcap), "--time-scale", scale, "--out", str(out),
+                     "--no-plots"]) == 0
+        got[scale] = json.loads((out / "summary.json").read_text())["replay"]
+    assert got["1"]["delivered_bytes"] == 2 * len(recs[0].data)
+    assert got["200"]["delivered_bytes"] == len(recs[0].data)
+    assert main(["replay", "incast", "--pcap", str(pcap), "--time-scale", "0"]) == 2
