@@ -23,7 +23,7 @@ from wire.pcapio import CaptureReader, CaptureWriter, Record
 from wire.records import record_from_dict, record_to_dict
 from wire.scaleup import DEFAULT_SCALEUP, TRANSPORTS, ScaleUpConfig
 from wire.stack import ROCE_PORTS, dissect
-from wire.stats import CaptureStats, summary_line
+from wire.stats import STATS_FIELDS, CaptureStats, summary_line
 
 from . import replay_cmd, sweep_cmd, wireshark_cmd
 
@@ -248,16 +248,45 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return EXIT_UNREADABLE
     st = CaptureStats(link_bps=link_bps)
     for path in args.files:
-        for _i, rec in _records(path, state):
-            if rec.linktype != 1:
-                continue
-            st.add(rec.ts_ns, rec.orig_len,
-                   dissect(rec.data, rec.orig_len, roce_ports=ports, scaleup=args.scaleup))
+        _stats_file(path, st, ports, args.scaleup, state)
     if args.json:
         print(json.dumps(st.to_dict(), indent=2))
     else:
         print(st.format_text())
     return state["status"]
+
+
+def _stats_file(path: str, st: CaptureStats, ports: frozenset[int], sc: ScaleUpConfig,
+                state: dict) -> None:
+    """One capture into ``st`` through the numpy batch decoder (wire.batch): well-formed
+    RoCEv2 and PFC/PAUSE frames are counted from columns, every other frame is dissected
+    (CaptureStats.add_columns).  Errors and warnings are reported as ``_records`` does."""
+    from wire.batch import read_columns
+
+    src = sys.stdin.buffer if path == "-" else path
+    size = None
+    if path != "-":
+        with contextlib.suppress(OSError):
+            size = os.path.getsize(path)
+    bar = _progress(path, size)
+    warnings: list[tuple[int, str]] = []
+    try:
+        for cols in read_columns(src, fields=STATS_FIELDS, roce_ports=ports, scaleup=sc,
+                                 warnings=warnings):
+            st.add_columns(cols, roce_ports=ports, scaleup=sc)
+            if bar is not None:
+                bar.update(int(cols["caplen"].sum()) + 16 * cols.rows)
+        for idx, msg in warnings:
+            _err(f"{path}: record {idx}: {msg}")
+    except CaptureError as e:
+        _err(str(e))
+        state["status"] = EXIT_UNREADABLE
+    except OSError as e:
+        _err(f"{path}: {e.strerror or e}")
+        state["status"] = EXIT_UNREADABLE
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 # -------------------------------------------------------------------- overhead

@@ -7,9 +7,12 @@ The public surface is small and stable::
     frame = wire.build({"ipv4": {}, "udp": {}, "bth": {"opcode": "RC_SEND_ONLY"}})
     for rec in wire.read("capture.pcapng"): ...   # wire.Record(ts_ns, data, orig_len, ...)
     wire.write("out.pcap", records)
+    for cols in wire.read_columns("big.pcap"): ... # numpy columns per chunk (wire.batch)
 
 Importing this package imports neither Scapy nor matplotlib (Scapy layers live in
-:mod:`wire.scapy_layers`, installed explicitly with ``install()``).
+:mod:`wire.scapy_layers`, installed explicitly with ``install()``), nor numpy: the batch
+decoder (:mod:`wire.batch`: ``read_columns``, ``read_all``, ``Columns``) is imported on first
+use of those names.
 """
 
 from .bth import Opcode, opcode_name
@@ -36,4 +39,16 @@ __all__ = [
     "CaptureWriter", "DecodeError", "Decoded", "Ecn", "Field", "HeaderSpec", "Layer", "Opcode",
     "Record", "Truncated", "TruncatedFile", "build", "dissect", "get_ecn", "icrc", "mark_ce",
     "opcode_name", "ps_to_quanta", "quanta_to_ns", "quanta_to_ps", "read", "set_ecn", "write",
+    "Columns", "read_columns", "read_all",
 ]
+
+_BATCH = ("Columns", "read_columns", "read_all")
+
+
+def __getattr__(name: str):
+    """The batch API (numpy) is imported lazily: ``import wire`` stays light."""
+    if name in _BATCH:
+        from . import batch
+
+        return getattr(batch, name)
+    raise AttributeError(f"module 'wire' has no attribute {name!r}")

@@ -9,14 +9,32 @@ count twice.  Frames are taken in file order.
 
 from __future__ import annotations
 
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from .bth import EXT_HEADERS, opcode_name
 from .ecn import Ecn
-from .pfc import quanta_to_ns
-from .stack import Decoded
+from .ib_ext import EXT_SPECS
+from .pfc import PAUSE_DST, quanta_to_ns
+from .roce import CNP_OPCODE, ICRC_BYTES
+from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
+from .spec import format_value, parse_value
+from .stack import ROCE_PORTS, SPECS, Decoded, dissect
 
-__all__ = ["CaptureStats", "summary_line"]
+if TYPE_CHECKING:  # numpy is only imported by the batch path
+    from .batch import Columns
+
+__all__ = ["CaptureStats", "STATS_FIELDS", "summary_line"]
+
+#: The batch columns :meth:`CaptureStats.add_columns` reads (``read_columns(fields=...)``).
+STATS_FIELDS = (
+    "eth.src", "eth.dst", "ipv4.version", "ipv4.ihl", "ipv4.ecn", "ipv4.total_length",
+    "ipv4.checksum", "ipv4.src", "ipv4.dst", "ipv6.version", "ipv6.ecn", "ipv6.payload_length",
+    "ipv6.src", "ipv6.dst", "udp.length", "udp.checksum", "bth.opcode", "bth.dest_qp",
+    "bth.pad_count", "pfc.class_enable", "pfc.quanta", "pause.quanta",
+)
 
 _ECN_NAMES = {0: "Not-ECT", 1: "ECT(1)", 2: "ECT(0)", 3: "CE"}
 _SUE_OPS = {0: "ACK", 1: "NACK", 2: "DATA", 3: "RSVD"}
@@ -223,6 +241,109 @@ class CaptureStats:
             self._clock((d["eth"]["src"], "all")).frame(
                 ts_ns, quanta_to_ns(pause["quanta"], self.link_bps))
 
+    def add_columns(self, cols: Columns, *, roce_ports=ROCE_PORTS,
+                    scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> None:
+        """Add one :func:`wire.batch.read_columns` chunk: the same result as :meth:`add` on
+        every Ethernet record of it (other link types are skipped, as ``lossless stats``
+        does), in file order.
+
+        Well-formed RoCEv2 frames (nothing :func:`~wire.dissect` would call a problem other
+        than a bad ICRC) and well-formed PFC/PAUSE frames are counted from the columns; the
+        ICRC of each RoCEv2 frame is computed (``zlib.crc32`` over the masked headers the
+        columns locate, then the rest of the datagram).  Every other frame goes through
+        :func:`~wire.dissect` and :meth:`add`, at its place in the file order.
+        """
+        import numpy as np
+
+        eth_rows = cols["linktype"] == 1
+        roce, icrc_bad = _clean_roce(cols, eth_rows)
+        mac = _clean_mac_control(cols, eth_rows)
+        fast = roce | mac
+        slow = np.flatnonzero(eth_rows & ~fast)
+        ts = cols["ts_ns"]
+        olen = cols["orig_len"]
+        fr = np.flatnonzero(fast)
+        if len(fr):
+            self.records += len(fr)
+            self.bytes += int(olen[fr].sum())
+            lo, hi = int(ts[fr].min()), int(ts[fr].max())
+            if self.first_ts_ns is None or lo < self.first_ts_ns:
+                self.first_ts_ns = lo
+            if self.last_ts_ns is None or hi > self.last_ts_ns:
+                self.last_ts_ns = hi
+        events: list[tuple[int, int, object]] = []  # (row, kind, what): kept in file order
+        rr = np.flatnonzero(roce)
+        if len(rr):
+            v4 = cols["has.ipv4"][rr]
+            ecn = np.where(v4, cols["ipv4.ecn"][rr], cols["ipv6.ecn"][rr]).astype(np.int64)
+            for k, c in enumerate(np.bincount(ecn, minlength=4).tolist()):
+                if c:
+                    self.ecn[k] += c
+                    self.roce_ecn[k] += c
+            bad = int(icrc_bad[rr].sum())
+            self.icrc_bad += bad
+            self.problem_records += bad
+            ops = cols["bth.opcode"][rr].astype(np.int64)
+            uops, first, counts = np.unique(ops, return_index=True, return_counts=True)
+            for op, f, c in zip(uops.tolist(), first.tolist(), counts.tolist(), strict=True):
+                events.append((int(rr[f]), 0, (opcode_name(op), c)))
+            qp = cols["bth.dest_qp"][rr].astype(np.int64)
+            is_cnp = ops == CNP_OPCODE
+            ce = (ecn == Ecn.CE).astype(np.int64)
+            for keys, first_rows, n_pk, n_by, n_ce in _group_flows(cols, rr, qp, v4, olen, ce,
+                                                                 ~is_cnp):
+                for key, f, p, b, c in zip(keys, first_rows, n_pk, n_by, n_ce, strict=True):
+                    events.append((f, 1, (key, p, b, c)))
+            for keys, _first, n_pk, _b, _c in _group_flows(cols, rr, qp, v4, olen, ce, is_cnp):
+                for key, p in zip(keys, n_pk, strict=True):
+                    self.cnps[key] += p
+        for i in np.flatnonzero(mac).tolist():
+            events.append((i, 2, None))
+        for i in slow.tolist():
+            events.append((i, 3, None))
+        if not events:
+            return
+        events.sort(key=lambda e: (e[0], e[1]))
+        flows = self.flows
+        ports = frozenset(roce_ports)
+        for i, kind, what in events:
+            # counts of the column rows are added at the first row of each key, so that
+            # keys appear in the same order as when every record goes through add()
+            if kind == 0:
+                self.opcodes[what[0]] += what[1]
+            elif kind == 1:
+                key, p, b, c = what
+                f = flows.get(key)
+                if f is None:
+                    f = flows[key] = {"packets": 0, "bytes": 0, "ce": 0}
+                f["packets"] += p
+                f["bytes"] += b
+                f["ce"] += c
+            elif kind == 2:
+                self._add_mac_control_row(cols, i)
+            elif kind == 3:
+                self.add(int(ts[i]), int(olen[i]), dissect(cols.frame(i), int(olen[i]),
+                                                           roce_ports=ports, scaleup=scaleup))
+
+    def _add_mac_control_row(self, cols: Columns, i: int) -> None:
+        """PFC / PAUSE accounting of a well-formed MAC Control row (as :meth:`add`)."""
+        ts = int(cols["ts_ns"][i])
+        src = format_value(_ETH_SRC, int(cols["eth.src"][i]))
+        if cols["has.pfc"][i]:
+            en = int(cols["pfc.class_enable"][i])
+            quanta = cols["pfc.quanta"][i].tolist()
+            for prio in range(8):
+                if not en >> prio & 1:
+                    continue
+                q = quanta[prio]
+                self.pfc_frames[prio] += 1
+                (self.pfc_xoff if q else self.pfc_xon)[prio] += 1
+                self._clock((src, prio)).frame(ts, quanta_to_ns(q, self.link_bps))
+        else:
+            self.pause_frames += 1
+            self._clock((src, "all")).frame(
+                ts, quanta_to_ns(int(cols["pause.quanta"][i]), self.link_bps))
+
     def _clock(self, key: tuple) -> _PauseClock:
         c = self._clocks.get(key)
         if c is None:
@@ -309,4 +430,181 @@ class CaptureStats:
             lines.append("")
             lines.append("Scale-up: " + ", ".join(f"{k} {v}" for k, v in s["scaleup"].items()))
         return "\n".join(lines)
+
+
+
+# ============================================================ batch (numpy) helpers
+_ETH_SRC = SPECS["eth"].field("src")
+_PAUSE_DST = parse_value(SPECS["eth"].field("dst"), PAUSE_DST)
+#: Header fields the ICRC covers as all ones (IBA Annex A17.8; see wire.roce).
+_ICRC_MASKED = {"ipv4": ("dscp", "ecn", "ttl", "checksum"),
+                "ipv6": ("dscp", "ecn", "flow_label", "hop_limit"),
+                "udp": ("checksum",), "bth": ("fecn", "becn", "resv6")}
+_CRC_LRH = zlib.crc32(b"\xff" * 8)
+
+
+def _ones_mask(name: str):
+    """Per-byte OR mask setting the ICRC-masked fields of header ``name`` to ones (from the
+    field table)."""
+    import numpy as np
+
+    spec = SPECS[name]
+    bits = 0
+    for f, _i, pos in spec.layout():
+        if f.name in _ICRC_MASKED[name]:
+            bits |= f.max_value << (spec.size_bytes * 8 - pos - f.bits)
+    return np.frombuffer(bits.to_bytes(spec.size_bytes, "big"), np.uint8)
+
+
+_EXT: list = []
+
+
+def _ext_bytes():
+    """Bytes of extended headers per BTH opcode (0..255), from EXT_HEADERS and the tables."""
+    import numpy as np
+
+    if not _EXT:
+        out = np.zeros(256, np.int64)
+        for op, (_name, hdrs) in EXT_HEADERS.items():
+            out[op] = sum(EXT_SPECS[h].size_bytes for h in hdrs)
+        _EXT.append(out)
+    return _EXT[0]
+
+
+def _clean_roce(cols: Columns, eth_rows):
+    """(rows counted from the columns, ICRC bad per row): RoCEv2 frames, not cut, whose
+    headers dissect would find nothing wrong with; their ICRC is checked here."""
+    import numpy as np
+
+    rows = cols.rows
+    n = cols["caplen"]
+    ok = eth_rows & cols["has.bth"] & (cols["orig_len"] <= n)
+    ok &= cols["udp.checksum"] == 0  # a UDP checksum to verify: dissect does it
+    v4 = cols["has.ipv4"]
+    l3 = cols["offset.l3"]
+    udp = cols["offset.udp"]
+    uend = cols["offset.udp_end"]
+    ulen = cols["udp.length"].astype(np.int64)
+    tot4 = cols["ipv4.total_length"].astype(np.int64)
+    ok4 = v4 & (cols["ipv4.version"] == 4) & (cols["ipv4.ihl"] * 4 == SPECS["ipv4"].size_bytes) \
+        & (l3 + tot4 <= n) & (ulen == tot4 - SPECS["ipv4"].size_bytes)
+    pl6 = cols["ipv6.payload_length"].astype(np.int64)
+    ok6 = cols["has.ipv6"] & (cols["ipv6.version"] == 6) \
+        & (l3 + SPECS["ipv6"].size_bytes + pl6 <= n) & (ulen == pl6)
+    ok &= ok4 | ok6
+    ok &= uend <= n
+    boff = udp + SPECS["udp"].size_bytes
+    pos = boff + SPECS["bth"].size_bytes + _ext_bytes()[np.where(ok, cols["bth.opcode"], 0)]
+    icrc_at = uend - ICRC_BYTES
+    ok &= (pos <= icrc_at) & (cols["bth.pad_count"] <= icrc_at - pos)
+    bad = np.zeros(rows, bool)
+    idx = np.flatnonzero(ok)
+    if not len(idx):
+        return ok, bad
+    a4 = idx[v4[idx]]
+    if len(a4):  # IPv4 header checksum, from the 16-bit words of the header
+        raw = cols.bytes_at(a4, l3[a4], SPECS["ipv4"].size_bytes)
+        words = raw.astype(np.int64).reshape(len(a4), -1, 2)
+        words = (words[:, :, 0] << 8) | words[:, :, 1]
+        csum_word = SPECS["ipv4"].byte_field("checksum")[0] // 2
+        s = words.sum(axis=1) - words[:, csum_word]
+        while (s >> 16).any():
+            s = (s & 0xFFFF) + (s >> 16)
+        good = (~s & 0xFFFF) == cols["ipv4.checksum"][a4]
+        ok[a4[~good]] = False
+        idx = np.flatnonzero(ok)
+    bad[idx] = _icrc_bad(cols, idx)
+    return ok, bad
+
+
+def _icrc_bad(cols: Columns, idx):
+    """Whether the ICRC of each row of ``idx`` (well-formed RoCEv2) is wrong.
+
+    The CRC runs over the masked pseudo-LRH + IP header + the UDP/BTH bytes up to the last
+    masked one (few distinct values: computed once per distinct prefix), then over the rest
+    of the datagram straight from the capture."""
+    import numpy as np
+
+    from .batch import _rows
+
+    buf, start = cols.buf, cols.start
+    out = np.zeros(len(idx), bool)
+    l3 = cols["offset.l3"]
+    udp = cols["offset.udp"]
+    uend = cols["offset.udp_end"]
+    umask = np.concatenate([_ones_mask("udp"), _ones_mask("bth")])
+    head = int(np.flatnonzero(umask)[-1]) + 1  # through the last masked byte
+    umask = umask[:head]
+    crc32 = zlib.crc32
+    mv = memoryview(buf)
+    for ip in ("ipv4", "ipv6"):
+        sel = np.flatnonzero(cols[f"has.{ip}"][idx])
+        if not len(sel):
+            continue
+        r = idx[sel]
+        hl = SPECS[ip].size_bytes
+        pre = np.ascontiguousarray(np.concatenate(
+            [cols.bytes_at(r, l3[r], hl) | _ones_mask(ip),
+             cols.bytes_at(r, udp[r], head) | umask], axis=1))
+        uniq, inv = np.unique(pre.view(np.dtype((np.void, hl + head))).ravel(),
+                              return_inverse=True)
+        states = [crc32(u.tobytes(), _CRC_LRH) for u in uniq]
+        state = [states[k] for k in inv.ravel().tolist()]
+        rest_from = (start[r] + udp[r] + head).tolist()
+        rest_to = (start[r] + uend[r] - ICRC_BYTES).tolist()
+        wire = _rows(buf, start[r] + uend[r] - ICRC_BYTES, ICRC_BYTES).copy().view("<u4")
+        crcs = list(map(crc32, map(mv.__getitem__, map(slice, rest_from, rest_to)), state))
+        out[sel] = np.array(crcs, np.uint32) != wire.ravel()
+    return out
+
+
+def _group_flows(cols: Columns, rr, qp, v4, olen, ce, mask):
+    """Per (src, dst, dest_qp) key of the rows ``rr[mask]``: yields, per IP version,
+    (keys, first row of each key, packets, bytes, CE packets), keys as :meth:`add` makes
+    them (address text, QP)."""
+    import numpy as np
+
+    for version in (4, 6):
+        sel = mask & (v4 if version == 4 else ~v4)
+        if not sel.any():
+            continue
+        r = rr[sel]
+        q = qp[sel]
+        if version == 4:
+            src = cols["ipv4.src"][r].astype(np.uint64)
+            dst = cols["ipv4.dst"][r].astype(np.uint64)
+            pair = (src << np.uint64(32)) | dst
+            _u, pid = np.unique(pair, return_inverse=True)
+        else:
+            both = np.ascontiguousarray(np.concatenate([cols["ipv6.src"][r],
+                                                        cols["ipv6.dst"][r]], axis=1))
+            _u, pid = np.unique(both.view(np.dtype((np.void, 32))).ravel(),
+                                return_inverse=True)
+        key = pid.astype(np.int64) << 24 | q
+        ukey, first, inv = np.unique(key, return_index=True, return_inverse=True)
+        inv = inv.ravel()
+        packets = np.bincount(inv).tolist()
+        nbytes = np.bincount(inv, weights=olen[r]).round().astype(np.int64).tolist()
+        nce = np.bincount(inv, weights=ce[sel]).round().astype(np.int64).tolist()
+        keys = []
+        fspec = SPECS[f"ipv{version}"]
+        for f in first.tolist():
+            i = int(r[f])
+            if version == 4:
+                s_, d_ = int(cols["ipv4.src"][i]), int(cols["ipv4.dst"][i])
+            else:
+                s_ = int.from_bytes(cols["ipv6.src"][i].tobytes(), "big")
+                d_ = int.from_bytes(cols["ipv6.dst"][i].tobytes(), "big")
+            keys.append((format_value(fspec.field("src"), s_),
+                         format_value(fspec.field("dst"), d_), int(q[f])))
+        yield keys, r[first].tolist(), packets, nbytes, nce
+        del ukey
+
+
+def _clean_mac_control(cols: Columns, eth_rows):
+    """Well-formed PFC / PAUSE rows: not cut, sent to the MAC Control address, PFC's
+    reserved high byte zero, and the frame no shorter than dissect wants."""
+    pfc = cols["has.pfc"] & ((cols["pfc.class_enable"] >> 8) == 0)
+    return eth_rows & (pfc | cols["has.pause"]) & (cols["orig_len"] <= cols["caplen"]) \
+        & (cols["eth.dst"] == _PAUSE_DST)
 
