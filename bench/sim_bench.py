@@ -267,6 +267,10 @@ def profile(packets: int, top: int = 25) -> None:
         prof.runcall(fn, packets)
         print(f"\ncProfile of {fn.__name__}({packets:,}), by tottime:")
         pstats.Stats(prof).sort_stats("tottime").print_stats(top)
+    prof = cProfile.Profile()
+    prof.runcall(incast, 2_000_000_000)
+    print("\ncProfile of incast(2 ms), by tottime:")
+    pstats.Stats(prof).sort_stats("tottime").print_stats(top)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", help="FIFO models whose name contains this")
     ap.add_argument("--skip-incast", action="store_true")
     ap.add_argument("--skip-fifo", action="store_true")
-    ap.add_argument("--profile", action="store_true", help="cProfile our FIFO models instead")
+    ap.add_argument("--profile", action="store_true",
+                    help="cProfile our FIFO models and a 2 ms incast instead")
     a = ap.parse_args(argv)
     if a.packets < 1 or a.runs < 1:
         ap.error("--packets and --runs must be >= 1")

@@ -4,17 +4,27 @@ Contract (see ``docs/sim.md``): components hold state and answer "what happens a
 "when is your next timer"; only the :class:`Engine` owns the heap.  Time is an integer number of
 picoseconds; a float time is a ``TypeError``.  Events at the same time run in order of
 ``priority`` (lower first) and then of insertion, so a run is fully deterministic: the heap holds
-``(at_ps, priority, seq, timer)`` tuples, the scheme of simpy's ``core.py`` (time, priority,
-counter, event).  Cancelling a :class:`Timer` is lazy: the entry stays in the heap and is skipped
-when it reaches the top.
+``(at_ps, priority, seq, fn, args)`` tuples, the scheme of simpy's ``core.py`` (time, priority,
+counter, event).  ``seq`` is unique, so the order never depends on ``fn`` or ``args``.
+
+Two kinds of entries share the heap and the one ``seq`` counter (so they interleave exactly by
+insertion order):
+
+* :meth:`Engine.schedule` / :meth:`Engine.schedule_in` return a :class:`Timer` handle; the entry
+  is ``(at_ps, priority, seq, timer, None)``.  Cancelling is lazy: the entry stays in the heap
+  and is skipped when it reaches the top.
+* :meth:`Engine.call_at` / :meth:`Engine.call_in` are the fire-and-forget fast path for events
+  nobody will cancel (end of a transmission, a frame's arrival): the entry is
+  ``(at_ps, priority, seq, callback, args)`` and no handle object is made.  The run loop tells
+  the two apart by ``args is None``.
 
 Speed (measured on the development machine, Python 3.11)::
 
     python -c "from sim.engine import _bench; _bench()"
 
-schedules and runs 1e6 chained events (each callback schedules the next with ``schedule_in``,
-64 other timers pending) at about 1.0 million events/s (0.98-1.05 s measured on an idle
-2-core VM; about 0.75 million/s while other processes load it).
+schedules and runs 1e6 chained events (each callback schedules the next, 64 other timers
+pending): see ``docs/performance.md`` for the figures with ``schedule_in`` and with
+``call_in``.
 """
 
 from __future__ import annotations
@@ -75,7 +85,7 @@ class Engine:
         self.now_ps: int = 0
         self.rng = random.Random(seed)
         self.events_processed = 0
-        self._heap: list[tuple[int, int, int, Timer]] = []
+        self._heap: list[tuple[int, int, int, Any, tuple | None]] = []
         self._seq = 0
         self._running = False
 
@@ -90,8 +100,8 @@ class Engine:
         if priority.__class__ is not int:
             priority = operator.index(priority)
         timer = Timer(at_ps, callback, args)
-        self._seq += 1
-        heappush(self._heap, (at_ps, priority, self._seq, timer))
+        self._seq = seq = self._seq + 1
+        heappush(self._heap, (at_ps, priority, seq, timer, None))
         return timer
 
     def schedule_in(
@@ -106,14 +116,44 @@ class Engine:
             priority = operator.index(priority)
         at_ps = self.now_ps + delay_ps
         timer = Timer(at_ps, callback, args)
-        self._seq += 1
-        heappush(self._heap, (at_ps, priority, self._seq, timer))
+        self._seq = seq = self._seq + 1
+        heappush(self._heap, (at_ps, priority, seq, timer, None))
         return timer
+
+    def call_at(
+        self, at_ps: int, callback: Callable[..., Any], *args: Any, priority: int = 0
+    ) -> None:
+        """Like :meth:`schedule` but returns no handle (the event cannot be cancelled).
+
+        The fast path for fire-and-forget events: no :class:`Timer` is made.  Ordering is the
+        same as :meth:`schedule` (time, then ``priority``, then insertion, counted together
+        with the scheduled timers)."""
+        if at_ps.__class__ is not int:
+            at_ps = _as_time(at_ps, "at_ps")
+        if at_ps < self.now_ps:
+            raise ValueError(f"cannot schedule at {at_ps} ps, before now ({self.now_ps} ps)")
+        if priority.__class__ is not int:
+            priority = operator.index(priority)
+        self._seq = seq = self._seq + 1
+        heappush(self._heap, (at_ps, priority, seq, callback, args))
+
+    def call_in(
+        self, delay_ps: int, callback: Callable[..., Any], *args: Any, priority: int = 0
+    ) -> None:
+        """Like :meth:`schedule_in` but returns no handle: see :meth:`call_at`."""
+        if delay_ps.__class__ is not int:
+            delay_ps = _as_time(delay_ps, "delay_ps")
+        if delay_ps < 0:
+            raise ValueError(f"delay_ps must be >= 0, got {delay_ps}")
+        if priority.__class__ is not int:
+            priority = operator.index(priority)
+        self._seq = seq = self._seq + 1
+        heappush(self._heap, (self.now_ps + delay_ps, priority, seq, callback, args))
 
     def peek_ps(self) -> int | None:
         """Time of the next live event, or None when nothing is pending."""
         heap = self._heap
-        while heap and heap[0][3].callback is None:
+        while heap and heap[0][4] is None and heap[0][3].callback is None:
             heappop(heap)
         return heap[0][0] if heap else None
 
@@ -138,28 +178,53 @@ class Engine:
         if limit == 0:
             return 0
         heap = self._heap
-        stop_ps = until_ps
-        if stop_ps is None:
-            stop_ps = float("inf")  # only compared with, never stored as a time
+        pop = heappop
+        # Without ``until_ps``, an int threshold (an int-int comparison is cheaper than one with
+        # float("inf")); an entry past it still runs (the ``until_ps is None`` test).
+        stop_ps = until_ps if until_ps is not None else _NO_STOP
         count = 0
         hit_limit = False
         self._running = True
         try:
-            while heap:
-                at_ps, _, _, timer = heap[0]
-                if at_ps > stop_ps:
-                    break
-                heappop(heap)
-                callback = timer.callback
-                if callback is None:
-                    continue
-                timer.callback = None
-                self.now_ps = at_ps
-                callback(*timer.args)
-                count += 1
-                if count == limit:
-                    hit_limit = True
-                    break
+            if limit < 0:
+                # The hot loop: no event limit.  An entry past ``stop_ps`` is put back (its
+                # unique key puts it back in the same place in the order).
+                while heap:
+                    entry = pop(heap)
+                    at_ps, _, _, fn, args = entry
+                    if at_ps > stop_ps and until_ps is not None:
+                        heappush(heap, entry)
+                        break
+                    if args is None:  # a Timer entry
+                        timer = fn
+                        fn = timer.callback
+                        if fn is None:
+                            continue  # cancelled
+                        timer.callback = None
+                        args = timer.args
+                    self.now_ps = at_ps
+                    fn(*args)
+                    count += 1
+            else:
+                while heap:
+                    entry = pop(heap)
+                    at_ps, _, _, fn, args = entry
+                    if at_ps > stop_ps and until_ps is not None:
+                        heappush(heap, entry)
+                        break
+                    if args is None:
+                        timer = fn
+                        fn = timer.callback
+                        if fn is None:
+                            continue
+                        timer.callback = None
+                        args = timer.args
+                    self.now_ps = at_ps
+                    fn(*args)
+                    count += 1
+                    if count == limit:
+                        hit_limit = True
+                        break
         finally:
             self._running = False
             self.events_processed += count
@@ -168,17 +233,24 @@ class Engine:
         return count
 
 
-def _bench(n: int = 1_000_000) -> float:
-    """Schedule-and-run ``n`` chained no-op events; print and return events per second."""
+#: ``Engine.run`` without ``until_ps`` compares entry times with this (2**63 ps, about 107 days)
+#: and, only when one is later, checks that there is no ``until_ps``.
+_NO_STOP = 1 << 63
+
+
+def _bench(n: int = 1_000_000, fast: bool = False) -> float:
+    """Schedule-and-run ``n`` chained no-op events with ``schedule_in`` (``fast``: with
+    ``call_in``); print and return events per second."""
     import time
 
     engine = Engine()
     remaining = [n]
+    later = engine.call_in if fast else engine.schedule_in
 
     def tick() -> None:
         remaining[0] -= 1
         if remaining[0]:
-            engine.schedule_in(80, tick)
+            later(80, tick)
 
     for _ in range(64):  # a realistic heap: a few dozen concurrent timers
         engine.schedule(10**15, _noop)
@@ -187,7 +259,8 @@ def _bench(n: int = 1_000_000) -> float:
     engine.run(until_ps=10**14)
     elapsed = time.perf_counter() - start
     rate = n / elapsed
-    print(f"{n} events in {elapsed:.3f} s: {rate:,.0f} events/s")
+    how = "call_in" if fast else "schedule_in"
+    print(f"{n} events ({how}) in {elapsed:.3f} s: {rate:,.0f} events/s")
     return rate
 
 

@@ -147,10 +147,6 @@ def headroom_bytes(
     return frames_bytes + pause_bytes + in_flight_bytes
 
 
-_REGION_ATTR = {"reserved": "reserved_bytes", "shared": "shared_bytes",
-                "headroom": "headroom_bytes"}
-
-
 def _check_int(name: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -231,6 +227,11 @@ class Admission:
     pause_changes: tuple[PauseChange, ...] = ()
 
 
+#: The admissions that change no PFC state (the common case), one shared instance per region.
+_ADMITTED: dict[str, Admission] = {w: Admission(True, w, None, ())
+                                   for w in ("reserved", "shared", "headroom")}
+
+
 @dataclass(slots=True)
 class _Pg:
     reserved_bytes: int = 0
@@ -257,6 +258,19 @@ class Mmu:
     def __post_init__(self) -> None:
         c = self.config
         self._pgs = {(p, g): _Pg() for p in range(c.ports) for g in range(c.pgs)}
+        # Hot-path copies of the (frozen) configuration; ``config`` is not to be replaced
+        # after construction.
+        self._nports = c.ports
+        self._npgs = c.pgs
+        self._reserved = c.reserved_bytes
+        self._headroom_max = c.headroom_bytes
+        self._lossless = c.lossless_pgs
+        self._pool = c.shared_pool_bytes
+        self._static = c.xoff_mode == "static"
+        self._xoff = c.xoff_bytes
+        self._alpha_num = c.alpha.numerator
+        self._alpha_den = c.alpha.denominator
+        self._xon_delta = c.xon_delta_bytes
 
     # -- queries ---------------------------------------------------------------------------
     def threshold_bytes(self) -> int:
@@ -298,19 +312,21 @@ class Mmu:
         """Decide on a packet of ``nbytes`` arriving on ``(in_port, pg)``; update counters."""
         if nbytes.__class__ is not int or nbytes < 0:
             _check_int("nbytes", nbytes)
-        c = self.config
-        s = self._get(in_port, pg)
+        s = self._pgs.get((in_port, pg))
+        if s is None:
+            raise ValueError(f"no ingress (port {in_port}, PG {pg})")
         self.offered_bytes += nbytes
-        lossless = pg in c.lossless_pgs
+        lossless = pg in self._lossless
         where: Where | None = None
         reason: str | None = None
-        if s.reserved_bytes + nbytes <= c.reserved_bytes:
+        if s.reserved_bytes + nbytes <= self._reserved:
             where = "reserved"
         elif lossless and s.state == XOFF:
             where, reason = self._headroom(s, nbytes)
         else:
-            pool_ok = self.shared_used_bytes + nbytes <= c.shared_pool_bytes
-            if pool_ok and s.shared_bytes + nbytes <= self.threshold_bytes():
+            pool_ok = self.shared_used_bytes + nbytes <= self._pool
+            if pool_ok and s.shared_bytes + nbytes <= (
+                    self._xoff if self._static else self.threshold_bytes()):
                 where = "shared"
             elif lossless:
                 where, reason = self._headroom(s, nbytes)
@@ -326,16 +342,20 @@ class Mmu:
         self.admitted_bytes += nbytes
         if where == "reserved":
             s.reserved_bytes += nbytes
+            changes = self._update(in_port, pg, False)
         elif where == "shared":
             s.shared_bytes += nbytes
             self.shared_used_bytes += nbytes
+            changes = self._update(in_port, pg, True)
         else:
             s.headroom_bytes += nbytes
-        changes = self._update(in_port, pg, pool_changed=where == "shared")
+            changes = self._update(in_port, pg, False)
+        if not changes:
+            return _ADMITTED[where]  # immutable, so one shared instance per region
         return Admission(True, where, None, changes)
 
     def _headroom(self, s: _Pg, nbytes: int) -> tuple[Where | None, str | None]:
-        if s.headroom_bytes + nbytes <= self.config.headroom_bytes:
+        if s.headroom_bytes + nbytes <= self._headroom_max:
             return "headroom", None
         return None, "headroom_full"
 
@@ -343,20 +363,31 @@ class Mmu:
         """A packet admitted into ``where`` for ``(in_port, pg)`` left the switch."""
         if nbytes.__class__ is not int or nbytes < 0:
             _check_int("nbytes", nbytes)
-        s = self._get(in_port, pg)
-        attr = _REGION_ATTR.get(where)
-        if attr is None:
+        s = self._pgs.get((in_port, pg))
+        if s is None:
+            raise ValueError(f"no ingress (port {in_port}, PG {pg})")
+        if where == "shared":
+            held = s.shared_bytes
+        elif where == "reserved":
+            held = s.reserved_bytes
+        elif where == "headroom":
+            held = s.headroom_bytes
+        else:
             raise ValueError(f"unknown region {where!r}")
-        held = getattr(s, attr)
         if nbytes > held:
             raise ValueError(
                 f"release of {nbytes} B from {where} of ({in_port}, {pg}): it holds {held} B"
             )
-        setattr(s, attr, held - nbytes)
-        if where == "shared":
-            self.shared_used_bytes -= nbytes
         self.released_bytes += nbytes
-        return self._update(in_port, pg, pool_changed=where == "shared")
+        if where == "shared":
+            s.shared_bytes = held - nbytes
+            self.shared_used_bytes -= nbytes
+            return self._update(in_port, pg, True)
+        if where == "reserved":
+            s.reserved_bytes = held - nbytes
+        else:
+            s.headroom_bytes = held - nbytes
+        return self._update(in_port, pg, False)
 
     # -- PFC state machine ---------------------------------------------------------------------
     def condition(self, port: int, pg: int) -> str:
@@ -369,25 +400,39 @@ class Mmu:
             return "below_xon"
         return "hysteresis"
 
-    def _update(self, port: int, pg: int, *, pool_changed: bool) -> tuple[PauseChange, ...]:
-        dynamic_sweep = pool_changed and self.config.xoff_mode == "dynamic"
-        if pg in self.config.lossless_pgs:
-            self._watch.add((port, pg))
-        elif not dynamic_sweep and (port, pg) not in self._watch:
+    def _update(self, port: int, pg: int, pool_changed: bool) -> tuple[PauseChange, ...]:
+        dynamic_sweep = pool_changed and not self._static
+        key = (port, pg)
+        watch = self._watch
+        if pg in self._lossless:
+            watch.add(key)
+        elif not dynamic_sweep and key not in watch:
             return ()  # a lossy PG never pauses and moved no one else's threshold
-        if dynamic_sweep:
-            keys = sorted(self._watch)
-        else:
-            keys = [(port, pg)] if (port, pg) in self._watch else []
+        if not dynamic_sweep:
+            # Only this PG can change (``key`` is watched here): :meth:`condition` inlined.
+            s = self._pgs[key]
+            shared = s.shared_bytes
+            threshold = self._xoff if self._static else self.threshold_bytes()
+            if s.headroom_bytes > 0 or shared > threshold:
+                cond = "above"
+            elif shared == 0 or shared + self._xon_delta <= threshold:
+                cond = "below_xon"
+            else:
+                cond = "hysteresis"
+            new_state, action = PFC_TRANSITIONS[(s.state, cond)]
+            s.state = new_state
+            if new_state == XON and shared == 0 and s.headroom_bytes == 0:
+                watch.discard(key)
+            return () if action is None else ((port, pg, action),)
         changes: list[PauseChange] = []
-        for key in keys:
+        for key in sorted(watch):
             s = self._pgs[key]
             new_state, action = PFC_TRANSITIONS[(s.state, self.condition(*key))]
             s.state = new_state
             if action is not None:
                 changes.append((key[0], key[1], action))
             if s.state == XON and s.shared_bytes == 0 and s.headroom_bytes == 0:
-                self._watch.discard(key)
+                watch.discard(key)
         return tuple(changes)
 
     # -- egress (ECN) ---------------------------------------------------------------------------
@@ -395,20 +440,26 @@ class Mmu:
         """Count ``nbytes`` into egress ``(port, queue)``; returns the new queue bytes."""
         if nbytes.__class__ is not int or nbytes < 0:
             _check_int("nbytes", nbytes)
-        self._check_port_queue(port, queue)
-        new = self._egress.get((port, queue), 0) + nbytes
-        self._egress[(port, queue)] = new
+        if not (0 <= port < self._nports and 0 <= queue < self._npgs):
+            raise ValueError(f"no egress (port {port}, queue {queue})")
+        key = (port, queue)
+        egress = self._egress
+        new = egress.get(key, 0) + nbytes
+        egress[key] = new
         return new
 
     def egress_dequeue(self, port: int, queue: int, nbytes: int) -> int:
         """Remove ``nbytes`` from egress ``(port, queue)``; returns the new queue bytes."""
         if nbytes.__class__ is not int or nbytes < 0:
             _check_int("nbytes", nbytes)
-        self._check_port_queue(port, queue)
-        held = self._egress.get((port, queue), 0)
+        if not (0 <= port < self._nports and 0 <= queue < self._npgs):
+            raise ValueError(f"no egress (port {port}, queue {queue})")
+        key = (port, queue)
+        egress = self._egress
+        held = egress.get(key, 0)
         if nbytes > held:
             raise ValueError(f"egress ({port}, {queue}) holds {held} B, cannot dequeue {nbytes}")
-        self._egress[(port, queue)] = held - nbytes
+        egress[key] = held - nbytes
         return held - nbytes
 
     def egress_bytes(self, port: int, queue: int) -> int:

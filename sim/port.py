@@ -117,6 +117,7 @@ class Port:
         self._rr_orders = [tuple(tc for tc in ((s + i) % PRIORITIES for i in range(PRIORITIES))
                                  if tc not in self._strict) for s in range(PRIORITIES)]
         self._queued = 0  # data frames in all queues (fast path of the scheduler)
+        self._last_tc = 0  # the data queue picked last (fast path of the "rr" scheduler)
         self._ser_cache: dict[int, int] = {}
         self.on_dequeue = on_dequeue
         self.peer: Receiver | None = None
@@ -139,6 +140,10 @@ class Port:
         self.tx_packets = 0
         self.pause_received = 0
         self.busy_ps = 0
+        self._rr_fast = scheduler == "rr"  # enqueue's cut-through applies to "rr" only
+        # Hot-path handles, bound once (no bound-method object per frame).
+        self._call_in = engine.call_in
+        self._done_cb = self._done
         if scheduler == "dwrr":
             assert w is not None
             #: DWRR quantum (bytes) and deficit counter per traffic class.
@@ -154,6 +159,10 @@ class Port:
     # ------------------------------------------------------------------ queues
     def enqueue(self, pkt: SimPacket) -> None:
         tc = pkt.tc
+        if (not self.busy and not self._queued and not self.control and self._rr_fast
+                and self._paused_until_ps[tc] <= self.engine.now_ps):
+            self._cut_through(pkt, tc)
+            return
         self.queues[tc].append(pkt)
         self._queued += 1
         qb = self.queue_bytes[tc] + pkt.nbytes
@@ -166,6 +175,38 @@ class Port:
         if not self.busy:
             self._start()
 
+    def _cut_through(self, pkt: SimPacket, tc: int) -> None:
+        """Enqueue on an idle ``"rr"`` port with nothing queued, ``tc`` not paused: the frame
+        would be queued and picked at once, so do exactly that without the deque round trip.
+        Same side effects in the same order as ``enqueue`` + ``_start`` (the Enqueued and
+        Dequeued events, ``max_queue_bytes``, the round-robin pointer; ``queue_bytes`` is back
+        to its value after the dequeue when ``on_dequeue`` runs), same events scheduled."""
+        now = self.engine.now_ps
+        nbytes = pkt.nbytes
+        qb = self.queue_bytes[tc] + nbytes
+        if qb > self.max_queue_bytes[tc]:
+            self.max_queue_bytes[tc] = qb
+        if self._tracing:
+            self.tracer.emit(Enqueued(now, self.node_id, self.index, tc, pkt.id, pkt.flow,
+                                      nbytes, qb))
+        if tc not in self._strict:
+            self._rr = (tc + 1) % PRIORITIES
+        self._last_tc = tc
+        if self.on_dequeue is not None:
+            self.on_dequeue(self.index, pkt)
+        if self._tracing:
+            self.tracer.emit(Dequeued(now, self.node_id, self.index, tc, pkt.id, pkt.flow,
+                                      nbytes, self.queue_bytes[tc]))
+        if self.taps:
+            for tap in self.taps:
+                tap(now, pkt)
+        self.busy = True
+        t = self._ser_cache.get(nbytes)
+        if t is None:
+            t = self._ser_cache[nbytes] = frame_ser_time_ps(nbytes, self.rate_bps)
+        self.busy_ps += t
+        self._call_in(t, self._done_cb, pkt)
+
     def send_control(self, pkt: SimPacket) -> None:
         """A MAC Control frame (PFC): ahead of all data, never paused."""
         self.control.append(pkt)
@@ -176,17 +217,29 @@ class Port:
         return self._paused_until_ps[prio] > self.engine.now_ps
 
     def _pick(self) -> int | None:
-        if not self._queued:
+        queued = self._queued
+        if not queued:
             return None
         now = self.engine.now_ps
         until = self._paused_until_ps
-        for tc in self.strict_tcs:
-            if self.queues[tc] and until[tc] <= now:
-                return tc
         queues = self.queues
+        tc = self._last_tc
+        if len(queues[tc]) == queued:
+            # Fast path: every queued data frame is in the queue picked last, so the scans
+            # below could only find this one (same result, same round-robin update).
+            if until[tc] > now:
+                return None
+            if tc not in self._strict:
+                self._rr = (tc + 1) % PRIORITIES
+            return tc
+        for tc in self.strict_tcs:
+            if queues[tc] and until[tc] <= now:
+                self._last_tc = tc
+                return tc
         for tc in self._rr_orders[self._rr]:
             if queues[tc] and until[tc] <= now:
                 self._rr = (tc + 1) % PRIORITIES
+                self._last_tc = tc
                 return tc
         return None
 
@@ -247,28 +300,34 @@ class Port:
                 return
             pkt = self.queues[tc].popleft()
             self._queued -= 1
-            self.queue_bytes[tc] -= pkt.nbytes
+            nbytes = pkt.nbytes
+            self.queue_bytes[tc] -= nbytes
             if self.on_dequeue is not None:
                 self.on_dequeue(self.index, pkt)
             if self._tracing:
                 self.tracer.emit(Dequeued(now, self.node_id, self.index, tc, pkt.id, pkt.flow,
-                                          pkt.nbytes, self.queue_bytes[tc]))
-        for tap in self.taps:
-            tap(now, pkt)
+                                          nbytes, self.queue_bytes[tc]))
+        if self.taps:
+            for tap in self.taps:
+                tap(now, pkt)
         self.busy = True
-        t = self._ser_cache.get(pkt.nbytes)
+        nbytes = pkt.nbytes
+        t = self._ser_cache.get(nbytes)
         if t is None:
-            t = self._ser_cache[pkt.nbytes] = frame_ser_time_ps(pkt.nbytes, self.rate_bps)
+            t = self._ser_cache[nbytes] = frame_ser_time_ps(nbytes, self.rate_bps)
         self.busy_ps += t
-        self.engine.schedule_in(t, self._done, pkt)
+        self._call_in(t, self._done_cb, pkt)
 
     def _done(self, pkt: SimPacket) -> None:
+        """End of a frame's serialisation: count it, send it down the wire, start the next."""
         self.busy = False
         self.tx_bytes += pkt.nbytes
         self.tx_packets += 1
-        if self.peer is not None:
-            self.engine.schedule_in(self.prop_ps, self.peer.receive, self.peer_port, pkt)
-        self._start()
+        peer = self.peer
+        if peer is not None:
+            self._call_in(self.prop_ps, peer.receive, self.peer_port, pkt)
+        if self._queued or self.control:  # else _start would find nothing to send or wait for
+            self._start()
 
     def _sleep_until_unpaused(self) -> None:
         """Nothing eligible: wake when the earliest pause on a non-empty queue ends."""

@@ -166,6 +166,119 @@ def test_past_rejected() -> None:
     eng.schedule(100, print)  # now is allowed
 
 
+def test_call_at_in_interleave_with_timers_by_priority_then_insertion() -> None:
+    """call_at/call_in (no handle) share the (time, priority, insertion) order with timers."""
+    eng = Engine()
+    seen: list[str] = []
+    assert eng.call_at(50, seen.append, "c0") is None
+    eng.schedule(50, seen.append, "t0")
+    eng.call_at(50, seen.append, "c1", priority=-1)
+    eng.schedule(50, seen.append, "t1", priority=-1)
+    eng.call_in(50, seen.append, "c2")
+    eng.call_at(10, seen.append, "early")
+    eng.schedule(100, seen.append, "late")
+    eng.call_in(100, seen.append, "late2", priority=1)
+
+    def child() -> None:
+        seen.append("parent")
+        eng.call_in(0, seen.append, "child")  # same time: after everything already pending
+
+    eng.call_at(50, child)
+    eng.schedule(50, seen.append, "t2")
+    assert eng.run() == 11
+    assert seen == ["early", "c1", "t1", "c0", "t0", "c2", "parent", "t2", "child", "late",
+                    "late2"]
+    assert eng.events_processed == 11
+    assert eng.now_ps == 100
+
+
+def test_call_at_in_checks_like_schedule() -> None:
+    eng = Engine()
+    with pytest.raises(TypeError):
+        eng.call_at(1.0, print)
+    with pytest.raises(TypeError):
+        eng.call_in(0.5, print)
+    with pytest.raises(TypeError):
+        eng.call_at(True, print)
+    eng.call_at(np.int64(5), lambda: None)
+    eng.call_in(np.int64(5), lambda: None, priority=np.int64(2))
+    assert eng.peek_ps() == 5
+    eng.run()
+    with pytest.raises(ValueError):
+        eng.call_at(4, print)
+    with pytest.raises(ValueError):
+        eng.call_in(-1, print)
+
+
+def test_call_events_with_until_max_events_and_cancelled_timers() -> None:
+    eng = Engine()
+    seen: list[int] = []
+    for t in range(10):
+        eng.call_at(t * 10, seen.append, t)
+    dead = eng.schedule(35, seen.append, -1)
+    dead.cancel()
+    eng.schedule(0, eng.call_in, 5, seen.append, 100)  # a call_in from inside the run
+    # 0, the timer running call_in, 100 (at 5), 10, 20, 30, 40; the cancelled timer not counted
+    assert eng.run(until_ps=40) == 7
+    assert seen == [0, 100, 1, 2, 3, 4]
+    assert eng.now_ps == 40
+    assert eng.run(max_events=2) == 2
+    assert eng.now_ps == 60
+    assert eng.peek_ps() == 70
+    assert eng.run(until_ps=75) == 1
+    assert eng.peek_ps() == 80 and len(eng) == 2
+    assert eng.run() == 2
+    assert seen == [0, 100, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert eng.events_processed == 12
+
+
+def test_run_without_until_runs_events_beyond_2_63_ps() -> None:
+    eng = Engine()
+    seen: list[int] = []
+    eng.call_at(1 << 70, seen.append, 1)
+    eng.schedule(1 << 64, seen.append, 0)
+    assert eng.run() == 2
+    assert seen == [0, 1] and eng.now_ps == 1 << 70
+
+
+def _incast_trace(cut_through: bool) -> tuple[list, dict, int]:
+    """A PFC + ECN incast with mixed classes, sizes, on/off traffic and ACKs; every port's
+    cut-through enqueue (``Port._rr_fast``) on or off."""
+    from sim.fabric import star
+    from sim.host import Flow
+    from sim.mmu import MmuConfig
+    from sim.switch import EcnConfig
+
+    rate = gbps(100)
+    cfg = MmuConfig(buffer_bytes=400_000, ports=6, reserved_bytes=2000, headroom_bytes=40_000,
+                    lossless_pgs=frozenset({3}), xoff_mode="static", xoff_bytes=20_000,
+                    xon_delta_bytes=2000)
+    tracer = ListTracer()
+    fab, recv, hosts = star(4, rate, 50_000, cfg, seed=3, tracer=tracer,
+                            ecn=EcnConfig(kmin_bytes=5_000, kmax_bytes=100_000, pmax=0.2),
+                            host_kw={"ack_every": 4})
+    for node in fab.nodes.values():
+        for port in node.ports.values():
+            port._rr_fast = cut_through and port.scheduler == "rr"
+    for i, h in enumerate(hosts):
+        fab.add_flow(Flow(i, h, recv, rate, tc=3 if i % 2 else 1,
+                          packet_bytes=(1082, 300, 700, 1500)[i], start_ps=i * 7_000,
+                          on_ps=30_000_000 if i == 2 else None,
+                          off_ps=20_000_000 if i == 2 else None))
+    events = fab.run(300_000_000)
+    return [e.to_dict() for e in tracer.events], fab.summary(), events
+
+
+def test_port_cut_through_enqueue_changes_nothing() -> None:
+    """The idle-port fast path of Port.enqueue gives the same trace, summary and event count
+    as queueing the frame and picking it."""
+    fast = _incast_trace(True)
+    slow = _incast_trace(False)
+    assert fast == slow
+    kinds = {e["event"] for e in fast[0]}
+    assert {"PauseSent", "PauseReceived", "CEMarked", "Enqueued", "Dequeued"} <= kinds
+
+
 def test_run_not_reentrant() -> None:
     eng = Engine()
     errors: list[Exception] = []
@@ -245,6 +358,20 @@ def test_packet_mark_ce_rewrites_frame() -> None:
     assert pkt.ecn == 3
     assert wire.get_ecn(pkt.frame) == 3
     assert wire.dissect(bytes(pkt.frame)).to_dict()["ipv4"]["checksum_ok"]
+
+
+def test_packet_trusted_matches_validated_constructor() -> None:
+    kw = dict(flow=7, tc=3, ecn=2, src=1, dst=9)
+    a = SimPacket(5, 100, 1082, **kw)
+    b = SimPacket.trusted(5, 100, 1082, 7, 3, 2, 1, 9)
+    assert type(b) is SimPacket
+    assert repr(a) == repr(b)
+    assert all(getattr(a, k) == getattr(b, k) for k in SimPacket.__slots__)
+    frame = bytearray(b"\x00" * 60)
+    c = SimPacket.trusted(6, 0, 60, 0, 7, 0, 1, 2, frame, 2)
+    assert c.frame is frame and c.hops == 2  # stored as given, not copied
+    with pytest.raises(ValueError):
+        SimPacket(1, 0, 60, tc=8)  # the public constructor still validates
 
 
 def test_packet_not_ect_never_marked() -> None:
