@@ -47,6 +47,17 @@ messages) every ``ack_every`` data frames of the flow and on its last frame, wit
 number of the frame acknowledged (from 0), on ``ack_tc`` (default: the flow's own class).  The
 sender counts ``acked_bytes`` per flow; nothing is retransmitted.  CNPs and ACKs are told from
 data by their UDP port 4791 and BTH opcode (:func:`roce_bth`).
+
+Broken receiver (PFC pause storm, shared/specs/dcqcn_pfc.md 2.4): :meth:`Host.stall_rx`
+(``start_ps``, optional ``end_ps``) makes the NIC's receive pipeline stop: from ``start_ps`` it
+delivers nothing (every arriving data/CNP/ACK frame is dropped and counted, a ``Dropped`` event
+with reason ``"rx_stalled"``) and sends real 802.1Qbb PAUSE frames (:func:`sim.switch.pfc_packet`,
+``0xFFFF`` quanta) for the stalled priorities, refreshed every half pause time, so its switch
+port stays paused.  NIC pause-storm prevention (mlx5 "PFC stall prevention"): when the receive
+side has been stalled while pausing for ``pause_storm_timeout_ps`` the NIC stops sending PAUSE
+(a ``WatchdogTriggered`` event with action ``"stop_pause"``; the last pause then expires) and
+the frames reaching it are dropped there.  Default 8 s, mlx5's default critical timeout;
+mlx5's "auto" is 100 ms (netdev patches by Inbar Karmy, 2018; spec 2.4).  None disables it.
 """
 
 from __future__ import annotations
@@ -59,16 +70,17 @@ from wire.bth import BTH
 from wire.ecn import ip_offset
 from wire.ipv4 import IPV4
 from wire.ipv6 import IPV6
+from wire.pfc import quanta_to_ps
 from wire.roce import CNP_OPCODE, ICRC_BYTES, icrc, icrc_bytes
 from wire.udp import ROCEV2_PORT, UDP
 
 from . import cc as cc_registry
 from .addresses import node_ip, node_mac
 from .engine import Engine, Timer
-from .events import CNPSent, RateChanged
+from .events import CNPSent, Dropped, PauseSent, RateChanged, WatchdogTriggered
 from .packet import SimPacket
 from .port import PRIORITIES, Port
-from .switch import _apply_pause, _Ids, is_mac_control
+from .switch import _apply_pause, _Ids, is_mac_control, pfc_packet
 from .trace import NullTracer, Tracer
 from .units import frame_ser_time_ps
 
@@ -78,6 +90,10 @@ __all__ = ["ACK_OPCODE", "CNP_MODES", "ONOFF_MODES", "Flow", "Host", "roce_bth"]
 ACK_OPCODE = 0x11
 CNP_MODES = ("immediate", "window")
 ONOFF_MODES = ("fixed", "exponential")
+#: mlx5 PFC stall prevention default critical timeout (8 s); "auto" is 100 ms (spec 2.4).
+PAUSE_STORM_TIMEOUT_PS = 8 * 10**12
+PAUSE_STORM_AUTO_PS = 100 * 10**9
+_STALL_QUANTA = 0xFFFF
 _PSN_MASK = 0xFFFFFF
 
 
@@ -146,7 +162,8 @@ class Host:
                  queue_limit_bytes: int = 4 * 1082, ids=None, cc: str = "fixed",
                  cc_params: dict | None = None, cnp_interval_ps: int = 50_000_000,
                  cnp_tc: int = 6, cnp_mode: str = "immediate", ack_every: int = 0,
-                 ack_tc: int | None = None) -> None:
+                 ack_tc: int | None = None,
+                 pause_storm_timeout_ps: int | None = PAUSE_STORM_TIMEOUT_PS) -> None:
         if cnp_interval_ps < 0:
             raise ValueError("cnp_interval_ps must be >= 0")
         if cnp_mode not in CNP_MODES:
@@ -160,6 +177,19 @@ class Host:
                 raise ValueError(f"{name} must be 0..{PRIORITIES - 1}")
         if queue_limit_bytes <= 0:
             raise ValueError("queue_limit_bytes must be > 0")
+        if pause_storm_timeout_ps is not None and pause_storm_timeout_ps <= 0:
+            raise ValueError("pause_storm_timeout_ps must be > 0 (None: no NIC watchdog)")
+        self.pause_storm_timeout_ps = pause_storm_timeout_ps
+        #: Receive-pipeline stall (stall_rx): stalled now, pausing now, counters.
+        self.rx_stalled = False
+        self.stall_pausing = False
+        self._stall_prios: tuple[int, ...] = ()
+        self._stall_timers: list[Timer] = []
+        self.rx_stall_dropped_packets = 0
+        self.rx_stall_dropped_bytes = 0
+        self.pause_sent_count = 0
+        #: When the NIC watchdog stopped the pauses (None: it did not).
+        self.storm_stopped_ps: int | None = None
         self.cc_name = cc
         self.cc_params = dict(cc_params or {})
         if cc not in cc_registry.names():
@@ -350,13 +380,76 @@ class Host:
         self._acked_packets[qp] = acked
         self.acked_bytes[qp] = flow.bytes_in_packets(acked)
 
+    # ------------------------------------------------------------ rx stall
+    def stall_rx(self, start_ps: int, end_ps: int | None = None,
+                 priorities: tuple[int, ...] = (3,)) -> None:
+        """From ``start_ps`` (until ``end_ps``, None: forever) the receive side is stalled
+        and the NIC pauses ``priorities`` continuously (module docstring)."""
+        if end_ps is not None and end_ps <= start_ps:
+            raise ValueError("end_ps must be > start_ps")
+        if not priorities or any(not 0 <= c < PRIORITIES for c in priorities):
+            raise ValueError(f"priorities must be in 0..{PRIORITIES - 1}")
+        self._stall_prios = tuple(sorted(set(priorities)))
+        self.engine.schedule(start_ps, self._stall_begin)
+        if end_ps is not None:
+            self.engine.schedule(end_ps, self._stall_end)
+
+    def _stall_begin(self) -> None:
+        self.rx_stalled = True
+        self.stall_pausing = True
+        self._stall_pause()
+        if self.pause_storm_timeout_ps is not None:
+            self._stall_timers.append(self.engine.schedule_in(self.pause_storm_timeout_ps,
+                                                              self._storm_timeout))
+
+    def _stall_pause(self) -> None:
+        if not self.stall_pausing:
+            return
+        now = self.engine.now_ps
+        for prio in self._stall_prios:
+            self._send_pause(now, prio, _STALL_QUANTA)
+        half = quanta_to_ps(_STALL_QUANTA, self.port.rate_bps) // 2
+        self._stall_timers.append(self.engine.schedule_in(half, self._stall_pause))
+
+    def _send_pause(self, now: int, prio: int, quanta: int) -> None:
+        self.port.send_control(pfc_packet(self._ids(), now, self.node_id, 0, prio, quanta))
+        self.pause_sent_count += 1
+        self.tracer.emit(PauseSent(now, self.node_id, 0, prio, quanta))
+
+    def _storm_timeout(self) -> None:
+        if not (self.rx_stalled and self.stall_pausing):
+            return
+        now = self.engine.now_ps
+        self.stall_pausing = False
+        self.storm_stopped_ps = now
+        for prio in self._stall_prios:
+            self.tracer.emit(WatchdogTriggered(now, self.node_id, 0, prio, "stop_pause"))
+
+    def _stall_end(self) -> None:
+        for t in self._stall_timers:
+            t.cancel()
+        self._stall_timers.clear()
+        was_pausing = self.stall_pausing
+        self.rx_stalled = False
+        self.stall_pausing = False
+        if was_pausing:
+            now = self.engine.now_ps
+            for prio in self._stall_prios:
+                self._send_pause(now, prio, 0)
+
     # -------------------------------------------------------------- receiving
     def receive(self, port: int, pkt: SimPacket) -> None:
         frame = pkt.frame
+        if frame is not None and is_mac_control(frame):
+            _apply_pause(self.port, pkt)
+            return
+        if self.rx_stalled:
+            self.rx_stall_dropped_packets += 1
+            self.rx_stall_dropped_bytes += pkt.nbytes
+            self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, 0, pkt.tc, pkt.id,
+                                     pkt.flow, pkt.nbytes, "rx_stalled"))
+            return
         if frame is not None:
-            if is_mac_control(frame):
-                _apply_pause(self.port, pkt)
-                return
             bth = roce_bth(frame)
             if bth is not None:
                 op, qp, psn = bth

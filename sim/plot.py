@@ -4,7 +4,9 @@ with the Agg backend.
 Writes ``queue_depth.png`` (bottleneck port queues over time), ``throughput.png`` (per-flow
 delivered throughput per bin), ``pfc.png`` (pause state per (node, port, priority) over
 time: PFC sent and received/expired) and, when a rate control changed rates (DCQCN),
-``rates.png`` (current and target rate and alpha per flow).
+``rates.png`` (current and target rate and alpha per flow).  When some egress queue was paused,
+``pfc_timeline.png``: one row per paused (node, port, priority), ordered by first pause, with
+deadlock onsets and watchdog triggers marked (docs/pfc.md).
 """
 
 from __future__ import annotations
@@ -94,7 +96,54 @@ def plot_dir(out_dir: str | os.PathLike[str]) -> list[str]:
         if len(rate_keys) <= 8:
             ax.legend(loc="lower right", fontsize="x-small", ncol=2)
         written.append(_save(fig, out, "rates.png"))
+    timeline = _pfc_timeline(ts, summary, out, dur_us)
+    if timeline is not None:
+        written.append(timeline)
     return written
+
+
+def _pfc_timeline(ts, summary, out: str, dur_us: float) -> str | None:
+    """``pfc_timeline.png``: one row per paused egress queue (node, port, priority), from the
+    ``pfc_rx_*`` series, ordered by when it was first paused (so a spreading pause storm reads
+    top-down), with deadlock onsets (red) and watchdog triggers (green) marked."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    rows = []
+    for key in ts.files:
+        if not (key.startswith("pfc_rx_") and key.endswith("_t_ps")):
+            continue
+        stem = key[:-len("_t_ps")]
+        t, s = ts[key], ts[f"{stem}_state"]
+        on = np.nonzero(s)[0]
+        if len(on):
+            rows.append((int(t[on[0]]), stem[len("pfc_rx_"):], t / 1e6, s))
+    if not rows:
+        return None
+    rows.sort(key=lambda r: (r[0], r[1]))
+    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.35 * len(rows)))
+    for i, (_first, _label, t, s) in enumerate(rows):
+        y = len(rows) - 1 - i
+        tt = np.concatenate(([0], t, [dur_us]))
+        ss = np.concatenate(([0], s, [s[-1]]))
+        ax.fill_between(tt, y, y + 0.8 * ss, step="post", color="tab:blue", linewidth=0)
+    ax.set_yticks([len(rows) - 1 - i + 0.4 for i in range(len(rows))],
+                  [r[1].replace("_", " ") for r in rows], fontsize="x-small")
+    marks = []
+    if "deadlock_t_ps" in ts.files:
+        for t in ts["deadlock_t_ps"]:
+            marks.append(ax.axvline(t / 1e6, color="red", linestyle="--", label="deadlock onset"))
+    if "watchdog_t_ps" in ts.files:
+        for t in ts["watchdog_t_ps"]:
+            marks.append(ax.axvline(t / 1e6, color="green", linestyle=":",
+                                    label="watchdog triggered"))
+    if marks:
+        handles, labels = ax.get_legend_handles_labels()
+        seen = dict(zip(labels, handles, strict=True))
+        ax.legend(seen.values(), seen.keys(), loc="lower right", fontsize="small")
+    ax.set(xlabel="time (us)", xlim=(0, dur_us), ylim=(-0.2, len(rows)),
+           title=f"{summary['scenario']}: egress queues paused (first paused at top)")
+    return _save(fig, out, "pfc_timeline.png")
 
 
 def _save(fig, out: str, name: str) -> str:

@@ -33,6 +33,8 @@ from .addresses import node_ip, node_mac
 from .events import (
     CEMarked,
     CNPSent,
+    DeadlockCleared,
+    DeadlockFound,
     Dequeued,
     Dropped,
     Enqueued,
@@ -40,6 +42,8 @@ from .events import (
     PauseReceived,
     PauseSent,
     RateChanged,
+    WatchdogRestored,
+    WatchdogTriggered,
 )
 from .host import Host
 from .replay import REPLAY_FLOW_BASE
@@ -53,6 +57,7 @@ THROUGHPUT_BINS = 200
 #: Progress-bar / engine chunks.
 _CHUNKS = 100
 _LOGGED = (PauseSent, PauseReceived, PauseExpired, CEMarked, Dropped, CNPSent, RateChanged)
+_LOGGED += (DeadlockFound, DeadlockCleared, WatchdogTriggered, WatchdogRestored)  # PFC failures
 #: Header bytes of the synthesized RoCEv2 data frames, from the field tables.
 _HDR_BYTES = (ETHERNET.size_bytes + IPV4.size_bytes + UDP.size_bytes + BTH.size_bytes
               + ICRC_BYTES)
@@ -348,6 +353,8 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
         "captures": {f"{n}:{p}": {"file": os.path.basename(c.path), "frames": c.frames}
                      for (n, p), c in caps.items()},
     }
+    for key, fn in sc.summaries.items():
+        summary[key] = fn(sc)
     if replay is not None:
         replay["delivered_bytes"] = sum(
             b for n in fab.nodes.values() if isinstance(n, Host)
@@ -378,6 +385,9 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
         arrays[f"rate_f{fid}_bps"] = np.array(rs, dtype=np.int64)
         arrays[f"rate_f{fid}_target_bps"] = np.array(tg, dtype=np.int64)
         arrays[f"rate_f{fid}_alpha"] = np.array(al, dtype=np.float64)
+    from .deadlock import pfc_failure_arrays
+
+    arrays.update(pfc_failure_arrays(sc))  # deadlock onsets, watchdog triggers (if any)
     np.savez_compressed(os.path.join(out, "timeseries.npz"), **arrays)
 
     if plots:

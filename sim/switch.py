@@ -20,6 +20,14 @@ RED-style ECN marking on the egress queue.
   at ``kmax_bytes``, 1 above; only ECN-capable frames are marked; one draw of the run's seeded
   RNG per candidate frame.
 * The MMU releases a frame's bytes when it starts leaving the switch (dequeue).
+* TTL (``max_hops``, default None = off): a data frame that has already crossed ``max_hops``
+  switches (``SimPacket.hops``) is dropped on arrival, reason ``"ttl_expired"``, before MMU
+  admission (the hop budget of a routing loop; shared/specs/dcqcn_pfc.md 2.4 item 3).
+* PFC watchdog (``watchdog``, a :class:`sim.watchdog.PfcWatchdog`, attached with
+  :func:`sim.watchdog.attach_watchdogs`): while it mitigates (port, priority) with action
+  ``drop``, frames routed to that queue are dropped (reason ``"pfc_watchdog"``, MMU bytes
+  released); with action ``forward``, PAUSE frames for that priority received on that port
+  are ignored.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from wire.pfc import quanta_to_ps
 
 from .addresses import node_mac
 from .engine import Engine, Timer
-from .events import CEMarked, Dropped, PauseSent
+from .events import CEMarked, Dequeued, Dropped, PauseSent
 from .mmu import XOFF, Mmu
 from .packet import SimPacket
 from .port import PRIORITIES, QUANTUM_BYTES, Port, check_scheduler
@@ -158,6 +166,12 @@ class Switch:
         self.drops = 0
         self.ce_marked = 0
         self.pause_sent: dict[int, int] = {}
+        #: Hop budget (TTL): drop data frames that already crossed this many switches.
+        self.max_hops: int | None = None
+        #: The PFC watchdog (sim.watchdog), if any, and its mitigated queues.
+        self.watchdog = None
+        self._wd_drop: set[tuple[int, int]] = set()
+        self._wd_ignore: set[tuple[int, int]] = set()
 
     def add_port(self, index: int, rate_bps: int, *, scheduler: str | None = None,
                  weights: Sequence[int] | None = None,
@@ -209,9 +223,14 @@ class Switch:
     # ---------------------------------------------------------------- receive
     def receive(self, port: int, pkt: SimPacket) -> None:
         if pkt.frame is not None and is_mac_control(pkt.frame):
-            _apply_pause(self.ports[port], pkt)
+            _apply_pause(self.ports[port], pkt, self._wd_ignore)
             return
         pg = pkt.tc
+        if self.max_hops is not None and pkt.hops >= self.max_hops:
+            self.drops += 1
+            self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, port, pg, pkt.id,
+                                     pkt.flow, pkt.nbytes, "ttl_expired"))
+            return
         adm = self.mmu.admit(port, pg, pkt.nbytes)
         if not adm.admitted:
             self.drops += 1
@@ -230,6 +249,10 @@ class Switch:
                                          pkt.flow, pkt.nbytes, "no_route"))
                 return
         out = egress.index
+        if self._wd_drop and (out, pkt.tc) in self._wd_drop:
+            self._pfc(self.mmu.release(port, pg, pkt.nbytes, adm.where))
+            self._wd_dropped(out, pkt)
+            return
         self._ingress[pkt.id] = (port, pg, adm.where)
         pkt.hops += 1
         self.mmu.egress_enqueue(out, pkt.tc, pkt.nbytes)
@@ -255,6 +278,38 @@ class Switch:
             self.ce_marked += 1
             self.tracer.emit(CEMarked(self.engine.now_ps, self.node_id, port, pkt.tc, pkt.id,
                                       pkt.flow))
+
+    # -------------------------------------------------------------- watchdog
+    def _wd_dropped(self, out: int, pkt: SimPacket) -> None:
+        self.drops += 1
+        self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, out, pkt.tc, pkt.id,
+                                 pkt.flow, pkt.nbytes, "pfc_watchdog"))
+        if self.watchdog is not None:
+            self.watchdog.note_drop(out, pkt.tc, pkt.nbytes)
+
+    def _wd_flush(self, out: int, prio: int) -> int:
+        """Drop every frame queued at egress (out, prio), releasing its MMU bytes (the
+        watchdog's drop action).  Returns the number of frames dropped."""
+        port = self.ports[out]
+        q = port.queues[prio]
+        pkts = list(q)
+        q.clear()
+        port.queue_bytes[prio] = 0
+        # Port keeps a count of queued data frames for its scheduler's fast path; it has no
+        # public flush yet (sim/port.py belongs to another change), so keep it consistent.
+        if hasattr(port, "_queued"):
+            port._queued -= len(pkts)
+        left = sum(pkt.nbytes for pkt in pkts)
+        for pkt in pkts:
+            left -= pkt.nbytes
+            self.tracer.emit(Dequeued(self.engine.now_ps, self.node_id, out, prio, pkt.id,
+                                      pkt.flow, pkt.nbytes, left))  # keeps depth series right
+            self.mmu.egress_dequeue(out, pkt.tc, pkt.nbytes)
+            ing = self._ingress.pop(pkt.id, None)
+            if ing is not None:
+                self._pfc(self.mmu.release(ing[0], ing[1], pkt.nbytes, ing[2]))
+            self._wd_dropped(out, pkt)
+        return len(pkts)
 
     # -------------------------------------------------------------------- PFC
     def _pfc(self, changes) -> None:
@@ -292,21 +347,27 @@ def is_mac_control(frame: bytes | bytearray | None) -> bool:
     return loc is not None and loc[1] == EtherType.MAC_CONTROL
 
 
-def _apply_pause(port: Port, pkt: SimPacket) -> None:
-    """Apply a received PFC or 802.3x PAUSE frame to the egress port it arrived on."""
+def _apply_pause(port: Port, pkt: SimPacket,
+                 ignore: set[tuple[int, int]] | frozenset[tuple[int, int]] = frozenset()
+                 ) -> None:
+    """Apply a received PFC or 802.3x PAUSE frame to the egress port it arrived on, except to
+    the (port index, priority) pairs in ``ignore`` (a watchdog's "forward" action)."""
     from wire import dissect
 
     d = dissect(bytes(pkt.frame or b""))
     pfc = d.get("pfc")
+    idx = port.index
     if pfc is not None:
         for prio in range(PRIORITIES):
             if pfc["class_enable"] >> prio & 1:  # times of disabled classes are ignored
-                port.pause(prio, pfc["quanta"][prio])
+                if not ignore or (idx, prio) not in ignore:
+                    port.pause(prio, pfc["quanta"][prio])
         return
     pause = d.get("pause")
     if pause is not None:
         for prio in range(PRIORITIES):
-            port.pause(prio, pause["quanta"])
+            if not ignore or (idx, prio) not in ignore:
+                port.pause(prio, pause["quanta"])
 
 
 class _Ids:

@@ -109,6 +109,9 @@ class Scenario:
     pcaps: list[tuple[str, Any]] = field(default_factory=list)
     #: More (node, port) egress ports to capture besides ``bottleneck``.
     captures: list[tuple[int, int]] = field(default_factory=list)
+    #: Extra summary.json sections: name -> function(scenario) -> JSON-able value, called
+    #: after the run (e.g. ``"sue"`` for the SUE figures).
+    summaries: dict[str, Any] = field(default_factory=dict)
 
 
 class TracerSlot:
@@ -149,11 +152,29 @@ def _register_builtins() -> None:
     if _builtins_done:
         return
     _builtins_done = True
-    from . import incast, late_joiner, leaf_spine, ring
+    from . import (
+        incast,
+        late_joiner,
+        leaf_spine,
+        pfc_deadlock_loop,
+        pfc_deadlock_ring,
+        pfc_storm,
+        pfc_unfairness,
+        ring,
+        sue_packing,
+    )
 
     register("incast", incast.build, incast.PARAMS, incast.DOC)
     register("leaf_spine", leaf_spine.build, leaf_spine.PARAMS, leaf_spine.DOC)
     register("ring", ring.build, ring.PARAMS, ring.DOC)
+    register("pfc_storm", pfc_storm.build, pfc_storm.PARAMS, pfc_storm.DOC)
+    register("pfc_deadlock_ring", pfc_deadlock_ring.build, pfc_deadlock_ring.PARAMS,
+             pfc_deadlock_ring.DOC)
+    register("pfc_deadlock_loop", pfc_deadlock_loop.build, pfc_deadlock_loop.PARAMS,
+             pfc_deadlock_loop.DOC)
+    register("pfc_unfairness", pfc_unfairness.build, pfc_unfairness.PARAMS,
+             pfc_unfairness.DOC)
+    register("sue_packing", sue_packing.build, sue_packing.PARAMS, sue_packing.DOC)
     register("late_joiner", late_joiner.build, late_joiner.PARAMS, late_joiner.DOC)
 
 

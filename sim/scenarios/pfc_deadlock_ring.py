@@ -1,0 +1,111 @@
+"""The ``pfc_deadlock_ring`` scenario: a PFC deadlock from a cyclic buffer dependency (CBD).
+
+``switches`` switches in a ring (:func:`sim.topology.ring`, one host each, clockwise routing),
+host ``s`` sending to the host ``hops`` switches further clockwise at ``rate_frac`` of line
+rate, so every ring link carries ``hops`` flows.  Toy model (shared/specs/dcqcn_pfc.md 2.4
+item 2): deadlock iff ``hops * rate_frac > 1``.  Nothing is scripted: the queues grow only if
+the load exceeds the ring links' capacity.  The sources stop at ``stop_ms``; a deadlock, once
+formed, persists after that (the :class:`sim.deadlock.DeadlockDetector` reports it) unless the
+switch PFC watchdog (``watchdog = true``, :mod:`sim.watchdog`) breaks it.
+
+This module also holds the watchdog / detector parameters and helpers the other PFC failure
+scenarios share (:data:`WATCHDOG_PARAMS`, :data:`DETECTOR_PARAMS`, :func:`attach_tools`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..deadlock import DeadlockDetector, pfc_failure_summary
+from ..switch import Switch
+from ..watchdog import ACTIONS, WatchdogConfig, attach_watchdogs
+from . import Param, Scenario, resolve_params
+from . import ring as ring_scenario
+from .common import TC, in_range, nonneg, param_set, pos, share
+
+__all__ = ["DETECTOR_PARAMS", "DOC", "PARAMS", "WATCHDOG_PARAMS", "attach_tools", "build"]
+
+DOC = "PFC deadlock in a ring (CBD): deadlocks iff hops*rate_frac > 1; detector, watchdog"
+
+_US_PS = 10**6
+_MS_PS = 10**9
+
+
+def _action(v: str) -> str | None:
+    return None if v in ACTIONS else f"must be one of {list(ACTIONS)}"
+
+
+#: Switch PFC watchdog knobs; defaults are Juniper's timing and SONiC's action (spec 2.4).
+WATCHDOG_PARAMS: tuple[Param, ...] = (
+    Param("watchdog", False, "switch PFC watchdog on every watched (port, priority 3)", None),
+    Param("wd_poll_ms", 100.0, "watchdog poll interval, ms (Juniper: 100 ms)", pos),
+    Param("wd_detect_polls", 2, "stuck polls before it acts (Juniper: 2, i.e. 200 ms)",
+          in_range(1, 1000)),
+    Param("wd_restore_ms", 200.0, "mitigation time before lossless operation resumes, ms "
+          "(Juniper recovery: 200 ms)", pos),
+    Param("wd_action", "drop", "'drop' (flush and drop, SONiC default) or 'forward' (ignore "
+          "PAUSE)", _action),
+)
+#: Deadlock detector knobs (sim.deadlock).
+DETECTOR_PARAMS: tuple[Param, ...] = (
+    Param("deadlock_poll_us", 10.0, "deadlock detector poll interval, us", pos),
+    Param("deadlock_confirm_us", 0.0, "a cycle must stay stuck this long to count, us (0: "
+          "2 x the 65535-quanta pause time at the link rate)", nonneg),
+)
+
+
+def attach_tools(sc: Scenario, p: Mapping[str, Any],
+                 wd_ports: dict[int, tuple[int, ...]] | None = None) -> Scenario:
+    """Start the deadlock detector (always) and, with ``p['watchdog']``, a PFC watchdog on
+    every switch (ports ``wd_ports[node]``, default all); both go into ``sc.info``
+    (``deadlock_detector``, ``watchdogs``), and ``sc.summaries`` gets the summary.json keys
+    of :func:`sim.deadlock.pfc_failure_summary`."""
+    fab = sc.fabric
+    confirm = round(p["deadlock_confirm_us"] * _US_PS) or None
+    det = DeadlockDetector(fab, poll_ps=max(round(p["deadlock_poll_us"] * _US_PS), 1),
+                           confirm_ps=confirm, priorities={TC}).start()
+    sc.info["deadlock_detector"] = det
+    wds = []
+    if p["watchdog"]:
+        cfg = WatchdogConfig(poll_ps=max(round(p["wd_poll_ms"] * _MS_PS), 1),
+                             detect_polls=p["wd_detect_polls"],
+                             restore_ps=max(round(p["wd_restore_ms"] * _MS_PS), 1),
+                             action=p["wd_action"], priorities=frozenset({TC}))
+        switches = [n for _, n in sorted(fab.nodes.items()) if isinstance(n, Switch)]
+        wds = attach_watchdogs(switches, cfg, wd_ports)
+    sc.info["watchdogs"] = wds
+    keys = ["deadlock", "watchdog"]
+    if any(getattr(n, "_stall_prios", ()) for n in fab.nodes.values()):
+        keys.append("stalled_nics")
+    if sc.info.get("roles"):
+        keys.append("flow_roles")
+    for key in keys:  # summary.json keys, filled by sim.results after the run
+        sc.summaries[key] = lambda s, k=key: pfc_failure_summary(s)[k]
+    return sc
+
+
+_RING_KEYS = ("switches", "hops", "rate_frac", "stop_ms", "link_gbps", "pfc", "xoff_kb",
+              "buffer_kb", "duration_ms", "seed", "cable_m", "packet_bytes")
+
+PARAMS: tuple[Param, ...] = (
+    Param("switches", 4, "switches in the ring (one host each)", in_range(2, 64)),
+    Param("hops", 2, "ring links each flow crosses (clockwise), < switches",
+          in_range(1, 63)),
+    Param("rate_frac", 0.6, "rate of every flow as a fraction of line rate", share),
+    Param("stop_ms", 1.0, "the sources stop at this time, ms (0: never)", nonneg),
+    *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "seed", "cable_m",
+               "packet_bytes",
+               duration_ms=Param("duration_ms", 2.0, "simulated time, ms", pos)),
+    *WATCHDOG_PARAMS,
+    *DETECTOR_PARAMS,
+)
+
+
+def build(params: Mapping[str, Any] | None = None) -> Scenario:
+    p = resolve_params(PARAMS, params)
+    sc = ring_scenario.build({k: p[k] for k in _RING_KEYS})
+    sc.name = "pfc_deadlock_ring"
+    sc.params = p
+    sc.info["threshold_rate_frac"] = 1.0 / p["hops"]
+    return attach_tools(sc, p)

@@ -1,0 +1,153 @@
+"""The ``sue_packing`` scenario: XPUs exchanging SUE-T transactions over one scale-up switch.
+
+Topology: switch node 0 (:class:`sim.sue.EsunSwitch`), XPUs at nodes 1..``xpus`` (XPU i on
+switch port i).  Every XPU generates transactions of ``txn_bytes`` data at ``load`` x line
+rate (counted in transaction data bytes: at 1.0 the offered data alone fills the link, so the
+sources saturate) towards destinations chosen by ``pattern``, on a VC drawn uniformly from
+``vcs``; the packer, go-back-N and the switch are described in :mod:`sim.sue` and docs/sue.md.
+The bottleneck captured is the switch port towards XPU 1 (real frames).  SUE figures:
+:func:`sim.sue.sue_summary`, written to summary.json as ``"sue"`` (``Scenario.summaries``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..fabric import Fabric
+from ..mmu import Mmu
+from ..packing import SELECTORS
+from ..sue import ACK_TC, DATA_TC, HEADERS, EsunSwitch, SueConfig, Xpu, _rh_offset, sue_summary
+from ..units import gbps, prop_delay_ps
+from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
+from .common import ecn_config, frac, in_range, mmu_config, nonneg, param_set, pos
+
+__all__ = ["DOC", "PARAMS", "PATTERNS", "build"]
+
+DOC = ("SUE-T transaction packing over ESUN (or AFH/SUNH/IPv4-UDP): XPUs, packer, go-back-N, "
+       "one switch")
+
+PATTERNS = ("uniform", "pairs", "shift", "incast")
+ARRIVALS = ("poisson", "cbr")
+
+
+def _one_of(options):
+    def check(v: str) -> str | None:
+        return None if v in options else f"must be one of {list(options)}"
+    return check
+
+
+def _load(v: float) -> str | None:
+    return None if 0.0 < v <= 10.0 else "must be in (0, 10]"
+
+
+def _hdr_bytes(v: int) -> str | None:
+    return None if v in (8, 16) else "must be 8 or 16"
+
+
+PARAMS: tuple[Param, ...] = (
+    Param("xpus", 8, "number of XPUs on the switch, 2..256", in_range(2, 256)),
+    Param("txn_bytes", 256, "data bytes per transaction, 1..256", in_range(1, 256)),
+    Param("load", 0.5, "offered transaction data per XPU, fraction of line rate, (0, 10]; "
+          "above the stack's efficiency the sources saturate", _load),
+    Param("max_pdu_bytes", 4096, "PDU limit (descriptors + data), 264..4096; 1024 = SUE-Lite",
+          in_range(264, 4096)),
+    Param("hold_ns", 0.0, "packer hold time: a queue waits up to this for more transactions "
+          "(0 = work conserving)", nonneg),
+    Param("header", "esun", f"network header: one of {list(HEADERS)}", _one_of(HEADERS)),
+    Param("vcs", 1, "virtual channels, 1..4", in_range(1, 4)),
+    Param("link_gbps", 100.0, "rate of every link, Gb/s", param_set("link_gbps")[0].check),
+    Param("loss_rate", 0.0, "probability a frame is lost per link crossed, [0, 1)",
+          lambda v: None if 0.0 <= v < 1.0 else "must be in [0, 1)"),
+    Param("duration_us", 20.0, "simulated time, us", pos),
+    Param("seed", 0, "RNG seed (arrivals, destinations, losses, ECN draws)", nonneg),
+    Param("pattern", "uniform", f"destinations: one of {list(PATTERNS)}", _one_of(PATTERNS)),
+    Param("arrivals", "poisson", f"arrival process: one of {list(ARRIVALS)}",
+          _one_of(ARRIVALS)),
+    Param("read_frac", 0.0, "fraction of transactions that are reads (request + response)",
+          frac),
+    Param("txn_hdr_bytes", 8, "per-transaction descriptor, 8 or 16 bytes", _hdr_bytes),
+    Param("selector", "oldest", "packer queue selection: oldest or rr",
+          _one_of(tuple(SELECTORS))),
+    Param("window_pdus", 32, "go-back-N window per {destination, VC}, PDUs", in_range(1, 16384)),
+    Param("rto_ns", 50000.0, "retransmission timeout, ns", pos),
+    Param("ack_delay_ns", 1000.0, "standalone ACK after this if no reverse data carried it, ns",
+          nonneg),
+    Param("ack_every_pdus", 8, "standalone ACK at once when this many PDUs are unacknowledged",
+          in_range(1, 16384)),
+    Param("ttl", 15, "TTL / hop limit the XPUs set, 1..15", in_range(1, 15)),
+    *param_set("pfc", "xoff_kb"),
+    Param("buffer_kb", 4000.0, "switch shared buffer, KB (1 KB = 1000 bytes)", pos),
+    *param_set("cable_m", "kmin_kb", "kmax_kb", "pmax"),
+)
+
+
+def _dests(pattern: str, src: int, n: int, r: random.Random) -> Callable[[], int] | None:
+    """Destination chooser of XPU ``src`` (nodes 1..n); None: the XPU sends nothing."""
+    if pattern == "uniform":
+        others = [d for d in range(1, n + 1) if d != src]
+        return lambda: others[r.randrange(len(others))]
+    if pattern == "pairs":
+        peer = src + 1 if src % 2 else src - 1
+        return lambda: peer
+    if pattern == "shift":
+        nxt = src % n + 1
+        return lambda: nxt
+    if src == 1:  # incast: everyone else -> XPU 1
+        return None
+    return lambda: 1
+
+
+def build(params: Mapping[str, Any] | None = None) -> Scenario:
+    p = resolve_params(PARAMS, params)
+    n = p["xpus"]
+    if p["pattern"] == "pairs" and n % 2:
+        raise ScenarioError(f"parameter 'xpus': pattern 'pairs' needs an even number "
+                            f"(got {n})")
+    if p["max_pdu_bytes"] < p["txn_bytes"] + p["txn_hdr_bytes"]:
+        raise ScenarioError("parameter 'max_pdu_bytes': smaller than one transaction")
+    rate = gbps(p["link_gbps"])
+    dur = round(p["duration_us"] * 10**6)
+    if dur <= 0:
+        raise ScenarioError("parameter 'duration_us': must be at least 1 ps")
+    cfg = SueConfig(header=p["header"], max_pdu_bytes=p["max_pdu_bytes"],
+                    txn_hdr_bytes=p["txn_hdr_bytes"], hold_ps=round(p["hold_ns"] * 1000),
+                    selector=p["selector"], window_pdus=p["window_pdus"],
+                    rto_ps=max(1, round(p["rto_ns"] * 1000)),
+                    ack_delay_ps=round(p["ack_delay_ns"] * 1000),
+                    ack_every_pdus=p["ack_every_pdus"], ttl=p["ttl"],
+                    loss_rate=p["loss_rate"])
+    max_frame = _rh_offset(p["header"]) + 8 + p["max_pdu_bytes"] + 4
+    mp = {"pfc": p["pfc"], "xoff_kb": p["xoff_kb"], "buffer_kb": p["buffer_kb"],
+          "cable_m": p["cable_m"], "packet_bytes": max_frame,
+          "lossless_tcs": (DATA_TC, ACK_TC)}
+    mcfg, hr = mmu_config(mp, n + 1, rate)
+    slot = TracerSlot()
+    fab = Fabric(p["seed"], slot)
+    eng = fab.engine
+    sw = EsunSwitch(eng, 0, Mmu(mcfg), routes={i: i for i in range(1, n + 1)},
+                    ecn=ecn_config(p), tracer=slot, ids=fab._ids, loss_rate=p["loss_rate"],
+                    scaleup=cfg.scaleup)
+    fab.nodes[0] = sw
+    prop = prop_delay_ps(p["cable_m"])
+    xpus = []
+    for i in range(1, n + 1):
+        x = Xpu(eng, i, rate, cfg, ids=fab._ids, tracer=slot)
+        fab.nodes[i] = x
+        fab.connect(0, i, i, 0, rate, prop)
+        xpus.append(x)
+    # Traffic: one seeded stream per XPU (derived from the run seed), so adding an XPU or
+    # changing the loss draws does not shift the others' arrivals.
+    for x in xpus:
+        r = random.Random(p["seed"] * 1_000_003 + x.node_id)
+        dests = _dests(p["pattern"], x.node_id, n, r)
+        if dests is not None:
+            x.start_traffic(load=p["load"], txn_bytes=p["txn_bytes"], dests=dests,
+                            vcs=p["vcs"], until_ps=dur, arrivals=p["arrivals"],
+                            read_frac=p["read_frac"], rng=r)
+    return Scenario(name="sue_packing", params=p, seed=p["seed"], duration_ps=dur,
+                    fabric=fab, bottleneck=(0, 1), tracer_slot=slot,
+                    info={"xpus": [x.node_id for x in xpus], "rate_bps": rate,
+                          "headroom_bytes": hr, "max_frame_bytes": max_frame},
+                    summaries={"sue": sue_summary})
