@@ -250,7 +250,7 @@ class DeadlockDetector:
             self.deadlocks.append(dl)
             self._active[cyc] = dl
             new.append(dl)
-            self.fabric.tracer.emit(DeadlockFound(onset, cyc, tuple(flows)))
+            self.fabric.tracer.emit(DeadlockFound(now, cyc, tuple(flows), onset))
         return new
 
     def summary(self) -> dict[str, Any]:

@@ -17,7 +17,6 @@ __all__ = [
     "Event", "Enqueued", "Dequeued", "Dropped", "CEMarked", "PauseSent", "PauseReceived",
     "PauseExpired", "CNPSent", "RateChanged", "TxnPacked", "DeadlockFound", "EVENT_TYPES",
     "event_from_dict", "WatchdogTriggered", "WatchdogRestored", "DeadlockCleared",
-    "PFC_FAILURE_EVENT_TYPES",
 ]
 
 
@@ -176,11 +175,14 @@ class TxnPacked(Event):
 
 @dataclass(frozen=True, slots=True)
 class DeadlockFound(Event):
-    """A cyclic buffer dependency of paused ``(node, port, priority)`` hops was found."""
+    """A deadlock was confirmed at ``t_ps``: a cycle of paused ``(node, port, priority)`` egress
+    queues that has not moved since ``onset_ps`` (sim.deadlock); ``flows`` have frames queued
+    in it."""
 
     t_ps: int
     cycle: tuple[tuple[int, int, int], ...]
     flows: tuple[int, ...]
+    onset_ps: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,15 +223,11 @@ class DeadlockCleared(Event):
 #: Every event type, in documentation order.
 EVENT_TYPES: tuple[type[Event], ...] = (
     Enqueued, Dequeued, Dropped, CEMarked, PauseSent, PauseReceived, PauseExpired, CNPSent,
-    RateChanged, TxnPacked, DeadlockFound,
-)
-#: The PFC failure / watchdog events (sim.watchdog, sim.host, sim.deadlock); kept out of
-#: EVENT_TYPES for now because tests/test_sim_engine.py pins that tuple to its samples.
-PFC_FAILURE_EVENT_TYPES: tuple[type[Event], ...] = (
-    WatchdogTriggered, WatchdogRestored, DeadlockCleared,
+    RateChanged, TxnPacked, DeadlockFound, DeadlockCleared, WatchdogTriggered,
+    WatchdogRestored,
 )
 
-_BY_NAME = {cls.__name__: cls for cls in EVENT_TYPES + PFC_FAILURE_EVENT_TYPES}
+_BY_NAME = {cls.__name__: cls for cls in EVENT_TYPES}
 
 
 def event_from_dict(data: dict[str, Any]) -> Event:

@@ -283,7 +283,7 @@ class Host:
             at = self._on_at(flow, max(at, now))
         if at > now:
             if flow.stop_ps is None or at < flow.stop_ps:
-                self.engine.schedule(at, self._send, flow)
+                self.engine.call_at(at, self._send, flow)
             return
         tc = flow.tc
         waiters = self._blocked[tc]
@@ -295,15 +295,15 @@ class Host:
         gap = self._gap_ps.get((nbytes, rate))
         if gap is None:
             gap = self._gap_ps[(nbytes, rate)] = frame_ser_time_ps(nbytes, rate)
-        pkt = SimPacket(self._ids(), now, nbytes, flow=fid, tc=tc, ecn=flow.ecn,
-                        src=self.node_id, dst=flow.dst)
+        pkt = SimPacket.trusted(self._ids(), now, nbytes, fid, tc, flow.ecn, self.node_id,
+                                flow.dst)
         self.sent_bytes[fid] = sent + nbytes
         self.sent_packets[fid] += 1
         self._next_send_ps[fid] = now + gap
         self.port.enqueue(pkt)
         if getattr(ctl, "reacts_to_tx", True):
             self._cc_call(fid, ctl.on_tx, nbytes)
-        self.engine.schedule_in(gap, self._send, flow)
+        self.engine.call_in(gap, self._send, flow)
 
     def _on_at(self, flow: Flow, t: int) -> int:
         """``t`` if the flow is in an on period at ``t``, else the start of the next one."""

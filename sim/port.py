@@ -144,6 +144,7 @@ class Port:
         # Hot-path handles, bound once (no bound-method object per frame).
         self._call_in = engine.call_in
         self._done_cb = self._done
+        self.deficit: list[int] | None = None
         if scheduler == "dwrr":
             assert w is not None
             #: DWRR quantum (bytes) and deficit counter per traffic class.
@@ -215,6 +216,22 @@ class Port:
 
     def paused(self, prio: int) -> bool:
         return self._paused_until_ps[prio] > self.engine.now_ps
+
+    def flush(self, prio: int) -> list[SimPacket]:
+        """Remove every frame queued for ``prio`` and return them, oldest first (a PFC
+        watchdog's drop action).  No ``on_dequeue`` call and no event: the caller accounts
+        for the frames.  The frame on the wire, if any, is not affected."""
+        q = self.queues[prio]
+        pkts = list(q)
+        q.clear()
+        self._queued -= len(pkts)
+        self.queue_bytes[prio] = 0
+        if self.deficit is not None:
+            self.deficit[prio] = 0
+            if self._dw_cur == prio:
+                self._dw_cur = -1
+                self._dw_next = (prio + 1) % PRIORITIES
+        return pkts
 
     def _pick(self) -> int | None:
         queued = self._queued

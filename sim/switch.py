@@ -106,12 +106,20 @@ class EcnConfig:
 
 def pfc_packet(pkt_id: int, now_ps: int, node_id: int, port: int, prio: int,
                quanta: int) -> SimPacket:
-    """A real 802.1Qbb frame pausing (or, with quanta 0, resuming) one priority."""
-    q = [0] * PRIORITIES
-    q[prio] = quanta
-    frame = build({"eth": {"src": node_mac(node_id, port)},
-                   "pfc": {"class_enable": 1 << prio, "quanta": q}})
+    """A real 802.1Qbb frame pausing (or, with quanta 0, resuming) one priority (built once
+    per (node, port, priority, quanta); each packet gets its own copy of the bytes)."""
+    key = (node_id, port, prio, quanta)
+    frame = _PFC_FRAMES.get(key)
+    if frame is None:
+        q = [0] * PRIORITIES
+        q[prio] = quanta
+        frame = _PFC_FRAMES[key] = bytes(build({"eth": {"src": node_mac(node_id, port)},
+                                                "pfc": {"class_enable": 1 << prio,
+                                                        "quanta": q}}))
     return SimPacket(pkt_id, now_ps, len(frame), tc=7, src=node_id, frame=frame)
+
+
+_PFC_FRAMES: dict[tuple[int, int, int, int], bytes] = {}
 
 
 Route = int | tuple[int, ...] | list[int]
@@ -238,12 +246,13 @@ class Switch:
                                      pkt.flow, pkt.nbytes, adm.reason or "dropped"))
             self._pfc(adm.pause_changes)
             return
-        self._pfc(adm.pause_changes)
+        if adm.pause_changes:
+            self._pfc(adm.pause_changes)
         egress = self._fwd.get(pkt.dst)
         if egress is None:
             egress = self._resolve(pkt)
             if egress is None:
-                self.mmu.release(port, pg, pkt.nbytes, adm.where)
+                self._pfc(self.mmu.release(port, pg, pkt.nbytes, adm.where))
                 self.drops += 1
                 self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, port, pg, pkt.id,
                                          pkt.flow, pkt.nbytes, "no_route"))
@@ -266,7 +275,9 @@ class Switch:
             self._maybe_mark(port, pkt, left)
         ing = self._ingress.pop(pkt.id, None)
         if ing is not None:
-            self._pfc(self.mmu.release(ing[0], ing[1], pkt.nbytes, ing[2]))
+            changes = self.mmu.release(ing[0], ing[1], pkt.nbytes, ing[2])
+            if changes:
+                self._pfc(changes)
 
     def _maybe_mark(self, port: int, pkt: SimPacket, queue_bytes: int) -> None:
         assert self.ecn is not None
@@ -290,15 +301,7 @@ class Switch:
     def _wd_flush(self, out: int, prio: int) -> int:
         """Drop every frame queued at egress (out, prio), releasing its MMU bytes (the
         watchdog's drop action).  Returns the number of frames dropped."""
-        port = self.ports[out]
-        q = port.queues[prio]
-        pkts = list(q)
-        q.clear()
-        port.queue_bytes[prio] = 0
-        # Port keeps a count of queued data frames for its scheduler's fast path; it has no
-        # public flush yet (sim/port.py belongs to another change), so keep it consistent.
-        if hasattr(port, "_queued"):
-            port._queued -= len(pkts)
+        pkts = self.ports[out].flush(prio)
         left = sum(pkt.nbytes for pkt in pkts)
         for pkt in pkts:
             left -= pkt.nbytes

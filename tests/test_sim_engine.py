@@ -14,6 +14,7 @@ from sim.events import (
     EVENT_TYPES,
     CEMarked,
     CNPSent,
+    DeadlockCleared,
     DeadlockFound,
     Dequeued,
     Dropped,
@@ -23,6 +24,8 @@ from sim.events import (
     PauseSent,
     RateChanged,
     TxnPacked,
+    WatchdogRestored,
+    WatchdogTriggered,
     event_from_dict,
 )
 from sim.packet import SimPacket
@@ -399,7 +402,10 @@ SAMPLES = [
     CNPSent(8, 9, 6),
     RateChanged(9, 0, 6, 50_000_000_000, 100_000_000_000, 0.5),
     TxnPacked(10, 1, 2, 0, 4, 1024),
-    DeadlockFound(11, ((1, 0, 3), (2, 1, 3)), (6, 7)),
+    DeadlockFound(11, ((1, 0, 3), (2, 1, 3)), (6, 7), 5),
+    DeadlockCleared(12, ((1, 0, 3), (2, 1, 3))),
+    WatchdogTriggered(13, 1, 0, 3, "drop"),
+    WatchdogRestored(14, 1, 0, 3, 42),
 ]
 
 
@@ -452,4 +458,4 @@ def test_list_tracer_to_arrays_and_tee() -> None:
     assert rates["alpha"].tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
     dropped = lst.to_arrays(Dropped)
     assert "reason" not in dropped and dropped["t_ps"].size == 0
-    assert set(lst.to_arrays(DeadlockFound)) == {"t_ps"}
+    assert set(lst.to_arrays(DeadlockFound)) == {"t_ps", "onset_ps"}
