@@ -1,3 +1,30 @@
-from bench.sim_bench import main
+"""``python -m bench [--quick]``: every benchmark (simulator, pcap decoding, crafting);
+``python -m bench sim|wire|craft [options]``: one of them with its own options
+(``python -m bench sim --packets 50000``; the old ``python -m bench --packets N`` form still
+runs the simulator benchmark)."""
 
-raise SystemExit(main())
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str]) -> int:
+    from bench import craft_bench, sim_bench, wire_bench
+
+    suites = {"sim": sim_bench.main, "wire": wire_bench.main, "craft": craft_bench.main}
+    if argv and argv[0] in suites:
+        return suites[argv[0]](argv[1:])
+    if argv and argv != ["--quick"]:
+        return sim_bench.main(argv)  # python -m bench --packets N ... (simulator options)
+    quick = bool(argv)
+    rc = 0
+    for name, args in (("sim", ["--packets", "50000", "--runs", "1", "--incast-ms", "2"]
+                        if quick else []),
+                       ("wire", ["--quick"] if quick else []),
+                       ("craft", ["--quick"] if quick else [])):
+        print(f"\n===== python -m bench {name} {' '.join(args)}".rstrip(), flush=True)
+        rc |= suites[name](args)
+    return rc
+
+
+raise SystemExit(main(sys.argv[1:]))

@@ -922,22 +922,30 @@ class CaptureWriter:
             raise ValueError(f"{self.path}: writer is closed")
         pack, wr = self._record_header.pack, self._write
         div = 1 if self.nanosecond else 1000
+        snaplen = self.snaplen
         n = 0
+        buf = bytearray()
         for frame, ts in zip(frames, ts_ns, strict=False):
             if type(ts) is not int or ts < 0 or ts >= _PCAP_TS_LIMIT_NS:
+                wr(buf)
+                buf = bytearray()
                 self.write(frame, ts_ns=ts)  # the checked path (raises with its message)
                 self.records_written -= 1  # counted below with the others
                 n += 1
                 continue
             size = len(frame)
-            if size > self.snaplen:
-                frame, cap = frame[:self.snaplen], self.snaplen
+            if size > snaplen:
+                frame, cap = frame[:snaplen], snaplen
             else:
                 cap = size
             sec, frac = divmod(ts, _NS_PER_S)
-            wr(pack(sec, frac // div, cap, size))
-            wr(frame)
+            buf += pack(sec, frac // div, cap, size)
+            buf += frame
             n += 1
+            if len(buf) >= 1 << 20:
+                wr(buf)
+                buf = bytearray()
+        wr(buf)
         self.records_written += n
         return n
 
