@@ -46,9 +46,11 @@ def _progress(path: str, total_bytes: int | None):
                 file=sys.stderr, leave=False)
 
 
-def _records(path: str, state: dict) -> Iterator[tuple[int, Record]]:
-    """Yield (index, record) from a capture; on a file-level error print one line and set
-    state['status'] = EXIT_UNREADABLE (the records before it were already yielded)."""
+@contextlib.contextmanager
+def _capture_source(path: str, state: dict):
+    """(source, progress bar or None) for a capture path ('-' = stdin).  A file-level error
+    inside the block prints one line and sets state['status'] = EXIT_UNREADABLE (what was
+    read before it stays counted)."""
     src = sys.stdin.buffer if path == "-" else path
     size = None
     if path != "-":
@@ -56,13 +58,7 @@ def _records(path: str, state: dict) -> Iterator[tuple[int, Record]]:
             size = os.path.getsize(path)
     bar = _progress(path, size)
     try:
-        with CaptureReader(src) as reader:
-            for i, rec in enumerate(reader):
-                if bar is not None:
-                    bar.update(len(rec.data) + 16)
-                yield i, rec
-            for idx, msg in getattr(reader, "warnings", []):
-                _err(f"{path}: record {idx}: {msg}")
+        yield src, bar
     except CaptureError as e:
         _err(str(e))
         state["status"] = EXIT_UNREADABLE
@@ -72,6 +68,18 @@ def _records(path: str, state: dict) -> Iterator[tuple[int, Record]]:
     finally:
         if bar is not None:
             bar.close()
+
+
+def _records(path: str, state: dict) -> Iterator[tuple[int, Record]]:
+    """Yield (index, record) from a capture; on a file-level error print one line and set
+    state['status'] = EXIT_UNREADABLE (the records before it were already yielded)."""
+    with _capture_source(path, state) as (src, bar), CaptureReader(src) as reader:
+        for i, rec in enumerate(reader):
+            if bar is not None:
+                bar.update(len(rec.data) + 16)
+            yield i, rec
+        for idx, msg in getattr(reader, "warnings", []):
+            _err(f"{path}: record {idx}: {msg}")
 
 
 def _ports(args: argparse.Namespace) -> frozenset[int]:
@@ -263,14 +271,8 @@ def _stats_file(path: str, st: CaptureStats, ports: frozenset[int], sc: ScaleUpC
     (CaptureStats.add_columns).  Errors and warnings are reported as ``_records`` does."""
     from wire.batch import read_columns
 
-    src = sys.stdin.buffer if path == "-" else path
-    size = None
-    if path != "-":
-        with contextlib.suppress(OSError):
-            size = os.path.getsize(path)
-    bar = _progress(path, size)
     warnings: list[tuple[int, str]] = []
-    try:
+    with _capture_source(path, state) as (src, bar):
         for cols in read_columns(src, fields=STATS_FIELDS, roce_ports=ports, scaleup=sc,
                                  warnings=warnings):
             st.add_columns(cols, roce_ports=ports, scaleup=sc)
@@ -278,15 +280,6 @@ def _stats_file(path: str, st: CaptureStats, ports: frozenset[int], sc: ScaleUpC
                 bar.update(int(cols["caplen"].sum()) + 16 * cols.rows)
         for idx, msg in warnings:
             _err(f"{path}: record {idx}: {msg}")
-    except CaptureError as e:
-        _err(str(e))
-        state["status"] = EXIT_UNREADABLE
-    except OSError as e:
-        _err(f"{path}: {e.strerror or e}")
-        state["status"] = EXIT_UNREADABLE
-    finally:
-        if bar is not None:
-            bar.close()
 
 
 # -------------------------------------------------------------------- overhead

@@ -23,7 +23,7 @@ from ..host import Flow
 from ..mmu import Mmu
 from ..units import gbps, prop_delay_ps
 from . import Param, Scenario, TracerSlot, resolve_params
-from .common import TC, duration_ps, in_range, mmu_config, nonneg, param_set, pos, share
+from .common import TC, duration_ps, in_range, mmu_config, nonneg, param_set, share, with_default
 from .pfc_deadlock_ring import DETECTOR_PARAMS, WATCHDOG_PARAMS, attach_tools
 
 __all__ = ["DOC", "PARAMS", "build"]
@@ -39,7 +39,7 @@ PARAMS: tuple[Param, ...] = (
     Param("stop_ms", 1.0, "the source stops at this time, ms (0: never)", nonneg),
     *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "seed", "cable_m",
                "packet_bytes",
-               duration_ms=Param("duration_ms", 2.0, "simulated time, ms", pos)),
+               duration_ms=with_default("duration_ms", 2.0)),
     *WATCHDOG_PARAMS,
     *DETECTOR_PARAMS,
 )

@@ -22,7 +22,7 @@ from ..switch import Switch
 from ..watchdog import ACTIONS, WatchdogConfig, attach_watchdogs
 from . import Param, Scenario, resolve_params
 from . import ring as ring_scenario
-from .common import TC, in_range, nonneg, param_set, pos, share
+from .common import TC, in_range, nonneg, param_set, pos, share, with_default
 
 __all__ = ["DETECTOR_PARAMS", "DOC", "PARAMS", "WATCHDOG_PARAMS", "attach_tools", "build"]
 
@@ -96,7 +96,7 @@ PARAMS: tuple[Param, ...] = (
     Param("stop_ms", 1.0, "the sources stop at this time, ms (0: never)", nonneg),
     *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "seed", "cable_m",
                "packet_bytes",
-               duration_ms=Param("duration_ms", 2.0, "simulated time, ms", pos)),
+               duration_ms=with_default("duration_ms", 2.0)),
     *WATCHDOG_PARAMS,
     *DETECTOR_PARAMS,
 )

@@ -33,7 +33,17 @@ from ..host import Flow
 from ..topology import leaf_spine
 from ..units import gbps, prop_delay_ps
 from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
-from .common import TC, duration_ps, in_range, mmu_config, nonneg, param_set, pos, share
+from .common import (
+    TC,
+    duration_ps,
+    in_range,
+    mmu_config,
+    nonneg,
+    param_set,
+    pos,
+    share,
+    with_default,
+)
 from .pfc_deadlock_ring import DETECTOR_PARAMS, WATCHDOG_PARAMS, attach_tools
 
 __all__ = ["DOC", "PARAMS", "build"]
@@ -61,7 +71,7 @@ PARAMS: tuple[Param, ...] = (
           "hosts) or 'all'", _scope),
     *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "seed", "cable_m",
                "packet_bytes",
-               duration_ms=Param("duration_ms", 2.0, "simulated time, ms", pos)),
+               duration_ms=with_default("duration_ms", 2.0)),
     *WATCHDOG_PARAMS,
     *DETECTOR_PARAMS,
 )

@@ -28,7 +28,7 @@ from ..host import Flow
 from ..mmu import Mmu
 from ..units import gbps, prop_delay_ps
 from . import Param, Scenario, TracerSlot, resolve_params
-from .common import TC, duration_ps, in_range, mmu_config, param_set, pos, share
+from .common import TC, duration_ps, in_range, mmu_config, param_set, share, with_default
 from .pfc_deadlock_ring import DETECTOR_PARAMS, attach_tools
 
 __all__ = ["DOC", "PARAMS", "build"]
@@ -44,7 +44,7 @@ PARAMS: tuple[Param, ...] = (
     Param("victim_frac", 0.5, "the victim flow's rate as a fraction of line rate", share),
     *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "seed", "cable_m",
                "packet_bytes",
-               duration_ms=Param("duration_ms", 2.0, "simulated time, ms", pos)),
+               duration_ms=with_default("duration_ms", 2.0)),
     *DETECTOR_PARAMS,
 )
 

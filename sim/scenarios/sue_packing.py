@@ -21,7 +21,7 @@ from ..packing import SELECTORS
 from ..sue import ACK_TC, DATA_TC, HEADERS, EsunSwitch, SueConfig, Xpu, _rh_offset, sue_summary
 from ..units import gbps, prop_delay_ps
 from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
-from .common import ecn_config, frac, in_range, mmu_config, nonneg, param_set, pos
+from .common import ecn_config, frac, in_range, mmu_config, nonneg, param_set, pos, with_default
 
 __all__ = ["DOC", "PARAMS", "PATTERNS", "build"]
 
@@ -57,7 +57,7 @@ PARAMS: tuple[Param, ...] = (
           "(0 = work conserving)", nonneg),
     Param("header", "esun", f"network header: one of {list(HEADERS)}", _one_of(HEADERS)),
     Param("vcs", 1, "virtual channels, 1..4", in_range(1, 4)),
-    Param("link_gbps", 100.0, "rate of every link, Gb/s", param_set("link_gbps")[0].check),
+    with_default("link_gbps", 100.0),
     Param("loss_rate", 0.0, "probability a frame is lost per link crossed, [0, 1)",
           lambda v: None if 0.0 <= v < 1.0 else "must be in [0, 1)"),
     Param("duration_us", 20.0, "simulated time, us", pos),
@@ -78,7 +78,7 @@ PARAMS: tuple[Param, ...] = (
           in_range(1, 16384)),
     Param("ttl", 15, "TTL / hop limit the XPUs set, 1..15", in_range(1, 15)),
     *param_set("pfc", "xoff_kb"),
-    Param("buffer_kb", 4000.0, "switch shared buffer, KB (1 KB = 1000 bytes)", pos),
+    with_default("buffer_kb", 4000.0),
     *param_set("cable_m", "kmin_kb", "kmax_kb", "pmax"),
 )
 
