@@ -94,7 +94,7 @@ class Fabric:
             assert isinstance(dst, Host)
             got = dst.rx_bytes.get(f.id, 0)
             first, last = dst.rx_first_ps.get(f.id), dst.rx_last_ps.get(f.id)
-            span = (last - f.start_ps) if last is not None else 0
+            span = throughput_span_ps(f, dst.fct_ps.get(f.id), last, now)
             flows.append({
                 "id": f.id, "src": f.src, "dst": f.dst, "bytes_delivered": got,
                 "throughput_bps": (got * 8 * 10**12 // span) if span > 0 else 0,
@@ -121,6 +121,20 @@ class Fabric:
                 "dropped_bytes_by_reason": _merge(s.mmu.drops_by_reason for s in switches),
             },
         }
+
+
+def throughput_span_ps(flow: Flow, fct_ps: int | None, last_rx_ps: int | None,
+                       now_ps: int) -> int:
+    """The time a flow's throughput is averaged over: from its start to its completion (FCT)
+    when it completed; else to the end of the run, or to when it stopped sending (or its last
+    arrival after that) if it stopped.  So a flow that stalls (paused, deadlocked) shows the
+    rate it really got over the run, not the rate it had before the stall."""
+    if fct_ps is not None:
+        return fct_ps
+    end = now_ps
+    if flow.stop_ps is not None and flow.stop_ps < now_ps:
+        end = max(flow.stop_ps, last_rx_ps or 0)
+    return max(end - flow.start_ps, 0)
 
 
 def _merge(dicts) -> dict[str, int]:

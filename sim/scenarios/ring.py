@@ -45,7 +45,8 @@ PARAMS: tuple[Param, ...] = (
     Param("switches", 4, "switches in the ring", in_range(2, 64)),
     Param("hosts_per_switch", 1, "hosts on each switch", in_range(1, 16)),
     Param("hops", 2, "ring links each flow crosses (clockwise)", in_range(1, 63)),
-    Param("rate_frac", 1.0, "sending rate of every flow as a fraction of line rate",
+    Param("rate_frac", 0.4, "sending rate of every flow as a fraction of line rate (hops x "
+          "rate_frac > 1 overloads the ring links: see pfc_deadlock_ring)",
           share),
     Param("routing", "clockwise", "'clockwise' or 'shortest' (shorter direction)", _routing),
     Param("stop_ms", 0.0, "sources stop sending at this time, ms (0: never)", nonneg),
