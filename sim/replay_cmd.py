@@ -94,7 +94,28 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
             d = p.default
             shown = str(d).lower() if isinstance(d, bool) else repr(d)
             print(f"  {p.name:<14} {type(d).__name__:<6} {shown:<8} {p.doc}")
+    _print_cc()
     return EXIT_OK
+
+
+def _print_cc() -> None:
+    """The congestion-control algorithms, and DCQCN's options with each preset's value (what
+    cc=, preset= and cc_opts=NAME=VALUE take; docs/dcqcn.md)."""
+    from . import cc
+    from .cc import dcqcn
+
+    print(f"\ncongestion control (cc=): none (fixed rate), {', '.join(cc.names())}")
+    names = list(dcqcn.presets())
+    print(f"dcqcn options (cc_opts=NAME=VALUE,...), values per preset ({', '.join(names)}; "
+          f"rates scaled with the line rate marked @25G):")
+    for info in dcqcn.parameters():
+        vals = []
+        for n in names:
+            v = info.defaults.get(n)
+            if isinstance(v, dcqcn.ScaledRate):
+                v = f"{v.bps}@25G"
+            vals.append(str(v))
+        print(f"  {info.name:<30} {' / '.join(vals)}")
 
 
 def add_parsers(sub) -> None:

@@ -109,3 +109,14 @@ def test_cli_incast_with_dcqcn_and_overrides(tmp_path, capsys):
     assert main(["replay", "incast", "-p", "cc=dcqcn", "-p", "cc_opts=nosuch=1",
                  "--out", str(out)]) == 2
     assert "nosuch" in capsys.readouterr().err
+
+
+def test_scenarios_command_lists_the_dcqcn_options(capsys):
+    from sim.cc import dcqcn
+
+    assert main(["scenarios"]) == 0
+    out = capsys.readouterr().out
+    assert "congestion control (cc=): none (fixed rate), dcqcn, fixed" in out
+    for info in dcqcn.parameters():
+        assert f"  {info.name} " in out
+    assert "5000000@25G" in out  # the hpcc preset's AI step scales with the line rate
