@@ -75,6 +75,8 @@ class Recorder:
         self.cnps = 0
         self.pfc_tx: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
         self.pfc_rx: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
+        #: (node, port, pg) -> (t_ps, bytes held for that ingress) after every change.
+        self.ingress: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
         #: flow -> (t_ps, rate_bps, target_rate_bps, alpha) series from RateChanged events.
         self.rates: dict[int, tuple[list[int], list[int], list[int], list[float]]] = {}
 
@@ -114,6 +116,16 @@ class Recorder:
             self._rate_sample(r, e)
         if self.log is not None and cls in _LOGGED:
             self.log.emit(e)
+
+    def ingress_sample(self, t_ps: int, node: int, port: int, pg: int, nbytes: int) -> None:
+        """``Switch.ingress_tap``: one sample of an ingress (port, PG) counter."""
+        s = self.ingress.get((node, port, pg))
+        if s is None:
+            s = self.ingress[(node, port, pg)] = ([], [])
+        elif s[1][-1] == nbytes and s[0][-1] == t_ps:
+            return
+        s[0].append(t_ps)
+        s[1].append(nbytes)
 
     @staticmethod
     def _rate_sample(r: tuple, e: Any) -> None:
@@ -305,6 +317,9 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
     with JsonlTracer(os.path.join(out, "events.jsonl")) as log:
         rec = Recorder(log)
         rec.start_rates(fab)
+        for node in fab.nodes.values():
+            if hasattr(node, "ingress_tap"):
+                node.ingress_tap = rec.ingress_sample
         sc.tracer_slot.target = rec
         try:
             step = max(dur // _CHUNKS, 1)
@@ -380,6 +395,9 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
         for (n, p, pr), (ts, vs) in sorted(table.items()):
             arrays[f"pfc_{kind}_n{n}_p{p}_prio{pr}_t_ps"] = np.array(ts, dtype=np.int64)
             arrays[f"pfc_{kind}_n{n}_p{p}_prio{pr}_state"] = np.array(vs, dtype=np.int8)
+    for (n, p, g), (ts, qs) in sorted(rec.ingress.items()):
+        arrays[f"ingress_n{n}_p{p}_pg{g}_t_ps"] = np.array(ts, dtype=np.int64)
+        arrays[f"ingress_n{n}_p{p}_pg{g}_bytes"] = np.array(qs, dtype=np.int64)
     for fid, (ts, rs, tg, al) in sorted(rec.rates.items()):
         arrays[f"rate_f{fid}_t_ps"] = np.array(ts, dtype=np.int64)
         arrays[f"rate_f{fid}_bps"] = np.array(rs, dtype=np.int64)

@@ -176,6 +176,9 @@ class Switch:
         self.pause_sent: dict[int, int] = {}
         #: Hop budget (TTL): drop data frames that already crossed this many switches.
         self.max_hops: int | None = None
+        #: ``tap(t_ps, node, port, pg, ingress_bytes)`` after every change of an ingress
+        #: (port, PG) counter (results' ingress occupancy series); None: no cost.
+        self.ingress_tap = None
         #: The PFC watchdog (sim.watchdog), if any, and its mitigated queues.
         self.watchdog = None
         self._wd_drop: set[tuple[int, int]] = set()
@@ -248,11 +251,14 @@ class Switch:
             return
         if adm.pause_changes:
             self._pfc(adm.pause_changes)
+        if self.ingress_tap is not None:
+            self._occupancy(port, pg)
         egress = self._fwd.get(pkt.dst)
         if egress is None:
             egress = self._resolve(pkt)
             if egress is None:
                 self._pfc(self.mmu.release(port, pg, pkt.nbytes, adm.where))
+                self._occupancy(port, pg)
                 self.drops += 1
                 self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, port, pg, pkt.id,
                                          pkt.flow, pkt.nbytes, "no_route"))
@@ -260,6 +266,7 @@ class Switch:
         out = egress.index
         if self._wd_drop and (out, pkt.tc) in self._wd_drop:
             self._pfc(self.mmu.release(port, pg, pkt.nbytes, adm.where))
+            self._occupancy(port, pg)
             self._wd_dropped(out, pkt)
             return
         self._ingress[pkt.id] = (port, pg, adm.where)
@@ -278,6 +285,14 @@ class Switch:
             changes = self.mmu.release(ing[0], ing[1], pkt.nbytes, ing[2])
             if changes:
                 self._pfc(changes)
+            if self.ingress_tap is not None:
+                self._occupancy(ing[0], ing[1])
+
+    def _occupancy(self, port: int, pg: int) -> None:
+        """Report the bytes held for ingress (port, PG) to ``ingress_tap`` (if set)."""
+        if self.ingress_tap is not None:
+            self.ingress_tap(self.engine.now_ps, self.node_id, port, pg,
+                             self.mmu.ingress_bytes(port, pg))
 
     def _maybe_mark(self, port: int, pkt: SimPacket, queue_bytes: int) -> None:
         assert self.ecn is not None
@@ -311,6 +326,7 @@ class Switch:
             ing = self._ingress.pop(pkt.id, None)
             if ing is not None:
                 self._pfc(self.mmu.release(ing[0], ing[1], pkt.nbytes, ing[2]))
+                self._occupancy(ing[0], ing[1])
             self._wd_dropped(out, pkt)
         return len(pkts)
 

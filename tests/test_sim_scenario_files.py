@@ -286,3 +286,23 @@ def test_cli_time_scale_stretches_the_replayed_capture(tmp_path) -> None:
     assert got["1"]["delivered_bytes"] == 2 * len(recs[0].data)
     assert got["200"]["delivered_bytes"] == len(recs[0].data)
     assert main(["replay", "incast", "--pcap", str(pcap), "--time-scale", "0"]) == 2
+
+
+def test_ingress_occupancy_series(tmp_path) -> None:
+    import numpy as np
+
+    from sim.scenarios.common import RESERVED_BYTES
+
+    out = tmp_path / "occ"
+    s = scenarios.run("incast", {"senders": 4, "duration_ms": 0.2}, out_dir=str(out),
+                      plots=False)
+    ts = np.load(out / "timeseries.npz")
+    sc = loader.build("incast", {"senders": 4})
+    hr = sc.info["headroom_bytes"]
+    limit = RESERVED_BYTES + 20_000 + hr  # reserve + XOFF (20 KB) + headroom
+    for port in range(1, 5):
+        t = ts[f"ingress_n0_p{port}_pg3_t_ps"]
+        b = ts[f"ingress_n0_p{port}_pg3_bytes"]
+        assert len(t) > 10 and (np.diff(t) >= 0).all()
+        assert b.min() >= 0 and 20_000 < b.max() <= limit  # PFC holds it near XOFF
+    assert s["totals"]["drops"] == 0 and s["totals"]["pauses"] > 0
