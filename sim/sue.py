@@ -35,6 +35,15 @@ Link use (shared/specs/esun_sue.md 2.3 item 1): an XPU has at most one DATA fram
 (work conserving), unless the data class is paused by PFC, in which case packing waits for the
 resume.  ACK/NACK frames use their own lossless class (``ack_tc``) so they never wait behind
 paused data (deadlock hygiene, item 5).
+
+Credit-based flow control (CBFC, UEC 1.0 via SAI; esun_sue.md 1.1 and 1.3 item 5), at message
+granularity, when the XPUs and the switch are given a :class:`CbfcConfig`: every link direction
+is a :class:`CreditPort` (switch egress) or :class:`CreditXpuPort` (XPU egress) that starts a
+frame of a credited class (VC = traffic class; the model's VC space is the 8 TCs) only if
+``CU + pkt_credits <= CL``; the receiver frees the credits when the frame leaves its buffer
+(switch: when it starts leaving the egress queue; XPU: on receipt) and returns them in a
+CF_Update (no bandwidth: CtlOS replace idle) ``prop_ps`` later, at most once per
+``min_spacing_bytes`` of link time per VC.  docs/sue.md, section "Credit-based flow control".
 """
 
 from __future__ import annotations
@@ -69,7 +78,8 @@ from .units import frame_ser_time_ps
 __all__ = [
     "HEADERS", "OVERHEAD_STACK", "DATA_TC", "ACK_TC", "ECT0", "SueConfig", "SuePacket",
     "SueFramer", "forward_hop", "XpuPort", "Xpu", "EsunSwitch", "sue_summary",
-    "expected_goodput_pct", "percentile", "study", "plot_study",
+    "expected_goodput_pct", "percentile", "study", "plot_study", "CbfcConfig", "CreditPort",
+    "CreditXpuPort", "cbfc_credits", "max_frame_bytes",
 ]
 
 #: Network header stacks the endpoint can put in front of the RH.
@@ -130,12 +140,15 @@ class SuePacket(SimPacket):
     """A SimPacket carrying a SUE frame, plus the transactions it holds (``pdu``, None for
     ACK/NACK) and its unwrapped PSN (``psn``) -- simulator bookkeeping beside the bytes."""
 
-    __slots__ = ("pdu", "psn")
+    __slots__ = ("cbfc", "pdu", "psn")
 
     def __init__(self, *args: Any, pdu: Pdu | None = None, psn: int = 0, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.pdu = pdu
         self.psn = psn
+        #: CBFC: (sending CreditPort, VC, credits) charged on the link the frame is on, until
+        #: the receiver frees them; None without CBFC.
+        self.cbfc: tuple[Any, int, int] | None = None
 
 
 def _txn_data(tag: int, n: int) -> str:
@@ -259,6 +272,233 @@ class XpuPort(Port):
             self.engine.schedule_in(0, self.on_resume, prio, priority=1)
 
 
+def max_frame_bytes(header: str, max_pdu_bytes: int) -> int:
+    """Largest DATA frame (bytes without FCS): network header + RH (8) + PDU + R-CRC (4)."""
+    return _rh_offset(header) + 8 + max_pdu_bytes + 4
+
+
+#: Ethernet FCS bytes: CBFC's ``pkt_len`` counts the frame from DA to FCS.
+_FCS_BYTES = 4
+#: Never-ending pause used to mask a credit-blocked class from the base scheduler.
+_FOREVER_PS = 1 << 62
+
+
+def cbfc_credits(nbytes: int, credit_bytes: int, overhead_bytes: int = 0) -> int:
+    """``pkt_credits = ceil((pkt_len + PktOvhd) / CreditSize)`` (esun_sue.md 1.1), ``pkt_len``
+    = ``nbytes`` (frame without FCS, the simulator's unit) + 4 FCS; at least 1."""
+    return max(1, -(-(nbytes + _FCS_BYTES + overhead_bytes) // credit_bytes))
+
+
+@dataclass(frozen=True)
+class CbfcConfig:
+    """CBFC settings of every credited link direction.  Defaults are the SAI CBFC defaults
+    (esun_sue.md 1.1) except ``limit_credits`` (the receiver buffer per VC per link, a
+    scenario choice) and ``vcs``.
+
+    ``limit_credits``: CL, per VC, in credits; ``credit_bytes``: CreditSize (SAI 128 B);
+    ``min_spacing_bytes``: CF_min_spacing (SAI 6400 B, >= 800): a VC's CF_Update goes at most
+    once per this many bytes of link time; ``overhead_bytes``: PktOvhd (SAI range -16..127;
+    0 here); ``cc_update_ps``: the CC_Update timer (SAI 256 us), which only matters when
+    frames are lost on a link (their credits leak until the next CC_Update resyncs them);
+    ``vcs``: the traffic classes under credit control (the others are not credited)."""
+
+    limit_credits: int
+    credit_bytes: int = 128
+    min_spacing_bytes: int = 6400
+    overhead_bytes: int = 0
+    cc_update_ps: int = 256_000_000
+    vcs: tuple[int, ...] = (DATA_TC, ACK_TC)
+
+    def __post_init__(self) -> None:
+        if self.credit_bytes < 1:
+            raise ValueError("credit_bytes must be >= 1")
+        if self.limit_credits < 1:
+            raise ValueError("limit_credits must be >= 1")
+        if self.min_spacing_bytes < 800:
+            raise ValueError("min_spacing_bytes must be >= 800 (SAI CF_min_spacing minimum)")
+        if not -16 <= self.overhead_bytes <= 127:
+            raise ValueError("overhead_bytes must be in -16..127 (SAI packet overhead)")
+        if self.cc_update_ps < 1:
+            raise ValueError("cc_update_ps must be >= 1")
+        if not self.vcs or any(not 0 <= v < 8 for v in self.vcs):
+            raise ValueError("vcs must be traffic classes 0..7")
+
+    def credits(self, nbytes: int) -> int:
+        return cbfc_credits(nbytes, self.credit_bytes, self.overhead_bytes)
+
+
+class _CreditMixin:
+    """CBFC on an egress :class:`sim.port.Port` (the sender's counters) plus, for the same
+    link, the receiver's freed-but-unreported counters (kept here: one object per link
+    direction; the receiver reports through :meth:`freed` / :meth:`lost`).
+
+    Sender: ``credits_used[vc]`` (CU: Credits Consumed - Credits Freed as last reported; the
+    20-bit cyclic counters of the wire are not modelled, only their difference) and
+    ``credit_limit[vc]`` (CL).  A credited class whose head frame does not fit is masked from
+    the port's own scheduler exactly like a paused class (work conserving for the others);
+    frames already started complete.  Credits are charged when a frame starts (dequeue)."""
+
+    # Attributes of sim.port.Port used here (for the type checker).
+    engine: Engine
+    queues: list[deque[SimPacket]]
+    _paused_until_ps: list[int]
+    busy: bool
+    prop_ps: int
+    rate_bps: int
+    on_dequeue: Callable[[int, SimPacket], None] | None
+
+    def __init__(self, *args: Any, cbfc: CbfcConfig, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.cbfc = cbfc
+        vcs = tuple(sorted(set(cbfc.vcs)))
+        self._credited = vcs
+        self.credit_limit = [cbfc.limit_credits if tc in vcs else 0 for tc in range(8)]
+        self.credits_used = [0] * 8
+        self.max_credits_used = [0] * 8
+        #: Credit-blocking episodes (a class found blocked after it was not).
+        self.cbfc_stalls = 0
+        self._stalled = [False] * 8
+        # receiver side of this link
+        self.unreported = [0] * 8
+        self._cf_last_ps: list[int | None] = [None] * 8
+        self._cf_timer: list[Timer | None] = [None] * 8
+        self.cf_updates = 0
+        self.leaked = [0] * 8
+        self.cc_updates = 0
+        self._cc_timer: Timer | None = None
+        self._spacing_ps = -(-cbfc.min_spacing_bytes * 8 * 10**12 // self.rate_bps)
+        self._owner_dequeue = self.on_dequeue
+        self.on_dequeue = self._cbfc_dequeue
+        self._rr_fast = False  # enqueue's cut-through knows pauses, not credits
+        self._base_pick = self._pick  # type: ignore[has-type]
+        self._pick = self._cbfc_pick
+
+    # ------------------------------------------------------------------ sender
+    def credit_blocked(self, tc: int, nbytes: int) -> bool:
+        """True (and a stall counted if this starts one) when a frame of ``nbytes`` on class
+        ``tc`` could not start now for lack of credits."""
+        if tc not in self._credited:
+            return False
+        if self.credits_used[tc] + self.cbfc.credits(nbytes) > self.credit_limit[tc]:
+            if not self._stalled[tc]:
+                self._stalled[tc] = True
+                self.cbfc_stalls += 1
+            return True
+        self._stalled[tc] = False
+        return False
+
+    def _cbfc_pick(self) -> int | None:
+        blocked = [tc for tc in self._credited
+                   if self.queues[tc] and self.credit_blocked(tc, self.queues[tc][0].nbytes)]
+        if not blocked:
+            return self._base_pick()
+        until = self._paused_until_ps
+        saved = [until[tc] for tc in blocked]
+        for tc in blocked:
+            until[tc] = _FOREVER_PS
+        try:
+            return self._base_pick()
+        finally:
+            for tc, u in zip(blocked, saved, strict=True):
+                until[tc] = u
+
+    def _cbfc_dequeue(self, index: int, pkt: SimPacket) -> None:
+        if self._owner_dequeue is not None:
+            self._owner_dequeue(index, pkt)  # the receiver side frees the previous link first
+        tc = pkt.tc
+        if tc in self._credited and isinstance(pkt, SuePacket):
+            n = self.cbfc.credits(pkt.nbytes)
+            used = self.credits_used[tc] + n
+            self.credits_used[tc] = used
+            if used > self.max_credits_used[tc]:
+                self.max_credits_used[tc] = used
+            pkt.cbfc = (self, tc, n)
+
+    def _cf_arrive(self, tc: int, n: int) -> None:
+        """A CF_Update (or a CC_Update resync) reaches the sender: ``n`` credits back."""
+        self.credits_used[tc] -= n
+        self._credits_back(tc)
+
+    def _credits_back(self, tc: int) -> None:
+        if not self.busy:
+            self._start()  # type: ignore[attr-defined]
+
+    # ---------------------------------------------------------------- receiver
+    def freed(self, tc: int, n: int) -> None:
+        """The receiver freed ``n`` credits of VC ``tc`` (the frame left its buffer).  They are
+        reported in a CF_Update now if the VC's last one was at least ``min_spacing_bytes`` of
+        link time ago, else when that spacing has passed (with whatever accrued meanwhile)."""
+        self.unreported[tc] += n
+        if self._cf_timer[tc] is not None:
+            return
+        now = self.engine.now_ps
+        last = self._cf_last_ps[tc]
+        if last is None or now - last >= self._spacing_ps:
+            self._cf_send(tc)
+        else:
+            self._cf_timer[tc] = self.engine.schedule(last + self._spacing_ps, self._cf_send,
+                                                      tc, priority=1)
+
+    def _cf_send(self, tc: int) -> None:
+        self._cf_timer[tc] = None
+        n = self.unreported[tc]
+        if not n:
+            return
+        self.unreported[tc] = 0
+        self._cf_last_ps[tc] = self.engine.now_ps
+        self.cf_updates += 1
+        self.engine.schedule_in(self.prop_ps, self._cf_arrive, tc, n)
+
+    def lost(self, tc: int, n: int) -> None:
+        """A frame holding ``n`` credits of ``tc`` was lost on the link: the receiver never
+        frees them; the sender's next CC_Update (every ``cc_update_ps`` on a grid from t = 0)
+        lets the receiver see the gap and return them (one round trip later)."""
+        self.leaked[tc] += n
+        if self._cc_timer is None:
+            period = self.cbfc.cc_update_ps
+            at = (self.engine.now_ps // period + 1) * period
+            self._cc_timer = self.engine.schedule(at, self._cc_update)
+
+    def _cc_update(self) -> None:
+        self._cc_timer = None
+        self.cc_updates += 1
+        for tc in range(8):
+            n = self.leaked[tc]
+            if n:
+                self.leaked[tc] = 0
+                self.engine.schedule_in(2 * self.prop_ps, self._cf_arrive, tc, n)
+
+
+class CreditPort(_CreditMixin, Port):
+    """A switch egress :class:`sim.port.Port` under CBFC (see :class:`_CreditMixin`)."""
+
+
+class CreditXpuPort(_CreditMixin, XpuPort):
+    """The XPU's egress port under CBFC: also tells its owner (``on_resume``) when credits
+    of a class come back, so the packer runs at that instant."""
+
+    def _credits_back(self, tc: int) -> None:
+        super()._credits_back(tc)
+        if self.on_resume is not None:
+            self.engine.schedule_in(0, self.on_resume, tc, priority=1)
+
+
+def cbfc_free(pkt: SimPacket) -> None:
+    """The receiver of ``pkt`` frees its credits (no-op without CBFC)."""
+    info = getattr(pkt, "cbfc", None)
+    if info is not None:
+        pkt.cbfc = None  # type: ignore[attr-defined]
+        info[0].freed(info[1], info[2])
+
+
+def cbfc_lose(pkt: SimPacket) -> None:
+    """``pkt`` was lost on its link: its credits leak until a CC_Update (no-op without CBFC)."""
+    info = getattr(pkt, "cbfc", None)
+    if info is not None:
+        pkt.cbfc = None  # type: ignore[attr-defined]
+        info[0].lost(info[1], info[2])
+
+
 @dataclass
 class _Tx:
     """Sender state of one {destination, VC} stream."""
@@ -297,15 +537,23 @@ class Xpu:
 
     def __init__(self, engine: Engine, node_id: int, rate_bps: int, cfg: SueConfig, *,
                  ids: Callable[[], int], tracer: Tracer | None = None,
-                 record: bool = False) -> None:
+                 record: bool = False, cbfc: CbfcConfig | None = None) -> None:
         self.engine = engine
         self.node_id = node_id
         self.rate_bps = rate_bps
         self.cfg = cfg
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
         self._ids = ids
-        self.port = XpuPort(engine, node_id, 0, rate_bps, tracer=self.tracer,
-                            on_dequeue=self._dequeued)
+        self.cbfc = cbfc
+        self.port: XpuPort
+        if cbfc is None:
+            self.port = XpuPort(engine, node_id, 0, rate_bps, tracer=self.tracer,
+                                on_dequeue=self._dequeued)
+        else:
+            self.port = CreditXpuPort(engine, node_id, 0, rate_bps, tracer=self.tracer,
+                                      on_dequeue=self._dequeued, cbfc=cbfc)
+        #: CBFC: packing waits until the data class has credits for a largest frame.
+        self._max_frame = max_frame_bytes(cfg.header, cfg.max_pdu_bytes)
         self.port.on_resume = self._resumed
         self.ports = {0: self.port}
         self.framer = SueFramer(cfg.header, ttl=cfg.ttl, scaleup=cfg.scaleup,
@@ -406,6 +654,9 @@ class Xpu:
 
     def _try_send(self) -> None:
         if self._data_in_port or self.port.paused(self.cfg.data_tc):
+            return
+        if self.cbfc is not None and self.port.credit_blocked(  # type: ignore[attr-defined]
+                self.cfg.data_tc, self._max_frame):
             return
         now = self.engine.now_ps
         # 1. go-back-N resends first (oldest stream first)
@@ -539,10 +790,12 @@ class Xpu:
             return
         cfg = self.cfg
         if cfg.loss_rate and self.engine.rng.random() < cfg.loss_rate:
+            cbfc_lose(pkt)
             self.link_errors += 1
             self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, port, pkt.tc, pkt.id,
                                      pkt.flow, pkt.nbytes, "link_error"))
             return
+        cbfc_free(pkt)  # an XPU absorbs at line rate: the buffer is freed on receipt
         if frame is None:
             return
         if pkt.ecn == 3:
@@ -616,24 +869,46 @@ class EsunSwitch(Switch):
     -> ``wire.mark_ce``) and PFC are the base class's."""
 
     def __init__(self, *args: Any, loss_rate: float = 0.0,
-                 scaleup: ScaleUpConfig = DEFAULT_SCALEUP, **kw: Any) -> None:
+                 scaleup: ScaleUpConfig = DEFAULT_SCALEUP, cbfc: CbfcConfig | None = None,
+                 **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.loss_rate = loss_rate
         self.scaleup = scaleup
+        #: CBFC on every port (egress: :class:`CreditPort`; ingress: credits freed when the
+        #: frame starts leaving its egress queue), or None (PFC / lossy, the base switch).
+        self.cbfc = cbfc
         self.link_errors = 0
         self.ttl_drops = 0
         self._cos = ESUN.byte_field("cos")
+
+    def add_port(self, index: int, rate_bps: int, *, scheduler: str | None = None,
+                 weights: Sequence[int] | None = None,
+                 quantum_bytes: int | None = None) -> Port:
+        if self.cbfc is None:
+            return super().add_port(index, rate_bps, scheduler=scheduler, weights=weights,
+                                    quantum_bytes=quantum_bytes)
+        p = CreditPort(self.engine, self.node_id, index, rate_bps, tracer=self.tracer,
+                       on_dequeue=self._on_dequeue,
+                       scheduler=self.scheduler if scheduler is None else scheduler,
+                       weights=self.weights if weights is None else weights,
+                       quantum_bytes=self.quantum_bytes if quantum_bytes is None
+                       else quantum_bytes, cbfc=self.cbfc)
+        self.ports[index] = p
+        self._fwd.clear()
+        return p
 
     def receive(self, port: int, pkt: SimPacket) -> None:
         frame = pkt.frame
         if frame is not None and not is_mac_control(frame):
             if self.loss_rate and self.engine.rng.random() < self.loss_rate:
+                cbfc_lose(pkt)
                 self.link_errors += 1
                 self._drop(port, pkt, "link_error")
                 return
             if not isinstance(frame, bytearray):
                 frame = pkt.frame = bytearray(frame)
             if not forward_hop(frame, self.scaleup):
+                cbfc_free(pkt)
                 self.ttl_drops += 1
                 self._drop(port, pkt, "ttl_expired")
                 return
@@ -641,7 +916,14 @@ class EsunSwitch(Switch):
             if loc is not None and loc[1] == self.scaleup.esun_ethertype:
                 byte, shift, mask = self._cos
                 pkt.tc = self.scaleup.cos_to_tc[(frame[loc[0] + byte] >> shift) & mask]
+        up = getattr(pkt, "cbfc", None)
         super().receive(port, pkt)
+        if up is not None and pkt.cbfc is up and pkt.id not in self._ingress:  # type: ignore
+            cbfc_free(pkt)  # dropped by the base switch (MMU, route, hop budget): freed now
+
+    def _on_dequeue(self, port: int, pkt: SimPacket) -> None:
+        cbfc_free(pkt)  # leaves the buffer: the ingress link's credits go back upstream
+        super()._on_dequeue(port, pkt)
 
     def _drop(self, port: int, pkt: SimPacket, reason: str) -> None:
         self.drops += 1
@@ -684,7 +966,10 @@ def sue_summary(scenario: Any) -> dict[str, Any]:
     divided by the time from the first to the last, averaged over the receivers (no start-up
     transient; at saturation this is what wire.overhead's arithmetic predicts);
     latency: transaction queued at the source -> delivered in order at the destination
-    (ps, nearest rank); ``frames`` DATA frames sent (retransmissions included)."""
+    (ps, nearest rank); ``frames`` DATA frames sent (retransmissions included).  With CBFC
+    also ``cbfc_stalls`` (credit-blocking episodes over every credited port, XPUs' and
+    switch's), ``cf_updates`` (CF_Update messages), ``cc_updates`` (CC_Update resyncs, only
+    after link losses), ``pfc_frames`` (PFC frames the switch sent: 0) and ``switch_drops``."""
     xs = _xpus(scenario)
     fab = scenario.fabric
     dur = fab.engine.now_ps or scenario.duration_ps
@@ -733,6 +1018,16 @@ def sue_summary(scenario: Any) -> dict[str, Any]:
         "ce_received": sum(x.ce_received for x in xs),
         "queued_txns": sum(len(x.packer) for x in xs),
     }
+    if any(s.cbfc is not None for s in switches):
+        ports: list[Any] = [x.port for x in xs]
+        for sw in switches:
+            ports.extend(sw.ports.values())
+        ports = [p for p in ports if isinstance(p, _CreditMixin)]
+        out["cbfc_stalls"] = sum(p.cbfc_stalls for p in ports)
+        out["cf_updates"] = sum(p.cf_updates for p in ports)
+        out["cc_updates"] = sum(p.cc_updates for p in ports)
+        out["pfc_frames"] = sum(sum(sw.pause_sent.values()) for sw in switches)
+        out["switch_drops"] = sum(sw.drops for sw in switches)
     hdr = scenario.params.get("header")
     if hdr in OVERHEAD_STACK:
         out["saturation_goodput_pct"] = round(expected_goodput_pct(

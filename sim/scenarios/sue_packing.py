@@ -5,6 +5,9 @@ switch port i).  Every XPU generates transactions of ``txn_bytes`` data at ``loa
 rate (counted in transaction data bytes: at 1.0 the offered data alone fills the link, so the
 sources saturate) towards destinations chosen by ``pattern``, on a VC drawn uniformly from
 ``vcs``; the packer, go-back-N and the switch are described in :mod:`sim.sue` and docs/sue.md.
+``flow_control="cbfc"`` replaces PFC on the DATA and ACK classes by
+credit-based flow control on every link (:class:`sim.sue.CbfcConfig`; the MMU is sized so
+that credits alone keep it lossless).
 The bottleneck captured is the switch port towards XPU 1 (real frames).  SUE figures:
 :func:`sim.sue.sue_summary`, written to summary.json as ``"sue"`` (``Scenario.summaries``).
 """
@@ -18,10 +21,31 @@ from typing import Any
 from ..fabric import Fabric
 from ..mmu import Mmu
 from ..packing import SELECTORS
-from ..sue import ACK_TC, DATA_TC, HEADERS, EsunSwitch, SueConfig, Xpu, _rh_offset, sue_summary
+from ..sue import (
+    ACK_TC,
+    DATA_TC,
+    HEADERS,
+    CbfcConfig,
+    EsunSwitch,
+    SueConfig,
+    Xpu,
+    cbfc_credits,
+    max_frame_bytes,
+    sue_summary,
+)
 from ..units import gbps, prop_delay_ps
 from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
-from .common import ecn_config, frac, in_range, mmu_config, nonneg, param_set, pos, with_default
+from .common import (
+    RESERVED_BYTES,
+    ecn_config,
+    frac,
+    in_range,
+    mmu_config,
+    nonneg,
+    param_set,
+    pos,
+    with_default,
+)
 
 __all__ = ["DOC", "PARAMS", "PATTERNS", "build"]
 
@@ -29,6 +53,7 @@ DOC = ("SUE-T transaction packing over ESUN (or AFH/SUNH/IPv4-UDP): XPUs, packer
        "one switch")
 
 PATTERNS = ("uniform", "pairs", "shift", "incast")
+FLOW_CONTROLS = ("pfc", "cbfc")
 ARRIVALS = ("poisson", "cbr")
 
 
@@ -80,6 +105,15 @@ PARAMS: tuple[Param, ...] = (
     *param_set("pfc", "xoff_kb"),
     with_default("buffer_kb", 4000.0),
     *param_set("cable_m", "kmin_kb", "kmax_kb", "pmax"),
+    Param("flow_control", "pfc", "link flow control of the DATA/ACK classes: pfc (as the "
+          "'pfc' parameter says) or cbfc (credits per VC = traffic class; PFC off)",
+          _one_of(FLOW_CONTROLS)),
+    Param("cbfc_credit_bytes", 128, "CBFC credit size, bytes, 1..65536 (SAI default 128)",
+          in_range(1, 65536)),
+    Param("cbfc_buffer_kb", 32.0, "CBFC receiver buffer per VC per link, KB: the credit "
+          "limit is floor(this / credit size)", pos),
+    Param("cbfc_min_spacing_bytes", 6400, "CBFC CF_min_spacing, bytes of link time between "
+          "a VC's CF_Updates, 800..262144 (SAI default 6400)", in_range(800, 262144)),
 )
 
 
@@ -97,6 +131,34 @@ def _dests(pattern: str, src: int, n: int, r: random.Random) -> Callable[[], int
     if src == 1:  # incast: everyone else -> XPU 1
         return None
     return lambda: 1
+
+
+def _cbfc(p: Mapping[str, Any], max_frame: int, ports: int,
+          mp: dict[str, Any]) -> CbfcConfig | None:
+    """The CBFC settings (None for PFC).  With CBFC the MMU is set up so that credits alone
+    keep it lossless: no lossless PG (no PFC), the per-(port, PG) threshold equal to the
+    credit limit in bytes, and a buffer that holds every credited VC's limit on every port
+    (a frame of ``c`` credits stores fewer than ``c * credit_bytes`` bytes), else a
+    ScenarioError naming ``buffer_kb``.  ``mp`` (the MMU parameters) is updated in place."""
+    if p["flow_control"] != "cbfc":
+        return None
+    cb = p["cbfc_credit_bytes"]
+    limit = int(p["cbfc_buffer_kb"] * 1000) // cb
+    need = cbfc_credits(max_frame, cb)
+    if limit < need:
+        raise ScenarioError(f"parameter 'cbfc_buffer_kb': {p['cbfc_buffer_kb']} KB is less "
+                            f"than one largest frame ({need} credits of {cb} B)")
+    cbfc = CbfcConfig(limit_credits=limit, credit_bytes=cb,
+                      min_spacing_bytes=p["cbfc_min_spacing_bytes"])
+    limit_bytes = limit * cb
+    buf = round(p["buffer_kb"] * 1000)
+    want = ports * (8 * RESERVED_BYTES + len(cbfc.vcs) * limit_bytes)
+    if buf < want:
+        raise ScenarioError(f"parameter 'buffer_kb': {p['buffer_kb']} KB cannot hold the CBFC "
+                            f"credit limit ({limit_bytes} B) of {len(cbfc.vcs)} VCs on "
+                            f"{ports} ports plus the reserves: need {want / 1000:g} KB")
+    mp.update(pfc=False, lossless_tcs=(), xoff_kb=limit_bytes / 1000)
+    return cbfc
 
 
 def build(params: Mapping[str, Any] | None = None) -> Scenario:
@@ -118,22 +180,23 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
                     ack_delay_ps=round(p["ack_delay_ns"] * 1000),
                     ack_every_pdus=p["ack_every_pdus"], ttl=p["ttl"],
                     loss_rate=p["loss_rate"])
-    max_frame = _rh_offset(p["header"]) + 8 + p["max_pdu_bytes"] + 4
+    max_frame = max_frame_bytes(p["header"], p["max_pdu_bytes"])
     mp = {"pfc": p["pfc"], "xoff_kb": p["xoff_kb"], "buffer_kb": p["buffer_kb"],
           "cable_m": p["cable_m"], "packet_bytes": max_frame,
           "lossless_tcs": (DATA_TC, ACK_TC)}
+    cbfc = _cbfc(p, max_frame, n + 1, mp)
     mcfg, hr = mmu_config(mp, n + 1, rate)
     slot = TracerSlot()
     fab = Fabric(p["seed"], slot)
     eng = fab.engine
     sw = EsunSwitch(eng, 0, Mmu(mcfg), routes={i: i for i in range(1, n + 1)},
                     ecn=ecn_config(p), tracer=slot, ids=fab._ids, loss_rate=p["loss_rate"],
-                    scaleup=cfg.scaleup)
+                    scaleup=cfg.scaleup, cbfc=cbfc)
     fab.nodes[0] = sw
     prop = prop_delay_ps(p["cable_m"])
     xpus = []
     for i in range(1, n + 1):
-        x = Xpu(eng, i, rate, cfg, ids=fab._ids, tracer=slot)
+        x = Xpu(eng, i, rate, cfg, ids=fab._ids, tracer=slot, cbfc=cbfc)
         fab.nodes[i] = x
         fab.connect(0, i, i, 0, rate, prop)
         xpus.append(x)
@@ -149,5 +212,6 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     return Scenario(name="sue_packing", params=p, seed=p["seed"], duration_ps=dur,
                     fabric=fab, bottleneck=(0, 1), tracer_slot=slot,
                     info={"xpus": [x.node_id for x in xpus], "rate_bps": rate,
-                          "headroom_bytes": hr, "max_frame_bytes": max_frame},
+                          "headroom_bytes": hr, "max_frame_bytes": max_frame,
+                          "cbfc_limit_credits": cbfc.limit_credits if cbfc else None},
                     summaries={"sue": sue_summary})
