@@ -106,7 +106,7 @@ class Fabric:
             for idx, p in sorted(node.ports.items()):
                 ports.append({
                     "node": nid, "port": idx, "tx_bytes": p.tx_bytes,
-                    "busy_ps": p.busy_ps, "pause_received": p.pause_received,
+                    "busy_ps": p.busy_ps_until(now), "pause_received": p.pause_received,
                     "paused_ps": p.paused_ps(), "max_queue_bytes": max(p.max_queue_bytes),
                     "pause_sent": node.pause_sent.get(idx, 0) if isinstance(node, Switch)
                     else 0,

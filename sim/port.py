@@ -140,6 +140,7 @@ class Port:
         self.tx_packets = 0
         self.pause_received = 0
         self.busy_ps = 0
+        self._tx_end_ps = 0  # end of the frame on the wire (valid while busy)
         self._rr_fast = scheduler == "rr"  # enqueue's cut-through applies to "rr" only
         # Hot-path handles, bound once (no bound-method object per frame).
         self._call_in = engine.call_in
@@ -206,6 +207,7 @@ class Port:
         if t is None:
             t = self._ser_cache[nbytes] = frame_ser_time_ps(nbytes, self.rate_bps)
         self.busy_ps += t
+        self._tx_end_ps = now + t
         self._call_in(t, self._done_cb, pkt)
 
     def send_control(self, pkt: SimPacket) -> None:
@@ -213,6 +215,13 @@ class Port:
         self.control.append(pkt)
         if not self.busy:
             self._start()
+
+    def busy_ps_until(self, now_ps: int) -> int:
+        """Time spent serialising up to ``now_ps`` (``busy_ps`` counts a frame whole when it
+        starts; the part of the frame on the wire still to come is left out here)."""
+        if self.busy and self._tx_end_ps > now_ps:
+            return self.busy_ps - (self._tx_end_ps - now_ps)
+        return self.busy_ps
 
     def paused(self, prio: int) -> bool:
         return self._paused_until_ps[prio] > self.engine.now_ps
@@ -333,6 +342,7 @@ class Port:
         if t is None:
             t = self._ser_cache[nbytes] = frame_ser_time_ps(nbytes, self.rate_bps)
         self.busy_ps += t
+        self._tx_end_ps = now + t
         self._call_in(t, self._done_cb, pkt)
 
     def _done(self, pkt: SimPacket) -> None:
