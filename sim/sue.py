@@ -227,6 +227,8 @@ def _dec(frame: bytearray, off: int, spec: Any, name: str) -> bool:
 
 
 _IPV4_CSUM = IPV4.byte_field("checksum")[0]
+_IPV4_IHL = IPV4.byte_field("ihl")
+_ETH_TYPE = ETHERNET.byte_field("type")[0]
 
 
 def forward_hop(frame: bytearray, scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> bool:
@@ -234,7 +236,8 @@ def forward_hop(frame: bytearray, scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> b
     AFH Gen1, IPv4) or hop limit (SUNH, AFH Gen2 12-byte form) decremented, False (drop,
     ``ttl_expired``) when it arrives <= 1 (esun_sue.md 1.3 item 2; SUNH -00: discard at 0).
     IPv4's header checksum is recomputed.  Other frames pass unchanged (True)."""
-    if len(frame) >= 14 and int.from_bytes(frame[12:14], "big") == scaleup.sue_ethertype:
+    if (len(frame) >= ETHERNET.size_bytes
+            and int.from_bytes(frame[_ETH_TYPE:_ETH_TYPE + 2], "big") == scaleup.sue_ethertype):
         return _dec(frame, 0, AFH_GEN2_12, "hop_limit")
     loc = payload_start(frame)
     if loc is None:
@@ -249,7 +252,8 @@ def forward_hop(frame: bytearray, scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> b
     if et == EtherType.IPV4 and len(frame) >= off + IPV4.size_bytes:
         if not _dec(frame, off, IPV4, "ttl"):
             return False
-        ihl = (frame[off] & 0xF) * 4
+        byte, shift, mask = _IPV4_IHL
+        ihl = (frame[off + byte] >> shift & mask) * 4
         c = ipv4_checksum(frame[off:off + ihl])
         frame[off + _IPV4_CSUM:off + _IPV4_CSUM + 2] = c.to_bytes(2, "big")
     return True

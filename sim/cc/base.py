@@ -1,4 +1,4 @@
-"""The interface a sender's rate control implements (DCQCN's RP in the next issue)."""
+"""The interface a sender's rate control implements (`fixed`, DCQCN's RP in sim/cc/dcqcn.py)."""
 
 from __future__ import annotations
 
