@@ -27,7 +27,8 @@ from .fabric import Fabric
 from .host import Host
 from .packet import SimPacket
 
-__all__ = ["REPLAY_FLOW_BASE", "ReplayStats", "inject_records", "owners_by_address"]
+__all__ = ["REPLAY_FLOW_BASE", "ReplayStats", "inject_records", "owners_by_address",
+           "scale_fraction"]
 
 
 @dataclass
@@ -88,6 +89,12 @@ def inject_records(fabric: Fabric, records: Iterable[Record], owners: Mapping[st
         fabric.engine.schedule(at_ps, node.inject, pkt)
         st.injected += 1
     return st
+
+
+def scale_fraction(value: float | int | Fraction) -> Fraction:
+    """A user's time scale (``--time-scale``, ``[[pcap]] time_scale``) as an exact fraction
+    (a float such as 0.1 becomes 1/10, not its binary approximation)."""
+    return Fraction(value).limit_denominator(10**6)
 
 
 def owners_by_address(fabric: Fabric) -> dict[str, int]:

@@ -31,17 +31,11 @@ def _node_port(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _scale(value: float):
-    """--time-scale as an exact fraction (replay multiplies capture offsets by it)."""
-    from fractions import Fraction
-
-    return Fraction(value).limit_denominator(10**6)
-
-
 def cmd_replay(args: argparse.Namespace) -> int:
     if args.time_scale <= 0:
         _err("--time-scale must be > 0")
         return EXIT_USAGE
+    from .replay import scale_fraction
     from .results import run_scenario
     from .scenarios import ScenarioError
     from .scenarios.loader import scenario_name
@@ -56,7 +50,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     try:
         s = run_scenario(args.scenario, params=dict(args.param or ()), seed=args.seed,
                          out_dir=out, plots=not args.no_plots, captures=args.capture or (),
-                         pcaps=[(f, _scale(args.time_scale)) for f in args.pcap or ()])
+                         pcaps=[(f, scale_fraction(args.time_scale)) for f in args.pcap or ()])
     except ValueError as e:
         _err(str(e))
         return EXIT_USAGE

@@ -102,6 +102,21 @@ def gbps(n: int | float) -> int:
     return bps
 
 
+def ns_to_ps(ns: int | float) -> int:
+    """A user-facing time in ns (int or float) as integer ps, rounded to the nearest ps."""
+    return round(ns * 1_000)
+
+
+def us_to_ps(us: int | float) -> int:
+    """A user-facing time in us as integer ps (rounded)."""
+    return round(us * 1_000_000)
+
+
+def ms_to_ps(ms: int | float) -> int:
+    """A user-facing time in ms as integer ps (rounded)."""
+    return round(ms * 1_000_000_000)
+
+
 def quantum_ps(rate_bps: int) -> int:
     """One PFC pause quantum (512 bit times) in ps: ``wire.pfc.quanta_to_ps(1, rate_bps)``."""
     _check_rate(rate_bps)

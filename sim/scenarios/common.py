@@ -14,7 +14,7 @@ from typing import Any
 
 from ..mmu import MmuConfig, headroom_bytes
 from ..switch import EcnConfig
-from ..units import gbps
+from ..units import gbps, ms_to_ps, us_to_ps
 from . import Param, ScenarioError
 
 __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABRIC_PARAMS",
@@ -126,7 +126,7 @@ def param_set(*names: str, **overrides: Param) -> tuple[Param, ...]:
 
 
 def duration_ps(p: Mapping[str, Any]) -> int:
-    d = round(p["duration_ms"] * 10**9)
+    d = ms_to_ps(p["duration_ms"])
     if d <= 0:
         raise ScenarioError("parameter 'duration_ms': must be at least 1 ps")
     return d
@@ -159,7 +159,7 @@ def mmu_config(p: Mapping[str, Any], ports: int, rate_bps: int) -> tuple[MmuConf
     xoff = round(p["xoff_kb"] * KB)
     buf = round(p["buffer_kb"] * KB)
     reserved = round(p.get("reserved_kb", RESERVED_BYTES / KB) * KB)
-    response_ps = round(p.get("response_us", RESPONSE_PS / 10**6) * 10**6)
+    response_ps = us_to_ps(p.get("response_us", RESPONSE_PS / 10**6))
     lossless = frozenset(p.get("lossless_tcs", (TC,))) if pfc else frozenset()
     hr_kb = p.get("headroom_kb", -1.0)
     if not pfc:

@@ -25,8 +25,9 @@ from typing import Any
 from ..fabric import Fabric, star
 from ..host import Flow
 from ..mmu import Mmu
+from ..replay import scale_fraction
 from ..topology import leaf_spine, ring
-from ..units import gbps, prop_delay_ps
+from ..units import gbps, ms_to_ps, prop_delay_ps, us_to_ps
 from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from .common import (
     FABRIC_PARAMS,
@@ -305,10 +306,10 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
             fab.add_flow(Flow(fid, f["src"], f["dst"], fr, tc=f["tc"],
                               packet_bytes=f["packet_bytes"],
                               size_bytes=round(f["size_kb"] * KB) or None,
-                              start_ps=round(f["start_us"] * 10**6),
-                              stop_ps=round(f["stop_us"] * 10**6) or None, ecn=f["ecn"],
-                              on_ps=round(f["on_us"] * 10**6) or None,
-                              off_ps=round(f["off_us"] * 10**6) or None,
+                              start_ps=us_to_ps(f["start_us"]),
+                              stop_ps=us_to_ps(f["stop_us"]) or None, ecn=f["ecn"],
+                              on_ps=us_to_ps(f["on_us"]) or None,
+                              off_ps=us_to_ps(f["off_us"]) or None,
                               onoff=f["onoff"] if f["on_us"] else "fixed",
                               message_bytes=round(f["message_kb"] * KB) or None))
         except ValueError as e:
@@ -320,7 +321,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
         if not p["file"]:
             raise ScenarioError(f"{where}: [[pcap]] #{i + 1} 'file': required")
         path = p["file"] if os.path.isabs(p["file"]) else os.path.join(base_dir, p["file"])
-        pcaps.append((path, Fraction(p["time_scale"]).limit_denominator(10**6)))
+        pcaps.append((path, scale_fraction(p["time_scale"])))
     if not fab.flows and not pcaps:
         raise ScenarioError(f"{where}: no traffic: give [traffic] pattern, [[flows]] or "
                             f"[[pcap]]")
@@ -331,7 +332,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
         n = fab.nodes.get(node)
         if n is None or port not in n.ports:
             raise ScenarioError(f"{where}: [capture] {node}:{port}: no such node/port")
-    dur = round(run["duration_ms"] * 10**9)
+    dur = ms_to_ps(run["duration_ms"])
     params = {"file": where, **{k: v for k, v in sec.items()}, "flows": flows,
               "pcap": [{**p} for p in inputs]}
     return Scenario(name=os.path.splitext(os.path.basename(where))[0], params=params,
@@ -359,7 +360,7 @@ def _host_kw(knobs: dict[str, Any], rate: int, where: str) -> dict[str, Any]:
         kw = host_kw(knobs, rate)
     except ScenarioError as e:
         raise ScenarioError(f"{where}: [hosts] {e}") from None
-    kw["cnp_interval_ps"] = round(knobs["cnp_interval_us"] * 10**6)
+    kw["cnp_interval_ps"] = us_to_ps(knobs["cnp_interval_us"])
     kw["cnp_tc"] = knobs["cnp_tc"]
     kw["cnp_mode"] = knobs["cnp_mode"]
     kw["ack_every"] = knobs["ack_every"]

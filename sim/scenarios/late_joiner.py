@@ -17,7 +17,7 @@ from typing import Any
 
 from ..fabric import star
 from ..host import Flow
-from ..units import gbps, prop_delay_ps
+from ..units import gbps, ms_to_ps, prop_delay_ps
 from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from .common import (
     TC,
@@ -50,7 +50,7 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     cfg, hr = mmu_config(p, 4, rate)
     ecn = ecn_config(p)
     dur = duration_ps(p)
-    join_ps = round(p["join_ms"] * 10**9)
+    join_ps = ms_to_ps(p["join_ms"])
     if join_ps >= dur:
         raise ScenarioError(f"parameter 'join_ms': must be < duration_ms ({p['duration_ms']}) "
                             f"(got {p['join_ms']})")

@@ -21,7 +21,7 @@ from typing import Any
 from ..fabric import Fabric
 from ..host import Flow
 from ..mmu import Mmu
-from ..units import gbps, prop_delay_ps
+from ..units import gbps, ms_to_ps, prop_delay_ps
 from . import Param, Scenario, TracerSlot, resolve_params
 from .common import TC, duration_ps, in_range, mmu_config, nonneg, param_set, share, with_default
 from .pfc_deadlock_ring import DETECTOR_PARAMS, WATCHDOG_PARAMS, attach_tools
@@ -61,7 +61,7 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     fab.connect(A, 0, S, 0, rate, prop)
     fab.connect(B, 0, D, 0, rate, prop)
     fab.connect(A, 1, B, 1, rate, prop)
-    stop_ps = round(p["stop_ms"] * 10**9) or None
+    stop_ps = ms_to_ps(p["stop_ms"]) or None
     fab.add_flow(Flow(0, S, D, max(int(rate * p["rate_frac"]), 1), tc=TC,
                       packet_bytes=p["packet_bytes"], stop_ps=stop_ps))
     crossings = -(-p["ttl"] // 2)

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..host import Flow
 from ..topology import ring
-from ..units import gbps, prop_delay_ps
+from ..units import gbps, ms_to_ps, prop_delay_ps
 from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from .common import (
     TC,
@@ -63,7 +63,7 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     cfg, hr = mmu_config(p, K + 2, rate)
     ecn = ecn_config(p)
     dur = duration_ps(p)
-    stop_ps = round(p["stop_ms"] * 10**9) or None
+    stop_ps = ms_to_ps(p["stop_ms"]) or None
     slot = TracerSlot()
     topo = ring(N, rate, prop_delay_ps(p["cable_m"]), cfg, hosts_per_switch=K,
                 routing=p["routing"], seed=p["seed"], ecn=ecn, tracer=slot,

@@ -33,9 +33,10 @@ from ..sue import (
     max_frame_bytes,
     sue_summary,
 )
-from ..units import gbps, prop_delay_ps
+from ..units import gbps, ns_to_ps, prop_delay_ps, us_to_ps
 from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from .common import (
+    KB,
     RESERVED_BYTES,
     ecn_config,
     frac,
@@ -143,7 +144,7 @@ def _cbfc(p: Mapping[str, Any], max_frame: int, ports: int,
     if p["flow_control"] != "cbfc":
         return None
     cb = p["cbfc_credit_bytes"]
-    limit = int(p["cbfc_buffer_kb"] * 1000) // cb
+    limit = int(p["cbfc_buffer_kb"] * KB) // cb
     need = cbfc_credits(max_frame, cb)
     if limit < need:
         raise ScenarioError(f"parameter 'cbfc_buffer_kb': {p['cbfc_buffer_kb']} KB is less "
@@ -151,12 +152,12 @@ def _cbfc(p: Mapping[str, Any], max_frame: int, ports: int,
     cbfc = CbfcConfig(limit_credits=limit, credit_bytes=cb,
                       min_spacing_bytes=p["cbfc_min_spacing_bytes"])
     limit_bytes = limit * cb
-    buf = round(p["buffer_kb"] * 1000)
+    buf = round(p["buffer_kb"] * KB)
     want = ports * (8 * RESERVED_BYTES + len(cbfc.vcs) * limit_bytes)
     if buf < want:
         raise ScenarioError(f"parameter 'buffer_kb': {p['buffer_kb']} KB cannot hold the CBFC "
                             f"credit limit ({limit_bytes} B) of {len(cbfc.vcs)} VCs on "
-                            f"{ports} ports plus the reserves: need {want / 1000:g} KB")
+                            f"{ports} ports plus the reserves: need {want / KB:g} KB")
     mp.update(pfc=False, lossless_tcs=(), xoff_kb=limit_bytes / 1000)
     return cbfc
 
@@ -170,14 +171,14 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     if p["max_pdu_bytes"] < p["txn_bytes"] + p["txn_hdr_bytes"]:
         raise ScenarioError("parameter 'max_pdu_bytes': smaller than one transaction")
     rate = gbps(p["link_gbps"])
-    dur = round(p["duration_us"] * 10**6)
+    dur = us_to_ps(p["duration_us"])
     if dur <= 0:
         raise ScenarioError("parameter 'duration_us': must be at least 1 ps")
     cfg = SueConfig(header=p["header"], max_pdu_bytes=p["max_pdu_bytes"],
-                    txn_hdr_bytes=p["txn_hdr_bytes"], hold_ps=round(p["hold_ns"] * 1000),
+                    txn_hdr_bytes=p["txn_hdr_bytes"], hold_ps=ns_to_ps(p["hold_ns"]),
                     selector=p["selector"], window_pdus=p["window_pdus"],
-                    rto_ps=max(1, round(p["rto_ns"] * 1000)),
-                    ack_delay_ps=round(p["ack_delay_ns"] * 1000),
+                    rto_ps=max(1, ns_to_ps(p["rto_ns"])),
+                    ack_delay_ps=ns_to_ps(p["ack_delay_ns"]),
                     ack_every_pdus=p["ack_every_pdus"], ttl=p["ttl"],
                     loss_rate=p["loss_rate"])
     max_frame = max_frame_bytes(p["header"], p["max_pdu_bytes"])
