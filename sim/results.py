@@ -50,7 +50,8 @@ from .replay import REPLAY_FLOW_BASE
 from .trace import JsonlTracer
 from .units import frame_ser_time_ps
 
-__all__ = ["Recorder", "run_scenario", "THROUGHPUT_BINS", "jain_index", "queue_mean_bytes"]
+__all__ = ["Recorder", "run_scenario", "THROUGHPUT_BINS", "jain_index", "queue_mean_bytes",
+           "step_mean"]
 
 #: The run is cut into this many throughput bins (bin width = duration / bins, rounded up).
 THROUGHPUT_BINS = 200
@@ -159,13 +160,7 @@ class Recorder:
         if duration_ps <= 0:
             return out
         for (node, port, _q), (ts, qs) in self.queues.items():
-            area = 0
-            prev_t, prev_q = 0, 0
-            for t, q in zip(ts, qs, strict=True):
-                area += prev_q * (t - prev_t)
-                prev_t, prev_q = t, q
-            area += prev_q * (duration_ps - prev_t)
-            out[(node, port)] = out.get((node, port), 0.0) + area / duration_ps
+            out[(node, port)] = out.get((node, port), 0.0) + step_mean(ts, qs, 0, duration_ps)
         return out
 
 
@@ -240,12 +235,23 @@ def queue_mean_bytes(out_dir: str | os.PathLike[str], *, queue: int = 3,
     key = f"queue_n{node}_p{idx}_q{queue}"
     if f"{key}_t_ps" not in ts.files:
         return 0.0
-    t, b = ts[f"{key}_t_ps"], ts[f"{key}_bytes"]
-    t0 = int(dur * from_frac)
-    i = int(np.searchsorted(t, t0, side="right"))
-    seg_t = np.concatenate(([t0], t[i:], [dur]))
-    seg_b = np.concatenate(([b[i - 1] if i else 0], b[i:]))
-    return float((seg_b * np.diff(seg_t)).sum() / (dur - t0)) if dur > t0 else 0.0
+    return step_mean(ts[f"{key}_t_ps"], ts[f"{key}_bytes"], int(dur * from_frac), dur)
+
+
+def step_mean(t_ps, values, t0_ps: int, t1_ps: int) -> float:
+    """Time-weighted mean over [t0_ps, t1_ps] of a step function that is 0 before its first
+    sample and takes ``values[i]`` from ``t_ps[i]`` on (samples in time order)."""
+    import numpy as np
+
+    if t1_ps <= t0_ps:
+        return 0.0
+    t = np.asarray(t_ps, dtype=np.int64)
+    v = np.asarray(values, dtype=np.float64)
+    i = int(np.searchsorted(t, t0_ps, side="right"))
+    j = int(np.searchsorted(t, t1_ps, side="right"))
+    seg_t = np.concatenate(([t0_ps], t[i:j], [t1_ps]))
+    seg_v = np.concatenate(([v[i - 1] if i else 0.0], v[i:j]))
+    return float((seg_v * np.diff(seg_t)).sum() / (t1_ps - t0_ps))
 
 
 def jain_index(values: list[int] | list[float]) -> float | None:

@@ -315,3 +315,24 @@ def test_utilisation_counts_only_the_part_of_the_last_frame_already_sent(tmp_pat
                       out_dir=str(tmp_path / "o"), plots=False)
     assert 0.99 < s["bottleneck"]["utilisation"] <= 1.0
     assert all(p["busy_ps"] <= s["duration_ps"] for p in s["ports"])
+
+
+@pytest.mark.parametrize("case", range(30))
+def test_step_mean_matches_an_exact_sum(case) -> None:
+    """sim.results.step_mean (summary's mean_queue_bytes, queue_mean_bytes) against the
+    area computed sample by sample with exact fractions, on random step functions."""
+    import random
+    from fractions import Fraction
+
+    from sim.results import step_mean
+
+    rng = random.Random(case)
+    t = sorted(rng.randrange(0, 10_000) for _ in range(rng.randrange(0, 20)))
+    v = [rng.randrange(0, 5_000) for _ in t]
+    t0 = rng.randrange(0, 5_000)
+    t1 = t0 + rng.randrange(1, 8_000)
+    area = Fraction(0)
+    for x in range(t0, t1):  # value in force over [x, x + 1)
+        k = max((i for i, ti in enumerate(t) if ti <= x), default=None)
+        area += v[k] if k is not None else 0
+    assert step_mean(t, v, t0, t1) == pytest.approx(float(area / (t1 - t0)), rel=1e-12)
