@@ -372,10 +372,12 @@ def build_parser() -> argparse.ArgumentParser:
     common(d)
     d.set_defaults(func=cmd_decode)
 
-    c = sub.add_parser("craft", help="build a pcap from JSON Lines",
+    c = sub.add_parser("craft", help="build a pcap from JSON Lines, or a templated RoCEv2 flow",
                        description="Build a capture from JSON Lines in the decode schema. "
                                    "Omitted fields take defaults; lengths, checksums, PadCnt and "
-                                   "the ICRC are computed unless given.")
+                                   "the ICRC are computed unless given.  With --flow and "
+                                   "--count, stamp out one RoCEv2 frame N times instead "
+                                   "(docs/cli.md).")
     c.add_argument("input", nargs="?", metavar="INPUT", help="JSON Lines file (default stdin)")
     c.add_argument("-o", "--output", required=True, metavar="OUT",
                    help="output capture file ('-' for stdout)")

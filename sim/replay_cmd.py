@@ -138,5 +138,6 @@ def add_parsers(sub) -> None:
     p.add_argument("dir", metavar="DIR")
     p.set_defaults(func=cmd_plot)
 
-    s = sub.add_parser("scenarios", help="list the built-in scenarios and their parameters")
+    s = sub.add_parser("scenarios", help="list the built-in scenarios and their parameters, "
+                                         "and the congestion-control options")
     s.set_defaults(func=cmd_scenarios)

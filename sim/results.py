@@ -439,7 +439,7 @@ def _inject_pcaps(fab, pcaps: Iterable[Any], owners: Mapping[str, int] | None
         try:
             records = list(read(path))
         except (CaptureError, OSError) as e:
-            raise ValueError(f"--pcap {e}") from None
+            raise ValueError(f"pcap input {e}") from None
         st = inject_records(fab, records, own, time_scale=scale)
         stats["files"].append(os.path.basename(os.fspath(path)))
         stats["injected"] += st.injected

@@ -316,7 +316,7 @@ def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None =
 
     rows = [r for r in load_rows(out_dir) if r.get("status") == "ok"]
     if not rows:
-        raise ValueError(f"{out_dir}: no finished runs")
+        raise ValueError(f"no finished runs in {os.path.join(os.fspath(out_dir), RESULTS)}")
     known_p = sorted({k for r in rows for k in r["params"]})
     known_f = sorted({k for r in rows for k in r["figures"]})
     for name, val, known in (("--x", x, known_p), ("--by", by, known_p),

@@ -336,3 +336,12 @@ def test_step_mean_matches_an_exact_sum(case) -> None:
         k = max((i for i, ti in enumerate(t) if ti <= x), default=None)
         area += v[k] if k is not None else 0
     assert step_mean(t, v, t0, t1) == pytest.approx(float(area / (t1 - t0)), rel=1e-12)
+
+
+def test_a_scenario_file_that_is_not_utf8_is_a_clear_error(tmp_path, capsys) -> None:
+    f = tmp_path / "latin1.toml"
+    f.write_bytes(b'description = "caf\xe9"\n')
+    with pytest.raises(ScenarioError, match=r"latin1\.toml: not valid TOML: byte 18"):
+        loader.build(str(f))
+    assert main(["replay", str(f), "--out", str(tmp_path / "o")]) == 2
+    assert "not UTF-8" in capsys.readouterr().err

@@ -45,6 +45,9 @@ def _read(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ScenarioError(f"{path}: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
         raise ScenarioError(f"{path}: not valid TOML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{path}: not valid TOML: byte {e.start} is not UTF-8 "
+                            f"({e.object[e.start:e.start + 1]!r})") from None
 
 
 def _reference(path: str | os.PathLike[str], data: dict[str, Any]
