@@ -1050,29 +1050,29 @@ def study(txn_bytes: Iterable[int] = (64, 128, 256), loads: Iterable[float] = (0
           headers: Iterable[str] = ("esun",), base: Mapping[str, Any] | None = None,
           hold_ns: Iterable[float] | None = None,
           progress: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Run ``sue_packing`` over every (header, transaction size, load[, hold]) combination;
-    ``base`` holds the other parameters.  Returns one row per run: the varied parameters,
-    goodput, efficiency, p50/p99 latency (ps), transactions per frame, retransmissions."""
+    """Run ``sue_packing`` over every (header, transaction size, load[, hold]) combination,
+    in this process and without output files (``lossless sweep sue_packing`` is the same study
+    with outputs, seeds and Dask); ``base`` holds the other parameters.  Returns one row per
+    run: the varied parameters, goodput, efficiency, p50/p99 latency (ps), transactions per
+    frame, retransmissions."""
     from .scenarios import get
+    from .sweep import expand
 
     builder = get("sue_packing").builder
     holds = list(hold_ns) if hold_ns is not None else [
         (base or {}).get("hold_ns", 0.0)]
+    grid = {"header": list(headers), "txn_bytes": list(txn_bytes), "load": list(loads),
+            "hold_ns": holds}
     rows = []
-    for h in headers:
-        for t in txn_bytes:
-            for ld in loads:
-                for hold in holds:
-                    params = {**(base or {}), "header": h, "txn_bytes": t, "load": ld,
-                              "hold_ns": hold}
-                    sc = builder(params)
-                    sc.fabric.run(sc.duration_ps)
-                    s = sue_summary(sc)
-                    row = {"header": h, "txn_bytes": t, "load": ld, "hold_ns": hold}
-                    row.update({k: s.get(k) for k in STUDY_COLUMNS if k not in row})
-                    rows.append(row)
-                    if progress is not None:
-                        progress(row)
+    for spec in expand("sue_packing", grid):  # the grid order of ``lossless sweep``
+        sc = builder({**(base or {}), **spec["params"]})
+        sc.fabric.run(sc.duration_ps)  # no output files: figures only
+        s = sue_summary(sc)
+        row = dict(spec["params"])
+        row.update({k: s.get(k) for k in STUDY_COLUMNS if k not in row})
+        rows.append(row)
+        if progress is not None:
+            progress(row)
     return rows
 
 
