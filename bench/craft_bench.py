@@ -29,6 +29,8 @@ import tempfile
 import time
 from collections.abc import Callable
 
+from bench.sim_bench import _available
+
 LAYERS = {"ipv4": {"src": "10.0.0.1", "dst": "10.0.0.2", "ecn": 2}, "udp": {},
           "bth": {"opcode": "RC_RDMA_WRITE_MIDDLE", "dest_qp": 7, "psn": 0},
           "payload": {"length": 1024}}
@@ -98,12 +100,6 @@ def decode_dpkt(frames: list[bytes]) -> int:
         e = dpkt.ethernet.Ethernet(f)
         n += len(e.data.data.data) > 0  # the UDP payload (BTH...) as bytes
     return n
-
-
-def _available(mod: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(mod) is not None
 
 
 def _table(title: str, rows: dict[str, tuple[list[float], int]], ours: list[str],
