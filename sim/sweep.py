@@ -176,6 +176,10 @@ def sweep(scenario: str, grid: Mapping[str, Sequence[Any]], *, out_dir: str | os
     """
     from .scenarios.loader import build
 
+    if workers is not None and workers < 0:
+        raise ValueError(f"workers must be >= 0 (0: in this process), got {workers}")
+    if seeds is not None and seeds < 1:
+        raise ValueError(f"seeds must be >= 1, got {seeds}")
     out = os.fspath(out_dir)
     os.makedirs(out, exist_ok=True)
     specs = expand(scenario, grid, seeds, seed_base)

@@ -98,6 +98,14 @@ def test_resume_runs_only_what_is_missing_and_failures_are_recorded(serial, tmp_
     assert len(rerun) == 2
 
 
+def test_bad_worker_and_seed_counts_are_refused(tmp_path) -> None:
+    # --workers -1 used to hang in dask's LocalCluster; --seeds 0 said "the sweep is empty"
+    with pytest.raises(ValueError, match="workers must be >= 0"):
+        sweep("incast", GRID, out_dir=tmp_path / "w", workers=-1, progress=False)
+    with pytest.raises(ValueError, match="seeds must be >= 1"):
+        sweep("incast", GRID, out_dir=tmp_path / "s", seeds=0, workers=0, progress=False)
+
+
 def test_bad_parameters_stop_the_sweep_before_anything_runs(tmp_path) -> None:
     from sim.scenarios import ScenarioError
 
