@@ -48,7 +48,7 @@ from .mmu import Mmu, MmuConfig
 from .switch import EcnConfig, Switch
 from .trace import Tracer
 
-__all__ = ["leaf_spine", "ring", "LeafSpine", "Ring"]
+__all__ = ["leaf_spine", "ring", "LeafSpine", "Ring", "route_problem"]
 
 
 class LeafSpine:
@@ -180,3 +180,52 @@ def ring(switches: int, rate_bps: int, prop_ps: int, mmu_config: MmuConfig, *,
         fab.connect(s, cw, (s + 1) % N, ccw, rate_bps, prop_ps)
     _check_routes(fab)
     return Ring(fab, sw_ids, host_ids)
+
+
+def route_problem(fabric: Fabric, src: int, dst: int,
+                  memo: dict[tuple[int, int], str | None] | None = None) -> str | None:
+    """Why frames from host ``src`` would not reach host ``dst`` by the switches' routing
+    tables (every member of an ECMP group is followed), or None when they all do.
+
+    The reason says where the route ends: ``"switch 0 has no route to 30"``, ``"switch 1
+    port 5 is not connected"``, ``"reaches host 11, which does not forward"``, ``"loops at
+    switch 2"``.  ``memo`` (node, dst) -> reason may be shared between calls for one fabric,
+    so checking every flow costs one walk per (switch, destination).
+    """
+    memo = {} if memo is None else memo
+    host = fabric.nodes[src]
+    peer = getattr(host.ports.get(0), "peer", None)
+    if peer is None:
+        return f"host {src} has no link"
+    return _walk(peer, dst, memo, set())
+
+
+def _walk(node, dst: int, memo: dict[tuple[int, int], str | None], path: set[int]
+          ) -> str | None:
+    nid = node.node_id
+    if nid == dst:
+        return None
+    key = (nid, dst)
+    if key in memo:
+        return memo[key]
+    if not isinstance(node, Switch):
+        why: str | None = f"reaches host {nid}, which does not forward"
+    elif nid in path:
+        return f"loops at switch {nid}"
+    else:
+        out = node.routes.get(dst)
+        why = None
+        if out is None:
+            why = f"switch {nid} has no route to {dst}"
+        else:
+            path.add(nid)
+            for port in (out if isinstance(out, tuple | list) else (out,)):
+                p = node.ports.get(port)
+                peer = getattr(p, "peer", None)
+                why = (f"switch {nid} port {port} is not connected" if peer is None
+                       else _walk(peer, dst, memo, path))
+                if why:
+                    break
+            path.discard(nid)
+    memo[key] = why
+    return why

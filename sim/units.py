@@ -17,12 +17,16 @@ Sources:
 
 from __future__ import annotations
 
+import math
+from numbers import Real
+
 from wire.pfc import quanta_to_ps
 
 __all__ = [
     "PS_PER_S", "PS_PER_NS", "FCS_BYTES", "MIN_FRAME_BYTES", "PREAMBLE_SFD_BYTES", "IFG_BYTES",
     "DEFAULT_PS_PER_M", "ser_time_ps", "wire_bytes", "frame_ser_time_ps", "prop_delay_ps",
-    "gbps", "quantum_ps",
+    "gbps", "quantum_ps", "ns_to_ps", "us_to_ps", "ms_to_ps", "kb_to_bytes", "MAX_PS",
+    "MAX_BYTES", "MAX_RATE_BPS", "BYTES_PER_KB", "UNIT_SUFFIXES", "quantity_problem",
 ]
 
 #: Picoseconds per second.
@@ -39,6 +43,16 @@ PREAMBLE_SFD_BYTES = 8
 IFG_BYTES = 12
 #: Propagation delay per metre of cable (≈5 ns/m, shared/specs/esun_sue.md 5.3).
 DEFAULT_PS_PER_M = 5000
+#: 1 KB = 1000 bytes in every ``*_kb`` parameter (SI kilo, as link rates are SI).
+BYTES_PER_KB = 1000
+#: The latest simulator time: times are int64 picoseconds (numpy ``int64`` columns of
+#: timeseries.npz, events.jsonl), 2**63 - 1 ps, about 106.75 days.
+MAX_PS = 2**63 - 1
+#: The largest byte count (buffer, flow size, threshold): int64, as in the numpy counters.
+MAX_BYTES = 2**63 - 1
+#: The fastest link: 8 Tb/s, one byte per picosecond.  Above it a byte lasts less than the
+#: simulator's time resolution (1 ps), so serialisation times would all round up to 1 ps.
+MAX_RATE_BPS = 8 * 10**12
 
 
 def _check_rate(rate_bps: int) -> None:
@@ -91,30 +105,109 @@ def prop_delay_ps(cable_m: int, ps_per_m: int = DEFAULT_PS_PER_M) -> int:
 def gbps(n: int | float) -> int:
     """``n`` Gb/s as integer bits per second (``gbps(100) == 100_000_000_000``).
 
-    Fractional ``n`` is accepted only when the result is a whole number of b/s.
+    Fractional ``n`` is accepted only when the result is a whole number of b/s; a rate that
+    is not finite or above :data:`MAX_RATE_BPS` (8 Tb/s) is a ValueError.
     """
+    _finite(n, "Gb/s")
     bps = n * 10**9
     if isinstance(bps, float):
         if not bps.is_integer():
             raise ValueError(f"{n!r} Gb/s is not a whole number of b/s")
         bps = int(bps)
     _check_rate(bps)
+    if bps > MAX_RATE_BPS:
+        raise ValueError(f"{n!r} Gb/s is above {MAX_RATE_BPS // 10**9} Gb/s (one byte per ps, "
+                         f"the simulator's time resolution)")
     return bps
 
 
+#: A parameter name's unit suffix -> (factor to the simulator's integer unit, the largest
+#: integer value, what the limit is).  One table for every ``*_ms``/``*_kb``/... parameter
+#: (:func:`quantity_problem`); longer suffixes are tried first.
+UNIT_SUFFIXES: dict[str, tuple[int, int, str]] = {
+    "_ps": (1, MAX_PS, "int64 ps, about 106 days"),
+    "_ns": (PS_PER_NS, MAX_PS, "int64 ps, about 106 days"),
+    "_us": (10**6, MAX_PS, "int64 ps, about 106 days"),
+    "_ms": (10**9, MAX_PS, "int64 ps, about 106 days"),
+    "_s": (PS_PER_S, MAX_PS, "int64 ps, about 106 days"),
+    "_m": (DEFAULT_PS_PER_M, MAX_PS, "int64 ps of propagation, about 106 days"),
+    "_bytes": (1, MAX_BYTES, "int64 bytes"),
+    "_kb": (BYTES_PER_KB, MAX_BYTES, "int64 bytes"),
+    "_bps": (1, MAX_RATE_BPS, "8000 Gb/s, one byte per ps"),
+    "_gbps": (10**9, MAX_RATE_BPS, "8000 Gb/s, one byte per ps"),
+}
+_SUFFIXES = sorted(UNIT_SUFFIXES, key=len, reverse=True)
+_INT64 = 2**63 - 1
+
+
+def _finite(x: object, unit: str) -> None:
+    if isinstance(x, bool) or not isinstance(x, Real):
+        raise ValueError(f"{x!r} {unit}: expected a number")
+    if isinstance(x, float) and not math.isfinite(x):
+        raise ValueError(f"{x!r} {unit} is not a finite number")
+
+
+def _to_int(x: int | float, factor: int, unit: str, limit: int, what: str) -> int:
+    """``x * factor`` rounded to an integer, refusing non-finite values and results beyond
+    ``limit`` (ValueError naming the value and its unit)."""
+    _finite(x, unit)
+    try:
+        v = round(x * factor)
+    except OverflowError:  # a float product that overflowed to inf
+        v = limit + 1
+    if abs(v) > limit:
+        raise ValueError(f"{x!r} {unit} does not fit the simulator's {what}")
+    return v
+
+
 def ns_to_ps(ns: int | float) -> int:
-    """A user-facing time in ns (int or float) as integer ps, rounded to the nearest ps."""
-    return round(ns * 1_000)
+    """A user-facing time in ns (int or float) as integer ps, rounded to the nearest ps.
+
+    Not finite, or beyond :data:`MAX_PS` (int64 ps): ValueError."""
+    return _to_int(ns, PS_PER_NS, "ns", MAX_PS, "integer time (int64 ps, about 106 days)")
 
 
 def us_to_ps(us: int | float) -> int:
-    """A user-facing time in us as integer ps (rounded)."""
-    return round(us * 1_000_000)
+    """A user-facing time in us as integer ps (rounded; not finite or beyond int64 ps:
+    ValueError)."""
+    return _to_int(us, 10**6, "us", MAX_PS, "integer time (int64 ps, about 106 days)")
 
 
 def ms_to_ps(ms: int | float) -> int:
-    """A user-facing time in ms as integer ps (rounded)."""
-    return round(ms * 1_000_000_000)
+    """A user-facing time in ms as integer ps (rounded; not finite or beyond int64 ps:
+    ValueError)."""
+    return _to_int(ms, 10**9, "ms", MAX_PS, "integer time (int64 ps, about 106 days)")
+
+
+def kb_to_bytes(kb: int | float) -> int:
+    """A user-facing size in KB (1 KB = 1000 bytes) as integer bytes (rounded; not finite or
+    beyond int64 bytes: ValueError)."""
+    return _to_int(kb, BYTES_PER_KB, "KB", MAX_BYTES, "byte counts (int64 bytes)")
+
+
+def quantity_problem(name: str, value: object) -> str | None:
+    """Why ``value`` cannot be parameter ``name`` of the simulator, or None.
+
+    The one finiteness and range rule of every numeric parameter: a float must be finite;
+    a name ending in a unit of :data:`UNIT_SUFFIXES` (``duration_ms``, ``size_kb``,
+    ``rate_gbps`` ...) must convert to an integer that fits (int64 ps, int64 bytes,
+    :data:`MAX_RATE_BPS`); any other integer must fit in int64.
+    """
+    if isinstance(value, bool) or not isinstance(value, Real):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number"
+    suffix = next((s for s in _SUFFIXES if name.endswith(s)), None)
+    if suffix is None:
+        return None if abs(value) <= _INT64 else "must fit in a 64-bit integer"
+    factor, limit, what = UNIT_SUFFIXES[suffix]
+    try:
+        v = abs(value) * factor
+    except OverflowError:
+        v = math.inf
+    if v > limit:
+        return f"too large: does not fit the simulator's {what}"
+    return None
 
 
 def quantum_ps(rate_bps: int) -> int:

@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..units import quantity_problem
+
 __all__ = ["Param", "Scenario", "ScenarioError", "ScenarioInfo", "get", "names", "register",
            "TracerSlot", "resolve_params", "run"]
 
@@ -28,7 +30,10 @@ class ScenarioError(ValueError):
 class Param:
     """One scenario parameter: name, typed default, one-line doc and an optional check.
 
-    ``check(value)`` returns None when the value is fine, else a short reason.
+    ``check(value)`` returns None when the value is fine, else a short reason.  Before it,
+    every int or float value passes :func:`sim.units.quantity_problem`: finite, and (by the
+    unit suffix of the name: ``_ms``, ``_kb``, ``_gbps`` ...) within the simulator's int64
+    ps / int64 bytes / 8 Tb/s.
     """
 
     name: str
@@ -59,6 +64,12 @@ class Param:
         if not ok:
             raise ScenarioError(f"parameter {self.name!r}: expected {t.__name__}, "
                                 f"got {value!r}")
+        if t is int or t is float:
+            # the one finiteness/range rule: no inf/nan, and the value in the simulator's
+            # integer unit (ps, bytes, b/s, named by the suffix) fits (sim.units)
+            why = quantity_problem(self.name, v)
+            if why:
+                raise ScenarioError(f"parameter {self.name!r}: {why} (got {v!r})")
         if self.check is not None:
             why = self.check(v)
             if why:

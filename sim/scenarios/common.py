@@ -14,7 +14,7 @@ from typing import Any
 
 from ..mmu import MmuConfig, headroom_bytes
 from ..switch import EcnConfig
-from ..units import gbps, ms_to_ps, us_to_ps
+from ..units import BYTES_PER_KB, gbps, kb_to_bytes, ms_to_ps, quantity_problem, us_to_ps
 from . import Param, ScenarioError
 
 __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABRIC_PARAMS",
@@ -22,7 +22,7 @@ __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABR
            "param_set", "parse_cc_opts", "fabric_params", "FABRIC_NAMES", "with_default",
            "pos", "nonneg", "frac", "rate_check", "share", "in_range"]
 
-KB = 1000
+KB = BYTES_PER_KB
 #: The lossless data class of the built-ins (RoCEv2 data on priority 3: NVIDIA's and the
 #: HPCC simulator's default lossless priority, shared/specs/dcqcn_pfc.md 2.2).
 TC = 3
@@ -139,7 +139,7 @@ def ecn_config(p: Mapping[str, Any]) -> EcnConfig | None:
                             f"(got {p['kmin_kb']})")
     if p["pmax"] <= 0:
         return None
-    return EcnConfig(kmin_bytes=round(p["kmin_kb"] * KB), kmax_bytes=round(p["kmax_kb"] * KB),
+    return EcnConfig(kmin_bytes=kb_to_bytes(p["kmin_kb"]), kmax_bytes=kb_to_bytes(p["kmax_kb"]),
                      pmax=p["pmax"], mark_at=p.get("mark_at", "dequeue"))
 
 
@@ -156,9 +156,9 @@ def mmu_config(p: Mapping[str, Any], ports: int, rate_bps: int) -> tuple[MmuConf
     from fractions import Fraction
 
     pfc = p["pfc"]
-    xoff = round(p["xoff_kb"] * KB)
-    buf = round(p["buffer_kb"] * KB)
-    reserved = round(p.get("reserved_kb", RESERVED_BYTES / KB) * KB)
+    xoff = kb_to_bytes(p["xoff_kb"])
+    buf = kb_to_bytes(p["buffer_kb"])
+    reserved = kb_to_bytes(p.get("reserved_kb", RESERVED_BYTES / KB))
     response_ps = us_to_ps(p.get("response_us", RESPONSE_PS / 10**6))
     lossless = frozenset(p.get("lossless_tcs", (TC,))) if pfc else frozenset()
     hr_kb = p.get("headroom_kb", -1.0)
@@ -167,7 +167,7 @@ def mmu_config(p: Mapping[str, Any], ports: int, rate_bps: int) -> tuple[MmuConf
     elif hr_kb < 0:
         hr = headroom_bytes(rate_bps, p["cable_m"], p["packet_bytes"], response_ps)
     else:
-        hr = round(hr_kb * KB)
+        hr = kb_to_bytes(hr_kb)
     mode = p.get("xoff_mode", "static")
     need = ports * (8 * reserved + len(lossless) * hr) + (xoff if mode == "static" else 0)
     if buf < need:
@@ -178,8 +178,8 @@ def mmu_config(p: Mapping[str, Any], ports: int, rate_bps: int) -> tuple[MmuConf
         cfg = MmuConfig(buffer_bytes=buf, ports=ports, reserved_bytes=reserved,
                         headroom_bytes=hr, lossless_pgs=lossless, xoff_mode=mode,
                         xoff_bytes=xoff, alpha=Fraction(p.get("alpha", "1/8")),
-                        xon_delta_bytes=round(p.get("xon_delta_kb", XON_DELTA_BYTES / KB)
-                                              * KB))
+                        xon_delta_bytes=kb_to_bytes(p.get("xon_delta_kb",
+                                                          XON_DELTA_BYTES / KB)))
     except ValueError as e:
         raise ScenarioError(f"parameter 'buffer_kb'/'xoff_kb': {e}") from None
     return cfg, hr
@@ -212,7 +212,11 @@ def parse_cc_opts(text: str) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"expected NAME=VALUE, got {item!r}")
-        out[key.strip()] = _parse_text(value.strip())
+        name, v = key.strip(), _parse_text(value.strip())
+        why = quantity_problem(name, v)  # the parameters' finiteness/range rule
+        if why:
+            raise ValueError(f"{name}: {why} (got {v!r})")
+        out[name] = v
     return out
 
 

@@ -26,12 +26,11 @@ from ..fabric import Fabric, star
 from ..host import Flow
 from ..mmu import Mmu
 from ..replay import scale_fraction
-from ..topology import leaf_spine, ring
-from ..units import gbps, ms_to_ps, prop_delay_ps, us_to_ps
+from ..topology import leaf_spine, ring, route_problem
+from ..units import gbps, kb_to_bytes, ms_to_ps, prop_delay_ps, us_to_ps
 from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from .common import (
     FABRIC_PARAMS,
-    KB,
     TC,
     cc_params,
     ecn_config,
@@ -39,7 +38,6 @@ from .common import (
     in_range,
     mmu_config,
     nonneg,
-    pos,
     share,
 )
 from .traffic import PATTERNS, pairs
@@ -96,6 +94,12 @@ def _alpha(v: str) -> str | None:
     except (ValueError, ZeroDivisionError):
         return "must be a fraction such as '1/8' or '2'"
     return None if a > 0 else "must be > 0"
+
+
+def _time_scale(v: float) -> str | None:
+    # sim.replay.scale_fraction keeps 6 decimal digits (limit_denominator(10**6)): below 1e-6
+    # a scale would become 0; the upper bound keeps a capture's offsets within days, not eons
+    return None if 1e-6 <= v <= 1e6 else "must be in 1e-6..1e6"
 
 
 def _port_ref(v: str) -> str | None:
@@ -188,7 +192,8 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
     ),
     "pcap": (
         Param("file", "", "capture to replay (relative to the scenario file)", None),
-        Param("time_scale", 1.0, "multiply the capture's time offsets by this", pos),
+        Param("time_scale", 1.0, "multiply the capture's time offsets by this, 1e-6..1e6",
+              _time_scale),
     ),
     "capture": (
         Param("bottleneck", "", "'NODE:PORT' captured as bottleneck.pcap (default: the "
@@ -204,15 +209,23 @@ def is_description(doc: Mapping[str, Any]) -> bool:
     return "scenario" not in doc
 
 
-def apply_overrides(doc: dict[str, Any], params: Mapping[str, Any], where: str) -> None:
-    """``-p table.key=value`` (and ``-p seed=N`` / ``-p duration_ms=X`` for ``[run]``)."""
+def apply_overrides(doc: dict[str, Any], params: Mapping[str, Any], where: str,
+                    params_from: str = "-p") -> None:
+    """``-p table.key=value`` (and ``-p seed=N`` / ``-p duration_ms=X`` for ``[run]``).
+
+    Each value is checked here, so that a bad one is named as ``-p`` (``params_from``), not
+    as the file's."""
     for key, value in params.items():
         table, dot, name = key.partition(".")
         if not dot:
             table, name = "run", key
         if table not in SECTIONS or table in _ARRAYS:
-            raise ScenarioError(f"{where}: override {key!r}: use TABLE.KEY with a table of "
+            raise ScenarioError(f"{where}: {params_from} {key}: use TABLE.KEY with a table of "
                                 f"{sorted(set(SECTIONS) - set(_ARRAYS))}")
+        try:
+            resolve_params(SECTIONS[table], {name: value})
+        except ScenarioError as e:
+            raise ScenarioError(f"{params_from}: [{table}] {e}") from None
         sec = doc.setdefault(table, {})
         if not isinstance(sec, dict):
             raise ScenarioError(f"{where}: [{table}] must be a table")
@@ -283,6 +296,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
 
     hosts = {h for g in groups for h in g}
     fid = 0
+    labels: dict[int, str] = {}  # flow id -> where it was declared
     tr = sec["traffic"]
     if tr["pattern"]:
         pr = pairs(tr["pattern"], groups, seed)
@@ -292,6 +306,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
         for s, d in pr:
             fab.add_flow(Flow(fid, s, d, max(int(rate * tr["load"]) // per_src[s], 1),
                               tc=tr["tc"], packet_bytes=tr["packet_bytes"]))
+            labels[fid] = f"[traffic] pattern {tr['pattern']!r} flow {fid}"
             fid += 1
     for i, f in enumerate(flows):
         label = f"{where}: [[flows]] #{i + 1}"
@@ -305,22 +320,30 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
             fr = gbps(f["rate_gbps"]) if f["rate_gbps"] else rate
             fab.add_flow(Flow(fid, f["src"], f["dst"], fr, tc=f["tc"],
                               packet_bytes=f["packet_bytes"],
-                              size_bytes=round(f["size_kb"] * KB) or None,
+                              size_bytes=kb_to_bytes(f["size_kb"]) or None,
                               start_ps=us_to_ps(f["start_us"]),
                               stop_ps=us_to_ps(f["stop_us"]) or None, ecn=f["ecn"],
                               on_ps=us_to_ps(f["on_us"]) or None,
                               off_ps=us_to_ps(f["off_us"]) or None,
                               onoff=f["onoff"] if f["on_us"] else "fixed",
-                              message_bytes=round(f["message_kb"] * KB) or None))
+                              message_bytes=kb_to_bytes(f["message_kb"]) or None))
         except ValueError as e:
             raise ScenarioError(f"{label}: {e}") from None
+        labels[fid] = f"[[flows]] #{i + 1}"
         fid += 1
+    _check_routes(fab, labels, where)
 
     pcaps = []
     for i, p in enumerate(inputs):
         if not p["file"]:
             raise ScenarioError(f"{where}: [[pcap]] #{i + 1} 'file': required")
         path = p["file"] if os.path.isabs(p["file"]) else os.path.join(base_dir, p["file"])
+        try:  # at load time, naming this file and entry (not a later --pcap message)
+            with open(path, "rb"):
+                pass
+        except OSError as e:
+            raise ScenarioError(f"{where}: [[pcap]] #{i + 1} 'file': {path}: "
+                                f"{e.strerror or e}") from None
         pcaps.append((path, scale_fraction(p["time_scale"])))
     if not fab.flows and not pcaps:
         raise ScenarioError(f"{where}: no traffic: give [traffic] pattern, [[flows]] or "
@@ -345,6 +368,17 @@ _KIND_KEYS = {
     "ring": {"switches", "hosts_per_switch", "routing"},
     "custom": {"switch_ids", "host_ids", "links", "ecmp"},
 }
+
+
+def _check_routes(fab: Fabric, labels: dict[int, str], where: str) -> None:
+    """Every flow's frames reach its destination by the routing tables (a custom topology
+    may leave a host unreachable: its frames would all be dropped ``no_route``)."""
+    memo: dict[tuple[int, int], str | None] = {}
+    for fid, f in sorted(fab.flows.items()):
+        why = route_problem(fab, f.src, f.dst, memo)
+        if why:
+            raise ScenarioError(f"{where}: {labels.get(fid, f'flow {fid}')} ({f.src} -> "
+                                f"{f.dst}): no route: {why}")
 
 
 def _unused(raw: Mapping[str, Any], kind: str, where: str) -> None:
@@ -459,7 +493,7 @@ def _shortest_routes(switches, hosts, adj, ecmp: bool) -> dict[int, dict[int, An
                     q.append(m)
         for s in switches:
             if s not in dist:
-                continue  # unreachable: packets to d are dropped as "no_route"
+                continue  # unreachable: a flow to d is refused by _check_routes
             nxt = sorted(p for p, m in adj[s] if m in dist and dist[m] == dist[s] - 1)
             routes[s][d] = tuple(nxt) if ecmp and len(nxt) > 1 else nxt[0]
     return routes

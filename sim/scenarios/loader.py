@@ -59,7 +59,10 @@ def _reference(path: str | os.PathLike[str], data: dict[str, Any]
     name = data.get("scenario")
     if not isinstance(name, str):
         raise ScenarioError(f"{path}: key 'scenario' (a built-in scenario name) is required")
-    get(name)  # unknown names fail here, listing the known ones
+    try:
+        get(name)  # unknown names fail here, listing the known ones
+    except ScenarioError as e:
+        raise ScenarioError(f"{path}: key 'scenario': {e}") from None
     params = data.get("params", {})
     if not isinstance(params, dict):
         raise ScenarioError(f"{path}: key 'params' must be a table")
@@ -103,23 +106,52 @@ def scenario_name(name_or_path: str) -> str:
 
 
 def build(name_or_path: str, params: dict[str, Any] | None = None,
-          seed: int | None = None) -> Scenario:
+          seed: int | None = None, *, params_from: str = "-p") -> Scenario:
     """A ready scenario from a built-in name, a reference file or a fabric file.
 
     ``params`` override the file (for a fabric file: ``TABLE.KEY`` names, and ``seed`` /
-    ``duration_ms`` for ``[run]``); ``seed`` overrides the seed.
+    ``duration_ms`` for ``[run]``); ``seed`` overrides the seed.  A bad value in ``params``
+    is a ScenarioError starting with ``params_from`` (the command line's ``-p``); one in the
+    file names the file and its table.
     """
     params = dict(params or {})
-    if seed is not None:
-        params["seed"] = seed
     if is_file_ref(name_or_path):
         data = _read(name_or_path)
         if "scenario" not in data:
             from .description import apply_overrides
             from .description import build as build_description
 
-            apply_overrides(data, params, str(name_or_path))
+            if seed is not None:
+                params["seed"] = seed
+            apply_overrides(data, params, str(name_or_path), params_from)
             base = os.path.dirname(os.path.abspath(name_or_path))
             return build_description(data, str(name_or_path), base)
-    name, merged = resolve(name_or_path, params)
-    return get(name).builder(merged)
+    seed_kw = {"seed": seed} if seed is not None else {}
+    if is_file_ref(name_or_path):
+        where: str | None = str(name_or_path)
+        name, base = _reference(name_or_path, data)
+    else:
+        where, name, base = None, name_or_path, {}
+    info = get(name)
+    # Each value is checked where it came from, so a message names the file's [params] key
+    # or the command line's -p; what only the builder can check is prefixed with the file.
+    if where is not None:
+        _check(info.params_doc, base, f"{where}: [params]")
+    _check(info.params_doc, params, f"{params_from}:")
+    merged = {**base, **params, **seed_kw}
+    try:
+        return info.builder(merged)
+    except ScenarioError as e:
+        if where is None:
+            raise
+        raise ScenarioError(f"{where}: {e}") from None
+
+
+def _check(spec, params: dict[str, Any], label: str) -> None:
+    """``params`` (a subset) against the scenario's parameters; errors prefixed by ``label``."""
+    from . import resolve_params
+
+    try:
+        resolve_params(spec, params)
+    except ScenarioError as e:
+        raise ScenarioError(f"{label} {e}") from None

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..deadlock import DeadlockDetector, pfc_failure_summary
 from ..switch import Switch
+from ..units import ms_to_ps, us_to_ps
 from ..watchdog import ACTIONS, WatchdogConfig, attach_watchdogs
 from . import Param, Scenario, resolve_params
 from . import ring as ring_scenario
@@ -27,9 +28,6 @@ from .common import TC, in_range, nonneg, param_set, pos, share, with_default
 __all__ = ["DETECTOR_PARAMS", "DOC", "PARAMS", "WATCHDOG_PARAMS", "attach_tools", "build"]
 
 DOC = "PFC deadlock in a ring (CBD): deadlocks iff hops*rate_frac > 1; detector, watchdog"
-
-_US_PS = 10**6
-_MS_PS = 10**9
 
 
 def _action(v: str) -> str | None:
@@ -62,15 +60,15 @@ def attach_tools(sc: Scenario, p: Mapping[str, Any],
     (``deadlock_detector``, ``watchdogs``), and ``sc.summaries`` gets the summary.json keys
     of :func:`sim.deadlock.pfc_failure_summary`."""
     fab = sc.fabric
-    confirm = round(p["deadlock_confirm_us"] * _US_PS) or None
-    det = DeadlockDetector(fab, poll_ps=max(round(p["deadlock_poll_us"] * _US_PS), 1),
+    confirm = us_to_ps(p["deadlock_confirm_us"]) or None
+    det = DeadlockDetector(fab, poll_ps=max(us_to_ps(p["deadlock_poll_us"]), 1),
                            confirm_ps=confirm, priorities={TC}).start()
     sc.info["deadlock_detector"] = det
     wds = []
     if p["watchdog"]:
-        cfg = WatchdogConfig(poll_ps=max(round(p["wd_poll_ms"] * _MS_PS), 1),
+        cfg = WatchdogConfig(poll_ps=max(ms_to_ps(p["wd_poll_ms"]), 1),
                              detect_polls=p["wd_detect_polls"],
-                             restore_ps=max(round(p["wd_restore_ms"] * _MS_PS), 1),
+                             restore_ps=max(ms_to_ps(p["wd_restore_ms"]), 1),
                              action=p["wd_action"], priorities=frozenset({TC}))
         switches = [n for _, n in sorted(fab.nodes.items()) if isinstance(n, Switch)]
         wds = attach_watchdogs(switches, cfg, wd_ports)

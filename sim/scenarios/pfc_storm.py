@@ -31,7 +31,7 @@ from typing import Any
 
 from ..host import Flow
 from ..topology import leaf_spine
-from ..units import gbps, prop_delay_ps
+from ..units import gbps, ms_to_ps, prop_delay_ps
 from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from .common import (
     TC,
@@ -49,8 +49,6 @@ from .pfc_deadlock_ring import DETECTOR_PARAMS, WATCHDOG_PARAMS, attach_tools
 __all__ = ["DOC", "PARAMS", "build"]
 
 DOC = "pause storm: a stalled NIC keeps pausing; pauses spread to victims; watchdogs"
-
-_MS_PS = 10**9
 
 
 def _scope(v: str) -> str | None:
@@ -82,13 +80,13 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     rate = gbps(p["link_gbps"])
     L, S, H = p["leaves"], p["spines"], p["hosts_per_leaf"]
     cfg, hr = mmu_config(p, max(H + S, L), rate)
-    stall_ps = round(p["stall_ms"] * _MS_PS)
-    end_ps = round(p["stall_end_ms"] * _MS_PS) or None
+    stall_ps = ms_to_ps(p["stall_ms"])
+    end_ps = ms_to_ps(p["stall_end_ms"]) or None
     if end_ps is not None and end_ps <= stall_ps:
         raise ScenarioError(f"parameter 'stall_end_ms': must be > stall_ms ({p['stall_ms']}) "
                             f"or 0 (got {p['stall_end_ms']})")
     hkw: dict[str, Any] = {"pause_storm_timeout_ps":
-                           round(p["nic_timeout_ms"] * _MS_PS) if p["nic_watchdog"] else None}
+                           ms_to_ps(p["nic_timeout_ms"]) if p["nic_watchdog"] else None}
     slot = TracerSlot()
     topo = leaf_spine(L, S, H, rate, prop_delay_ps(p["cable_m"]), cfg, seed=p["seed"],
                       tracer=slot, ecmp=False, host_kw=hkw)

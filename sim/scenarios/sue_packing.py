@@ -33,7 +33,7 @@ from ..sue import (
     max_frame_bytes,
     sue_summary,
 )
-from ..units import gbps, ns_to_ps, prop_delay_ps, us_to_ps
+from ..units import gbps, kb_to_bytes, ns_to_ps, prop_delay_ps, us_to_ps
 from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from .common import (
     KB,
@@ -144,7 +144,7 @@ def _cbfc(p: Mapping[str, Any], max_frame: int, ports: int,
     if p["flow_control"] != "cbfc":
         return None
     cb = p["cbfc_credit_bytes"]
-    limit = int(p["cbfc_buffer_kb"] * KB) // cb
+    limit = kb_to_bytes(p["cbfc_buffer_kb"]) // cb
     need = cbfc_credits(max_frame, cb)
     if limit < need:
         raise ScenarioError(f"parameter 'cbfc_buffer_kb': {p['cbfc_buffer_kb']} KB is less "
@@ -152,7 +152,7 @@ def _cbfc(p: Mapping[str, Any], max_frame: int, ports: int,
     cbfc = CbfcConfig(limit_credits=limit, credit_bytes=cb,
                       min_spacing_bytes=p["cbfc_min_spacing_bytes"])
     limit_bytes = limit * cb
-    buf = round(p["buffer_kb"] * KB)
+    buf = kb_to_bytes(p["buffer_kb"])
     want = ports * (8 * RESERVED_BYTES + len(cbfc.vcs) * limit_bytes)
     if buf < want:
         raise ScenarioError(f"parameter 'buffer_kb': {p['buffer_kb']} KB cannot hold the CBFC "
