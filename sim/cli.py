@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator
 
 from wire.errors import CaptureError, DecodeError
-from wire.overhead import STACKS, table
+from wire.overhead import MAX_DATA_BYTES, STACKS, table
 from wire.pcapio import CaptureReader, CaptureWriter, Record
 from wire.records import record_from_dict, record_to_dict
 from wire.scaleup import DEFAULT_SCALEUP, TRANSPORTS, ScaleUpConfig
@@ -26,6 +26,7 @@ from wire.stack import ROCE_PORTS, dissect
 from wire.stats import STATS_FIELDS, CaptureStats, summary_line
 
 from . import replay_cmd, sweep_cmd, wireshark_cmd
+from .argtypes import ETHERTYPE, UDP_PORT, Parser, csv_ints, finite_float, integer
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE = 0, 1, 2
 #: Files smaller than this never show a progress bar.
@@ -95,18 +96,24 @@ _SCALEUP_OPTS = {  # option -> ScaleUpConfig field
 
 
 def _scaleup(args: argparse.Namespace) -> ScaleUpConfig:
-    """The ScaleUpConfig the options ask for (ValueError with a clear message if invalid)."""
+    """The ScaleUpConfig the options ask for (ValueError with a clear message if invalid:
+    ScaleUpConfig's checks, with its field names replaced by the options' names)."""
     changes = {f: getattr(args, o) for o, f in _SCALEUP_OPTS.items()
                if getattr(args, o, None) is not None}
-    return DEFAULT_SCALEUP.with_(**changes) if changes else DEFAULT_SCALEUP
-
-
-def _int0(text: str) -> int:
-    """An integer in decimal or 0x hex (EtherTypes are usually written in hex)."""
     try:
-        return int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        return DEFAULT_SCALEUP.with_(**changes) if changes else DEFAULT_SCALEUP
+    except ValueError as e:
+        msg = str(e)
+        for opt, fld in _SCALEUP_OPTS.items():
+            if fld in changes:
+                msg = msg.replace(fld, "--" + opt.replace("_", "-"))
+        raise ValueError(msg) from None
+
+
+#: Timestamps in ns: pcapng holds 64 bits of them (a classic pcap less; the writer checks).
+_NS = integer(0, 2**64 - 1, name="ns")
+#: A link rate in Gb/s: 1 b/s .. 1 Pb/s (rates are rounded to whole b/s).
+_GBPS = finite_float(1e-9, 1e6, name="gbps")
 
 
 # ---------------------------------------------------------------------- decode
@@ -250,18 +257,16 @@ def _craft_flow(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     state = {"status": EXIT_OK}
     ports = _ports(args)
-    link_bps = round(args.link_gbps * 10**9)
-    if link_bps <= 0:
-        _err("--link-gbps must be positive")
-        return EXIT_UNREADABLE
-    st = CaptureStats(link_bps=link_bps)
+    st = CaptureStats(link_bps=round(args.link_gbps * 10**9))  # >= 1: sim.argtypes
     for path in args.files:
         _stats_file(path, st, ports, args.scaleup, state)
     if args.json:
         print(json.dumps(st.to_dict(), indent=2))
     else:
         print(st.format_text())
-    return state["status"]
+    if state["status"] != EXIT_OK:
+        return state["status"]
+    return EXIT_PROBLEMS if st.exit_problems else EXIT_OK
 
 
 def _stats_file(path: str, st: CaptureStats, ports: frozenset[int], sc: ScaleUpConfig,
@@ -289,10 +294,14 @@ def cmd_overhead(args: argparse.Namespace) -> int:
     if unknown:
         _err(f"unknown stack(s) {unknown}; known: {', '.join(STACKS)}")
         return EXIT_UNREADABLE
-    if any(t <= 0 for t in args.txn_bytes) or any(k <= 0 for k in args.per_frame):
-        _err("--txn-bytes and --per-frame take positive integers")
-        return EXIT_UNREADABLE
     rows = table(args.txn_bytes, args.per_frame, stacks, args.scaleup)
+    for t in args.txn_bytes:
+        for k in args.per_frame:
+            cells = [r for r in rows if r.txn_bytes == t and r.per_frame == k]
+            if all(r.goodput_pct is None for r in cells):
+                _err(f"--txn-bytes/--per-frame: {t}x{k}: no stack given carries it in one frame "
+                     f"({cells[0].reason})")
+                return EXIT_UNREADABLE
     if args.json:
         print(json.dumps({"txn_hdr_bytes": args.scaleup.txn_hdr_bytes,
                           "rows": [dataclasses.asdict(r) for r in rows]},
@@ -320,18 +329,23 @@ def cmd_overhead(args: argparse.Namespace) -> int:
         print(f"  {s:<14} {STACKS[s][0]}")
     print("  hdr B: bytes on the wire per frame besides the data and descriptors, for the "
           "first column (includes minimum-frame padding)")
+    reasons = sorted({(r.stack, r.txn_bytes, r.per_frame, r.reason) for r in rows
+                      if r.goodput_pct is None}, key=lambda x: (stacks.index(x[0]), x[1:]))
+    for s, t, k, why in reasons:
+        print(f"  n/a {s} {t}x{k}: {why}")
     return EXIT_OK
 
 
 # ------------------------------------------------------------------------ main
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="lossless",
         description="Read, write and reason about RoCEv2, PFC, ECN and scale-up Ethernet "
                     "traffic.",
         epilog="Exit codes: 0 clean, 1 records with problems, 2 unreadable input or usage "
                "error. See docs/cli.md.",
     )
+    p.add_argument("--version", action="version", version=f"lossless {_version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -345,17 +359,18 @@ def build_parser() -> argparse.ArgumentParser:
                           ("sue-ethertype", "SUE transport EtherType (AFH Gen2, after AFH Gen1)"),
                           ("sue-udp-port", "UDP destination port of SUE over IP")):
             default = getattr(d0, opt.replace("-", "_"))
-            g.add_argument(f"--{opt}", type=_int0, metavar="N",
+            g.add_argument(f"--{opt}", type=UDP_PORT if "port" in opt else ETHERTYPE,
+                           metavar="N",
                            help=f"{what} [0x{default:04x}]")
         g.add_argument("--esun-transport", choices=TRANSPORTS,
                        help=f"what follows the ESUN EH [{d0.esun_transport}]")
         g.add_argument("--afh-gen2-form", choices=("12", "6"),
                        help=f"AFH Gen2 address form on the SUE EtherType [{d0.afh_gen2_form}]")
-        g.add_argument("--txn-hdr-bytes", type=int, choices=(8, 16),
+        g.add_argument("--txn-hdr-bytes", type=integer(8, 16), choices=(8, 16),
                        help=f"SUE transaction descriptor size [{d0.txn_hdr_bytes}]")
 
     def common(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--roce-port", type=int, action="append", metavar="PORT",
+        sp.add_argument("--roce-port", type=UDP_PORT, action="append", metavar="PORT",
                         help="extra UDP destination port to decode as RoCEv2 (repeatable; "
                              "4791 always)")
         scaleup_opts(sp)
@@ -390,15 +405,15 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--flow", metavar="JSON|@FILE",
                    help="one frame's layers as a JSON object (the decode schema); with "
                         "--count, writes N copies with --vary fields counting up")
-    f.add_argument("--count", type=int, metavar="N", help="frames to write")
+    f.add_argument("--count", type=integer(0), metavar="N", help="frames to write")
     f.add_argument("--vary", action="append", metavar="LAYER.FIELD",
                    help="field that counts up by one per frame (default bth.psn; repeatable)")
     g = f.add_mutually_exclusive_group()
-    g.add_argument("--gap-ns", type=int, metavar="NS", help="time between frames")
-    g.add_argument("--rate-gbps", type=float, metavar="R",
+    g.add_argument("--gap-ns", type=_NS, metavar="NS", help="time between frames")
+    g.add_argument("--rate-gbps", type=_GBPS, metavar="R",
                    help="space frames back to back at this line rate (wire size: FCS, "
                         "preamble, IFG)")
-    f.add_argument("--start-ns", type=int, default=0, metavar="NS",
+    f.add_argument("--start-ns", type=_NS, default=0, metavar="NS",
                    help="timestamp of the first frame")
     common(c)
     c.set_defaults(func=cmd_craft)
@@ -408,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "CNPs per QP, PFC/PAUSE frames per priority with paused time "
                                    "at the link rate, ICRC failures.")
     s.add_argument("files", nargs="+", metavar="FILE")
-    s.add_argument("--link-gbps", type=float, default=100.0,
+    s.add_argument("--link-gbps", type=_GBPS, default=100.0,
                    help="link rate for converting pause quanta to time (default 100)")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     common(s)
@@ -418,9 +433,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Goodput as a percentage of line rate for each header stack, "
                                    "counted on frames built by the codecs (FCS, 64-byte minimum, "
                                    "preamble and IFG included).")
-    o.add_argument("--txn-bytes", type=_csv_ints, default=[64, 128, 256], metavar="T,...",
+    o.add_argument("--txn-bytes", type=_TXN_LIST, default=[64, 128, 256], metavar="T,...",
                    help="transaction sizes in bytes (default 64,128,256)")
-    o.add_argument("--per-frame", type=_csv_ints, default=[1, 4, 16], metavar="K,...",
+    o.add_argument("--per-frame", type=_TXN_LIST, default=[1, 4, 16], metavar="K,...",
                    help="transactions per frame (default 1,4,16)")
     o.add_argument("--stack", action="append", metavar="NAME",
                    help=f"only these stacks (repeatable): {', '.join(STACKS)}")
@@ -434,11 +449,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _csv_ints(text: str) -> list[int]:
+#: --txn-bytes / --per-frame: no stack carries more than MAX_DATA_BYTES of data per frame,
+#: so a larger size or count is refused at once (and a list of more than 64 values).
+_TXN_LIST = csv_ints(1, MAX_DATA_BYTES, name="sizes")
+
+
+def _version() -> str:
+    """The installed package's version (its metadata), or wire.__version__ from a checkout."""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers: {text!r}") from None
+        return version("lossless")
+    except PackageNotFoundError:
+        from wire import __version__
+
+        return __version__
 
 
 def main(argv: list[str] | None = None) -> int:

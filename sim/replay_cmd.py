@@ -6,6 +6,8 @@ import argparse
 import sys
 import time
 
+from .argtypes import finite_float, integer
+
 __all__ = ["add_parsers"]
 
 EXIT_OK, EXIT_USAGE = 0, 2
@@ -120,7 +122,8 @@ def add_parsers(sub) -> None:
     r.add_argument("scenario", metavar="SCENARIO", help="built-in name or TOML file")
     r.add_argument("-p", "--param", type=_kv, action="append", metavar="KEY=VALUE",
                    help="override a parameter (repeatable); see 'lossless scenarios'")
-    r.add_argument("--seed", type=int, help="RNG seed (overrides the seed parameter)")
+    r.add_argument("--seed", type=integer(0, 2**63 - 1),
+                   help="RNG seed (overrides the seed parameter)")
     r.add_argument("--out", metavar="DIR", help="output directory (default out/<scenario>)")
     r.add_argument("--capture", type=_node_port, action="append", metavar="NODE:PORT",
                    help="also capture frames leaving NODE:PORT to capture_NODE_PORT.pcap "
@@ -129,7 +132,7 @@ def add_parsers(sub) -> None:
                    help="also inject the frames of a pcap/pcapng at the hosts owning their "
                         "source addresses (10.0.N.N / 02:00:..: node N), at their timestamps "
                         "relative to the first (repeatable)")
-    r.add_argument("--time-scale", type=float, default=1.0, metavar="X",
+    r.add_argument("--time-scale", type=finite_float(1e-6, 1e6), default=1.0, metavar="X",
                    help="multiply the --pcap frames' time offsets by X (0.5: twice as fast)")
     r.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     r.set_defaults(func=cmd_replay)

@@ -7,6 +7,8 @@ import os
 import sys
 import time
 
+from .argtypes import integer
+
 __all__ = ["add_parsers"]
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -81,12 +83,12 @@ def add_parsers(sub) -> None:
     s.add_argument("-p", "--param", type=_grid_item, action="append", metavar="KEY=VALUES",
                    help="swept parameter: KEY=V1,V2,... or KEY=LO:HI:STEP (inclusive); a "
                         "single value fixes the parameter (repeatable)")
-    s.add_argument("--seeds", type=int, metavar="N",
+    s.add_argument("--seeds", type=integer(1), metavar="N",
                    help="run every point with seeds SEED_BASE..SEED_BASE+N-1")
-    s.add_argument("--seed-base", type=int, default=0, metavar="N")
+    s.add_argument("--seed-base", type=integer(0, 2**63 - 1), default=0, metavar="N")
     s.add_argument("--out", metavar="DIR", help="output directory (default out/sweep_<name>)")
     g = s.add_mutually_exclusive_group()
-    g.add_argument("--workers", type=int, metavar="N",
+    g.add_argument("--workers", type=integer(0), metavar="N",
                    help="local Dask worker processes (default: one per CPU; 0: run in this "
                         "process without Dask)")
     g.add_argument("--scheduler", metavar="ADDRESS",

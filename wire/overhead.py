@@ -8,8 +8,9 @@ and its cost on the wire is counted as
 
 (IEEE 802.3 clauses 3.1.1 and 4.4.2: minimum frame 64 bytes with FCS; 7-byte preamble + SFD;
 96-bit minimum IPG).  Goodput is ``k * T / wire_bytes`` of the line rate.  A stack whose PDU
-limit the frame would exceed (4096 B of transactions for SUE, 1024 B for SUE-Lite) is
-reported as not possible rather than silently split.
+limit the frame would exceed (4096 B of transactions for SUE, 1024 B for SUE-Lite; 4096 B of
+payload for RoCEv2, the largest InfiniBand path MTU) is reported as not possible (with the
+reason) rather than silently split, and no frame is built for it.
 
 RoCEv2 carries the ``k * T`` bytes as one SEND ONLY payload (no per-transaction descriptor);
 the SUE stacks carry ``k`` transactions, each with its ``txn_hdr_bytes`` descriptor [A].
@@ -24,12 +25,19 @@ from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
 from .stack import build
 
 __all__ = ["STACKS", "FCS_BYTES", "L1_BYTES", "MIN_FRAME_WITH_FCS_BYTES", "Efficiency",
-           "frame_for", "efficiency", "table"]
+           "ROCE_MAX_PAYLOAD_BYTES", "MAX_DATA_BYTES", "frame_for", "efficiency", "table"]
 
 FCS_BYTES = 4
 #: Preamble + SFD (8) and minimum inter-packet gap (12) per frame.
 L1_BYTES = 20
 MIN_FRAME_WITH_FCS_BYTES = 64
+#: Largest RoCEv2 payload per packet: the largest InfiniBand path MTU, 4096 bytes (IBTA
+#: InfiniBand Architecture Specification Vol. 1, MTU values 256..4096; RoCEv2 uses the IB
+#: MTU, Annex A17; Linux ``enum ib_mtu`` in include/rdma/ib_verbs.h stops at IB_MTU_4096).
+ROCE_MAX_PAYLOAD_BYTES = 4096
+#: No stack carries more data bytes per frame than this (the SUE PDU limits are smaller or
+#: equal, wire.scaleup.ScaleUpConfig.max_pdu_bytes): bigger sizes are impossible everywhere.
+MAX_DATA_BYTES = ROCE_MAX_PAYLOAD_BYTES
 
 #: name -> (description, network layers of the build dict, uses an RH, is SUE-Lite)
 STACKS: dict[str, tuple[str, dict, bool, bool]] = {
@@ -83,8 +91,19 @@ def frame_for(stack: str, txn_bytes: int, per_frame: int,
 
 def efficiency(stack: str, txn_bytes: int, per_frame: int,
                scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> Efficiency:
+    """Goodput of ``stack`` for ``per_frame`` transactions of ``txn_bytes`` bytes per frame
+    (``goodput_pct`` None and a ``reason`` when the stack cannot carry them in one frame)."""
+    if stack not in STACKS:
+        raise ValueError(f"unknown stack {stack!r}; known: {list(STACKS)}")
+    if txn_bytes < 1 or per_frame < 1:
+        raise ValueError(f"txn_bytes and per_frame must be >= 1, got {txn_bytes}, {per_frame}")
     _desc, _net, _rh, lite = STACKS[stack]
-    if stack != "roce_v2":
+    if stack == "roce_v2":
+        if txn_bytes * per_frame > ROCE_MAX_PAYLOAD_BYTES:
+            return Efficiency(stack, txn_bytes, per_frame, None, None, None, None,
+                              f"{txn_bytes * per_frame} B of payload exceed the "
+                              f"{ROCE_MAX_PAYLOAD_BYTES}-byte largest IB MTU")
+    else:
         pdu = per_frame * (txn_bytes + scaleup.txn_hdr_bytes)
         cap = scaleup.max_pdu_lite_bytes if lite else scaleup.max_pdu_bytes
         if pdu > cap:

@@ -14,13 +14,47 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-__all__ = ["ScaleUpConfig", "DEFAULT_SCALEUP", "TRANSPORTS"]
+__all__ = ["ScaleUpConfig", "DEFAULT_SCALEUP", "TRANSPORTS", "WELL_KNOWN_ETHERTYPES"]
 
 #: Transports that can follow a scale-up network header.
 #: ``sue_rh``: SUE reliability header + packed transactions + R-CRC;
 #: ``sue_lite``: packed transactions only (SUE-Lite has no RH and no R-CRC);
 #: ``raw``: not dissected.
 TRANSPORTS = ("sue_rh", "sue_lite", "raw")
+
+#: EtherTypes a scale-up placeholder must not take: assigned protocols found on data-centre
+#: links, which a decoder would then misread.  Values from the IEEE Registration Authority's
+#: public EtherType registry (https://standards.ieee.org/products-programs/regauth/ethertype/)
+#: and RFC 7042 appendix B, with the defining standard in each comment.  The IEEE 802 Local
+#: Experimental EtherTypes 0x88B5 and 0x88B6 (IEEE Std 802 clause 9.2.2; RFC 7042 B.1) are
+#: meant for exactly this kind of use and are allowed (they are the ESUN/SUNH defaults).
+WELL_KNOWN_ETHERTYPES: dict[int, str] = {
+    0x0800: "IPv4 (RFC 894)",
+    0x0806: "ARP (RFC 826)",
+    0x0842: "Wake-on-LAN",
+    0x22F3: "TRILL (RFC 6325)",
+    0x8035: "RARP (RFC 903)",
+    0x8100: "C-VLAN tag, IEEE 802.1Q",
+    0x86DD: "IPv6 (RFC 8200)",
+    0x8808: "MAC Control: PAUSE/PFC, IEEE 802.3 clause 31 / 802.1Qbb",
+    0x8809: "Slow Protocols: LACP, IEEE 802.3 clause 43",
+    0x8847: "MPLS (RFC 3032)",
+    0x8848: "MPLS upstream-assigned label (RFC 5332)",
+    0x8863: "PPPoE discovery (RFC 2516)",
+    0x8864: "PPPoE session (RFC 2516)",
+    0x888E: "EAPOL, IEEE 802.1X",
+    0x88A8: "S-VLAN tag, IEEE 802.1ad (802.1Q)",
+    0x88CC: "LLDP, IEEE 802.1AB",
+    0x88E5: "MACsec, IEEE 802.1AE",
+    0x88E7: "PBB I-TAG, IEEE 802.1ah (802.1Q)",
+    0x88F7: "PTP, IEEE 1588",
+    0x8902: "CFM, IEEE 802.1ag (802.1Q)",
+    0x8906: "FCoE (FC-BB-5)",
+    0x8914: "FIP, FCoE initialization (FC-BB-5)",
+    0x8915: "RoCE v1 (IBTA Annex A16)",
+    0x892F: "HSR, IEC 62439-3",
+    0xFFFF: "reserved (RFC 7042 B.1)",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,16 +98,30 @@ class ScaleUpConfig:
     cos_to_tc: tuple[int, ...] = field(default=(0, 1, 2, 3, 4, 5, 6, 7))
 
     def __post_init__(self) -> None:
-        for name in ("esun_ethertype", "sunh_ethertype", "afh_gen1_ethertype", "sue_ethertype"):
+        """Refuse values a decoder could not tell apart: each EtherType placeholder must be
+        a type (>= 0x0600: IEEE 802.3 clause 3.2.6 reads smaller values of the Length/Type
+        field as a length), not a well-known EtherType (WELL_KNOWN_ETHERTYPES) and not
+        another placeholder; the SUE UDP port must be a port (1..65535, RFC 768) and not
+        RoCEv2's 4791 (IANA "roce")."""
+        names = ("esun_ethertype", "sunh_ethertype", "afh_gen1_ethertype", "sue_ethertype")
+        seen: dict[int, str] = {}
+        for name in names:
             v = getattr(self, name)
-            if not 0x0600 <= v <= 0xFFFF:
-                raise ValueError(f"{name}: 0x{v:x} is not an EtherType (0x0600..0xffff)")
-        ets = [self.esun_ethertype, self.sunh_ethertype, self.afh_gen1_ethertype,
-               self.sue_ethertype]
-        if len(set(ets)) != len(ets):
-            raise ValueError("the scale-up EtherTypes must differ from each other")
-        if not 0 < self.sue_udp_port <= 0xFFFF:
-            raise ValueError("sue_udp_port must be 1..65535")
+            if not isinstance(v, int) or not 0x0600 <= v <= 0xFFFF:
+                shown = f"0x{v:04x}" if isinstance(v, int) and v >= 0 else repr(v)
+                raise ValueError(f"{name}: {shown} is not an EtherType (0x0600..0xffff; "
+                                 f"smaller values are lengths, IEEE 802.3 clause 3.2.6)")
+            if v in WELL_KNOWN_ETHERTYPES:
+                raise ValueError(f"{name}: 0x{v:04x} is a well-known EtherType "
+                                 f"({WELL_KNOWN_ETHERTYPES[v]}); choose another placeholder")
+            if v in seen:
+                raise ValueError(f"{name}: 0x{v:04x} is already {seen[v]}; the scale-up "
+                                 f"EtherTypes must differ from each other")
+            seen[v] = name
+        if not isinstance(self.sue_udp_port, int) or not 0 < self.sue_udp_port <= 0xFFFF:
+            raise ValueError(f"sue_udp_port: {self.sue_udp_port!r} is not a UDP port (1..65535)")
+        if self.sue_udp_port == 4791:
+            raise ValueError("sue_udp_port: 4791 is RoCEv2's UDP port (IANA); choose another")
         if not 0 <= self.sunh_sue_protocol <= 255:
             raise ValueError("sunh_sue_protocol must be 0..255")
         for name in ("esun_transport", "afh_gen2_6_transport", "afh_gen2_12_transport"):

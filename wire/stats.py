@@ -158,6 +158,9 @@ class CaptureStats:
     records: int = 0
     bytes: int = 0
     problem_records: int = 0
+    #: records of another link type than Ethernet (not decoded; ``lossless decode`` lists
+    #: each with the problem "linktype N is not decoded")
+    other_linktype_records: int = 0
     first_ts_ns: int | None = None
     last_ts_ns: int | None = None
     flows: dict[tuple, dict[str, int]] = field(default_factory=dict)
@@ -244,8 +247,8 @@ class CaptureStats:
     def add_columns(self, cols: Columns, *, roce_ports=ROCE_PORTS,
                     scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> None:
         """Add one :func:`wire.batch.read_columns` chunk: the same result as :meth:`add` on
-        every Ethernet record of it (other link types are skipped, as ``lossless stats``
-        does), in file order.
+        every Ethernet record of it, in file order (records of other link types are only
+        counted, in ``other_linktype_records``).
 
         Well-formed RoCEv2 frames (nothing :func:`~wire.dissect` would call a problem other
         than a bad ICRC) and well-formed PFC/PAUSE frames are counted from the columns; the
@@ -256,6 +259,7 @@ class CaptureStats:
         import numpy as np
 
         eth_rows = cols["linktype"] == 1
+        self.other_linktype_records += int(cols.rows - eth_rows.sum())
         roce, icrc_bad = _clean_roce(cols, eth_rows)
         mac = _clean_mac_control(cols, eth_rows)
         fast = roce | mac
@@ -356,6 +360,12 @@ class CaptureStats:
             out[str(prio)] += c.close()
         return dict(sorted(out.items()))
 
+    @property
+    def exit_problems(self) -> int:
+        """Records ``lossless decode`` would report with problems: those with problems and
+        those of another link type (``lossless stats`` exits 1 when this is non-zero)."""
+        return self.problem_records + self.other_linktype_records
+
     def to_dict(self) -> dict[str, object]:
         roce_total = sum(self.roce_ecn.values())
         ip_total = sum(self.ecn.values())
@@ -363,6 +373,7 @@ class CaptureStats:
             "records": self.records,
             "bytes": self.bytes,
             "records_with_problems": self.problem_records,
+            "records_other_linktype": self.other_linktype_records,
             "first_ts_ns": self.first_ts_ns,
             "last_ts_ns": self.last_ts_ns,
             "link_bps": self.link_bps,
@@ -392,6 +403,9 @@ class CaptureStats:
             f"{s['records_with_problems']}   ICRC bad {s['icrc_bad']}   ICRC not checked "
             f"{s['icrc_not_checked']}",
         ]
+        if s["records_other_linktype"]:
+            lines.append(f"records of another link type (not decoded) "
+                         f"{s['records_other_linktype']}")
         if s["first_ts_ns"] is not None:
             dur = s["last_ts_ns"] - s["first_ts_ns"]
             lines.append(f"duration {dur} ns")
