@@ -34,7 +34,7 @@ class Fabric:
         """A fresh packet id (one deterministic counter per fabric)."""
         return self._ids()
 
-    def add_host(self, node_id: int, rate_bps: int, **kw) -> Host:
+    def add_host(self, node_id: int, rate_bps: int, **kw: Any) -> Host:
         h = Host(self.engine, node_id, rate_bps, tracer=self.tracer, ids=self._ids, **kw)
         self._add(node_id, h)
         return h

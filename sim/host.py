@@ -160,7 +160,7 @@ class Flow:
 
 class Host:
     def __init__(self, engine: Engine, node_id: int, rate_bps: int, *, tracer: Tracer | None = None,
-                 queue_limit_bytes: int = 4 * 1082, ids=None, cc: str = "fixed",
+                 queue_limit_bytes: int = 4 * 1082, ids: _Ids | None = None, cc: str = "fixed",
                  cc_params: dict | None = None, cnp_interval_ps: int = 50_000_000,
                  cnp_tc: int = 6, cnp_mode: str = "immediate", ack_every: int = 0,
                  ack_tc: int | None = None,

@@ -114,7 +114,7 @@ def _print_cc() -> None:
         print(f"  {info.name:<30} {' / '.join(vals)}")
 
 
-def add_parsers(sub) -> None:
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("replay", help="run a scenario and write its results",
                        description="Run a built-in scenario or a TOML scenario file; write "
                                    "summary.json, timeseries.npz, events.jsonl, "

@@ -238,7 +238,7 @@ def queue_mean_bytes(out_dir: str | os.PathLike[str], *, queue: int = 3,
     return step_mean(ts[f"{key}_t_ps"], ts[f"{key}_bytes"], int(dur * from_frac), dur)
 
 
-def step_mean(t_ps, values, t0_ps: int, t1_ps: int) -> float:
+def step_mean(t_ps: Iterable[int], values: Iterable[float], t0_ps: int, t1_ps: int) -> float:
     """Time-weighted mean over [t0_ps, t1_ps] of a step function that is 0 before its first
     sample and takes ``values[i]`` from ``t_ps[i]`` on (samples in time order)."""
     import numpy as np

@@ -72,7 +72,7 @@ def cmd_sweep_plot(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_parsers(sub) -> None:
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser(
         "sweep", help="run a scenario over parameter values and seeds (Dask)",
         description="Run the cartesian product of parameter values (and seeds) of a "

@@ -127,7 +127,7 @@ def test_int_options_refuse_their_limits_plus_one(cmd, action, capsys) -> None:
 
 @given(x=st.floats(allow_nan=True, allow_infinity=True))
 def test_float_options_accept_exactly_finite_values_in_range(x: float) -> None:
-    for cmd, action in FLOAT_OPTS:
+    for _cmd, action in FLOAT_OPTS:
         t = action.type
         text = repr(x)
         ok = math.isfinite(x)
@@ -178,7 +178,8 @@ def test_stats_exit_codes_documented_cases(capsys) -> None:
 # ------------------------------------------------------------ item 3: overhead sizes
 @pytest.mark.parametrize("argv", [["--txn-bytes", "1000000000"], ["--per-frame", "100000"],
                                   ["--txn-bytes", "5000"], ["--txn-bytes", "0"],
-                                  ["--per-frame", "-1"], ["--txn-bytes", "4096", "--per-frame", "2"],
+                                  ["--per-frame", "-1"],
+                                  ["--txn-bytes", "4096", "--per-frame", "2"],
                                   ["--txn-bytes", ",".join(map(str, range(1, 200)))]])
 def test_overhead_impossible_sizes_refused_in_one_line(argv, capsys) -> None:
     t0 = time.perf_counter()

@@ -46,7 +46,7 @@ import struct
 import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -105,7 +105,8 @@ class Columns(dict):
 
     __slots__ = ("buf", "head", "rows", "start")
 
-    def __init__(self, rows: int, items=(), buf: np.ndarray | None = None,
+    def __init__(self, rows: int, items: Iterable[tuple[str, np.ndarray]] = (),
+                 buf: np.ndarray | None = None,
                  start: np.ndarray | None = None) -> None:
         super().__init__(items)
         self.rows = rows
@@ -539,7 +540,7 @@ def _extent(end: np.ndarray, n: np.ndarray, o: np.ndarray, snapped: np.ndarray) 
 
 
 # ------------------------------------------------------------------------ reading
-def frames_to_columns(frames: Iterable, **kw) -> Columns:
+def frames_to_columns(frames: Iterable, **kw: Any) -> Columns:
     """Columns for an iterable of frames (bytes) or :class:`~wire.pcapio.Record` s."""
     datas, origs, ts, lts, ifs = [], [], [], [], []
     for f in frames:
@@ -854,7 +855,7 @@ def _resume(path: str, offset: int, index: int, chunk_frames: int, chunk_bytes: 
                     _warn(warnings, i, msg)
 
 
-def read_all(source: str | os.PathLike | BinaryIO, **kw) -> Columns:
+def read_all(source: str | os.PathLike | BinaryIO, **kw: Any) -> Columns:
     """Every record of a capture as one :class:`Columns` (the chunks concatenated): for files
     that fit in memory."""
     chunks = list(read_columns(source, **kw))

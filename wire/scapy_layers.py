@@ -187,14 +187,14 @@ class _LLHeader(Packet):
 class _LLTrailerHeader(_LLHeader):
     """A header after which the rest of the frame is padding (PFC / PAUSE reserved zeros)."""
 
-    def extract_padding(self, s):
+    def extract_padding(self, s: bytes) -> tuple[bytes, bytes]:
         return b"", s
 
 
 class _LLExtHeader(_LLHeader):
     """An IBA extended transport header: what follows depends on the BTH's opcode."""
 
-    def guess_payload_class(self, payload):
+    def guess_payload_class(self, payload: bytes) -> type[Packet]:
         bth = self.underlayer
         while bth is not None and not isinstance(bth, LL_BTH):
             bth = bth.underlayer
@@ -233,7 +233,7 @@ class _LLBTHBase(_LLHeader):
             return out
         return out[:end] + icrc_bytes(value) + out[end + ICRC_BYTES:]
 
-    def mysummary(self):
+    def mysummary(self) -> str | tuple[str, list[type[Packet]]]:
         return (f"lossless BTH {opcode_name(self.opcode)} qp={self.dest_qp:#x} psn={self.psn}",
                 [UDP])
 
@@ -241,7 +241,7 @@ class _LLBTHBase(_LLHeader):
 class _LLSueRHBase(_LLHeader):
     """SUE RH behaviour: transactions (op DATA) or the R-CRC next; compute the R-CRC."""
 
-    def guess_payload_class(self, payload):
+    def guess_payload_class(self, payload: bytes) -> type[Packet]:
         if not _STATE.installed:
             return super().guess_payload_class(payload)
         if self.op == SueOp.DATA:
@@ -258,7 +258,7 @@ class _LLSueRHBase(_LLHeader):
         value = _spec_of(LL_RCRC).pack({"value": rcrc(out[:end])})
         return out[:end] + value + out[end + size:]
 
-    def mysummary(self):
+    def mysummary(self) -> str | tuple[str, list[type[Packet]]]:
         return (f"lossless SUE RH {SueOp(self.op).name} xpu={self.xpuid} npsn={self.npsn} "
                 f"apsn={self.apsn}")
 
@@ -267,7 +267,7 @@ class _LLTxnBase(_LLHeader):
     """SUE transaction descriptor: its data (``LL_SUE_Data``) follows; on build, ``length``
     and ``last`` not set by the user are computed from the chain above it."""
 
-    def guess_payload_class(self, payload):
+    def guess_payload_class(self, payload: bytes) -> type[Packet]:
         if not _STATE.installed:
             return super().guess_payload_class(payload)
         return LL_SUE_Data
@@ -308,7 +308,7 @@ class LL_SUE_Data(Packet):
     name = "lossless SUE data"
     fields_desc = [StrLenField("load", b"", length_from=_data_length)]
 
-    def guess_payload_class(self, payload):
+    def guess_payload_class(self, payload: bytes) -> type[Packet]:
         txn = self.underlayer
         if not _STATE.installed or not isinstance(txn, _LLTxnBase):
             return super().guess_payload_class(payload)
@@ -321,14 +321,14 @@ class LL_SUE_Data(Packet):
             return conf.raw_layer
         return type(txn)
 
-    def mysummary(self):
+    def mysummary(self) -> str | tuple[str, list[type[Packet]]]:
         return f"lossless SUE data {len(self.load)} B"
 
 
 class _LLRCRCBase(_LLHeader):
     """SUE R-CRC: the end of the PDU (the rest is padding); ``valid()`` checks it."""
 
-    def extract_padding(self, s):
+    def extract_padding(self, s: bytes) -> tuple[bytes, bytes]:
         return b"", s
 
     def expected(self) -> int | None:
@@ -469,7 +469,7 @@ class LL_ICRC(Packet):
     name = "lossless ICRC"
     fields_desc = [XLEIntField("value", None)]
 
-    def extract_padding(self, s):
+    def extract_padding(self, s: bytes) -> tuple[bytes, bytes]:
         return b"", s
 
     def expected(self) -> int | None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from .bth import BTH, EXT_HEADERS, opcode_name
 from .errors import BadValue
@@ -95,7 +96,7 @@ class Decoded:
     def __contains__(self, name: object) -> bool:
         return name in self.layers
 
-    def get(self, name: str, default=None):
+    def get(self, name: str, default: Any = None) -> Any:
         return self.layers.get(name, default)
 
     def __getattr__(self, name: str):

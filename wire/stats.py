@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import zlib
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -244,7 +245,7 @@ class CaptureStats:
             self._clock((d["eth"]["src"], "all")).frame(
                 ts_ns, quanta_to_ns(pause["quanta"], self.link_bps))
 
-    def add_columns(self, cols: Columns, *, roce_ports=ROCE_PORTS,
+    def add_columns(self, cols: Columns, *, roce_ports: Iterable[int] = ROCE_PORTS,
                     scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> None:
         """Add one :func:`wire.batch.read_columns` chunk: the same result as :meth:`add` on
         every Ethernet record of it, in file order (records of other link types are only

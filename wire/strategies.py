@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -247,7 +248,7 @@ def frame_dicts(kinds: Iterable[str] = FRAME_KINDS, *, opcodes: Iterable[int] = 
     return st.sampled_from(weighted).flatmap(by_kind.__getitem__)
 
 
-def frames(kinds: Iterable[str] = FRAME_KINDS, **kw) -> st.SearchStrategy[bytes]:
+def frames(kinds: Iterable[str] = FRAME_KINDS, **kw: Any) -> st.SearchStrategy[bytes]:
     """Complete valid frames as bytes: :func:`frame_dicts` built with :func:`wire.build`."""
     return frame_dicts(kinds, **kw).map(build)
 
@@ -372,7 +373,8 @@ def scaleup_frame_dicts(stacks: Iterable[str] = SCALEUP_STACKS, *,
 
 
 def scaleup_frames(stacks: Iterable[str] = SCALEUP_STACKS, *,
-                   scaleup: ScaleUpConfig = DEFAULT_SCALEUP, **kw) -> st.SearchStrategy[bytes]:
+                   scaleup: ScaleUpConfig = DEFAULT_SCALEUP, **kw: Any,
+                   ) -> st.SearchStrategy[bytes]:
     """:func:`scaleup_frame_dicts` built to bytes with :func:`wire.build` (same config)."""
     return scaleup_frame_dicts(stacks, scaleup=scaleup, **kw).map(
         lambda d: build(d, scaleup=scaleup))

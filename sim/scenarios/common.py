@@ -9,7 +9,7 @@ fabric description cannot drift apart.  1 KB = 1000 bytes in every ``*_kb`` para
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..mmu import MmuConfig, headroom_bytes
@@ -52,7 +52,7 @@ def share(v: float) -> str | None:
     return None if 0.0 < v <= 1.0 else "must be in (0, 1]"
 
 
-def in_range(lo: int, hi: int):
+def in_range(lo: int, hi: int) -> Callable[[int], str | None]:
     """A check: an int in lo..hi."""
     def check(v: int) -> str | None:
         return None if lo <= v <= hi else f"must be in {lo}..{hi}"
