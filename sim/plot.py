@@ -1,156 +1,646 @@
-"""PNG plots of a results directory (``lossless plot DIR``); matplotlib is imported lazily
-with the Agg backend.
+"""PNG plots of a results directory (``lossless plot DIR``), meant to be read at a glance by a
+network engineer (docs/scenarios.md, "PNG plots").  matplotlib is imported lazily, with the Agg
+backend.
 
-Writes ``queue_depth.png`` (bottleneck port queues over time), ``throughput.png`` (per-flow
-delivered throughput per bin), ``pfc.png`` (pause state per (node, port, priority) over
-time: PFC sent and received/expired) and, when a rate control changed rates (DCQCN),
-``rates.png`` (current and target rate and alpha per flow).  When some egress queue was paused,
-``pfc_timeline.png``: one row per paused (node, port, priority), ordered by first pause, with
-deadlock onsets and watchdog triggers marked (docs/pfc.md).
+Every series is named as the scenario names things (``leaf0:p3 -> h8``, ``priority 3``,
+``victim: h4 -> h10``): the names come from the ``labels`` section of summary.json
+(:mod:`sim.labels`); results written before it existed fall back to ``node N:pP``.  Times are in
+µs (ms for runs longer than 5 ms), sizes in KB (1000 bytes), rates in Gb/s.
+
+- ``queue_depth.png``: the bottleneck egress queue per priority, drawn to the end of the run,
+  with the ECN thresholds Kmin/Kmax; below it, when the switch runs PFC, the switch's ingress
+  buffer per (ingress port, priority) with the XOFF and XON thresholds.
+- ``throughput.png``: total delivered throughput with the receivers' link capacity (and per
+  role totals), and below it per-flow detail (moving average; min..max bands per role when
+  there are many flows).
+- ``pfc.png``: PAUSE sent and transmitters paused, one row per (port, priority), with a zoomed
+  panel where the changes cluster (:func:`cluster_window`); "no PFC activity" when nothing
+  paused.
+- ``rates.png`` (when a rate control changed rates, DCQCN): current and target rate and alpha
+  per flow.
+- ``pfc_timeline.png`` (when some egress queue was paused): one row per paused egress queue
+  ordered by first pause (the storm's staircase), deadlock onsets and watchdog triggers marked,
+  with a zoomed panel on the first pauses.
+
+:func:`figures` returns the figures without saving (tests read their texts with
+:func:`texts`); :func:`plot_dir` saves them (each through :func:`wire.atomic.atomic_file`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
-__all__ = ["plot_dir"]
+__all__ = ["cluster_window", "figures", "plot_dir", "texts"]
+
+#: At most this many rows per PFC panel / lines per ingress panel (the busiest are kept).
+MAX_ROWS = 24
+#: Up to this many flows get a line each; more are drawn as bands per role.
+MAX_FLOW_LINES = 12
+#: Runs up to this long (ps) are plotted in µs, longer ones in ms.
+_US_AXIS_MAX_PS = 5 * 10**9
 
 
 def plot_dir(out_dir: str | os.PathLike[str]) -> list[str]:
-    """Write the PNGs into ``out_dir`` (which holds summary.json and timeseries.npz)."""
+    """Write the PNGs into ``out_dir`` (which holds summary.json and timeseries.npz); returns
+    their paths."""
+    import matplotlib.pyplot as plt
+
+    from wire.atomic import atomic_file
+
+    out = os.fspath(out_dir)
+    written = []
+    for name, fig in figures(out).items():
+        path = os.path.join(out, name)
+        try:
+            fig.tight_layout()
+            with atomic_file(path, "wb") as f:
+                fig.savefig(f, format="png", dpi=100)
+        finally:
+            plt.close(fig)
+        written.append(path)
+    return written
+
+
+def figures(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """file name -> matplotlib Figure, not saved (the caller closes them)."""
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
     out = os.fspath(out_dir)
     with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
         summary = json.load(f)
-    ts = np.load(os.path.join(out, "timeseries.npz"))
-    dur_us = int(ts["duration_ps"]) / 1e6
-    bn, bp = (int(x) for x in ts["bottleneck"])
-    written = []
-
-    fig, ax = plt.subplots(figsize=(8, 4))
-    prefix = f"queue_n{bn}_p{bp}_q"
-    for key in sorted(k for k in ts.files if k.startswith(prefix) and k.endswith("_t_ps")):
-        q = key[len(prefix):-len("_t_ps")]
-        t = ts[key] / 1e6
-        b = ts[f"{prefix}{q}_bytes"] / 1000
-        ax.step(t, b, where="post", label=f"queue {q}")
-    ax.set(xlabel="time (us)", ylabel="queue depth (KB)", xlim=(0, dur_us),
-           title=f"{summary['scenario']}: bottleneck node {bn} port {bp}")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper right")
-    written.append(_save(fig, out, "queue_depth.png"))
-
-    fig, ax = plt.subplots(figsize=(8, 4))
-    bin_ps = int(ts["bin_ps"])
-    t = (ts["bin_t_ps"] + bin_ps / 2) / 1e6
-    for key in sorted((k for k in ts.files if k.startswith("flow_")),
-                      key=lambda k: int(k.split("_")[1])):
-        gbps = ts[key] * 8 / (bin_ps / 1e12) / 1e9
-        ax.plot(t, gbps, label=f"flow {key.split('_')[1]}", linewidth=1)
-    ax.set(xlabel="time (us)", ylabel="throughput (Gb/s)", xlim=(0, dur_us),
-           title=f"{summary['scenario']}: delivered throughput per flow")
-    if 0 < len(ax.lines) <= 16:
-        ax.legend(loc="upper right", fontsize="small", ncol=2)
-    written.append(_save(fig, out, "throughput.png"))
-
-    fig, ax = plt.subplots(figsize=(8, 4))
-    keys = sorted(k for k in ts.files if k.startswith("pfc_") and k.endswith("_t_ps"))
-    labels = []
-    for row, key in enumerate(keys):
-        stem = key[:-len("_t_ps")]
-        t = np.concatenate(([0], ts[key] / 1e6, [dur_us]))
-        s = ts[f"{stem}_state"]
-        v = np.concatenate(([0], s, [s[-1] if len(s) else 0]))
-        ax.step(t, row + 0.8 * v, where="post", linewidth=1)
-        labels.append(stem[4:])
-    ax.set_yticks(range(len(labels)), labels, fontsize="x-small")
-    ax.set(xlabel="time (us)", xlim=(0, dur_us),
-           title=f"{summary['scenario']}: PFC pause state (high = paused / XOFF sent)")
-    written.append(_save(fig, out, "pfc.png"))
-
-    rate_keys = sorted((k for k in ts.files if k.startswith("rate_f") and k.endswith("_t_ps")),
-                       key=lambda k: int(k[len("rate_f"):-len("_t_ps")]))
-    if rate_keys:
-        fig, (ax, ax2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
-        for key in rate_keys:
-            fid = key[len("rate_f"):-len("_t_ps")]
-            t = np.append(ts[key], ts["duration_ps"]) / 1e6
-            color = None
-            for suffix, style, what in (("bps", "-", "rate"), ("target_bps", ":", "target")):
-                v = ts[f"rate_f{fid}_{suffix}"] / 1e9
-                line = ax.step(t, np.append(v, v[-1]), where="post", linestyle=style,
-                               linewidth=1, color=color, label=f"flow {fid} {what}")
-                color = line[0].get_color()
-            a = ts[f"rate_f{fid}_alpha"]
-            ax2.step(t, np.append(a, a[-1]), where="post", linewidth=1, color=color,
-                     label=f"flow {fid}")
-        ax.set(ylabel="rate (Gb/s)", title=f"{summary['scenario']}: sender rate control "
-               f"(solid: current rate, dotted: target)")
-        ax2.set(xlabel="time (us)", ylabel="alpha", xlim=(0, dur_us), ylim=(0, 1.05))
-        if len(rate_keys) <= 8:
-            ax.legend(loc="lower right", fontsize="x-small", ncol=2)
-        written.append(_save(fig, out, "rates.png"))
-    timeline = _pfc_timeline(ts, summary, out, dur_us)
+    with np.load(os.path.join(out, "timeseries.npz")) as z:
+        ts = {k: z[k] for k in z.files}
+    ctx = _Context(summary, ts)
+    figs = {"queue_depth.png": _queue_figure(ctx), "throughput.png": _throughput_figure(ctx),
+            "pfc.png": _pfc_figure(ctx)}
+    rates = _rates_figure(ctx)
+    if rates is not None:
+        figs["rates.png"] = rates
+    timeline = _timeline_figure(ctx)
     if timeline is not None:
-        written.append(timeline)
-    return written
+        figs["pfc_timeline.png"] = timeline
+    return figs
 
 
-def _pfc_timeline(ts, summary, out: str, dur_us: float) -> str | None:
-    """``pfc_timeline.png``: one row per paused egress queue (node, port, priority), from the
-    ``pfc_rx_*`` series, ordered by when it was first paused (so a spreading pause storm reads
-    top-down), with deadlock onsets (red) and watchdog triggers (green) marked."""
+def texts(fig: Any) -> list[str]:
+    """Every visible text of a figure: titles, axis labels, tick labels, legend entries and
+    annotations (what a reader sees; tests check these)."""
+    out = [t.get_text() for t in fig.texts]
+    for ax in fig.axes:
+        out += [ax.get_title(loc) for loc in ("left", "center", "right")]
+        out += [ax.get_xlabel(), ax.get_ylabel()]
+        out += [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels()]
+        out += [t.get_text() for t in ax.texts]
+        leg = ax.get_legend()
+        if leg is not None:
+            out += [t.get_text() for t in leg.get_texts()]
+    return [t for t in out if t]
+
+
+def cluster_window(times_ps: Any, duration_ps: int, *, width_frac: float = 0.1,
+                   share: float = 0.6) -> tuple[int, int] | None:
+    """The time window (ps) where events cluster, or None when they are spread over the run.
+
+    The densest window ``width_frac`` of the run wide is found (sliding over the sorted
+    times); if it holds at least ``share`` of the events, the result is the span of the
+    events inside it, padded by a quarter of that span (at least 0.5 % of the run) and clipped
+    to the run.  So a storm whose pauses all start within 20 us of a 2 ms run gets a window of
+    about 30 us; pauses oscillating through the whole run get None."""
+    import numpy as np
+
+    t = np.sort(np.asarray(times_ps, dtype=np.int64))
+    if len(t) == 0 or duration_ps <= 0:
+        return None
+    width = max(int(duration_ps * width_frac), 1)
+    ends = np.searchsorted(t, t + width, side="right")
+    counts = ends - np.arange(len(t))
+    i = int(np.argmax(counts))
+    if counts[i] < share * len(t):
+        return None
+    lo, hi = int(t[i]), int(t[ends[i] - 1])
+    pad = max((hi - lo) // 4, duration_ps // 200, 1)
+    lo, hi = max(lo - pad, 0), min(hi + pad, duration_ps)
+    if hi - lo >= duration_ps // 2:
+        return None
+    return lo, hi
+
+
+# ----------------------------------------------------------------------------- context
+
+
+class _Context:
+    """The run's data and the names of its nodes, ports and flows (from summary.json's
+    ``labels``; fallbacks for older results)."""
+
+    def __init__(self, summary: dict[str, Any], ts: dict[str, Any]) -> None:
+        self.summary = summary
+        self.ts = ts
+        self.scenario = summary.get("scenario", "run")
+        self.dur_ps = int(ts["duration_ps"])
+        bn, bp = (int(x) for x in ts["bottleneck"])
+        self.bottleneck = (bn, bp)
+        lab = summary.get("labels") or {}
+        self._nodes = {n["id"]: n["name"] for n in lab.get("nodes", [])}
+        self._ports = {(p["node"], p["port"]): p for p in lab.get("ports", [])}
+        self._flows = {f["id"]: f for f in lab.get("flows", [])}
+        self._raw_flows = {f["id"]: f for f in summary.get("flows", [])}
+        self.switches = {s["node"]: s for s in lab.get("switches", [])}
+        self.markers = lab.get("markers", [])
+        if self.dur_ps <= _US_AXIS_MAX_PS:
+            self.t_unit_ps, self.t_unit = 10**6, "µs"
+        else:
+            self.t_unit_ps, self.t_unit = 10**9, "ms"
+
+    # names
+    def node(self, n: int) -> str:
+        return self._nodes.get(n, f"node {n}")
+
+    def port(self, n: int, p: int) -> str:
+        e = self._ports.get((n, p))
+        return e["name"] if e else f"{self.node(n)}:p{p}"
+
+    def peer(self, n: int, p: int) -> str:
+        e = self._ports.get((n, p))
+        if e is None or e.get("peer") is None:
+            return f"{self.node(n)}:p{p}"
+        return self.node(e["peer"])
+
+    def port_rate_bps(self, n: int, p: int) -> int | None:
+        e = self._ports.get((n, p))
+        return e.get("rate_bps") if e else None
+
+    def flow(self, fid: int) -> str:
+        """``"role: src -> dst"`` (or ``"src -> dst"`` without a role)."""
+        f = self._flows.get(fid)
+        if f is None:
+            raw = self._raw_flows.get(fid)
+            name = (f"{self.node(raw['src'])} -> {self.node(raw['dst'])}" if raw
+                    else f"flow {fid}")
+            return name
+        return f"{f['role']}: {f['name']}" if f.get("role") else f["name"]
+
+    def role(self, fid: int) -> str | None:
+        f = self._flows.get(fid)
+        return f.get("role") if f else None
+
+    def flow_rate_bps(self, fid: int) -> int | None:
+        f = self._flows.get(fid)
+        return f.get("rate_bps") if f else None
+
+    def flow_dst(self, fid: int) -> int | None:
+        f = self._flows.get(fid) or self._raw_flows.get(fid)
+        return f["dst"] if f else None
+
+    def flow_src(self, fid: int) -> int | None:
+        f = self._flows.get(fid) or self._raw_flows.get(fid)
+        return f["src"] if f else None
+
+    # time
+    def t(self, t_ps: Any) -> Any:
+        return t_ps / self.t_unit_ps
+
+    @property
+    def t_label(self) -> str:
+        return f"time ({self.t_unit})"
+
+    def t_end(self) -> float:
+        return self.dur_ps / self.t_unit_ps
+
+    def span(self, t_ps: int) -> str:
+        return f"{t_ps / self.t_unit_ps:.4g} {self.t_unit}"
+
+    def detail_window(self, t_ps: int) -> tuple[int, int]:
+        """A window a twentieth of the run wide starting a little before ``t_ps``."""
+        w = max(self.dur_ps // 20, 1)
+        lo = max(t_ps - w // 5, 0)
+        return lo, min(lo + w, self.dur_ps)
+
+    def steps(self, t_ps: Any, values: Any) -> tuple[Any, Any]:
+        """A step series from 0 (value 0 before the first sample) to the end of the run
+        (the last value held)."""
+        import numpy as np
+
+        t_ps = np.asarray(t_ps, dtype=np.int64)
+        v = np.asarray(values)
+        x = np.concatenate(([0], t_ps, [max(self.dur_ps, int(t_ps[-1]) if len(t_ps) else 0)]))
+        y = np.concatenate(([0], v, [v[-1] if len(v) else 0]))
+        return self.t(x), y
+
+    def series(self, prefix: str, suffix: str) -> list[tuple[str, Any, Any]]:
+        """(middle of the key, t_ps, values) for keys ``prefix + middle + '_t_ps'``."""
+        out = []
+        for key in sorted(self.ts):
+            if key.startswith(prefix) and key.endswith("_t_ps"):
+                mid = key[len(prefix):-len("_t_ps")]
+                val = self.ts.get(f"{prefix}{mid}{suffix}")
+                if val is not None:
+                    out.append((mid, self.ts[key], val))
+        return out
+
+    def mark_events(self, ax: Any, *, legend: bool = True) -> None:
+        """Scripted moments (a NIC stalls, a flow joins) as grey dotted lines."""
+        for m in self.markers:
+            if 0 <= m["t_ps"] <= self.dur_ps:
+                ax.axvline(self.t(m["t_ps"]), color="0.4", linestyle=":", linewidth=1.2,
+                           label=m["label"] if legend else None)
+
+
+def _parse_npp(mid: str) -> tuple[int, int, int]:
+    """``"n3_p4_prio3"`` / ``"n3_p4_q3"`` / ``"n3_p4_pg3"`` -> (3, 4, 3)."""
+    n, p, last = mid.split("_")
+    return int(n[1:]), int(p[1:]), int(last.lstrip("priogq"))
+
+
+def _no_data(ax: Any, text: str) -> None:
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center",
+            fontsize="large", color="0.35")
+    ax.set_yticks([])
+
+
+def _kb(nbytes: float) -> str:
+    return f"{nbytes / 1000:g} KB"
+
+
+def _gbps(bps: float) -> str:
+    return f"{bps / 1e9:g} Gb/s"
+
+
+# ----------------------------------------------------------------------------- queue depth
+
+
+def _queue_figure(ctx: _Context) -> Any:
+    """Egress queue of the bottleneck with Kmin/Kmax; the switch's ingress buffers with
+    XOFF/XON below (when it runs PFC); a detail panel from the first XOFF crossing."""
+    import matplotlib.pyplot as plt
+
+    bn, bp = ctx.bottleneck
+    queues = [(q, t, b) for mid, t, b in ctx.series("queue_", "_bytes")
+              for n, p, q in [_parse_npp(mid)] if (n, p) == (bn, bp) and len(b) and b.max() > 0]
+    thr = ctx.switches.get(bn) or {}
+    pfc = thr.get("xoff_bytes") is not None
+    ingress, quiet = [], 0
+    if pfc:
+        lossless = set(thr.get("lossless_priorities", []))
+        every = [(p, g, t, b) for mid, t, b in ctx.series("ingress_", "_bytes")
+                 for n, p, g in [_parse_npp(mid)]
+                 if n == bn and g in lossless and len(b) and b.max() > 0]
+        every.sort(key=lambda r: -int(r[3].max()))
+        # ports that came near XON; the rest are counted, not drawn
+        ingress = [r for r in every if r[3].max() >= thr["xon_bytes"] / 2][:8] or every[:3]
+        quiet = len(every) - len(ingress)
+    crossing = None
+    for _p, _g, t, b in ingress:
+        above = t[b > thr["xoff_bytes"]]
+        if len(above) and (crossing is None or above[0] < crossing):
+            crossing = int(above[0])
+    win = ctx.detail_window(crossing) if crossing is not None else None
+    rows = 2 if pfc else 1
+    fig, axes = plt.subplots(rows, 2 if win else 1, squeeze=False, sharey="row",
+                             figsize=(12 if win else 9, 3.6 * rows),
+                             gridspec_kw={"width_ratios": [2, 1]} if win else {})
+    for j, ax in enumerate(axes[0]):
+        for q, t, b in queues:
+            x, y = ctx.steps(t, b / 1000)
+            ax.step(x, y, where="post", linewidth=1.2, label=f"priority {q}")
+        if not queues:
+            ax.text(0.5, 0.5, "queue stayed empty", transform=ax.transAxes, ha="center",
+                    va="center", color="0.35")
+        if thr.get("kmin_bytes") is not None:
+            ax.axhline(thr["kmin_bytes"] / 1000, color="tab:orange", linestyle="--",
+                       linewidth=1, label=f"Kmin {_kb(thr['kmin_bytes'])} (ECN marking starts)")
+            ax.axhline(thr["kmax_bytes"] / 1000, color="tab:red", linestyle="--", linewidth=1,
+                       label=f"Kmax {_kb(thr['kmax_bytes'])} (marking at {thr['pmax']:.0%})")
+        ctx.mark_events(ax)
+        ax.set_ylim(bottom=0)
+        if j == 0:
+            ax.set(ylabel="egress queue depth (KB)", xlim=(0, ctx.t_end()),
+                   title=f"egress queue of the bottleneck port {ctx.port(bn, bp)}")
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(loc="best", fontsize="small")
+        else:
+            _zoom(ctx, ax, win, axes[0][0])
+    if pfc:
+        more = f"; {quiet} other port(s) stayed low" if quiet else ""
+        for j, ax in enumerate(axes[1]):
+            for p, g, t, b in sorted(ingress, key=lambda r: (r[0], r[1])):
+                x, y = ctx.steps(t, b / 1000)
+                ax.step(x, y, where="post", linewidth=1,
+                        label=f"from {ctx.peer(bn, p)} (p{p}), priority {g}")
+            ax.axhline(thr["xoff_bytes"] / 1000, color="tab:red", linestyle="--",
+                       linewidth=1.2, label=f"XOFF {_kb(thr['xoff_bytes'])} (PAUSE sent above)")
+            ax.axhline(thr["xon_bytes"] / 1000, color="tab:green", linestyle="--",
+                       linewidth=1.2, label=f"XON {_kb(thr['xon_bytes'])} (resume below)")
+            if not ingress:
+                ax.text(0.5, 0.6, "no lossless traffic arrived", transform=ax.transAxes,
+                        ha="center", color="0.35")
+            ax.set_ylim(bottom=0, top=max(thr["xoff_bytes"] / 1000 * 1.3, ax.get_ylim()[1]))
+            if j == 0:
+                ax.set(ylabel="ingress buffer (KB)", xlim=(0, ctx.t_end()),
+                       title=f"PFC: bytes {ctx.node(bn)} holds per ingress port (reserved "
+                             f"{_kb(thr['reserved_bytes'])} + shared + headroom){more}")
+                ax.legend(loc="lower right", fontsize="x-small", ncol=2, framealpha=0.9)
+            else:
+                _zoom(ctx, ax, win, axes[1][0])
+    for ax in axes[-1]:
+        ax.set_xlabel(ctx.t_label)
+    fig.suptitle(f"{ctx.scenario}: queues at {ctx.node(bn)}", fontweight="bold")
+    return fig
+
+
+def _zoom(ctx: _Context, ax: Any, win: tuple[int, int], main: Any,
+          what: str = "detail") -> None:
+    """``ax`` shows ``win`` of the run; the window is shaded on ``main``."""
+    ax.set(xlim=(ctx.t(win[0]), ctx.t(win[1])),
+           title=f"{what}: {win[0] / ctx.t_unit_ps:.4g} .. {ctx.span(win[1])}")
+    main.axvspan(ctx.t(win[0]), ctx.t(win[1]), color="0.88", zorder=0)
+
+
+# ----------------------------------------------------------------------------- throughput
+
+
+def _moving_average(v: Any, w: int) -> Any:
+    """Centred moving average over ``w`` bins; near the ends over the bins that exist."""
+    import numpy as np
+
+    if w <= 1:
+        return v
+    c = np.concatenate(([0.0], np.cumsum(v, dtype=np.float64)))
+    i = np.arange(len(v))
+    lo = np.maximum(i - w // 2, 0)
+    hi = np.minimum(i + (w - w // 2), len(v))
+    return (c[hi] - c[lo]) / (hi - lo)
+
+
+def _throughput_figure(ctx: _Context) -> Any:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    rows = []
-    for key in ts.files:
-        if not (key.startswith("pfc_rx_") and key.endswith("_t_ps")):
+    ts = ctx.ts
+    bin_ps = int(ts["bin_ps"])
+    flows = sorted((int(k.split("_")[1]), ts[k]) for k in ts
+                   if k.startswith("flow_") and k.endswith("_rx_bytes"))
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 7), sharex=True,
+                                  gridspec_kw={"height_ratios": [1, 1.2]})
+    ax2.set_xlabel(ctx.t_label)
+    if not flows:
+        ax.set(title=f"{ctx.scenario}: delivered throughput", xlim=(0, ctx.t_end()))
+        _no_data(ax, "no flows in this scenario")
+        ax2.set_visible(False)
+        ax.set_xlabel(ctx.t_label)
+        return fig
+    x = ctx.t(ts["bin_t_ps"] + bin_ps / 2)
+    gbps = {fid: b * 8 * 1000 / bin_ps for fid, b in flows}  # bytes per bin -> Gb/s
+    total = np.sum(list(gbps.values()), axis=0)
+    mean = sum(int(b.sum()) for _, b in flows) * 8 / ctx.dur_ps * 1000  # Gb/s over the run
+    ax.plot(x, total, color="black", linewidth=2.2,
+            label=f"total, all {len(flows)} flows (mean {mean:.4g} Gb/s)")
+    # Reference lines: the receivers' link capacity and the offered load, each drawn when it
+    # is in the plot's range (the other one is named in the title).
+    dsts = sorted({d for d in (ctx.flow_dst(f) for f, _ in flows) if d is not None})
+    rates = [ctx.port_rate_bps(d, 0) for d in dsts]
+    cap = sum(rates) if rates and None not in rates else None
+    offered = [ctx.flow_rate_bps(f) for f, _ in flows]
+    load = sum(offered) if None not in offered else None
+    refs = []
+    if cap is not None:
+        refs.append((cap, "tab:red", f"receiver link capacity {_gbps(cap)}" if len(dsts) == 1
+                     else f"capacity of the {len(dsts)} receiver links {_gbps(cap)}"))
+    if load is not None:
+        refs.append((load, "tab:purple", f"offered load {_gbps(load)}"))
+    top = max(float(total.max()), min(r[0] for r in refs) / 1e9 if refs else 0.0)
+    notes = []
+    for value, color, what in refs:
+        if value / 1e9 <= 1.5 * top:
+            ax.axhline(value / 1e9, color=color, linestyle="--", linewidth=1.2, label=what)
+        else:
+            notes.append(what)
+    roles: dict[str, list[int]] = {}
+    for fid, _ in flows:
+        roles.setdefault(ctx.role(fid) or "", []).append(fid)
+    if len(roles) > 1:
+        for role, fids in roles.items():
+            if role:
+                ax.plot(x, np.sum([gbps[f] for f in fids], axis=0), linewidth=1.4,
+                        label=f"{role} total ({len(fids)} flow{'s' if len(fids) > 1 else ''})")
+    ctx.mark_events(ax)
+    ax.set(ylabel="throughput (Gb/s)", xlim=(0, ctx.t_end()),
+           title=f"{ctx.scenario}: delivered throughput (per {ctx.span(bin_ps)} bin)"
+                 + (f"; {', '.join(notes)}" if notes else ""))
+    ax.set_ylim(0, 1.12 * max(top, *(r[0] / 1e9 for r in refs if r[2] not in notes), 1e-9))
+    ax.legend(loc="lower right", fontsize="small")
+
+    w = max(1, round(len(x) / 20))
+    if len(flows) <= MAX_FLOW_LINES:
+        for fid, _ in flows:
+            ax2.plot(x, _moving_average(gbps[fid], w), linewidth=1, label=ctx.flow(fid))
+        if len(flows) > 1:
+            ax2.axhline(mean / len(flows), color="black", linestyle="--", linewidth=1,
+                        label=f"equal share of the total {mean / len(flows):.4g} Gb/s")
+        ax2.legend(loc="lower right", fontsize="x-small", ncol=2 if len(flows) > 4 else 1,
+                   framealpha=0.9)
+    else:
+        for role, fids in roles.items():
+            m = np.array([_moving_average(gbps[f], w) for f in fids])
+            line = ax2.plot(x, m.mean(axis=0), linewidth=1.3,
+                            label=f"{role or 'all flows'}: mean of {len(fids)} flows "
+                                  f"(band: min..max)")
+            ax2.fill_between(x, m.min(axis=0), m.max(axis=0), alpha=0.2,
+                             color=line[0].get_color(), linewidth=0)
+        ax2.legend(loc="upper right", fontsize="x-small")
+    ctx.mark_events(ax2, legend=False)
+    ax2.set(ylabel="throughput (Gb/s)",
+            title=f"per flow, moving average over {ctx.span(w * bin_ps)}")
+    ax2.set_ylim(bottom=0)
+    return fig
+
+
+# ----------------------------------------------------------------------------- PFC
+
+
+def _changes(t: Any, s: Any) -> Any:
+    """Times where a 0/1 state series changes value (the first 1 included)."""
+    import numpy as np
+
+    prev = np.concatenate(([0], s[:-1]))
+    return t[s != prev]
+
+
+def _paused_ps(ctx: _Context, t: Any, s: Any) -> int:
+    x = [*list(t), ctx.dur_ps]
+    return int(sum(x[i + 1] - x[i] for i in range(len(s)) if s[i]))
+
+
+def _bars(ctx: _Context, ax: Any, rows: list[tuple[str, Any, Any]], color: str) -> None:
+    """One filled row per (label, t_ps, state), top row first."""
+    n = len(rows)
+    for i, (_label, t, s) in enumerate(rows):
+        y = n - 1 - i
+        x, v = ctx.steps(t, s)
+        ax.fill_between(x, y, y + 0.8 * v, step="post", color=color, linewidth=0)
+    ax.set_yticks([n - 1 - i + 0.4 for i in range(n)], [r[0] for r in rows],
+                  fontsize="x-small")
+    ax.set_ylim(-0.2, max(n, 1))
+
+
+def _pfc_rows(ctx: _Context, kind: str) -> tuple[list[tuple[str, Any, Any]], int, set[int]]:
+    """Rows of the ``pfc_<kind>_*`` series that ever paused, the busiest MAX_ROWS kept:
+    (label, t_ps, state); also how many rows there were and the priorities seen."""
+    import numpy as np
+
+    rows, prios = [], set()
+    for mid, t, s in ctx.series(f"pfc_{kind}_", "_state"):
+        if not s.any():
             continue
-        stem = key[:-len("_t_ps")]
-        t, s = ts[key], ts[f"{stem}_state"]
+        n, p, r = _parse_npp(mid)
+        prios.add(r)
+        paused = _paused_ps(ctx, t, s)
+        label = (f"{ctx.node(n)} pauses {ctx.peer(n, p)} (p{p})" if kind == "tx"
+                 else f"{ctx.port(n, p)} ({paused / ctx.dur_ps:.0%} paused)")
+        rows.append((label, r, t, s, paused, int(t[np.nonzero(s)[0][0]])))
+    total = len(rows)
+    if total > MAX_ROWS:
+        rows = sorted(rows, key=lambda r: -r[4])[:MAX_ROWS]
+    rows.sort(key=lambda r: (r[5], r[0], r[1]))  # first paused at top
+    multi = len(prios) > 1
+    out = [(f"{lab}, priority {r}" if multi else lab, t, s) for lab, r, t, s, _, _ in rows]
+    return out, total, prios
+
+
+def _prio_text(prios: set[int]) -> str:
+    return (f"priority {next(iter(prios))}" if len(prios) == 1
+            else "priorities " + ", ".join(str(p) for p in sorted(prios)))
+
+
+def _pfc_figure(ctx: _Context) -> Any:
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    tx, n_tx, p_tx = _pfc_rows(ctx, "tx")
+    rx, n_rx, p_rx = _pfc_rows(ctx, "rx")
+    if not tx and not rx:
+        fig, ax = plt.subplots(figsize=(9, 3))
+        ax.set(xlim=(0, ctx.t_end()), xlabel=ctx.t_label,
+               title=f"{ctx.scenario}: PFC pause state")
+        _no_data(ax, "no PFC activity: no PAUSE frame sent, no transmitter paused")
+        return fig
+    changes = np.concatenate([_changes(t, s) for _, t, s in tx + rx])
+    win = cluster_window(changes, ctx.dur_ps)
+    panels = [(rows, total, prios, what) for rows, total, prios, what in (
+        (tx, n_tx, p_tx, "PAUSE (XOFF) sent, first at top"),
+        (rx, n_rx, p_rx, "transmitter paused (port -> peer), first at top")) if rows]
+    heights = [max(len(r[0]), 1) + 1.5 for r in panels]
+    fig, axes = plt.subplots(len(panels), 2 if win else 1, squeeze=False,
+                             figsize=(12 if win else 9, 1.0 + 0.24 * sum(heights)),
+                             gridspec_kw={"height_ratios": heights,
+                                          **({"width_ratios": [2, 1]} if win else {})})
+    for (rows, total, prios, what), row_axes in zip(panels, axes, strict=True):
+        color = "tab:orange" if what.startswith("PAUSE") else "tab:blue"
+        more = f", {len(rows)} of {total} most paused" if total > len(rows) else ""
+        for j, ax in enumerate(row_axes):
+            _bars(ctx, ax, rows, color)
+            ctx.mark_events(ax, legend=j == len(row_axes) - 1)
+            if j == 0:
+                ax.set(xlim=(0, ctx.t_end()), title=f"{what}, {_prio_text(prios)}{more}")
+            else:
+                _zoom(ctx, ax, win, row_axes[0], "zoom")
+                ax.set_yticks([])
+    if axes[0][-1].get_legend_handles_labels()[0]:
+        axes[0][-1].legend(loc="lower right", fontsize="x-small")
+    for ax in axes[-1]:
+        ax.set_xlabel(ctx.t_label)
+    fig.suptitle(f"{ctx.scenario}: PFC pause state", fontweight="bold")
+    return fig
+
+
+def _timeline_figure(ctx: _Context) -> Any | None:
+    """One row per paused egress queue (node, port, priority), from the ``pfc_rx_*`` series,
+    ordered by when it was first paused (a spreading storm reads top-down), deadlock onsets
+    (red) and watchdog triggers (green) marked, with a zoom on the first pauses."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    rows, prios = [], set()
+    for mid, t, s in ctx.series("pfc_rx_", "_state"):
         on = np.nonzero(s)[0]
         if len(on):
-            rows.append((int(t[on[0]]), stem[len("pfc_rx_"):], t / 1e6, s))
+            n, p, r = _parse_npp(mid)
+            prios.add(r)
+            rows.append((int(t[on[0]]), ctx.port(n, p), r, t, s))
     if not rows:
         return None
     rows.sort(key=lambda r: (r[0], r[1]))
-    fig, ax = plt.subplots(figsize=(8, 1.2 + 0.35 * len(rows)))
-    for i, (_first, _label, t, s) in enumerate(rows):
-        y = len(rows) - 1 - i
-        tt = np.concatenate(([0], t, [dur_us]))
-        ss = np.concatenate(([0], s, [s[-1]]))
-        ax.fill_between(tt, y, y + 0.8 * ss, step="post", color="tab:blue", linewidth=0)
-    ax.set_yticks([len(rows) - 1 - i + 0.4 for i in range(len(rows))],
-                  [r[1].replace("_", " ") for r in rows], fontsize="x-small")
-    marks = []
-    if "deadlock_t_ps" in ts.files:
-        for t in ts["deadlock_t_ps"]:
-            marks.append(ax.axvline(t / 1e6, color="red", linestyle="--", label="deadlock onset"))
-    if "watchdog_t_ps" in ts.files:
-        for t in ts["watchdog_t_ps"]:
-            marks.append(ax.axvline(t / 1e6, color="green", linestyle=":",
-                                    label="watchdog triggered"))
-    if marks:
-        handles, labels = ax.get_legend_handles_labels()
-        seen = dict(zip(labels, handles, strict=True))
-        ax.legend(seen.values(), seen.keys(), loc="lower right", fontsize="small")
-    ax.set(xlabel="time (us)", xlim=(0, dur_us), ylim=(-0.2, len(rows)),
-           title=f"{summary['scenario']}: egress queues paused (first paused at top)")
-    return _save(fig, out, "pfc_timeline.png")
+    multi = len(prios) > 1
+    bars = [(f"{lab}, priority {r}" if multi else lab, t, s) for _, lab, r, t, s in rows]
+    win = cluster_window([r[0] for r in rows], ctx.dur_ps, share=0.5)
+    fig, axes = plt.subplots(1, 2 if win else 1, squeeze=False, sharey=True,
+                             figsize=(12 if win else 9, 1.6 + 0.3 * len(rows)),
+                             gridspec_kw={"width_ratios": [2, 1]} if win else {})
+    axes = axes[0]
+    for j, ax in enumerate(axes):
+        _bars(ctx, ax, bars, "tab:blue")
+        for key, color, style, label in (
+                ("deadlock_t_ps", "red", "--", "deadlock onset"),
+                ("watchdog_t_ps", "green", ":", "watchdog triggered")):
+            for i, t in enumerate(ctx.ts.get(key, [])):
+                ax.axvline(ctx.t(int(t)), color=color, linestyle=style, linewidth=1.5,
+                           label=label if i == 0 else None)
+        ctx.mark_events(ax)
+        ax.set_xlabel(ctx.t_label)
+        if j == 0:
+            ax.set(xlim=(0, ctx.t_end()), title="whole run")
+        else:
+            _zoom(ctx, ax, win, axes[0], "first pauses")
+    fig.suptitle(f"{ctx.scenario}: egress queues paused by PFC ({_prio_text(prios)}), "
+                 f"first paused at top", fontweight="bold")
+    handles, _labels = axes[-1].get_legend_handles_labels()
+    if handles:
+        axes[-1].legend(loc="lower right", fontsize="small")
+    return fig
 
 
-def _save(fig, out: str, name: str) -> str:
+# ----------------------------------------------------------------------------- rates
+
+
+def _rates_figure(ctx: _Context) -> Any | None:
     import matplotlib.pyplot as plt
 
-    path = os.path.join(out, name)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    ts = ctx.ts
+    fids = sorted(int(k[len("rate_f"):-len("_t_ps")]) for k in ts
+                  if k.startswith("rate_f") and k.endswith("_t_ps"))
+    if not fids:
+        return None
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True,
+                                  gridspec_kw={"height_ratios": [2, 1]})
+    for fid in fids:
+        t = ts[f"rate_f{fid}_t_ps"]
+        x, y = ctx.steps(t, ts[f"rate_f{fid}_bps"] / 1e9)
+        x, y = x[1:], y[1:]  # the first sample is the flow's start
+        line = ax.step(x, y, where="post", linewidth=1.1, label=f"{ctx.flow(fid)} rate")
+        color = line[0].get_color()
+        xt, yt = ctx.steps(t, ts[f"rate_f{fid}_target_bps"] / 1e9)
+        ax.step(xt[1:], yt[1:], where="post", linestyle=":", linewidth=1, color=color,
+                label=f"{ctx.flow(fid)} target" if len(fids) <= 4 else None)
+        xa, ya = ctx.steps(t, ts[f"rate_f{fid}_alpha"])
+        ax2.step(xa[1:], ya[1:], where="post", linewidth=1, color=color)
+    srcs = {ctx.flow_src(f) for f in fids}
+    line_rates = {ctx.port_rate_bps(s, 0) for s in srcs if s is not None}
+    if len(line_rates) == 1 and None not in line_rates:
+        r = line_rates.pop()
+        ax.axhline(r / 1e9, color="tab:red", linestyle="--", linewidth=1,
+                   label=f"line rate {_gbps(r)}")
+    ctx.mark_events(ax)
+    ctx.mark_events(ax2, legend=False)
+    ax.set(ylabel="sending rate (Gb/s)", xlim=(0, ctx.t_end()),
+           title=f"{ctx.scenario}: sender rate control, {len(fids)} flow(s) "
+                 f"(solid: current rate, dotted: target)")
+    ax.set_ylim(bottom=0)
+    if len(fids) <= 8:
+        ax.legend(loc="lower left", fontsize="x-small", ncol=2)
+    ax2.set(xlabel=ctx.t_label, ylabel="alpha (DCQCN)", ylim=(0, 1.05),
+            title="alpha: the sender's estimate of the congestion (fraction of CE marks)")
+    return fig
