@@ -329,10 +329,12 @@ def cmd_overhead(args: argparse.Namespace) -> int:
         print(f"  {s:<14} {STACKS[s][0]}")
     print("  hdr B: bytes on the wire per frame besides the data and descriptors, for the "
           "first column (includes minimum-frame padding)")
-    reasons = sorted({(r.stack, r.txn_bytes, r.per_frame, r.reason) for r in rows
-                      if r.goodput_pct is None}, key=lambda x: (stacks.index(x[0]), x[1:]))
-    for s, t, k, why in reasons:
-        print(f"  n/a {s} {t}x{k}: {why}")
+    na: dict[tuple[int, int, str], list[str]] = {}
+    for r in rows:
+        if r.goodput_pct is None:
+            na.setdefault((r.txn_bytes, r.per_frame, r.reason), []).append(r.stack)
+    for (t, k, why), names in sorted(na.items(), key=lambda x: cols.index(x[0][:2])):
+        print(f"  n/a {t}x{k}: {why} ({', '.join(names)})")
     return EXIT_OK
 
 

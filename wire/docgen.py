@@ -40,8 +40,8 @@ DOC_PATH = Path(__file__).resolve().parent.parent / "docs" / "headers.md"
 ROW_BITS = 32
 #: Enums with more members than this are listed elsewhere, not in a table cell.
 _MAX_INLINE_ENUM = 12
-#: How the field tables mark an assumption (shared/specs/esun_sue.md: "[A] = assumption the
-#: project should adopt and label as such").
+#: How the field tables mark an assumption: a value or layout no public specification fixes,
+#: which the project adopts and labels as such (docs/scaleup.md).
 ASSUMPTION_MARK = "[A]"
 
 
@@ -245,7 +245,7 @@ def render() -> str:
         items = assumptions(spec)
         if items:
             out += [f"**Assumptions {ASSUMPTION_MARK}** (not fixed by a public "
-                    "specification; see `shared/specs/esun_sue.md`):", ""]
+                    "specification; see [scaleup.md](scaleup.md)):", ""]
             out += [f"- {i.replace('|', chr(92) + '|')}" for i in items] + [""]
     out += [
         '<a id="opcodes-and-extended-headers"></a>', "",

@@ -2,8 +2,8 @@
 
 None of the EtherTypes, ports or protocol numbers below is assigned: ESUN's EtherType is
 "pending assignment" at IEEE (OCP ESUN 1.0, per the OCP Academy ESUN course), and SUE, AFH
-and SUNH publish none.  Every value here is a **labelled placeholder** (shared/specs/esun_sue.md
-section 1.3, 2.3, 3) that a user must be able to change: pass a :class:`ScaleUpConfig` to
+and SUNH publish none.  Every value here is a **labelled placeholder** (an assumption [A],
+docs/scaleup.md) that a user must be able to change: pass a :class:`ScaleUpConfig` to
 ``wire.dissect`` / ``wire.build`` (``scaleup=``), or the matching ``lossless`` options.
 
 ESUN's EH has no next-header field, so the transport after it is a per-domain setting
@@ -88,7 +88,7 @@ class ScaleUpConfig:
     #: [A] which AFH Gen2 form frames under ``sue_ethertype`` use: "12" or "6" bytes.
     afh_gen2_form: str = "12"
     #: [A] per-transaction descriptor size inside a packed PDU: 8 (no address) or 16 (with a
-    #: 64-bit address); shared/specs/esun_sue.md 2.3 item 2.
+    #: 64-bit address); not public (the in-PDU framing of OCP SUE v1.0 is not published).
     txn_hdr_bytes: int = 8
     #: SUE maximum PDU (packed transactions, descriptors included): 4096 B, 1024 B for
     #: SUE-Lite (OCP SUE v1.0, per the MiracleFarms summary).

@@ -4,7 +4,8 @@ N long flows at line rate share one 40 Gb/s bottleneck (the ``incast`` scenario 
 ``cc=dcqcn``, a 12 MB buffer and a 1000 KB XOFF so that ECN, not PFC, holds the queue).  For
 each N it prints the bottleneck utilisation, Jain's index of the flow throughputs and the
 time-weighted mean queue over the second half of the run beside q* of the fluid model
-(shared/specs/dcqcn_pfc.md 1.7, solved there with the paper's constants and tau* = 50 us).
+(ECNDELAY, Zhu et al., CoNEXT 2016, Sec. 3; solved numerically with the DCQCN paper's
+constants and tau* = 50 us, see docs/dcqcn.md).
 
     python docs/examples/dcqcn_fixed_point.py [duration_ms] [N ...]
 """
@@ -18,7 +19,7 @@ import time
 from sim.results import queue_mean_bytes
 from sim.scenarios import run
 
-#: q* (KB) from the spec note's table (40 Gb/s, paper constants).
+#: q* (KB) of the fluid model's fixed point (40 Gb/s, paper constants), solved numerically.
 FLUID_Q_KB = {1: 11.2, 2: 20.2, 4: 41.8, 10: 122.6}
 
 

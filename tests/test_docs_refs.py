@@ -1,0 +1,80 @@
+"""The README and docs/*.md reference only files of this repository or public sources (issue
+15): no ``shared/`` notes, no section numbers of notes that are not published ("spec 2.4"),
+every relative link and every backticked repository path exists, and every ``*.md`` named is
+one of ours."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+#: The repository's top-level folders: a backticked path starting with one of them is a claim
+#: that the file is in the repository.
+TOP = sorted(p.name for p in REPO.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
+             and p.name not in ("out", "build", "dist"))
+OUR_MD = {p.name for p in REPO.rglob("*.md") if ".git" not in p.parts}
+
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+_CODE = re.compile(r"`([^`\n]+)`")
+_PATH = re.compile(rf"^(?:\./)?(?:{'|'.join(map(re.escape, TOP))})/[\w./\-]*$")
+_MD_NAME = re.compile(r"(?<![\w/.\-])([\w\-]+\.md)\b")
+_BAD = [
+    (re.compile(r"(?<![\w/.\-])shared/"), "a shared/ note (not in this repository)"),
+    (re.compile(r"/work/"), "an absolute path of a development machine"),
+    (re.compile(r"\bspec(?: note)?(?: section)? \d+\.\d+"), "a section of an unpublished note"),
+    (re.compile(r"\b(?:research|spec|reference) note\b"), "an unpublished note"),
+]
+
+
+def _lines(page: Path):
+    for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        yield f"{page.relative_to(REPO)}:{n}", line
+
+
+def _problems(page: Path) -> list[str]:
+    out = []
+    for where, line in _lines(page):
+        for rx, why in _BAD:
+            if rx.search(line):
+                out.append(f"{where}: {why}: {line.strip()[:120]}")
+        for m in _LINK.finditer(line):
+            target = m.group(1)
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+                continue  # a URL or an anchor of the same page
+            if not (page.parent / target.split("#")[0]).exists():
+                out.append(f"{where}: link to a missing file: {target}")
+        for m in _CODE.finditer(line):
+            for tok in m.group(1).split():
+                tok = tok.strip("(),;:'\"")
+                if _PATH.match(tok):
+                    path = tok.split("#")[0].rstrip(".")
+                    if "<" not in path and "*" not in path and not (REPO / path).exists():
+                        out.append(f"{where}: no such file in the repository: {tok}")
+        for m in _MD_NAME.finditer(line):
+            if m.group(1) not in OUR_MD:
+                out.append(f"{where}: {m.group(1)} is not a page of this repository")
+    return out
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_page_references_exist(page: Path) -> None:
+    problems = _problems(page)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_checks_catch_what_they_should(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.md"
+    bad.write_text("see `shared/specs/x.md`\n[a](nowhere.md)\n`wire/nosuch.py`\nspec 2.4\n"
+                   "esun_sue.md 1.1\n/work/main\n", encoding="utf-8")
+    global REPO
+    saved = REPO
+    try:
+        REPO = tmp_path.parent  # relative_to() needs a parent of the page
+        problems = _problems(bad)
+    finally:
+        REPO = saved
+    assert len(problems) == 7, problems  # shared/ twice (the pattern, the .md name) + 5
