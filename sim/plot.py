@@ -397,7 +397,9 @@ def _throughput_figure(ctx: _Context) -> Any:
     gbps = {fid: b * 8 * 1000 / bin_ps for fid, b in flows}  # bytes per bin -> Gb/s
     total = np.sum(list(gbps.values()), axis=0)
     mean = sum(int(b.sum()) for _, b in flows) * 8 / ctx.dur_ps * 1000  # Gb/s over the run
-    ax.plot(x, total, color="black", linewidth=2.2,
+    w = max(1, round(len(x) / 20))  # moving-average width, bins
+    ax.plot(x, total, color="0.6", linewidth=0.8, label="all flows, per bin")
+    ax.plot(x, _moving_average(total, w), color="black", linewidth=2.2,
             label=f"total, all {len(flows)} flows (mean {mean:.4g} Gb/s)")
     # Reference lines: the receivers' link capacity and the offered load, each drawn when it
     # is in the plot's range (the other one is named in the title).
@@ -425,16 +427,17 @@ def _throughput_figure(ctx: _Context) -> Any:
     if len(roles) > 1:
         for role, fids in roles.items():
             if role:
-                ax.plot(x, np.sum([gbps[f] for f in fids], axis=0), linewidth=1.4,
+                ax.plot(x, _moving_average(np.sum([gbps[f] for f in fids], axis=0), w),
+                        linewidth=1.4,
                         label=f"{role} total ({len(fids)} flow{'s' if len(fids) > 1 else ''})")
     ctx.mark_events(ax)
     ax.set(ylabel="throughput (Gb/s)", xlim=(0, ctx.t_end()),
-           title=f"{ctx.scenario}: delivered throughput (per {ctx.span(bin_ps)} bin)"
+           title=f"{ctx.scenario}: delivered throughput (bins of {ctx.span(bin_ps)}, "
+                 f"moving average over {ctx.span(w * bin_ps)})"
                  + (f"; {', '.join(notes)}" if notes else ""))
     ax.set_ylim(0, 1.12 * max(top, *(r[0] / 1e9 for r in refs if r[2] not in notes), 1e-9))
     ax.legend(loc="lower right", fontsize="small")
 
-    w = max(1, round(len(x) / 20))
     if len(flows) <= MAX_FLOW_LINES:
         for fid, _ in flows:
             ax2.plot(x, _moving_average(gbps[fid], w), linewidth=1, label=ctx.flow(fid))
