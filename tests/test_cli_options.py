@@ -100,6 +100,37 @@ def test_every_numeric_option_uses_sim_argtypes(cmd: str, action: argparse.Actio
         f"lossless {cmd} {action.option_strings[-1]}: type={action.type!r}; use sim.argtypes")
 
 
+def _custom_typed() -> list[tuple[str, argparse.Action]]:
+    return [(n, a) for n, sp in _commands().items() for a in sp._actions
+            if a.option_strings and callable(a.type) and not isinstance(a.type, ArgType)
+            and a.type not in (str, int, float)]
+
+
+@pytest.mark.parametrize(("cmd", "action"), _custom_typed(), ids=_ids(_custom_typed()))
+def test_no_other_option_type_returns_a_non_finite_number(cmd, action) -> None:
+    """Options with a type of their own (KEY=VALUE, NODE:PORT...) must not let nan/inf
+    through either (a number-like option should use sim.argtypes)."""
+    def nonfinite(v: object) -> bool:
+        if isinstance(v, float):
+            return not math.isfinite(v)
+        if isinstance(v, (tuple, list)):
+            return any(nonfinite(x) for x in v)
+        return False
+
+    try:
+        one = action.type("1")
+    except (argparse.ArgumentTypeError, ValueError, TypeError):
+        one = None
+    assert not isinstance(one, (int, float)), (
+        f"lossless {cmd} {action.option_strings[-1]} takes a number: use sim.argtypes")
+    for bad in ("nan", "inf", "-inf", "1e400"):
+        try:
+            v = action.type(bad)
+        except (argparse.ArgumentTypeError, ValueError, TypeError):
+            continue
+        assert not nonfinite(v), f"lossless {cmd} {action.option_strings[-1]} {bad} -> {v!r}"
+
+
 @pytest.mark.parametrize(("cmd", "action"), FLOAT_OPTS, ids=_ids(FLOAT_OPTS))
 @pytest.mark.parametrize("bad", ["nan", "inf", "-inf", "1e400", "-1e400", "NaN", "x"])
 def test_no_float_option_takes_nan_or_inf(cmd, action, bad, capsys) -> None:
