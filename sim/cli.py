@@ -17,10 +17,19 @@ import os
 import sys
 from collections.abc import Iterator
 
+from wire.atomic import OutputError, atomic_file
 from wire.errors import CaptureError, DecodeError
 from wire.overhead import MAX_DATA_BYTES, STACKS, table
-from wire.pcapio import CaptureReader, CaptureWriter, Record
-from wire.records import record_from_dict, record_to_dict
+from wire.pcapio import Block, CaptureReader, CaptureWriter, Record
+from wire.records import (
+    int_strings,
+    meta_from_dict,
+    meta_to_dict,
+    parse_line,
+    pcap_header_to_dict,
+    record_from_dict,
+    record_to_dict,
+)
 from wire.scaleup import DEFAULT_SCALEUP, TRANSPORTS, ScaleUpConfig
 from wire.stack import ROCE_PORTS, dissect
 from wire.stats import STATS_FIELDS, CaptureStats, summary_line
@@ -71,14 +80,27 @@ def _capture_source(path: str, state: dict):
             bar.close()
 
 
-def _records(path: str, state: dict) -> Iterator[tuple[int, Record]]:
+def _records(path: str, state: dict, *, meta: bool = False
+             ) -> Iterator[tuple[int | None, Record | dict]]:
     """Yield (index, record) from a capture; on a file-level error print one line and set
-    state['status'] = EXIT_UNREADABLE (the records before it were already yielded)."""
-    with _capture_source(path, state) as (src, bar), CaptureReader(src) as reader:
-        for i, rec in enumerate(reader):
+    state['status'] = EXIT_UNREADABLE (the records before it were already yielded).
+    ``meta=True`` also yields (None, format line) for the file's format (wire.records: a
+    non-default pcap File Header; every pcapng SHB, IDB and other block, in file order)."""
+    with _capture_source(path, state) as (src, bar), \
+            CaptureReader(src, keep_blocks=meta) as reader:
+        if meta:
+            head = pcap_header_to_dict(reader)
+            if head is not None:
+                yield None, head
+        i = 0
+        for rec in reader:
+            if type(rec) is Block:
+                yield None, meta_to_dict(rec)
+                continue
             if bar is not None:
                 bar.update(len(rec.data) + 16)
             yield i, rec
+            i += 1
         for idx, msg in getattr(reader, "warnings", []):
             _err(f"{path}: record {idx}: {msg}")
 
@@ -123,13 +145,17 @@ def cmd_decode(args: argparse.Namespace) -> int:
     sc = args.scaleup
     out = sys.stdout
     problems = 0
+    jsonl = args.format == "jsonl"
+    fix = int_strings if args.int_strings else (lambda o: o)
     for path in args.files:
-        for i, rec in _records(path, state):
-            if args.format == "jsonl":
+        for i, rec in _records(path, state, meta=jsonl):
+            if i is None:  # a format line (jsonl only)
+                out.write(json.dumps(fix(rec), separators=(",", ":")) + "\n")
+            elif jsonl:
                 obj = record_to_dict(i, rec, roce_ports=ports, scaleup=sc)
                 if "problems" in obj:
                     problems += 1
-                out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+                out.write(json.dumps(fix(obj), separators=(",", ":")) + "\n")
             else:
                 if rec.linktype != 1:
                     out.write(f"{i:>7} linktype {rec.linktype} not decoded\n")
@@ -148,50 +174,184 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------- craft
+#: A craft input line longer than this is refused (and skipped) without being held whole.
+_MAX_LINE_BYTES = 64 << 20
+
+
+class _AllBad(Exception):
+    """Every input line was bad: nothing is written (the output file is left as it was)."""
+
+
+def _input_lines(fin) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, line bytes) of a binary file; None for a line over _MAX_LINE_BYTES
+    (skipped to its end in bounded reads)."""
+    lineno = 0
+    while True:
+        line = fin.readline(_MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        lineno += 1
+        if len(line) > _MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while True:
+                more = fin.readline(_MAX_LINE_BYTES)
+                if not more or more.endswith(b"\n"):
+                    break
+            yield lineno, None
+            continue
+        yield lineno, line
+
+
+def _out_name(output: object) -> str:
+    return output if isinstance(output, str) else "stdout"
+
+
+class _Crafter:
+    """Turns JSON Lines into records and format lines and writes them to ``fp``: the writer
+    is made at the first format line or record (so its format follows the input's format
+    lines unless --pcap/--pcapng say otherwise); every line is checked whole before anything
+    of it is written, so a bad line is reported and skipped and the file stays valid."""
+
+    def __init__(self, fp, args: argparse.Namespace, name: str) -> None:
+        self.fp = fp
+        self.args = args
+        self.name = name
+        self.ports = _ports(args)
+        self.forced = "pcapng" if args.pcapng else "pcap" if args.pcap else None
+        self.w: CaptureWriter | None = None
+        self.pcap_kw: dict | None = None
+        self.prev_ts: int | None = None
+        self.written = 0
+        self.bad = 0
+
+    def bad_line(self, lineno: int, msg: str) -> None:
+        _err(f"{self.name}:{lineno}: {msg}")
+        self.bad += 1
+
+    def line(self, lineno: int, raw: bytes | None) -> None:
+        if raw is None:
+            return self.bad_line(lineno, f"line longer than {_MAX_LINE_BYTES} bytes")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return self.bad_line(lineno, f"not UTF-8: byte 0x{raw[e.start]:02x} at column "
+                                         f"{e.start + 1}")
+        if not text.strip():
+            return None
+        try:
+            obj = parse_line(text)
+        except json.JSONDecodeError as e:
+            return self.bad_line(lineno, f"not JSON: {e.msg} at column {e.colno}")
+        except RecursionError:
+            return self.bad_line(lineno, "not JSON: nested too deeply")
+        except ValueError as e:  # an integer literal of over 4300 digits
+            return self.bad_line(lineno, f"not JSON: {e}")
+        try:
+            self.item(obj)
+        except (DecodeError, ValueError, TypeError, OverflowError) as e:
+            return self.bad_line(lineno, str(e))
+        except RecursionError:
+            return self.bad_line(lineno, "nested too deeply")
+        return None
+
+    def item(self, obj: object) -> None:
+        if not isinstance(obj, dict):
+            raise DecodeError(f"a line must be a JSON object, got {type(obj).__name__}")
+        w = self.w
+        meta = meta_from_dict(obj, w.byte_order if w is not None else "little")
+        if meta is None:
+            rec = record_from_dict(obj, self.prev_ts, recompute=self.args.recompute,
+                                   roce_ports=self.ports, scaleup=self.args.scaleup)
+            if w is None:
+                if self.forced == "pcapng":
+                    w = CaptureWriter(self.fp, format="pcapng")
+                else:
+                    w = CaptureWriter(self.fp, format="pcap", linktype=rec.linktype)
+                self.w = w
+            if not w.blocks and w.format == "pcapng" and rec.options:
+                rec = dataclasses.replace(rec, options=b"")  # the writer's own IDBs
+            w.write(rec)
+            self.prev_ts = rec.ts_ns
+            self.written += 1
+            return
+        if isinstance(meta, tuple):  # a classic pcap File Header
+            kw = meta[1]
+            if self.forced == "pcapng":
+                return  # told otherwise: the header is not used
+            if w is None:
+                self.w = CaptureWriter(self.fp, format="pcap", **kw)
+                self.pcap_kw = kw
+            elif kw != self.pcap_kw:
+                raise DecodeError("a second, different pcap File Header: one output file has "
+                                  "one header (this one is ignored)", layer="pcap")
+            return
+        if self.forced == "pcap":
+            return  # told otherwise: pcapng blocks have no place in a classic pcap
+        if w is None:
+            if meta.type != 0x0A0D0D0A:
+                raise DecodeError("a pcapng block before any Section Header Block (pcapng_shb)",
+                                  layer="pcapng_block")
+            w = self.w = CaptureWriter(self.fp, format="pcapng", blocks=True,
+                                       byte_order=meta.byte_order)
+        elif not w.blocks:
+            raise DecodeError(f"pcapng block after the records of a {w.format} file of "
+                              "craft's own format: ignored (put the format lines first)",
+                              layer=next(iter(obj)))
+        try:
+            w.write_block(meta)
+        except ValueError as e:
+            raise DecodeError(str(e), layer=next(iter(obj))) from None
+
+    def finish(self) -> None:
+        if self.w is None:
+            if self.bad:
+                raise _AllBad
+            self.w = CaptureWriter(self.fp, format=self.forced or "pcap")
+        self.w.close()
+
+
 def cmd_craft(args: argparse.Namespace) -> int:
     if args.flow is not None:
         return _craft_flow(args)
     if args.count is not None or args.vary or args.gap_ns is not None or args.rate_gbps:
         _err("--count, --vary, --gap-ns and --rate-gbps go with --flow")
         return EXIT_UNREADABLE
-    ports = _ports(args)
     name = args.input or "-"
+    out = _out_name(args.output)
     try:
-        fin = sys.stdin if name == "-" else open(name, encoding="utf-8")
+        fin = sys.stdin.buffer if name == "-" else open(name, "rb")
     except OSError as e:
         _err(f"{name}: {e.strerror or e}")
         return EXIT_UNREADABLE
-    bad = 0
-    written = 0
-    prev_ts: int | None = None
-    fmt = "pcapng" if args.pcapng else "pcap"
     try:
-        with fin, CaptureWriter(args.output, format=fmt) as w:
-            for lineno, line in enumerate(fin, 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                    rec = record_from_dict(obj, prev_ts, recompute=args.recompute,
-                                           roce_ports=ports, scaleup=args.scaleup)
-                except json.JSONDecodeError as e:
-                    _err(f"{name}:{lineno}: not JSON: {e.msg} at column {e.colno}")
-                    bad += 1
-                    continue
-                except (DecodeError, ValueError) as e:
-                    _err(f"{name}:{lineno}: {e}")
-                    bad += 1
-                    continue
-                prev_ts = rec.ts_ns
-                w.write(rec)
-                written += 1
+        with fin:
+            lines = _input_lines(fin)
+            first = next(lines, None)
+            if first is not None and first[1] is not None and b"\0" in first[1]:
+                _err(f"{name}: not JSON Lines (binary data on line 1); {out} left as it was")
+                return EXIT_UNREADABLE
+            dest = (atomic_file(args.output, "wb") if isinstance(args.output, str)
+                    else contextlib.nullcontext(args.output))
+            with dest as fp:
+                c = _Crafter(fp, args, name)
+                if first is not None:
+                    c.line(*first)
+                for lineno, raw in lines:
+                    c.line(lineno, raw)
+                c.finish()
+    except _AllBad:
+        _err(f"{out}: nothing written: all {c.bad} input line(s) were bad; {out} left as it "
+             "was")
+        return EXIT_UNREADABLE
+    except OutputError as e:
+        _err(str(e))
+        return EXIT_UNREADABLE
     except OSError as e:
-        _err(f"{args.output}: {e.strerror or e}")
+        _err(f"{getattr(e, 'filename', None) or out}: {e.strerror or e}")
         return EXIT_UNREADABLE
     if not args.quiet:
-        _err(f"wrote {written} record(s) to {args.output}"
-             + (f"; skipped {bad} bad line(s)" if bad else ""))
-    return EXIT_PROBLEMS if bad else EXIT_OK
+        _err(f"wrote {c.written} record(s) to {out}"
+             + (f"; skipped {c.bad} bad line(s)" if c.bad else ""))
+    return EXIT_PROBLEMS if c.bad else EXIT_OK
 
 
 def _craft_flow(args: argparse.Namespace) -> int:
@@ -239,17 +399,23 @@ def _craft_flow(args: argparse.Namespace) -> int:
         gap = args.gap_ns or 0
         stamps = range(start, start + n * gap, gap) if gap else (start for _ in range(n))
     fmt = "pcapng" if args.pcapng else "pcap"
+    out = _out_name(args.output)
+    dest = (atomic_file(args.output, "wb") if isinstance(args.output, str)
+            else contextlib.nullcontext(args.output))
     try:
-        with CaptureWriter(args.output, format=fmt) as w:
+        with dest as fp, CaptureWriter(fp, format=fmt) as w:
             written = w.write_frames(t.stamp(n), stamps)
+    except OutputError as e:
+        _err(str(e))
+        return EXIT_UNREADABLE
     except OSError as e:
-        _err(f"{args.output}: {e.strerror or e}")
+        _err(f"{out}: {e.strerror or e}")
         return EXIT_UNREADABLE
     except ValueError as e:
-        _err(f"{args.output}: {e}")
+        _err(f"{out}: {e}" + ("; nothing written" if isinstance(args.output, str) else ""))
         return EXIT_UNREADABLE
     if not args.quiet:
-        _err(f"wrote {written} record(s) to {args.output}")
+        _err(f"wrote {written} record(s) to {out}")
     return EXIT_OK
 
 
@@ -386,6 +552,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(docs/schema.md)")
     d.add_argument("-v", "--verbose", action="store_true",
                    help="table: print each record's problems under it")
+    d.add_argument("--int-strings", action="store_true",
+                   help="jsonl: write integers beyond 2**53 (ts_ns, 64-bit fields) as decimal "
+                        "strings, which craft reads back; for jq 1.6 and other tools that "
+                        "read numbers as doubles")
     common(d)
     d.set_defaults(func=cmd_decode)
 
@@ -398,7 +568,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("input", nargs="?", metavar="INPUT", help="JSON Lines file (default stdin)")
     c.add_argument("-o", "--output", required=True, metavar="OUT",
                    help="output capture file ('-' for stdout)")
-    c.add_argument("--pcapng", action="store_true", help="write pcapng instead of pcap (ns)")
+    fmt = c.add_mutually_exclusive_group()
+    fmt.add_argument("--pcapng", action="store_true",
+                     help="write pcapng (ns), whatever format lines the input has; its pcapng "
+                          "blocks are kept")
+    fmt.add_argument("--pcap", action="store_true",
+                     help="write a classic pcap, whatever format lines the input has (default: "
+                          "the input's format lines say, else a ns pcap)")
     c.add_argument("--recompute", action="store_true",
                    help="ignore given lengths, checksums, PadCnt and ICRC and compute them "
                         "(after editing decoded records)")

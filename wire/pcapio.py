@@ -58,9 +58,9 @@ from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from .errors import BadMagic, CaptureError, TruncatedFile
+from .errors import BadMagic, BadValue, CaptureError, TruncatedFile
 
-__all__ = ["Record", "CaptureReader", "CaptureWriter", "read", "write"]
+__all__ = ["Record", "Block", "CaptureReader", "CaptureWriter", "read", "write"]
 
 _NS_PER_S = 1_000_000_000
 _US_PER_S = 1_000_000
@@ -154,6 +154,29 @@ class Record:
     orig_len: int
     linktype: int = 1
     interface: int = 0
+    #: pcapng only: the raw options area of the Enhanced Packet Block (after the padded
+    #: data, before the trailing length; file byte order), kept by a reader made with
+    #: ``keep_blocks=True`` and written back by :class:`CaptureWriter`.
+    options: bytes = b""
+
+
+@dataclass(slots=True, frozen=True)
+class Block:
+    """A pcapng block that is not a packet: a Section Header Block (``type`` 0x0A0D0D0A),
+    an Interface Description Block (1), or any other (Name Resolution 4, Interface
+    Statistics 5, Decryption Secrets 10, Custom 0xBAD/0x40000BAD, unknown...).
+
+    ``body`` is every byte between the block total length and its trailing copy, in the
+    byte order of its section (``byte_order``, "little" or "big"): for an SHB the byte-order
+    magic, version, section length and options; for an IDB the linktype, reserved field,
+    snaplen and options (draft-ietf-opsawg-pcapng sections 3.1, 4.1, 4.2).  A reader made
+    with ``keep_blocks=True`` yields them in file order between the records, and
+    :meth:`CaptureWriter.write_block` writes them back unchanged.
+    """
+
+    type: int
+    body: bytes
+    byte_order: str = "little"
 
 
 def _open(target, mode: str) -> tuple[str, BinaryIO, bool]:
@@ -217,10 +240,15 @@ class CaptureReader:
     """
 
     def __init__(self, source: str | os.PathLike | BinaryIO, *,
-                 max_record_bytes: int = 1 << 24) -> None:
+                 max_record_bytes: int = 1 << 24, keep_blocks: bool = False) -> None:
         if not isinstance(max_record_bytes, int) or max_record_bytes < 1:
             raise ValueError(f"max_record_bytes must be a positive int, not {max_record_bytes!r}")
         self.max_record_bytes = max_record_bytes
+        self.keep_blocks = bool(keep_blocks)
+        self._kept: list[Block] = []  # blocks read by the constructor, yielded first
+        self.thiszone = 0
+        self.sigfigs = 0
+        self.linktype_field: int | None = None
         self.records_read = 0
         self.warnings: list[tuple[int, str]] = []
         self.format = ""
@@ -230,6 +258,7 @@ class CaptureReader:
         self.version: tuple[int, int] = (0, 0)
         self.byte_order = ""
         self._offset = 0
+        self._options = b""
         self._gen: Generator[Record, None, None] | None = None
         self._closed = False
         self._own = False
@@ -370,7 +399,9 @@ class CaptureReader:
         elif magic == _SHB_MAGIC:
             self.format = "pcapng"
             self._offset = 0
-            self._read_shb(self._read_n(4), 0, None)
+            shb = self._read_shb(self._read_n(4), 0, None)
+            if shb is not None:
+                self._kept.append(shb)
             self._prime_pcapng()
         else:
             if magic in _PCAP_KUZNETZOV:
@@ -393,7 +424,7 @@ class CaptureReader:
             field = _field_at(_PCAP_FILE_LAYOUT, got)
             raise TruncatedFile(f"file header cut by end of file: {got} of 24 bytes present",
                                 path=self.path, offset=got, field=field)
-        major, minor, _thiszone, _sigfigs, snaplen, linktype_field = \
+        major, minor, thiszone, sigfigs, snaplen, linktype_field = \
             _PCAP_FILE_HEADER[e].unpack(rest)
         if major != 2:
             raise CaptureError(f"unknown pcap major version {major}.{minor} (only 2.x is known)",
@@ -402,6 +433,9 @@ class CaptureReader:
         self.version = (major, minor)
         self.byte_order = "little" if e == "<" else "big"
         self.snaplen = snaplen
+        self.thiszone = thiszone
+        self.sigfigs = sigfigs
+        self.linktype_field = linktype_field
         # The upper 16 bits hold FCS-length flags (or are reserved): not a linktype.
         self.linktype = linktype_field & 0xFFFF
         self.ts_units_per_second = _NS_PER_S if frac_ns == 1 else _US_PER_S
@@ -465,8 +499,12 @@ class CaptureReader:
             if result is _EOF:
                 self._at_eof = True
                 return
+            if isinstance(result, Block):
+                self._kept.append(result)
 
     def _iter_pcapng(self) -> Generator[Record, None, None]:
+        kept, self._kept = self._kept, []
+        yield from kept  # type: ignore[misc]
         if self._pending_error is not None:
             exc, self._pending_error = self._pending_error, None
             raise exc
@@ -500,7 +538,7 @@ class CaptureReader:
                                f"leading {total_len}", path=self.path, record=record,
                                offset=offset, field="trailing_block_total_length")
 
-    def _read_shb(self, raw_len: bytes, offset: int, record: int | None) -> None:
+    def _read_shb(self, raw_len: bytes, offset: int, record: int | None) -> Block | None:
         """Section Header Block, draft-ietf-opsawg-pcapng section 4.1.
 
         The block type has been read; ``raw_len`` holds the (up to 4) bytes
@@ -531,13 +569,34 @@ class CaptureReader:
                                "known)", path=path, record=record, offset=offset + 12,
                                field="major_version")
         self._e = e  # the trailer and all blocks of this section use this byte order
-        self._skip(total_len - 28, offset, record, "Section Header Block options", "options")
+        block = None
+        if self.keep_blocks:
+            opts = self._read_body(total_len - 28, offset, record, "Section Header Block")
+            block = Block(_BT_SHB, head[4:20] + opts, "little" if e == "<" else "big")
+        else:
+            self._skip(total_len - 28, offset, record, "Section Header Block options",
+                       "options")
         self._check_trailer(self._read_n(4), total_len, "Section Header Block", offset, record)
         self._ifaces = []  # interface ids restart with every section
         self._offset = offset + total_len
         if record is None:
             self.version = (major, minor)
             self.byte_order = "little" if e == "<" else "big"
+        return block
+
+    def _read_body(self, n: int, offset: int, record: int | None, kind: str) -> bytes:
+        """The ``n`` bytes of a block body kept whole (``keep_blocks``), bounded by
+        ``max_record_bytes``."""
+        if n > self.max_record_bytes:
+            raise CaptureError(f"{kind} of {n + 12} bytes is absurd (over max_record_bytes "
+                               f"{self.max_record_bytes})", path=self.path, record=record,
+                               offset=offset, field="block_total_length")
+        body = self._read_n(n)
+        if len(body) != n:
+            raise TruncatedFile(f"file ends inside a {kind}: {len(body)} of {n} body bytes "
+                                "present", path=self.path, record=record, offset=offset,
+                                field="block_body")
+        return body
 
     def _next_block(self) -> object:
         """Read one pcapng block: a Record, ``None`` (no packet) or ``_EOF``."""
@@ -561,13 +620,11 @@ class CaptureReader:
             return self._read_packet(total_len, offset, record, _EPB_FIXED[e], _EPB_LAYOUT,
                                      "Enhanced Packet Block")
         if block_type == _BT_SHB:
-            self._read_shb(header[4:], offset, record)
-            return None
+            return self._read_shb(header[4:], offset, record)
         self._check_block_length(total_len, 12, f"block type 0x{block_type:08x}", offset,
                                  record)
         if block_type == _BT_IDB:
-            self._read_idb(total_len, offset, record)
-            return None
+            return self._read_idb(total_len, offset, record)
         if block_type == _BT_SPB:
             return self._read_spb(total_len, offset, record)
         if block_type == _BT_PB:
@@ -576,12 +633,17 @@ class CaptureReader:
                                      "Packet Block")
         # NRB, ISB, DSB, Custom Blocks, anything unknown: skip by its length.
         kind = f"block of type 0x{block_type:08x}"
-        self._skip(total_len - 12, offset, record, kind, "block_body")
+        block = None
+        if self.keep_blocks:
+            block = Block(block_type, self._read_body(total_len - 12, offset, record, kind),
+                          "little" if e == "<" else "big")
+        else:
+            self._skip(total_len - 12, offset, record, kind, "block_body")
         self._check_trailer(self._read_n(4), total_len, kind, offset, record)
         self._offset = offset + total_len
-        return None
+        return block
 
-    def _read_idb(self, total_len: int, offset: int, record: int) -> None:
+    def _read_idb(self, total_len: int, offset: int, record: int) -> Block | None:
         """Interface Description Block, draft-ietf-opsawg-pcapng section 4.2."""
         path = self.path
         e = self._e
@@ -599,36 +661,11 @@ class CaptureReader:
                                 record=record, offset=offset, field=field)
         self._check_trailer(self._read_n(4), total_len, "Interface Description Block", offset,
                             record)
-        linktype, _reserved, snaplen = _IDB_FIXED[e].unpack_from(body, 0)
-        tsresol = 6
-        tsoffset_s = 0
-        opt_header = _OPT_HEADER[e]
-        pos = 8
-        while pos + 4 <= body_len:
-            code, length = opt_header.unpack_from(body, pos)
-            if code == _OPT_ENDOFOPT:
-                break
-            pos += 4
-            if pos + length > body_len:
-                raise CaptureError(f"IDB option {code} of length {length} runs past the end of "
-                                   "the block", path=path, record=record, offset=offset,
-                                   field="options")
-            if code == _OPT_IF_TSRESOL:
-                if length != 1:
-                    raise CaptureError(f"if_tsresol option has length {length}, not 1",
-                                       path=path, record=record, offset=offset,
-                                       field="if_tsresol")
-                tsresol = body[pos]
-            elif code == _OPT_IF_TSOFFSET:
-                if length != 8:
-                    raise CaptureError(f"if_tsoffset option has length {length}, not 8",
-                                       path=path, record=record, offset=offset,
-                                       field="if_tsoffset")
-                (tsoffset_s,) = _I64[e].unpack_from(body, pos)
-            pos += _pad4(length)
-        # if_tsresol: MSB clear -> 10**-n seconds per unit, MSB set -> 2**-n.
-        exponent = tsresol & 0x7F
-        units = 1 << exponent if tsresol & 0x80 else 10 ** exponent
+        try:
+            linktype, snaplen, units, tsoffset_s = _parse_idb(body, e)
+        except ValueError as exc:
+            raise CaptureError(exc.args[0], path=path, record=record, offset=offset,
+                               field=exc.args[1]) from None
         ns_per_unit = _NS_PER_S // units if _NS_PER_S % units == 0 else 0
         self._ifaces.append((linktype, self._limit(snaplen), ns_per_unit, units,
                              tsoffset_s * _NS_PER_S, snaplen))
@@ -637,6 +674,9 @@ class CaptureReader:
             self.snaplen = snaplen
             self.ts_units_per_second = units
         self._offset = offset + total_len
+        if self.keep_blocks:
+            return Block(_BT_IDB, body, "little" if e == "<" else "big")
+        return None
 
     def _read_tail(self, cap_len: int, tail_len: int, total_len: int, offset: int,
                    record: int, kind: str) -> bytes:
@@ -669,13 +709,20 @@ class CaptureReader:
                 raise CaptureError(f"{kind}: trailing block total length {copy} differs from "
                                    f"the leading {total_len}", path=path, record=record,
                                    offset=offset, field="trailing_block_total_length")
+            if self.keep_blocks:
+                self._options = chunk[_pad4(cap_len):tail_len - 4]
             return chunk[:cap_len]
         data = self._read_n(cap_len)
         if len(data) != cap_len:
             raise TruncatedFile(f"packet data cut by end of file: captured_len is {cap_len} but "
                                 f"only {len(data)} bytes are left", path=path, record=record,
                                 offset=offset, field="data")
-        self._skip(tail_len - cap_len - 4, offset, record, f"the options of a {kind}", "options")
+        if self.keep_blocks:
+            rest = self._read_body(tail_len - cap_len - 4, offset, record, kind)
+            self._options = rest[_pad4(cap_len) - cap_len:]
+        else:
+            self._skip(tail_len - cap_len - 4, offset, record, f"the options of a {kind}",
+                       "options")
         self._check_trailer(self._read_n(4), total_len, kind, offset, record)
         return data
 
@@ -713,6 +760,9 @@ class CaptureReader:
             self._warn(record, f"captured_len {cap_len} > orig_len {orig_len}")
         self.records_read = record + 1
         self._offset = offset + total_len
+        if self.keep_blocks:
+            opts, self._options = self._options, b""
+            return Record(ts_ns, data, orig_len, linktype, iface, opts)
         return Record(ts_ns, data, orig_len, linktype, iface)
 
     def _read_spb(self, total_len: int, offset: int, record: int) -> Record:
@@ -753,6 +803,43 @@ class CaptureReader:
         return Record(0, data, orig_len, linktype, 0)
 
 
+def _parse_idb(body: bytes, e: str) -> tuple[int, int, int, int]:
+    """(linktype, snaplen, timestamp units per second, if_tsoffset in s) of an IDB body
+    (draft-ietf-opsawg-pcapng section 4.2; if_tsresol default 6 = microseconds).  Raises
+    ``ValueError(message, field)`` for a malformed option."""
+    if len(body) < 8:
+        raise ValueError(f"Interface Description Block body of {len(body)} bytes is below 8",
+                         "block_total_length")
+    body_len = len(body)
+    linktype, _reserved, snaplen = _IDB_FIXED[e].unpack_from(body, 0)
+    tsresol = 6
+    tsoffset_s = 0
+    opt_header = _OPT_HEADER[e]
+    pos = 8
+    while pos + 4 <= body_len:
+        code, length = opt_header.unpack_from(body, pos)
+        if code == _OPT_ENDOFOPT:
+            break
+        pos += 4
+        if pos + length > body_len:
+            raise ValueError(f"IDB option {code} of length {length} runs past the end of the "
+                             "block", "options")
+        if code == _OPT_IF_TSRESOL:
+            if length != 1:
+                raise ValueError(f"if_tsresol option has length {length}, not 1", "if_tsresol")
+            tsresol = body[pos]
+        elif code == _OPT_IF_TSOFFSET:
+            if length != 8:
+                raise ValueError(f"if_tsoffset option has length {length}, not 8",
+                                 "if_tsoffset")
+            (tsoffset_s,) = _I64[e].unpack_from(body, pos)
+        pos += _pad4(length)
+    # if_tsresol: MSB clear -> 10**-n seconds per unit, MSB set -> 2**-n.
+    exponent = tsresol & 0x7F
+    units = 1 << exponent if tsresol & 0x80 else 10 ** exponent
+    return linktype, snaplen, units, tsoffset_s
+
+
 def read(source: str | os.PathLike | BinaryIO, **kw: int) -> Iterator[Record]:
     """Yield the records of a capture file (see :class:`CaptureReader`)."""
     with CaptureReader(source, **kw) as reader:
@@ -762,59 +849,93 @@ def read(source: str | os.PathLike | BinaryIO, **kw: int) -> Iterator[Record]:
 class CaptureWriter:
     """Write a classic pcap or a pcapng file.
 
-    * ``format="pcap"`` (draft-ietf-opsawg-pcap): a 24-byte little-endian
-      File Header, version 2.4, with ``snaplen`` and ``linktype``; magic
-      0xA1B23C4D (nanosecond fractions) by default, or 0xA1B2C3D4 with
-      ``nanosecond=False``, where the ns timestamp is floor-divided to
-      microseconds (sub-microsecond digits are lost).  All records must have
-      the file's ``linktype`` (else ``ValueError``); ``Record.interface`` is
-      not stored.  Seconds must fit in 32 bits.
-    * ``format="pcapng"`` (draft-ietf-opsawg-pcapng): a little-endian SHB
-      (section 4.1, version 1.0, section length -1), then an IDB (section
-      4.2, ``snaplen``, ``if_tsresol`` 9, or 6 with ``nanosecond=False``)
-      the first time each distinct ``(record.interface, record.linktype)``
-      pair is used, and one EPB (section 4.3) per record, data padded to 32
-      bits.  Interface ids in the output are numbered 0, 1, ... in order of
-      first appearance of those pairs.  A file with no record still gets
-      one IDB for ``linktype`` at ``close()``.
+    * ``format="pcap"`` (draft-ietf-opsawg-pcap): a 24-byte File Header with ``snaplen``
+      and ``linktype`` (``linktype_flags`` go in the upper 16 bits of that field: the
+      FCS-length bits of section 4), ``version`` (default 2.4), ``thiszone`` and
+      ``sigfigs`` (default 0), in ``byte_order`` ("little", the default, or "big");
+      magic 0xA1B23C4D (nanosecond fractions) by default, or 0xA1B2C3D4 with
+      ``nanosecond=False``, where the ns timestamp is floor-divided to microseconds
+      (sub-microsecond digits are lost).  All records must have the file's linktype (else
+      ``ValueError``);
+      ``Record.interface`` is not stored.  Seconds must fit in 32 bits.  ``snaplen`` 0
+      means no limit.
+    * ``format="pcapng"`` (draft-ietf-opsawg-pcapng): an SHB (section 4.1, version 1.0,
+      section length -1, in ``byte_order``), then an IDB (section 4.2, ``snaplen``,
+      ``if_tsresol`` 9, or 6 with ``nanosecond=False``) the first time each distinct
+      ``(record.interface, record.linktype)`` pair is used, and one EPB (section 4.3) per
+      record, data padded to 32 bits, then ``Record.options`` (the EPB options, written
+      as given).  Interface ids in the output are numbered 0, 1, ... in order of first
+      appearance of those pairs.  A file with no record still gets one IDB for
+      ``linktype`` at ``close()``.
+    * ``format="pcapng", blocks=True``: the file's structure is the caller's: nothing is
+      written until :meth:`write_block` writes a Section Header Block, and every IDB and
+      other block comes from :meth:`write_block` too (kept byte for byte, e.g. from a
+      reader made with ``keep_blocks=True``).  ``Record.interface`` is then the interface
+      id within the current section and must name an IDB already written; the EPB
+      timestamp is converted to that interface's ``if_tsresol``/``if_tsoffset``
+      (exactly for decimal resolutions down to 1 ns; otherwise the smallest timestamp
+      that reads back as ``ts_ns``).
 
-    ``write()`` takes a :class:`Record`, or raw bytes with ``ts_ns``
-    (required) and ``orig_len`` (default ``len(data)``; raw bytes use
-    interface 0 and the writer's ``linktype``).  Data longer than a nonzero
-    ``snaplen`` is cut to ``snaplen``, keeping ``orig_len``.  An ``orig_len``
-    below the data length is written as given.  Timestamps are written
-    exactly (seconds + ns fraction); negative ones raise ``ValueError``.
-    A file object ``dest`` is flushed but not closed by ``close()``.
+    ``write()`` takes a :class:`Record`, or raw bytes with ``ts_ns`` (required) and
+    ``orig_len`` (default ``len(data)``; raw bytes use interface 0 and the writer's
+    ``linktype``).  It checks everything before writing a byte: a record that raises
+    (``ValueError``/``TypeError``) leaves the file as it was, so a caller may report it
+    and go on.  Data longer than a nonzero ``snaplen`` is cut to ``snaplen``, keeping
+    ``orig_len`` (with ``blocks=True`` nothing is cut).  An ``orig_len`` below the data
+    length is written as given.  Timestamps are written exactly (seconds + ns fraction);
+    negative ones raise ``ValueError``.  A file object ``dest`` is flushed but not closed
+    by ``close()``.
     """
 
     def __init__(self, dest: str | os.PathLike | BinaryIO, *, format: str = "pcap",
-                 linktype: int = 1, snaplen: int = 262144, nanosecond: bool = True) -> None:
+                 linktype: int = 1, snaplen: int = 262144, nanosecond: bool = True,
+                 byte_order: str = "little", version: tuple[int, int] = (2, 4),
+                 thiszone: int = 0, sigfigs: int = 0, linktype_flags: int = 0,
+                 blocks: bool = False) -> None:
         if format not in ("pcap", "pcapng"):
             raise ValueError(f"format must be 'pcap' or 'pcapng', not {format!r}")
+        if byte_order not in ("little", "big"):
+            raise ValueError(f"byte_order must be 'little' or 'big', not {byte_order!r}")
+        if blocks and format != "pcapng":
+            raise ValueError("blocks=True is for format='pcapng'")
         _check_uint("linktype", linktype, 0xFFFF)
+        _check_uint("linktype_flags", linktype_flags, 0xFFFF)
         _check_uint("snaplen", snaplen, _U32_MAX)
-        if format == "pcap" and snaplen == 0:
-            raise ValueError("snaplen must not be 0 in a classic pcap file")
+        if format == "pcap":
+            if not (isinstance(version, tuple | list) and len(version) == 2):
+                raise TypeError(f"version must be (major, minor), not {version!r}")
+            _check_uint("version_major", version[0], 0xFFFF)
+            _check_uint("version_minor", version[1], 0xFFFF)
+            if not isinstance(thiszone, int) or not -(1 << 31) <= thiszone < 1 << 31:
+                raise ValueError(f"thiszone {thiszone!r} is not a signed 32-bit int")
+            _check_uint("sigfigs", sigfigs, _U32_MAX)
         self.format = format
         self.linktype = linktype
         self.snaplen = snaplen
         self.nanosecond = bool(nanosecond)
+        self.byte_order = byte_order
+        self.blocks = bool(blocks)
         self.records_written = 0
         self._closed = False
         self._own = False
         self._ids: dict[tuple[int, int], int] = {}
+        # blocks=True: the current section's interfaces (linktype, units/s, tsoffset ns)
+        self._section: list[tuple[int, int, int]] | None = None
+        e = "<" if byte_order == "little" else ">"
+        self._e = e
         self.path, fp, self._own = _open(dest, "wb")
         self._fp = fp
         self._write = fp.write
+        self._u32 = _U32[e]
+        self._epb_header = struct.Struct(e + "IIIIIII")
         try:
             if format == "pcap":
                 magic = _PCAP_MAGIC_NS if self.nanosecond else _PCAP_MAGIC_US
-                self._write(struct.pack("<IHHiIII", magic, 2, 4, 0, 0, snaplen, linktype))
-                self._record_header = _PCAP_RECORD_HEADER["<"]
-            else:
-                self._write(struct.pack("<IIIHHqI", _BT_SHB, 28, 0x1A2B3C4D, 1, 0, -1, 28))
-                self._epb_header = struct.Struct("<IIIIIII")
-                self._u32 = _U32["<"]
+                self._write(struct.pack(e + "IHHiIII", magic, version[0], version[1], thiszone,
+                                        sigfigs, snaplen, linktype | linktype_flags << 16))
+                self._record_header = _PCAP_RECORD_HEADER[e]
+            elif not self.blocks:
+                self._write(struct.pack(e + "IIIHHqI", _BT_SHB, 28, 0x1A2B3C4D, 1, 0, -1, 28))
         except BaseException:
             if self._own:
                 fp.close()
@@ -835,15 +956,70 @@ class CaptureWriter:
         tsresol = 9 if self.nanosecond else 6
         # fixed part (8) + if_tsresol option (4 + 1 + 3 padding) + opt_endofopt (4)
         total_len = 8 + 8 + 8 + 4 + 4
-        self._write(struct.pack("<IIHHIHHB3xHHI", _BT_IDB, total_len, linktype, 0, self.snaplen,
-                                _OPT_IF_TSRESOL, 1, tsresol, _OPT_ENDOFOPT, 0, total_len))
+        self._write(struct.pack(self._e + "IIHHIHHB3xHHI", _BT_IDB, total_len, linktype, 0,
+                                self.snaplen, _OPT_IF_TSRESOL, 1, tsresol, _OPT_ENDOFOPT, 0,
+                                total_len))
         return len(self._ids)
+
+    def write_block(self, block: Block) -> None:
+        """Write a non-packet pcapng block as given (``blocks=True`` writers only).
+
+        An SHB starts a new section in its own byte order (its body's byte-order magic);
+        every other block must be in the byte order of the current section.  An IDB's
+        options are checked (``if_tsresol``/``if_tsoffset``) so records can use it.
+        """
+        if self._closed:
+            raise ValueError(f"{self.path}: writer is closed")
+        if not self.blocks:
+            raise ValueError("write_block() needs a writer made with format='pcapng', "
+                             "blocks=True")
+        if not isinstance(block, Block):
+            raise TypeError(f"write_block() takes a Block, not {type(block).__name__}")
+        btype, body = block.type, bytes(block.body)
+        _check_uint("block type", btype, _U32_MAX)
+        if len(body) & 3:
+            raise ValueError(f"block body of {len(body)} bytes is not a multiple of 4")
+        if len(body) + 12 > _U32_MAX:
+            raise ValueError(f"block body of {len(body)} bytes is too long")
+        if btype == _BT_SHB:
+            if len(body) < 16:
+                raise ValueError(f"Section Header Block body of {len(body)} bytes is below 16")
+            bom = body[:4]
+            if bom not in (_BOM_LE, _BOM_BE):
+                raise ValueError(f"bad Section Header Block byte-order magic 0x{bom.hex()}")
+            e = "<" if bom == _BOM_LE else ">"
+            major = struct.unpack_from(e + "H", body, 4)[0]
+            if major != 1:
+                raise ValueError(f"pcapng major version {major} (only 1 is known)")
+            section: list[tuple[int, int, int]] = []
+        else:
+            if self._section is None:
+                raise ValueError("the first pcapng block must be a Section Header Block")
+            e = self._e
+            if block.byte_order != ("little" if e == "<" else "big"):
+                raise ValueError(f"block in {block.byte_order}-endian order inside a "
+                                 f"{'little' if e == '<' else 'big'}-endian section")
+            if btype in (_BT_EPB, _BT_PB, _BT_SPB):
+                raise ValueError(f"packet block type {btype} must be written as a Record")
+            if btype == _BT_IDB:
+                linktype, _snaplen, units, tsoffset_s = _parse_idb(body, e)
+                self._section.append((linktype, units, tsoffset_s * _NS_PER_S))
+        u32 = _U32[e]
+        total_len = len(body) + 12
+        self._write(u32.pack(btype) + u32.pack(total_len) + body + u32.pack(total_len))
+        if btype == _BT_SHB:
+            self._section = section
+            self._e = e
+            self._u32 = u32
+            self._epb_header = struct.Struct(e + "IIIIIII")
+            self.byte_order = "little" if e == "<" else "big"
 
     def write(self, record_or_data: Record | bytes, ts_ns: int | None = None,
               orig_len: int | None = None) -> None:
         """Write one record (see the class docstring)."""
         if self._closed:
             raise ValueError(f"{self.path}: writer is closed")
+        options = b""
         if isinstance(record_or_data, Record):
             if ts_ns is not None or orig_len is not None:
                 raise TypeError("ts_ns and orig_len are taken from the Record; pass them only "
@@ -851,6 +1027,7 @@ class CaptureWriter:
             rec = record_or_data
             data, ts, orig, linktype, iface = (rec.data, rec.ts_ns, rec.orig_len, rec.linktype,
                                                rec.interface)
+            options = rec.options
         elif isinstance(record_or_data, (bytes, bytearray, memoryview)):
             if ts_ns is None:
                 raise TypeError("ts_ns (integer nanoseconds) is required when writing raw bytes")
@@ -869,44 +1046,82 @@ class CaptureWriter:
         if type(ts) is not int and (not isinstance(ts, int) or isinstance(ts, bool)):
             raise TypeError(f"ts_ns must be an int number of nanoseconds, not {ts!r}")
         if ts < 0:
-            raise ValueError(f"negative timestamp {ts} ns cannot be written")
+            raise BadValue(f"negative timestamp {ts} ns cannot be written", field="ts_ns")
         if type(orig) is not int or not 0 <= orig <= _U32_MAX:
+            if isinstance(orig, int) and not isinstance(orig, bool):
+                raise BadValue(f"{orig} is out of range 0..{_U32_MAX}", field="len")
             _check_uint("orig_len", orig, _U32_MAX)
         snaplen = self.snaplen
-        if snaplen and len(data) > snaplen:
+        if snaplen and len(data) > snaplen and not self.blocks:
             data = data[:snaplen]
         cap_len = len(data)
+        if cap_len > _U32_MAX - 64:
+            raise BadValue(f"record of {cap_len} bytes is too long for a capture file",
+                           field="caplen")
         if self.format == "pcap":
             if linktype != self.linktype:
-                raise ValueError(f"record linktype {linktype} differs from the file's linktype "
-                                 f"{self.linktype}: a classic pcap file holds one linktype "
-                                 "(use format='pcapng')")
+                raise BadValue(f"record linktype {linktype} differs from the file's linktype "
+                               f"{self.linktype}: a classic pcap file holds one linktype "
+                               "(use format='pcapng')", field="linktype")
+            if options:
+                raise BadValue("a classic pcap record has no options (pcapng EPB only)",
+                               field="epb_options")
             sec, frac = divmod(ts, _NS_PER_S)
             if sec > _U32_MAX:
-                raise ValueError(f"timestamp {ts} ns is past 2106: classic pcap seconds are "
-                                 "32-bit")
+                raise BadValue(f"timestamp {ts} ns is past 2106: classic pcap seconds are "
+                               "32-bit", field="ts_ns")
             if not self.nanosecond:
                 frac //= 1000
             self._write(self._record_header.pack(sec, frac, cap_len, orig))
             self._write(data)
         else:
+            if isinstance(linktype, int) and not 0 <= linktype <= 0xFFFF:
+                raise BadValue(f"{linktype} is out of range 0..65535", field="linktype")
             _check_uint("linktype", linktype, 0xFFFF)
             if not isinstance(iface, int) or isinstance(iface, bool):
                 raise TypeError(f"interface must be an int, not {iface!r}")
-            units = ts if self.nanosecond else ts // 1000
-            if units > _U64_MAX:
-                raise ValueError(f"timestamp {ts} ns does not fit a 64-bit pcapng timestamp")
-            key = (iface, linktype)
-            out_id = self._ids.get(key)
+            if not isinstance(options, bytes | bytearray) or len(options) & 3:
+                raise BadValue("EPB options must be bytes, a multiple of 4 long",
+                               field="epb_options")
+            if self.blocks:
+                ifaces = self._section
+                if ifaces is None:
+                    raise BadValue("no Section Header Block written before the first record",
+                                   field="interface")
+                if not 0 <= iface < len(ifaces):
+                    raise BadValue(f"interface {iface} is not declared in this section "
+                                   f"({len(ifaces)} interface(s))", field="interface")
+                if_linktype, units_per_s, tsoffset_ns = ifaces[iface]
+                if linktype != if_linktype:
+                    raise BadValue(f"record linktype {linktype} differs from the linktype "
+                                   f"{if_linktype} of interface {iface}", field="linktype")
+                rel = ts - tsoffset_ns
+                if _NS_PER_S % units_per_s == 0:
+                    units = rel // (_NS_PER_S // units_per_s)
+                else:  # the smallest unit count that reads back as ts (ceil)
+                    units = -((-rel * units_per_s) // _NS_PER_S)
+                out_id = iface
+            else:
+                units = ts if self.nanosecond else ts // 1000
+                out_id = None
+            if not 0 <= units <= _U64_MAX:
+                raise BadValue(f"timestamp {ts} ns does not fit a 64-bit pcapng timestamp",
+                               field="ts_ns")
+            total_len = 32 + _pad4(cap_len) + len(options)
+            if total_len > _U32_MAX:
+                raise BadValue(f"Enhanced Packet Block of {total_len} bytes is too long",
+                               field="caplen")
             if out_id is None:
-                out_id = self._add_idb(linktype)
-                self._ids[key] = out_id
+                key = (iface, linktype)
+                out_id = self._ids.get(key)
+                if out_id is None:
+                    out_id = self._add_idb(linktype)
+                    self._ids[key] = out_id
             pad = -cap_len & 3
-            total_len = 32 + cap_len + pad
             self._write(self._epb_header.pack(_BT_EPB, total_len, out_id, units >> 32,
                                               units & _U32_MAX, cap_len, orig))
             self._write(data)
-            self._write(b"\0" * pad + self._u32.pack(total_len))
+            self._write(b"\0" * pad + bytes(options) + self._u32.pack(total_len))
         self.records_written += 1
 
     def write_frames(self, frames: Iterable[bytes | bytearray], ts_ns: Iterable[int]) -> int:
@@ -955,7 +1170,7 @@ class CaptureWriter:
             return
         self._closed = True
         try:
-            if self.format == "pcapng" and not self._ids:
+            if self.format == "pcapng" and not self._ids and not self.blocks:
                 self._ids[(0, self.linktype)] = self._add_idb(self.linktype)
             flush = getattr(self._fp, "flush", None)
             if flush is not None:
