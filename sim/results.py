@@ -376,6 +376,9 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
     }
     for key, fn in sc.summaries.items():
         summary[key] = fn(sc)
+    from .labels import labels  # names for the plots (sim/labels.py; H-plots, issue 15)
+
+    summary["labels"] = labels(sc)
     if replay is not None:
         replay["delivered_bytes"] = sum(
             b for n in fab.nodes.values() if isinstance(n, Host)
