@@ -110,6 +110,8 @@ def csv_ints(lo: int | None = None, hi: int | None = None, *, max_items: int = 6
         try:
             return [one(x) for x in items]
         except argparse.ArgumentTypeError as e:
+            if len(items) == 1:
+                raise
             raise argparse.ArgumentTypeError(f"{e} (in {text!r})") from None
 
     return ArgType("csv_int", parse, lo, hi, name=name)

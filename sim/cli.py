@@ -652,7 +652,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.scaleup = _scaleup(args)
     except ValueError as e:
-        parser.error(str(e))
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        sub.choices[args.command].error(str(e))  # one line, exit 2 (sim.argtypes.Parser)
     try:
         return args.func(args)
     except BrokenPipeError:

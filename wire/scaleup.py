@@ -115,7 +115,7 @@ class ScaleUpConfig:
                 raise ValueError(f"{name}: 0x{v:04x} is a well-known EtherType "
                                  f"({WELL_KNOWN_ETHERTYPES[v]}); choose another placeholder")
             if v in seen:
-                raise ValueError(f"{name}: 0x{v:04x} is already {seen[v]}; the scale-up "
+                raise ValueError(f"{seen[v]} and {name} are both 0x{v:04x}; the scale-up "
                                  f"EtherTypes must differ from each other")
             seen[v] = name
         if not isinstance(self.sue_udp_port, int) or not 0 < self.sue_udp_port <= 0xFFFF:
