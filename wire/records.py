@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 
 from .errors import BadValue
-from .pcapio import Block, Record
+from .pcapio import Block, CaptureReader, Record
 from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
 from .stack import ROCE_PORTS, build, dissect
 
@@ -94,7 +94,7 @@ def int_strings(obj: object) -> object:
     return obj
 
 
-def pcap_header_to_dict(reader) -> dict[str, object] | None:
+def pcap_header_to_dict(reader: CaptureReader) -> dict[str, object] | None:
     """The ``{"pcap": {...}}`` line for a classic pcap reader, or None when its File Header is
     craft's default (:data:`DEFAULT_PCAP_HEADER`)."""
     if reader.format != "pcap":
