@@ -15,6 +15,8 @@ decoder (:mod:`wire.batch`: ``read_columns``, ``read_all``, ``Columns``) is impo
 use of those names.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .bth import Opcode, opcode_name
 from .ecn import Ecn, get_ecn, mark_ce, set_ecn
 from .errors import (
@@ -32,6 +34,9 @@ from .roce import icrc
 from .spec import Field, HeaderSpec, Layer
 from .stack import ROCE_PORTS, SPECS, Decoded, build, dissect
 
+if TYPE_CHECKING:  # type checkers see the lazily imported batch API's real signatures
+    from .batch import Columns, read_all, read_columns
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -45,7 +50,7 @@ __all__ = [
 _BATCH = ("Columns", "read_columns", "read_all")
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """The batch API (numpy) is imported lazily: ``import wire`` stays light."""
     if name in _BATCH:
         from . import batch
