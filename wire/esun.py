@@ -5,7 +5,7 @@ Source: OCP "ESUN Network Operator Requirements Base Specification" rev 1.0 sect
 ("New ESUN Header Definition"), as reproduced by the OCP Academy ESUN course (figure
 eh_definition, slides 7-9); field widths confirmed by SAI's OFH object (saiofh.h).  The public
 figure gives the order and widths but no bit numbers: we read it MSB first in transmission
-order, which makes the header byte-aligned (shared/specs/esun_sue.md 1.1) — **[A]**.
+order, which makes the header byte-aligned — **[A]**.
 
 Semantics (ESUN 1.0 via the course and the sonic-mgmt ESUN test plan): F=1 makes switches
 hash DA, SA and the Flow Label; CoS takes precedence over the 802.1Q PCP; ECN uses the IP
@@ -23,7 +23,7 @@ from .spec import Field, HeaderSpec
 __all__ = ["ESUN", "ESUN_DEFAULT_TTL", "esun_offset", "esun_forward_ttl", "esun_cos_to_tc",
            "esun_flow_hash_input"]
 
-#: [A] TTL an endpoint sets (the 4-bit maximum; shared/specs/esun_sue.md 1.3 item 4).
+#: [A] TTL an endpoint sets (the 4-bit maximum; our choice, no public default).
 ESUN_DEFAULT_TTL = 15
 
 ESUN = HeaderSpec(
