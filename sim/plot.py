@@ -310,13 +310,22 @@ def _queue_figure(ctx: _Context) -> Any:
         if not queues:
             ax.text(0.5, 0.5, "queue stayed empty", transform=ax.transAxes, ha="center",
                     va="center", color="0.35")
+        # y range: the queue and Kmin; a Kmax far above stays named, marked off scale
+        qmax = max((float(b.max()) for _q, _t, b in queues), default=0.0) / 1000
+        top = 1.25 * max(qmax, (thr.get("kmin_bytes") or 0) / 1000, 1e-3)
         if thr.get("kmin_bytes") is not None:
             ax.axhline(thr["kmin_bytes"] / 1000, color="tab:orange", linestyle="--",
                        linewidth=1, label=f"Kmin {_kb(thr['kmin_bytes'])} (ECN marking starts)")
-            ax.axhline(thr["kmax_bytes"] / 1000, color="tab:red", linestyle="--", linewidth=1,
-                       label=f"Kmax {_kb(thr['kmax_bytes'])} (marking at {thr['pmax']:.0%})")
+            kmax = thr["kmax_bytes"] / 1000
+            if kmax > 2 * top:
+                off = ", off scale"
+            else:
+                off = ""
+                top = max(top, 1.1 * kmax)
+            ax.axhline(kmax, color="tab:red", linestyle="--", linewidth=1,
+                       label=f"Kmax {_kb(thr['kmax_bytes'])} (marking at {thr['pmax']:.0%}{off})")
         ctx.mark_events(ax)
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, top)
         if j == 0:
             ax.set(ylabel="egress queue depth (KB)", xlim=(0, ctx.t_end()),
                    title=f"egress queue of the bottleneck port {ctx.port(bn, bp)}")
@@ -331,18 +340,20 @@ def _queue_figure(ctx: _Context) -> Any:
                 x, y = ctx.steps(t, b / 1000)
                 ax.step(x, y, where="post", linewidth=1,
                         label=f"from {ctx.peer(bn, p)} (p{p}), priority {g}")
+            res = thr["reserved_bytes"]
             ax.axhline(thr["xoff_bytes"] / 1000, color="tab:red", linestyle="--",
-                       linewidth=1.2, label=f"XOFF {_kb(thr['xoff_bytes'])} (PAUSE sent above)")
+                       linewidth=1.2, label=f"XOFF {_kb(thr['xoff_bytes'])} = {_kb(res)} "
+                                            f"reserved + {_kb(thr['xoff_bytes'] - res)} "
+                                            f"shared (PAUSE)")
             ax.axhline(thr["xon_bytes"] / 1000, color="tab:green", linestyle="--",
-                       linewidth=1.2, label=f"XON {_kb(thr['xon_bytes'])} (resume below)")
+                       linewidth=1.2, label=f"XON {_kb(thr['xon_bytes'])} (resume)")
             if not ingress:
                 ax.text(0.5, 0.6, "no lossless traffic arrived", transform=ax.transAxes,
                         ha="center", color="0.35")
             ax.set_ylim(bottom=0, top=max(thr["xoff_bytes"] / 1000 * 1.3, ax.get_ylim()[1]))
             if j == 0:
-                ax.set(ylabel="ingress buffer (KB)", xlim=(0, ctx.t_end()),
-                       title=f"PFC: bytes {ctx.node(bn)} holds per ingress port (reserved "
-                             f"{_kb(thr['reserved_bytes'])} + shared + headroom){more}")
+                ax.set(ylabel="ingress bytes held (KB)", xlim=(0, ctx.t_end()),
+                       title=f"PFC ingress buffer of {ctx.node(bn)} per port{more}")
                 ax.legend(loc="lower right", fontsize="x-small", ncol=2, framealpha=0.9)
             else:
                 _zoom(ctx, ax, win, axes[1][0])
@@ -434,7 +445,7 @@ def _throughput_figure(ctx: _Context) -> Any:
     ax.set(ylabel="throughput (Gb/s)", xlim=(0, ctx.t_end()),
            title=f"{ctx.scenario}: delivered throughput (bins of {ctx.span(bin_ps)}, "
                  f"moving average over {ctx.span(w * bin_ps)})"
-                 + (f"; {', '.join(notes)}" if notes else ""))
+                 + (f"\n{', '.join(notes)} (off scale)" if notes else ""))
     ax.set_ylim(0, 1.12 * max(top, *(r[0] / 1e9 for r in refs if r[2] not in notes), 1e-9))
     ax.legend(loc="lower right", fontsize="small")
 
@@ -458,7 +469,7 @@ def _throughput_figure(ctx: _Context) -> Any:
     ctx.mark_events(ax2, legend=False)
     ax2.set(ylabel="throughput (Gb/s)",
             title=f"per flow, moving average over {ctx.span(w * bin_ps)}")
-    ax2.set_ylim(bottom=0)
+    ax2.set_ylim(0, 1.15 * max(ax2.get_ylim()[1], 1e-9))
     return fig
 
 
