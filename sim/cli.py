@@ -267,8 +267,8 @@ class _Crafter:
                 else:
                     w = CaptureWriter(self.fp, format="pcap", linktype=rec.linktype)
                 self.w = w
-            if not w.blocks and w.format == "pcapng" and rec.options:
-                rec = dataclasses.replace(rec, options=b"")  # the writer's own IDBs
+            if not w.blocks and rec.options:  # EPB options go only where the EPBs are kept
+                rec = dataclasses.replace(rec, options=b"")
             w.write(rec)
             self.prev_ts = rec.ts_ns
             self.written += 1

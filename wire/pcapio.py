@@ -1062,7 +1062,7 @@ class CaptureWriter:
             if linktype != self.linktype:
                 raise BadValue(f"record linktype {linktype} differs from the file's linktype "
                                f"{self.linktype}: a classic pcap file holds one linktype "
-                               "(use format='pcapng')", field="linktype")
+                               "(pcapng holds several)", field="linktype")
             if options:
                 raise BadValue("a classic pcap record has no options (pcapng EPB only)",
                                field="epb_options")
