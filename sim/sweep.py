@@ -19,6 +19,14 @@ Results, in the output directory:
 Resuming: a run whose ``run_id`` (a hash of scenario, parameters and seed) is already in
 ``results.jsonl`` is not run again; failed runs are re-run only with ``retry_failed=True``.
 A run that fails is recorded with its error and does not stop the sweep.
+
+Safety (docs/sweeps.md, "One sweep per folder"): the folder is locked for the sweep
+(``fcntl.flock`` on ``.sweep.lock``; a second sweep is refused naming the first one's pid); a
+folder holding another scenario's sweep, or a non-empty folder that is no sweep, is refused
+unless ``force=True``; before appending, a torn last line of ``results.jsonl`` is cut (or
+terminated, if it is a whole row) with a warning naming ``file:line``; lines that are not
+rows are skipped with a warning; ``sweep.json`` and ``runs.csv`` are written with
+:func:`wire.atomic.atomic_file`.
 """
 
 from __future__ import annotations
@@ -37,10 +45,18 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 __all__ = ["RunSpec", "expand", "parse_values", "run_one", "sweep", "load_rows",
-           "flatten_summary", "plot_sweep"]
+           "repair_tail", "flatten_summary", "plot_sweep"]
 
 RESULTS = "results.jsonl"
 TABLE = "runs.csv"
+META = "sweep.json"
+LOCK = ".sweep.lock"
+#: The files and folder a sweep writes (what ``force=True`` removes of an earlier sweep).
+_OURS = (RESULTS, TABLE, META, "runs")
+
+
+def _warn_stderr(msg: str) -> None:
+    print(f"lossless: warning: {msg}", file=sys.stderr)
 
 
 class RunSpec(dict):
@@ -146,33 +162,202 @@ def run_one(spec: Mapping[str, Any], keep_dir: str | None = None) -> dict[str, A
     return row
 
 
-def load_rows(out_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The rows of ``results.jsonl`` (the last row per run_id wins); a torn last line (an
-    interrupted write) is ignored."""
+def _row_problem(row: Any) -> str | None:
+    """Why a parsed results.jsonl line is not a result row, or None."""
+    if not isinstance(row, dict):
+        return f"not a result row (a JSON {type(row).__name__})"
+    if not isinstance(row.get("run_id"), str) or not row["run_id"]:
+        return "not a result row (no run_id)"
+    if not isinstance(row.get("params"), dict):
+        return "not a result row ('params' is not an object)"
+    if not isinstance(row.get("status"), str):
+        return "not a result row ('status' is not a string)"
+    if not isinstance(row.get("figures", {}), dict):
+        return "not a result row ('figures' is not an object)"
+    return None
+
+
+def _parse_line(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """(row, None) or (None, why) for one line of results.jsonl."""
+    try:
+        row = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "not UTF-8, skipped"
+    except json.JSONDecodeError as e:
+        return None, f"not JSON ({e.msg}), skipped"
+    why = _row_problem(row)
+    return (None, f"{why}, skipped") if why else (row, None)
+
+
+def load_rows(out_dir: str | os.PathLike[str],
+              warn: Callable[[str], None] | None = _warn_stderr) -> list[dict[str, Any]]:
+    """The rows of ``results.jsonl`` (the last row per run_id wins).  A line that is not a
+    row (torn by an interrupted write, not JSON, or JSON of another shape: ``[]``, ``3``, an
+    object without ``run_id``) is skipped with ``warn("FILE:LINE: why")``."""
     path = os.path.join(os.fspath(out_dir), RESULTS)
     rows: dict[str, dict[str, Any]] = {}
     if not os.path.exists(path):
         return []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            row, why = _parse_line(raw)
+            if row is None:
+                if warn is not None:
+                    warn(f"{path}:{n}: {why}")
                 continue
             rows[row["run_id"]] = row
     return list(rows.values())
+
+
+def repair_tail(out_dir: str | os.PathLike[str],
+                warn: Callable[[str], None] | None = _warn_stderr) -> None:
+    """Make ``results.jsonl`` safe to append to: a last line without its newline (a write
+    cut short) is terminated if it is a whole row, else cut off; either with a warning
+    naming ``FILE:LINE``.  (Appending to a torn line would glue the next row onto it, and
+    that finished run would be lost and re-run.)"""
+    path = os.path.join(os.fspath(out_dir), RESULTS)
+    try:
+        f = open(path, "r+b")
+    except FileNotFoundError:
+        return
+    with f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return
+        # find the start of the last line
+        pos, chunk = size, 1 << 16
+        start = 0
+        while pos > 0:
+            lo = max(0, pos - chunk)
+            f.seek(lo)
+            buf = f.read(pos - lo)
+            i = buf.rfind(b"\n")
+            if i >= 0:
+                start = lo + i + 1
+                break
+            pos = lo
+        f.seek(0)
+        line_no = f.read(start).count(b"\n") + 1
+        f.seek(start)
+        tail = f.read()
+        row, _why = _parse_line(tail)
+        if row is not None:
+            f.seek(size)
+            f.write(b"\n")
+            msg = "last line had no newline (an interrupted write); terminated, row kept"
+        else:
+            f.truncate(start)
+            msg = (f"torn last line (an interrupted write, {len(tail)} bytes) cut; its run "
+                   f"will be run again")
+        f.flush()
+        os.fsync(f.fileno())
+    if warn is not None:
+        warn(f"{path}:{line_no}: {msg}")
+
+
+def _scenario_key(scenario: str) -> str:
+    """How two sweeps' scenarios compare: a file by its absolute path, a built-in by name."""
+    from .scenarios.loader import is_file_ref
+
+    return os.path.abspath(scenario) if is_file_ref(scenario) else scenario
+
+
+def _folder_scenario(out: str) -> str | None:
+    """The scenario of the sweep in ``out`` (sweep.json, else results.jsonl rows); None when
+    ``out`` holds no sweep.  An unreadable sweep.json is an OutputError."""
+    from wire.atomic import OutputError
+
+    meta = os.path.join(out, META)
+    if os.path.exists(meta):
+        try:
+            with open(meta, encoding="utf-8") as f:
+                doc = json.load(f)
+            return str(doc["scenario"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise OutputError(f"{meta}: not a sweep description ({e}); use another --out or "
+                              f"--force") from None
+    for row in load_rows(out, warn=None):
+        return str(row.get("scenario"))
+    return None
+
+
+def _check_folder(out: str, scenario: str, force: bool) -> None:
+    """Refuse (OutputError) a folder holding another scenario's sweep, or a non-empty folder
+    that is not a sweep, unless ``force`` (wire.atomic.check_output_dir's rule for the
+    rest: not a file, writable)."""
+    from wire.atomic import OutputError, check_output_dir
+
+    check_output_dir(out, force=True)
+    if not os.path.isdir(out):
+        return
+    other = _folder_scenario(out)
+    if force:
+        return
+    if other is None:
+        if [n for n in os.listdir(out) if n != LOCK]:
+            raise OutputError(f"{out}: folder is not empty and holds no sweep; choose another "
+                              f"--out or pass --force to sweep into it")
+    elif _scenario_key(other) != _scenario_key(scenario):
+        raise OutputError(f"{out}: holds a sweep of scenario {other!r} ({META}), not "
+                          f"{scenario!r}; choose another --out or pass --force to start "
+                          f"afresh there")
+
+
+class _Lock:
+    """``fcntl.flock`` on DIR/.sweep.lock for the life of a sweep (released by the kernel if
+    the process dies); the file holds the owner's pid for the message of a second sweep."""
+
+    def __init__(self, out: str) -> None:
+        import fcntl
+
+        from wire.atomic import OutputError
+
+        self.path = os.path.join(out, LOCK)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            pid = os.read(self.fd, 32).decode("ascii", "replace").strip() or "?"
+            os.close(self.fd)
+            raise OutputError(f"{out}: in use by another sweep (pid {pid})") from None
+        os.ftruncate(self.fd, 0)
+        os.write(self.fd, f"{os.getpid()}\n".encode())
+
+    def release(self) -> None:
+        os.close(self.fd)  # closing drops the flock
+
+
+def _start_afresh(out: str) -> None:
+    """``force``: remove an earlier sweep's files (other files are left)."""
+    for name in _OURS:
+        p = os.path.join(out, name)
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p)
+        elif os.path.lexists(p):
+            os.unlink(p)
 
 
 def sweep(scenario: str, grid: Mapping[str, Sequence[Any]], *, out_dir: str | os.PathLike[str],
           seeds: int | None = None, seed_base: int = 0, workers: int | None = None,
           scheduler: str | None = None, keep_runs: bool = False, retry_failed: bool = False,
           progress: bool | None = None,
-          on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+          on_row: Callable[[dict[str, Any]], None] | None = None, force: bool = False,
+          warn: Callable[[str], None] | None = _warn_stderr) -> list[dict[str, Any]]:
     """Run the sweep; returns the rows in sweep order (finished earlier ones included).
 
     ``workers=None``: a local Dask cluster with one single-threaded worker process per CPU;
     ``workers=N``: N such workers; ``workers=0``: in this process, no Dask; ``scheduler``: an
     existing Dask scheduler's address (``tcp://host:8786``) instead of a local cluster.
+
+    ``out_dir`` is locked for the sweep; a folder in use by another sweep, holding another
+    scenario's sweep or non-empty without a sweep is refused (:class:`wire.atomic.OutputError`),
+    the latter two unless ``force`` (which removes an earlier sweep's results and starts
+    afresh).  Problems with ``results.jsonl`` lines are reported with ``warn``.
     """
     from .scenarios.loader import build
 
@@ -180,8 +365,9 @@ def sweep(scenario: str, grid: Mapping[str, Sequence[Any]], *, out_dir: str | os
         raise ValueError(f"workers must be >= 0 (0: in this process), got {workers}")
     if seeds is not None and seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
+    from wire.atomic import OutputError, atomic_file
+
     out = os.fspath(out_dir)
-    os.makedirs(out, exist_ok=True)
     specs = expand(scenario, grid, seeds, seed_base)
     if not specs:
         raise ValueError("the sweep is empty")
@@ -192,10 +378,30 @@ def sweep(scenario: str, grid: Mapping[str, Sequence[Any]], *, out_dir: str | os
         if key not in seen:
             seen.add(key)
             build(scenario, dict(s["params"]), s["seed"])
-    done = {r["run_id"]: r for r in load_rows(out)
+    _check_folder(out, scenario, force)  # before creating anything in a user's folder
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        raise OutputError(f"{out}: cannot create: {e.strerror or e}") from None
+    lock = _Lock(out)
+    try:
+        _check_folder(out, scenario, force)  # again, now that no other sweep can write
+        other = _folder_scenario(out) if force else None
+        if other is not None and _scenario_key(other) != _scenario_key(scenario):
+            _start_afresh(out)  # force: another scenario's results must not be mixed in
+        return _sweep_locked(scenario, grid, specs, out, seeds, seed_base, workers, scheduler,
+                             keep_runs, retry_failed, progress, on_row, warn, atomic_file)
+    finally:
+        lock.release()
+
+
+def _sweep_locked(scenario, grid, specs, out, seeds, seed_base, workers, scheduler, keep_runs,
+                  retry_failed, progress, on_row, warn, atomic_file) -> list[dict[str, Any]]:
+    repair_tail(out, warn)
+    done = {r["run_id"]: r for r in load_rows(out, warn)
             if r.get("status") == "ok" or not retry_failed}
     todo = [s for s in specs if s["run_id"] not in done]
-    with open(os.path.join(out, "sweep.json"), "w", encoding="utf-8") as f:
+    with atomic_file(os.path.join(out, META), "w", encoding="utf-8") as f:
         json.dump({"scenario": scenario, "grid": {k: list(v) for k, v in grid.items()},
                    "seeds": seeds, "seed_base": seed_base, "runs": len(specs)}, f, indent=2)
         f.write("\n")
@@ -211,7 +417,7 @@ def sweep(scenario: str, grid: Mapping[str, Sequence[Any]], *, out_dir: str | os
 
     def record(row: dict[str, Any]) -> None:
         with open(results_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row, sort_keys=True, default=str) + "\n")
+            f.write(json.dumps(row, sort_keys=True, default=str) + "\n")  # one write per row
         done[row["run_id"]] = row
         if bar is not None:
             bar.update(1)
@@ -228,7 +434,8 @@ def sweep(scenario: str, grid: Mapping[str, Sequence[Any]], *, out_dir: str | os
         if bar is not None:
             bar.close()
         rows = [done[s["run_id"]] for s in specs if s["run_id"] in done]
-        write_table(rows, os.path.join(out, TABLE), list(grid))
+        with atomic_file(os.path.join(out, TABLE), "w", newline="", encoding="utf-8") as f:
+            _write_table(rows, f, list(grid))
     return rows
 
 
@@ -270,16 +477,22 @@ def write_table(rows: Sequence[Mapping[str, Any]], path: str, param_keys: Sequen
                 ) -> None:
     """``runs.csv``: run_id, scenario, the swept parameters, seed, status, error, wall_s and
     every figure (union of the rows' figure names, sorted)."""
+    from wire.atomic import atomic_file
+
+    with atomic_file(path, "w", newline="", encoding="utf-8") as f:
+        _write_table(rows, f, param_keys)
+
+
+def _write_table(rows: Sequence[Mapping[str, Any]], f, param_keys: Sequence[str]) -> None:
     figures = sorted({k for r in rows for k in r.get("figures", {})})
     cols = ["run_id", "scenario", *param_keys, "seed", "status", "error", "wall_s", *figures]
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(cols)
-        for r in rows:
-            p, fig = r.get("params", {}), r.get("figures", {})
-            w.writerow([r.get("run_id"), r.get("scenario"), *(p.get(k) for k in param_keys),
-                        r.get("seed"), r.get("status"), r.get("error"), r.get("wall_s"),
-                        *(fig.get(k) for k in figures)])
+    w = csv.writer(f)
+    w.writerow(cols)
+    for r in rows:
+        p, fig = r.get("params", {}), r.get("figures", {})
+        w.writerow([r.get("run_id"), r.get("scenario"), *(p.get(k) for k in param_keys),
+                    r.get("seed"), r.get("status"), r.get("error"), r.get("wall_s"),
+                    *(fig.get(k) for k in figures)])
 
 
 #: two-sided 95 % Student t quantiles for n - 1 degrees of freedom (n = 2..30), then 1.96.
@@ -307,7 +520,8 @@ def _order(v: Any) -> tuple:
 
 
 def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None = None,
-               path: str | None = None, where: Mapping[str, Any] | None = None) -> str:
+               path: str | None = None, where: Mapping[str, Any] | None = None,
+               warn: Callable[[str], None] | None = _warn_stderr) -> str:
     """A PNG of figure ``y`` against swept parameter ``x`` (one line per value of ``by``),
     mean over seeds with a 95 % confidence band; returns the file written.
 
@@ -318,11 +532,11 @@ def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None =
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in load_rows(out_dir) if r.get("status") == "ok"]
+    rows = [r for r in load_rows(out_dir, warn) if r.get("status") == "ok"]
     if not rows:
         raise ValueError(f"no finished runs in {os.path.join(os.fspath(out_dir), RESULTS)}")
     known_p = sorted({k for r in rows for k in r["params"]})
-    known_f = sorted({k for r in rows for k in r["figures"]})
+    known_f = sorted({k for r in rows for k in r.get("figures", {})})
     for name, val, known in (("--x", x, known_p), ("--by", by, known_p),
                              ("--y", y, known_f)):
         if val is not None and val not in known:
@@ -340,9 +554,13 @@ def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None =
         if len(values) > 1:
             raise ValueError(f"parameter {k!r} also varies ({', '.join(values)}): fix it with "
                              f"--where {k}=VALUE or draw it with --by {k}")
+    xs_all = {_order(r["params"].get(x))[0] for r in rows}
+    if len(xs_all) > 1:
+        raise ValueError(f"--x {x!r}: mixes numbers and other values "
+                         f"({sorted({repr(r['params'].get(x)) for r in rows})})")
     groups: dict[Any, dict[Any, list[float]]] = {}
     for r in rows:
-        v = r["figures"].get(y)
+        v = r.get("figures", {}).get(y)
         if not isinstance(v, int | float) or isinstance(v, bool):
             continue
         g = r["params"].get(by) if by else None
@@ -366,6 +584,11 @@ def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None =
     stem = f"{y}_vs_{x}" + (f"_by_{by}" if by else "") + "".join(
         f"_{k}={v}" for k, v in (where or {}).items())
     path = path or os.path.join(os.fspath(out_dir), stem.replace("/", "_") + ".png")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    from wire.atomic import atomic_file
+
+    try:
+        with atomic_file(path, "wb") as f:
+            fig.savefig(f, format="png", dpi=100)
+    finally:
+        plt.close(fig)
     return path

@@ -47,7 +47,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         rows = sweep(args.scenario, grid, out_dir=out, seeds=args.seeds,
                      seed_base=args.seed_base, workers=args.workers, scheduler=args.scheduler,
                      keep_runs=args.keep_runs, retry_failed=args.retry_failed,
-                     progress=None if not args.no_progress else False)
+                     progress=None if not args.no_progress else False, force=args.force)
     except (ScenarioError, ValueError, RuntimeError, OSError) as e:
         _err(str(e))
         return EXIT_USAGE
@@ -98,6 +98,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--retry-failed", action="store_true",
                    help="re-run the runs recorded as failed")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--force", action="store_true",
+                   help="sweep into DIR even if it holds another scenario's sweep (its "
+                        "results are removed) or other files")
     s.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("sweep-plot", help="plot a sweep's figure against a parameter",

@@ -81,7 +81,9 @@ def test_resume_runs_only_what_is_missing_and_failures_are_recorded(serial, tmp_
     got = sweep("incast", GRID, out_dir=out, seeds=2, workers=0, progress=False,
                 on_row=ran.append)
     assert len(ran) == 3 and _figures(got) == _figures(rows)
-    # a run that fails at run time (a missing capture) is recorded; the others go on
+    # a run that fails at run time (a capture that is not one; a missing one is refused at
+    # load time) is recorded; the others go on
+    (tmp_path / "missing.pcap").write_bytes(b"not a capture at all")
     f = tmp_path / "s.toml"
     f.write_text('[run]\nduration_ms = 0.02\n[topology]\nkind = "star"\nhosts = 3\n'
                  '[traffic]\npattern = "incast"\n[[pcap]]\nfile = "missing.pcap"\n')
