@@ -243,11 +243,18 @@ class _Context:
         return out
 
     def mark_events(self, ax: Any, *, legend: bool = True) -> None:
-        """Scripted moments (a NIC stalls, a flow joins) as grey dotted lines."""
+        """Scripted moments (a NIC stalls, a flow joins) as grey dotted lines; deadlock onsets
+        (red dashed) and watchdog triggers (green dotted) when the run had them."""
         for m in self.markers:
             if 0 <= m["t_ps"] <= self.dur_ps:
                 ax.axvline(self.t(m["t_ps"]), color="0.4", linestyle=":", linewidth=1.2,
                            label=m["label"] if legend else None)
+        for key, color, style, label in (
+                ("deadlock_t_ps", "red", "--", "deadlock onset"),
+                ("watchdog_t_ps", "green", ":", "watchdog triggered")):
+            for i, t in enumerate(self.ts.get(key, [])):
+                ax.axvline(self.t(int(t)), color=color, linestyle=style, linewidth=1.5,
+                           label=label if legend and i == 0 else None)
 
 
 def _parse_npp(mid: str) -> tuple[int, int, int]:
@@ -293,11 +300,11 @@ def _queue_figure(ctx: _Context) -> Any:
         # ports that came near XON; the rest are counted, not drawn
         ingress = [r for r in every if r[3].max() >= thr["xon_bytes"] / 2][:8] or every[:3]
         quiet = len(every) - len(ingress)
-    crossing = None
-    for _p, _g, t, b in ingress:
-        above = t[b > thr["xoff_bytes"]]
-        if len(above) and (crossing is None or above[0] < crossing):
-            crossing = int(above[0])
+    crossing = None  # the switch's first PAUSE
+    for _mid, t, st in ctx.series(f"pfc_tx_n{bn}_", "_state"):
+        on = t[st > 0]
+        if len(on) and (crossing is None or on[0] < crossing):
+            crossing = int(on[0])
     win = ctx.detail_window(crossing) if crossing is not None else None
     rows = 2 if pfc else 1
     fig, axes = plt.subplots(rows, 2 if win else 1, squeeze=False, sharey="row",
@@ -395,15 +402,17 @@ def _throughput_figure(ctx: _Context) -> Any:
     bin_ps = int(ts["bin_ps"])
     flows = sorted((int(k.split("_")[1]), ts[k]) for k in ts
                    if k.startswith("flow_") and k.endswith("_rx_bytes"))
+    if not flows:
+        fig, ax = plt.subplots(figsize=(9, 3))
+        ax.set(title=f"{ctx.scenario}: delivered throughput", xlim=(0, ctx.t_end()),
+               xlabel=ctx.t_label)
+        _no_data(ax, "no RoCE flows in this scenario"
+                 + ("\n(SUE goodput and latency: summary.json \"sue\")"
+                    if "sue" in ctx.summary else ""))
+        return fig
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 7), sharex=True,
                                   gridspec_kw={"height_ratios": [1, 1.2]})
     ax2.set_xlabel(ctx.t_label)
-    if not flows:
-        ax.set(title=f"{ctx.scenario}: delivered throughput", xlim=(0, ctx.t_end()))
-        _no_data(ax, "no flows in this scenario")
-        ax2.set_visible(False)
-        ax.set_xlabel(ctx.t_label)
-        return fig
     x = ctx.t(ts["bin_t_ps"] + bin_ps / 2)
     gbps = {fid: b * 8 * 1000 / bin_ps for fid, b in flows}  # bytes per bin -> Gb/s
     total = np.sum(list(gbps.values()), axis=0)
@@ -411,7 +420,8 @@ def _throughput_figure(ctx: _Context) -> Any:
     w = max(1, round(len(x) / 20))  # moving-average width, bins
     ax.plot(x, total, color="0.6", linewidth=0.8, label="all flows, per bin")
     ax.plot(x, _moving_average(total, w), color="black", linewidth=2.2,
-            label=f"total, all {len(flows)} flows (mean {mean:.4g} Gb/s)")
+            label=(f"total, all {len(flows)} flows" if len(flows) > 1 else "total, 1 flow")
+            + f" (mean {mean:.4g} Gb/s)")
     # Reference lines: the receivers' link capacity and the offered load, each drawn when it
     # is in the plot's range (the other one is named in the title).
     dsts = sorted({d for d in (ctx.flow_dst(f) for f, _ in flows) if d is not None})
@@ -447,7 +457,7 @@ def _throughput_figure(ctx: _Context) -> Any:
                  f"moving average over {ctx.span(w * bin_ps)})"
                  + (f"\n{', '.join(notes)} (off scale)" if notes else ""))
     ax.set_ylim(0, 1.12 * max(top, *(r[0] / 1e9 for r in refs if r[2] not in notes), 1e-9))
-    ax.legend(loc="lower right", fontsize="small")
+    ax.legend(loc="best", fontsize="small")
 
     if len(flows) <= MAX_FLOW_LINES:
         for fid, _ in flows:
@@ -597,12 +607,6 @@ def _timeline_figure(ctx: _Context) -> Any | None:
     axes = axes[0]
     for j, ax in enumerate(axes):
         _bars(ctx, ax, bars, "tab:blue")
-        for key, color, style, label in (
-                ("deadlock_t_ps", "red", "--", "deadlock onset"),
-                ("watchdog_t_ps", "green", ":", "watchdog triggered")):
-            for i, t in enumerate(ctx.ts.get(key, [])):
-                ax.axvline(ctx.t(int(t)), color=color, linestyle=style, linewidth=1.5,
-                           label=label if i == 0 else None)
         ctx.mark_events(ax)
         ax.set_xlabel(ctx.t_label)
         if j == 0:
