@@ -6,6 +6,7 @@ the run.  Figures are checked through :func:`sim.plot.figures` / :func:`sim.plot
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -59,12 +60,13 @@ def _figs(out: str) -> dict:
     figs = figures(out)
     for fig in figs.values():
         fig.canvas.draw()  # tick labels are made when drawn
-    yield_figs = dict(figs)
     plt.close("all")
-    return yield_figs
+    return figs
 
 
+@functools.cache
 def _texts(out: str) -> dict[str, list[str]]:
+    """file name -> the figure's texts (cached: each results folder is plotted once)."""
     from sim.plot import texts
 
     return {name: texts(fig) for name, fig in _figs(out).items()}
