@@ -2,8 +2,12 @@
 addresses, at their timestamps.
 
 * Ownership: ``owners`` maps an IP address (text) or a MAC address to a host node id; a frame
-  is injected at the owner of its source address and routed to the owner of its destination.
-  Frames whose addresses are not owned are skipped and counted (``ReplayStats.skipped``).
+  is injected at the owner of its source address and routed to the owner of its destination
+  (its IP address, else its MAC address).
+  Frames whose addresses are not owned are skipped and counted (``ReplayStats.skipped``, with
+  a few example address pairs in ``skipped_samples``).  The simulator's own addresses
+  (:mod:`sim.addresses`) are :func:`owners_by_address`; a real capture's addresses are mapped
+  to hosts by the user (``lossless replay --map ADDRESS=NODE``, :func:`parse_owner`).
 * Time: a record at ``ts_ns`` is injected at ``(ts_ns - t0_ns) * 1000 * time_scale`` ps
   (``t0_ns`` defaults to the first record's timestamp), so a capture keeps its spacing; a
   ``time_scale`` below 1 compresses it (an integer ratio, e.g. ``Fraction(1, 10)``).
@@ -27,8 +31,8 @@ from .fabric import Fabric
 from .host import Host
 from .packet import SimPacket
 
-__all__ = ["REPLAY_FLOW_BASE", "ReplayStats", "inject_records", "owners_by_address",
-           "scale_fraction"]
+__all__ = ["REPLAY_FLOW_BASE", "ReplayStats", "inject_records", "normalize_address",
+           "owners_by_address", "parse_owner", "scale_fraction"]
 
 
 @dataclass
@@ -37,10 +41,20 @@ class ReplayStats:
     skipped: int = 0
     skipped_reasons: dict[str, int] = field(default_factory=dict)
     flows: dict[tuple, int] = field(default_factory=dict)
+    #: A few of the skipped frames' "source -> destination" addresses (distinct), so a user
+    #: sees which addresses to map (``--map ADDRESS=NODE``).
+    skipped_samples: list[str] = field(default_factory=list)
 
-    def skip(self, reason: str) -> None:
+    def skip(self, reason: str, sample: str | None = None) -> None:
         self.skipped += 1
         self.skipped_reasons[reason] = self.skipped_reasons.get(reason, 0) + 1
+        if sample is not None and len(self.skipped_samples) < SAMPLES \
+                and sample not in self.skipped_samples:
+            self.skipped_samples.append(sample)
+
+
+#: How many skipped address pairs :class:`ReplayStats` keeps as examples.
+SAMPLES = 3
 
 
 #: Replayed flows are numbered from here, apart from a scenario's own flows.
@@ -64,8 +78,11 @@ def inject_records(fabric: Fabric, records: Iterable[Record], owners: Mapping[st
         src_key = ip["src"] if ip else (eth["src"] if eth else None)
         dst_key = ip["dst"] if ip else (eth["dst"] if eth else None)
         src, dst = owners.get(src_key), owners.get(dst_key)
+        if ip and eth:  # an IP address not owned: its MAC address may be
+            src = owners.get(eth["src"]) if src is None else src
+            dst = owners.get(eth["dst"]) if dst is None else dst
         if src is None or dst is None:
-            st.skip("address not owned by a host")
+            st.skip("address not owned by a host", f"{src_key} -> {dst_key}")
             continue
         node = fabric.nodes.get(src)
         if not isinstance(node, Host):
@@ -95,6 +112,34 @@ def scale_fraction(value: float | int | Fraction) -> Fraction:
     """A user's time scale (``--time-scale``, ``[[pcap]] time_scale``) as an exact fraction
     (a float such as 0.1 becomes 1/10, not its binary approximation)."""
     return Fraction(value).limit_denominator(10**6)
+
+
+def normalize_address(text: str) -> str:
+    """An IPv4/IPv6 or MAC address in the text form :func:`wire.dissect` gives (dotted quad,
+    compressed IPv6, lower-case colon-separated MAC), so a user's spelling matches a frame's;
+    ValueError for anything else."""
+    import ipaddress
+    import re
+
+    t = text.strip()
+    if re.fullmatch(r"[0-9A-Fa-f]{2}([:-][0-9A-Fa-f]{2}){5}", t):
+        return t.lower().replace("-", ":")
+    try:
+        return str(ipaddress.ip_address(t))
+    except ValueError:
+        raise ValueError(f"{text!r} is not an IPv4, IPv6 or MAC address") from None
+
+
+def parse_owner(text: str) -> tuple[str, int]:
+    """``ADDRESS=NODE`` (``--map``): a capture address owned by host ``NODE``."""
+    addr, sep, node = text.partition("=")
+    if not sep:
+        raise ValueError(f"expected ADDRESS=NODE, got {text!r}")
+    try:
+        nid = int(node)
+    except ValueError:
+        raise ValueError(f"{text!r}: NODE must be a node id (an integer)") from None
+    return normalize_address(addr), nid
 
 
 def owners_by_address(fabric: Fabric) -> dict[str, int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 
@@ -33,10 +34,40 @@ def _node_port(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+EXIT_SKIPPED = 1
+#: Exit status after Ctrl-C (128 + SIGINT, the shell's convention).
+EXIT_INTERRUPTED = 130
+
+
+def _owner(text: str) -> tuple[str, int]:
+    from .replay import parse_owner
+
+    try:
+        return parse_owner(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _positive(kind):
+    def conv(text: str):
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not v > 0 or v != v or v == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+        return v
+    return conv
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     if args.time_scale <= 0:
         _err("--time-scale must be > 0")
         return EXIT_USAGE
+    import os
+
+    from wire.atomic import check_output_dir
+
     from .replay import scale_fraction
     from .results import run_scenario
     from .scenarios import ScenarioError
@@ -48,36 +79,138 @@ def cmd_replay(args: argparse.Namespace) -> int:
         _err(str(e))
         return EXIT_USAGE
     out = args.out or f"out/{name}"
+    existed = os.path.isdir(out)
+    limit = None if args.capture_limit_mb is None else round(args.capture_limit_mb * 10**6)
+    knobs = {k: v for k, v in (("capture_limit_bytes", limit), ("snaplen_bytes", args.snaplen),
+                               ("write_captures", False if args.no_capture else None))
+             if v is not None}
     start = time.perf_counter()
     try:
+        check_output_dir(out, force=args.force)  # refuse before running
         s = run_scenario(args.scenario, params=dict(args.param or ()), seed=args.seed,
                          out_dir=out, plots=not args.no_plots, captures=args.capture or (),
-                         pcaps=[(f, scale_fraction(args.time_scale)) for f in args.pcap or ()])
+                         pcaps=[(f, scale_fraction(args.time_scale)) for f in args.pcap or ()],
+                         owners=dict(args.map or ()), force=args.force, warn=_err, **knobs)
     except ValueError as e:
         _err(str(e))
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        _err(f"interrupted: {out} left as it was" if existed else
+             f"interrupted: nothing written ({out} not created)")
+        return EXIT_INTERRUPTED
     wall = time.perf_counter() - start
+    for line in summary_lines(s, wall, out):
+        _err(line)
+    rp = s.get("replay")
+    return EXIT_SKIPPED if rp is not None and rp.get("skipped") else EXIT_OK
+
+
+def summary_lines(s: dict, wall_s: float, out: str) -> list[str]:
+    """The replay's one-line summary (and, after a --pcap replay, one line about it): what
+    ran, drops by reason, a deadlock, the watchdog, a capture cut at its limit."""
+    from .results import replay_problem
+
     t = s["totals"]
-    _err(f"{name}: {s['duration_ps'] / 1e6:g} us simulated in {wall:.2f} s; "
-         f"bottleneck utilisation {s['bottleneck']['utilisation']:.4f}; drops {t['drops']}; "
-         f"pauses {t['pauses']}; CE marks {t['ce_marked']}; results in {out}")
-    if "replay" in s:
-        rp = s["replay"]
-        _err(f"replayed {rp['injected']} frame(s) from {', '.join(rp['files'])}; skipped "
-             f"{rp['skipped']}; delivered {rp['delivered_bytes']} bytes")
-    return EXIT_OK
+    name = s["scenario"]
+    drops = f"drops {t['drops']}"
+    if t["drops"]:
+        by = t.get("dropped_packets_by_reason", {})
+        drops += f" ({', '.join(f'{k} {v}' for k, v in by.items())})"
+    parts = [f"{name}: {s['duration_ps'] / 1e6:g} us simulated in {wall_s:.2f} s",
+             f"bottleneck utilisation {s['bottleneck']['utilisation']:.4f}", drops,
+             f"pauses {t['pauses']}", f"CE marks {t['ce_marked']}"]
+    dl = s.get("deadlock")
+    if isinstance(dl, dict) and dl.get("detected"):
+        cycle = " -> ".join(f"{c[0]}:{c[1]}" for c in dl.get("cycle") or ())
+        parts.append(f"DEADLOCK at {dl['t_ps'] / 1e6:g} us (cycle of NODE:PORT {cycle})")
+    wd = s.get("watchdog")
+    if isinstance(wd, dict) and wd.get("triggers"):
+        parts.append(f"PFC watchdog fired {wd['triggers']} time(s), dropped "
+                     f"{wd.get('dropped_packets', 0)} frame(s)")
+    cap = s.get("capture", {})
+    if cap.get("cut_at_ps") is not None:
+        parts.append(f"captures CUT at {cap['cut_at_ps'] / 1e6:g} us (limit "
+                     f"{cap['limit_bytes'] / 1e6:g} MB, --capture-limit-mb)")
+    lines = ["; ".join(parts) + f"; results in {out}"]
+    rp = s.get("replay")
+    if rp is not None:
+        line = (f"replayed {rp['injected']} frame(s) from {', '.join(rp['files'])}; "
+                f"delivered {rp['delivered_bytes']} bytes")
+        problem = replay_problem(rp)
+        lines.append(line + (f"; {problem}" if problem else ""))
+    return lines
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    import os
+
     from .plot import plot_dir
 
+    d = args.dir
     try:
-        for path in plot_dir(args.dir):
+        _check_results(d)
+        for path in plot_dir(d):
             print(path)
-    except (OSError, KeyError, ValueError) as e:
-        _err(f"{args.dir}: cannot plot: {e}")
+    except _BadResults as e:
+        _err(str(e))
+        return EXIT_USAGE
+    except KeyError as e:
+        key = str(e.args[0]).split()[0] if e.args else "?"
+        if re.match(_ARRAY_NAME, key):  # numpy's NpzFile says "K is not a file in the archive"
+            _err(f"{os.path.join(d, 'timeseries.npz')}: {key}: missing array")
+        else:
+            _err(f"{os.path.join(d, 'summary.json')}: {key}: missing key")
+        return EXIT_USAGE
+    except (OSError, ValueError, TypeError, IndexError) as e:
+        _err(f"{d}: cannot plot: {e}")
         return EXIT_USAGE
     return EXIT_OK
+
+
+class _BadResults(Exception):
+    pass
+
+
+#: Arrays every timeseries.npz has (sim.results), and the names of the per-item ones.
+_REQUIRED_ARRAYS = ("duration_ps", "bottleneck", "bin_ps", "bin_t_ps")
+_ARRAY_NAME = r"(queue|flow|pfc|ingress|rate|deadlock|watchdog)_|bin_"
+
+
+def _check_results(d: str) -> None:
+    """Raise _BadResults (message ``FILE: why``) unless ``d`` holds a readable summary.json
+    (a JSON object) and timeseries.npz (a numpy archive whose every array reads back)."""
+    import json
+    import os
+    import zipfile
+
+    import numpy as np
+
+    if not os.path.isdir(d):
+        raise _BadResults(f"{d}: no such results folder")
+    path = os.path.join(d, "summary.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            summary = json.load(f)
+    except FileNotFoundError:
+        raise _BadResults(f"{path}: missing (not a lossless replay results folder?)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _BadResults(f"{path}: not valid JSON: {e}") from None
+    if not isinstance(summary, dict):
+        raise _BadResults(f"{path}: expected a JSON object, got {type(summary).__name__}")
+    path = os.path.join(d, "timeseries.npz")
+    if os.path.isfile(path) and not zipfile.is_zipfile(path):
+        raise _BadResults(f"{path}: not a numpy .npz archive (not a zip file)")
+    try:
+        with np.load(path, allow_pickle=False) as ts:
+            for k in ts.files:
+                ts[k]
+            missing = [k for k in _REQUIRED_ARRAYS if k not in ts.files]
+    except FileNotFoundError:
+        raise _BadResults(f"{path}: missing") from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise _BadResults(f"{path}: not a readable numpy archive: {e}") from None
+    if missing:
+        raise _BadResults(f"{path}: {', '.join(missing)}: missing array")
 
 
 def cmd_scenarios(args: argparse.Namespace) -> int:
@@ -124,14 +257,28 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="override a parameter (repeatable); see 'lossless scenarios'")
     r.add_argument("--seed", type=integer(0, 2**63 - 1),
                    help="RNG seed (overrides the seed parameter)")
-    r.add_argument("--out", metavar="DIR", help="output directory (default out/<scenario>)")
+    r.add_argument("--out", metavar="DIR",
+                   help="output folder (default out/<scenario>), written whole or not at all; "
+                        "must be new, empty or an earlier output of lossless")
+    r.add_argument("--force", action="store_true",
+                   help="replace --out even if it is a non-empty folder lossless did not write")
     r.add_argument("--capture", type=_node_port, action="append", metavar="NODE:PORT",
                    help="also capture frames leaving NODE:PORT to capture_NODE_PORT.pcap "
                         "(repeatable)")
+    r.add_argument("--capture-limit-mb", type=finite_float(0, lo_open=True), metavar="N",
+                   help="stop all captures when the pcap files reach N MB together "
+                        "(default 1024; the summary says where they were cut)")
+    r.add_argument("--snaplen", type=integer(1, 2**32 - 1), metavar="BYTES",
+                   help="capture only the first BYTES of each frame (records keep orig_len)")
+    r.add_argument("--no-capture", action="store_true", help="write no pcap files")
     r.add_argument("--pcap", action="append", metavar="FILE",
                    help="also inject the frames of a pcap/pcapng at the hosts owning their "
-                        "source addresses (10.0.N.N / 02:00:..: node N), at their timestamps "
-                        "relative to the first (repeatable)")
+                        "source addresses (the simulator's own, docs/scenarios.md "
+                        "'Addresses', and --map), at their timestamps relative to the first "
+                        "(repeatable)")
+    r.add_argument("--map", type=_owner, action="append", metavar="ADDRESS=NODE",
+                   help="--pcap frames from/to ADDRESS (IPv4, IPv6 or MAC) belong to host "
+                        "NODE (repeatable)")
     r.add_argument("--time-scale", type=finite_float(1e-6, 1e6), default=1.0, metavar="X",
                    help="multiply the --pcap frames' time offsets by X (0.5: twice as fast)")
     r.add_argument("--no-plots", action="store_true", help="skip the PNG plots")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from wire.bth import BTH
@@ -57,8 +57,21 @@ __all__ = ["Recorder", "run_scenario", "THROUGHPUT_BINS", "jain_index", "queue_m
 THROUGHPUT_BINS = 200
 #: Progress-bar / engine chunks.
 _CHUNKS = 100
+#: "Take the scenario's value" default of run_scenario's capture knobs.
+_SCENARIO = object()
 _LOGGED = (PauseSent, PauseReceived, PauseExpired, CEMarked, Dropped, CNPSent, RateChanged)
 _LOGGED += (DeadlockFound, DeadlockCleared, WatchdogTriggered, WatchdogRestored)  # PFC failures
+#: Default cap on all the pcap files of one run together (``--capture-limit-mb``), bytes.
+DEFAULT_CAPTURE_LIMIT_BYTES = 1024 * 10**6
+#: Warn before a run whose captures are estimated to exceed this (or the cap), bytes.
+CAPTURE_WARN_BYTES = 256 * 10**6
+#: Classic pcap file header and per-record header sizes (draft-ietf-opsawg-pcap sections 4
+#: and 5), bytes: a capture file's size is 24 + the sum of (16 + captured length).
+PCAP_FILE_HEADER_BYTES = 24
+PCAP_RECORD_HEADER_BYTES = 16
+#: Frame size the capture estimate assumes with ``--snaplen`` (a 1024-B-payload RoCEv2
+#: frame, the built-in scenarios' default ``packet_bytes``), bytes.
+_ESTIMATE_FRAME_BYTES = 1082
 #: Header bytes of the synthesized RoCEv2 data frames, from the field tables.
 _HDR_BYTES = (ETHERNET.size_bytes + IPV4.size_bytes + UDP.size_bytes + BTH.size_bytes
               + ICRC_BYTES)
@@ -72,6 +85,13 @@ class Recorder:
         self.log = log
         self.queues: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
         self.drops: dict[tuple[int, int], int] = {}
+        #: Every Dropped event (switches, hosts, XPUs): reason -> [packets, bytes].
+        self.drops_by_reason: dict[str, list[int]] = {}
+        #: flow -> [packets, bytes] of its DATA frames dropped (control frames excluded).
+        self.flow_drops: dict[int, list[int]] = {}
+        #: Ids of the control frames (CNPs, ACKs) hosts sent (:meth:`host_tap`), so a dropped
+        #: control frame is not counted against its flow's data.
+        self.control_ids: set[int] = set()
         self.ce: dict[tuple[int, int], int] = {}
         self.cnps = 0
         self.pfc_tx: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
@@ -94,6 +114,17 @@ class Recorder:
         if cls is Dropped:
             k = (e.node, e.port)
             self.drops[k] = self.drops.get(k, 0) + 1
+            r = self.drops_by_reason.get(e.reason)
+            if r is None:
+                r = self.drops_by_reason[e.reason] = [0, 0]
+            r[0] += 1
+            r[1] += e.nbytes
+            if e.packet_id not in self.control_ids:
+                f = self.flow_drops.get(e.flow)
+                if f is None:
+                    f = self.flow_drops[e.flow] = [0, 0]
+                f[0] += 1
+                f[1] += e.nbytes
         elif cls is CEMarked:
             k = (e.node, e.port)
             self.ce[k] = self.ce.get(k, 0) + 1
@@ -117,6 +148,12 @@ class Recorder:
             self._rate_sample(r, e)
         if self.log is not None and cls in _LOGGED:
             self.log.emit(e)
+
+    def host_tap(self, t_ps: int, pkt: Any) -> None:
+        """Tap on a host's port: remember the ids of the frames it sends with real bytes (its
+        CNPs and ACKs; replayed frames are told apart by their flow ids)."""
+        if pkt.frame is not None and pkt.flow < REPLAY_FLOW_BASE:
+            self.control_ids.add(pkt.id)
 
     def ingress_sample(self, t_ps: int, node: int, port: int, pg: int, nbytes: int) -> None:
         """``Switch.ingress_tap``: one sample of an ingress (port, PG) counter."""
@@ -164,18 +201,47 @@ class Recorder:
         return out
 
 
-class Capture:
-    """A :class:`sim.port.Port` tap writing the frames leaving the port to a pcap."""
+class CaptureBudget:
+    """The bytes all the pcap files of one run may take together (``limit_bytes``; None: no
+    limit).  The first frame that would go over it stops every capture of the run
+    (``cut_at_ps``); what was written stays a valid pcap."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, limit_bytes: int | None) -> None:
+        self.limit_bytes = limit_bytes
+        self.used_bytes = 0
+        self.cut_at_ps: int | None = None
+
+
+class Capture:
+    """A :class:`sim.port.Port` tap writing the frames leaving the port to a pcap, within a
+    :class:`CaptureBudget`; frames longer than ``snaplen_bytes`` (None: whole frames) are cut,
+    keeping their original length in the record."""
+
+    def __init__(self, path: str, budget: CaptureBudget | None = None,
+                 snaplen_bytes: int | None = None) -> None:
         self.path = path
-        self.writer = CaptureWriter(path)
+        self.budget = budget if budget is not None else CaptureBudget(None)
+        self.writer = (CaptureWriter(path) if snaplen_bytes is None
+                       else CaptureWriter(path, snaplen=snaplen_bytes))
+        self._snap = snaplen_bytes
         self.frames = 0
+        self.bytes = PCAP_FILE_HEADER_BYTES
+        self.budget.used_bytes += PCAP_FILE_HEADER_BYTES
         self._psn: dict[int, int] = {}
         self._templates: dict[tuple[int, int, int, int], RoceTemplate] = {}
 
     def __call__(self, t_ps: int, pkt: Any) -> None:
+        b = self.budget
+        if b.cut_at_ps is not None:
+            return
         frame = pkt.frame if pkt.frame is not None else self._synth(pkt)
+        n = PCAP_RECORD_HEADER_BYTES + (len(frame) if self._snap is None
+                                        else min(len(frame), self._snap))
+        if b.limit_bytes is not None and b.used_bytes + n > b.limit_bytes:
+            b.cut_at_ps = t_ps
+            return
+        b.used_bytes += n
+        self.bytes += n
         self.writer.write(bytes(frame), ts_ns=t_ps // 1000)
         self.frames += 1
 
@@ -276,22 +342,41 @@ def parse_port(text: str) -> tuple[int, int]:
 def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
                  seed: int | None = None, out_dir: str | os.PathLike[str] | None = None,
                  plots: bool = True, captures: Iterable[tuple[int, int]] = (),
-                 progress: bool | None = None, pcaps: Iterable[str] = (),
-                 owners: Mapping[str, int] | None = None) -> dict[str, Any]:
-    """Build, run and record a scenario; returns the summary (also in summary.json)."""
-    import numpy as np
+                 progress: bool | None = None, pcaps: Iterable[Any] = (),
+                 owners: Mapping[str, int] | None = None, *, force: bool = False,
+                 capture_limit_bytes: int | object | None = _SCENARIO,
+                 snaplen_bytes: int | object | None = _SCENARIO,
+                 write_captures: bool | object = _SCENARIO,
+                 warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Build, run and record a scenario; returns the summary (also in summary.json).
+
+    Outputs go to ``out_dir`` (default ``out/<scenario>``) whole or not at all
+    (:func:`wire.atomic.atomic_dir`): everything is written into a fresh sibling folder that
+    replaces ``out_dir`` only when complete.  ``out_dir`` must be absent, empty, or an earlier
+    output of ours, unless ``force`` (checked before the run; ``wire.atomic.OutputError``).
+    An exception or Ctrl-C leaves ``out_dir`` exactly as it was.
+
+    Captures (``bottleneck.pcap`` and ``captures``): ``write_captures=False`` writes none;
+    ``snaplen_bytes`` keeps only the first bytes of each frame (records keep ``orig_len``);
+    all pcap files together stop at ``capture_limit_bytes`` (default
+    :data:`DEFAULT_CAPTURE_LIMIT_BYTES`, None: no limit; summary ``capture.cut_at_ps``).
+    Unset, these take the scenario's values (``Scenario.capture_limit_bytes`` /
+    ``snaplen_bytes`` / ``capture_enabled`` if it has them), else the defaults.  ``warn``
+    (default :func:`warnings.warn`) gets one message before the run when the captures are
+    estimated to exceed :data:`CAPTURE_WARN_BYTES` or the limit.
+    ``owners`` maps capture addresses (IP or MAC text) to host ids for ``pcaps``
+    (default: the simulator's own addresses, :mod:`sim.addresses`)."""
+    from wire.atomic import atomic_dir, check_output_dir
 
     from .scenarios.loader import build
 
     sc = build(name_or_path, params, seed)
-    name = sc.name
-    out = os.fspath(out_dir) if out_dir is not None else os.path.join("out", name)
-    os.makedirs(out, exist_ok=True)
+    out = os.fspath(out_dir) if out_dir is not None else os.path.join("out", sc.name)
+    check_output_dir(out, force=force)
+    opts = _capture_options(sc, capture_limit_bytes, snaplen_bytes, write_captures)
     fab = sc.fabric
-    dur = sc.duration_ps
-    replay = _inject_pcaps(fab, [*sc.pcaps, *pcaps], owners)
-
-    caps: dict[tuple[int, int], Capture] = {}
+    replay = _inject_pcaps(fab, [*(("[[pcap]]", p) for p in sc.pcaps),
+                                 *(("--pcap", p) for p in pcaps)], owners)
     wanted = [sc.bottleneck]
     for c in [*sc.captures, *captures]:
         if c not in wanted:
@@ -300,10 +385,84 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
         n = fab.nodes.get(node)
         if n is None or port not in n.ports:
             raise ValueError(f"--capture {node}:{port}: no such node/port")
+    if opts["enabled"]:
+        msg = _capture_warning(fab, wanted, sc.duration_ps, opts)
+        if msg:
+            if warn is None:
+                import warnings
+
+                warnings.warn(msg, stacklevel=2)
+            else:
+                warn(msg)
+    with atomic_dir(out, force=force) as tmp:
+        return _run_into(sc, tmp, wanted if opts["enabled"] else [], opts, replay, plots,
+                         progress)
+
+
+def _capture_options(sc: Any, limit: Any, snaplen: Any, enabled: Any) -> dict[str, Any]:
+    """The run's capture knobs: arguments, else the scenario's, else the defaults; checked."""
+    # a scenario's value None (or no such attribute) means "not set there"
+    if limit is _SCENARIO:
+        limit = getattr(sc, "capture_limit_bytes", None) or DEFAULT_CAPTURE_LIMIT_BYTES
+    if snaplen is _SCENARIO:
+        snaplen = getattr(sc, "snaplen_bytes", None)
+    if enabled is _SCENARIO:
+        enabled = getattr(sc, "capture_enabled", None) is not False
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)
+                              or limit <= 0):
+        raise ValueError(f"capture limit: must be a positive number of bytes, got {limit!r}")
+    if snaplen is not None and (not isinstance(snaplen, int) or isinstance(snaplen, bool)
+                                or not 1 <= snaplen <= 262144):
+        raise ValueError(f"snaplen: must be 1..262144 bytes, got {snaplen!r}")
+    return {"enabled": bool(enabled), "limit_bytes": limit, "snaplen_bytes": snaplen}
+
+
+def estimate_capture_bytes(fab: Any, ports: Iterable[tuple[int, int]], duration_ps: int,
+                           snaplen_bytes: int | None = None) -> int:
+    """Upper estimate of the pcap bytes capturing ``ports`` for ``duration_ps`` writes: each
+    port busy at its line rate the whole run (with ``snaplen_bytes``, in frames of
+    ``_ESTIMATE_FRAME_BYTES`` cut to the snaplen, plus the 16-byte record headers)."""
+    total = 0
+    for node, port in ports:
+        line_bytes = fab.nodes[node].ports[port].rate_bps * duration_ps // (8 * 10**12)
+        if snaplen_bytes is not None:
+            per = PCAP_RECORD_HEADER_BYTES + min(snaplen_bytes, _ESTIMATE_FRAME_BYTES)
+            line_bytes = line_bytes * per // _ESTIMATE_FRAME_BYTES
+        total += PCAP_FILE_HEADER_BYTES + line_bytes
+    return total
+
+
+def _capture_warning(fab: Any, ports: list[tuple[int, int]], duration_ps: int,
+                     opts: Mapping[str, Any]) -> str | None:
+    est = estimate_capture_bytes(fab, ports, duration_ps, opts["snaplen_bytes"])
+    limit = opts["limit_bytes"]
+    if est <= CAPTURE_WARN_BYTES and (limit is None or est <= limit):
+        return None
+    where = ", ".join(f"{n}:{p}" for n, p in ports)
+    msg = (f"warning: the captures ({where}) may write up to {est / 1e6:.0f} MB "
+           f"({duration_ps / 1e9:g} ms at line rate)")
+    if limit is not None and est > limit:
+        msg += f"; they stop at the limit of {limit / 1e6:g} MB (--capture-limit-mb)"
+    return msg + "; --snaplen BYTES keeps only headers, --no-capture writes none"
+
+
+def _run_into(sc: Any, out: str, wanted: list[tuple[int, int]], opts: Mapping[str, Any],
+              replay: dict[str, Any] | None, plots: bool, progress: bool | None
+              ) -> dict[str, Any]:
+    """Run the built scenario, writing every output file into ``out`` (a fresh folder)."""
+    import numpy as np
+
+    name = sc.name
+    fab = sc.fabric
+    dur = sc.duration_ps
+    budget = CaptureBudget(opts["limit_bytes"])
+    caps: dict[tuple[int, int], Capture] = {}
+    for node, port in wanted:
         fname = "bottleneck.pcap" if (node, port) == sc.bottleneck else \
             f"capture_{node}_{port}.pcap"
-        caps[(node, port)] = cap = Capture(os.path.join(out, fname))
-        n.ports[port].taps.append(cap)
+        caps[(node, port)] = cap = Capture(os.path.join(out, fname), budget,
+                                           opts["snaplen_bytes"])
+        fab.nodes[node].ports[port].taps.append(cap)
 
     bin_ps = -(-dur // THROUGHPUT_BINS)
     rx = _RxBins(bin_ps, THROUGHPUT_BINS)
@@ -326,6 +485,9 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
         for node in fab.nodes.values():
             if hasattr(node, "ingress_tap"):
                 node.ingress_tap = rec.ingress_sample
+        for node in fab.nodes.values():
+            if isinstance(node, Host):
+                node.port.taps.append(rec.host_tap)
         sc.tracer_slot.target = rec
         try:
             step = max(dur // _CHUNKS, 1)
@@ -358,6 +520,9 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
         })
     flows = [{k: f[k] for k in ("id", "src", "dst", "bytes_delivered", "throughput_bps",
                                  "fct_ps", "ce_received")} for f in base["flows"]]
+    conservation = flow_conservation(fab, rec)
+    for f in flows:
+        f.update(conservation[f["id"]])
     bnode, bport = sc.bottleneck
     bp = fab.nodes[bnode].ports[bport]
     totals = base["totals"]
@@ -367,12 +532,19 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
         "bottleneck": {"node": bnode, "port": bport, "tx_bytes": bp.tx_bytes,
                        "utilisation": round(bp.busy_ps_until(dur) / dur, 6) if dur else 0.0},
         "flows": flows, "ports": ports,
-        "totals": {"drops": totals["drops"], "cnps": rec.cnps,
+        "totals": {"drops": sum(n for n, _ in rec.drops_by_reason.values()), "cnps": rec.cnps,
                    "pauses": totals["pauses_sent"], "ce_marked": totals["ce_marked"],
                    "dropped_bytes_by_reason":
-                       dict(sorted(totals["dropped_bytes_by_reason"].items()))},
-        "captures": {f"{n}:{p}": {"file": os.path.basename(c.path), "frames": c.frames}
+                       {k: v[1] for k, v in sorted(rec.drops_by_reason.items())},
+                   "dropped_packets_by_reason":
+                       {k: v[0] for k, v in sorted(rec.drops_by_reason.items())},
+                   **{k: sum(c[k] for c in conservation.values()) for k in _CONSERVED}},
+        "captures": {f"{n}:{p}": {"file": os.path.basename(c.path), "frames": c.frames,
+                                  "bytes": c.bytes}
                      for (n, p), c in caps.items()},
+        "capture": {"enabled": opts["enabled"], "limit_bytes": opts["limit_bytes"],
+                    "snaplen_bytes": opts["snaplen_bytes"], "written_bytes": budget.used_bytes
+                    if caps else 0, "cut_at_ps": budget.cut_at_ps},
     }
     for key, fn in sc.summaries.items():
         summary[key] = fn(sc)
@@ -424,29 +596,108 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
     return summary
 
 
-def _inject_pcaps(fab, pcaps: Iterable[Any], owners: Mapping[str, int] | None
+#: Per-flow (and total) packet and byte counts of summary.json: sent = delivered + dropped
+#: + in flight, each counted on its own.
+_CONSERVED = tuple(f"{k}_{u}" for k in ("sent", "delivered", "dropped", "in_flight")
+                   for u in ("packets", "bytes"))
+
+
+def flow_conservation(fab: Any, rec: Recorder) -> dict[int, dict[str, int]]:
+    """Per flow of ``fab.flows``, its data frames: sent (by the source NIC), delivered (at the
+    destination), dropped (``Dropped`` events, wherever: switch buffer, TTL, no route,
+    watchdog, stalled receiver, ...) and in flight at the end (in a port queue, being
+    serialised or on a wire: found by walking the queues and the pending events).  Each is
+    counted independently, so ``sent = delivered + dropped + in_flight`` is a real check."""
+    from .packet import SimPacket
+
+    flight: dict[int, list[int]] = {}
+
+    def note(pkt: Any) -> None:
+        if isinstance(pkt, SimPacket) and pkt.frame is None and pkt.flow in fab.flows:
+            c = flight.get(pkt.flow)
+            if c is None:
+                c = flight[pkt.flow] = [0, 0]
+            c[0] += 1
+            c[1] += pkt.nbytes
+
+    for node in fab.nodes.values():
+        for port in node.ports.values():
+            for q in port.queues:
+                for pkt in q:
+                    note(pkt)
+    for entry in fab.engine._heap:  # pending events: frames being serialised or on a wire
+        args = entry[4] if entry[4] is not None else entry[3].args
+        for a in args or ():
+            note(a)
+    out: dict[int, dict[str, int]] = {}
+    for fid, f in fab.flows.items():
+        src, dst = fab.nodes[f.src], fab.nodes[f.dst]
+        d = rec.flow_drops.get(fid, (0, 0))
+        fl = flight.get(fid, (0, 0))
+        out[fid] = {
+            "sent_packets": src.sent_packets.get(fid, 0), "sent_bytes": src.sent_bytes.get(fid, 0),
+            "delivered_packets": dst.rx_packets.get(fid, 0),
+            "delivered_bytes": dst.rx_bytes.get(fid, 0),
+            "dropped_packets": d[0], "dropped_bytes": d[1],
+            "in_flight_packets": fl[0], "in_flight_bytes": fl[1],
+        }
+    return out
+
+
+def _inject_pcaps(fab, pcaps: Iterable[tuple[str, Any]], owners: Mapping[str, int] | None
                   ) -> dict[str, Any] | None:
-    """Inject the records of each pcap (a path, or a (path, time scale) pair from a scenario
-    file) into the fabric; None when there are none.
-    A capture that cannot be read raises ValueError naming the file, record and field."""
+    """Inject the records of each pcap into the fabric; None when there are none.  ``pcaps``
+    holds (origin, pcap) pairs: origin ``"--pcap"`` or ``"[[pcap]]"`` (named in errors), pcap a
+    path or a (path, time scale) pair.  ``owners`` is added to the simulator's own addresses.
+    ValueError (naming the origin and file) for a capture that cannot be read, an owner that
+    is not a host, or when not one frame of all the captures could be injected."""
     from wire import CaptureError, read
 
-    from .replay import inject_records, owners_by_address
+    from .replay import inject_records, normalize_address, owners_by_address
 
-    files = [(p, 1) if isinstance(p, str | os.PathLike) else p for p in pcaps]
+    files = [(o, *((p, 1) if isinstance(p, str | os.PathLike) else p)) for o, p in pcaps]
     if not files:
         return None
-    own = dict(owners) if owners is not None else owners_by_address(fab)
-    stats: dict[str, Any] = {"files": [], "injected": 0, "skipped": 0, "skipped_reasons": {}}
-    for path, scale in files:
+    own = owners_by_address(fab)
+    for addr, nid in (owners or {}).items():
+        if not isinstance(fab.nodes.get(nid), Host):
+            hosts = sorted(n for n, x in fab.nodes.items() if isinstance(x, Host))
+            raise ValueError(f"--map {addr}={nid}: node {nid} is not a host (hosts: "
+                             f"{', '.join(map(str, hosts))})")
+        own[normalize_address(addr)] = nid
+    stats: dict[str, Any] = {"files": [], "frames": 0, "injected": 0, "skipped": 0,
+                             "skipped_reasons": {}, "skipped_samples": []}
+    for origin, path, scale in files:
+        if not os.path.isfile(path):
+            why = "no such file" if not os.path.exists(path) else "not a file"
+            raise ValueError(f"{os.fspath(path)}: {origin}: {why}")
         try:
             records = list(read(path))
         except (CaptureError, OSError) as e:
-            raise ValueError(f"pcap input {e}") from None
+            raise ValueError(f"{origin} input {e}") from None
         st = inject_records(fab, records, own, time_scale=scale)
         stats["files"].append(os.path.basename(os.fspath(path)))
+        stats["frames"] += len(records)
         stats["injected"] += st.injected
         stats["skipped"] += st.skipped
         for k, v in st.skipped_reasons.items():
             stats["skipped_reasons"][k] = stats["skipped_reasons"].get(k, 0) + v
+        for x in st.skipped_samples:
+            if x not in stats["skipped_samples"]:
+                stats["skipped_samples"].append(x)
+    if stats["frames"] and not stats["injected"]:
+        raise ValueError(f"{', '.join(os.fspath(f[1]) for f in files)}: {files[0][0]}: "
+                         f"{replay_problem(stats)}")
     return stats
+
+
+def replay_problem(stats: Mapping[str, Any]) -> str | None:
+    """One phrase saying how many replayed frames were skipped and why (None if none)."""
+    if not stats.get("skipped"):
+        return None
+    why = "; ".join(f"{k}: {v}" for k, v in stats["skipped_reasons"].items())
+    text = f"{stats['skipped']} of {stats['frames']} frame(s) skipped ({why})"
+    if stats.get("skipped_samples"):
+        text += (f", e.g. {', '.join(stats['skipped_samples'])}; map capture addresses to "
+                 "hosts with --map ADDRESS=NODE (docs/scenarios.md)")
+    return text

@@ -1,0 +1,309 @@
+"""`lossless replay` outputs (issue 15): a results folder appears whole or not at all and never
+mixes runs or a user's files; bad --out / --pcap / plot inputs give one line and exit 2;
+captures have a size cap, a snaplen and an off switch; a foreign capture's addresses can be
+mapped to hosts; docs/scenarios.md lists every scenario, replay option and the address scheme.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import wire
+from sim import scenarios
+from sim.addresses import node_ip, node_mac
+from sim.cli import build_parser, main
+from sim.replay import normalize_address
+from sim.results import run_scenario
+from wire.atomic import MARKER, OutputError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: A few microseconds of a small incast: enough frames to capture, fast.
+SMALL = ["-p", "senders=2", "-p", "duration_ms=0.02", "--no-plots"]
+
+
+def _replay(capsys, *argv: str) -> tuple[int, list[str]]:
+    code = main(["replay", "incast", *argv])
+    return code, capsys.readouterr().err.splitlines()
+
+
+def _partials(folder) -> list[str]:
+    return [n for n in os.listdir(folder) if ".partial-" in n or ".old-" in n]
+
+
+# ------------------------------------------------------------------ item 1: whole or nothing
+def test_earlier_output_is_replaced_whole_no_stale_file(tmp_path, capsys) -> None:
+    out = tmp_path / "o"
+    code, _ = _replay(capsys, *SMALL, "--out", str(out))
+    assert code == 0 and (out / MARKER).is_file()
+    (out / "pfc_timeline.png").write_bytes(b"from an earlier PFC run")  # a stale output
+    code, _ = _replay(capsys, *SMALL, "-p", "pfc=false", "--out", str(out))
+    assert code == 0
+    assert not (out / "pfc_timeline.png").exists()
+    assert json.loads((out / "summary.json").read_text())["params"]["pfc"] is False
+    assert _partials(tmp_path) == []
+
+
+def test_user_folder_refused_before_the_run_unless_force(tmp_path, capsys, monkeypatch) -> None:
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    import sim.results
+
+    ran = []
+    real = sim.results._run_into
+    monkeypatch.setattr(sim.results, "_run_into", lambda *a, **k: ran.append(1) or real(*a, **k))
+    code, err = _replay(capsys, *SMALL, "--out", str(out))
+    assert code == 2 and len(err) == 1 and "--force" in err[0] and str(out) in err[0]
+    assert ran == [] and os.listdir(out) == ["notes.txt"]
+    code, _ = _replay(capsys, *SMALL, "--out", str(out), "--force")
+    assert code == 0 and ran == [1]
+    assert not (out / "notes.txt").exists() and (out / "summary.json").is_file()
+
+
+def test_library_out_dir_semantics(tmp_path) -> None:
+    empty = tmp_path / "empty"  # sim/sweep.py passes a fresh mkdtemp folder
+    empty.mkdir()
+    s = run_scenario("incast", {"senders": 2, "duration_ms": 0.01}, out_dir=empty, plots=False,
+                     progress=False)
+    assert (empty / "summary.json").is_file() and s["scenario"] == "incast"
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "x").write_text("x")
+    with pytest.raises(OutputError):
+        run_scenario("incast", {"senders": 2, "duration_ms": 0.01}, out_dir=user,
+                     plots=False, progress=False)
+    run_scenario("incast", {"senders": 2, "duration_ms": 0.01}, out_dir=user, plots=False,
+                 progress=False, force=True)
+    assert not (user / "x").exists()
+
+
+@pytest.mark.parametrize("existed", [True, False])
+def test_ctrl_c_keeps_the_folder_as_it_was(tmp_path, capsys, monkeypatch, existed) -> None:
+    out = tmp_path / "o"
+    if existed:
+        assert _replay(capsys, *SMALL, "--out", str(out))[0] == 0
+    before = {n: (out / n).read_bytes() for n in os.listdir(out)} if existed else None
+    from sim.fabric import Fabric
+
+    calls = []
+
+    def run(self, until_ps):
+        calls.append(until_ps)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return Fabric.run.__wrapped__(self, until_ps)
+
+    run.__wrapped__ = Fabric.run  # type: ignore[attr-defined]
+    monkeypatch.setattr(Fabric, "run", run)
+    code, err = _replay(capsys, *SMALL, "-p", "pfc=false", "--out", str(out))
+    assert code == 130 and len(err) == 1 and err[0].startswith("lossless: interrupted: ")
+    assert ("left as it was" in err[0]) == existed
+    if existed:
+        assert {n: (out / n).read_bytes() for n in os.listdir(out)} == before
+    else:
+        assert not out.exists()
+    assert _partials(tmp_path) == []
+
+
+def test_sigint_subprocess_exit_130_no_partial(tmp_path) -> None:
+    out = tmp_path / "o"
+    p = subprocess.Popen([sys.executable, "-m", "sim", "replay", "incast", "-p",
+                          "duration_ms=50", "--no-plots", "--out", str(out)],
+                         stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    deadline = time.monotonic() + 60
+    while not any(".partial-" in n for n in os.listdir(tmp_path)):  # the run has started
+        assert p.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    err = p.communicate(timeout=60)[1].splitlines()
+    assert p.returncode == 130
+    assert err[-1] == f"lossless: interrupted: nothing written ({out} not created)"
+    assert os.listdir(tmp_path) == []
+
+
+# ------------------------------------------------------------------ item 2: bad --out
+def test_out_is_a_file_or_unwritable(tmp_path, capsys) -> None:
+    f = tmp_path / "file"
+    f.write_text("x")
+    for out in (f, f / "sub"):
+        code, err = _replay(capsys, *SMALL, "--out", str(out))
+        assert code == 2 and len(err) == 1 and err[0].startswith(f"lossless: {out}")
+    assert f.read_text() == "x" and _partials(tmp_path) == []
+
+
+# ------------------------------------------------------------------ item 3: capture size
+def test_capture_limit_cuts_all_captures_and_says_so(tmp_path, capsys) -> None:
+    out = tmp_path / "o"
+    code, err = _replay(capsys, "-p", "senders=2", "-p", "duration_ms=0.05", "--no-plots",
+                        "--capture", "0:1", "--capture-limit-mb", "0.02", "--out", str(out))
+    assert code == 0
+    assert "warning" in err[0] and "0.02 MB" in err[0]  # said up front
+    assert "captures CUT at" in err[-1]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["capture"]["cut_at_ps"] is not None and s["capture"]["limit_bytes"] == 20_000
+    total = 0
+    for c in s["captures"].values():
+        size = os.path.getsize(out / c["file"])
+        assert size == c["bytes"]
+        assert len(list(wire.read(out / c["file"]))) == c["frames"]  # still a valid pcap
+        total += size
+    assert total == s["capture"]["written_bytes"] <= 20_000
+
+
+def test_snaplen_keeps_orig_len_and_no_capture_writes_none(tmp_path) -> None:
+    kw = dict(params={"senders": 2, "duration_ms": 0.02}, plots=False, progress=False)
+    run_scenario("incast", out_dir=tmp_path / "a", **kw)
+    run_scenario("incast", out_dir=tmp_path / "b", snaplen_bytes=60, **kw)
+    full = list(wire.read(tmp_path / "a" / "bottleneck.pcap"))
+    cut = list(wire.read(tmp_path / "b" / "bottleneck.pcap"))
+    assert len(full) == len(cut) > 0
+    for x, y in zip(full, cut, strict=True):
+        assert y.data == x.data[:60] and y.orig_len == x.orig_len == len(x.data)
+    s = run_scenario("incast", out_dir=tmp_path / "c", write_captures=False,
+                     captures=[(0, 1)], **kw)
+    assert s["captures"] == {} and s["capture"]["written_bytes"] == 0
+    assert not [n for n in os.listdir(tmp_path / "c") if n.endswith(".pcap")]
+
+
+def test_big_capture_warned_before_the_run(tmp_path) -> None:
+    msgs = []
+    run_scenario("incast", {"senders": 2, "duration_ms": 0.01}, out_dir=tmp_path / "o",
+                 plots=False, progress=False, capture_limit_bytes=1000, warn=msgs.append)
+    assert len(msgs) == 1 and "may write up to" in msgs[0] and "0.001 MB" in msgs[0]
+    quiet = []
+    run_scenario("incast", {"senders": 2, "duration_ms": 0.01}, out_dir=tmp_path / "o",
+                 plots=False, progress=False, warn=quiet.append)
+    assert quiet == []
+
+
+# ------------------------------------------------------------------ item 4: --pcap / --map
+def _foreign_pcap(path, n: int = 12) -> None:
+    with wire.CaptureWriter(path) as w:
+        for i in range(n):
+            src = "192.168.1.5" if i % 3 else "192.168.1.7"
+            w.write(wire.build({"eth": {"src": "7c:fe:90:64:3b:32", "dst": "7c:fe:90:64:3b:33"},
+                                "ipv4": {"src": src, "dst": "192.168.1.9"}, "udp": {},
+                                "bth": {"opcode": "RC_SEND_ONLY", "dest_qp": 5, "psn": i},
+                                "payload": {"length": 200}}), ts_ns=10**9 + i * 1000)
+
+
+def test_foreign_capture_refused_then_mapped(tmp_path, capsys) -> None:
+    pcap = tmp_path / "real.pcap"
+    _foreign_pcap(pcap)
+    out = tmp_path / "o"
+    code, err = _replay(capsys, *SMALL, "--pcap", str(pcap), "--out", str(out))
+    assert code == 2 and len(err) == 1
+    assert "12 of 12 frame(s) skipped" in err[0] and "192.168.1.5 -> 192.168.1.9" in err[0]
+    assert "--map" in err[0] and not out.exists()
+    # all mapped (one by IP, one by MAC spelled in capitals): every frame replayed, exit 0
+    code, err = _replay(capsys, *SMALL, "--pcap", str(pcap), "--map", "192.168.1.5=1",
+                        "--map", "192.168.1.7=2", "--map", "7C-FE-90-64-3B-33=3",
+                        "--out", str(out))
+    assert code == 0, err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["replay"]["injected"] == 12 and s["replay"]["skipped"] == 0
+    # only some mapped: results written, the skipped frames said, exit 1
+    code, err = _replay(capsys, *SMALL, "--pcap", str(pcap), "--map", "192.168.1.5=1",
+                        "--map", "192.168.1.9=3", "--out", str(out))
+    assert code == 1 and "4 of 12 frame(s) skipped" in err[-1]
+    assert "192.168.1.7 -> 192.168.1.9" in err[-1]
+
+
+def test_pcap_missing_and_map_to_a_switch(tmp_path, capsys) -> None:
+    code, err = _replay(capsys, *SMALL, "--pcap", str(tmp_path / "nope.pcap"),
+                        "--out", str(tmp_path / "o"))
+    assert code == 2 and err == [f"lossless: {tmp_path / 'nope.pcap'}: --pcap: no such file"]
+    pcap = tmp_path / "real.pcap"
+    _foreign_pcap(pcap)
+    code, err = _replay(capsys, *SMALL, "--pcap", str(pcap), "--map", "192.168.1.5=0",
+                        "--out", str(tmp_path / "o"))
+    assert code == 2 and len(err) == 1 and "node 0 is not a host" in err[0]
+    assert not (tmp_path / "o").exists()
+
+
+@given(st.binary(min_size=6, max_size=6), st.sampled_from([":", "-"]), st.booleans())
+def test_mac_spellings_match_the_dissector(mac: bytes, sep: str, upper: bool) -> None:
+    text = sep.join(f"{b:02x}" for b in mac)
+    frame = wire.build({"eth": {"src": ":".join(f"{b:02x}" for b in mac)}, "ipv4": {},
+                        "udp": {}})
+    assert normalize_address(text.upper() if upper else text) == wire.dissect(frame)["eth"]["src"]
+
+
+# ------------------------------------------------------------------ item 7: plot inputs
+@pytest.mark.parametrize("case", ["npz_garbage", "npz_truncated", "npz_missing", "json_bad",
+                                  "json_missing", "json_list", "npz_key"])
+def test_plot_bad_results_one_line(tmp_path, capsys, case) -> None:
+    out = tmp_path / "o"
+    run_scenario("incast", {"senders": 2, "duration_ms": 0.01}, out_dir=out, plots=False,
+                 progress=False)
+    npz, js = out / "timeseries.npz", out / "summary.json"
+    if case == "npz_garbage":
+        npz.write_bytes(b"garbage")
+    elif case == "npz_truncated":
+        npz.write_bytes(npz.read_bytes()[:2000])
+    elif case == "npz_missing":
+        npz.unlink()
+    elif case == "json_bad":
+        js.write_text('{"scenario": ')
+    elif case == "json_missing":
+        js.unlink()
+    elif case == "json_list":
+        js.write_text("[]")
+    else:
+        import numpy as np
+
+        with np.load(npz) as ts:
+            keep = {k: ts[k] for k in ts.files if k != "duration_ps"}
+        np.savez(npz, **keep)
+    code = main(["plot", str(out)])
+    err = capsys.readouterr().err.splitlines()
+    named = npz if case.startswith("npz") else js
+    assert code == 2 and len(err) == 1 and err[0].startswith(f"lossless: {named}: "), err
+
+
+# ------------------------------------------------------------------ items 8, 9: the docs
+def _scenarios_md() -> str:
+    with open(os.path.join(ROOT, "docs", "scenarios.md"), encoding="utf-8") as f:
+        return f.read()
+
+
+def test_docs_list_every_scenario_and_replay_option() -> None:
+    text = _scenarios_md()
+    sub = next(a for a in build_parser()._actions if hasattr(a, "choices")
+               and isinstance(a.choices, dict) and "replay" in a.choices)
+    replay = sub.choices["replay"]
+    opts = [o for a in replay._actions for o in a.option_strings if o.startswith("--")]
+    assert "--force" in opts and "--map" in opts
+    missing = [o for o in opts if o != "--help" and not re.search(rf"`{o}\b", text)]
+    assert missing == [], f"replay options not in docs/scenarios.md: {missing}"
+    missing = [n for n in scenarios.names() if not re.search(rf"^#+ .*`{n}`", text, re.M)]
+    assert missing == [], f"scenarios without a section in docs/scenarios.md: {missing}"
+
+
+def test_docs_address_scheme_matches_the_code() -> None:
+    """docs/scenarios.md 'Addresses' gives worked examples; each must be what sim.addresses
+    produces (the module docstring is the one description)."""
+    text = _scenarios_md()
+    section = text[text.index("## Addresses"):]
+    section = section[:section.index("\n## ", 1)]
+    ex = re.findall(r"node (\d+)(?: port (\d+))?: `([0-9a-f:]{17})`(?:, `([\d.]+)`)?", section)
+    assert len(ex) >= 2
+    for node, port, mac, ip in ex:
+        assert node_mac(int(node), int(port or 0)) == mac
+        if ip:
+            assert node_ip(int(node)) == ip
+    sub = next(a for a in build_parser()._actions if hasattr(a, "choices")
+               and isinstance(a.choices, dict) and "replay" in a.choices)
+    pcap = next(a for a in sub.choices["replay"]._actions if "--pcap" in a.option_strings)
+    assert "Addresses" in pcap.help and "02:00:" not in pcap.help  # points there, no copy
