@@ -615,9 +615,8 @@ def _timeline_figure(ctx: _Context) -> Any | None:
             _zoom(ctx, ax, win, axes[0], "first pauses")
     fig.suptitle(f"{ctx.scenario}: egress queues paused by PFC ({_prio_text(prios)}), "
                  f"first paused at top", fontweight="bold")
-    handles, _labels = axes[-1].get_legend_handles_labels()
-    if handles:
-        axes[-1].legend(loc="lower right", fontsize="small")
+    if axes[0].get_legend_handles_labels()[0]:
+        axes[0].legend(loc="best", fontsize="small", framealpha=0.9)
     return fig
 
 
