@@ -1,8 +1,14 @@
 """Addresses the simulator writes into the real frames it makes (PFC, CNPs, captured data):
 one place, so a capture's addresses identify nodes consistently.
 
-Node ``n`` port ``p`` has MAC ``02:00:NN:NN:PP:PP`` (locally administered) and node ``n`` has
-IPv4 ``10.0.N.N`` (the node id in the low 16 bits).
+This docstring is the one description of the scheme (docs/scenarios.md "Addresses" gives
+worked examples; the ``replay --pcap`` help points there).  Node ids and port numbers are
+16-bit; ``hi``/``lo`` are their high and low bytes:
+
+* node ``n`` has IPv4 ``10.0.<n >> 8>.<n & 0xFF>`` (decimal): node 258 is ``10.0.1.2``;
+* port ``p`` of node ``n`` has MAC ``02:00:<n hi>:<n lo>:<p hi>:<p lo>`` (hex; ``02`` =
+  locally administered, unicast): node 258 port 0 is ``02:00:01:02:00:00``.  A host has one
+  port, 0, so its MAC ends in ``00:00``.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ def node_of_ip(ip: str) -> int | None:
     if len(parts) != 4 or parts[:2] != ["10", "0"]:
         return None
     try:
-        return int(parts[2]) << 8 | int(parts[3])
+        hi, lo = int(parts[2]), int(parts[3])
     except ValueError:
         return None
+    return hi << 8 | lo if 0 <= hi <= 255 and 0 <= lo <= 255 else None

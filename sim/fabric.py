@@ -112,13 +112,22 @@ class Fabric:
                     else 0,
                 })
         switches = [n for n in self.nodes.values() if isinstance(n, Switch)]
+        hosts = [n for n in self.nodes.values() if isinstance(n, Host)]
+        by_reason = _merge(s.mmu.drops_by_reason for s in switches)
+        stalled = sum(h.rx_stall_dropped_bytes for h in hosts)
+        if stalled:
+            by_reason["rx_stalled"] = by_reason.get("rx_stalled", 0) + stalled
         return {
             "duration_ps": now, "flows": flows, "ports": ports,
             "totals": {
-                "drops": sum(s.drops for s in switches),
+                # switches (buffer, TTL, no route, watchdog) and stalled receivers
+                "drops": sum(s.drops for s in switches)
+                + sum(h.rx_stall_dropped_packets for h in hosts),
                 "ce_marked": sum(s.ce_marked for s in switches),
                 "pauses_sent": sum(sum(s.pause_sent.values()) for s in switches),
-                "dropped_bytes_by_reason": _merge(s.mmu.drops_by_reason for s in switches),
+                # MMU admission reasons and rx_stalled (summary.json has every reason, from
+                # the Dropped events: sim.results)
+                "dropped_bytes_by_reason": by_reason,
             },
         }
 

@@ -152,3 +152,25 @@ def test_one_line_summary_says_deadlock_watchdog_and_drop_reasons(runs, key) -> 
 def test_deadlock_and_watchdog_cases_really_happen(runs) -> None:
     assert runs["loop_deadlock"][0]["deadlock"]["detected"]
     assert runs["ring_deadlock_watchdog"][0]["watchdog"]["triggers"]
+
+
+def test_fabric_summary_counts_stalled_receiver_drops() -> None:
+    """sim.fabric.Fabric.summary() (the library's figures) counts a stalled NIC's drops too."""
+    from sim.events import Dropped
+    from sim.scenarios.loader import build
+
+    sc = build("pfc_storm", {"stall_ms": 0.03, "duration_ms": 0.15})
+    seen: list = []
+
+    class Log:
+        def emit(self, e):
+            if type(e) is Dropped:
+                seen.append(e)
+
+    sc.tracer_slot.target = Log()
+    sc.fabric.run(sc.duration_ps)
+    t = sc.fabric.summary()["totals"]
+    assert any(e.reason == "rx_stalled" for e in seen)
+    assert t["drops"] == len(seen)
+    assert t["dropped_bytes_by_reason"]["rx_stalled"] == \
+        sum(e.nbytes for e in seen if e.reason == "rx_stalled")
