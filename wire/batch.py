@@ -39,10 +39,10 @@ always there); asking for less is faster.
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
 import stat
 import struct
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -51,7 +51,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from .bth import BTH
-from .errors import CaptureError
+from .errors import CaptureError, TruncatedFile
 from .ethernet import ETHERNET, VLAN_TAG, VLAN_TPIDS, EtherType
 from .ib_ext import CNP
 from .ipv4 import IPPROTO_UDP, IPV4
@@ -87,9 +87,7 @@ _PCAP_HEADER_BYTES = 24
 _PCAP_RECORD_BYTES = 16
 _DEFAULT_MAX_SNAPLEN = 262_144  # as wire.pcapio
 _MAX_WARNINGS = 1000  # as wire.pcapio
-# Windows are read whole: populating the mapping at once is far cheaper than a page fault per
-# page (Linux; elsewhere a plain shared mapping).
-_MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1  # the ts_ns column is int64
 
 
 # ------------------------------------------------------------------------ columns
@@ -99,8 +97,8 @@ class Columns(dict):
     ``len(cols)`` is the number of rows (records), not of columns; ``cols.rows`` says the
     same.  ``cols.present(layer)`` is ``cols["has." + layer]``.  ``cols.frame(i)`` is the
     captured bytes of row ``i``: only while the chunk is the current one of
-    :func:`read_columns` (the file window it points into is unmapped when the next chunk is
-    read; afterwards it raises ``ValueError``).
+    :func:`read_columns` (the window of the file it points into is released when the next
+    chunk is read; afterwards it raises ``ValueError``).
     """
 
     __slots__ = ("buf", "head", "rows", "start")
@@ -573,15 +571,16 @@ def _pack(datas, origs, ts, lts, ifs, **kw) -> Columns:
 
 
 def read_columns(source: str | os.PathLike | BinaryIO, *,
-                 chunk_frames: int = DEFAULT_CHUNK_FRAMES,
-                 chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                 chunk_frames: int | None = None,
+                 chunk_bytes: int | None = None,
                  fields: Iterable[str] | None = None,
                  roce_ports: Iterable[int] = ROCE_PORTS,
                  scaleup: ScaleUpConfig = DEFAULT_SCALEUP,
                  max_record_bytes: int = 1 << 24,
                  warnings: list | None = None) -> Iterator[Columns]:
     """Yield :class:`Columns` chunks of at most ``chunk_frames`` rows for every record of a
-    pcap or pcapng file, in file order.
+    pcap or pcapng file, in file order (defaults: :data:`DEFAULT_CHUNK_FRAMES`,
+    :data:`DEFAULT_CHUNK_BYTES`, read when called).
 
     A classic pcap file given by path is read in ``chunk_bytes`` blocks and its record
     headers are located with numpy; pcapng files and file objects go through
@@ -590,7 +589,15 @@ def read_columns(source: str | os.PathLike | BinaryIO, *,
     after every good record before the fault has been yielded.  ``warnings``, when a list,
     receives the reader's ``(record index, message)`` warnings (captured length above the
     original length; pcapng Simple Packet Blocks).
+
+    A classic pcap is read with ``readinto`` into buffers of its own (no memory map), so a
+    file cut or shrunk while it is read is no crash: the records before the cut are
+    yielded, then :class:`~wire.errors.TruncatedFile` says so.  A timestamp beyond the
+    int64 ``ts_ns`` column (pcapng can hold ~2**64 units of a coarse resolution) is a
+    :class:`~wire.errors.CaptureError` naming the record [timestamp].
     """
+    chunk_frames = DEFAULT_CHUNK_FRAMES if chunk_frames is None else chunk_frames
+    chunk_bytes = DEFAULT_CHUNK_BYTES if chunk_bytes is None else chunk_bytes
     if chunk_frames < 1 or chunk_bytes < 1:
         raise ValueError("chunk_frames and chunk_bytes must be positive")
     kw = {"fields": fields, "roce_ports": frozenset(roce_ports), "scaleup": scaleup}
@@ -604,18 +611,22 @@ def read_columns(source: str | os.PathLike | BinaryIO, *,
     reader = CaptureReader(source, max_record_bytes=max_record_bytes)
     with reader:
         try:
-            yield from _read_generic(iter(reader), chunk_frames, chunk_bytes, kw)
+            yield from _read_generic(reader, chunk_frames, chunk_bytes, kw)
         finally:
             if warnings is not None:
                 warnings.extend(reader.warnings)
 
 
-def _read_generic(it: Iterator, chunk_frames: int, chunk_bytes: int, kw: dict
+def _read_generic(reader: CaptureReader, chunk_frames: int, chunk_bytes: int, kw: dict
                   ) -> Iterator[Columns]:
     datas, origs, ts, lts, ifs = [], [], [], [], []
     size = 0
     try:
-        for rec in it:
+        for rec in reader:
+            if not _I64_MIN <= rec.ts_ns <= _I64_MAX:
+                raise CaptureError(f"timestamp {rec.ts_ns} ns does not fit the int64 ts_ns "
+                                   "column (beyond year 2262); file corrupt?", path=reader.path,
+                                   record=reader.records_read - 1, field="timestamp")
             datas.append(rec.data)
             origs.append(rec.orig_len)
             ts.append(rec.ts_ns)
@@ -636,8 +647,9 @@ def _read_generic(it: Iterator, chunk_frames: int, chunk_bytes: int, kw: dict
 
 def _read_pcap(path: str, chunk_frames: int, chunk_bytes: int, max_record_bytes: int,
                kw: dict, warnings: list | None) -> Iterator[Columns]:
-    """Classic pcap through memory-mapped windows of about ``chunk_bytes`` (each unmapped
-    before the next, so resident memory stays bounded whatever the file size)."""
+    """Classic pcap through windows of about ``chunk_bytes`` read with ``readinto`` (each
+    dropped before the next is needed, so resident memory stays bounded whatever the file
+    size).  Not a memory map: a file truncated under a map kills the process (SIGBUS)."""
     with open(path, "rb") as fp:
         st = os.fstat(fp.fileno())
         head = fp.read(_PCAP_HEADER_BYTES)
@@ -655,7 +667,7 @@ def _read_pcap(path: str, chunk_frames: int, chunk_bytes: int, max_record_bytes:
         u32 = np.dtype(e + "u4")
         rec_fmt = struct.Struct(e + "I")
         size = st.st_size
-        window = max(chunk_bytes, limit + _PCAP_RECORD_BYTES) + mmap.ALLOCATIONGRANULARITY
+        window = max(chunk_bytes, limit + _PCAP_RECORD_BYTES)
         stage1 = _locate(fp.fileno(), size, window, rec_fmt, u32, limit, chunk_frames)
         index = 0
         # Two stages in a pipeline: a worker thread maps the next window, finds its records
@@ -673,6 +685,11 @@ def _read_pcap(path: str, chunk_frames: int, chunk_bytes: int, max_record_bytes:
                         # reader says what is wrong (after the records before it)
                         yield from _resume(path, item[1], index, chunk_frames, chunk_bytes,
                                            max_record_bytes, kw, warnings)
+                        if len(item) > 2:  # the file shrank, but at a record boundary
+                            raise TruncatedFile(
+                                f"file shrank from {item[2]} to {item[3]} bytes while being "
+                                "read (truncated under us?)", path=path, record=index,
+                                offset=item[1], field="record_header")
                         return
                     fut = ex.submit(next, stage1, None)
                     _kind, win, starts, hm = item
@@ -701,14 +718,15 @@ def _read_pcap(path: str, chunk_frames: int, chunk_bytes: int, max_record_bytes:
 
 
 class _Window:
-    """A mapped window of the file, unmapped when the locating stage is done with it and no
-    chunk in use points into it (the two stages run in different threads)."""
+    """A window of the file read into memory, dropped when the locating stage is done with it
+    and no chunk in use points into it (the two stages run in different threads)."""
 
-    __slots__ = ("arr", "lock", "m", "refs")
+    __slots__ = ("arr", "lock", "owner", "pool", "refs")
 
-    def __init__(self, m: mmap.mmap) -> None:
-        self.m = m
-        self.arr = np.frombuffer(m, np.uint8)
+    def __init__(self, owner: np.ndarray, size: int, pool: list) -> None:
+        self.owner = owner
+        self.arr = owner[:size]
+        self.pool = pool
         self.refs = 1  # the locating stage
         self.lock = threading.Lock()
 
@@ -722,23 +740,43 @@ class _Window:
             if self.refs:
                 return
             self.arr = None
-            try:
-                self.m.close()
-            except BufferError:  # a caller still holds a view: the GC unmaps it
-                pass
+            owner, self.owner = self.owner, None
+            # Reuse the buffer (no fresh pages to fault in) unless something still views
+            # it: a view holds a reference to its owner (ours + getrefcount's = 2).
+            if sys.getrefcount(owner) <= 2 and len(self.pool) < 4:
+                self.pool.append(owner)
 
 
 def _locate(fd: int, size: int, window: int, rec_fmt: struct.Struct, u32: np.dtype,
             limit: int, chunk_frames: int) -> Iterator[tuple]:
     """The first stage: ("chunk", window, record offsets, first bytes of each record) per
-    chunk, then ("resume", file offset) if a record is absurd or cut by the end of file."""
-    gran = mmap.ALLOCATIONGRANULARITY
+    chunk, then ("resume", file offset) if a record is absurd or cut by the end of file, or
+    ("resume", file offset, size at the start, size now) if the file shrank meanwhile."""
     at = _PCAP_HEADER_BYTES  # file offset of the next record
+    first_size = size
+    shrunk = False
+    pool: list[np.ndarray] = []  # buffers of ``window`` bytes no chunk uses any more
     while at < size:
-        wstart = at - at % gran
+        wstart = at
         wlen = min(size - wstart, window)
-        win = _Window(mmap.mmap(fd, wlen, flags=_MAP_FLAGS, prot=mmap.PROT_READ,
-                                offset=wstart))
+        try:
+            arr = pool.pop()
+        except IndexError:
+            arr = np.empty(window, np.uint8)
+        got = 0
+        view = memoryview(arr)[:wlen]
+        while got < wlen:
+            n = os.preadv(fd, [view[got:]], wstart + got)
+            if n <= 0:
+                break
+            got += n
+        del view
+        if got < wlen:  # the file shrank under us: take what is there, then say so
+            shrunk = True
+            size = wstart + got
+            wlen = got
+        win = _Window(arr, wlen, pool)
+        del arr
         try:
             pos = at - wstart
             bad = False
@@ -756,8 +794,10 @@ def _locate(fd: int, size: int, window: int, rec_fmt: struct.Struct, u32: np.dty
         moved = wstart + pos != at
         at = wstart + pos
         if bad or (not moved and at < size):
-            yield "resume", at
+            yield ("resume", at, first_size, size) if shrunk else ("resume", at)
             return
+    if shrunk:
+        yield "resume", at, first_size, size
 
 
 def _warn(warnings: list, index: int, message: str) -> None:
@@ -848,7 +888,7 @@ def _resume(path: str, offset: int, index: int, chunk_frames: int, chunk_bytes: 
             reader._offset = offset
             reader.records_read = index
         try:
-            yield from _read_generic(iter(reader), chunk_frames, chunk_bytes, kw)
+            yield from _read_generic(reader, chunk_frames, chunk_bytes, kw)
         finally:
             if warnings is not None:
                 for i, msg in reader.warnings:

@@ -241,7 +241,9 @@ def record_to_dict(index: int, rec: Record, *, roce_ports: Iterable[int] = ROCE_
 
 
 def _int_key(obj: Mapping, key: str, default: int | None) -> int | None:
-    v = obj.get(key, default)
+    v = obj.get(key)
+    if v is None:  # absent, or null: the default
+        v = default
     if v is None:
         return None
     if isinstance(v, str) and re.fullmatch(r"[0-9]+", v.strip()):
