@@ -48,18 +48,6 @@ def _owner(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _positive(kind):
-    def conv(text: str):
-        try:
-            v = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not v > 0 or v != v or v == float("inf"):
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-        return v
-    return conv
-
-
 def cmd_replay(args: argparse.Namespace) -> int:
     if args.time_scale <= 0:
         _err("--time-scale must be > 0")

@@ -53,6 +53,18 @@ def test_earlier_output_is_replaced_whole_no_stale_file(tmp_path, capsys) -> Non
     assert _partials(tmp_path) == []
 
 
+def test_default_out_folder_is_atomic_too(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out" / "incast").mkdir(parents=True)
+    (tmp_path / "out" / "incast" / "keep.txt").write_text("a user's file")
+    code, err = _replay(capsys, *SMALL)
+    assert code == 2 and len(err) == 1 and "out/incast" in err[0]
+    (tmp_path / "out" / "incast" / "keep.txt").unlink()
+    code, err = _replay(capsys, *SMALL)
+    assert code == 0 and (tmp_path / "out" / "incast" / MARKER).is_file()
+    assert _partials(tmp_path / "out") == []
+
+
 def test_user_folder_refused_before_the_run_unless_force(tmp_path, capsys, monkeypatch) -> None:
     out = tmp_path / "mine"
     out.mkdir()
