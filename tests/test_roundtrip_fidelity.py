@@ -220,14 +220,13 @@ def pcap_files(draw) -> bytes:
     snaplen = draw(st.sampled_from([65535, 262144, 96, 0]))
     linktype = draw(st.sampled_from([1, 101, 197, 228]))
     nanosecond = draw(st.booleans())
-    with CaptureWriter(buf, byte_order=draw(st.sampled_from(["little", "big"])),
+    with CaptureWriter(buf, byte_order=draw(st.sampled_from(["little", "big"])), truncate=False,
                        nanosecond=nanosecond, snaplen=snaplen, linktype=linktype,
                        thiszone=draw(st.integers(-(2**31), 2**31 - 1)),
                        sigfigs=draw(st.integers(0, 2**32 - 1)),
                        version=(2, draw(st.integers(0, 65535)))) as w:
         for _ in range(draw(st.integers(0, 6))):
-            limit = snaplen or 300
-            data = draw(st.binary(max_size=min(limit, 300)))
+            data = draw(st.binary(max_size=300))  # may exceed the snaplen: kept whole
             ts = draw(st.integers(0, (2**32 - 1) * 10**9))
             if not nanosecond:
                 ts -= ts % 1000

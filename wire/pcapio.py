@@ -881,17 +881,17 @@ class CaptureWriter:
     ``linktype``).  It checks everything before writing a byte: a record that raises
     (``ValueError``/``TypeError``) leaves the file as it was, so a caller may report it
     and go on.  Data longer than a nonzero ``snaplen`` is cut to ``snaplen``, keeping
-    ``orig_len`` (with ``blocks=True`` nothing is cut).  An ``orig_len`` below the data
-    length is written as given.  Timestamps are written exactly (seconds + ns fraction);
-    negative ones raise ``ValueError``.  A file object ``dest`` is flushed but not closed
-    by ``close()``.
+    ``orig_len`` (unless ``truncate=False``; with ``blocks=True`` nothing is cut).  An
+    ``orig_len`` below the data length is written as given.  Timestamps are written
+    exactly (seconds + ns fraction); negative ones raise ``ValueError``.  A file object
+    ``dest`` is flushed but not closed by ``close()``.
     """
 
     def __init__(self, dest: str | os.PathLike | BinaryIO, *, format: str = "pcap",
                  linktype: int = 1, snaplen: int = 262144, nanosecond: bool = True,
                  byte_order: str = "little", version: tuple[int, int] = (2, 4),
                  thiszone: int = 0, sigfigs: int = 0, linktype_flags: int = 0,
-                 blocks: bool = False) -> None:
+                 blocks: bool = False, truncate: bool = True) -> None:
         if format not in ("pcap", "pcapng"):
             raise ValueError(f"format must be 'pcap' or 'pcapng', not {format!r}")
         if byte_order not in ("little", "big"):
@@ -915,6 +915,7 @@ class CaptureWriter:
         self.nanosecond = bool(nanosecond)
         self.byte_order = byte_order
         self.blocks = bool(blocks)
+        self.truncate = bool(truncate) and not self.blocks
         self.records_written = 0
         self._closed = False
         self._own = False
@@ -1052,7 +1053,7 @@ class CaptureWriter:
                 raise BadValue(f"{orig} is out of range 0..{_U32_MAX}", field="len")
             _check_uint("orig_len", orig, _U32_MAX)
         snaplen = self.snaplen
-        if snaplen and len(data) > snaplen and not self.blocks:
+        if snaplen and len(data) > snaplen and self.truncate:
             data = data[:snaplen]
         cap_len = len(data)
         if cap_len > _U32_MAX - 64:

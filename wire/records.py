@@ -186,7 +186,8 @@ def meta_from_dict(obj: Mapping[str, object], byte_order: str = "little"
                         "sigfigs": _meta_int(full, "sigfigs", 0, 0xFFFF_FFFF),
                         "snaplen": _meta_int(full, "snaplen", 0, 0xFFFF_FFFF),
                         "linktype": _meta_int(full, "linktype", 0, 0xFFFF),
-                        "linktype_flags": _meta_int(full, "linktype_flags", 0, 0xFFFF)}
+                        "linktype_flags": _meta_int(full, "linktype_flags", 0, 0xFFFF),
+                        "truncate": False}  # records as they were, whatever the snaplen
     try:
         if key == "pcapng_shb":
             _check_keys(d, ("byte_order", "version", "section_length", "options"), key)
