@@ -157,6 +157,19 @@ class Engine:
             heappop(heap)
         return heap[0][0] if heap else None
 
+    def pending_args(self) -> list[tuple]:
+        """The argument tuples of every live pending event (cancelled timers left out), in no
+        particular order: what is still in flight, for inspection at the end of a run (e.g.
+        frames being serialised or on a wire, ``sim.results.flow_conservation``)."""
+        out = []
+        for _, _, _, fn, args in self._heap:
+            if args is None:  # a Timer entry
+                if fn.callback is None:
+                    continue
+                args = fn.args
+            out.append(args)
+        return out
+
     def __len__(self) -> int:
         """Heap entries, cancelled ones not yet skipped included."""
         return len(self._heap)

@@ -625,9 +625,8 @@ def flow_conservation(fab: Any, rec: Recorder) -> dict[int, dict[str, int]]:
             for q in port.queues:
                 for pkt in q:
                     note(pkt)
-    for entry in fab.engine._heap:  # pending events: frames being serialised or on a wire
-        args = entry[4] if entry[4] is not None else entry[3].args
-        for a in args or ():
+    for args in fab.engine.pending_args():  # frames being serialised or on a wire
+        for a in args:
             note(a)
     out: dict[int, dict[str, int]] = {}
     for fid, f in fab.flows.items():

@@ -459,3 +459,14 @@ def test_list_tracer_to_arrays_and_tee() -> None:
     dropped = lst.to_arrays(Dropped)
     assert "reason" not in dropped and dropped["t_ps"].size == 0
     assert set(lst.to_arrays(DeadlockFound)) == {"t_ps", "onset_ps"}
+
+
+def test_pending_args_lists_live_events_only() -> None:
+    eng = Engine()
+    eng.call_in(5, lambda *a: None, "a", 1)
+    t = eng.schedule_in(7, lambda *a: None, "b")
+    eng.schedule_in(9, lambda *a: None, "c")
+    t.cancel()
+    assert sorted(eng.pending_args()) == [("a", 1), ("c",)]
+    eng.run()
+    assert eng.pending_args() == []
