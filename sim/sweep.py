@@ -73,11 +73,13 @@ def parse_values(text: str) -> list[Any]:
             lo, hi, step = (Decimal(x) for x in text.split(":"))
         except InvalidOperation:
             raise ValueError(f"range {text!r}: expected numbers lo:hi:step") from None
+        if not all(x.is_finite() for x in (lo, hi, step)):
+            raise ValueError(f"range {text!r}: lo, hi and step must be finite numbers")
         if step <= 0 or hi < lo:
             raise ValueError(f"range {text!r}: need step > 0 and hi >= lo")
+        if (hi - lo) / step >= 100_000:
+            raise ValueError(f"range {text!r} has more than 100000 values")
         n = int((hi - lo) / step) + 1
-        if n > 100_000:
-            raise ValueError(f"range {text!r} has {n} values")
         ints = all(x == x.to_integral_value() for x in (lo, step))
         return [int(lo + i * step) if ints else float(lo + i * step) for i in range(n)]
     return [_parse_text(v.strip()) for v in text.split(",") if v.strip()]

@@ -55,30 +55,42 @@ def _lines(out: Path) -> list[str]:
 
 
 # --------------------------------------------------------------------------- torn lines
+def _resume(out: Path) -> tuple[list[str], list[str]]:
+    """``lossless sweep`` again into ``out``: (its warnings, the run_ids of results.jsonl)."""
+    rc, err = _cli(["sweep", "incast", *ARGV, "--out", str(out)])
+    assert rc == 0, err
+    warned = [x for x in err.splitlines() if x.startswith("lossless: warning: ")]
+    return warned, [r["run_id"] for r in map(_row, _lines(out)) if r]
+
+
+def _row(line: str) -> dict | None:
+    try:
+        r = json.loads(line)
+    except ValueError:
+        return None
+    return r if isinstance(r, dict) and "figures" in r and isinstance(r.get("run_id"),
+                                                                      str) else None
+
+
 def test_torn_last_line_is_cut_and_the_run_is_not_lost(done, tmp_path) -> None:
     out = _copy(done, tmp_path / "o")
     first, second = _lines(done)
     (out / "results.jsonl").write_text(first + "\n" + second[:50])  # killed mid-write
-    warned, ran = [], []
-    rows = sweep("incast", GRID, out_dir=out, workers=0, progress=False, on_row=ran.append,
-                 warn=warned.append)
-    assert len(ran) == 1 and len(rows) == 2
+    warned, ids = _resume(out)
     assert len(warned) == 1 and f"{out / 'results.jsonl'}:2: torn last line" in warned[0]
     # every line is a row: the re-run was not glued onto the torn one
-    assert [json.loads(x)["run_id"] for x in _lines(out)] == [r["run_id"] for r in rows]
-    again = []
-    sweep("incast", GRID, out_dir=out, workers=0, progress=False, on_row=again.append,
-          warn=warned.append)
-    assert again == [] and len(warned) == 1
+    assert [json.loads(x)["run_id"] for x in _lines(out)] == ids == [
+        json.loads(x)["run_id"] for x in (first, second)]
+    warned, again = _resume(out)
+    assert warned == [] and again == ids  # nothing lost, nothing run twice
 
 
 def test_whole_last_row_without_newline_is_kept(done, tmp_path) -> None:
     out = _copy(done, tmp_path / "o")
     (out / "results.jsonl").write_text("\n".join(_lines(done)))  # no final newline
-    warned, ran = [], []
-    sweep("incast", GRID, out_dir=out, workers=0, progress=False, on_row=ran.append,
-          warn=warned.append)
-    assert ran == [] and len(warned) == 1 and ":2: last line had no newline" in warned[0]
+    warned, ids = _resume(out)
+    assert len(ids) == 2  # not re-run
+    assert len(warned) == 1 and ":2: last line had no newline" in warned[0]
     assert (out / "results.jsonl").read_text().endswith("}\n")
 
 
@@ -87,7 +99,10 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_
                     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c,
                                                                         max_size=3),
                     max_leaves=6)
-NOT_ROWS = JSON.filter(lambda v: sweep_mod._row_problem(v) is not None)
+NOT_ROWS = JSON.filter(lambda v: not (isinstance(v, dict) and isinstance(v.get("run_id"), str)
+                                      and isinstance(v.get("params"), dict)
+                                      and isinstance(v.get("status"), str)
+                                      and isinstance(v.get("figures", {}), dict)))
 
 
 @settings(max_examples=25)
@@ -100,12 +115,10 @@ def test_lines_that_are_not_rows_are_skipped_with_a_warning(done, junk, at) -> N
         good = _lines(done)
         lines = good[:at] + junk + good[at:]
         (out / "results.jsonl").write_text("\n".join(lines) + "\n")
-        warned, ran = [], []
-        rows = sweep("incast", GRID, out_dir=out, workers=0, progress=False,
-                     on_row=ran.append, warn=warned.append)
-        assert ran == [] and len(rows) == 2  # nothing re-run, nothing crashed
+        warned, _ids = _resume(out)  # nothing crashed
+        assert _lines(out) == lines  # nothing re-run
         bad_lines = [i + 1 for i in range(at, at + len(junk))]
-        assert [w.split(": ")[0] for w in warned] == [
+        assert [w.split(": ")[2] for w in warned] == [
             f"{out / 'results.jsonl'}:{n}" for n in bad_lines]
 
 
@@ -197,3 +210,25 @@ def test_sweep_plot_warns_about_corrupt_rows(done, tmp_path) -> None:
     assert [re.search(r"results\.jsonl:(\d+): ", x)[1] for x in lines] == ["3", "4", "5",
                                                                           "6", "7"]
     assert all(x.startswith("lossless: warning: ") for x in lines)
+
+
+# --------------------------------------------------------------------------- hostile grids
+@settings(max_examples=30)
+@given(parts=st.lists(st.sampled_from(["0", "0.01", "0.02", "inf", "-inf", "nan", "Infinity",
+                                       "1e-300", "1e300"]), min_size=3, max_size=3),
+       key=st.sampled_from(["duration_ms", "xoff_kb", "link_gbps", "kmin_kb"]))
+def test_hostile_sweep_grids_are_one_line_errors(parts, key) -> None:
+    text = ":".join(parts)
+    fixed = [] if key == "duration_ms" else ["-p", "duration_ms=0.01"]
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "o"
+        rc, err = _cli(["sweep", "incast", "-p", f"{key}={text}", *fixed, "--workers", "0",
+                        "--no-progress", "--out", str(out)])
+        assert "Traceback" not in err
+        if rc == 0:  # a finite, small range of good values ran
+            assert not any(x in text for x in ("inf", "nan", "Inf"))
+            return
+        assert rc in (1, 2), err
+        if rc == 2:
+            assert len(err.splitlines()) == 1 and err.startswith("lossless: ")
+            assert not out.exists()  # refused before anything was written
