@@ -97,7 +97,10 @@ def _fabric_with(table: str, key: str, literal: str) -> str:
 
 
 def _value(kind: type, data) -> float | int:
-    return data.draw(HOSTILE_INTS if kind is int else HOSTILE_FLOATS)
+    if kind is int:
+        return data.draw(HOSTILE_INTS)
+    # a float parameter given a huge integer (10**400 overflows float())
+    return data.draw(st.one_of(HOSTILE_FLOATS, st.integers(min_value=10**30, max_value=10**400)))
 
 
 # --------------------------------------------------------------------------- built-ins

@@ -57,6 +57,10 @@ class Param:
             ok = isinstance(v, int) and not isinstance(v, bool)
         elif t is float:
             ok = isinstance(v, int | float) and not isinstance(v, bool)
+            if ok and isinstance(v, int):
+                why = quantity_problem(self.name, v)  # before float(): 10**400 overflows it
+                if why:
+                    raise ScenarioError(f"parameter {self.name!r}: {why} (got {v!r})")
             if ok:
                 v = float(v)
         else:
