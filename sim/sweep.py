@@ -297,7 +297,12 @@ def _check_folder(out: str, scenario: str, force: bool) -> None:
     check_output_dir(out, force=True)
     if not os.path.isdir(out):
         return
-    other = _folder_scenario(out)
+    try:
+        other = _folder_scenario(out)
+    except OutputError:
+        if force:
+            return
+        raise
     if force:
         return
     if other is None:
@@ -388,9 +393,13 @@ def sweep(scenario: str, grid: Mapping[str, Sequence[Any]], *, out_dir: str | os
     lock = _Lock(out)
     try:
         _check_folder(out, scenario, force)  # again, now that no other sweep can write
-        other = _folder_scenario(out) if force else None
-        if other is not None and _scenario_key(other) != _scenario_key(scenario):
-            _start_afresh(out)  # force: another scenario's results must not be mixed in
+        if force:
+            try:
+                other = _folder_scenario(out)
+            except OutputError:  # an unreadable sweep.json: not a sweep we can resume
+                other = ""
+            if other is not None and _scenario_key(other) != _scenario_key(scenario):
+                _start_afresh(out)  # another scenario's results must not be mixed in
         return _sweep_locked(scenario, grid, specs, out, seeds, seed_base, workers, scheduler,
                              keep_runs, retry_failed, progress, on_row, warn, atomic_file)
     finally:

@@ -232,3 +232,16 @@ def test_hostile_sweep_grids_are_one_line_errors(parts, key) -> None:
         if rc == 2:
             assert len(err.splitlines()) == 1 and err.startswith("lossless: ")
             assert not out.exists()  # refused before anything was written
+
+
+def test_an_unreadable_sweep_json_is_refused_unless_force(tmp_path) -> None:
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "sweep.json").write_text("[1")
+    argv = ["sweep", "incast", "-p", "senders=2", "-p", "duration_ms=0.02", "--workers", "0",
+            "--no-progress", "--out", str(out)]
+    rc, err = _cli(argv)
+    assert rc == 2 and err.startswith(f"lossless: {out / 'sweep.json'}: not a sweep")
+    rc, err = _cli([*argv, "--force"])
+    assert rc == 0, err
+    assert json.loads((out / "sweep.json").read_text())["scenario"] == "incast"
