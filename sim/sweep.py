@@ -44,6 +44,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from wire.atomic import OutputError, atomic_file, check_output_dir
+
 __all__ = ["RunSpec", "expand", "parse_values", "run_one", "sweep", "load_rows",
            "repair_tail", "flatten_summary", "plot_sweep"]
 
@@ -272,8 +274,6 @@ def _scenario_key(scenario: str) -> str:
 def _folder_scenario(out: str) -> str | None:
     """The scenario of the sweep in ``out`` (sweep.json, else results.jsonl rows); None when
     ``out`` holds no sweep.  An unreadable sweep.json is an OutputError."""
-    from wire.atomic import OutputError
-
     meta = os.path.join(out, META)
     if os.path.exists(meta):
         try:
@@ -292,8 +292,6 @@ def _check_folder(out: str, scenario: str, force: bool) -> None:
     """Refuse (OutputError) a folder holding another scenario's sweep, or a non-empty folder
     that is not a sweep, unless ``force`` (wire.atomic.check_output_dir's rule for the
     rest: not a file, writable)."""
-    from wire.atomic import OutputError, check_output_dir
-
     check_output_dir(out, force=True)
     if not os.path.isdir(out):
         return
@@ -321,8 +319,6 @@ class _Lock:
 
     def __init__(self, out: str) -> None:
         import fcntl
-
-        from wire.atomic import OutputError
 
         self.path = os.path.join(out, LOCK)
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -372,8 +368,6 @@ def sweep(scenario: str, grid: Mapping[str, Sequence[Any]], *, out_dir: str | os
         raise ValueError(f"workers must be >= 0 (0: in this process), got {workers}")
     if seeds is not None and seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
-    from wire.atomic import OutputError, atomic_file
-
     out = os.fspath(out_dir)
     specs = expand(scenario, grid, seeds, seed_base)
     if not specs:
@@ -401,13 +395,13 @@ def sweep(scenario: str, grid: Mapping[str, Sequence[Any]], *, out_dir: str | os
             if other is not None and _scenario_key(other) != _scenario_key(scenario):
                 _start_afresh(out)  # another scenario's results must not be mixed in
         return _sweep_locked(scenario, grid, specs, out, seeds, seed_base, workers, scheduler,
-                             keep_runs, retry_failed, progress, on_row, warn, atomic_file)
+                             keep_runs, retry_failed, progress, on_row, warn)
     finally:
         lock.release()
 
 
 def _sweep_locked(scenario, grid, specs, out, seeds, seed_base, workers, scheduler, keep_runs,
-                  retry_failed, progress, on_row, warn, atomic_file) -> list[dict[str, Any]]:
+                  retry_failed, progress, on_row, warn) -> list[dict[str, Any]]:
     repair_tail(out, warn)
     done = {r["run_id"]: r for r in load_rows(out, warn)
             if r.get("status") == "ok" or not retry_failed}
@@ -488,8 +482,6 @@ def write_table(rows: Sequence[Mapping[str, Any]], path: str, param_keys: Sequen
                 ) -> None:
     """``runs.csv``: run_id, scenario, the swept parameters, seed, status, error, wall_s and
     every figure (union of the rows' figure names, sorted)."""
-    from wire.atomic import atomic_file
-
     with atomic_file(path, "w", newline="", encoding="utf-8") as f:
         _write_table(rows, f, param_keys)
 
@@ -595,8 +587,6 @@ def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None =
     stem = f"{y}_vs_{x}" + (f"_by_{by}" if by else "") + "".join(
         f"_{k}={v}" for k, v in (where or {}).items())
     path = path or os.path.join(os.fspath(out_dir), stem.replace("/", "_") + ".png")
-    from wire.atomic import atomic_file
-
     try:
         with atomic_file(path, "wb") as f:
             fig.savefig(f, format="png", dpi=100)
