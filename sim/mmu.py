@@ -20,7 +20,12 @@ Admission of ``nbytes`` arriving on ingress ``(port, pg)``, first rule that appl
 5. lossy PG, pool full                                  -> drop ``"shared_full"``
 6. lossy PG, over its threshold                         -> drop ``"lossy_over_threshold"``
 
-A packet is stored whole in one region; ``release`` must name that region (``Admission.where``).
+A packet is admitted whole into one region (``Admission.where``), but a departure is taken from
+the PG's counters headroom first, then shared, then reserved (HPCC's ns-3 switch MMU,
+``SwitchMmu::RemoveFromIngressAdmission``): the counters describe how full the PG is, not which
+frame came when.  This is what lets a paused PG resume as soon as its occupancy has fallen to the
+XON level, while the frames it admitted to headroom (the newest, so the last to leave a FIFO
+egress queue) are still queued.
 
 Threshold on the PG's *shared* usage (the reserved and headroom parts do not count):
 
@@ -86,6 +91,7 @@ PFC_TRANSITIONS: dict[tuple[str, str], tuple[str, str | None]] = {
 }
 
 Where = Literal["reserved", "shared", "headroom"]
+_REGIONS = frozenset(("reserved", "shared", "headroom"))
 PauseChange = tuple[int, int, str]
 
 _PS_PER_S = 10**12
@@ -359,35 +365,48 @@ class Mmu:
             return "headroom", None
         return None, "headroom_full"
 
-    def release(self, in_port: int, pg: int, nbytes: int, where: Where) -> tuple[PauseChange, ...]:
-        """A packet admitted into ``where`` for ``(in_port, pg)`` left the switch."""
+    def release(self, in_port: int, pg: int, nbytes: int,
+                where: Where | None = None) -> tuple[PauseChange, ...]:
+        """A packet of ``nbytes`` admitted on ``(in_port, pg)`` left the switch.
+
+        The bytes are taken from the PG's counters in the order of HPCC's ns-3 switch MMU
+        (``SwitchMmu::RemoveFromIngressAdmission`` in ``simulation/src/point-to-point/model/
+        switch-mmu.cc`` of github.com/alibaba-edu/High-Precision-Congestion-Control): headroom
+        first, then shared, then reserved, whatever region the packet was admitted to.  The PG's
+        occupancy, not the departing packet's history, decides XON: a paused PG resumes once its
+        headroom is empty and its shared use has fallen to ``threshold - xon_delta_bytes``,
+        although its newest (headroom) frames are still queued.  ``where`` (the packet's
+        ``Admission.where``) is checked but not used for the accounting."""
         if nbytes.__class__ is not int or nbytes < 0:
             _check_int("nbytes", nbytes)
         s = self._pgs.get((in_port, pg))
         if s is None:
             raise ValueError(f"no ingress (port {in_port}, PG {pg})")
-        if where == "shared":
-            held = s.shared_bytes
-        elif where == "reserved":
-            held = s.reserved_bytes
-        elif where == "headroom":
-            held = s.headroom_bytes
-        else:
+        if where is not None and where not in _REGIONS:
             raise ValueError(f"unknown region {where!r}")
-        if nbytes > held:
+        hdrm = s.headroom_bytes
+        shared = s.shared_bytes
+        if nbytes > hdrm + shared + s.reserved_bytes:
             raise ValueError(
-                f"release of {nbytes} B from {where} of ({in_port}, {pg}): it holds {held} B"
+                f"release of {nbytes} B from ({in_port}, {pg}): it holds "
+                f"{hdrm + shared + s.reserved_bytes} B"
             )
         self.released_bytes += nbytes
-        if where == "shared":
-            s.shared_bytes = held - nbytes
-            self.shared_used_bytes -= nbytes
-            return self._update(in_port, pg, True)
-        if where == "reserved":
-            s.reserved_bytes = held - nbytes
+        if nbytes <= hdrm:
+            s.headroom_bytes = hdrm - nbytes
+            return self._update(in_port, pg, False)
+        rest = nbytes - hdrm
+        s.headroom_bytes = 0
+        if rest <= shared:
+            from_shared = rest
         else:
-            s.headroom_bytes = held - nbytes
-        return self._update(in_port, pg, False)
+            from_shared = shared
+            s.reserved_bytes -= rest - shared
+        if not from_shared:
+            return self._update(in_port, pg, False)
+        s.shared_bytes = shared - from_shared
+        self.shared_used_bytes -= from_shared
+        return self._update(in_port, pg, True)
 
     # -- PFC state machine ---------------------------------------------------------------------
     def condition(self, port: int, pg: int) -> str:

@@ -82,6 +82,8 @@ class MmuMachine(RuleBasedStateMachine):
         self.released = 0
         self.paused: dict[tuple[int, int], bool] = {}
         self.sent_since_xoff: dict[tuple[int, int], int] = {}
+        # per lossless PG: its occupancy crossed XOFF and has not yet fallen to XON since
+        self.crossed: dict[tuple[int, int], bool] = {}
 
     @initialize(
         mode=st.sampled_from(["static", "dynamic"]),
@@ -112,6 +114,24 @@ class MmuMachine(RuleBasedStateMachine):
                 shared = mmu.shared_pg_bytes(port, pg)
                 assert shared == 0 or shared + mmu.config.xon_delta_bytes <= threshold
                 self.paused[key] = False
+        self._paused_exactly_by_occupancy(threshold)
+
+    def _paused_exactly_by_occupancy(self, threshold: int) -> None:
+        """After every single admission or departure: a lossless PG is paused exactly when its
+        occupancy crossed XOFF (headroom in use or shared > threshold) and has not yet fallen
+        to XON (headroom empty and shared == 0 or shared + delta <= threshold)."""
+        mmu = self.mmu
+        assert mmu is not None
+        delta = mmu.config.xon_delta_bytes
+        for p in range(PORTS):
+            for g in LOSSLESS:
+                hdrm = mmu.headroom_used_bytes(p, g)
+                shared = mmu.shared_pg_bytes(p, g)
+                if hdrm > 0 or shared > threshold:
+                    self.crossed[(p, g)] = True
+                elif shared == 0 or shared + delta <= threshold:
+                    self.crossed[(p, g)] = False
+                assert mmu.paused(p, g) == self.crossed.get((p, g), False), (p, g)
 
     @rule(
         port=st.integers(0, PORTS - 1),
@@ -151,7 +171,19 @@ class MmuMachine(RuleBasedStateMachine):
                 return
             port, pg, nbytes, where = self.resident.pop(index % len(self.resident))
             self.released += nbytes
-            self._apply(mmu.release(port, pg, nbytes, where), None, 0)
+            before = (mmu.headroom_used_bytes(port, pg), mmu.shared_pg_bytes(port, pg),
+                      mmu.reserved_used_bytes(port, pg))
+            changes = mmu.release(port, pg, nbytes, where)
+            # a departure drains the PG headroom first, then shared, then reserved (HPCC)
+            rest, expect = nbytes, []
+            for held in before:
+                take = min(held, rest)
+                expect.append(held - take)
+                rest -= take
+            assert rest == 0
+            assert (mmu.headroom_used_bytes(port, pg), mmu.shared_pg_bytes(port, pg),
+                    mmu.reserved_used_bytes(port, pg)) == tuple(expect)
+            self._apply(changes, None, 0)
 
     @invariant()
     def conservation(self) -> None:

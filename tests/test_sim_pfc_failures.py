@@ -139,13 +139,16 @@ def test_forward_watchdog_also_breaks_the_deadlock() -> None:
 
 # ---------------------------------------------------------------------- routing loop
 
-def test_loop_deadlocks_iff_rate_times_half_ttl_exceeds_capacity() -> None:
+def test_loop_deadlocks_above_its_measured_threshold() -> None:
+    """ttl 16: the loop carries 8 x rate_frac.  0.14 (1.12 C) overloads it but keeps moving
+    (XON on the PG's occupancy resumes each neighbour; measured threshold 0.152-0.154,
+    docs/pfc.md); 0.16 (1.28 C, the default) deadlocks."""
     common = {"ttl": 16, "duration_ms": 0.8, "stop_ms": 0.4, "deadlock_confirm_us": 100.0}
     tracer = ListTracer()
-    lo = pfc_deadlock_loop.build({**common, "rate_frac": 0.12})
+    lo = pfc_deadlock_loop.build({**common, "rate_frac": 0.14})
     lo.tracer_slot.target = tracer
     lo.fabric.run(lo.duration_ps)
-    hi = _run(pfc_deadlock_loop, {**common, "rate_frac": 0.13})
+    hi = _run(pfc_deadlock_loop, {**common, "rate_frac": 0.16})
     assert not lo.info["deadlock_detector"].deadlocks
     ttl = [e for e in tracer.of_type(Dropped) if e.reason == "ttl_expired"]
     assert ttl and all(e.node == 0 for e in ttl)  # 16th switch crossing arrives at A
@@ -156,9 +159,9 @@ def test_loop_deadlocks_iff_rate_times_half_ttl_exceeds_capacity() -> None:
 
 def test_loop_threshold_moves_with_ttl() -> None:
     common = {"ttl": 8, "duration_ms": 0.6, "stop_ms": 0.3, "deadlock_confirm_us": 100.0}
-    assert not _run(pfc_deadlock_loop, {**common, "rate_frac": 0.24}
+    assert not _run(pfc_deadlock_loop, {**common, "rate_frac": 0.26}
                     ).info["deadlock_detector"].deadlocks
-    assert _run(pfc_deadlock_loop, {**common, "rate_frac": 0.26}
+    assert _run(pfc_deadlock_loop, {**common, "rate_frac": 0.35}
                 ).info["deadlock_detector"].deadlocks
 
 
