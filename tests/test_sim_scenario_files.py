@@ -347,3 +347,27 @@ def test_a_scenario_file_that_is_not_utf8_is_a_clear_error(tmp_path, capsys) -> 
         loader.build(str(f))
     assert main(["replay", str(f), "--out", str(tmp_path / "o")]) == 2
     assert "not UTF-8" in capsys.readouterr().err
+
+
+def test_capture_table_sets_the_runs_capture_knobs(tmp_path) -> None:
+    """[capture] limit_mb / snaplen / enabled are the file's defaults; the options win."""
+    base = STAR
+    f = _write(tmp_path, base + "\n[capture]\nsnaplen = 64\nlimit_mb = 0.05\n", "cap.toml")
+    out = tmp_path / "a"
+    assert main(["replay", f, "--out", str(out), "--no-plots"]) in (0, 1)
+    s = json.loads((out / "summary.json").read_text())
+    assert s["capture"]["snaplen_bytes"] == 64 and s["capture"]["limit_bytes"] == 50_000
+    import wire
+
+    recs = list(wire.read(out / "bottleneck.pcap"))
+    assert recs and all(len(r.data) <= 64 < r.orig_len for r in recs if r.orig_len > 64)
+    # the command line wins over the file
+    out2 = tmp_path / "b"
+    assert main(["replay", f, "--out", str(out2), "--no-plots", "--snaplen", "128"]) in (0, 1)
+    assert json.loads((out2 / "summary.json").read_text())["capture"]["snaplen_bytes"] == 128
+    g = _write(tmp_path, base + "\n[capture]\nenabled = false\n", "nocap.toml")
+    out3 = tmp_path / "c"
+    assert main(["replay", g, "--out", str(out3), "--no-plots"]) == 0
+    assert not list(out3.glob("*.pcap"))
+    bad = _write(tmp_path, base + "\n[capture]\nlimit_mb = inf\n", "bad.toml")
+    assert main(["replay", bad, "--out", str(tmp_path / "d"), "--no-plots"]) == 2

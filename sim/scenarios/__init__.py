@@ -127,6 +127,12 @@ class Scenario:
     #: Extra summary.json sections: name -> function(scenario) -> JSON-able value, called
     #: after the run (e.g. ``"sue"`` for the SUE figures).
     summaries: dict[str, Any] = field(default_factory=dict)
+    #: Capture knobs of this scenario (None: not set here; ``sim.results.run_scenario``'s
+    #: arguments and the command-line options win): the byte budget of all pcap files, the
+    #: bytes kept of each frame, and whether pcaps are written at all.
+    capture_limit_bytes: int | None = None
+    snaplen_bytes: int | None = None
+    capture_enabled: bool | None = None
 
 
 class TracerSlot:

@@ -109,6 +109,10 @@ def _port_ref(v: str) -> str | None:
     return None if sep and a.isdigit() and b.isdigit() else "must be 'NODE:PORT'"
 
 
+def _limit_mb(v: float) -> str | None:
+    return None if 0 < v <= 10**9 else "must be in (0, 1e9] MB"
+
+
 def _port_refs(v: list) -> str | None:
     for x in v:
         if not isinstance(x, str) or not x or _port_ref(x):
@@ -199,6 +203,11 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
         Param("bottleneck", "", "'NODE:PORT' captured as bottleneck.pcap (default: the "
               "switch port feeding the most-loaded receiver)", _port_ref),
         Param("ports", [], "more 'NODE:PORT' egress ports to capture", _port_refs),
+        Param("limit_mb", 1024.0, "all pcap files of the run stop at this many MB "
+              "(--capture-limit-mb wins)", _limit_mb),
+        Param("snaplen", 0, "bytes kept of each captured frame, 0: whole frames (--snaplen "
+              "wins)", in_range(0, 262144)),
+        Param("enabled", True, "write pcap files at all (--no-capture wins)", None),
     ),
 }
 _ARRAYS = ("flows", "pcap")
@@ -360,7 +369,9 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
               "pcap": [{**p} for p in inputs]}
     return Scenario(name=os.path.splitext(os.path.basename(where))[0], params=params,
                     seed=seed, duration_ps=dur, fabric=fab, bottleneck=bottleneck,
-                    tracer_slot=slot, info={"rate_bps": rate}, pcaps=pcaps, captures=extra)
+                    tracer_slot=slot, info={"rate_bps": rate}, pcaps=pcaps, captures=extra,
+                    capture_limit_bytes=round(cap["limit_mb"] * 10**6),
+                    snaplen_bytes=cap["snaplen"] or None, capture_enabled=cap["enabled"])
 
 
 _KIND_KEYS = {
