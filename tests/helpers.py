@@ -167,3 +167,27 @@ def geometry(frame: bytes) -> Geometry:
     ext = sum(EXT_SPECS[h].size_bytes for h in EXT_HEADERS[d["bth"]["opcode"]][1])
     return Geometry(ip=ip, udp=udp, headers_end=udp + 8 + 12 + ext, icrc=udp + ulen - 4,
                     end=udp + ulen)
+
+
+def run_cli(args: list[str], stdin: bytes | None = None) -> tuple[int, str, str]:
+    """Run ``lossless ARGS`` in-process: (exit status, stdout, stderr).  A usage error's
+    ``SystemExit`` becomes its exit status; ``stdin`` (bytes) replaces standard input."""
+    import contextlib
+    import io
+    import sys
+
+    from sim.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    old_stdin = sys.stdin
+    if stdin is not None:
+        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(args)
+            except SystemExit as e:
+                rc = e.code
+    finally:
+        sys.stdin = old_stdin
+    return rc, out.getvalue(), err.getvalue()

@@ -28,7 +28,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.cli import main
+from tests.helpers import run_cli
 from wire import CaptureWriter, Record
 from wire.batch import read_columns
 from wire.errors import CaptureError
@@ -52,19 +52,8 @@ SEEDS.append(_pcapng_seed())
 
 def cli(args: list[str], stdin: bytes | None = None) -> tuple[int, str]:
     """(exit status, stderr) of an in-process CLI call; its stdout is thrown away."""
-    err = io.StringIO()
-    old = sys.stdin
-    if stdin is not None:
-        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-            try:
-                rc = main(args)
-            except SystemExit as e:
-                rc = e.code
-    finally:
-        sys.stdin = old
-    return rc, err.getvalue()
+    rc, _, err = run_cli(args, stdin)
+    return rc, err
 
 
 def assert_clean_cli(rc: int, err: str) -> None:

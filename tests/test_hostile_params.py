@@ -6,8 +6,6 @@ and a flow without a route are refused at load time."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import math
 import tempfile
 from pathlib import Path
@@ -17,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim import scenarios
-from sim.cli import main
 from sim.scenarios import ScenarioError, loader
 from sim.scenarios.description import SECTIONS
 from sim.units import gbps, ms_to_ps, ns_to_ps, us_to_ps
+from tests.helpers import run_cli
 
 PCAP = str(Path(__file__).resolve().parent.parent / "pcaps" / "pfc_pause.pcap")
 
@@ -42,10 +40,8 @@ def _toml(v: float | int) -> str:
 
 
 def _cli(argv: list[str]) -> tuple[int, str]:
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        rc = main(argv)
-    return rc, err.getvalue()
+    rc, _, err = run_cli(argv)
+    return rc, err
 
 
 def _refused(argv: list[str], *must_name: str) -> str:

@@ -9,7 +9,6 @@ captures.  And the README's jq recipe through the jq Debian ships (1.6).
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import re
@@ -24,7 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.cli import main
+from tests.helpers import run_cli
 from wire.pcapio import Block, CaptureReader, CaptureWriter, Record
 from wire.records import parse_line, record_from_dict
 
@@ -36,19 +35,8 @@ IPV4 = b"\x45\x00\x00\x14" + bytes(16)
 
 def call(args: list[str], stdin: bytes | None = None) -> tuple[int, bytes, str]:
     """Run the CLI in-process: (exit status, stdout bytes, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    old_stdin = sys.stdin
-    if stdin is not None:
-        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                rc = main(args)
-            except SystemExit as e:
-                rc = e.code
-    finally:
-        sys.stdin = old_stdin
-    return rc, out.getvalue().encode(), err.getvalue()
+    rc, out, err = run_cli(args, stdin)
+    return rc, out.encode(), err
 
 
 def roundtrip(src: Path, *craft_opts: str) -> bytes:

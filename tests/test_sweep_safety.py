@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from sim import sweep as sweep_mod
 from sim.cli import main
 from sim.sweep import load_rows, sweep
+from tests.helpers import run_cli
 
 GRID = {"senders": [2, 3], "duration_ms": [0.02]}
 ARGV = ["-p", "senders=2,3", "-p", "duration_ms=0.02", "--workers", "0", "--no-progress"]
@@ -44,10 +45,8 @@ def _copy(done: Path, dest: Path) -> Path:
 
 
 def _cli(argv: list[str]) -> tuple[int, str]:
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        rc = main(argv)
-    return rc, err.getvalue()
+    rc, _, err = run_cli(argv)
+    return rc, err
 
 
 def _lines(out: Path) -> list[str]:
