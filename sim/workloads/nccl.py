@@ -1,0 +1,833 @@
+"""NCCL's collectives as a dependency graph of network transfers (sans-IO, no engine).
+
+:func:`schedule` turns one collective call (what ``ncclAllReduce`` & co. are given: the
+collective, rank count, element count, datatype, channels, algorithm, protocol) into the list of
+point-to-point :class:`Transfer` s NCCL performs, each naming its sender, receiver, channel,
+bytes (data and on the wire), and the transfers it waits for.  A simulator drives the list
+later; here nothing happens in time.  :func:`simulate_ownership` replays a schedule
+symbolically (which rank holds which partial reduction of which bytes) and
+:func:`verify` says whether every rank ends with what the collective promises.
+
+Everything below follows NVIDIA/nccl; file names are of that repository, and the kernel
+loops are those of ``src/device/all_reduce.h``, ``reduce_scatter.h``, ``all_gather.h`` and
+``broadcast.h`` at commit 0e35f5d3 (the ``runRing``/``runTreeSplit`` kernels of the NCCL 2.1x
+series; NCCL 2.19+ splits the buffer into one contiguous part per channel,
+``ncclCollCbdPart`` in ``src/include/device.h``, which this model does not follow yet).
+
+The rules modelled (each with its source):
+
+* Buffers and steps.  ``NCCL_STEPS`` = 8 FIFO slots per connection
+  (``src/include/device.h``).  Simple's buffer is 4 MiB (``DEFAULT_BUFFSIZE``, ``src/init.cc``
+  / ``comm.h``), so a step is 512 KiB; LL's buffer is ``NCCL_LL_LINES_PER_THREAD`` (8) x
+  ``NCCL_LL_MAX_NTHREADS`` (512) x ``NCCL_STEPS`` x 16-byte ``ncclLLFifoLine`` = 512 KiB, half of
+  it flags; LL128's is ``NCCL_LL128_ELEMS_PER_THREAD`` (120) x ``NCCL_LL128_MAX_NTHREADS`` (640)
+  x ``NCCL_STEPS`` x 8 B = 4,915,200 B, 15 of every 16 words data (``device.h``).  The data
+  bytes per step are ``Proto::calcBytePerStep()`` (``src/device/primitives.h``).
+* Chunks and slices.  ``ALLREDUCE/ALLGATHER/REDUCESCATTER_CHUNKSTEPS`` = ``NCCL_STEPS/2`` = 4
+  and ``..._SLICESTEPS`` = ``NCCL_STEPS/4`` = 2; ``BROADCAST_*`` = 1
+  (``src/include/collectives.h``); only Simple ring uses them, every other
+  algorithm/protocol uses 1/1 (``computeColl`` in ``src/enqueue.cc``).  So a Simple ring
+  chunk is 2 MiB in two 1 MiB slices; the proxy posts each slice as one network send and at
+  most ``NCCL_STEPS / slice_steps`` (4) are in flight per connection.  A slice is
+  ``max(ceil(nelem / 32) * 16, sliceSize / 32)`` elements (``genericOp``,
+  ``src/device/prims_simple.h``).
+* Ring loop.  ``loopSize = nChannels x nRanks x chunk``; per loop the chunk shrinks to
+  ``min(chunk, ceil(remaining / (nChannels x nRanks)))`` rounded up to
+  ``(nthreads - WARP_SIZE) x 8`` bytes (Simple) or to ``nthreads x grain`` (LL, LL128), and
+  chunk ``c`` of channel ``b`` starts at ``gridOffset + b*nRanks*chunk + c*chunk`` (Simple) or
+  ``gridOffset + (c*nChannels + b)*chunk`` (LL, LL128) (``runRing``).  AllReduce is
+  ``2(n-1)`` steps per chunk (n-1 reduce-and-forward, then n-1 copy-forward);
+  ReduceScatter and AllGather ``n-1``; Broadcast a pipeline of ``n-1`` hops from the root.
+* Dataflow.  Step k+1 of a chunk is sent only after step k was received from the
+  predecessor (the kernel's ``recvReduceSend``/``recvCopySend``), so a slow hop delays
+  the ring.
+* Channel dropping.  ``while nBytes < nc * nt * threadThreshold``: drop a channel while
+  ``nc >= 2``, else halve the threads while ``nt % 128 == 0`` (``getAlgoInfo``,
+  ``src/enqueue.cc``), with ``threadThreshold`` = 64 (Simple), 8 (LL, times nRanks for ring)
+  and 8 (LL128) (``NCCL_*_THREAD_THRESHOLD`` in ``src/include/comm.h``; the ``x nRanks`` in
+  ``ncclTopoTuneModel``, ``src/graph/tuning.cc``): about 32 KiB per channel for Simple at
+  512 threads.
+* Tree AllReduce.  NCCL's double binary tree across nodes (``ncclGetBtree`` /
+  ``ncclGetDtree``, ``src/graph/trees.cc``) with the GPUs of a node chained under the node's
+  first GPU; the first half of the channels use tree 0, the second half the mirrored or
+  shifted tree 1 (``connectTrees``, ``src/graph/connect.cc``).  Chunk = one step (512 KiB),
+  halved while ``nBytes / (nChannels*chunk)`` is below ``8*depth`` (down to 128 KiB),
+  ``4*depth`` (64 KiB) and ``depth`` (32 KiB) (``computeColl``, ``src/enqueue.cc``), with
+  ``depth = nRanks/nNodes - 1 + log2(nNodes)`` (``connectTrees``); a node forwards a chunk up
+  after it received it from all its children, and down after it received it from its parent.
+* AllToAll and SendRecv are grouped ``ncclSend``/``ncclRecv`` (nccl-tests ``src/alltoall.cu``,
+  ``src/sendrecv.cu``): each peer's bytes are split into one part per channel aligned to 4 KiB
+  (``ncclP2pPartBounds``, ``src/include/device.h``) and each part goes in 128 KiB chunks over
+  the network (``NCCL_P2P_NET_CHUNKSIZE``, ``src/init.cc``), at most ``NCCL_STEPS`` in flight.
+* Protocols on the wire.  LL: each 16-byte line carries 8 bytes of data and two 4-byte flags
+  (``union ncclLLFifoLine``); LL128: each 128-byte line carries 120 bytes of data
+  (``NCCL_LL128_LINESIZE``, ``NCCL_LL128_DATAELEMS``).
+* QPs.  ``NCCL_IB_QPS_PER_CONNECTION`` (default 1) QPs per connection; every send is striped
+  over them in ``ceil(ceil(size / nqps) / 128) * 128``-byte pieces (``ncclIbMultiSend``,
+  ``src/transport/net_ib.cc``).  Each QP's RoCEv2 UDP source port is the kernel's
+  ``rdma_get_udp_sport(0, lqpn, rqpn)`` (Linux ``include/rdma/ib_verbs.h``).
+
+Not modelled: NVLS/CollNet/PAT algorithms, the algorithm/protocol tuner (the caller chooses),
+NVLink-only intra-node rings (every hop is a network transfer here), Reduce/Gather/Scatter.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+__all__ = [
+    "Collective", "Algorithm", "Protocol", "Transfer", "Connection", "Schedule",
+    "ScheduleError", "schedule", "simulate_ownership", "verify", "topological_order",
+    "btree", "dtree", "channel_tree", "qp_split", "udp_sport", "wire_bytes", "DTYPE_BYTES",
+    "NCCL_STEPS", "SIMPLE_BUFFSIZE_BYTES", "LL_BUFFSIZE_BYTES", "LL128_BUFFSIZE_BYTES",
+    "P2P_NET_CHUNK_BYTES", "MAXCHANNELS", "WARP_SIZE",
+]
+
+# ---- constants (NVIDIA/nccl; see the module docstring for each file) ------------------------
+
+#: FIFO slots per connection (``src/include/device.h``).
+NCCL_STEPS = 8
+#: Threads per warp (``device.h``).
+WARP_SIZE = 32
+#: Most channels a communicator has (``device.h``).
+MAXCHANNELS = 64
+#: Simple protocol buffer per connection, 4 MiB (``DEFAULT_BUFFSIZE``, ``src/init.cc``).
+SIMPLE_BUFFSIZE_BYTES = 1 << 22
+#: 16-byte ``ncclLLFifoLine``: data1, flag1, data2, flag2 (4 bytes each) (``device.h``).
+LL_LINE_BYTES = 16
+LL_LINE_DATA_BYTES = 8
+#: LL buffer: 8 lines/thread x 512 threads x NCCL_STEPS x 16 B (``device.h``).
+LL_BUFFSIZE_BYTES = 8 * 512 * NCCL_STEPS * LL_LINE_BYTES
+#: LL128 line: 16 eight-byte words, 15 of them data (``NCCL_LL128_LINESIZE``/``DATAELEMS``).
+LL128_LINE_BYTES = 128
+LL128_LINE_DATA_BYTES = 120
+#: LL128 buffer: 120 elements/thread x 640 threads x NCCL_STEPS x 8 B (``device.h``).
+LL128_BUFFSIZE_BYTES = 120 * 640 * NCCL_STEPS * 8
+#: P2P chunk over the network (``NCCL_P2P_NET_CHUNKSIZE`` default, ``src/init.cc``).
+P2P_NET_CHUNK_BYTES = 128 * 1024
+#: P2P per-channel parts are aligned to 4 KiB (``ncclP2pPartBounds``, ``device.h``).
+P2P_PART_ALIGN_BYTES = 4096
+#: Multi-QP sends are cut in 128-byte multiples (``ncclIbMultiSend``, ``net_ib.cc``).
+IB_QP_ALIGN_BYTES = 128
+#: RoCEv2 UDP source ports start at 0xC000 (``IB_ROCE_UDP_ENCAP_VALID_PORT_MIN``,
+#: Linux ``include/rdma/ib_verbs.h``).
+ROCE_UDP_SPORT_MIN = 0xC000
+
+#: Datatype sizes, named as nccl-tests names them (``test_typenames``, nccl-tests
+#: ``src/common.cu``; sizes from ``ncclTypeSize``, ``src/include/collectives.h``).
+DTYPE_BYTES: dict[str, int] = {
+    "int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
+    "half": 2, "float": 4, "double": 8, "bfloat16": 2,
+}
+
+
+class Collective(StrEnum):
+    ALLREDUCE = "allreduce"
+    REDUCESCATTER = "reducescatter"
+    ALLGATHER = "allgather"
+    ALLTOALL = "alltoall"
+    SENDRECV = "sendrecv"
+    BROADCAST = "broadcast"
+
+
+class Algorithm(StrEnum):
+    RING = "ring"
+    TREE = "tree"
+
+
+class Protocol(StrEnum):
+    SIMPLE = "simple"
+    LL = "ll"
+    LL128 = "ll128"
+
+
+#: Per-protocol (max threads, thread threshold): ``NCCL_*_MAX_NTHREADS`` (``device.h``),
+#: ``NCCL_*_THREAD_THRESHOLD`` (``src/include/comm.h``).
+_THREADS = {Protocol.SIMPLE: (512, 64), Protocol.LL: (512, 8), Protocol.LL128: (640, 8)}
+#: (chunk steps, slice steps) of Simple ring (``src/include/collectives.h``).
+_RING_STEPS = {
+    Collective.ALLREDUCE: (NCCL_STEPS // 2, NCCL_STEPS // 4),
+    Collective.ALLGATHER: (NCCL_STEPS // 2, NCCL_STEPS // 4),
+    Collective.REDUCESCATTER: (NCCL_STEPS // 2, NCCL_STEPS // 4),
+    Collective.BROADCAST: (1, 1),
+}
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _align_up(a: int, b: int) -> int:
+    return _ceil_div(a, b) * b
+
+
+def step_data_bytes(protocol: Protocol) -> int:
+    """Data bytes one FIFO step carries (``calcBytePerStep``, ``src/device/primitives.h``):
+    Simple 512 KiB, LL 32 KiB (half of a 64 KiB step is flags), LL128 576,000 B."""
+    if protocol is Protocol.SIMPLE:
+        return SIMPLE_BUFFSIZE_BYTES // NCCL_STEPS
+    if protocol is Protocol.LL:
+        return LL_BUFFSIZE_BYTES // NCCL_STEPS // 2
+    return LL128_BUFFSIZE_BYTES // NCCL_STEPS * LL128_LINE_DATA_BYTES // LL128_LINE_BYTES
+
+
+def wire_bytes(data_bytes: int, protocol: Protocol) -> int:
+    """Bytes a protocol puts in the peer's buffer (what the NIC sends) for ``data_bytes``:
+    Simple as is; LL one 16-byte line per 8 data bytes; LL128 one 128-byte line per 120."""
+    if protocol is Protocol.SIMPLE:
+        return data_bytes
+    if protocol is Protocol.LL:
+        return -(-data_bytes // LL_LINE_DATA_BYTES) * LL_LINE_BYTES
+    return -(-data_bytes // LL128_LINE_DATA_BYTES) * LL128_LINE_BYTES
+
+
+def qp_split(nbytes: int, nqps: int) -> tuple[int, ...]:
+    """How ``ncclIbMultiSend`` stripes one send over ``nqps`` QPs: each QP takes
+    ``ceil(ceil(nbytes / nqps) / 128) * 128`` bytes of what is left (the last ones may get 0)."""
+    if nqps < 1:
+        raise ValueError(f"qps_per_connection must be >= 1, got {nqps}")
+    piece = _align_up(_ceil_div(nbytes, nqps), IB_QP_ALIGN_BYTES)
+    out, left = [], nbytes
+    for _ in range(nqps):
+        take = min(piece, left)
+        out.append(take)
+        left -= take
+    return tuple(out)
+
+
+def udp_sport(lqpn: int, rqpn: int) -> int:
+    """RoCEv2 UDP source port of a QP pair when the GRH flow label is 0:
+    ``rdma_calc_flow_label`` (the product of the QP numbers folded to 20 bits) then
+    ``rdma_flow_label_to_udp_sport`` (14 low bits xor the 6 high ones, | 0xC000)
+    (Linux ``include/rdma/ib_verbs.h``)."""
+    v = (lqpn & 0xFFFFFF) * (rqpn & 0xFFFFFF)
+    v ^= v >> 20
+    v ^= v >> 40
+    fl = v & 0xFFFFF
+    low = (fl & 0x3FFF) ^ ((fl & 0xFC000) >> 14)
+    return low | ROCE_UDP_SPORT_MIN
+
+
+# ---- trees (src/graph/trees.cc) -------------------------------------------------------------
+
+def btree(nranks: int, rank: int) -> tuple[int, tuple[int, ...]]:
+    """(parent, children) of ``rank`` in NCCL's binary tree of ``nranks`` (``ncclGetBtree``):
+    the lowest set bit ``b`` of the rank; parent ``(rank ^ b) | (b << 1)``, or ``rank ^ b`` when
+    that is out of range; children ``rank - b/2`` and the largest ``rank + b/2^k`` in range.
+    Rank 0 is the root and has one child.  -1 means none."""
+    if not 0 <= rank < nranks:
+        raise ValueError(f"rank {rank} not in 0..{nranks - 1}")
+    bit = 1
+    while bit < nranks and not bit & rank:
+        bit <<= 1
+    if rank == 0:
+        return -1, ((bit >> 1,) if nranks > 1 else ())
+    up = (rank ^ bit) | (bit << 1)
+    if up >= nranks:
+        up = rank ^ bit
+    low = bit >> 1
+    kids: list[int] = []
+    if low:
+        kids.append(rank - low)
+        d1 = rank + low
+        while d1 >= nranks:
+            d1 = rank + low if low else -1
+            low >>= 1
+        if d1 != -1:
+            kids.append(d1)
+    return up, tuple(kids)
+
+
+def dtree(nranks: int, rank: int, which: int) -> tuple[int, tuple[int, ...]]:
+    """(parent, children) in tree ``which`` (0 or 1) of NCCL's double binary tree
+    (``ncclGetDtree``): tree 1 mirrors tree 0 (``nranks-1-r``) when ``nranks`` is even and
+    shifts it by one rank when odd."""
+    if which == 0:
+        return btree(nranks, rank)
+    if nranks % 2:
+        up, kids = btree(nranks, (rank - 1) % nranks)
+        return (-1 if up == -1 else (up + 1) % nranks), tuple((k + 1) % nranks for k in kids)
+    up, kids = btree(nranks, nranks - 1 - rank)
+    return (-1 if up == -1 else nranks - 1 - up), tuple(nranks - 1 - k for k in kids)
+
+
+def channel_tree(nranks: int, gpus_per_node: int, which: int) -> dict[int, tuple[int, tuple]]:
+    """Every rank's (parent, children) in one channel's tree: the double binary tree ``which``
+    over nodes, each node's GPUs chained under its first GPU (rank = node*gpus_per_node +
+    local), the first GPU linked to the parent and children nodes' first GPUs."""
+    if nranks % gpus_per_node:
+        raise ValueError(f"{nranks} ranks are not whole nodes of {gpus_per_node} GPUs")
+    nnodes = nranks // gpus_per_node
+    out: dict[int, tuple[int, tuple]] = {}
+    for node in range(nnodes):
+        up, kids = dtree(nnodes, node, which)
+        for local in range(gpus_per_node):
+            r = node * gpus_per_node + local
+            children = [r + 1] if local + 1 < gpus_per_node else []
+            if local == 0:
+                parent = -1 if up == -1 else up * gpus_per_node
+                children += [k * gpus_per_node for k in kids]
+            else:
+                parent = r - 1
+            out[r] = (parent, tuple(children))
+    return out
+
+
+# ---- the schedule -------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """One network send NCCL's proxy posts: ``nbytes`` of data (``wire_bytes`` in the peer's
+    buffer) from rank ``src`` to ``dst`` on ``channel``.
+
+    ``depends_on``: transfers that must have been *received* first, for data (the previous
+    hop of the same chunk, or a tree node's children) and for a free FIFO slot (the send
+    ``max_inflight`` places earlier on the same connection).  ``seq`` is the position on the
+    connection ``(src, dst, channel)``: sends leave in that order.  What it carries:
+    bytes ``[offset_bytes, offset_bytes + nbytes)`` of block ``src_block`` as the sender holds
+    it, stored by the receiver in block ``dst_block`` (``reduce``: combined with what it has).
+    ``step`` is the hop of the chunk (ring), the tree phase, or the P2P round; ``loop`` the
+    NCCL loop index; ``qp_bytes`` the wire bytes per QP.
+    """
+
+    id: int
+    src: int
+    dst: int
+    channel: int
+    nbytes: int
+    wire_bytes: int
+    step: int
+    loop: int
+    seq: int
+    reduce: bool
+    src_block: int
+    dst_block: int
+    offset_bytes: int
+    depends_on: tuple[int, ...]
+    qp_bytes: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """A (sender, receiver, channel) connection with its QP numbers and UDP source ports."""
+
+    src: int
+    dst: int
+    channel: int
+    qpns: tuple[int, ...]
+    remote_qpns: tuple[int, ...]
+    udp_sports: tuple[int, ...]
+
+
+@dataclass(slots=True)
+class Schedule:
+    """A collective as NCCL runs it: the parameters it resolved and its transfers."""
+
+    collective: Collective
+    algorithm: Algorithm
+    protocol: Protocol
+    nranks: int
+    count: int
+    dtype: str
+    elem_bytes: int
+    nchannels: int
+    nthreads: int
+    chunk_bytes: int
+    slice_steps: int
+    max_inflight: int
+    steps_per_loop: int
+    loops: int
+    block_bytes: int
+    root: int = 0
+    gpus_per_node: int = 1
+    qps_per_connection: int = 1
+    transfers: list[Transfer] = field(default_factory=list)
+    connections: dict[tuple[int, int, int], Connection] = field(default_factory=dict)
+
+    def sent_bytes(self, rank: int) -> int:
+        return sum(t.nbytes for t in self.transfers if t.src == rank)
+
+    def received_bytes(self, rank: int) -> int:
+        return sum(t.nbytes for t in self.transfers if t.dst == rank)
+
+
+class ScheduleError(ValueError):
+    """A schedule does not deliver what its collective promises (or bad arguments)."""
+
+
+class _Builder:
+    def __init__(self, sch: Schedule, comm_channels: int):
+        self.sch = sch
+        self.comm_channels = comm_channels
+        self.conn_sends: dict[tuple[int, int, int], list[int]] = defaultdict(list)
+        self.last_hop: dict[tuple[int, int, int, int], int] = {}
+
+    def add(self, src: int, dst: int, channel: int, nbytes: int, *, step: int, loop: int,
+            reduce: bool, src_block: int, dst_block: int, offset_bytes: int,
+            deps: Iterable[int] = ()) -> int:
+        sch = self.sch
+        key = (src, dst, channel)
+        sends = self.conn_sends[key]
+        deps = set(deps)
+        if len(sends) >= sch.max_inflight:
+            deps.add(sends[len(sends) - sch.max_inflight])
+        tid = len(sch.transfers)
+        wb = wire_bytes(nbytes, sch.protocol)
+        sch.transfers.append(Transfer(
+            id=tid, src=src, dst=dst, channel=channel, nbytes=nbytes, wire_bytes=wb,
+            step=step, loop=loop, seq=len(sends), reduce=reduce, src_block=src_block,
+            dst_block=dst_block, offset_bytes=offset_bytes, depends_on=tuple(sorted(deps)),
+            qp_bytes=qp_split(wb, sch.qps_per_connection)))
+        sends.append(tid)
+        return tid
+
+    def finish(self) -> Schedule:
+        sch = self.sch
+        q = sch.qps_per_connection
+        for i, key in enumerate(sorted(self.conn_sends)):
+            src, dst, ch = key
+            # Deterministic QP numbers: 0x100 + connection index * q + i on both sides.
+            lq = tuple(0x100 + i * q + j for j in range(q))
+            rq = tuple(0x800000 + i * q + j for j in range(q))
+            ports = tuple(udp_sport(a, b) for a, b in zip(lq, rq, strict=True))
+            sch.connections[key] = Connection(src, dst, ch, lq, rq, ports)
+        return sch
+
+
+def _drop_channels(nbytes: int, nc: int, nt: int, threshold: int) -> tuple[int, int]:
+    """``getAlgoInfo`` (src/enqueue.cc): fewer channels, then fewer threads, for small calls."""
+    while nbytes < nc * nt * threshold:
+        if nc >= 2:
+            nc -= 1
+        elif nt % 128 == 0:
+            nt //= 2
+        else:
+            break
+    return nc, nt
+
+
+def _simple_slices(nelem: int, slice_elems: int, slice_per_chunk: int) -> list[tuple[int, int]]:
+    """(offset, nelem) of the slices ``genericOp`` cuts a chunk into (prims_simple.h)."""
+    size = max(-(-nelem // (16 * slice_per_chunk)) * 16, slice_elems // 32)
+    out, off = [], 0
+    while len(out) < slice_per_chunk and off < nelem:
+        take = min(size, nelem - off)
+        out.append((off, take))
+        off += take
+    return out
+
+
+def schedule(collective: Collective | str, nranks: int, count: int, dtype: str = "float", *,
+             nchannels: int = 8, algorithm: Algorithm | str = Algorithm.RING,
+             protocol: Protocol | str = Protocol.SIMPLE, root: int = 0,
+             gpus_per_node: int | None = None, qps_per_connection: int = 1,
+             nthreads: int | None = None, rings: Sequence[Sequence[int]] | None = None,
+             drop_channels: bool = True) -> Schedule:
+    """The transfers NCCL performs for one call.
+
+    ``count`` is the element count the NCCL call takes: ``ncclAllReduce``/``ncclBroadcast``
+    count, ``ncclReduceScatter`` recvcount (per rank), ``ncclAllGather`` sendcount (per rank),
+    and for AllToAll/SendRecv the elements sent to each peer.  ``nchannels`` is the
+    communicator's channel count (``NCCL_MIN/MAX_NCHANNELS``); small calls use fewer
+    (``drop_channels``).  ``rings`` gives each channel's ring order (default 0..n-1);
+    ``gpus_per_node`` groups ranks into nodes for the tree (default: all on one node for
+    ``nranks <= 8``, else 8).  SendRecv: rank r sends to r+1 and receives from r-1.
+    """
+    coll, algo, proto = Collective(collective), Algorithm(algorithm), Protocol(protocol)
+    if dtype not in DTYPE_BYTES:
+        raise ScheduleError(f"dtype {dtype!r}: expected one of {', '.join(DTYPE_BYTES)}")
+    if not 1 <= nranks <= 1 << 16:
+        raise ScheduleError(f"nranks must be in 1..65536, got {nranks}")
+    if count < 0:
+        raise ScheduleError(f"count must be >= 0, got {count}")
+    if not 1 <= nchannels <= MAXCHANNELS:
+        raise ScheduleError(f"nchannels must be in 1..{MAXCHANNELS}, got {nchannels}")
+    if qps_per_connection < 1:
+        raise ScheduleError(f"qps_per_connection must be >= 1, got {qps_per_connection}")
+    if not 0 <= root < nranks:
+        raise ScheduleError(f"root {root} not in 0..{nranks - 1}")
+    if algo is Algorithm.TREE and coll is not Collective.ALLREDUCE:
+        raise ScheduleError(f"the tree algorithm is modelled for allreduce only, not {coll.value}")
+    gpn = gpus_per_node or (nranks if nranks <= 8 else 8)
+    if nranks % gpn:
+        raise ScheduleError(f"{nranks} ranks are not whole nodes of {gpn} GPUs")
+    elt = DTYPE_BYTES[dtype]
+    max_nt, threshold = _THREADS[proto]
+    nt = nthreads or max_nt
+    if algo is Algorithm.RING and proto is Protocol.LL:
+        threshold *= nranks
+    p2p = coll in (Collective.ALLTOALL, Collective.SENDRECV)
+    if coll in (Collective.ALLGATHER, Collective.REDUCESCATTER):
+        total = count * elt * nranks  # "count is per rank" (computeColl, enqueue.cc)
+    else:
+        total = count * elt
+    nc = nchannels
+    if drop_channels and not p2p:
+        nc, nt = _drop_channels(total, nc, nt, threshold)
+    if rings is None:
+        rings = [list(range(nranks))] * nc
+    if len(rings) < nc or any(sorted(r) != list(range(nranks)) for r in rings[:nc]):
+        raise ScheduleError("rings: one permutation of 0..nranks-1 per channel")
+    if p2p:
+        chunk_steps, slice_steps = 1, 1
+        chunk_bytes = P2P_NET_CHUNK_BYTES
+    elif algo is Algorithm.RING and proto is Protocol.SIMPLE:
+        chunk_steps, slice_steps = _RING_STEPS[coll]
+        chunk_bytes = step_data_bytes(proto) * chunk_steps
+    else:
+        chunk_steps, slice_steps = 1, 1
+        chunk_bytes = step_data_bytes(proto)
+    block = count * elt
+    sch = Schedule(coll, algo, proto, nranks, count, dtype, elt, nc, nt, chunk_bytes,
+                   slice_steps, NCCL_STEPS // slice_steps, 0, 0, block, root, gpn,
+                   qps_per_connection)
+    b = _Builder(sch, nchannels)
+    if nranks == 1 or count == 0:
+        return b.finish()
+    if p2p:
+        _p2p(b, coll)
+    elif algo is Algorithm.TREE:
+        _tree_allreduce(b)
+    else:
+        _ring(b, coll, [list(r) for r in rings[:nc]])
+    return b.finish()
+
+
+def _grain_bytes(protocol: Protocol) -> int:
+    """``calcBytePerGrain`` (primitives.h): LL 8 data bytes per thread; LL128
+    ``NCCL_LL128_SHMEM_ELEMS_PER_THREAD`` (8) x 15 / 16 eight-byte words = 60 bytes."""
+    return LL_LINE_DATA_BYTES if protocol is Protocol.LL else 8 * 15 * 8 // 16
+
+
+def _ring_chunk_elems(sch: Schedule, rem: int, parts: int) -> int:
+    """The chunk of one ring loop (runRing): shrunk for the last loop, aligned as the kernel
+    aligns it."""
+    chunk = sch.chunk_bytes // sch.elem_bytes
+    if sch.protocol is Protocol.SIMPLE:
+        real = min(chunk, -(-rem // parts))
+        # (nthreads - WARP_SIZE) * 8 bytes; nthreads in the kernel includes the sync warp.
+        align = max(1, sch.nthreads * 8 // sch.elem_bytes)
+        return -(-real // align) * align
+    min_chunk = sch.nthreads * _grain_bytes(sch.protocol) // sch.elem_bytes
+    if sch.protocol is Protocol.LL128:
+        min_chunk //= 2
+    min_chunk = max(1, min_chunk)
+    return min(chunk, -(-rem // (parts * min_chunk)) * min_chunk)
+
+
+def _ring(b: _Builder, coll: Collective, rings: list[list[int]]) -> None:
+    sch = b.sch
+    n, nc, elt = sch.nranks, sch.nchannels, sch.elem_bytes
+    size = sch.count  # elements of one block (AR/BC: the buffer; RS/AG: one rank's shard)
+    per_loop = n if coll is Collective.ALLREDUCE else 1
+    hops = {Collective.ALLREDUCE: 2 * (n - 1)}.get(coll, n - 1)
+    sch.steps_per_loop = hops
+    chunk = sch.chunk_bytes // elt
+    loop_elems = nc * per_loop * chunk
+    step_elems = step_data_bytes(sch.protocol) // elt
+    # A slice is SLICESTEPS steps; a chunk CHUNKSTEPS / SLICESTEPS slices (2 for Simple ring
+    # AllReduce/AllGather/ReduceScatter, 1 otherwise).
+    slice_elems = step_elems * sch.slice_steps
+    spc = chunk // slice_elems
+    loops = 0
+    for loop, grid in enumerate(range(0, size, loop_elems)):
+        loops += 1
+        real = _ring_chunk_elems(sch, size - grid, nc * per_loop)
+        # pieces: (channel, block id, chunk-local offset, nelem, ring of the piece)
+        for hop in range(hops):
+            for ch in range(nc):
+                ring = rings[ch]
+                for c in range(n):
+                    if coll is Collective.ALLREDUCE:
+                        if sch.protocol is Protocol.SIMPLE:
+                            off = grid + ch * n * real + c * real
+                        else:
+                            off = grid + (c * nc + ch) * real
+                    else:
+                        off = grid + ch * real
+                    nelem = min(real, size - off)
+                    if nelem <= 0:
+                        continue
+                    _ring_hop(b, coll, ring, ch, c, hop, loop, off, nelem, slice_elems, spc)
+    sch.loops = loops
+
+
+def _ring_hop(b: _Builder, coll: Collective, ring: list[int], ch: int, c: int, hop: int,
+              loop: int, off: int, nelem: int, slice_elems: int, spc: int) -> None:
+    """Hop ``hop`` of piece ``c`` (AR: chunk index; RS/AG/BC: block by ring position)."""
+    sch = b.sch
+    n, elt = sch.nranks, sch.elem_bytes
+    if coll is Collective.ALLREDUCE:
+        start = (c + 1) % n          # ring position sending hop 0 (runRing "step 0")
+        reduce = hop < n - 1
+        blk_src = blk_dst = 0
+    elif coll is Collective.REDUCESCATTER:
+        start = (c + 1) % n          # block of ring position c reduced along c+1, ..., c
+        reduce = True
+        blk_src = blk_dst = ring[c]
+    elif coll is Collective.ALLGATHER:
+        start = c                    # ring position c sends its own block first
+        reduce = False
+        blk_src = blk_dst = ring[c]
+    else:  # broadcast: a pipeline from the root around the ring
+        if c != 0:
+            return
+        start = ring.index(sch.root)
+        reduce = False
+        blk_src = blk_dst = 0
+    pos = (start + hop) % n
+    src, dst = ring[pos], ring[(pos + 1) % n]
+    if sch.protocol is Protocol.SIMPLE:
+        slices = _simple_slices(nelem, slice_elems, spc)
+    else:
+        slices = [(0, nelem)]
+    for s, (soff, slen) in enumerate(slices):
+        key = (loop, ch, c, s)
+        prev = b.last_hop.get(key)
+        b.last_hop[key] = b.add(src, dst, ch, slen * elt, step=hop, loop=loop, reduce=reduce,
+                                src_block=blk_src, dst_block=blk_dst,
+                                offset_bytes=(off + soff) * elt,
+                                deps=() if prev is None else (prev,))
+
+
+def _tree_allreduce(b: _Builder) -> None:
+    sch = b.sch
+    n, nc, elt, gpn = sch.nranks, sch.nchannels, sch.elem_bytes, sch.gpus_per_node
+    nnodes = n // gpn
+    nbytes = sch.count * elt
+    depth = n // nnodes - 1 + int(math.log2(nnodes))
+    chunk_b = sch.chunk_bytes
+    # computeColl (enqueue.cc): halve the tree chunk for small calls.
+    for mult, floor_b in ((8, 131072), (4, 65536), (1, 32768)):
+        while (sch.protocol is Protocol.SIMPLE and nbytes // (nc * chunk_b) < depth * mult
+               and chunk_b > floor_b):
+            chunk_b //= 2
+    chunk = chunk_b // elt
+    size = sch.count
+    # runTreeSplit: if one loop covers it all, chunk = ceil(size / (nc * minChunk)) * minChunk.
+    threads = sch.nthreads + WARP_SIZE + 3 * WARP_SIZE if sch.protocol is Protocol.SIMPLE \
+        else sch.nthreads
+    if sch.protocol is Protocol.SIMPLE:
+        min_chunk = (threads - 2 * WARP_SIZE) * 8 * 8 // elt
+    else:
+        min_chunk = threads * _grain_bytes(sch.protocol) // elt
+        if sch.protocol is Protocol.LL128:
+            min_chunk //= 8
+    min_chunk = max(1, min_chunk)
+    if nc * chunk > size:
+        chunk = -(-size // (nc * min_chunk)) * min_chunk
+    sch.chunk_bytes = chunk * elt
+    sch.steps_per_loop = 1
+    # connectTrees doubles the channels: the first half on tree 0, the second on tree 1; a
+    # call that dropped channels uses the first ones.
+    half = -(-b.comm_channels // 2)
+    trees = [channel_tree(n, gpn, 0 if ch < half else 1) for ch in range(nc)]
+    orders = [_postorder(t) for t in trees]
+    loop_elems = nc * chunk
+    loops = 0
+    for loop, grid in enumerate(range(0, size, loop_elems)):
+        loops += 1
+        for ch in range(nc):
+            off = grid + ch * chunk
+            nelem = min(chunk, size - off)
+            if nelem <= 0:
+                continue
+            tree, order = trees[ch], orders[ch]
+            up_of: dict[int, int] = {}
+            for r in order:  # children before parents: reduce up
+                parent, kids = tree[r]
+                if parent == -1:
+                    continue
+                up_of[r] = b.add(r, parent, ch, nelem * elt, step=0, loop=loop, reduce=True,
+                                 src_block=0, dst_block=0, offset_bytes=off * elt,
+                                 deps=[up_of[k] for k in kids])
+            down_of: dict[int, int] = {}
+            for r in reversed(order):  # parents before children: broadcast down
+                parent, kids = tree[r]
+                got = [up_of[k] for k in kids] if parent == -1 else [down_of[r]]
+                for k in kids:
+                    down_of[k] = b.add(r, k, ch, nelem * elt, step=1, loop=loop, reduce=False,
+                                       src_block=0, dst_block=0, offset_bytes=off * elt,
+                                       deps=got)
+    sch.loops = loops
+
+
+def _postorder(tree: dict[int, tuple[int, tuple]]) -> list[int]:
+    root = next(r for r, (p, _) in tree.items() if p == -1)
+    out: list[int] = []
+    stack = [(root, False)]
+    while stack:
+        r, done = stack.pop()
+        if done:
+            out.append(r)
+            continue
+        stack.append((r, True))
+        stack.extend((k, False) for k in reversed(tree[r][1]))
+    return out
+
+
+def _p2p(b: _Builder, coll: Collective) -> None:
+    """Grouped send/recv: per peer, one part per channel (4 KiB aligned), 128 KiB chunks."""
+    sch = b.sch
+    n, nc, elt = sch.nranks, sch.nchannels, sch.elem_bytes
+    nbytes = sch.count * elt
+    part = _align_up(_ceil_div(nbytes, nc), P2P_PART_ALIGN_BYTES)
+    sch.steps_per_loop = 1
+    if coll is Collective.SENDRECV:
+        pairs = [(1, [(r, (r + 1) % n) for r in range(n)])]
+    else:  # p2p rounds: in round d rank r sends to r+d (ncclGroup scheduling by distance)
+        pairs = [(d, [(r, (r + d) % n) for r in range(n)]) for d in range(1, n)]
+    chunks = 0
+    for rnd, plist in pairs:
+        for src, dst in plist:
+            for ch in range(nc):
+                beg, end = min(ch * part, nbytes), min((ch + 1) * part, nbytes)
+                for k, o in enumerate(range(beg, end, P2P_NET_CHUNK_BYTES)):
+                    ln = min(P2P_NET_CHUNK_BYTES, end - o)
+                    if coll is Collective.SENDRECV:
+                        sblk, dblk = 0, 0
+                    else:  # src's input block dst lands in dst's output block src
+                        sblk, dblk = dst, src
+                    b.add(src, dst, ch, ln, step=rnd, loop=k, reduce=False, src_block=sblk,
+                          dst_block=dblk, offset_bytes=o)
+                    chunks = max(chunks, k + 1)
+    sch.loops = chunks
+
+
+# ---- symbolic execution -----------------------------------------------------------------
+
+def topological_order(sch: Schedule, rng: random.Random | None = None) -> list[int]:
+    """An order of transfer ids that respects ``depends_on`` and each connection's ``seq``;
+    with ``rng``, a random one among them (to show the result does not depend on timing)."""
+    ts = sch.transfers
+    waiting = [0] * len(ts)
+    users: dict[int, list[int]] = defaultdict(list)
+    prev_on_conn: dict[tuple[int, int, int], int] = {}
+    for t in ts:
+        deps = set(t.depends_on)
+        key = (t.src, t.dst, t.channel)
+        if key in prev_on_conn:
+            deps.add(prev_on_conn[key])
+        prev_on_conn[key] = t.id
+        waiting[t.id] = len(deps)
+        for d in deps:
+            users[d].append(t.id)
+    ready = [t.id for t in ts if waiting[t.id] == 0]
+    out: list[int] = []
+    while ready:
+        if rng is not None:
+            i = rng.randrange(len(ready))
+            ready[i], ready[-1] = ready[-1], ready[i]
+        tid = ready.pop()
+        out.append(tid)
+        for u in users[tid]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                ready.append(u)
+    if len(out) != len(ts):
+        raise ScheduleError("the dependency graph has a cycle")
+    return out
+
+
+Value = frozenset  # of (origin rank, origin block)
+
+
+def _initial(sch: Schedule, rank: int, block: int) -> frozenset:
+    c = sch.collective
+    if c is Collective.ALLREDUCE:
+        return frozenset({(rank, 0)})
+    if c is Collective.REDUCESCATTER:
+        return frozenset({(rank, block)})
+    if c is Collective.ALLGATHER:
+        return frozenset({(rank, 0)}) if block == rank else frozenset()
+    if c is Collective.BROADCAST:
+        return frozenset({(rank, 0)}) if rank == sch.root else frozenset()
+    if c is Collective.ALLTOALL:
+        return frozenset({(rank, block)})  # reading its input block `block`
+    return frozenset({(rank, 0)})  # sendrecv: its send buffer
+
+
+def simulate_ownership(sch: Schedule, order: Sequence[int] | None = None
+                       ) -> dict[int, dict[tuple[int, int, int], frozenset]]:
+    """Run the transfers in ``order`` (default: a topological order) on symbolic data.
+
+    Each rank holds, per (block, offset_bytes, nbytes) piece, the set of (origin rank, origin
+    block) inputs combined into it.  A send carries what the sender holds then (its own
+    input if it never received that piece); a reducing receive adds it to what the receiver
+    holds (counting an input twice is an error), a copying receive replaces it.  A transfer
+    run before one it depends on is an error.  Returns the received pieces per rank.
+    """
+    order = topological_order(sch) if order is None else order
+    ts = sch.transfers
+    done = [False] * len(ts)
+    held: dict[int, dict[tuple[int, int, int], frozenset]] = defaultdict(dict)
+    # P2P sends read the send buffer, never what the rank received.
+    from_input = sch.collective in (Collective.ALLTOALL, Collective.SENDRECV)
+    for tid in order:
+        t = ts[tid]
+        for d in t.depends_on:
+            if not done[d]:
+                raise ScheduleError(f"transfer {tid} ran before transfer {d} it depends on")
+        skey = (t.src_block, t.offset_bytes, t.nbytes)
+        dkey = (t.dst_block, t.offset_bytes, t.nbytes)
+        if from_input:
+            val = _initial(sch, t.src, t.src_block)
+        else:
+            val = held[t.src].get(skey, _initial(sch, t.src, t.src_block))
+        if t.reduce:
+            cur = held[t.dst].get(dkey, _initial(sch, t.dst, t.dst_block))
+            if cur & val:
+                raise ScheduleError(f"transfer {tid}: rank {t.dst} would count "
+                                    f"{sorted(cur & val)} twice")
+            held[t.dst][dkey] = cur | val
+        else:
+            held[t.dst][dkey] = val
+        done[tid] = True
+    return held
+
+
+def _covers(pieces: dict[tuple[int, int, int], frozenset], block: int, block_bytes: int,
+            want: frozenset) -> str | None:
+    spans = sorted((o, ln) for (b, o, ln), v in pieces.items() if b == block and v == want)
+    at = 0
+    for o, ln in spans:
+        if o != at:
+            return f"bytes {at}..{o} of block {block} missing or wrong"
+        at = o + ln
+    if at != block_bytes:
+        return f"bytes {at}..{block_bytes} of block {block} missing or wrong"
+    return None
+
+
+def verify(sch: Schedule, order: Sequence[int] | None = None) -> None:
+    """Raise :class:`ScheduleError` unless every rank ends with what the collective promises:
+    AllReduce every rank the reduction of all inputs; ReduceScatter rank r block r reduced;
+    AllGather every block from its owner; AllToAll rank r, from every j, j's block r;
+    Broadcast the root's buffer; SendRecv the previous rank's buffer."""
+    n, c, bb = sch.nranks, sch.collective, sch.block_bytes
+    if n == 1 or bb == 0:
+        return
+    held = simulate_ownership(sch, order)
+    for r in range(n):
+        checks: list[tuple[int, frozenset]]
+        if c is Collective.ALLREDUCE:
+            checks = [(0, frozenset((j, 0) for j in range(n)))]
+        elif c is Collective.REDUCESCATTER:
+            checks = [(r, frozenset((j, r) for j in range(n)))]
+        elif c is Collective.ALLGATHER:
+            checks = [(j, frozenset({(j, 0)})) for j in range(n) if j != r]
+        elif c is Collective.ALLTOALL:
+            checks = [(j, frozenset({(j, r)})) for j in range(n) if j != r]
+        elif c is Collective.BROADCAST:
+            checks = [] if r == sch.root else [(0, frozenset({(sch.root, 0)}))]
+        else:
+            checks = [(0, frozenset({((r - 1) % n, 0)}))]
+        for block, want in checks:
+            why = _covers(held.get(r, {}), block, bb, want)
+            if why:
+                raise ScheduleError(f"rank {r}: {why}")
