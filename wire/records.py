@@ -3,7 +3,9 @@
 A JSON record is the layer dict of :meth:`wire.Decoded.to_dict` plus record keys:
 ``index`` (0-based, output only), ``ts_ns`` (integer ns since the epoch), ``caplen``
 (captured bytes), ``len`` (bytes on the wire), and, when not the defaults, ``interface``
-(pcapng interface id) and ``linktype``.  See ``docs/schema.md``.
+(pcapng interface id) and ``linktype``.  Records are decoded by linktype
+(:func:`wire.ib_stack.dissect_record`): 1 Ethernet, 247 InfiniBand, 197 ERF (InfiniBand
+inside); any other linktype is kept as ``raw``.  See ``docs/schema.md``.
 
 On craft: a record with ``caplen < len`` was cut by the capture's snaplen, so the built frame
 is cut to ``caplen`` and keeps ``len``; a record with ``caplen`` but no ``len`` is cut to
@@ -31,9 +33,10 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 
 from .errors import BadValue
+from .ib_stack import build_record_data, dissect_record
 from .pcapio import Block, CaptureReader, Record
 from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
-from .stack import ROCE_PORTS, build, dissect
+from .stack import ROCE_PORTS
 
 __all__ = ["LINKTYPE_ETHERNET", "record_to_dict", "record_from_dict", "DEFAULT_TS_STEP_NS",
            "META_KEYS", "pcap_header_to_dict", "meta_to_dict", "meta_from_dict", "parse_line",
@@ -233,11 +236,8 @@ def record_to_dict(index: int, rec: Record, *, roce_ports: Iterable[int] = ROCE_
         out["epb_options"] = rec.options.hex()
     if rec.linktype != LINKTYPE_ETHERNET:
         out["linktype"] = rec.linktype
-        out["raw"] = rec.data.hex()
-        out["problems"] = [f"linktype {rec.linktype} is not decoded (only Ethernet, 1)"]
-        return out
-    out.update(dissect(rec.data, rec.orig_len, roce_ports=roce_ports,
-                       scaleup=scaleup).to_dict())
+    # By linktype: 1 Ethernet, 247 InfiniBand, 197 ERF; others raw with a problem.
+    out.update(dissect_record(rec, roce_ports=roce_ports, scaleup=scaleup).to_dict())
     return out
 
 
@@ -279,14 +279,8 @@ def record_from_dict(obj: Mapping[str, object], prev_ts_ns: int | None = None, *
     layers = {k: v for k, v in obj.items() if k not in ("index", "ts_ns", "caplen", "len",
                                                          "interface", "linktype",
                                                          "epb_options")}
-    if linktype != LINKTYPE_ETHERNET:
-        raw = layers.get("raw", "")
-        try:
-            data = bytes.fromhex(raw) if isinstance(raw, str) else b""
-        except ValueError:
-            raise BadValue(f"expected hex bytes, got {raw!r}", layer="raw") from None
-    else:
-        data = build(layers, recompute=recompute, roce_ports=roce_ports, scaleup=scaleup)
+    data = build_record_data(linktype, layers, recompute=recompute, roce_ports=roce_ports,
+                             scaleup=scaleup)
     full = len(data)
     if caplen is not None and not recompute:
         if orig_len is None and caplen < full:  # hand-written: "capture only caplen bytes"

@@ -127,6 +127,7 @@ from scapy.packet import NoPayload, Packet
 from .bth import EXT_HEADERS, opcode_name
 from .errors import BadValue
 from .ethernet import EtherType
+from .ib import GRH_NXT_HDR_IBA, Lnh
 from .ipv4 import IPPROTO_UDP
 from .pfc import MacControlOpcode
 from .roce import CNP_OPCODE, ICRC_BYTES, icrc, icrc_bytes
@@ -140,7 +141,8 @@ __all__ = [
     "LL_AtomicETH", "LL_BTH", "LL_CNP", "LL_DETH", "LL_ESUN", "LL_Ether", "LL_ICRC", "LL_IETH",
     "LL_IPv4", "LL_IPv6", "LL_ImmDt", "LL_MACControl", "LL_PAUSE", "LL_PFC", "LL_RCRC",
     "LL_RDETH", "LL_RETH", "LL_SUE_Data", "LL_SUE_RH", "LL_SUE_TXN16", "LL_SUE_TXN8",
-    "LL_SUNH", "LL_UDP", "LL_VLAN", "LL_XRCETH", "element_names", "from_values", "install",
+    "LL_SUNH", "LL_UDP", "LL_VLAN", "LL_XRCETH", "LL_ERF", "LL_LRH", "LL_GRH", "LL_RWH",
+    "LL_IB_FC", "LL_MAD", "element_names", "from_values", "install",
     "installed", "is_installed", "sue_layers", "to_raw", "transactions", "uninstall",
 ]
 
@@ -449,6 +451,12 @@ LL_SUE_RH = _make("sue_rh")
 LL_SUE_TXN8 = _make("sue_txn8")
 LL_SUE_TXN16 = _make("sue_txn16")
 LL_RCRC = _make("rcrc")
+LL_ERF = _make("erf")
+LL_LRH = _make("lrh")
+LL_GRH = _make("grh")
+LL_RWH = _make("rwh")
+LL_IB_FC = _make("ib_fc")
+LL_MAD = _make("mad")
 
 #: layer name -> generated class, one for every spec in :data:`wire.stack.SPECS`.
 LAYERS: dict[str, type[Packet]] = {
@@ -456,7 +464,8 @@ LAYERS: dict[str, type[Packet]] = {
         LL_Ether, LL_VLAN, LL_IPv4, LL_IPv6, LL_UDP, LL_BTH, LL_RDETH, LL_DETH, LL_XRCETH,
         LL_RETH, LL_AtomicETH, LL_AETH, LL_AtomicAckETH, LL_ImmDt, LL_IETH, LL_CNP,
         LL_MACControl, LL_PFC, LL_PAUSE, LL_ESUN, LL_SUNH, LL_AFHGen1, LL_AFHGen2_12,
-        LL_AFHGen2_6, LL_SUE_RH, LL_SUE_TXN8, LL_SUE_TXN16, LL_RCRC)
+        LL_AFHGen2_6, LL_SUE_RH, LL_SUE_TXN8, LL_SUE_TXN16, LL_RCRC, LL_ERF, LL_LRH, LL_GRH,
+        LL_RWH, LL_IB_FC, LL_MAD)
 }
 if set(LAYERS) != set(SPECS):  # a spec added to SPECS needs its line above
     raise ImportError(f"wire.scapy_layers: no class for {sorted(set(SPECS) - set(LAYERS))}")
@@ -715,6 +724,15 @@ def install(prefer: bool = True, ports: Iterable[int] = ROCE_PORTS, *,
             _bottom_up(LL_MACControl, upper, False, opcode=int(op))
             _top_down(LL_MACControl, upper, opcode=int(op))
         _install_scaleup(scaleup, front)
+        # Native InfiniBand (wire.ib): LRH -> GRH / BTH / RWH by LNH, GRH -> BTH by NxtHdr.
+        # Over an LRH the BTH takes no ICRC (no UDP length bounds it): the ICRC and VCRC
+        # stay at the end of its payload.
+        for upper, lnh in ((LL_GRH, Lnh.IBA_GLOBAL), (LL_BTH, Lnh.IBA_LOCAL),
+                           (LL_RWH, Lnh.RAW)):
+            _bottom_up(LL_LRH, upper, False, lnh=int(lnh))
+            _top_down(LL_LRH, upper, lnh=int(lnh))
+        _bottom_up(LL_GRH, LL_BTH, False, nxt_hdr=GRH_NXT_HDR_IBA)
+        _top_down(LL_GRH, LL_BTH, nxt_hdr=GRH_NXT_HDR_IBA)
     except BaseException:
         _STATE.installed = True
         uninstall()

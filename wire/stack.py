@@ -27,6 +27,7 @@ from .bth import BTH, EXT_HEADERS, opcode_name
 from .errors import BadValue
 from .esun import ESUN
 from .ethernet import ETHERNET, MIN_FRAME_BYTES, VLAN_TAG, VLAN_TPIDS, EtherType
+from .ib import IB_SPECS
 from .ib_ext import AETH, CNP, EXT_SPECS, AethKind, NakCode, aeth_decode, aeth_syndrome
 from .ipv4 import IPPROTO_UDP, IPV4, ipv4_checksum
 from .ipv6 import IPV6
@@ -64,7 +65,7 @@ LAYER_ORDER = (
 SPECS: dict[str, HeaderSpec] = {
     s.name: s for s in (ETHERNET, VLAN_TAG, IPV4, IPV6, UDP, BTH, *EXT_SPECS.values(),
                         MAC_CONTROL, PFC, PAUSE, ESUN, SUNH, *AFH_FORMS.values(), SUE_RH,
-                        SUE_TXN8, SUE_TXN16, RCRC)
+                        SUE_TXN8, SUE_TXN16, RCRC, *IB_SPECS.values())
 }
 _RECORD_KEYS = ("index", "ts_ns", "caplen", "len", "interface", "linktype")
 _EXTRA_KEYS = ("raw", "trailer", "problems")
