@@ -110,7 +110,7 @@ CASES = cases
 
 
 def _run(case: str, spec: tuple[str, dict[str, Any]], out_dir: str) -> None:
-    from sim.results import run_scenario
+    from sim.study.results import run_scenario
 
     name, params = spec
     run_scenario(name, params=dict(params), out_dir=out_dir, plots=False, progress=False,

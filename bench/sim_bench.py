@@ -6,7 +6,7 @@ that serialises at 100 Gb/s, a 10 m wire (50 ns) and a sink.  Every model does t
 ``packets`` frames generated, queued, serialised, propagated and counted at the sink (the
 count is checked).  Packet-hops = link traversals (frames that finished leaving an egress port).
 
-* ``ours host->port->sink``: a :class:`sim.host.Host` (fixed-rate flow) whose port feeds a
+* ``ours host->port->sink``: a :class:`sim.nic.host.Host` (fixed-rate flow) whose port feeds a
   counting sink: 1 hop per packet, the exact shape of the peers' models.
 * ``ours host->switch->host``: ``sim.fabric.star(1, ...)``: host, switch (MMU admission,
   PFC-capable, routing) and receiving host: 2 hops per packet.
@@ -34,9 +34,9 @@ import time
 from collections.abc import Callable
 
 from sim.fabric import star
-from sim.host import Flow, Host
-from sim.mmu import MmuConfig, headroom_bytes
-from sim.switch import EcnConfig
+from sim.net.mmu import MmuConfig, headroom_bytes
+from sim.net.switch import EcnConfig
+from sim.nic.host import Flow, Host
 from sim.units import frame_ser_time_ps, gbps, prop_delay_ps, wire_bytes
 
 RATE = gbps(100)

@@ -160,7 +160,7 @@ class Engine:
     def pending_args(self) -> list[tuple]:
         """The argument tuples of every live pending event (cancelled timers left out), in no
         particular order: what is still in flight, for inspection at the end of a run (e.g.
-        frames being serialised or on a wire, ``sim.results.flow_conservation``)."""
+        frames being serialised or on a wire, ``sim.study.results.flow_conservation``)."""
         out = []
         for _, _, _, fn, args in self._heap:
             if args is None:  # a Timer entry

@@ -176,7 +176,7 @@ class TxnPacked(Event):
 @dataclass(frozen=True, slots=True)
 class DeadlockFound(Event):
     """A deadlock was confirmed at ``t_ps``: a cycle of paused ``(node, port, priority)`` egress
-    queues that has not moved since ``onset_ps`` (sim.deadlock); ``flows`` have frames queued
+    queues that has not moved since ``onset_ps`` (sim.health.deadlock); ``flows`` have frames queued
     in it."""
 
     t_ps: int
@@ -189,8 +189,8 @@ class DeadlockFound(Event):
 class WatchdogTriggered(Event):
     """A PFC watchdog found (``port``, ``priority``) of ``node`` stuck (paused with a queue
     that does not drain, or for a NIC: receive side stalled while pausing) and started
-    mitigating: ``action`` is ``"drop"`` or ``"forward"`` (switch, sim.watchdog) or
-    ``"stop_pause"`` (NIC pause-storm prevention, sim.host)."""
+    mitigating: ``action`` is ``"drop"`` or ``"forward"`` (switch, sim.health.watchdog) or
+    ``"stop_pause"`` (NIC pause-storm prevention, sim.nic.host)."""
 
     t_ps: int
     node: int
@@ -213,7 +213,7 @@ class WatchdogRestored(Event):
 
 @dataclass(frozen=True, slots=True)
 class DeadlockCleared(Event):
-    """A deadlock reported by :class:`sim.deadlock.DeadlockDetector` is over: some member of
+    """A deadlock reported by :class:`sim.health.deadlock.DeadlockDetector` is over: some member of
     ``cycle`` transmitted or is no longer paused (e.g. a watchdog broke it)."""
 
     t_ps: int

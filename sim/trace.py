@@ -14,7 +14,7 @@ import os
 from dataclasses import fields
 from typing import IO, Any, Protocol, TypeVar, runtime_checkable
 
-from .events import Event
+from sim.events import Event
 
 __all__ = ["Tracer", "NullTracer", "ListTracer", "JsonlTracer", "TeeTracer"]
 

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.argtypes import ArgType
 from sim.cli import build_parser, main
+from sim.cli.argtypes import ArgType
 from wire.overhead import efficiency, table
 from wire.scaleup import DEFAULT_SCALEUP, WELL_KNOWN_ETHERTYPES, ScaleUpConfig
 
@@ -97,7 +97,7 @@ def test_the_walk_finds_the_options() -> None:
 @pytest.mark.parametrize(("cmd", "action"), ALL_NUMERIC, ids=_ids(ALL_NUMERIC))
 def test_every_numeric_option_uses_sim_argtypes(cmd: str, action: argparse.Action) -> None:
     assert isinstance(action.type, ArgType), (
-        f"lossless {cmd} {action.option_strings[-1]}: type={action.type!r}; use sim.argtypes")
+        f"lossless {cmd} {action.option_strings[-1]}: type={action.type!r}; use sim.cli.argtypes")
 
 
 def _custom_typed() -> list[tuple[str, argparse.Action]]:
@@ -109,7 +109,7 @@ def _custom_typed() -> list[tuple[str, argparse.Action]]:
 @pytest.mark.parametrize(("cmd", "action"), _custom_typed(), ids=_ids(_custom_typed()))
 def test_no_other_option_type_returns_a_non_finite_number(cmd, action) -> None:
     """Options with a type of their own (KEY=VALUE, NODE:PORT...) must not let nan/inf
-    through either (a number-like option should use sim.argtypes)."""
+    through either (a number-like option should use sim.cli.argtypes)."""
     def nonfinite(v: object) -> bool:
         if isinstance(v, float):
             return not math.isfinite(v)
@@ -122,7 +122,7 @@ def test_no_other_option_type_returns_a_non_finite_number(cmd, action) -> None:
     except (argparse.ArgumentTypeError, ValueError, TypeError):
         one = None
     assert not isinstance(one, (int, float)), (
-        f"lossless {cmd} {action.option_strings[-1]} takes a number: use sim.argtypes")
+        f"lossless {cmd} {action.option_strings[-1]} takes a number: use sim.cli.argtypes")
     for bad in ("nan", "inf", "-inf", "1e400"):
         try:
             v = action.type(bad)

@@ -10,8 +10,8 @@ import pytest
 
 from sim import scenarios
 from sim.cli import main
-from sim.results import queue_mean_bytes
 from sim.scenarios import ScenarioError
+from sim.study.results import queue_mean_bytes
 
 #: ECN, not PFC, holds the queue: a 12 MB buffer, 1000 KB XOFF (as late_joiner's defaults).
 ECN_ONLY = {"cc": "dcqcn", "preset": "paper", "link_gbps": 40, "xoff_kb": 1000,

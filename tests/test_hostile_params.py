@@ -254,8 +254,8 @@ def test_flow_without_route_is_refused_naming_the_flow_and_where_it_ends(tmp_pat
 
 def test_route_problem_follows_every_ecmp_member_and_finds_loops() -> None:
     from sim.fabric import Fabric
-    from sim.mmu import Mmu, MmuConfig
-    from sim.topology import route_problem
+    from sim.fabric.topology import route_problem
+    from sim.net.mmu import Mmu, MmuConfig
 
     rate = gbps(100)
     fab = Fabric()

@@ -1,8 +1,8 @@
 """Plots a network engineer reads at a glance (issue 15): every built-in's figures carry names
 the scenario defines (no internal ids), thresholds, units, totals, roles, a zoom where PFC
 changes cluster, "no PFC activity" instead of an empty frame, and queue lines to the end of
-the run.  Figures are checked through :func:`sim.plot.figures` / :func:`sim.plot.texts`
-(before saving), files through :func:`sim.plot.plot_dir`."""
+the run.  Figures are checked through :func:`sim.study.plot.figures` / :func:`sim.study.plot.texts`
+(before saving), files through :func:`sim.study.plot.plot_dir`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.results import run_scenario
+from sim.study.results import run_scenario
 
 pytest.importorskip("matplotlib")
 
@@ -55,7 +55,7 @@ def runs(tmp_path_factory):
 def _figs(out: str) -> dict:
     import matplotlib.pyplot as plt
 
-    from sim.plot import figures
+    from sim.study.plot import figures
 
     figs = figures(out)
     for fig in figs.values():
@@ -67,7 +67,7 @@ def _figs(out: str) -> dict:
 @functools.cache
 def _texts(out: str) -> dict[str, list[str]]:
     """file name -> the figure's texts (cached: each results folder is plotted once)."""
-    from sim.plot import texts
+    from sim.study.plot import texts
 
     return {name: texts(fig) for name, fig in _figs(out).items()}
 
@@ -87,7 +87,7 @@ def test_every_builtin_plots_without_internal_ids(runs, name):
 
 @pytest.mark.parametrize("name", sorted(BUILTINS))
 def test_plot_dir_writes_the_documented_files(runs, name):
-    from sim.plot import plot_dir
+    from sim.study.plot import plot_dir
 
     out = runs(name)
     written = {p.rsplit("/", 1)[-1] for p in plot_dir(out)}
@@ -112,7 +112,7 @@ def test_names_come_from_the_scenario(runs):
 
 
 def test_thresholds_drawn_with_labels(runs):
-    from sim.plot import figures
+    from sim.study.plot import figures
 
     t = _texts(runs("incast"))["queue_depth.png"]
     for want in ("Kmin 5 KB", "Kmax 200 KB", "XOFF 22 KB", "XON 20 KB"):
@@ -136,7 +136,7 @@ def test_no_pfc_activity_is_said(runs):
 
 
 def test_queue_line_reaches_the_end_of_the_run(runs):
-    from sim.plot import figures
+    from sim.study.plot import figures
 
     out = runs("incast")
     ax = figures(out)["queue_depth.png"].axes[0]
@@ -146,7 +146,7 @@ def test_queue_line_reaches_the_end_of_the_run(runs):
 
 
 def test_storm_staircase_gets_a_zoom(runs):
-    from sim.plot import figures
+    from sim.study.plot import figures
 
     out = runs("pfc_storm")
     z = np.load(f"{out}/timeseries.npz")
@@ -176,7 +176,7 @@ def test_roles_in_legends(runs):
 
 
 def test_total_throughput_and_capacity(runs):
-    from sim.plot import figures
+    from sim.study.plot import figures
 
     t = _texts(runs("incast"))["throughput.png"]
     assert any(x.startswith("total, all 8 flows") for x in t)
@@ -207,8 +207,8 @@ def test_results_without_labels_still_plot(runs, tmp_path):
 
 
 def test_labels_of_a_built_scenario():
-    from sim.labels import labels
     from sim.scenarios.loader import build
+    from sim.study.labels import labels
 
     lab = labels(build("pfc_storm", {}, None))
     names = {n["id"]: n["name"] for n in lab["nodes"]}
@@ -225,7 +225,7 @@ def test_labels_of_a_built_scenario():
 
 @given(st.lists(st.integers(0, 10**9), min_size=1, max_size=50), st.integers(1, 10**9))
 def test_cluster_window_holds_the_cluster(times, duration):
-    from sim.plot import cluster_window
+    from sim.study.plot import cluster_window
 
     times = [t % (duration + 1) for t in times]
     win = cluster_window(times, duration)
@@ -238,7 +238,7 @@ def test_cluster_window_holds_the_cluster(times, duration):
 
 @given(st.integers(10**6, 10**10), st.floats(0.0, 0.9), st.integers(2, 30))
 def test_cluster_window_finds_a_burst(duration, where, n):
-    from sim.plot import cluster_window
+    from sim.study.plot import cluster_window
 
     start = int(duration * where)
     burst = [start + i * max(duration // 1000, 1) for i in range(n)]

@@ -67,7 +67,7 @@ PUBLIC = _public()
 def test_the_walk_sees_the_api() -> None:
     names = {q for q, _ in PUBLIC}
     assert {"wire.read_all", "wire.read_columns", "wire.dissect", "wire.build",
-            "wire.Decoded.get", "sim.results.run_scenario"} <= names
+            "wire.Decoded.get", "sim.study.results.run_scenario"} <= names
     assert len(PUBLIC) > 300
 
 

@@ -22,8 +22,8 @@ import wire
 from sim import scenarios
 from sim.addresses import node_ip, node_mac
 from sim.cli import build_parser, main
-from sim.replay import normalize_address
-from sim.results import run_scenario
+from sim.study.results import run_scenario
+from sim.workloads.replay import normalize_address
 from wire.atomic import MARKER, OutputError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -69,11 +69,12 @@ def test_user_folder_refused_before_the_run_unless_force(tmp_path, capsys, monke
     out = tmp_path / "mine"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    import sim.results
+    import sim.study.results
 
     ran = []
-    real = sim.results._run_into
-    monkeypatch.setattr(sim.results, "_run_into", lambda *a, **k: ran.append(1) or real(*a, **k))
+    real = sim.study.results._run_into
+    monkeypatch.setattr(sim.study.results, "_run_into",
+                        lambda *a, **k: ran.append(1) or real(*a, **k))
     code, err = _replay(capsys, *SMALL, "--out", str(out))
     assert code == 2 and len(err) == 1 and "--force" in err[0] and str(out) in err[0]
     assert ran == [] and os.listdir(out) == ["notes.txt"]

@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 
 from sim.engine import Engine
 from sim.fabric import Fabric
-from sim.host import Flow
-from sim.mmu import Mmu, MmuConfig, headroom_bytes
+from sim.fabric.topology import leaf_spine
+from sim.net.mmu import Mmu, MmuConfig, headroom_bytes
+from sim.net.port import Port
+from sim.net.switch import Switch, _mix64, ecmp_hash, ecmp_salt, pfc_packet
+from sim.nic.host import Flow
 from sim.packet import SimPacket
-from sim.port import Port
-from sim.switch import Switch, _mix64, ecmp_hash, ecmp_salt, pfc_packet
-from sim.topology import leaf_spine
 from sim.units import frame_ser_time_ps, gbps, prop_delay_ps
 from wire.pfc import quanta_to_ps
 
@@ -170,7 +170,7 @@ def test_malformed_route_rejected_at_construction(bad) -> None:
 
 
 def test_leaf_spine_checks_routes(monkeypatch) -> None:
-    import sim.topology as topo
+    import sim.fabric.topology as topo
 
     calls = []
     monkeypatch.setattr(topo.Switch, "check_routes", lambda self: calls.append(self.node_id))

@@ -248,9 +248,9 @@ def _incast_trace(cut_through: bool) -> tuple[list, dict, int]:
     """A PFC + ECN incast with mixed classes, sizes, on/off traffic and ACKs; every port's
     cut-through enqueue (``Port._rr_fast``) on or off."""
     from sim.fabric import star
-    from sim.host import Flow
-    from sim.mmu import MmuConfig
-    from sim.switch import EcnConfig
+    from sim.net.mmu import MmuConfig
+    from sim.net.switch import EcnConfig
+    from sim.nic.host import Flow
 
     rate = gbps(100)
     cfg = MmuConfig(buffer_bytes=400_000, ports=6, reserved_bytes=2000, headroom_bytes=40_000,

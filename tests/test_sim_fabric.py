@@ -10,11 +10,11 @@ import pytest
 from sim.engine import Engine
 from sim.events import CEMarked, Dequeued, Dropped, PauseSent
 from sim.fabric import star
-from sim.host import Flow
-from sim.mmu import MmuConfig, headroom_bytes
+from sim.net.mmu import MmuConfig, headroom_bytes
+from sim.net.port import Port
+from sim.net.switch import EcnConfig, pfc_packet
+from sim.nic.host import Flow
 from sim.packet import SimPacket
-from sim.port import Port
-from sim.switch import EcnConfig, pfc_packet
 from sim.trace import ListTracer
 from sim.units import frame_ser_time_ps, gbps, prop_delay_ps
 from wire.pfc import quanta_to_ps

@@ -12,8 +12,8 @@ import wire
 from sim.engine import Engine
 from sim.events import CNPSent
 from sim.fabric import star
-from sim.host import ACK_OPCODE, Flow, Host, roce_bth
-from sim.mmu import MmuConfig, headroom_bytes
+from sim.net.mmu import MmuConfig, headroom_bytes
+from sim.nic.host import ACK_OPCODE, Flow, Host, roce_bth
 from sim.packet import SimPacket
 from sim.trace import ListTracer
 from sim.units import frame_ser_time_ps, gbps, prop_delay_ps

@@ -1,4 +1,4 @@
-"""Tests for sim.mmu: stateful conservation/PFC invariants, thresholds, headroom formula."""
+"""Tests for sim.net.mmu: stateful conservation/PFC invariants, thresholds, headroom formula."""
 
 from fractions import Fraction
 
@@ -14,7 +14,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from sim.mmu import PFC_TRANSITIONS, XOFF, XON, Mmu, MmuConfig, headroom_bytes
+from sim.net.mmu import PFC_TRANSITIONS, XOFF, XON, Mmu, MmuConfig, headroom_bytes
 
 GBPS = 10**9
 

@@ -12,7 +12,6 @@ import json
 import pytest
 
 from sim import scenarios
-from sim.deadlock import DeadlockDetector, find_cycles
 from sim.events import (
     DeadlockCleared,
     Dropped,
@@ -21,10 +20,11 @@ from sim.events import (
     event_from_dict,
 )
 from sim.fabric import star
-from sim.host import Flow
+from sim.health.deadlock import DeadlockDetector, find_cycles
+from sim.net.switch import Switch
+from sim.nic.host import Flow
 from sim.scenarios import pfc_deadlock_loop, pfc_deadlock_ring, pfc_storm, pfc_unfairness
 from sim.scenarios.common import mmu_config
-from sim.switch import Switch
 from sim.trace import ListTracer
 from sim.units import gbps
 
@@ -287,7 +287,7 @@ def test_storm_results_have_watchdog_counters(tmp_path) -> None:
 
 
 def test_watchdog_drop_releases_the_buffer_and_traffic_resumes_after_the_stall() -> None:
-    from sim.watchdog import WatchdogConfig, attach_watchdogs
+    from sim.health.watchdog import WatchdogConfig, attach_watchdogs
 
     p = {"pfc": True, "xoff_kb": 20.0, "buffer_kb": 1000.0, "cable_m": 10,
          "packet_bytes": 1082}

@@ -9,9 +9,9 @@ import pytest
 
 import wire
 from sim.fabric import star
-from sim.mmu import MmuConfig
-from sim.replay import inject_records
+from sim.net.mmu import MmuConfig
 from sim.units import frame_ser_time_ps, gbps, prop_delay_ps
+from sim.workloads.replay import inject_records
 
 RATE = gbps(400)
 PROP = prop_delay_ps(3)

@@ -321,12 +321,12 @@ def test_utilisation_counts_only_the_part_of_the_last_frame_already_sent(tmp_pat
 
 @pytest.mark.parametrize("case", range(30))
 def test_step_mean_matches_an_exact_sum(case) -> None:
-    """sim.results.step_mean (summary's mean_queue_bytes, queue_mean_bytes) against the
+    """sim.study.results.step_mean (summary's mean_queue_bytes, queue_mean_bytes) against the
     area computed sample by sample with exact fractions, on random step functions."""
     import random
     from fractions import Fraction
 
-    from sim.results import step_mean
+    from sim.study.results import step_mean
 
     rng = random.Random(case)
     t = sorted(rng.randrange(0, 10_000) for _ in range(rng.randrange(0, 20)))

@@ -13,9 +13,8 @@ from hypothesis import strategies as st
 
 import wire
 from sim.cli import main
-from sim.packing import Packer, PduBuilder, Txn, register_selector
-from sim.scenarios import get
-from sim.sue import (
+from sim.scaleup.packing import Packer, PduBuilder, Txn, register_selector
+from sim.scaleup.sue import (
     HEADERS,
     EsunSwitch,
     SueFramer,
@@ -26,6 +25,7 @@ from sim.sue import (
     study,
     sue_summary,
 )
+from sim.scenarios import get
 from sim.units import frame_ser_time_ps, gbps, prop_delay_ps
 from tests.tshark import require_tshark
 

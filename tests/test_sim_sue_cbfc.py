@@ -9,8 +9,7 @@ import pytest
 
 from sim.engine import Engine
 from sim.packet import SimPacket
-from sim.scenarios import ScenarioError, get
-from sim.sue import (
+from sim.scaleup.sue import (
     DATA_TC,
     CbfcConfig,
     CreditPort,
@@ -20,6 +19,7 @@ from sim.sue import (
     cbfc_free,
     sue_summary,
 )
+from sim.scenarios import ScenarioError, get
 from sim.units import frame_ser_time_ps, gbps, prop_delay_ps
 
 

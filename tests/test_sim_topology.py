@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sim.host import Flow
-from sim.mmu import MmuConfig, headroom_bytes
-from sim.topology import leaf_spine, ring
+from sim.fabric.topology import leaf_spine, ring
+from sim.net.mmu import MmuConfig, headroom_bytes
+from sim.nic.host import Flow
 from sim.trace import ListTracer
 from sim.units import gbps, prop_delay_ps
 

@@ -13,8 +13,8 @@ import pytest
 
 import wire
 from sim import scenarios
-from sim.replay_cmd import summary_lines
-from sim.results import run_scenario
+from sim.cli.replay import summary_lines
+from sim.study.results import run_scenario
 
 FAST_WD = {"watchdog": True, "wd_poll_ms": 0.01, "wd_detect_polls": 2, "wd_restore_ms": 0.05}
 CASES = {

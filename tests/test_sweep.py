@@ -14,7 +14,7 @@ import time
 import pytest
 
 from sim.cli import main
-from sim.sweep import expand, load_rows, mean_ci, parse_values, sweep
+from sim.study.sweep import expand, load_rows, mean_ci, parse_values, sweep
 
 GRID = {"senders": [2, 3], "pfc": [True, False], "duration_ms": [0.05]}
 

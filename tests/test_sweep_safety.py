@@ -21,9 +21,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim import sweep as sweep_mod
 from sim.cli import main
-from sim.sweep import load_rows, sweep
+from sim.study import sweep as sweep_mod
+from sim.study.sweep import load_rows, sweep
 from tests.helpers import run_cli
 
 GRID = {"senders": [2, 3], "duration_ms": [0.02]}
@@ -125,7 +125,8 @@ def test_lines_that_are_not_rows_are_skipped_with_a_warning(done, junk, at) -> N
 def test_a_second_sweep_into_a_locked_folder_is_refused(done, tmp_path) -> None:
     out = _copy(done, tmp_path / "o")
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from sim.sweep import _Lock; l = _Lock(sys.argv[1]);"
+        [sys.executable, "-c", "import sys; from sim.study.sweep import _Lock;"
+         " l = _Lock(sys.argv[1]);"
          " print('locked', flush=True); sys.stdin.read()", str(out)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:

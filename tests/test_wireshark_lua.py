@@ -606,7 +606,7 @@ def test_every_config_setting_is_a_preference():
 
 # ================================================================== the command
 def _cli(argv: list[str], capsys) -> tuple[int, str]:
-    from sim import wireshark_cmd
+    from sim.cli import wireshark as wireshark_cmd
 
     ap = argparse.ArgumentParser(prog="lossless")
     sub = ap.add_subparsers(dest="command")

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-from sim.results import queue_mean_bytes
+from sim.study.results import queue_mean_bytes
 from sim.scenarios import run
 
 #: q* (KB) of the fluid model's fixed point (40 Gb/s, paper constants), solved numerically.

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import dcqcn
-from .base import RateControl
-from .dcqcn import Dcqcn
-from .fixed import FixedRate
+from sim.cc import dcqcn
+from sim.cc.base import RateControl
+from sim.cc.dcqcn import Dcqcn
+from sim.cc.fixed import FixedRate
 
 __all__ = ["RateControl", "FixedRate", "Dcqcn", "dcqcn", "register", "names", "create",
            "register_builtins"]

@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from numbers import Real
 from types import MappingProxyType
 
-from .base import RateControl
+from sim.cc.base import RateControl
 
 __all__ = [
     "Dcqcn", "ScaledRate", "ParamInfo", "PRESETS", "DEFAULT_PRESET", "VARIANTS",

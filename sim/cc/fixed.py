@@ -3,7 +3,7 @@ The baseline for PFC-only experiments."""
 
 from __future__ import annotations
 
-from .base import RateControl
+from sim.cc.base import RateControl
 
 __all__ = ["FixedRate"]
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..units import quantity_problem
+from sim.units import quantity_problem
 
 __all__ = ["Param", "Scenario", "ScenarioError", "ScenarioInfo", "get", "names", "register",
            "TracerSlot", "resolve_params", "run"]
@@ -127,7 +127,7 @@ class Scenario:
     #: Extra summary.json sections: name -> function(scenario) -> JSON-able value, called
     #: after the run (e.g. ``"sue"`` for the SUE figures).
     summaries: dict[str, Any] = field(default_factory=dict)
-    #: Capture knobs of this scenario (None: not set here; ``sim.results.run_scenario``'s
+    #: Capture knobs of this scenario (None: not set here; ``sim.study.results.run_scenario``'s
     #: arguments and the command-line options win): the byte budget of all pcap files, the
     #: bytes kept of each frame, and whether pcaps are written at all.
     capture_limit_bytes: int | None = None
@@ -173,7 +173,7 @@ def _register_builtins() -> None:
     if _builtins_done:
         return
     _builtins_done = True
-    from . import (
+    from sim.scenarios import (
         incast,
         late_joiner,
         leaf_spine,
@@ -218,9 +218,9 @@ def run(name_or_path: str, params: Mapping[str, Any] | None = None, seed: int | 
         out_dir: str | None = None, plots: bool = True, **kw: Any) -> dict[str, Any]:
     """Build and run a scenario, write its outputs to ``out_dir``; return the summary dict.
 
-    ``out_dir`` defaults to ``out/<scenario>``; see :func:`sim.results.run_scenario`.
+    ``out_dir`` defaults to ``out/<scenario>``; see :func:`sim.study.results.run_scenario`.
     """
-    from ..results import run_scenario
+    from sim.study.results import run_scenario
 
     return run_scenario(name_or_path, params=params, seed=seed, out_dir=out_dir, plots=plots,
                         **kw)

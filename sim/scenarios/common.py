@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..mmu import MmuConfig, headroom_bytes
-from ..switch import EcnConfig
-from ..units import BYTES_PER_KB, gbps, kb_to_bytes, ms_to_ps, quantity_problem, us_to_ps
-from . import Param, ScenarioError
+from sim.net.mmu import MmuConfig, headroom_bytes
+from sim.net.switch import EcnConfig
+from sim.scenarios import Param, ScenarioError
+from sim.units import BYTES_PER_KB, gbps, kb_to_bytes, ms_to_ps, quantity_problem, us_to_ps
 
 __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABRIC_PARAMS",
            "cc_params", "check_cc", "duration_ps", "ecn_config", "host_kw", "mmu_config",
@@ -75,7 +75,7 @@ def _packet(v: int) -> str | None:
 
 def check_cc(v: str) -> str | None:
     """'none' (fixed-rate senders) or a registered :mod:`sim.cc` algorithm."""
-    from .. import cc
+    from sim import cc
 
     if v == "none" or v in cc.names():
         return None
@@ -146,7 +146,7 @@ def ecn_config(p: Mapping[str, Any]) -> EcnConfig | None:
 def mmu_config(p: Mapping[str, Any], ports: int, rate_bps: int) -> tuple[MmuConfig, int]:
     """(MmuConfig for switches with ``ports`` ports, headroom bytes per lossless PG).
 
-    PFC on traffic class 3 with headroom from :func:`sim.mmu.headroom_bytes` (cable_m,
+    PFC on traffic class 3 with headroom from :func:`sim.net.mmu.headroom_bytes` (cable_m,
     packet_bytes, :data:`RESPONSE_PS`) when ``p['pfc']``, else every class lossy.  Scenario
     files may also give ``lossless_tcs``, ``xoff_mode``/``alpha``, ``xon_delta_kb``,
     ``reserved_kb``, ``headroom_kb`` (-1: the formula), ``response_us``.  A buffer too small
@@ -205,7 +205,7 @@ def cc_params() -> tuple[Param, ...]:
 
 def parse_cc_opts(text: str) -> dict[str, Any]:
     """``"g=0.0625, rai_bps=5000000"`` -> {"g": 0.0625, "rai_bps": 5000000} (TOML values)."""
-    from . import _parse_text
+    from sim.scenarios import _parse_text
 
     out: dict[str, Any] = {}
     for item in filter(None, (t.strip() for t in text.split(","))):
@@ -221,12 +221,12 @@ def parse_cc_opts(text: str) -> dict[str, Any]:
 
 
 def host_kw(p: Mapping[str, Any], line_rate_bps: int | None = None) -> dict[str, Any]:
-    """Keyword arguments of :class:`sim.host.Host` for the scenario's congestion control.
+    """Keyword arguments of :class:`sim.nic.host.Host` for the scenario's congestion control.
 
     With ``line_rate_bps`` the algorithm is instantiated once here, so a bad preset or
     override is a ScenarioError naming ``preset``/``cc_opts`` before anything runs.
     """
-    from .. import cc as cc_registry
+    from sim import cc as cc_registry
 
     name = p["cc"]
     if name == "none":

@@ -9,8 +9,8 @@ use (:mod:`sim.scenarios.common`), so a file and a built-in with the same values
 fabric.
 
 Topologies: ``star`` (:func:`sim.fabric.star`), ``leaf_spine`` and ``ring``
-(:mod:`sim.topology`), or ``custom``: explicit switches, hosts and links, with routes computed
-here by breadth-first search (shortest paths in switch hops; with ``ecmp`` every equal-cost
+(:mod:`sim.fabric.topology`), or ``custom``: explicit switches, hosts and links, with routes
+computed here by breadth-first search (shortest paths in switch hops; with ``ecmp`` every equal-cost
 next hop forms an ECMP group, else the lowest-numbered port is used).
 """
 
@@ -22,14 +22,12 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from ..fabric import Fabric, star
-from ..host import Flow
-from ..mmu import Mmu
-from ..replay import scale_fraction
-from ..topology import leaf_spine, ring, route_problem
-from ..units import gbps, kb_to_bytes, ms_to_ps, prop_delay_ps, us_to_ps
-from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
-from .common import (
+from sim.fabric import Fabric, star
+from sim.fabric.topology import leaf_spine, ring, route_problem
+from sim.net.mmu import Mmu
+from sim.nic.host import Flow
+from sim.scenarios import Param, Scenario, ScenarioError, TracerSlot, resolve_params
+from sim.scenarios.common import (
     FABRIC_PARAMS,
     TC,
     cc_params,
@@ -40,7 +38,9 @@ from .common import (
     nonneg,
     share,
 )
-from .traffic import PATTERNS, pairs
+from sim.units import gbps, kb_to_bytes, ms_to_ps, prop_delay_ps, us_to_ps
+from sim.workloads.patterns import PATTERNS, pairs
+from sim.workloads.replay import scale_fraction
 
 __all__ = ["SECTIONS", "build", "is_description", "apply_overrides"]
 
@@ -97,8 +97,9 @@ def _alpha(v: str) -> str | None:
 
 
 def _time_scale(v: float) -> str | None:
-    # sim.replay.scale_fraction keeps 6 decimal digits (limit_denominator(10**6)): below 1e-6
-    # a scale would become 0; the upper bound keeps a capture's offsets within days, not eons
+    # sim.workloads.replay.scale_fraction keeps 6 decimal digits (limit_denominator(10**6)):
+    # below 1e-6 a scale would become 0; the upper bound keeps a capture's offsets within days,
+    # not eons
     return None if 1e-6 <= v <= 1e6 else "must be in 1e-6..1e6"
 
 
@@ -150,7 +151,7 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
               nonneg),
         Param("reserved_kb", 2.0, "guaranteed bytes per (ingress port, PG)", nonneg),
         Param("headroom_kb", -1.0, "PFC headroom per lossless (port, PG); -1 = the formula "
-              "(sim.mmu.headroom_bytes)", None),
+              "(sim.net.mmu.headroom_bytes)", None),
         Param("response_us", 1.0, "PFC response time in the headroom formula", nonneg),
         Param("lossless_tcs", [TC], "lossless traffic classes (with pfc)", _tcs),
         Param("mtu_bytes", 1082, "largest frame, for the headroom formula", in_range(64, 9216)),
@@ -426,7 +427,7 @@ def _ref(text: str) -> tuple[int, int]:
 
 def _default_bottleneck(fab: Fabric) -> tuple[int, int]:
     """The switch port feeding the receiver of the most flows (ties: lowest node id)."""
-    from ..host import Host
+    from sim.nic.host import Host
 
     load: dict[int, int] = {}
     for f in fab.flows.values():

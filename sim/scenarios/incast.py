@@ -3,7 +3,7 @@
 Topology from :func:`sim.fabric.star`: switch node 0, senders nodes 1..N (switch port i), the
 receiver node N+1 on switch port N+1, which is the bottleneck.  Every sender runs one flow
 (flow id i-1) at line rate in traffic class 3 for the whole run.  With ``pfc`` the class is
-lossless (PG 3, headroom from :func:`sim.mmu.headroom_bytes`), without it lossy.
+lossless (PG 3, headroom from :func:`sim.net.mmu.headroom_bytes`), without it lossy.
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..fabric import star
-from ..host import Flow
-from ..units import gbps, prop_delay_ps
-from . import Param, Scenario, TracerSlot, resolve_params
-from .common import (
+from sim.fabric import star
+from sim.nic.host import Flow
+from sim.scenarios import Param, Scenario, TracerSlot, resolve_params
+from sim.scenarios.common import (
     TC,
     duration_ps,
     ecn_config,
@@ -24,6 +23,7 @@ from .common import (
     in_range,
     mmu_config,
 )
+from sim.units import gbps, prop_delay_ps
 
 __all__ = ["DOC", "PARAMS", "build"]
 

@@ -15,11 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..fabric import star
-from ..host import Flow
-from ..units import gbps, ms_to_ps, prop_delay_ps
-from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
-from .common import (
+from sim.fabric import star
+from sim.nic.host import Flow
+from sim.scenarios import Param, Scenario, ScenarioError, TracerSlot, resolve_params
+from sim.scenarios.common import (
     TC,
     duration_ps,
     ecn_config,
@@ -29,6 +28,7 @@ from .common import (
     nonneg,
     with_default,
 )
+from sim.units import gbps, ms_to_ps, prop_delay_ps
 
 __all__ = ["DOC", "PARAMS", "build"]
 

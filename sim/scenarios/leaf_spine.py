@@ -1,5 +1,5 @@
-"""The ``leaf_spine`` scenario: a two-tier Clos (:func:`sim.topology.leaf_spine`) carrying a
-synthetic traffic pattern (:mod:`sim.scenarios.traffic`), optionally with ECMP.
+"""The ``leaf_spine`` scenario: a two-tier Clos (:func:`sim.fabric.topology.leaf_spine`) carrying a
+synthetic traffic pattern (:mod:`sim.workloads.patterns`), optionally with ECMP.
 
 Node numbering is the topology builder's: spines ``0..S-1``, leaves ``S..S+L-1``, hosts after.
 Each (src, dst) pair of the pattern is one flow at ``load`` x line rate divided by the number
@@ -14,11 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..host import Flow
-from ..topology import leaf_spine
-from ..units import gbps, prop_delay_ps
-from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
-from .common import (
+from sim.fabric.topology import leaf_spine
+from sim.nic.host import Flow
+from sim.scenarios import Param, Scenario, ScenarioError, TracerSlot, resolve_params
+from sim.scenarios.common import (
     TC,
     duration_ps,
     ecn_config,
@@ -28,7 +27,8 @@ from .common import (
     mmu_config,
     share,
 )
-from .traffic import PATTERNS, pairs
+from sim.units import gbps, prop_delay_ps
+from sim.workloads.patterns import PATTERNS, pairs
 
 __all__ = ["DOC", "PARAMS", "build"]
 

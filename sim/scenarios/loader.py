@@ -24,7 +24,7 @@ import os
 import tomllib
 from typing import Any
 
-from . import Scenario, ScenarioError, get
+from sim.scenarios import Scenario, ScenarioError, get
 
 __all__ = ["build", "is_file_ref", "load", "resolve", "scenario_name"]
 
@@ -118,8 +118,8 @@ def build(name_or_path: str, params: dict[str, Any] | None = None,
     if is_file_ref(name_or_path):
         data = _read(name_or_path)
         if "scenario" not in data:
-            from .description import apply_overrides
-            from .description import build as build_description
+            from sim.scenarios.description import apply_overrides
+            from sim.scenarios.description import build as build_description
 
             if seed is not None:
                 params["seed"] = seed
@@ -149,7 +149,7 @@ def build(name_or_path: str, params: dict[str, Any] | None = None,
 
 def _check(spec, params: dict[str, Any], label: str) -> None:
     """``params`` (a subset) against the scenario's parameters; errors prefixed by ``label``."""
-    from . import resolve_params
+    from sim.scenarios import resolve_params
 
     try:
         resolve_params(spec, params)

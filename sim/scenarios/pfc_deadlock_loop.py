@@ -23,13 +23,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..fabric import Fabric
-from ..host import Flow
-from ..mmu import Mmu
-from ..units import gbps, ms_to_ps, prop_delay_ps
-from . import Param, Scenario, TracerSlot, resolve_params
-from .common import TC, duration_ps, in_range, mmu_config, nonneg, param_set, share, with_default
-from .pfc_deadlock_ring import DETECTOR_PARAMS, WATCHDOG_PARAMS, attach_tools
+from sim.fabric import Fabric
+from sim.net.mmu import Mmu
+from sim.nic.host import Flow
+from sim.scenarios import Param, Scenario, TracerSlot, resolve_params
+from sim.scenarios.common import (
+    TC,
+    duration_ps,
+    in_range,
+    mmu_config,
+    nonneg,
+    param_set,
+    share,
+    with_default,
+)
+from sim.scenarios.pfc_deadlock_ring import DETECTOR_PARAMS, WATCHDOG_PARAMS, attach_tools
+from sim.units import gbps, ms_to_ps, prop_delay_ps
 
 __all__ = ["DOC", "PARAMS", "build"]
 

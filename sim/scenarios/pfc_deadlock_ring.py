@@ -1,12 +1,12 @@
 """The ``pfc_deadlock_ring`` scenario: a PFC deadlock from a cyclic buffer dependency (CBD).
 
-``switches`` switches in a ring (:func:`sim.topology.ring`, one host each, clockwise routing),
-host ``s`` sending to the host ``hops`` switches further clockwise at ``rate_frac`` of line
-rate, so every ring link carries ``hops`` flows.  Toy model (shared/specs/dcqcn_pfc.md 2.4
+``switches`` switches in a ring (:func:`sim.fabric.topology.ring`, one host each, clockwise
+routing), host ``s`` sending to the host ``hops`` switches further clockwise at ``rate_frac``
+of line rate, so every ring link carries ``hops`` flows.  Toy model (shared/specs/dcqcn_pfc.md 2.4
 item 2): deadlock iff ``hops * rate_frac > 1``.  Nothing is scripted: the queues grow only if
-the load exceeds the ring links' capacity.  The sources stop at ``stop_ms``; a deadlock, once
-formed, persists after that (the :class:`sim.deadlock.DeadlockDetector` reports it) unless the
-switch PFC watchdog (``watchdog = true``, :mod:`sim.watchdog`) breaks it.
+the load exceeds the ring links' capacity.  The sources stop at ``stop_ms``; a deadlock,
+once formed, persists after that (the :class:`sim.health.deadlock.DeadlockDetector` reports
+it) unless the switch PFC watchdog (``watchdog = true``, :mod:`sim.health.watchdog`) breaks it.
 
 This module also holds the watchdog / detector parameters and helpers the other PFC failure
 scenarios share (:data:`WATCHDOG_PARAMS`, :data:`DETECTOR_PARAMS`, :func:`attach_tools`).
@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..deadlock import DeadlockDetector, pfc_failure_summary
-from ..switch import Switch
-from ..units import ms_to_ps, us_to_ps
-from ..watchdog import ACTIONS, WatchdogConfig, attach_watchdogs
-from . import Param, Scenario, resolve_params
-from . import ring as ring_scenario
-from .common import TC, in_range, nonneg, param_set, pos, share, with_default
+from sim.health.deadlock import DeadlockDetector, pfc_failure_summary
+from sim.health.watchdog import ACTIONS, WatchdogConfig, attach_watchdogs
+from sim.net.switch import Switch
+from sim.scenarios import Param, Scenario, resolve_params
+from sim.scenarios import ring as ring_scenario
+from sim.scenarios.common import TC, in_range, nonneg, param_set, pos, share, with_default
+from sim.units import ms_to_ps, us_to_ps
 
 __all__ = ["DETECTOR_PARAMS", "DOC", "PARAMS", "WATCHDOG_PARAMS", "attach_tools", "build"]
 
@@ -45,7 +45,7 @@ WATCHDOG_PARAMS: tuple[Param, ...] = (
     Param("wd_action", "drop", "'drop' (flush and drop, SONiC default) or 'forward' (ignore "
           "PAUSE)", _action),
 )
-#: Deadlock detector knobs (sim.deadlock).
+#: Deadlock detector knobs (sim.health.deadlock).
 DETECTOR_PARAMS: tuple[Param, ...] = (
     Param("deadlock_poll_us", 10.0, "deadlock detector poll interval, us", pos),
     Param("deadlock_confirm_us", 0.0, "a cycle must stay stuck this long to count, us (0: "
@@ -58,7 +58,7 @@ def attach_tools(sc: Scenario, p: Mapping[str, Any],
     """Start the deadlock detector (always) and, with ``p['watchdog']``, a PFC watchdog on
     every switch (ports ``wd_ports[node]``, default all); both go into ``sc.info``
     (``deadlock_detector``, ``watchdogs``), and ``sc.summaries`` gets the summary.json keys
-    of :func:`sim.deadlock.pfc_failure_summary`."""
+    of :func:`sim.health.deadlock.pfc_failure_summary`."""
     fab = sc.fabric
     confirm = us_to_ps(p["deadlock_confirm_us"]) or None
     det = DeadlockDetector(fab, poll_ps=max(us_to_ps(p["deadlock_poll_us"]), 1),
@@ -78,7 +78,7 @@ def attach_tools(sc: Scenario, p: Mapping[str, Any],
         keys.append("stalled_nics")
     if sc.info.get("roles"):
         keys.append("flow_roles")
-    for key in keys:  # summary.json keys, filled by sim.results after the run
+    for key in keys:  # summary.json keys, filled by sim.study.results after the run
         sc.summaries[key] = lambda s, k=key: pfc_failure_summary(s)[k]
     return sc
 

@@ -1,11 +1,11 @@
 """The ``pfc_storm`` scenario: a NIC whose receive side stalls pauses the fabric (pause storm).
 
-Two-tier leaf-spine (:func:`sim.topology.leaf_spine`, static routing: a remote destination
+Two-tier leaf-spine (:func:`sim.fabric.topology.leaf_spine`, static routing: a remote destination
 ``d`` goes up to spine ``d % spines``).  Host ``i`` of leaf 0 sends one flow (flow id ``i``)
 to host ``i`` of the last leaf, and host ``i`` of the last leaf one flow (id
 ``hosts_per_leaf + i``) back to host ``i`` of leaf 0, each at ``load`` of line rate.  The
 **broken NIC** is host 0 of the last leaf (flow 0's destination): from ``stall_ms`` its receive
-pipeline stops and it sends PFC PAUSE continuously (:meth:`sim.host.Host.stall_rx`).
+pipeline stops and it sends PFC PAUSE continuously (:meth:`sim.nic.host.Host.stall_rx`).
 
 What happens (shared/specs/dcqcn_pfc.md 2.4, GUO16 4.3): the last leaf's port to the broken NIC
 stops; its queue fills with flow 0's frames; the leaf pauses the spine port they come from;
@@ -14,7 +14,7 @@ and pauses leaf 0's uplink; leaf 0 pauses the hosts feeding that uplink; flows t
 paused queue stop, although their own destinations are healthy ("victims").  Flows whose
 paths avoid the spreading pauses keep running.
 
-Mitigations: ``watchdog = true`` starts a switch PFC watchdog (:mod:`sim.watchdog`) on the
+Mitigations: ``watchdog = true`` starts a switch PFC watchdog (:mod:`sim.health.watchdog`) on the
 leaves' host-facing ports (``wd_scope = "edge"``, the server-facing queues of spec 2.4; or
 ``"all"`` ports of all switches): it drops the stuck queue's frames, the pauses upstream
 clear and the victims recover, while flow 0's frames are dropped.  ``nic_watchdog = true``
@@ -29,11 +29,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..host import Flow
-from ..topology import leaf_spine
-from ..units import gbps, ms_to_ps, prop_delay_ps
-from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
-from .common import (
+from sim.fabric.topology import leaf_spine
+from sim.nic.host import Flow
+from sim.scenarios import Param, Scenario, ScenarioError, TracerSlot, resolve_params
+from sim.scenarios.common import (
     TC,
     duration_ps,
     in_range,
@@ -44,7 +43,8 @@ from .common import (
     share,
     with_default,
 )
-from .pfc_deadlock_ring import DETECTOR_PARAMS, WATCHDOG_PARAMS, attach_tools
+from sim.scenarios.pfc_deadlock_ring import DETECTOR_PARAMS, WATCHDOG_PARAMS, attach_tools
+from sim.units import gbps, ms_to_ps, prop_delay_ps
 
 __all__ = ["DOC", "PARAMS", "build"]
 

@@ -1,4 +1,4 @@
-"""The ``ring`` scenario: ``switches`` switches in a ring (:func:`sim.topology.ring`), one or
+"""The ``ring`` scenario: ``switches`` switches in a ring (:func:`sim.fabric.topology.ring`), one or
 more hosts each, every host sending to the host ``hops`` switches further clockwise.
 
 With the default clockwise routing each flow crosses ``hops`` ring links, so every ring link
@@ -14,11 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..host import Flow
-from ..topology import ring
-from ..units import gbps, ms_to_ps, prop_delay_ps
-from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
-from .common import (
+from sim.fabric.topology import ring
+from sim.nic.host import Flow
+from sim.scenarios import Param, Scenario, ScenarioError, TracerSlot, resolve_params
+from sim.scenarios.common import (
     TC,
     duration_ps,
     ecn_config,
@@ -29,6 +28,7 @@ from .common import (
     nonneg,
     share,
 )
+from sim.units import gbps, ms_to_ps, prop_delay_ps
 
 __all__ = ["DOC", "PARAMS", "build"]
 

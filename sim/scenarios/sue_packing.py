@@ -1,15 +1,16 @@
 """The ``sue_packing`` scenario: XPUs exchanging SUE-T transactions over one scale-up switch.
 
-Topology: switch node 0 (:class:`sim.sue.EsunSwitch`), XPUs at nodes 1..``xpus`` (XPU i on
+Topology: switch node 0 (:class:`sim.scaleup.sue.EsunSwitch`), XPUs at nodes 1..``xpus`` (XPU i on
 switch port i).  Every XPU generates transactions of ``txn_bytes`` data at ``load`` x line
 rate (counted in transaction data bytes: at 1.0 the offered data alone fills the link, so the
 sources saturate) towards destinations chosen by ``pattern``, on a VC drawn uniformly from
-``vcs``; the packer, go-back-N and the switch are described in :mod:`sim.sue` and docs/sue.md.
+``vcs``; the packer, go-back-N and the switch are described in :mod:`sim.scaleup.sue` and
+docs/sue.md.
 ``flow_control="cbfc"`` replaces PFC on the DATA and ACK classes by
-credit-based flow control on every link (:class:`sim.sue.CbfcConfig`; the MMU is sized so
+credit-based flow control on every link (:class:`sim.scaleup.sue.CbfcConfig`; the MMU is sized so
 that credits alone keep it lossless).
 The bottleneck captured is the switch port towards XPU 1 (real frames).  SUE figures:
-:func:`sim.sue.sue_summary`, written to summary.json as ``"sue"`` (``Scenario.summaries``).
+:func:`sim.scaleup.sue.sue_summary`, written to summary.json as ``"sue"`` (``Scenario.summaries``).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ import random
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..fabric import Fabric
-from ..mmu import Mmu
-from ..packing import SELECTORS
-from ..sue import (
+from sim.fabric import Fabric
+from sim.net.mmu import Mmu
+from sim.scaleup.packing import SELECTORS
+from sim.scaleup.sue import (
     ACK_TC,
     DATA_TC,
     HEADERS,
@@ -33,9 +34,8 @@ from ..sue import (
     max_frame_bytes,
     sue_summary,
 )
-from ..units import gbps, kb_to_bytes, ns_to_ps, prop_delay_ps, us_to_ps
-from . import Param, Scenario, ScenarioError, TracerSlot, resolve_params
-from .common import (
+from sim.scenarios import Param, Scenario, ScenarioError, TracerSlot, resolve_params
+from sim.scenarios.common import (
     KB,
     RESERVED_BYTES,
     ecn_config,
@@ -47,6 +47,7 @@ from .common import (
     pos,
     with_default,
 )
+from sim.units import gbps, kb_to_bytes, ns_to_ps, prop_delay_ps, us_to_ps
 
 __all__ = ["DOC", "PARAMS", "PATTERNS", "build"]
 

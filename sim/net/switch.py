@@ -1,7 +1,7 @@
 """A shared-buffer switch: ingress admission by the MMU, static forwarding, PFC generation and
 RED-style ECN marking on the egress queue.
 
-* Ingress: every data frame is admitted or dropped by :class:`sim.mmu.Mmu` per (ingress port,
+* Ingress: every data frame is admitted or dropped by :class:`sim.net.mmu.Mmu` per (ingress port,
   priority group = the frame's traffic class); a drop is a ``Dropped`` event with the MMU's
   reason.  XOFF/XON transitions the MMU reports become real 802.1Qbb frames (``wire.build``)
   sent out of the ingress port, ahead of data.  While a (port, PG) stays XOFF the PAUSE is
@@ -14,7 +14,7 @@ RED-style ECN marking on the egress queue.
   are type-checked at construction; the ports they name must exist when a route is first used
   (or when :meth:`Switch.check_routes` is called), else ValueError.
 * Egress scheduling: every port gets the switch's ``scheduler``, ``weights`` and
-  ``quantum_bytes`` (:class:`sim.port.Port`: ``"rr"`` or ``"dwrr"``).
+  ``quantum_bytes`` (:class:`sim.net.port.Port`: ``"rr"`` or ``"dwrr"``).
 * ECN (DCQCN CP, shared/specs/dcqcn_pfc.md 1.2): on dequeue by default (``mark_at``), with the
   instantaneous egress queue bytes left behind: p = 0 up to ``kmin_bytes``, linear to ``pmax``
   at ``kmax_bytes``, 1 above; only ECN-capable frames are marked; one draw of the run's seeded
@@ -23,8 +23,8 @@ RED-style ECN marking on the egress queue.
 * TTL (``max_hops``, default None = off): a data frame that has already crossed ``max_hops``
   switches (``SimPacket.hops``) is dropped on arrival, reason ``"ttl_expired"``, before MMU
   admission (the hop budget of a routing loop; shared/specs/dcqcn_pfc.md 2.4 item 3).
-* PFC watchdog (``watchdog``, a :class:`sim.watchdog.PfcWatchdog`, attached with
-  :func:`sim.watchdog.attach_watchdogs`): while it mitigates (port, priority) with action
+* PFC watchdog (``watchdog``, a :class:`sim.health.watchdog.PfcWatchdog`, attached with
+  :func:`sim.health.watchdog.attach_watchdogs`): while it mitigates (port, priority) with action
   ``drop``, frames routed to that queue are dropped (reason ``"pfc_watchdog"``, MMU bytes
   released); with action ``forward``, PAUSE frames for that priority received on that port
   are ignored.
@@ -35,17 +35,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sim.addresses import node_mac
+from sim.engine import Engine, Timer
+from sim.events import CEMarked, Dequeued, Dropped, PauseSent
+from sim.net.mmu import XOFF, Mmu
+from sim.net.port import PRIORITIES, QUANTUM_BYTES, Port, check_scheduler
+from sim.packet import SimPacket
+from sim.trace import NullTracer, Tracer
 from wire import build
 from wire.ethernet import EtherType, payload_start
 from wire.pfc import quanta_to_ps
-
-from .addresses import node_mac
-from .engine import Engine, Timer
-from .events import CEMarked, Dequeued, Dropped, PauseSent
-from .mmu import XOFF, Mmu
-from .packet import SimPacket
-from .port import PRIORITIES, QUANTUM_BYTES, Port, check_scheduler
-from .trace import NullTracer, Tracer
 
 __all__ = ["EcnConfig", "Route", "Switch", "ecmp_hash", "ecmp_salt", "pfc_packet", "node_mac"]
 
@@ -131,7 +130,7 @@ class Switch:
     ``routes``: destination node -> egress port, or -> a tuple/list of ports (ECMP group);
     read (and type-checked) at construction: later changes to the dict are not seen.
     ``ecmp_seed``: salt of the ECMP hash (None: the engine's seed).  ``scheduler``,
-    ``weights``, ``quantum_bytes``: egress scheduling of every port (:class:`sim.port.Port`).
+    ``weights``, ``quantum_bytes``: egress scheduling of every port (:class:`sim.net.port.Port`).
     """
 
     def __init__(self, engine: Engine, node_id: int, mmu: Mmu, *, routes: dict[int, Route],
@@ -179,7 +178,7 @@ class Switch:
         #: ``tap(t_ps, node, port, pg, ingress_bytes)`` after every change of an ingress
         #: (port, PG) counter (results' ingress occupancy series); None: no cost.
         self.ingress_tap = None
-        #: The PFC watchdog (sim.watchdog), if any, and its mitigated queues.
+        #: The PFC watchdog (sim.health.watchdog), if any, and its mitigated queues.
         self.watchdog = None
         self._wd_drop: set[tuple[int, int]] = set()
         self._wd_ignore: set[tuple[int, int]] = set()

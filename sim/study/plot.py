@@ -4,7 +4,8 @@ backend.
 
 Every series is named as the scenario names things (``leaf0:p3 -> h8``, ``priority 3``,
 ``victim: h4 -> h10``): the names come from the ``labels`` section of summary.json
-(:mod:`sim.labels`); results written before it existed fall back to ``node N:pP``.  Times are in
+(:mod:`sim.study.labels`); results written before it existed fall back to ``node N:pP``.  Times
+are in
 µs (ms for runs longer than 5 ms), sizes in KB (1000 bytes), rates in Gb/s.
 
 - ``queue_depth.png``: the bottleneck egress queue per priority, drawn to the end of the run,

@@ -1,7 +1,8 @@
 """Names a user knows, computed from a built scenario: the ``labels`` section of summary.json
-that the plots (:mod:`sim.plot`) use instead of internal ids (docs/scenarios.md).
+that the plots (:mod:`sim.study.plot`) use instead of internal ids (docs/scenarios.md).
 
-``labels(sc)`` returns JSON-able lists (lists, so ``sim.sweep.flatten_summary`` leaves them out
+``labels(sc)`` returns JSON-able lists (lists, so ``sim.study.sweep.flatten_summary`` leaves them
+out
 of sweep rows):
 
 - ``nodes``: ``{id, name, kind}``; names follow the scenario's own description: ``spine0``,
@@ -44,7 +45,7 @@ def role_text(role: str | None) -> str | None:
 
 
 def _node_names(sc: Any) -> dict[int, str]:
-    from .host import Host
+    from sim.nic.host import Host
 
     info = sc.info
     fab = sc.fabric
@@ -58,11 +59,11 @@ def _node_names(sc: Any) -> dict[int, str]:
         names[0] = "switch"
         names[info["receiver"]] = "receiver"
     elif sc.name == "pfc_unfairness" and "roles" in info:
-        from .scenarios.pfc_unfairness import A, B, L, R, V
+        from sim.scenarios.pfc_unfairness import A, B, L, R, V
 
         names.update({B: "B", A: "A", R: "R", L: "L", V: "V"})
     elif "crossings" in info:
-        from .scenarios.pfc_deadlock_loop import A, B, D, S
+        from sim.scenarios.pfc_deadlock_loop import A, B, D, S
 
         names.update({A: "A", B: "B", S: "S", D: "D"})
     elif "xpus" in info:
@@ -104,7 +105,7 @@ def _switch_thresholds(nid: int, sw: Any) -> dict[str, Any]:
 
 def labels(sc: Any) -> dict[str, Any]:
     """The ``labels`` section of summary.json for a built scenario (module docstring)."""
-    from .switch import Switch
+    from sim.net.switch import Switch
 
     fab = sc.fabric
     names = _node_names(sc)

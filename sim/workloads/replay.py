@@ -25,11 +25,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from sim.fabric import Fabric
+from sim.nic.host import Host
+from sim.packet import SimPacket
 from wire import Record, dissect
-
-from .fabric import Fabric
-from .host import Host
-from .packet import SimPacket
 
 __all__ = ["REPLAY_FLOW_BASE", "ReplayStats", "inject_records", "normalize_address",
            "owners_by_address", "parse_owner", "scale_fraction"]
@@ -144,7 +143,7 @@ def parse_owner(text: str) -> tuple[str, int]:
 
 def owners_by_address(fabric: Fabric) -> dict[str, int]:
     """Every host's simulator addresses (``sim.addresses``: 10.0.N.N and its port-0 MAC)."""
-    from .addresses import node_ip, node_mac
+    from sim.addresses import node_ip, node_mac
 
     out: dict[str, int] = {}
     for nid, node in fabric.nodes.items():

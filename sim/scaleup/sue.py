@@ -55,6 +55,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sim.addresses import node_ip, node_mac
+from sim.engine import Engine, Timer
+from sim.events import Dropped, TxnPacked
+from sim.net.port import Port
+from sim.net.switch import Switch, _apply_pause, is_mac_control
+from sim.packet import NOT_ECT, SimPacket
+from sim.scaleup.packing import DEFAULT_MAX_PDU_BYTES, DEFAULT_TXN_HDR_BYTES, Packer, Pdu, Txn
+from sim.trace import NullTracer, Tracer
+from sim.units import frame_ser_time_ps
 from wire import build
 from wire.esun import ESUN, esun_forward_ttl
 from wire.ethernet import ETHERNET, EtherType, payload_start
@@ -64,16 +73,6 @@ from wire.scaleup import DEFAULT_SCALEUP, ScaleUpConfig
 from wire.sue import AFH_GEN1, AFH_GEN2_12, SUE_RH, SueOp, TxnOpcode
 from wire.sunh import SUNH
 from wire.udp import UDP
-
-from .addresses import node_ip, node_mac
-from .engine import Engine, Timer
-from .events import Dropped, TxnPacked
-from .packet import NOT_ECT, SimPacket
-from .packing import DEFAULT_MAX_PDU_BYTES, DEFAULT_TXN_HDR_BYTES, Packer, Pdu, Txn
-from .port import Port
-from .switch import Switch, _apply_pause, is_mac_control
-from .trace import NullTracer, Tracer
-from .units import frame_ser_time_ps
 
 __all__ = [
     "HEADERS", "OVERHEAD_STACK", "DATA_TC", "ACK_TC", "ECT0", "SueConfig", "SuePacket",
@@ -260,7 +259,7 @@ def forward_hop(frame: bytearray, scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> b
 
 
 class XpuPort(Port):
-    """The XPU's egress port: a :class:`sim.port.Port` that also tells its owner when a
+    """The XPU's egress port: a :class:`sim.net.port.Port` that also tells its owner when a
     priority resumes (pause expired or quanta 0), so the packer runs at that instant."""
 
     on_resume: Callable[[int], None] | None = None
@@ -332,7 +331,7 @@ class CbfcConfig:
 
 
 class _CreditMixin:
-    """CBFC on an egress :class:`sim.port.Port` (the sender's counters) plus, for the same
+    """CBFC on an egress :class:`sim.net.port.Port` (the sender's counters) plus, for the same
     link, the receiver's freed-but-unreported counters (kept here: one object per link
     direction; the receiver reports through :meth:`freed` / :meth:`lost`).
 
@@ -342,7 +341,7 @@ class _CreditMixin:
     the port's own scheduler exactly like a paused class (work conserving for the others);
     frames already started complete.  Credits are charged when a frame starts (dequeue)."""
 
-    # Attributes of sim.port.Port used here (for the type checker).
+    # Attributes of sim.net.port.Port used here (for the type checker).
     engine: Engine
     queues: list[deque[SimPacket]]
     _paused_until_ps: list[int]
@@ -474,7 +473,7 @@ class _CreditMixin:
 
 
 class CreditPort(_CreditMixin, Port):
-    """A switch egress :class:`sim.port.Port` under CBFC (see :class:`_CreditMixin`)."""
+    """A switch egress :class:`sim.net.port.Port` under CBFC (see :class:`_CreditMixin`)."""
 
 
 class CreditXpuPort(_CreditMixin, XpuPort):
@@ -865,7 +864,7 @@ class Xpu:
 
 
 class EsunSwitch(Switch):
-    """:class:`sim.switch.Switch` for scale-up frames: on arrival a frame may be lost
+    """:class:`sim.net.switch.Switch` for scale-up frames: on arrival a frame may be lost
     (``loss_rate``, link error), then its TTL / hop limit is decremented in the real bytes
     (:func:`forward_hop`; drop ``ttl_expired`` at <= 1) and, for ESUN, its traffic class is
     taken from the EH CoS (``ScaleUpConfig.cos_to_tc``; the EH overrides any PCP).  MMU
@@ -1055,8 +1054,8 @@ def study(txn_bytes: Iterable[int] = (64, 128, 256), loads: Iterable[float] = (0
     with outputs, seeds and Dask); ``base`` holds the other parameters.  Returns one row per
     run: the varied parameters, goodput, efficiency, p50/p99 latency (ps), transactions per
     frame, retransmissions."""
-    from .scenarios import get
-    from .sweep import expand
+    from sim.scenarios import get
+    from sim.study.sweep import expand
 
     builder = get("sue_packing").builder
     holds = list(hold_ns) if hold_ns is not None else [

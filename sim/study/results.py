@@ -10,7 +10,7 @@ bar on stderr when it is a terminal), and writes to the output directory:
   one JSON object per line;
 - ``bottleneck.pcap`` (and ``capture_<node>_<port>.pcap`` per extra capture): frames leaving
   the port, data frames synthesised as RoCEv2 (:class:`wire.template.RoceTemplate`);
-- PNG plots (:mod:`sim.plot`) unless ``plots=False``.
+- PNG plots (:mod:`sim.study.plot`) unless ``plots=False``.
 """
 
 from __future__ import annotations
@@ -21,16 +21,8 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from wire.bth import BTH
-from wire.ethernet import ETHERNET
-from wire.ipv4 import IPV4
-from wire.pcapio import CaptureWriter
-from wire.roce import ICRC_BYTES
-from wire.template import RoceTemplate
-from wire.udp import UDP
-
-from .addresses import node_ip, node_mac
-from .events import (
+from sim.addresses import node_ip, node_mac
+from sim.events import (
     CEMarked,
     CNPSent,
     DeadlockCleared,
@@ -45,10 +37,17 @@ from .events import (
     WatchdogRestored,
     WatchdogTriggered,
 )
-from .host import Host
-from .replay import REPLAY_FLOW_BASE
-from .trace import JsonlTracer
-from .units import frame_ser_time_ps
+from sim.nic.host import Host
+from sim.trace import JsonlTracer
+from sim.units import frame_ser_time_ps
+from sim.workloads.replay import REPLAY_FLOW_BASE
+from wire.bth import BTH
+from wire.ethernet import ETHERNET
+from wire.ipv4 import IPV4
+from wire.pcapio import CaptureWriter
+from wire.roce import ICRC_BYTES
+from wire.template import RoceTemplate
+from wire.udp import UDP
 
 __all__ = ["Recorder", "run_scenario", "THROUGHPUT_BINS", "jain_index", "queue_mean_bytes",
            "step_mean"]
@@ -213,7 +212,7 @@ class CaptureBudget:
 
 
 class Capture:
-    """A :class:`sim.port.Port` tap writing the frames leaving the port to a pcap, within a
+    """A :class:`sim.net.port.Port` tap writing the frames leaving the port to a pcap, within a
     :class:`CaptureBudget`; frames longer than ``snaplen_bytes`` (None: whole frames) are cut,
     keeping their original length in the record."""
 
@@ -366,9 +365,8 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
     estimated to exceed :data:`CAPTURE_WARN_BYTES` or the limit.
     ``owners`` maps capture addresses (IP or MAC text) to host ids for ``pcaps``
     (default: the simulator's own addresses, :mod:`sim.addresses`)."""
+    from sim.scenarios.loader import build
     from wire.atomic import atomic_dir, check_output_dir
-
-    from .scenarios.loader import build
 
     sc = build(name_or_path, params, seed)
     out = os.fspath(out_dir) if out_dir is not None else os.path.join("out", sc.name)
@@ -548,7 +546,7 @@ def _run_into(sc: Any, out: str, wanted: list[tuple[int, int]], opts: Mapping[st
     }
     for key, fn in sc.summaries.items():
         summary[key] = fn(sc)
-    from .labels import labels  # names for the plots (sim/labels.py; H-plots, issue 15)
+    from sim.study.labels import labels  # names for the plots (sim/labels.py; H-plots, issue 15)
 
     summary["labels"] = labels(sc)
     if replay is not None:
@@ -584,13 +582,13 @@ def _run_into(sc: Any, out: str, wanted: list[tuple[int, int]], opts: Mapping[st
         arrays[f"rate_f{fid}_bps"] = np.array(rs, dtype=np.int64)
         arrays[f"rate_f{fid}_target_bps"] = np.array(tg, dtype=np.int64)
         arrays[f"rate_f{fid}_alpha"] = np.array(al, dtype=np.float64)
-    from .deadlock import pfc_failure_arrays
+    from sim.health.deadlock import pfc_failure_arrays
 
     arrays.update(pfc_failure_arrays(sc))  # deadlock onsets, watchdog triggers (if any)
     np.savez_compressed(os.path.join(out, "timeseries.npz"), **arrays)
 
     if plots:
-        from .plot import plot_dir
+        from sim.study.plot import plot_dir
 
         plot_dir(out)
     return summary
@@ -608,7 +606,7 @@ def flow_conservation(fab: Any, rec: Recorder) -> dict[int, dict[str, int]]:
     watchdog, stalled receiver, ...) and in flight at the end (in a port queue, being
     serialised or on a wire: found by walking the queues and the pending events).  Each is
     counted independently, so ``sent = delivered + dropped + in_flight`` is a real check."""
-    from .packet import SimPacket
+    from sim.packet import SimPacket
 
     flight: dict[int, list[int]] = {}
 
@@ -650,9 +648,8 @@ def _inject_pcaps(fab, pcaps: Iterable[tuple[str, Any]], owners: Mapping[str, in
     path or a (path, time scale) pair.  ``owners`` is added to the simulator's own addresses.
     ValueError (naming the origin and file) for a capture that cannot be read, an owner that
     is not a host, or when not one frame of all the captures could be injected."""
+    from sim.workloads.replay import inject_records, normalize_address, owners_by_address
     from wire import CaptureError, read
-
-    from .replay import inject_records, normalize_address, owners_by_address
 
     files = [(o, *((p, 1) if isinstance(p, str | os.PathLike) else p)) for o, p in pcaps]
     if not files:

@@ -51,7 +51,8 @@ data by their UDP port 4791 and BTH opcode (:func:`roce_bth`).
 Broken receiver (PFC pause storm, shared/specs/dcqcn_pfc.md 2.4): :meth:`Host.stall_rx`
 (``start_ps``, optional ``end_ps``) makes the NIC's receive pipeline stop: from ``start_ps`` it
 delivers nothing (every arriving data/CNP/ACK frame is dropped and counted, a ``Dropped`` event
-with reason ``"rx_stalled"``) and sends real 802.1Qbb PAUSE frames (:func:`sim.switch.pfc_packet`,
+with reason ``"rx_stalled"``) and sends real 802.1Qbb PAUSE frames
+(:func:`sim.net.switch.pfc_packet`,
 ``0xFFFF`` quanta) for the stalled priorities, refreshed every half pause time, so its switch
 port stays paused.  NIC pause-storm prevention (mlx5 "PFC stall prevention"): when the receive
 side has been stalled while pausing for ``pause_storm_timeout_ps`` the NIC stops sending PAUSE
@@ -65,6 +66,15 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from sim import cc as cc_registry
+from sim.addresses import node_ip, node_mac
+from sim.engine import Engine, Timer
+from sim.events import CNPSent, Dropped, PauseSent, RateChanged, WatchdogTriggered
+from sim.net.port import PRIORITIES, Port
+from sim.net.switch import _apply_pause, _Ids, is_mac_control, pfc_packet
+from sim.packet import SimPacket
+from sim.trace import NullTracer, Tracer
+from sim.units import frame_ser_time_ps
 from wire import build
 from wire.bth import BTH
 from wire.ecn import ip_offset
@@ -74,16 +84,6 @@ from wire.pfc import quanta_to_ps
 from wire.roce import CNP_OPCODE
 from wire.template import RoceTemplate
 from wire.udp import ROCEV2_PORT, UDP
-
-from . import cc as cc_registry
-from .addresses import node_ip, node_mac
-from .engine import Engine, Timer
-from .events import CNPSent, Dropped, PauseSent, RateChanged, WatchdogTriggered
-from .packet import SimPacket
-from .port import PRIORITIES, Port
-from .switch import _apply_pause, _Ids, is_mac_control, pfc_packet
-from .trace import NullTracer, Tracer
-from .units import frame_ser_time_ps
 
 __all__ = ["ACK_OPCODE", "CNP_MODES", "ONOFF_MODES", "Flow", "Host", "roce_bth"]
 

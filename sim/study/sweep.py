@@ -1,7 +1,7 @@
 """Parameter sweeps and many-seed runs (``lossless sweep``; docs/sweeps.md).
 
 A sweep is the cartesian product of parameter values (and seeds) of one scenario; every
-combination is an independent run of :func:`sim.results.run_scenario`.  Runs go to a Dask
+combination is an independent run of :func:`sim.study.results.run_scenario`.  Runs go to a Dask
 cluster (``dask.distributed``): a local one sized to the machine by default, or an existing
 scheduler (``scheduler=ADDRESS``); ``workers=0`` runs them one after another in this process
 (no Dask needed).  We do not schedule anything ourselves.
@@ -67,7 +67,7 @@ class RunSpec(dict):
 
 def parse_values(text: str) -> list[Any]:
     """``"a,b,c"`` (TOML-style values) or ``"lo:hi:step"`` (inclusive, exact decimal steps)."""
-    from .scenarios import _parse_text
+    from sim.scenarios import _parse_text
 
     text = text.strip()
     if text.count(":") == 2 and "," not in text:
@@ -145,7 +145,7 @@ def _flat(d: Mapping[str, Any], prefix: str) -> Iterable[tuple[str, Any]]:
 
 def run_one(spec: Mapping[str, Any], keep_dir: str | None = None) -> dict[str, Any]:
     """Run one sweep point (in a worker); never raises: a failure becomes status "error"."""
-    from .results import run_scenario
+    from sim.study.results import run_scenario
 
     t0 = time.perf_counter()
     out = keep_dir or tempfile.mkdtemp(prefix="lossless-sweep-")
@@ -266,7 +266,7 @@ def repair_tail(out_dir: str | os.PathLike[str],
 
 def _scenario_key(scenario: str) -> str:
     """How two sweeps' scenarios compare: a file by its absolute path, a built-in by name."""
-    from .scenarios.loader import is_file_ref
+    from sim.scenarios.loader import is_file_ref
 
     return os.path.abspath(scenario) if is_file_ref(scenario) else scenario
 
@@ -362,7 +362,7 @@ def sweep(scenario: str, grid: Mapping[str, Sequence[Any]], *, out_dir: str | os
     the latter two unless ``force`` (which removes an earlier sweep's results and starts
     afresh).  Problems with ``results.jsonl`` lines are reported with ``warn``.
     """
-    from .scenarios.loader import build
+    from sim.scenarios.loader import build
 
     if workers is not None and workers < 0:
         raise ValueError(f"workers must be >= 0 (0: in this process), got {workers}")

@@ -1,7 +1,7 @@
 """Wiring nodes into a fabric, running it, and summarising what happened.
 
 ``Fabric`` owns the engine, the tracer and the nodes; ``connect`` makes a full-duplex link
-(one :class:`sim.port.Port` per direction); ``star`` builds the single-switch topology the
+(one :class:`sim.net.port.Port` per direction); ``star`` builds the single-switch topology the
 ``incast`` scenario uses.  ``summary()`` gives the per-flow and per-port figures of
 ``summary.json`` (docs/sim.md).
 """
@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .engine import Engine
-from .host import Flow, Host
-from .mmu import Mmu, MmuConfig
-from .port import QUANTUM_BYTES
-from .switch import EcnConfig, Route, Switch, _Ids
-from .trace import NullTracer, Tracer
+from sim.engine import Engine
+from sim.net.mmu import Mmu, MmuConfig
+from sim.net.port import QUANTUM_BYTES
+from sim.net.switch import EcnConfig, Route, Switch, _Ids
+from sim.nic.host import Flow, Host
+from sim.trace import NullTracer, Tracer
 
 __all__ = ["Fabric", "star"]
 
@@ -45,7 +45,7 @@ class Fabric:
                    quantum_bytes: int = QUANTUM_BYTES) -> Switch:
         """A switch; ``routes`` values are a port or a tuple of ports (ECMP group, hashed per
         flow with ``ecmp_seed``, default the fabric's seed); ``scheduler``/``weights``/
-        ``quantum_bytes`` set the egress scheduling of its ports (``sim.port.Port``)."""
+        ``quantum_bytes`` set the egress scheduling of its ports (``sim.net.port.Port``)."""
         s = Switch(self.engine, node_id, mmu, routes=routes, ecn=ecn, tracer=self.tracer,
                    ids=self._ids, ecmp_seed=ecmp_seed, scheduler=scheduler, weights=weights,
                    quantum_bytes=quantum_bytes)
@@ -126,7 +126,7 @@ class Fabric:
                 "ce_marked": sum(s.ce_marked for s in switches),
                 "pauses_sent": sum(sum(s.pause_sent.values()) for s in switches),
                 # MMU admission reasons and rx_stalled (summary.json has every reason, from
-                # the Dropped events: sim.results)
+                # the Dropped events: sim.study.results)
                 "dropped_bytes_by_reason": by_reason,
             },
         }
@@ -160,7 +160,8 @@ def star(senders: int, rate_bps: int, prop_ps: int, mmu_config: MmuConfig, *,
          switch_kw: Mapping[str, Any] | None = None) -> tuple[Fabric, int, list[int]]:
     """One switch (node 0), ``senders`` hosts (nodes 1..n) and one receiver (node n+1), each
     on its own switch port (host i on port i).  Returns (fabric, receiver id, sender ids).
-    ``host_kw``/``switch_kw`` go to every ``add_host``/``add_switch`` (as in sim.topology)."""
+    ``host_kw``/``switch_kw`` go to every ``add_host``/``add_switch`` (as in
+    sim.fabric.topology)."""
     fab = Fabric(seed, tracer)
     recv = senders + 1
     hosts = list(range(1, senders + 2))

@@ -39,13 +39,12 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
+from sim.engine import Engine, Timer
+from sim.events import Dequeued, Enqueued, PauseExpired, PauseReceived
+from sim.packet import SimPacket
+from sim.trace import NullTracer, Tracer
+from sim.units import frame_ser_time_ps
 from wire.pfc import quanta_to_ps
-
-from .engine import Engine, Timer
-from .events import Dequeued, Enqueued, PauseExpired, PauseReceived
-from .packet import SimPacket
-from .trace import NullTracer, Tracer
-from .units import frame_ser_time_ps
 
 __all__ = ["Port", "Receiver", "PRIORITIES", "QUANTUM_BYTES", "SCHEDULERS", "check_scheduler"]
 

@@ -7,7 +7,7 @@ import re
 import sys
 import time
 
-from .argtypes import finite_float, integer
+from sim.cli.argtypes import finite_float, integer
 
 __all__ = ["add_parsers"]
 
@@ -26,7 +26,7 @@ def _kv(text: str) -> tuple[str, str]:
 
 
 def _node_port(text: str) -> tuple[int, int]:
-    from .results import parse_port
+    from sim.study.results import parse_port
 
     try:
         return parse_port(text)
@@ -40,7 +40,7 @@ EXIT_INTERRUPTED = 130
 
 
 def _owner(text: str) -> tuple[str, int]:
-    from .replay import parse_owner
+    from sim.workloads.replay import parse_owner
 
     try:
         return parse_owner(text)
@@ -54,12 +54,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     import os
 
+    from sim.scenarios import ScenarioError
+    from sim.scenarios.loader import scenario_name
+    from sim.study.results import run_scenario
+    from sim.workloads.replay import scale_fraction
     from wire.atomic import check_output_dir
-
-    from .replay import scale_fraction
-    from .results import run_scenario
-    from .scenarios import ScenarioError
-    from .scenarios.loader import scenario_name
 
     try:
         name = scenario_name(args.scenario)
@@ -96,7 +95,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def summary_lines(s: dict, wall_s: float, out: str) -> list[str]:
     """The replay's one-line summary (and, after a --pcap replay, one line about it): what
     ran, drops by reason, a deadlock, the watchdog, a capture cut at its limit."""
-    from .results import replay_problem
+    from sim.study.results import replay_problem
 
     t = s["totals"]
     name = s["scenario"]
@@ -132,7 +131,7 @@ def summary_lines(s: dict, wall_s: float, out: str) -> list[str]:
 def cmd_plot(args: argparse.Namespace) -> int:
     import os
 
-    from .plot import plot_dir
+    from sim.study.plot import plot_dir
 
     d = args.dir
     try:
@@ -159,7 +158,7 @@ class _BadResults(Exception):
     pass
 
 
-#: Arrays every timeseries.npz has (sim.results), and the names of the per-item ones.
+#: Arrays every timeseries.npz has (sim.study.results), and the names of the per-item ones.
 _REQUIRED_ARRAYS = ("duration_ps", "bottleneck", "bin_ps", "bin_t_ps")
 _ARRAY_NAME = r"(queue|flow|pfc|ingress|rate|deadlock|watchdog)_|bin_"
 
@@ -202,7 +201,7 @@ def _check_results(d: str) -> None:
 
 
 def cmd_scenarios(args: argparse.Namespace) -> int:
-    from .scenarios import get, names
+    from sim.scenarios import get, names
 
     for n in names():
         info = get(n)
@@ -218,8 +217,8 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 def _print_cc() -> None:
     """The congestion-control algorithms, and DCQCN's options with each preset's value (what
     cc=, preset= and cc_opts=NAME=VALUE take; docs/dcqcn.md)."""
-    from . import cc
-    from .cc import dcqcn
+    from sim import cc
+    from sim.cc import dcqcn
 
     print(f"\ncongestion control (cc=): none (fixed rate), {', '.join(cc.names())}")
     names = list(dcqcn.presets())

@@ -2,7 +2,7 @@
 scenario files' ``[traffic]`` table).
 
 Every pattern returns ``(src, dst)`` pairs in a deterministic order; the caller turns each into
-a :class:`sim.host.Flow`.  ``groups`` is the hosts grouped by their first switch (a leaf, a ring
+a :class:`sim.nic.host.Flow`.  ``groups`` is the hosts grouped by their first switch (a leaf, a ring
 switch): patterns that should cross the fabric avoid pairs inside one group.
 
 * ``shift``: host ``i`` of group ``g`` sends to host ``i`` of group ``g + 1`` (wrapping): every

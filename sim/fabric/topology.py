@@ -4,7 +4,7 @@ Both use only the fabric's public methods (``add_host``, ``add_switch``, ``conne
 every switch a static routing table ``{destination host id: egress port or ECMP group}``
 (checked against the switch's ports once the links exist); flows are added by
 the caller with ``Fabric.add_flow``.  Every link is full duplex at ``rate_bps`` with
-propagation delay ``prop_ps``; every switch gets its own :class:`sim.mmu.Mmu` built from the
+propagation delay ``prop_ps``; every switch gets its own :class:`sim.net.mmu.Mmu` built from the
 one ``mmu_config`` (whose ``ports`` must cover the switch's port indices, checked here).
 
 Node numbering
@@ -21,7 +21,7 @@ Node numbering
   ``dst % S`` (a deterministic hash of the *destination* node id: since host ids of one leaf
   are consecutive, a leaf's hosts are spread round-robin over the spines), so all flows to one
   destination share one spine.  With ``ecmp=True`` a leaf's route to a remote destination is
-  the ECMP group of all its uplinks ``(H, .., H+S-1)``: :class:`sim.switch.Switch` picks the
+  the ECMP group of all its uplinks ``(H, .., H+S-1)``: :class:`sim.net.switch.Switch` picks the
   uplink per flow by a hash of ``(src, dst, flow)`` salted with the leaf's node id and the
   fabric seed, so the flows to one destination spread over the spines while each flow keeps
   one path (no reordering).  A spine sends ``dst`` down to ``dst``'s leaf.  So a packet
@@ -43,10 +43,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .fabric import Fabric
-from .mmu import Mmu, MmuConfig
-from .switch import EcnConfig, Switch
-from .trace import Tracer
+from sim.fabric import Fabric
+from sim.net.mmu import Mmu, MmuConfig
+from sim.net.switch import EcnConfig, Switch
+from sim.trace import Tracer
 
 __all__ = ["leaf_spine", "ring", "LeafSpine", "Ring", "route_problem"]
 

@@ -17,6 +17,10 @@ import os
 import sys
 from collections.abc import Iterator
 
+from sim.cli import replay as replay_cmd
+from sim.cli import sweep as sweep_cmd
+from sim.cli import wireshark as wireshark_cmd
+from sim.cli.argtypes import ETHERTYPE, UDP_PORT, Parser, csv_ints, finite_float, integer
 from wire.atomic import OutputError, atomic_file
 from wire.errors import CaptureError, DecodeError
 from wire.overhead import MAX_DATA_BYTES, STACKS, table
@@ -33,9 +37,6 @@ from wire.records import (
 from wire.scaleup import DEFAULT_SCALEUP, TRANSPORTS, ScaleUpConfig
 from wire.stack import ROCE_PORTS, dissect
 from wire.stats import STATS_FIELDS, CaptureStats, summary_line
-
-from . import replay_cmd, sweep_cmd, wireshark_cmd
-from .argtypes import ETHERTYPE, UDP_PORT, Parser, csv_ints, finite_float, integer
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE = 0, 1, 2
 #: Files smaller than this never show a progress bar.
@@ -356,9 +357,8 @@ def cmd_craft(args: argparse.Namespace) -> int:
 
 def _craft_flow(args: argparse.Namespace) -> int:
     """``craft --flow LAYERS --count N``: a templated RoCEv2 flow (wire.template)."""
+    from sim.units import wire_bytes
     from wire.template import RoceTemplate
-
-    from .units import wire_bytes
 
     text = args.flow
     src = "--flow"
@@ -423,7 +423,7 @@ def _craft_flow(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     state = {"status": EXIT_OK}
     ports = _ports(args)
-    st = CaptureStats(link_bps=round(args.link_gbps * 10**9))  # >= 1: sim.argtypes
+    st = CaptureStats(link_bps=round(args.link_gbps * 10**9))  # >= 1: sim.cli.argtypes
     for path in args.files:
         _stats_file(path, st, ports, args.scaleup, state)
     if args.json:
@@ -653,7 +653,7 @@ def main(argv: list[str] | None = None) -> int:
         args.scaleup = _scaleup(args)
     except ValueError as e:
         sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        sub.choices[args.command].error(str(e))  # one line, exit 2 (sim.argtypes.Parser)
+        sub.choices[args.command].error(str(e))  # one line, exit 2 (sim.cli.argtypes.Parser)
     try:
         return args.func(args)
     except BrokenPipeError:

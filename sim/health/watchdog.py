@@ -1,6 +1,6 @@
 """Switch PFC watchdog: detect an egress queue that cannot drain while paused, mitigate, restore.
 
-Per monitored (egress port, priority) of one :class:`sim.switch.Switch`, polled every
+Per monitored (egress port, priority) of one :class:`sim.net.switch.Switch`, polled every
 ``poll_ps`` (a timer of the engine, started by :meth:`PfcWatchdog.start`):
 
 * **detect**: at a poll the queue is *stuck* when the port is paused for that priority
@@ -32,10 +32,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .events import WatchdogRestored, WatchdogTriggered
+from sim.events import WatchdogRestored, WatchdogTriggered
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .switch import Switch
+    from sim.net.switch import Switch
 
 __all__ = ["ACTIONS", "PfcWatchdog", "WatchdogConfig", "MS_PS"]
 

@@ -37,10 +37,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from sim.events import DeadlockCleared, DeadlockFound
+from sim.net.switch import Switch
 from wire.pfc import quanta_to_ps
-
-from .events import DeadlockCleared, DeadlockFound
-from .switch import Switch
 
 __all__ = ["DeadlockDetector", "Deadlock", "wait_for_graph", "find_cycles", "POLL_PS",
            "pfc_failure_summary", "pfc_failure_arrays"]

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from .argtypes import integer
+from sim.cli.argtypes import integer
 
 __all__ = ["add_parsers"]
 
@@ -27,9 +27,9 @@ def _grid_item(text: str) -> tuple[str, str]:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from .scenarios import ScenarioError
-    from .scenarios.loader import scenario_name
-    from .sweep import parse_values, sweep
+    from sim.scenarios import ScenarioError
+    from sim.scenarios.loader import scenario_name
+    from sim.study.sweep import parse_values, sweep
 
     try:
         name = scenario_name(args.scenario)
@@ -60,8 +60,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep_plot(args: argparse.Namespace) -> int:
-    from .scenarios import _parse_text
-    from .sweep import plot_sweep
+    from sim.scenarios import _parse_text
+    from sim.study.sweep import plot_sweep
 
     where = {k: _parse_text(v) for k, v in (args.where or ())}
     try:
