@@ -83,7 +83,8 @@ from enum import StrEnum
 __all__ = [
     "Collective", "Algorithm", "Protocol", "Transfer", "Connection", "Schedule",
     "ScheduleError", "schedule", "simulate_ownership", "verify", "topological_order",
-    "btree", "dtree", "channel_tree", "qp_split", "udp_sport", "wire_bytes", "DTYPE_BYTES",
+    "btree", "dtree", "channel_tree", "qp_split", "step_data_bytes", "udp_sport", "wire_bytes",
+    "DTYPE_BYTES",
     "NCCL_STEPS", "SIMPLE_BUFFSIZE_BYTES", "LL_BUFFSIZE_BYTES", "LL128_BUFFSIZE_BYTES",
     "P2P_NET_CHUNK_BYTES", "MAXCHANNELS", "WARP_SIZE",
 ]
@@ -166,9 +167,10 @@ def _align_up(a: int, b: int) -> int:
     return _ceil_div(a, b) * b
 
 
-def step_data_bytes(protocol: Protocol) -> int:
+def step_data_bytes(protocol: Protocol | str) -> int:
     """Data bytes one FIFO step carries (``calcBytePerStep``, ``src/device/primitives.h``):
     Simple 512 KiB, LL 32 KiB (half of a 64 KiB step is flags), LL128 576,000 B."""
+    protocol = Protocol(protocol)
     if protocol is Protocol.SIMPLE:
         return SIMPLE_BUFFSIZE_BYTES // NCCL_STEPS
     if protocol is Protocol.LL:
@@ -176,9 +178,10 @@ def step_data_bytes(protocol: Protocol) -> int:
     return LL128_BUFFSIZE_BYTES // NCCL_STEPS * LL128_LINE_DATA_BYTES // LL128_LINE_BYTES
 
 
-def wire_bytes(data_bytes: int, protocol: Protocol) -> int:
+def wire_bytes(data_bytes: int, protocol: Protocol | str) -> int:
     """Bytes a protocol puts in the peer's buffer (what the NIC sends) for ``data_bytes``:
     Simple as is; LL one 16-byte line per 8 data bytes; LL128 one 128-byte line per 120."""
+    protocol = Protocol(protocol)
     if protocol is Protocol.SIMPLE:
         return data_bytes
     if protocol is Protocol.LL:
@@ -454,8 +457,8 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
     if algo is Algorithm.TREE and coll is not Collective.ALLREDUCE:
         raise ScheduleError(f"the tree algorithm is modelled for allreduce only, not {coll.value}")
     gpn = gpus_per_node or (nranks if nranks <= 8 else 8)
-    if nranks % gpn:
-        raise ScheduleError(f"{nranks} ranks are not whole nodes of {gpn} GPUs")
+    if algo is Algorithm.TREE and (gpn < 1 or nranks % gpn):
+        raise ScheduleError(f"tree: {nranks} ranks are not whole nodes of {gpn} GPUs")
     elt = DTYPE_BYTES[dtype]
     max_nt, threshold = _THREADS[proto]
     nt = nthreads or max_nt

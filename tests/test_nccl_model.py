@@ -1,0 +1,387 @@
+"""The NCCL collective model (sim.workloads.nccl) and nccl-tests' reporting
+(sim.workloads.nccl_tests), issue 18.
+
+Hand-derived schedules (bytes per rank per step, steps per loop, slices in flight) from
+NVIDIA/nccl's kernels, NCCL's own tree illustrations (src/graph/trees.cc), published
+nccl-tests output lines, and Hypothesis properties: for any rank count, channels, protocol,
+QPs and size, bytes are conserved, dependencies come first, and every rank ends with what
+the collective promises whatever order the transfers run in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections import Counter, defaultdict
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sim.workloads import nccl_tests as nt
+from sim.workloads.nccl import (
+    LL128_BUFFSIZE_BYTES,
+    LL_BUFFSIZE_BYTES,
+    NCCL_STEPS,
+    Collective,
+    ScheduleError,
+    btree,
+    channel_tree,
+    dtree,
+    qp_split,
+    schedule,
+    simulate_ownership,
+    step_data_bytes,
+    topological_order,
+    udp_sport,
+    verify,
+    wire_bytes,
+)
+
+MIB = 1 << 20
+
+
+# ---- constants and hand-derived schedules -------------------------------------------------
+
+def test_buffers_steps_chunks_slices():
+    assert NCCL_STEPS == 8
+    assert step_data_bytes("simple") == 512 * 1024
+    assert LL_BUFFSIZE_BYTES == 512 * 1024 and step_data_bytes("ll") == 32 * 1024
+    assert LL128_BUFFSIZE_BYTES == 4_915_200 and step_data_bytes("ll128") == 576_000
+    s = schedule("allreduce", 4, 64 * MIB // 4, nchannels=2)
+    assert s.chunk_bytes == 2 * MIB and s.slice_steps == 2 and s.max_inflight == 4
+    assert s.steps_per_loop == 2 * (4 - 1)
+    assert s.loops == 4  # loopSize = 2 channels x 4 ranks x 2 MiB = 16 MiB
+    assert {t.nbytes for t in s.transfers} == {MIB}  # the proxy posts 1 MiB slices
+    assert len(s.transfers) == 4 * 2 * 4 * 6 * 2  # loops x channels x chunks x hops x slices
+
+
+def test_ring_allreduce_by_hand():
+    """4 ranks, one channel, 8 MiB of float: one loop of four 2 MiB chunks.  Rank 0 (ring
+    index 0) sends chunk 3, reduces-and-sends 2 then 1, finishes 0 and forwards it, then
+    forwards 3 and 2 (runRing): 6 = 2(n-1) sends of 2 slices each."""
+    s = schedule("allreduce", 4, 8 * MIB // 4, nchannels=1)
+    mine = sorted((t for t in s.transfers if t.src == 0), key=lambda t: t.seq)
+    assert [t.offset_bytes // (2 * MIB) for t in mine[::2]] == [3, 2, 1, 0, 3, 2]
+    assert [t.reduce for t in mine[::2]] == [True, True, True, False, False, False]
+    assert [t.dst for t in mine] == [1] * 12 and [t.step for t in mine[::2]] == list(range(6))
+    assert s.sent_bytes(0) == s.received_bytes(0) == 12 * MIB  # 2(n-1)/n x S
+    for t in s.transfers:  # dataflow: hop k+1 waits for hop k from the predecessor
+        data = [d for d in t.depends_on if s.transfers[d].dst == t.src
+                and s.transfers[d].offset_bytes == t.offset_bytes]
+        assert len(data) == (t.step > 0)
+        if data:
+            assert s.transfers[data[0]].step == t.step - 1
+
+
+def test_at_most_four_slices_in_flight_per_connection():
+    s = schedule("allreduce", 3, 48 * MIB // 4, nchannels=1)
+    by_conn = defaultdict(list)
+    for t in s.transfers:
+        by_conn[(t.src, t.dst, t.channel)].append(t)
+    for sends in by_conn.values():
+        assert [t.seq for t in sends] == list(range(len(sends)))
+        for k, t in enumerate(sends):
+            if k >= 4:  # slot k reuses the slot of send k-4: it must have been received
+                assert sends[k - 4].id in t.depends_on
+            assert not any(sends[j].id in t.depends_on for j in range(max(0, k - 3), k))
+
+
+def test_channel_dropping_and_chunk_shrinking():
+    """getAlgoInfo: drop channels while nBytes < nc x 512 threads x 64 B (32 KiB each), then
+    halve threads; runRing: the last loop's chunk is ceil(rem / (nc x n)) aligned to 4 KiB."""
+    assert schedule("allreduce", 2, 64 * 1024 // 4, nchannels=8).nchannels == 2
+    assert schedule("allreduce", 2, 64 * 1024 // 4 - 1, nchannels=8).nchannels == 1
+    tiny = schedule("allreduce", 2, 256, nchannels=8)
+    assert (tiny.nchannels, tiny.nthreads) == (1, 64)
+    s = schedule("allreduce", 2, MIB // 4, nchannels=8)
+    assert s.nchannels == 8
+    assert {t.nbytes for t in s.transfers} == {32 * 1024}  # 64 KiB chunks, two slices
+    no = schedule("allreduce", 2, 64 * 1024 // 4, nchannels=8, drop_channels=False)
+    assert no.nchannels == 8
+
+
+def test_a_ring_is_two_n_minus_one_hops_not_two_g_minus_one():
+    """htsim's generator chains 2g-1 flows; NCCL's ring AllReduce is 2(n-1) hops per piece,
+    ReduceScatter and AllGather n-1."""
+    for coll, hops in (("allreduce", lambda n: 2 * (n - 1)), ("reducescatter", lambda n: n - 1),
+                       ("allgather", lambda n: n - 1), ("broadcast", lambda n: n - 1)):
+        for n in (2, 3, 5, 8):
+            s = schedule(coll, n, 3 * MIB // 4, nchannels=2)
+            per_piece = Counter((t.channel, t.loop, t.src_block, t.offset_bytes)
+                                for t in s.transfers)
+            assert set(per_piece.values()) == {hops(n)}, (coll, n)
+
+
+def test_ring_broken_like_htsim_is_caught():
+    s = schedule("allreduce", 4, MIB, nchannels=1)
+    last = max(t.step for t in s.transfers)
+    s.transfers = [t for t in s.transfers if t.step != last]  # 2(n-1)-1 hops
+    with pytest.raises(ScheduleError, match="missing or wrong"):
+        verify(s)
+
+
+def test_ownership_catches_a_copy_for_a_reduce_and_a_double_count():
+    s = schedule("allreduce", 4, MIB, nchannels=1)
+    i = next(k for k, t in enumerate(s.transfers) if t.reduce and t.step == 1)
+    bad = list(s.transfers)
+    bad[i] = dataclasses.replace(bad[i], reduce=False)
+    with pytest.raises(ScheduleError):
+        verify(dataclasses.replace(s, transfers=bad))
+    twice = list(s.transfers)
+    j = next(k for k, t in enumerate(s.transfers) if t.reduce and t.step == 2)
+    twice[j] = dataclasses.replace(twice[j], depends_on=(*twice[j].depends_on, i))
+    dup = dataclasses.replace(s.transfers[i], id=len(twice), depends_on=(i,), seq=10**6)
+    twice.append(dup)
+    with pytest.raises(ScheduleError, match="twice"):
+        simulate_ownership(dataclasses.replace(s, transfers=twice))
+
+
+def test_running_a_transfer_before_its_dependency_is_an_error():
+    s = schedule("allgather", 3, 1000, nchannels=1)
+    order = topological_order(s)
+    t = next(t for t in s.transfers if t.depends_on)
+    order.remove(t.id)
+    order.insert(0, t.id)
+    with pytest.raises(ScheduleError, match="before"):
+        simulate_ownership(s, order)
+
+
+# ---- trees (src/graph/trees.cc) -------------------------------------------------------------
+
+def test_btree_matches_ncclGetBtree_illustration():
+    """The 14-rank tree drawn above ncclGetBtree in src/graph/trees.cc."""
+    kids = {r: btree(14, r)[1] for r in range(14)}
+    assert kids[0] == (8,) and kids[8] == (4, 12) and kids[4] == (2, 6)
+    assert kids[2] == (1, 3) and kids[6] == (5, 7) and kids[12] == (10, 13)
+    assert kids[10] == (9, 11)
+    assert all(kids[r] == () for r in (1, 3, 5, 7, 9, 11, 13))
+    assert btree(14, 13)[0] == 12 and btree(14, 0)[0] == -1
+
+
+def test_dtree_mirror_and_shift_match_ncclGetDtree_illustration():
+    # 12 ranks (even): tree 1 mirrors tree 0; root 11 with child 3, 3 -> 1 and 7.
+    assert dtree(12, 11, 1) == (-1, (3,))
+    assert set(dtree(12, 3, 1)[1]) == {1, 7} and set(dtree(12, 7, 1)[1]) == {5, 9}
+    # 13 ranks (odd): tree 1 shifts by one; root 1 with child 9, 9 -> 5 and 0.
+    assert dtree(13, 1, 1) == (-1, (9,))
+    assert set(dtree(13, 9, 1)[1]) == {5, 0} and set(dtree(13, 0, 1)[1]) == {11}
+    for n in range(1, 40):
+        for which in (0, 1):
+            parents = [dtree(n, r, which)[0] for r in range(n)]
+            assert parents.count(-1) == 1
+            for r in range(n):
+                p, ks = dtree(n, r, which)
+                assert all(dtree(n, k, which)[0] == r for k in ks)
+                assert p == -1 or r in dtree(n, p, which)[1]
+
+
+def test_tree_allreduce_is_a_tree_not_a_ring():
+    """SimAI maps TREE to ring (its issue 147); ours uses only the double binary tree's
+    edges plus each node's chain, both trees, 2(n-1) transfers per chunk."""
+    n, gpn, nc = 16, 4, 4
+    s = schedule("allreduce", n, 8 * MIB // 4, nchannels=nc, algorithm="tree",
+                 gpus_per_node=gpn)
+    trees = {w: channel_tree(n, gpn, w) for w in (0, 1)}
+    edges = {w: {(r, p) for r, (p, _) in t.items() if p != -1} for w, t in trees.items()}
+    used = set()
+    for t in s.transfers:
+        w = 0 if t.channel < nc // 2 else 1
+        assert (t.src, t.dst) in edges[w] or (t.dst, t.src) in edges[w]
+        used.add(w)
+    assert used == {0, 1}
+    assert edges[0] != edges[1]
+    per = Counter((t.channel, t.loop) for t in s.transfers)
+    assert set(per.values()) == {2 * (n - 1)}
+    verify(s)
+
+
+def test_tree_chunk_is_one_step_and_shrinks_for_small_calls():
+    big = schedule("allreduce", 16, 512 * MIB // 4, nchannels=2, algorithm="tree",
+                   gpus_per_node=8)
+    assert big.chunk_bytes == 512 * 1024 and big.max_inflight == NCCL_STEPS
+    small = schedule("allreduce", 16, 8 * MIB // 4, nchannels=2, algorithm="tree",
+                     gpus_per_node=8)
+    assert small.chunk_bytes < 512 * 1024
+
+
+# ---- P2P, protocols, QPs -----------------------------------------------------------------
+
+def test_alltoall_uses_every_channel_in_128k_chunks():
+    """SimAI puts AllToAll on channel 0 without chunking (its issue 252)."""
+    s = schedule("alltoall", 4, 4 * MIB // 4, nchannels=8)
+    assert {t.channel for t in s.transfers} == set(range(8))
+    assert {t.nbytes for t in s.transfers} == {128 * 1024}
+    pairs = Counter((t.src, t.dst) for t in s.transfers)
+    assert len(pairs) == 4 * 3 and set(pairs.values()) == {8 * 4}
+    assert max(t.seq for t in s.transfers) == 3 and s.max_inflight == NCCL_STEPS
+    verify(s)
+
+
+def test_protocol_wire_bytes():
+    assert wire_bytes(8, "ll") == 16 and wire_bytes(9, "ll") == 32
+    assert wire_bytes(120, "ll128") == 128 and wire_bytes(121, "ll128") == 256
+    assert wire_bytes(1000, "simple") == 1000
+    s = schedule("allreduce", 4, 100_000, nchannels=2, protocol="ll")
+    assert all(t.wire_bytes == -(-t.nbytes // 8) * 16 for t in s.transfers)
+    s = schedule("allreduce", 4, 100_000, nchannels=2, protocol="ll128")
+    assert all(t.wire_bytes == -(-t.nbytes // 120) * 128 for t in s.transfers)
+
+
+def test_qp_striping_and_source_ports():
+    assert qp_split(MIB, 4) == (256 * 1024,) * 4
+    assert qp_split(1000, 4) == (256, 256, 256, 232)  # 128-byte multiples, rest last
+    assert qp_split(100, 4) == (100, 0, 0, 0)
+    # rdma_calc_flow_label(0x100, 0x800000) = 0x800 (2**31 folded), | 0xC000.
+    assert udp_sport(0x100, 0x800000) == 0xC800
+    s = schedule("allreduce", 8, MIB, nchannels=2, qps_per_connection=4)
+    assert all(len(t.qp_bytes) == 4 and sum(t.qp_bytes) == t.wire_bytes for t in s.transfers)
+    ports = [p for c in s.connections.values() for p in c.udp_sports]
+    assert len(s.connections) == 8 * 2 and all(0xC000 <= p <= 0xFFFF for p in ports)
+    assert len(set(ports)) > len(ports) // 2  # entropy for ECMP
+
+
+@given(st.integers(0, 1 << 24), st.integers(1, 16))
+def test_qp_split_conserves_bytes(nbytes, q):
+    parts = qp_split(nbytes, q)
+    assert sum(parts) == nbytes and len(parts) == q
+    assert all(p % 128 == 0 for p in parts[:-1] if parts[-1])
+
+
+def test_bad_arguments():
+    for kw in ({"dtype": "float7"}, {"nchannels": 0}, {"nchannels": 65},
+               {"qps_per_connection": 0}, {"root": 9}):
+        with pytest.raises(ScheduleError):
+            schedule("allreduce", 4, 100, **kw)
+    with pytest.raises(ScheduleError):
+        schedule("allgather", 4, 100, algorithm="tree")
+    with pytest.raises(ScheduleError):
+        schedule("allreduce", 6, 100, algorithm="tree", gpus_per_node=4)
+    with pytest.raises(ValueError):
+        schedule("gather", 4, 100)
+
+
+# ---- properties ---------------------------------------------------------------------------
+
+HOPS = {"allreduce": lambda n: 2 * (n - 1), "reducescatter": lambda n: (n - 1) * n,
+        "allgather": lambda n: (n - 1) * n, "broadcast": lambda n: n - 1,
+        "alltoall": lambda n: n * (n - 1), "sendrecv": lambda n: n}
+
+
+@given(coll=st.sampled_from([c.value for c in Collective]),
+       n=st.integers(2, 16), count=st.integers(0, 1 << 22) | st.integers(0, 5000),
+       nchannels=st.integers(1, 8), protocol=st.sampled_from(["simple", "ll", "ll128"]),
+       dtype=st.sampled_from(["float", "half", "int8", "double"]),
+       q=st.integers(1, 4), rnd=st.randoms(use_true_random=False))
+def test_every_rank_ends_with_what_the_collective_promises(coll, n, count, nchannels, protocol,
+                                                           dtype, q, rnd):
+    s = schedule(coll, n, count, dtype, nchannels=nchannels, protocol=protocol,
+                 qps_per_connection=q, root=rnd.randrange(n))
+    verify(s, topological_order(s, random.Random(rnd.random())))
+    total = sum(t.nbytes for t in s.transfers)  # bytes conserved: each piece, each hop
+    assert total == HOPS[coll](n) * s.block_bytes
+    ids = {t.id: t for t in s.transfers}
+    assert all(d < t.id and ids[d].id == d for t in s.transfers for d in t.depends_on)
+
+
+@pytest.mark.parametrize("coll", [c.value for c in Collective])
+def test_every_n_from_2_to_16_at_a_multi_loop_size(coll):
+    """Hypothesis favours small sizes; this covers 2..16 ranks at sizes that need several
+    loops, shrunk last chunks and two slices per chunk."""
+    for n in range(2, 17):
+        for count in ((1 << 20) + 3, 5 * (1 << 20) + 12345):
+            s = schedule(coll, n, count, "float", nchannels=4)
+            verify(s, topological_order(s, random.Random(n)))
+
+
+@given(n=st.integers(2, 16), gpn=st.sampled_from([1, 2, 4, 8]),
+       count=st.integers(1, 1 << 20), nchannels=st.integers(1, 8),
+       protocol=st.sampled_from(["simple", "ll", "ll128"]),
+       rnd=st.randoms(use_true_random=False))
+def test_tree_allreduce_every_rank_gets_the_full_reduction(n, gpn, count, nchannels, protocol,
+                                                           rnd):
+    if n % gpn:
+        gpn = 1
+    s = schedule("allreduce", n, count, "float", nchannels=nchannels, algorithm="tree",
+                 protocol=protocol, gpus_per_node=gpn)
+    verify(s, topological_order(s, random.Random(rnd.random())))
+    assert sum(t.nbytes for t in s.transfers) == 2 * (n - 1) * s.block_bytes
+
+
+# ---- nccl-tests reporting --------------------------------------------------------------------
+
+def test_coll_counts_as_nccl_tests():
+    ag = nt.coll_counts("allgather", MIB, "float", 8)
+    assert (ag.send_bytes, ag.recv_bytes, ag.param_count, ag.size_bytes) == \
+        (MIB // 8, MIB, MIB // 32, MIB)
+    rs = nt.coll_counts("reducescatter", MIB, "float", 8)
+    assert (rs.send_bytes, rs.recv_bytes, rs.param_count) == (MIB, MIB // 8, MIB // 32)
+    a2a = nt.coll_counts("alltoall", 1000, "float", 3)
+    assert (a2a.send_bytes, a2a.recv_bytes, a2a.param_count) == (996, 996, 83)
+    ar = nt.coll_counts("allreduce", 1002, "half", 8)
+    assert (ar.send_bytes, ar.param_count) == (1002, 501)
+    # S: AllGather's is the whole output, ReduceScatter's the whole input.
+    assert nt.s_bytes("allgather", ag.param_count, "float", 8) == MIB
+    assert nt.s_bytes("reducescatter", rs.param_count, "float", 8) == MIB
+    assert nt.s_bytes("allreduce", ar.param_count, "half", 8) == 1002
+
+
+def test_bus_factors():
+    assert nt.bus_factor("allreduce", 8) == 2 * 7 / 8
+    for c in ("allgather", "reducescatter", "alltoall"):
+        assert nt.bus_factor(c, 8) == 7 / 8
+    for c in ("broadcast", "sendrecv"):
+        assert nt.bus_factor(c, 8) == 1
+
+
+@pytest.mark.parametrize("size, time_us, algbw, busbw", [
+    # 8-rank AllReduce lines published in kvcache-ai/Mooncake pull request 3484.
+    (1048576, 27.76, 37.78, 66.11),
+    (33554432, 195.40, 171.72, 300.51),
+    (16777216, 121.33, 138.28, 242.00),
+])
+def test_algbw_busbw_against_published_lines(size, time_us, algbw, busbw):
+    c = nt.coll_counts("allreduce", size, "float", 8)
+    alg, bus = nt.algbw_busbw("allreduce", c.param_count, "float", 8, time_us * 1e-6)
+    assert alg == pytest.approx(algbw, abs=0.01)  # the time is printed rounded
+    assert bus == pytest.approx(busbw, abs=0.02)
+
+
+def test_table_lines_as_nccl_tests_prints_them():
+    line = ("     1048576        262144     float     sum      -1    27.76   37.78   66.11"
+            "       0    27.49   38.15   66.76       0")
+    assert nt.format_row(1048576, 262144, "float", "sum", -1, (27.76, 37.78, 66.11, 0),
+                         (27.49, 38.15, 66.76, 0)) == line
+    assert nt.header_lines()[2] == (
+        "#       size         count      type   redop    root     time   algbw   busbw  #wrong"
+        "     time   algbw   busbw  #wrong ")
+    assert nt.header_lines()[3].rstrip() == (
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+        "             (us)  (GB/s)  (GB/s)")
+    assert nt.format_row(8, 2, "float", "none", -1, (5.0, 0.0, 0.0, None), None).endswith(
+        "   5.00    0.00    0.00    N/A" + " " * 32)
+    assert nt.root_of("broadcast", 3) == 3 and nt.root_of("allgather", 3) == -1
+
+
+@pytest.mark.parametrize("value, width, text", [
+    (5.7, 7, "   5.70"), (1234.5, 7, "1234.50"), (12345.6, 7, "12345.6"),
+    (123456.7, 7, " 123457"), (1234567.0, 7, "1234567"), (12345678.0, 7, "1.2e+07"),
+    (0.0, 6, "  0.00"), (123.456, 6, "123.46"), (1234.5, 6, "1234.5"),
+    (12345.0, 6, " 12345"), (123456.0, 6, "123456"), (1234567.0, 6, " 1e+06"),
+])
+def test_float_str_as_getFloatStr(value, width, text):
+    assert nt.float_str(value, width) == text
+
+
+def test_sizes_and_parse_size():
+    assert nt.parse_size("1M") == MIB and nt.parse_size("1g") == 1 << 30
+    assert nt.parse_size("64K") == 65536 and nt.parse_size("1.5K") == 1536
+    assert nt.parse_size("8") == 8
+    for bad in ("1T", "", "M", "-1M"):
+        with pytest.raises(ValueError):
+            nt.parse_size(bad)
+    sizes = nt.size_list(MIB, 1 << 30, 2)
+    assert sizes[0] == MIB and sizes[-1] == 1 << 30 and len(sizes) == 11
+    assert nt.size_list(8, 40, step_bytes=16) == [8, 24, 40]
+    with pytest.raises(ValueError):
+        nt.size_list(64, 8, 2)
