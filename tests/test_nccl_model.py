@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sim.units import gbps, ser_time_ps
 from sim.workloads import nccl_tests as nt
 from sim.workloads.nccl import (
     LL128_BUFFSIZE_BYTES,
@@ -28,6 +29,7 @@ from sim.workloads.nccl import (
     btree,
     channel_tree,
     dtree,
+    finish_times,
     qp_split,
     schedule,
     simulate_ownership,
@@ -147,6 +149,24 @@ def test_running_a_transfer_before_its_dependency_is_an_error():
         simulate_ownership(s, order)
 
 
+def test_a_slow_link_slows_the_whole_ring():
+    """The dataflow: with one 100G hop in a 400G ring every rank finishes later, and the
+    slow hop's bytes at its rate bound the whole collective."""
+    s = schedule("allreduce", 8, 16 * MIB // 4, nchannels=1)
+
+    def last_receive(slow):
+        def dur(t):
+            return ser_time_ps(t.nbytes, gbps(100 if (t.src, t.dst) == slow else 400))
+        done = finish_times(s, dur)
+        return {r: max(done[t.id] for t in s.transfers if t.dst == r) for r in range(8)}
+
+    fast, slow = last_receive(None), last_receive((3, 4))
+    assert all(slow[r] > fast[r] for r in range(8))
+    on_slow = sum(t.nbytes for t in s.transfers if (t.src, t.dst) == (3, 4))
+    assert max(slow.values()) >= ser_time_ps(on_slow, gbps(100))
+    assert max(fast.values()) >= ser_time_ps(s.sent_bytes(0), gbps(400))
+
+
 # ---- trees (src/graph/trees.cc) -------------------------------------------------------------
 
 def test_btree_matches_ncclGetBtree_illustration():
@@ -250,7 +270,8 @@ def test_qp_split_conserves_bytes(nbytes, q):
 
 def test_bad_arguments():
     for kw in ({"dtype": "float7"}, {"nchannels": 0}, {"nchannels": 65},
-               {"qps_per_connection": 0}, {"root": 9}):
+               {"qps_per_connection": 0}, {"root": 9}, {"nthreads": 100},
+               {"nthreads": 1024}, {"nthreads": 0}):
         with pytest.raises(ScheduleError):
             schedule("allreduce", 4, 100, **kw)
     with pytest.raises(ScheduleError):

@@ -76,13 +76,14 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 __all__ = [
     "Collective", "Algorithm", "Protocol", "Transfer", "Connection", "Schedule",
     "ScheduleError", "schedule", "simulate_ownership", "verify", "topological_order",
+    "finish_times",
     "btree", "dtree", "channel_tree", "qp_split", "step_data_bytes", "udp_sport", "wire_bytes",
     "DTYPE_BYTES",
     "NCCL_STEPS", "SIMPLE_BUFFSIZE_BYTES", "LL_BUFFSIZE_BYTES", "LL128_BUFFSIZE_BYTES",
@@ -461,7 +462,10 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
         raise ScheduleError(f"tree: {nranks} ranks are not whole nodes of {gpn} GPUs")
     elt = DTYPE_BYTES[dtype]
     max_nt, threshold = _THREADS[proto]
-    nt = nthreads or max_nt
+    nt = max_nt if nthreads is None else nthreads
+    if not (2 * WARP_SIZE <= nt <= max_nt and nt % WARP_SIZE == 0):
+        raise ScheduleError(f"nthreads must be a multiple of {WARP_SIZE} in "
+                            f"{2 * WARP_SIZE}..{max_nt} for {proto.value}, got {nt}")
     if algo is Algorithm.RING and proto is Protocol.LL:
         threshold *= nranks
     p2p = coll in (Collective.ALLTOALL, Collective.SENDRECV)
@@ -702,6 +706,21 @@ def _p2p(b: _Builder, coll: Collective) -> None:
     sch.loops = chunks
 
 
+def finish_times(sch: Schedule, duration_ps: Callable[[Transfer], int]) -> list[int]:
+    """When each transfer would be received if it took ``duration_ps(t)`` picoseconds and
+    started as soon as its dependencies were received and the previous send of its
+    connection was done (no other contention): a lower bound, not a network simulation.
+    Shows the dataflow: one slow hop delays everything after it."""
+    done = [0] * len(sch.transfers)
+    conn_free: dict[tuple[int, int, int], int] = {}
+    for tid in topological_order(sch):
+        t = sch.transfers[tid]
+        key = (t.src, t.dst, t.channel)
+        start = max([conn_free.get(key, 0), *(done[d] for d in t.depends_on)])
+        done[tid] = conn_free[key] = start + duration_ps(t)
+    return done
+
+
 # ---- symbolic execution -----------------------------------------------------------------
 
 def topological_order(sch: Schedule, rng: random.Random | None = None) -> list[int]:
@@ -735,9 +754,6 @@ def topological_order(sch: Schedule, rng: random.Random | None = None) -> list[i
     if len(out) != len(ts):
         raise ScheduleError("the dependency graph has a cycle")
     return out
-
-
-Value = frozenset  # of (origin rank, origin block)
 
 
 def _initial(sch: Schedule, rank: int, block: int) -> frozenset:
