@@ -8,11 +8,13 @@ later; here nothing happens in time.  :func:`simulate_ownership` replays a sched
 symbolically (which rank holds which partial reduction of which bytes) and
 :func:`verify` says whether every rank ends with what the collective promises.
 
-Everything below follows NVIDIA/nccl; file names are of that repository, and the kernel
-loops are those of ``src/device/all_reduce.h``, ``reduce_scatter.h``, ``all_gather.h`` and
-``broadcast.h`` at commit 0e35f5d3 (the ``runRing``/``runTreeSplit`` kernels of the NCCL 2.1x
-series; NCCL 2.19+ splits the buffer into one contiguous part per channel,
-``ncclCollCbdPart`` in ``src/include/device.h``, which this model does not follow yet).
+Everything below follows NVIDIA/nccl; file names are of that repository.  The AllReduce
+loops are ``runRing`` and ``runTreeSplit`` of ``src/device/all_reduce.h`` at commit 0e35f5d3
+(the per-loop ``gridOffset`` kernels of the NCCL 2.1x series); ReduceScatter, AllGather and
+Broadcast are modelled with the same loop over one rank's block (``loopSize = nChannels x
+chunk``), as their ``runRing`` in that series did (from memory, not re-read for this model).
+Later releases cut the buffer into one contiguous part per channel (``ncclCollCbdPart`` in
+``src/include/device.h``); this model does not follow that yet.
 
 The rules modelled (each with its source):
 
