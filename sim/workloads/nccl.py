@@ -332,7 +332,15 @@ class Connection:
 
 @dataclass(slots=True)
 class Schedule:
-    """A collective as NCCL runs it: the parameters it resolved and its transfers."""
+    """A collective as NCCL runs it: the parameters it resolved and its transfers.
+
+    ``nchannels``/``nthreads``: after channel dropping.  ``chunk_bytes``: the chunk of a full
+    loop (ring: chunk steps x step data; tree: after the small-call halving; P2P: 128 KiB);
+    a ring's last loop may use a smaller one.  ``slice_steps``/``max_inflight``: FIFO steps
+    per network send and sends in flight per connection.  ``steps_per_loop``: hops per chunk
+    (ring), 1 otherwise.  ``loops``: NCCL loops (P2P: most chunks per channel part).
+    ``block_bytes``: ``count`` x element size, the block each rank contributes or receives.
+    """
 
     collective: Collective
     algorithm: Algorithm
