@@ -144,6 +144,7 @@ class PcieLink:
                     else self.header_bytes)
 
 
-def pcie_write_bps(gen: int, lanes: int, mps_bytes: int = 256, **kw) -> int:
-    """Shorthand: ``PcieLink(gen, lanes, mps_bytes, **kw).write_bps()``."""
-    return PcieLink(gen, lanes, mps_bytes, **kw).write_bps()
+def pcie_write_bps(gen: int, lanes: int, mps_bytes: int = 256,
+                   dllps_per_tlp: Fraction | int = 1) -> int:
+    """Shorthand: ``PcieLink(gen, lanes, mps_bytes, dllps_per_tlp=...).write_bps()``."""
+    return PcieLink(gen, lanes, mps_bytes, dllps_per_tlp=dllps_per_tlp).write_bps()
