@@ -228,14 +228,26 @@ def test_tree_chunk_is_one_step_and_shrinks_for_small_calls():
 # ---- P2P, protocols, QPs -----------------------------------------------------------------
 
 def test_alltoall_uses_every_channel_in_128k_chunks():
-    """SimAI puts AllToAll on channel 0 without chunking (its issue 252)."""
-    s = schedule("alltoall", 4, 4 * MIB // 4, nchannels=8)
+    """SimAI puts AllToAll on channel 0 without chunking (its issue 252).  Here each peer's
+    4 MiB goes over NCCL_NCHANNELS_PER_NET_PEER = 2 channels in 128 KiB sends, and the
+    seven rounds of 8 ranks move over all 8 channels."""
+    s = schedule("alltoall", 8, 4 * MIB // 4, nchannels=8)
     assert {t.channel for t in s.transfers} == set(range(8))
     assert {t.nbytes for t in s.transfers} == {128 * 1024}
     pairs = Counter((t.src, t.dst) for t in s.transfers)
-    assert len(pairs) == 4 * 3 and set(pairs.values()) == {8 * 4}
-    assert max(t.seq for t in s.transfers) == 3 and s.max_inflight == NCCL_STEPS
+    assert len(pairs) == 8 * 7 and set(pairs.values()) == {32}
+    per_pair = defaultdict(set)
+    for t in s.transfers:
+        per_pair[(t.src, t.dst)].add(t.channel)
+    assert {len(c) for c in per_pair.values()} == {2}
+    assert max(t.seq for t in s.transfers) == 15 and s.max_inflight == NCCL_STEPS
+    conn = {(t.src, t.dst, t.channel, t.seq): t.id for t in s.transfers}
+    assert all(conn[(t.src, t.dst, t.channel, t.seq - 8)] in t.depends_on
+               for t in s.transfers if t.seq >= 8)
     verify(s)
+    wide = schedule("alltoall", 4, 4 * MIB // 4, nchannels=8, p2p_channels_per_peer=8)
+    assert {len({t.channel for t in wide.transfers if (t.src, t.dst) == (0, 1)})} == {8}
+    verify(wide)
 
 
 def test_protocol_wire_bytes():
@@ -271,7 +283,8 @@ def test_qp_split_conserves_bytes(nbytes, q):
 def test_bad_arguments():
     for kw in ({"dtype": "float7"}, {"nchannels": 0}, {"nchannels": 65},
                {"qps_per_connection": 0}, {"root": 9}, {"nthreads": 100},
-               {"nthreads": 1024}, {"nthreads": 0}):
+               {"nthreads": 1024}, {"nthreads": 0},
+               {"p2p_channels_per_peer": 0}):
         with pytest.raises(ScheduleError):
             schedule("allreduce", 4, 100, **kw)
     with pytest.raises(ScheduleError):

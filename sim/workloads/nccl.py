@@ -58,9 +58,12 @@ The rules modelled (each with its source):
   ``depth = nRanks/nNodes - 1 + log2(nNodes)`` (``connectTrees``); a node forwards a chunk up
   after it received it from all its children, and down after it received it from its parent.
 * AllToAll and SendRecv are grouped ``ncclSend``/``ncclRecv`` (nccl-tests ``src/alltoall.cu``,
-  ``src/sendrecv.cu``): each peer's bytes are split into one part per channel aligned to 4 KiB
-  (``ncclP2pPartBounds``, ``src/include/device.h``) and each part goes in 128 KiB chunks over
-  the network (``NCCL_P2P_NET_CHUNKSIZE``, ``src/init.cc``), at most ``NCCL_STEPS`` in flight.
+  ``src/sendrecv.cu``): in round d rank r sends to r+d; each peer's bytes are split into
+  ``NCCL_NCHANNELS_PER_NET_PEER`` (2) parts aligned to 4 KiB (``ncclP2pPartBounds``,
+  ``src/include/device.h``), each on a channel, the rounds moving over all channels (NCCL
+  spreads them with ``ncclP2pChannelForPart``'s bit reversal; we take the next channels), and
+  each part goes in 128 KiB chunks over the network (``NCCL_P2P_NET_CHUNKSIZE``,
+  ``src/init.cc``), at most ``NCCL_STEPS`` in flight.
 * Protocols on the wire.  LL: each 16-byte line carries 8 bytes of data and two 4-byte flags
   (``union ncclLLFifoLine``); LL128: each 128-byte line carries 120 bytes of data
   (``NCCL_LL128_LINESIZE``, ``NCCL_LL128_DATAELEMS``).
@@ -360,6 +363,7 @@ class Schedule:
     root: int = 0
     gpus_per_node: int = 1
     qps_per_connection: int = 1
+    p2p_channels_per_peer: int = 2
     transfers: list[Transfer] = field(default_factory=list)
     connections: dict[tuple[int, int, int], Connection] = field(default_factory=dict)
 
@@ -441,7 +445,7 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
              protocol: Protocol | str = Protocol.SIMPLE, root: int = 0,
              gpus_per_node: int | None = None, qps_per_connection: int = 1,
              nthreads: int | None = None, rings: Sequence[Sequence[int]] | None = None,
-             drop_channels: bool = True) -> Schedule:
+             drop_channels: bool = True, p2p_channels_per_peer: int = 2) -> Schedule:
     """The transfers NCCL performs for one call.
 
     ``count`` is the element count the NCCL call takes: ``ncclAllReduce``/``ncclBroadcast``
@@ -451,6 +455,10 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
     (``drop_channels``).  ``rings`` gives each channel's ring order (default 0..n-1);
     ``gpus_per_node`` groups ranks into nodes for the tree (default: all on one node for
     ``nranks <= 8``, else 8).  SendRecv: rank r sends to r+1 and receives from r-1.
+    ``p2p_channels_per_peer``: channels one AllToAll/SendRecv peer's bytes are spread over
+    (``NCCL_NCHANNELS_PER_NET_PEER``: 2 in older ``src/graph/paths.cc``; newer releases
+    default to -1 and compute it); the peers of successive rounds take the next channels,
+    so an AllToAll uses them all.
     """
     coll, algo, proto = Collective(collective), Algorithm(algorithm), Protocol(protocol)
     if dtype not in DTYPE_BYTES:
@@ -463,6 +471,9 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
         raise ScheduleError(f"nchannels must be in 1..{MAXCHANNELS}, got {nchannels}")
     if qps_per_connection < 1:
         raise ScheduleError(f"qps_per_connection must be >= 1, got {qps_per_connection}")
+    if not 1 <= p2p_channels_per_peer <= MAXCHANNELS:
+        raise ScheduleError(f"p2p_channels_per_peer must be in 1..{MAXCHANNELS}, "
+                            f"got {p2p_channels_per_peer}")
     if not 0 <= root < nranks:
         raise ScheduleError(f"root {root} not in 0..{nranks - 1}")
     if algo is Algorithm.TREE and coll is not Collective.ALLREDUCE:
@@ -502,7 +513,7 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
     block = count * elt
     sch = Schedule(coll, algo, proto, nranks, count, dtype, elt, nc, nt, chunk_bytes,
                    slice_steps, NCCL_STEPS // slice_steps, 0, 0, block, root, gpn,
-                   qps_per_connection)
+                   qps_per_connection, p2p_channels_per_peer)
     b = _Builder(sch, nchannels)
     if nranks == 1 or count == 0:
         return b.finish()
@@ -689,30 +700,35 @@ def _postorder(tree: dict[int, tuple[int, tuple]]) -> list[int]:
 
 
 def _p2p(b: _Builder, coll: Collective) -> None:
-    """Grouped send/recv: per peer, one part per channel (4 KiB aligned), 128 KiB chunks."""
+    """Grouped send/recv: per peer ``p2p_channels_per_peer`` parts (4 KiB aligned), each on
+    its own channel, in 128 KiB chunks; successive rounds move to the next channels."""
     sch = b.sch
     n, nc, elt = sch.nranks, sch.nchannels, sch.elem_bytes
     nbytes = sch.count * elt
-    part = _align_up(_ceil_div(nbytes, nc), P2P_PART_ALIGN_BYTES)
+    nparts = min(sch.p2p_channels_per_peer, nc)
+    part = _align_up(_ceil_div(nbytes, nparts), P2P_PART_ALIGN_BYTES)
     sch.steps_per_loop = 1
     if coll is Collective.SENDRECV:
-        pairs = [(1, [(r, (r + 1) % n) for r in range(n)])]
-    else:  # p2p rounds: in round d rank r sends to r+d (ncclGroup scheduling by distance)
-        pairs = [(d, [(r, (r + d) % n) for r in range(n)]) for d in range(1, n)]
+        rounds = [1]
+    else:  # in round d rank r sends to r+d and receives from r-d (NCCL's P2P schedule)
+        rounds = list(range(1, n))
     chunks = 0
-    for rnd, plist in pairs:
-        for src, dst in plist:
-            for ch in range(nc):
-                beg, end = min(ch * part, nbytes), min((ch + 1) * part, nbytes)
-                for k, o in enumerate(range(beg, end, P2P_NET_CHUNK_BYTES)):
+    for rnd in rounds:
+        base = (rnd - 1) * nparts
+        for src in range(n):
+            dst = (src + rnd) % n
+            for k in range(nparts):
+                ch = (base + k) % nc
+                beg, end = min(k * part, nbytes), min((k + 1) * part, nbytes)
+                for i, o in enumerate(range(beg, end, P2P_NET_CHUNK_BYTES)):
                     ln = min(P2P_NET_CHUNK_BYTES, end - o)
                     if coll is Collective.SENDRECV:
                         sblk, dblk = 0, 0
                     else:  # src's input block dst lands in dst's output block src
                         sblk, dblk = dst, src
-                    b.add(src, dst, ch, ln, step=rnd, loop=k, reduce=False, src_block=sblk,
+                    b.add(src, dst, ch, ln, step=rnd, loop=i, reduce=False, src_block=sblk,
                           dst_block=dblk, offset_bytes=o)
-                    chunks = max(chunks, k + 1)
+                    chunks = max(chunks, i + 1)
     sch.loops = chunks
 
 
