@@ -845,3 +845,158 @@ def compare_file(pcap: str | os.PathLike, records: list[wire.Record] | None = No
         out += compare(wire.dissect(rec.data, rec.orig_len), t, ts_ns=rec.ts_ns, stats=st,
                        label=label)
     return st, out
+
+
+# ====================================================== native InfiniBand (issue 20)
+#: tshark 4.0.17 cannot open a linktype 247 (LINKTYPE_INFINIBAND) pcap ("network type 247
+#: unknown or unsupported", TIB1): the same record bytes are given to it as DLT_USER0 (147)
+#: with its user_dlts table naming the "infiniband" dissector, which then sees exactly the
+#: bytes of our linktype 247 record (frames start at the LRH).
+IB_USER_DLT = 147
+IB_USER_DLT_UAT = 'uat:user_dlts:"User 0 (DLT=147)","infiniband","0","","0",""'
+
+_LRH = (("infiniband.lrh.vl", "vl", _int), ("infiniband.lrh.lver", "lver", _int),
+        ("infiniband.lrh.sl", "sl", _int), ("infiniband.lrh.reserved2", "resv2", _int),
+        ("infiniband.lrh.lnh", "lnh", _int), ("infiniband.lrh.dlid", "dlid", _int),
+        ("infiniband.lrh.reserved5", "resv5", _int), ("infiniband.lrh.pktlen", "pkt_len", _int),
+        ("infiniband.lrh.slid", "slid", _int))
+_GRH = (("infiniband.grh.ipver", "ip_ver", _int), ("infiniband.grh.tclass", "tclass", _int),
+        ("infiniband.grh.flowlabel", "flow_label", _int),
+        ("infiniband.grh.paylen", "pay_len", _int), ("infiniband.grh.nxthdr", "nxt_hdr", _int),
+        ("infiniband.grh.hoplmt", "hop_lmt", _int), ("infiniband.grh.sgid", "sgid", _ip6),
+        ("infiniband.grh.dgid", "dgid", _ip6))
+_RWH = (("infiniband.rwh.etype", "ethertype", _int),)
+_MAD = (("infiniband.mad.baseversion", "base_version", _int),
+        ("infiniband.mad.mgmtclass", "mgmt_class", _int),
+        ("infiniband.mad.classversion", "class_version", _int),
+        ("infiniband.mad.method", "method", _int), ("infiniband.mad.status", "status", _int),
+        ("infiniband.mad.classspecific", "class_specific", _int),
+        ("infiniband.mad.transactionid", "transaction_id", _int),
+        ("infiniband.mad.attributeid", "attribute_id", _int),
+        ("infiniband.reserved", "resv16", lambda v: int(_hexbytes(v), 16)),
+        ("infiniband.mad.attributemodifier", "attribute_modifier", _int))
+_IB_FC = (("infiniband_link.op", "op", _int), ("infiniband_link.fctbs", "fctbs", _int),
+          ("infiniband_link.vl", "vl", _int), ("infiniband_link.fccl", "fccl", _int),
+          ("infiniband_link.lpcrc", "lpcrc", _int))
+_ERF = (("erf.types.type", "type", _int), ("erf.types.ext_header", "ext", _int),
+        ("erf.flags", "flags", _int), ("erf.rlen", "rlen", _int),
+        ("erf.lctr", "lctr", _int), ("erf.wlen", "wlen", _int))
+
+
+def ib_tshark_layers(pcap: str | os.PathLike) -> list[dict]:
+    """tshark's raw JSON layers of every frame of an IB capture (DLT_USER0 or ERF)."""
+    tshark = require_tshark()
+    args = [*tshark_args(tshark, pcap), "-o", IB_USER_DLT_UAT]
+    proc = subprocess.run(args, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise AssertionError(f"tshark exited {proc.returncode} on {pcap}: "
+                             f"{proc.stderr.strip()[-500:]}")
+    return [p["_source"]["layers"] for p in json.loads(proc.stdout or "[]")]
+
+
+def normalise_native_ib(layers: Mapping) -> dict:
+    """One frame of tshark's JSON (ERF and/or InfiniBand) -> our schema (native IB layers),
+    plus ``_tshark`` (departures applied while translating, malformed/expert notes)."""
+    meta: dict = {"mapped": [], "malformed": "_ws.malformed" in layers}
+    out: dict = {"_tshark": meta}
+    erf = _outer(layers.get("erf"))
+    if isinstance(erf, dict):
+        flat = {k: _find(erf, k) for k, _o, _c in _ERF}
+        e = _fields({k: v for k, v in flat.items() if v is not None}, _ERF)
+        ts = _find(erf, "erf.ts")
+        if ts is not None:
+            e["ts"] = _int(ts).to_bytes(8, "little").hex()  # the LE number; ours: its bytes
+        out["erf"] = e
+    link = _outer(layers.get("infiniband_link"))
+    if isinstance(link, dict):
+        out["ib_fc"] = _fields(link, _IB_FC)
+    ib = _outer(layers.get("infiniband"))
+    if not isinstance(ib, dict):
+        return out
+    ip6 = _outer(ib.get("ipv6", layers.get("ipv6")))
+    if isinstance(ip6, dict):  # LNH 1 (IP non-IBA): tshark's IPv6 dissector, inside IB
+        v6 = _fields(ip6, _IP6)
+        tc = ip6.get("ipv6.tclass_tree", {})
+        if "ipv6.tclass.dscp" in tc:
+            v6["dscp"] = _int(tc["ipv6.tclass.dscp"])
+            v6["ecn"] = _int(tc["ipv6.tclass.ecn"])
+        out["ipv6"] = v6
+    for key, table, name in (("infiniband.lrh_tree", _LRH, "lrh"),
+                             ("infiniband.grh_tree", _GRH, "grh"),
+                             ("infiniband.rwh_tree", _RWH, "rwh"),
+                             ("infiniband.mad_tree", _MAD, "mad")):
+        t = ib.get(key)
+        if isinstance(t, dict):
+            out[name] = _fields(t, table)
+    ib = dict(ib)
+    for k in ("infiniband.invariant.crc", "infiniband.variant.crc"):
+        v = ib.get(k)
+        if isinstance(v, list):  # TIB7: shown twice (identical) after some headers
+            meta["mapped"].append("TIB7")
+            meta.setdefault("crc_copies", []).append(v)
+            ib[k] = v[0]
+    _normalise_ib(ib, out, meta)  # BTH, extended headers, ICRC (T1, T2 as for RoCEv2)
+    vc = ib.get("infiniband.variant.crc")
+    if vc is not None:
+        # TIB3: like the ICRC (T2), the VCRC's wire bytes read big-endian.
+        out["vcrc"] = {"value": int.from_bytes(_int(vc).to_bytes(2, "big"), "little")}
+        meta["mapped"].append("TIB3")
+    return out
+
+
+#: Where tshark 4.0.17 departs from our decode of native IB (docs/infiniband.md "tshark").
+#: Each entry: (why, predicate on (ours, theirs)) excusing a *missing* layer on tshark's
+#: side; a field tshark does report is never excused.
+IB_DEPARTURES: dict[str, str] = {
+    "TIB1": "no linktype 247: records are given to tshark as DLT_USER0 with the "
+            "infiniband dissector (same bytes)",
+    "TIB2": "a link flow-control packet (ERF type 25) is 'Malformed' (an exception, no "
+            "field shown) when it is 6 bytes long (wlen 6), and for some values even with "
+            "2 more bytes (e.g. FCTBS 0x123); with wlen >= 8 most decode",
+    "TIB3": "ICRC and VCRC values are shown as their wire bytes read big-endian",
+    "TIB4": "the ICRC/VCRC are shown only when exactly 6, 4 or 2 bytes remain after what "
+            "tshark dissected; after a payload tshark shows neither",
+    "TIB5": "the payload (and the pad, the ICRC and the VCRC) of a raw or IPv6 LNH packet "
+            "is handed to other dissectors, not shown as IB fields",
+    "TIB6": "a datagram to QP0/QP1 is dissected as a MAD only when it holds a whole "
+            "256-byte MAD; we show the 24-byte common header whenever it fits",
+    "TIB7": "after some headers the ICRC and VCRC fields appear twice (same value)",
+}
+
+
+def compare_native_ib(ours: wire.Decoded, theirs: Mapping, label: str = "",
+                      counts: Counter | None = None) -> list[str]:
+    """Every field tshark reports is compared with ours; a layer of ours that tshark lacks
+    is a mismatch unless an :data:`IB_DEPARTURES` entry explains it (counted)."""
+    out: list[str] = []
+    counts = counts if counts is not None else Counter()
+    for t in theirs["_tshark"]["mapped"]:
+        counts[t] += 1
+    shown_pay = {k: v for k, v in theirs.items() if not k.startswith("_")}
+    for name, fields in shown_pay.items():
+        mine = ours.get(name)
+        if mine is None:
+            out.append(f"{label}{name}: tshark shows it, we do not")
+            continue
+        for k, v in fields.items():
+            mv = mine.get(k)
+            if k in ("sgid", "dgid", "src", "dst") and isinstance(mv, str):
+                mv = _ip6(mv)
+            if mv != v:
+                out.append(f"{label}{name}.{k}: ours {mv!r}, tshark {v!r}")
+    for name in ours.names:
+        if name in shown_pay or name == "payload":
+            continue
+        if name in ("icrc", "vcrc"):
+            why = "TIB4"
+        elif name == "ib_fc" and theirs["_tshark"]["malformed"]:
+            why = "TIB2"
+        elif name == "mad" and (ours.get("payload") or {}).get("length", 0) != 232:
+            why = "TIB6"  # tshark takes only a whole 256-byte MAD for one
+        else:
+            why = None
+        if why is None:
+            out.append(f"{label}{name}: we show it, tshark does not")
+        else:
+            counts[why] += 1
+    return out

@@ -327,12 +327,14 @@ def dissect_erf(frame: bytes | bytearray | memoryview, orig_len: int | None = No
     more = erf["ext"]
     while more:
         if n - off < _EXT_BYTES:
-            c.short("erf", _EXT_BYTES, n - off, off)
-            return d
+            break
         more = frame[off] & _ERF_MORE_EXT
         off += _EXT_BYTES
     if off > ERF.size_bytes:
         erf["ext_headers"] = frame[ERF.size_bytes:off].hex()
+    if more:  # the extension headers run past the record
+        c.short("erf", _EXT_BYTES, n - off, off)
+        return d
     rlen, wlen = erf["rlen"], erf["wlen"]
     if rlen < off:
         d.problems.append(f"erf.rlen: {rlen} is less than the {off} bytes of ERF headers")
@@ -524,6 +526,8 @@ def build_erf(d: Mapping[str, object], *, recompute: bool = False) -> bytes:
     computed unless given) and its packet (an IB data packet from the IB layers, an IB
     flow-control packet from ``ib_fc``, else ``raw``)."""
     _check_keys(d, ERF_LAYER_ORDER)
+    if not any(k in d for k in ERF_LAYER_ORDER):  # too short for an ERF header: as given
+        return _hex(d, "raw", "raw") + _hex(d, "trailer", "trailer")
     erf = _layer(d, "erf")
     ext = _hex(erf, "ext_headers", "erf")
     pad = _hex(erf, "pad", "erf")

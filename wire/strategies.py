@@ -24,6 +24,9 @@ Whole frames, through :func:`wire.build`:
   transactions of 0..256 data bytes, the PDU within ``max_pdu_bytes`` /
   ``max_pdu_lite_bytes``), ACK, NACK and the reserved op 3 (no transactions).  Kept apart
   from :func:`frame_dicts`, whose frames other tools (Scapy's contrib, tshark) must know.
+* :func:`ib_frame_dicts` / :func:`ib_frames` - native InfiniBand packets (linktype 247):
+  local, global (GRH), MADs on QP0/QP1, raw (RWH) and IPv6 LNH variants;
+  :func:`ib_fc_dicts` - ERF records of link flow-control packets.
 
 "Valid" means what a correct sender emits around the randomised fields: lengths, checksums,
 PadCnt and ICRC computed by ``build``, no IP fragments, PFC class-enable vectors with the
@@ -53,7 +56,7 @@ from .sue import AFH_FORMS, MAX_TXN_DATA_BYTES, SueOp, TxnOpcode, txn_spec
 __all__ = [
     "FRAME_KINDS", "OPCODES", "SCALEUP_STACKS", "field_values", "frame_dicts", "frames",
     "header_bytes", "ip_options", "raw_values", "scaleup_frame_dicts", "scaleup_frames",
-    "shown_values", "sue_transport",
+    "shown_values", "sue_transport", "IB_KINDS", "ib_frame_dicts", "ib_frames", "ib_fc_dicts",
 ]
 
 #: Every opcode with a defined set of extended headers (CNP included).
@@ -378,3 +381,82 @@ def scaleup_frames(stacks: Iterable[str] = SCALEUP_STACKS, *,
     """:func:`scaleup_frame_dicts` built to bytes with :func:`wire.build` (same config)."""
     return scaleup_frame_dicts(stacks, scaleup=scaleup, **kw).map(
         lambda d: build(d, scaleup=scaleup))
+
+
+# ------------------------------------------------------------- native InfiniBand frames
+#: The kinds of native IB packet :func:`ib_frame_dicts` draws (LNH variants and MADs).
+IB_KINDS = ("local", "global", "mad", "raw", "ipv6")
+
+
+@st.composite
+def _ib(draw, kind: str, opcodes) -> dict:
+    from .ib import GRH_NXT_HDR_IBA, Lnh
+
+    lrh = draw(raw_values(SPECS["lrh"]))
+    del lrh["pkt_len"]  # computed by build
+    lrh["lnh"] = {"local": Lnh.IBA_LOCAL, "mad": Lnh.IBA_LOCAL, "global": Lnh.IBA_GLOBAL,
+                  "raw": Lnh.RAW, "ipv6": Lnh.IPV6}[kind]
+    d: dict[str, object] = {"lrh": lrh}
+    if kind == "raw":
+        d["rwh"] = draw(raw_values(SPECS["rwh"]))
+        d["payload"] = {"data": (draw(st.binary(max_size=16)) * 4).hex()}
+        return d
+    if kind == "ipv6":
+        ip = draw(raw_values(SPECS["ipv6"]))
+        del ip["payload_length"]
+        d["ipv6"] = ip
+        d["payload"] = {"data": (draw(st.binary(max_size=16)) * 4).hex()}
+        return d
+    if kind == "global":
+        g = draw(raw_values(SPECS["grh"]))
+        del g["pay_len"]
+        g["nxt_hdr"] = GRH_NXT_HDR_IBA
+        d["grh"] = g
+    bth = draw(raw_values(SPECS["bth"]))
+    del bth["pad_count"]
+    if kind == "mad":
+        bth["opcode"] = 0x64  # UD SEND ONLY to QP0/QP1 (IBA 13.4.1)
+        bth["dest_qp"] = draw(st.sampled_from((0, 1)))
+        d["bth"] = bth
+        d["deth"] = draw(raw_values(EXT_SPECS["deth"]))
+        d["mad"] = draw(raw_values(SPECS["mad"]))
+        d["payload"] = {"data": draw(st.binary(max_size=232)).hex()}
+        return d
+    op = draw(st.sampled_from(sorted(opcodes)))
+    bth["opcode"] = op
+    if op == 0x64 and bth["dest_qp"] in (0, 1):
+        bth["dest_qp"] += 2  # MADs are the "mad" kind
+    d["bth"] = bth
+    for h in EXT_HEADERS[op][1]:
+        d[h] = draw(raw_values(EXT_SPECS[h]))
+    if op != CNP_OPCODE:
+        d["payload"] = {"data": draw(st.binary(max_size=64)).hex()}
+    return d
+
+
+def ib_frame_dicts(kinds: Iterable[str] = IB_KINDS, *, opcodes: Iterable[int] = OPCODES,
+                   ) -> st.SearchStrategy[dict]:
+    """Dicts for :func:`wire.ib_stack.build_ib`: valid native IB packets (random values in
+    every LRH/GRH/BTH/extended header/MAD field, reserved bits included; lengths, PadCnt,
+    ICRC and VCRC computed by build) of the given :data:`IB_KINDS`."""
+    kinds = tuple(kinds)
+    if not kinds or set(kinds) - set(IB_KINDS):
+        raise ValueError(f"kinds must be a non-empty subset of {IB_KINDS}, got {kinds}")
+    ops = tuple(opcodes)
+    return st.sampled_from(kinds).flatmap(lambda k: _ib(k, ops))
+
+
+def ib_frames(kinds: Iterable[str] = IB_KINDS, **kw: Any) -> st.SearchStrategy[bytes]:
+    """:func:`ib_frame_dicts` built to bytes (linktype 247 records)."""
+    from .ib_stack import build_ib
+
+    return ib_frame_dicts(kinds, **kw).map(build_ib)
+
+
+@st.composite
+def ib_fc_dicts(draw) -> dict:
+    """An ERF type 25 record dict holding one link flow-control packet (LPCRC computed)."""
+    fc = draw(raw_values(SPECS["ib_fc"]))
+    del fc["lpcrc"]
+    fc["op"] = draw(st.integers(0, 1))  # 2..15 are reserved (IBA 7.9.4)
+    return {"erf": {"ts": draw(st.binary(min_size=8, max_size=8)).hex()}, "ib_fc": fc}

@@ -1,0 +1,234 @@
+"""Native InfiniBand (issue 20, wire part): LRH/GRH/raw/IPv6 packets, MADs, ICRC/VCRC,
+flow-control packets, linktype 247 and ERF 197 records, ``decode -f jsonl | craft``."""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import wire
+from tests.helpers import run_cli
+from wire import strategies as ws
+from wire.ib import GRH, LRH, crc16, icrc_native, mask_fields, vcrc
+from wire.ib_stack import (
+    build_erf,
+    build_ib,
+    dissect_erf,
+    dissect_ib,
+    dissect_record,
+)
+from wire.records import record_from_dict, record_to_dict
+
+
+def _bitwise_crc16(data: bytes) -> int:
+    """The IBA CRC-16 straight from its definition (IBA 7.8.2: polynomial 0x100B,
+    x^16 + x^12 + x^3 + x + 1, seed and final inversion 0xFFFF, each byte least
+    significant bit first), one bit at a time: an independent check of the table."""
+    reg = 0xFFFF
+    for byte in data:
+        for i in range(8):
+            bit = (byte >> i) & 1
+            top = (reg >> 15) & 1
+            reg = (reg << 1) & 0xFFFF
+            if top ^ bit:
+                reg ^= 0x100B
+    # the register holds the remainder with the bit order reversed
+    out = int(f"{reg:016b}"[::-1], 2)
+    return out ^ 0xFFFF
+
+
+@given(st.binary(max_size=80))
+def test_crc16_is_the_0x100b_polynomial(data):
+    assert crc16(data) == _bitwise_crc16(data)
+
+
+def test_icrc_masks_exactly_the_variant_fields():
+    base = {"lrh": {"dlid": 7, "slid": 9, "sl": 3, "vl": 2}, "bth": {"opcode": "RC_SEND_ONLY",
+            "dest_qp": 0x12, "psn": 5}, "payload": {"data": "00112233"}}
+    f = build_ib(base)
+    icrc = dissect_ib(f)["icrc"]["value"]
+    # local packet: VL and BTH byte 4 (FECN/BECN/resv6) are masked ...
+    for lrh, bth in (({"vl": 15}, {}), ({}, {"fecn": 1, "becn": 1, "resv6": 0x3F})):
+        g = build_ib({**base, "lrh": {**base["lrh"], **lrh}, "bth": {**base["bth"], **bth}})
+        assert dissect_ib(g)["icrc"]["value"] == icrc
+    # ... the SL, LIDs and PSN are not
+    for lrh, bth in (({"sl": 4}, {}), ({"dlid": 8}, {}), ({}, {"psn": 6})):
+        g = build_ib({**base, "lrh": {**base["lrh"], **lrh}, "bth": {**base["bth"], **bth}})
+        assert dissect_ib(g)["icrc"]["value"] != icrc
+    # global packet: the whole LRH, GRH TClass/FlowLabel/HopLmt are masked, GIDs are not
+    gb = {**base, "grh": {"sgid": "fe80::1", "dgid": "fe80::2"}}
+    gi = dissect_ib(build_ib(gb))["icrc"]["value"]
+    for lrh, grh in (({"dlid": 99, "slid": 1, "sl": 9}, {}),
+                     ({}, {"tclass": 7, "flow_label": 5, "hop_lmt": 1})):
+        g = build_ib({**gb, "lrh": {**gb["lrh"], **lrh}, "grh": {**gb["grh"], **grh}})
+        assert dissect_ib(g)["icrc"]["value"] == gi
+    g = build_ib({**gb, "grh": {**gb["grh"], "dgid": "fe80::3"}})
+    assert dissect_ib(g)["icrc"]["value"] != gi
+
+
+def test_global_icrc_is_the_rocev2_pseudo_lrh_computation():
+    """A global packet's ICRC is CRC-32 over 8 bytes of ones + masked GRH + BTH..., the
+    same pseudo-LRH RoCE uses (IBA Annex A17.8)."""
+    f = build_ib({"grh": {"tclass": 1}, "bth": {"opcode": "UD_SEND_ONLY", "dest_qp": 5},
+                  "deth": {"qkey": 1, "src_qp": 2}, "payload": {"data": "aa" * 8}})
+    icrc_at = len(f) - 6
+    grh = bytearray(f[8:48])
+    mask_fields(grh, GRH, 0, ("tclass", "flow_label", "hop_lmt"))
+    bth = bytearray(f[48:icrc_at])
+    bth[4] = 0xFF
+    assert zlib.crc32(b"\xff" * 8 + bytes(grh) + bytes(bth)) == \
+        int.from_bytes(f[icrc_at:icrc_at + 4], "little") == icrc_native(f[:icrc_at], 48)
+
+
+def test_pkt_len_and_vcrc_positions():
+    f = build_ib({"bth": {"opcode": "RC_SEND_ONLY"}, "payload": {"data": "01"}})
+    lrh = LRH.unpack(f)
+    assert lrh["pkt_len"] * 4 == len(f) - 2  # LRH..ICRC, the VCRC excluded (IBA 7.7.7)
+    assert int.from_bytes(f[-2:], "little") == vcrc(f[:-2])
+
+
+@pytest.mark.parametrize("kind", ws.IB_KINDS)
+@given(data=st.data())
+def test_generated_packets_decode_clean_and_round_trip(kind, data):
+    d = data.draw(ws.ib_frame_dicts((kind,)))
+    f = build_ib(d)
+    dec = dissect_ib(f)
+    assert dec.problems == []
+    assert dec["vcrc"]["valid"] is True
+    if kind in ("local", "global", "mad"):
+        assert dec["icrc"]["valid"] is True
+    if kind == "mad":
+        assert dict(dec["mad"]) == d["mad"]
+    for name in ("lrh", "grh", "rwh", "ipv6"):
+        if name in d:
+            spec = wire.SPECS[name]
+            shown = spec.shown({k: int(v) for k, v in d[name].items()}
+                               | {k: dec[name][k] for k in spec.field_names
+                                  if k not in d[name] and not isinstance(dec[name][k], str)})
+            for k in d[name]:
+                assert dec[name][k] == shown[k]
+    assert build_ib(dec.to_dict()) == f
+
+
+@given(st.binary(max_size=120))
+def test_any_bytes_round_trip(data):
+    assert build_ib(dissect_ib(data).to_dict()) == data
+    assert build_erf(dissect_erf(data).to_dict()) == data
+
+
+@given(data=st.data())
+def test_mutated_and_truncated_packets_round_trip(data):
+    f = bytearray(data.draw(ws.ib_frames()))
+    for _ in range(data.draw(st.integers(0, 3))):
+        i = data.draw(st.integers(0, len(f) - 1))
+        f[i] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(f)))
+    for frame, orig in ((bytes(f), None), (bytes(f[:cut]), None), (bytes(f[:cut]), len(f))):
+        dec = dissect_ib(frame, orig)
+        built = build_ib(dec.to_dict())
+        assert (built[:len(frame)] if orig else built) == frame
+        rec = wire.Record(0, frame, orig or len(frame), 247)
+        back = record_from_dict(record_to_dict(0, rec))
+        assert (back.data, back.orig_len) == (rec.data, rec.orig_len)
+
+
+def test_problems_name_the_field():
+    f = bytearray(build_ib({"grh": {}, "bth": {"opcode": "RC_SEND_ONLY"},
+                            "payload": {"data": "0102"}}))
+    bad_vcrc = bytes(f[:-1]) + bytes([f[-1] ^ 1])
+    assert any(p.startswith("vcrc: ") for p in dissect_ib(bad_vcrc).problems)
+    bad_icrc = bytearray(f)
+    bad_icrc[-3] ^= 1
+    assert any(p.startswith("icrc: ") for p in dissect_ib(bytes(bad_icrc)).problems)
+    short = dissect_ib(bytes(f[:-4]))  # uncut record shorter than pkt_len says
+    assert any(p.startswith("lrh.pkt_len: ") for p in short.problems)
+    assert short["icrc"]["valid"] is None if "icrc" in short else True
+    g = bytearray(f)
+    g[12:14] = (0x99).to_bytes(2, "big")  # grh.pay_len
+    assert any(p.startswith("grh.pay_len: ") for p in dissect_ib(bytes(g)).problems)
+    # cut by the snaplen: not captured, not a problem
+    snapped = dissect_ib(bytes(f[:40]), len(f))
+    assert snapped.problems == []
+    assert snapped["vcrc"]["valid"] is None
+
+
+def test_record_without_vcrc_is_not_a_problem():
+    f = build_ib({"bth": {}, "payload": {"data": "0a0b0c0d"}, "vcrc": {"absent": True}})
+    assert LRH.unpack(f)["pkt_len"] * 4 == len(f)
+    d = dissect_ib(f)
+    assert d.problems == [] and d["vcrc"] == {"absent": True}
+    assert build_ib(d.to_dict()) == f
+
+
+@given(data=st.data())
+def test_erf_records_round_trip(data):
+    d = data.draw(st.one_of(ws.ib_fc_dicts(), ws.ib_frame_dicts().map(
+        lambda x: {"erf": {"lctr": 3}, **x})))
+    rec = build_erf(d)
+    dec = dissect_erf(rec)
+    assert dec.problems == []
+    if "ib_fc" in d:
+        assert dec["ib_fc"]["valid"] is True and dec["erf"]["type"] == 25
+    else:
+        assert dec["erf"]["type"] == 21 and dec["vcrc"]["valid"] is True
+    assert dec["erf"]["rlen"] == len(rec)
+    assert build_erf(dec.to_dict()) == rec
+    # a card-truncated record (rlen < header + wlen) keeps its cut
+    cut = data.draw(st.integers(16, len(rec)))
+    t = bytearray(rec[:cut])
+    t[10:12] = cut.to_bytes(2, "big")
+    assert build_erf(dissect_erf(bytes(t)).to_dict()) == bytes(t)
+
+
+def test_dissect_record_by_linktype():
+    f = build_ib({"bth": {"opcode": "RC_SEND_ONLY"}, "payload": {"data": "ff"}})
+    d = dissect_record(wire.Record(0, f, len(f), 247))
+    assert "lrh" in d and d.problems == []
+    e = build_erf({"lrh": {}, "bth": {}, "payload": {"data": "ff"}})
+    assert "lrh" in dissect_record(wire.Record(0, e, len(e), 197))
+    other = dissect_record(wire.Record(0, b"\x01\x02", 2, 105))
+    assert other.problems == ["linktype 105 is not decoded (only Ethernet 1, InfiniBand 247 "
+                              "and ERF 197)"]
+
+
+def test_jsonl_layers_of_a_linktype_247_record():
+    """Before issue 20 a linktype 247 record was raw bytes with 'not decoded'."""
+    f = build_ib({"lrh": {"dlid": 4, "slid": 5}, "bth": {"opcode": "UD_SEND_ONLY",
+                  "dest_qp": 1}, "deth": {"qkey": 0x80010000, "src_qp": 1},
+                  "mad": {"mgmt_class": 0x81, "method": 0x81, "transaction_id": 77},
+                  "payload": {"length": 232}})
+    obj = record_to_dict(0, wire.Record(0, f, len(f), 247))
+    assert obj["linktype"] == 247 and "problems" not in obj
+    assert [k for k in obj if k not in ("index", "ts_ns", "caplen", "len", "linktype")] == [
+        "lrh", "bth", "deth", "mad", "payload", "icrc", "vcrc"]
+    assert obj["mad"]["transaction_id"] == 77 and obj["lrh"]["dlid"] == 4
+
+
+def _pcap(tmp_path, name, frames, linktype):
+    p = tmp_path / name
+    wire.write(str(p), [wire.Record(i * 1000, f, len(f), linktype)
+                        for i, f in enumerate(frames)], linktype=linktype)
+    return p
+
+
+def test_decode_jsonl_craft_is_byte_for_byte(tmp_path):
+    ib = [build_ib({"bth": {"opcode": "RC_RDMA_WRITE_ONLY"}, "reth": {"dma_length": 8},
+                    "payload": {"data": "00" * 8}}),
+          build_ib({"grh": {}, "bth": {"opcode": "RC_ACKNOWLEDGE"}, "aeth": {"msn": 3}}),
+          build_ib({"rwh": {"ethertype": 0x0800}, "payload": {"data": "45000000"}})]
+    erf = [build_erf({"lrh": {}, "bth": {}, "payload": {"data": "aa"}}),
+           build_erf({"ib_fc": {"op": 1, "fctbs": 4095, "vl": 3, "fccl": 17}})]
+    for name, frames, lt in (("ib.pcap", ib, 247), ("erf.pcap", erf, 197)):
+        src = _pcap(tmp_path, name, frames, lt)
+        rc, out, err = run_cli(["decode", "-f", "jsonl", str(src)])
+        assert rc == 0, err
+        lines = [json.loads(x) for x in out.splitlines()]
+        assert all("problems" not in x for x in lines)
+        dst = tmp_path / ("re-" + name)
+        rc, _out, err = run_cli(["craft", "-o", str(dst)], stdin=out.encode())
+        assert rc == 0, err
+        assert dst.read_bytes() == src.read_bytes()
