@@ -1,4 +1,5 @@
-"""lossless.wire: RoCEv2, PFC/PAUSE, ECN and scale-up Ethernet codecs and pcap I/O.
+"""lossless.wire: RoCEv2, PFC/PAUSE, ECN, scale-up Ethernet and native InfiniBand codecs
+and pcap I/O.
 
 The public surface is small and stable::
 
@@ -8,6 +9,8 @@ The public surface is small and stable::
     for rec in wire.read("capture.pcapng"): ...   # wire.Record(ts_ns, data, orig_len, ...)
     wire.write("out.pcap", records)
     for cols in wire.read_columns("big.pcap"): ... # numpy columns per chunk (wire.batch)
+    d = wire.dissect_record(rec)          # by linktype: 1 Ethernet, 247 InfiniBand, 197 ERF
+    f = wire.build_ib({"lrh": {"dlid": 5}, "bth": {}})  # native IB (wire.ib_stack)
 
 Importing this package imports neither Scapy nor matplotlib (Scapy layers live in
 :mod:`wire.scapy_layers`, installed explicitly with ``install()``), nor numpy: the batch
@@ -28,6 +31,7 @@ from .errors import (
     Truncated,
     TruncatedFile,
 )
+from .ib_stack import build_erf, build_ib, dissect_erf, dissect_ib, dissect_record
 from .pcapio import CaptureReader, CaptureWriter, Record, read, write
 from .pfc import ps_to_quanta, quanta_to_ns, quanta_to_ps
 from .roce import icrc
@@ -44,7 +48,8 @@ __all__ = [
     "CaptureWriter", "DecodeError", "Decoded", "Ecn", "Field", "HeaderSpec", "Layer", "Opcode",
     "Record", "Truncated", "TruncatedFile", "build", "dissect", "get_ecn", "icrc", "mark_ce",
     "opcode_name", "ps_to_quanta", "quanta_to_ns", "quanta_to_ps", "read", "set_ecn", "write",
-    "Columns", "read_columns", "read_all",
+    "Columns", "read_columns", "read_all", "dissect_ib", "build_ib", "dissect_erf",
+    "build_erf", "dissect_record",
 ]
 
 _BATCH = ("Columns", "read_columns", "read_all")

@@ -63,9 +63,17 @@ def summary_line(index: int, ts_ns: int, d: Decoded, orig_len: int) -> str:
     if udp is not None:
         proto = "UDP"
         info.insert(0, f"{udp['sport']} > {udp['dport']}")
+    lrh = d.get("lrh")
+    if lrh is not None:  # native InfiniBand (wire.ib_stack)
+        src, dst = f"lid {lrh['slid']}", f"lid {lrh['dlid']}"
+        proto = "IB"
+        info.append(f"VL{lrh['vl']} SL{lrh['sl']}")
+    grh = d.get("grh")
+    if grh is not None:
+        src, dst = grh["sgid"], grh["dgid"]
     bth = d.get("bth")
     if bth is not None:
-        proto = "RoCEv2"
+        proto = "RoCEv2" if lrh is None else "IB"
         info = [bth["opcode_name"], f"QP=0x{bth['dest_qp']:06x}", f"PSN={bth['psn']}", *info]
         if bth["becn"]:
             info.append("BECN")
@@ -112,6 +120,19 @@ def summary_line(index: int, ts_ns: int, d: Decoded, orig_len: int) -> str:
     rc = d.get("rcrc")
     if rc is not None and rc["valid"] is False:
         info.append("R-CRC BAD")
+    mad = d.get("mad")
+    if mad is not None:
+        info.append(f"MAD class=0x{mad['mgmt_class']:02x} method=0x{mad['method']:02x} "
+                    f"attr=0x{mad['attribute_id']:04x} tid=0x{mad['transaction_id']:x}")
+    vc = d.get("vcrc")
+    if vc is not None and vc.get("valid") is False:
+        info.append("VCRC BAD")
+    fc = d.get("ib_fc")
+    if fc is not None:
+        proto = "IB-link"
+        info = [f"{'FC' if fc['op'] == 0 else 'FC-init' if fc['op'] == 1 else fc['op']} "
+                f"VL{fc['vl']} FCTBS={fc['fctbs']} FCCL={fc['fccl']}"
+                + ("" if fc["valid"] else " LPCRC BAD")]
     pfc = d.get("pfc")
     if pfc is not None:
         proto = "PFC"
