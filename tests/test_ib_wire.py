@@ -232,3 +232,38 @@ def test_decode_jsonl_craft_is_byte_for_byte(tmp_path):
         rc, _out, err = run_cli(["craft", "-o", str(dst)], stdin=out.encode())
         assert rc == 0, err
         assert dst.read_bytes() == src.read_bytes()
+
+
+def test_stats_count_ib_flows_and_agree_with_decode(tmp_path):
+    """Before issue 20 stats counted these records as 'another link type' and exited 1."""
+    frames = [build_ib({"lrh": {"dlid": 5, "slid": 2}, "bth": {"dest_qp": 9},
+                        "payload": {"data": "00" * 8}}) for _ in range(3)]
+    frames.append(build_ib({"grh": {"sgid": "fe80::1", "dgid": "fe80::2"},
+                            "bth": {"dest_qp": 1, "opcode": "UD_SEND_ONLY"}, "deth": {},
+                            "mad": {}, "payload": {"length": 232}}))
+    src = _pcap(tmp_path, "ib.pcap", frames, 247)
+    rc, out, err = run_cli(["stats", "--json", str(src)])
+    assert rc == 0, err
+    s = json.loads(out)
+    assert s["records_other_linktype"] == 0 and s["records_with_problems"] == 0
+    assert {(f["src"], f["dst"], f["dest_qp"], f["packets"]) for f in s["flows"]} == {
+        ("lid 2", "lid 5", 9, 3), ("fe80::1", "fe80::2", 1, 1)}
+    assert s["infiniband"] == {"mads": 1, "packets": 4, "vl0_packets": 4}
+    erf = _pcap(tmp_path, "erf.pcap", [build_erf({"ib_fc": {"fccl": 3}})], 197)
+    rc, out, _ = run_cli(["stats", "--json", str(erf)])
+    assert rc == 0 and json.loads(out)["infiniband"] == {"flow_control_packets": 1}
+
+
+def test_summary_line_of_ib_records():
+    from wire.stats import summary_line
+
+    f = build_ib({"lrh": {"dlid": 5, "slid": 2, "vl": 15}, "bth": {"opcode": "UD_SEND_ONLY",
+                  "dest_qp": 0}, "deth": {}, "mad": {"attribute_id": 0x11},
+                  "payload": {"length": 232}})
+    line = summary_line(0, 0, dissect_ib(f), len(f))
+    assert "lid 2 > lid 5" in line and " IB " in line and "VL15" in line
+    assert "MAD class=0x01 method=0x01 attr=0x0011" in line
+    e = build_erf({"ib_fc": {"op": 1, "vl": 2, "fctbs": 7, "fccl": 9}})
+    assert "IB-link  FC-init VL2 FCTBS=7 FCCL=9" in summary_line(1, 0, dissect_erf(e), len(e))
+    other = dissect_record(wire.Record(0, b"\x01", 1, 105))
+    assert "linktype 105" in summary_line(2, 0, other, 1)

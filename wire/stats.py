@@ -17,12 +17,15 @@ from typing import TYPE_CHECKING
 
 from .bth import EXT_HEADERS, opcode_name
 from .ecn import Ecn
+from .ib import LINKTYPE_ERF, LINKTYPE_INFINIBAND
 from .ib_ext import EXT_SPECS
+from .ib_stack import dissect_record
+from .pcapio import Record
 from .pfc import PAUSE_DST, quanta_to_ns
 from .roce import CNP_OPCODE, ICRC_BYTES
 from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
 from .spec import format_value, parse_value
-from .stack import ROCE_PORTS, SPECS, Decoded, dissect
+from .stack import ROCE_PORTS, SPECS, Decoded
 
 if TYPE_CHECKING:  # numpy is only imported by the batch path
     from .batch import Columns
@@ -148,6 +151,9 @@ def summary_line(index: int, ts_ns: int, d: Decoded, orig_len: int) -> str:
     if mc is not None and pfc is None and pause is None:
         proto = "MACCtrl"
         info = [f"opcode=0x{mc['opcode']:04x}"]
+    lt = next((p for p in d.problems if p.startswith("linktype ")), None)
+    if lt is not None and not d.layers:  # wire.ib_stack.dissect_record: not decoded
+        proto = lt.split(" is ")[0]
     if d.caplen < orig_len:
         info.append(f"[captured {d.caplen} of {orig_len} bytes]")
     if d.problems:
@@ -197,6 +203,8 @@ class CaptureStats:
     icrc_bad: int = 0
     icrc_unknown: int = 0
     scaleup: Counter = field(default_factory=Counter)
+    #: native InfiniBand: packets, per-VL packets, MADs, bad VCRCs, flow-control packets
+    infiniband: Counter = field(default_factory=Counter)
     _clocks: dict[tuple, _PauseClock] = field(default_factory=dict)
 
     def add(self, ts_ns: int, orig_len: int, d: Decoded) -> None:
@@ -228,12 +236,19 @@ class CaptureStats:
         rc = d.get("rcrc")
         if rc is not None and rc["valid"] is False:
             self.scaleup["rcrc_bad"] += 1
+        lrh = d.get("lrh")
+        if lrh is not None or "ib_fc" in d:
+            self._add_ib(d)
         bth = d.get("bth")
         if bth is not None:
             self.opcodes[bth["opcode_name"]] += 1
             if ip is not None:
                 self.roce_ecn[ip["ecn"]] += 1
             key = (ip["src"] if ip else "", ip["dst"] if ip else "", bth["dest_qp"])
+            if lrh is not None:  # native IB: GIDs when a GRH is there, else the LIDs
+                grh = d.get("grh")
+                key = ((grh["sgid"], grh["dgid"]) if grh is not None else
+                       (f"lid {lrh['slid']}", f"lid {lrh['dlid']}")) + (bth["dest_qp"],)
             if bth["opcode"] == 0x81:
                 self.cnps[key] += 1
             else:
@@ -269,8 +284,9 @@ class CaptureStats:
     def add_columns(self, cols: Columns, *, roce_ports: Iterable[int] = ROCE_PORTS,
                     scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> None:
         """Add one :func:`wire.batch.read_columns` chunk: the same result as :meth:`add` on
-        every Ethernet record of it, in file order (records of other link types are only
-        counted, in ``other_linktype_records``).
+        every Ethernet, InfiniBand (247) and ERF (197) record of it, in file order (records
+        of other link types are only counted, in ``other_linktype_records``; IB records are
+        dissected one by one, :func:`wire.ib_stack.dissect_record`).
 
         Well-formed RoCEv2 frames (nothing :func:`~wire.dissect` would call a problem other
         than a bad ICRC) and well-formed PFC/PAUSE frames are counted from the columns; the
@@ -281,11 +297,13 @@ class CaptureStats:
         import numpy as np
 
         eth_rows = cols["linktype"] == 1
-        self.other_linktype_records += int(cols.rows - eth_rows.sum())
+        # native InfiniBand records (linktype 247, ERF 197) are dissected one by one
+        ib_rows = np.isin(cols["linktype"], (LINKTYPE_INFINIBAND, LINKTYPE_ERF))
+        self.other_linktype_records += int(cols.rows - eth_rows.sum() - ib_rows.sum())
         roce, icrc_bad = _clean_roce(cols, eth_rows)
         mac = _clean_mac_control(cols, eth_rows)
         fast = roce | mac
-        slow = np.flatnonzero(eth_rows & ~fast)
+        slow = np.flatnonzero((eth_rows & ~fast) | ib_rows)
         ts = cols["ts_ns"]
         olen = cols["orig_len"]
         fr = np.flatnonzero(fast)
@@ -348,8 +366,25 @@ class CaptureStats:
             elif kind == 2:
                 self._add_mac_control_row(cols, i)
             elif kind == 3:
-                self.add(int(ts[i]), int(olen[i]), dissect(cols.frame(i), int(olen[i]),
-                                                           roce_ports=ports, scaleup=scaleup))
+                rec = Record(int(ts[i]), cols.frame(i), int(olen[i]), int(cols["linktype"][i]))
+                self.add(int(ts[i]), int(olen[i]),
+                         dissect_record(rec, roce_ports=ports, scaleup=scaleup))
+
+    def _add_ib(self, d: Decoded) -> None:
+        ib = self.infiniband
+        fc = d.get("ib_fc")
+        if fc is not None:
+            ib["flow_control_packets"] += 1
+            if fc["valid"] is False:
+                ib["lpcrc_bad"] += 1
+            return
+        ib["packets"] += 1
+        ib[f"vl{d['lrh']['vl']}_packets"] += 1
+        if "mad" in d:
+            ib["mads"] += 1
+        vc = d.get("vcrc")
+        if vc is not None and vc.get("valid") is False:
+            ib["vcrc_bad"] += 1
 
     def _add_mac_control_row(self, cols: Columns, i: int) -> None:
         """PFC / PAUSE accounting of a well-formed MAC Control row (as :meth:`add`)."""
@@ -416,6 +451,7 @@ class CaptureStats:
             "icrc_bad": self.icrc_bad,
             "icrc_not_checked": self.icrc_unknown,
             "scaleup": dict(sorted(self.scaleup.items())),
+            "infiniband": dict(sorted(self.infiniband.items())),
         }
 
     def format_text(self) -> str:
@@ -465,6 +501,10 @@ class CaptureStats:
         if s["scaleup"]:
             lines.append("")
             lines.append("Scale-up: " + ", ".join(f"{k} {v}" for k, v in s["scaleup"].items()))
+        if s["infiniband"]:
+            lines.append("")
+            lines.append("InfiniBand: " + ", ".join(f"{k} {v}"
+                                                     for k, v in s["infiniband"].items()))
         return "\n".join(lines)
 
 
