@@ -2,17 +2,31 @@
 
 It carries only what every component needs (identity, size, flow, class, ECN, endpoints) plus,
 when the simulation replays or crafts real traffic, the real frame bytes.  Component-specific
-state (queue entry times, credits, ...) belongs to the component, not here.
+state (queue entry times, ...) belongs to the component, not here; the one exception is ``fc``,
+the ticket of the credits a frame holds on the link it is on (:mod:`sim.flowctl.credit`).
 """
 
 from __future__ import annotations
 
 from wire.ecn import mark_ce as _mark_frame_ce
 
-__all__ = ["SimPacket", "NOT_ECT", "CE"]
+__all__ = ["SimPacket", "NOT_ECT", "CE", "PRIORITIES", "PacketIds"]
 
 NOT_ECT = 0
 CE = 3
+#: Traffic classes / priorities 0..7 (IEEE 802.1Q PCP, 802.1Qbb PFC).
+PRIORITIES = 8
+
+
+class PacketIds:
+    """Packet id source shared by the nodes of one fabric (deterministic)."""
+
+    def __init__(self) -> None:
+        self.next = 1 << 40  # control frames; data packets count from 0
+
+    def __call__(self) -> int:
+        self.next += 1
+        return self.next
 
 _new = object.__new__
 
@@ -22,10 +36,12 @@ class SimPacket:
 
     ``t_ps`` is the creation/injection time, ``tc`` the traffic class (0..7), ``ecn`` the RFC 3168
     codepoint (0..3), ``src``/``dst`` node ids, ``frame`` the real frame (a bytearray so CE marking
-    can rewrite it in place) or None, ``hops`` the number of switches traversed.
+    can rewrite it in place) or None, ``hops`` the number of switches traversed.  ``fc`` is
+    link-level flow control's ticket for the link the frame is on (credits: the sending port,
+    VC and credits held, :mod:`sim.flowctl.credit`), None on a link without credits.
     """
 
-    __slots__ = ("dst", "ecn", "flow", "frame", "hops", "id", "nbytes", "src", "t_ps", "tc")
+    __slots__ = ("dst", "ecn", "fc", "flow", "frame", "hops", "id", "nbytes", "src", "t_ps", "tc")
 
     def __init__(
         self,
@@ -56,6 +72,7 @@ class SimPacket:
         self.dst = dst
         self.frame = bytearray(frame) if isinstance(frame, bytes) else frame
         self.hops = hops
+        self.fc = None
 
     @classmethod
     def trusted(cls, id: int, t_ps: int, nbytes: int, flow: int, tc: int, ecn: int, src: int,
@@ -75,6 +92,7 @@ class SimPacket:
         pkt.dst = dst
         pkt.frame = frame
         pkt.hops = hops
+        pkt.fc = None
         return pkt
 
     @property

@@ -11,7 +11,7 @@ import pytest
 from sim import scenarios
 from sim.cli import main
 from sim.scenarios import ScenarioError
-from sim.study.results import queue_mean_bytes
+from sim.study.results import queue_mean_bytes, run_scenario
 
 #: ECN, not PFC, holds the queue: a 12 MB buffer, 1000 KB XOFF (as late_joiner's defaults).
 ECN_ONLY = {"cc": "dcqcn", "preset": "paper", "link_gbps": 40, "xoff_kb": 1000,
@@ -21,7 +21,7 @@ ECN_ONLY = {"cc": "dcqcn", "preset": "paper", "link_gbps": 40, "xoff_kb": 1000,
 @pytest.fixture(scope="module")
 def two_flows(tmp_path_factory):
     out = tmp_path_factory.mktemp("dcqcn") / "n2"
-    s = scenarios.run("incast", {**ECN_ONLY, "senders": 2, "duration_ms": 10},
+    s = run_scenario("incast", {**ECN_ONLY, "senders": 2, "duration_ms": 10},
                       out_dir=str(out), plots=True)
     return s, out
 
@@ -60,7 +60,7 @@ def test_queue_grows_with_the_number_of_flows(tmp_path):
     q = {}
     for n in (2, 8):
         out = tmp_path / f"n{n}"
-        scenarios.run("incast", {**ECN_ONLY, "link_gbps": 10, "senders": n,
+        run_scenario("incast", {**ECN_ONLY, "link_gbps": 10, "senders": n,
                                  "duration_ms": 10}, out_dir=str(out), plots=False)
         q[n] = queue_mean_bytes(out, from_frac=0.5)
     assert q[8] > 2 * q[2] > 0
@@ -68,7 +68,7 @@ def test_queue_grows_with_the_number_of_flows(tmp_path):
 
 def test_without_cc_there_are_no_rate_series(tmp_path):
     out = tmp_path / "none"
-    s = scenarios.run("incast", {"senders": 2, "duration_ms": 0.1, "link_gbps": 40,
+    s = run_scenario("incast", {"senders": 2, "duration_ms": 0.1, "link_gbps": 40,
                                  "kmin_kb": 0, "kmax_kb": 1, "pmax": 1.0},
                       out_dir=str(out), plots=False)
     assert s["totals"]["cnps"] > 0  # CNPs are sent, fixed-rate senders ignore them
@@ -77,7 +77,7 @@ def test_without_cc_there_are_no_rate_series(tmp_path):
 
 def test_late_joiner_converges_towards_a_fair_share(tmp_path):
     out = tmp_path / "lj"
-    s = scenarios.run("late_joiner", {"join_ms": 1, "duration_ms": 20}, out_dir=str(out),
+    s = run_scenario("late_joiner", {"join_ms": 1, "duration_ms": 20}, out_dir=str(out),
                       plots=False)
     assert s["totals"]["drops"] == 0 and s["totals"]["pauses"] == 0
     ts = np.load(out / "timeseries.npz")

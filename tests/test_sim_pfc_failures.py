@@ -11,7 +11,6 @@ import json
 
 import pytest
 
-from sim import scenarios
 from sim.events import (
     DeadlockCleared,
     Dropped,
@@ -25,6 +24,7 @@ from sim.net.switch import Switch
 from sim.nic.host import Flow
 from sim.scenarios import pfc_deadlock_loop, pfc_deadlock_ring, pfc_storm, pfc_unfairness
 from sim.scenarios.common import mmu_config
+from sim.study.results import run_scenario
 from sim.trace import ListTracer
 from sim.units import gbps
 
@@ -263,7 +263,7 @@ def test_results_have_the_deadlock_and_runs_are_deterministic(name, params, tmp_
     outs = []
     for i in range(2):
         out = tmp_path / f"r{i}"
-        s = scenarios.run(name, params, seed=3, out_dir=str(out), plots=i == 0,
+        s = run_scenario(name, params, seed=3, out_dir=str(out), plots=i == 0,
                           progress=False)
         outs.append(out)
         dl = s["deadlock"]
@@ -277,7 +277,7 @@ def test_results_have_the_deadlock_and_runs_are_deterministic(name, params, tmp_
 
 
 def test_storm_results_have_watchdog_counters(tmp_path) -> None:
-    s = scenarios.run("pfc_storm", {"duration_ms": 0.4, "stall_ms": 0.05, **FAST_WD},
+    s = run_scenario("pfc_storm", {"duration_ms": 0.4, "stall_ms": 0.05, **FAST_WD},
                       out_dir=str(tmp_path / "o"), plots=False, progress=False)
     assert s["deadlock"]["detected"] is False
     wd = s["watchdog"]

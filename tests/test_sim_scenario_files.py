@@ -12,12 +12,13 @@ import pytest
 from sim import scenarios
 from sim.cli import main
 from sim.scenarios import ScenarioError, loader
+from sim.study.results import run_scenario
 
 PCAPS = Path(__file__).resolve().parent.parent / "pcaps"
 
 
 def _run(tmp_path, name, params=None, **kw):
-    return scenarios.run(name, params=params, out_dir=str(tmp_path / "o"), plots=False, **kw)
+    return run_scenario(name, params=params, out_dir=str(tmp_path / "o"), plots=False, **kw)
 
 
 def _write(tmp_path, text: str, name: str = "f.toml") -> str:
@@ -94,8 +95,8 @@ pattern = "incast"
 
 def test_star_file_builds_the_same_fabric_as_the_incast_builtin(tmp_path) -> None:
     f = _write(tmp_path, STAR)
-    a = scenarios.run(f, out_dir=str(tmp_path / "a"), plots=False)
-    b = scenarios.run("incast", {"senders": 4, "duration_ms": 0.1, "kmin_kb": 1.0,
+    a = run_scenario(f, out_dir=str(tmp_path / "a"), plots=False)
+    b = run_scenario("incast", {"senders": 4, "duration_ms": 0.1, "kmin_kb": 1.0,
                                  "kmax_kb": 10.0, "pmax": 1.0},
                       seed=3, out_dir=str(tmp_path / "b"), plots=False)
     # file: host 1 is the receiver (pattern "incast" sends to the first host); the built-in
@@ -149,7 +150,7 @@ def test_custom_topology_routes_by_bfs_with_ecmp(tmp_path) -> None:
     sw0 = sc.fabric.nodes[0]
     assert sw0.routes[10] == 0 and sw0.routes[11] == 1
     assert tuple(sw0.routes[20]) == (2, 3)  # two equal-cost links to switch 1
-    s = scenarios.run(f, out_dir=str(tmp_path / "o"), plots=False)
+    s = run_scenario(f, out_dir=str(tmp_path / "o"), plots=False)
     got = {x["id"]: x for x in s["flows"]}
     assert all(got[i]["bytes_delivered"] > 0 for i in range(3))
     assert got[1]["bytes_delivered"] == 50_000 and got[1]["fct_ps"] is not None
@@ -233,7 +234,7 @@ def test_fabric_file_replays_a_pcap_relative_to_itself(tmp_path) -> None:
     text = STAR.replace('[traffic]\npattern = "incast"\n',
                         '[[pcap]]\nfile = "in.pcap"\ntime_scale = 0.5\n')
     f = _write(tmp_path, text)
-    s = scenarios.run(f, out_dir=str(tmp_path / "o"), plots=False)
+    s = run_scenario(f, out_dir=str(tmp_path / "o"), plots=False)
     assert s["replay"]["files"] == ["in.pcap"]
     assert s["replay"]["injected"] + s["replay"]["skipped"] > 0
 
@@ -260,7 +261,7 @@ def test_docs_list_every_builtin_parameter_with_its_default() -> None:
 
 def test_docs_example_fabric_file_runs(tmp_path) -> None:
     ex = Path(__file__).resolve().parent.parent / "docs" / "examples" / "two_switches.toml"
-    s = scenarios.run(str(ex), {"duration_ms": 0.05}, out_dir=str(tmp_path / "o"),
+    s = run_scenario(str(ex), {"duration_ms": 0.05}, out_dir=str(tmp_path / "o"),
                       plots=False)
     assert s["scenario"] == "two_switches" and s["flows"][0]["bytes_delivered"] > 0
 
@@ -296,7 +297,7 @@ def test_ingress_occupancy_series(tmp_path) -> None:
     from sim.scenarios.common import RESERVED_BYTES
 
     out = tmp_path / "occ"
-    s = scenarios.run("incast", {"senders": 4, "duration_ms": 0.2}, out_dir=str(out),
+    s = run_scenario("incast", {"senders": 4, "duration_ms": 0.2}, out_dir=str(out),
                       plots=False)
     ts = np.load(out / "timeseries.npz")
     sc = loader.build("incast", {"senders": 4})
@@ -313,7 +314,7 @@ def test_ingress_occupancy_series(tmp_path) -> None:
 def test_utilisation_counts_only_the_part_of_the_last_frame_already_sent(tmp_path) -> None:
     """A run that ends while a 4 KB frame is on the wire: busy time stops at the end of the
     run (it used to count the whole frame, giving utilisation 1.0116 here)."""
-    s = scenarios.run("sue_packing", {"pattern": "incast", "load": 2.0},
+    s = run_scenario("sue_packing", {"pattern": "incast", "load": 2.0},
                       out_dir=str(tmp_path / "o"), plots=False)
     assert 0.99 < s["bottleneck"]["utilisation"] <= 1.0
     assert all(p["busy_ps"] <= s["duration_ps"] for p in s["ports"])

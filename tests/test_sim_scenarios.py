@@ -11,6 +11,7 @@ import pytest
 from sim import scenarios
 from sim.cli import main
 from sim.scenarios import ScenarioError, loader
+from sim.study.results import run_scenario
 from wire.pcapio import CaptureReader
 from wire.stack import dissect
 
@@ -74,7 +75,7 @@ def test_toml_file(tmp_path) -> None:
         loader.load(bad)
     bad.write_text('scenario = "incast"\n[params]\nsendrs = 3\n')
     with pytest.raises(ScenarioError, match="sendrs"):
-        scenarios.run(str(bad), out_dir=str(tmp_path / "o"), plots=False)
+        run_scenario(str(bad), out_dir=str(tmp_path / "o"), plots=False)
     bad.write_text('scenario = "nope"\n')
     with pytest.raises(ScenarioError, match="nope"):
         loader.load(bad)

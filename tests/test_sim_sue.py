@@ -1,5 +1,5 @@
 """SUE-T packing over ESUN: the sans-IO packer (sim/packing.py), the XPU endpoints, go-back-N
-and the scale-up switch (sim/sue.py), the ``sue_packing`` scenario and its studies."""
+and the scale-up switch (sim/scaleup/), the ``sue_packing`` scenario and its studies."""
 
 from __future__ import annotations
 
@@ -13,19 +13,12 @@ from hypothesis import strategies as st
 
 import wire
 from sim.cli import main
+from sim.scaleup.framing import HEADERS, SueFramer, forward_hop
 from sim.scaleup.packing import Packer, PduBuilder, Txn, register_selector
-from sim.scaleup.sue import (
-    HEADERS,
-    EsunSwitch,
-    SueFramer,
-    expected_goodput_pct,
-    forward_hop,
-    percentile,
-    plot_study,
-    study,
-    sue_summary,
-)
+from sim.scaleup.summary import expected_goodput_pct, percentile, sue_summary
+from sim.scaleup.switch import EsunSwitch
 from sim.scenarios import get
+from sim.study.sue import plot_study, study
 from sim.units import frame_ser_time_ps, gbps, prop_delay_ps
 from tests.tshark import require_tshark
 

@@ -1,24 +1,19 @@
-"""Credit-based flow control (CBFC) at message level for the SUE/ESUN model (sim/sue.py:
-CbfcConfig, CreditPort, CreditXpuPort; the ``sue_packing`` parameters ``flow_control``,
-``cbfc_*``): credits bound the throughput of a link, keep the switch lossless without PFC,
-return to zero when the run drains, and change nothing when the credit limit is large."""
+"""Credit-based flow control (CBFC) at message level for the SUE/ESUN model
+(sim/flowctl/credit.py, sim/scaleup/: CbfcConfig, CreditPort, CreditXpuPort; the
+``sue_packing`` parameters ``flow_control``, ``cbfc_*``): credits bound the throughput of a
+link, keep the switch lossless without PFC, return to zero when the run drains, and change
+nothing when the credit limit is large."""
 
 from __future__ import annotations
 
 import pytest
 
 from sim.engine import Engine
+from sim.flowctl.credit import CbfcConfig, CreditFlowControl, cbfc_credits, cbfc_free
+from sim.net.port import CreditPort
 from sim.packet import SimPacket
-from sim.scaleup.sue import (
-    DATA_TC,
-    CbfcConfig,
-    CreditPort,
-    SuePacket,
-    _CreditMixin,
-    cbfc_credits,
-    cbfc_free,
-    sue_summary,
-)
+from sim.scaleup.framing import DATA_TC, SuePacket
+from sim.scaleup.summary import sue_summary
 from sim.scenarios import ScenarioError, get
 from sim.units import frame_ser_time_ps, gbps, prop_delay_ps
 
@@ -32,7 +27,7 @@ def run(params: dict, drain_ps: int = 0):
 def credit_ports(sc) -> list:
     nodes = sc.fabric.nodes
     ports = [nodes[i].port for i in sc.info["xpus"]] + list(nodes[0].ports.values())
-    assert all(isinstance(p, _CreditMixin) for p in ports)
+    assert all(isinstance(p, CreditFlowControl) for p in ports)
     return ports
 
 

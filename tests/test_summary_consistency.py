@@ -75,7 +75,7 @@ def runs(tmp_path_factory) -> dict[str, tuple[dict, str]]:
     out = {}
     for key, (name, params) in CASES.items():
         d = tmp_path_factory.mktemp(key)
-        out[key] = (scenarios.run(name, params, out_dir=str(d / "o"), plots=False,
+        out[key] = (run_scenario(name, params, out_dir=str(d / "o"), plots=False,
                                   progress=False), str(d / "o"))
     d = tmp_path_factory.mktemp("no_route")
     out["no_route"] = (_no_route(d), str(d / "out"))

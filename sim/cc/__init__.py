@@ -4,6 +4,8 @@ The registry is filled by explicit calls (:func:`register`), never by import sid
 :func:`register_builtins` adds the algorithms shipped here.  An algorithm works without the
 engine: it is driven by ``on_tx``, ``on_cnp`` and ``on_timer`` with the time passed in, and
 says when it next needs a timer (aioquic's congestion-control shape).
+
+May import the kernel only (it is a leaf: the NIC, sim.nic, drives it).
 """
 
 from __future__ import annotations

@@ -60,10 +60,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep_plot(args: argparse.Namespace) -> int:
-    from sim.scenarios import _parse_text
+    from sim.scenarios import parse_text
     from sim.study.sweep import plot_sweep
 
-    where = {k: _parse_text(v) for k, v in (args.where or ())}
+    where = {k: parse_text(v) for k, v in (args.where or ())}
     try:
         print(plot_sweep(args.dir, args.x, args.y, args.by, args.output, where))
     except (OSError, ValueError) as e:

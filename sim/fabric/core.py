@@ -14,8 +14,9 @@ from typing import Any
 from sim.engine import Engine
 from sim.net.mmu import Mmu, MmuConfig
 from sim.net.port import QUANTUM_BYTES
-from sim.net.switch import EcnConfig, Route, Switch, _Ids
+from sim.net.switch import EcnConfig, Route, Switch
 from sim.nic.host import Flow, Host
+from sim.packet import PacketIds
 from sim.trace import NullTracer, Tracer
 
 __all__ = ["Fabric", "star"]
@@ -27,15 +28,15 @@ class Fabric:
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
         self.nodes: dict[int, Host | Switch] = {}
         self.flows: dict[int, Flow] = {}
-        self._ids = _Ids()
-        self._ids.next = 0  # data and control packets share one deterministic counter
+        self.ids = PacketIds()
+        self.ids.next = 0  # data and control packets share one deterministic counter
 
     def next_packet_id(self) -> int:
         """A fresh packet id (one deterministic counter per fabric)."""
-        return self._ids()
+        return self.ids()
 
     def add_host(self, node_id: int, rate_bps: int, **kw: Any) -> Host:
-        h = Host(self.engine, node_id, rate_bps, tracer=self.tracer, ids=self._ids, **kw)
+        h = Host(self.engine, node_id, rate_bps, tracer=self.tracer, ids=self.ids, **kw)
         self._add(node_id, h)
         return h
 
@@ -47,7 +48,7 @@ class Fabric:
         flow with ``ecmp_seed``, default the fabric's seed); ``scheduler``/``weights``/
         ``quantum_bytes`` set the egress scheduling of its ports (``sim.net.port.Port``)."""
         s = Switch(self.engine, node_id, mmu, routes=routes, ecn=ecn, tracer=self.tracer,
-                   ids=self._ids, ecmp_seed=ecmp_seed, scheduler=scheduler, weights=weights,
+                   ids=self.ids, ecmp_seed=ecmp_seed, scheduler=scheduler, weights=weights,
                    quantum_bytes=quantum_bytes)
         self._add(node_id, s)
         return s

@@ -41,15 +41,19 @@ from typing import Protocol
 
 from sim.engine import Engine, Timer
 from sim.events import Dequeued, Enqueued, PauseExpired, PauseReceived
-from sim.packet import SimPacket
+from sim.flowctl.base import Gate
+from sim.flowctl.credit import CreditFlowControl
+from sim.packet import PRIORITIES, SimPacket
 from sim.trace import NullTracer, Tracer
 from sim.units import frame_ser_time_ps
 from wire.pfc import quanta_to_ps
 
-__all__ = ["Port", "Receiver", "PRIORITIES", "QUANTUM_BYTES", "SCHEDULERS", "check_scheduler"]
+__all__ = ["Port", "CreditPort", "Receiver", "PRIORITIES", "QUANTUM_BYTES", "SCHEDULERS",
+           "check_scheduler"]
 
-PRIORITIES = 8
 SCHEDULERS = ("rr", "dwrr")
+#: Never-ending pause used to mask a gated class from the base scheduler for one pick.
+_FOREVER_PS = 1 << 62
 #: Default DWRR quantum unit: one MTU-sized (1500-byte) frame per unit of weight.
 QUANTUM_BYTES = 1500
 
@@ -376,6 +380,39 @@ class Port:
         if not self.busy:
             self._start()
 
+    # ------------------------------------------------- link-level flow control
+    def add_gate(self, gate: Gate) -> None:
+        """Consult ``gate`` (:class:`sim.flowctl.base.Gate`: ``classes``, ``blocked(tc,
+        nbytes)``) before starting a data frame: a blocked class is skipped by the scheduler
+        exactly like a paused one (its pause timers are masked for the pick), the others go on.
+        PFC needs no gate: its sender half is this port's pause timers (:meth:`pause`)."""
+        self._gate = gate
+        self._rr_fast = False  # enqueue's cut-through knows pauses, not gates
+        self._base_pick = self._pick
+        self._pick = self._gated_pick  # type: ignore[method-assign]
+
+    def _gated_pick(self) -> int | None:
+        gate = self._gate
+        queues = self.queues
+        blocked = [tc for tc in gate.classes
+                   if queues[tc] and gate.blocked(tc, queues[tc][0].nbytes)]
+        if not blocked:
+            return self._base_pick()
+        until = self._paused_until_ps
+        saved = [until[tc] for tc in blocked]
+        for tc in blocked:
+            until[tc] = _FOREVER_PS
+        try:
+            return self._base_pick()
+        finally:
+            for tc, u in zip(blocked, saved, strict=True):
+                until[tc] = u
+
+    def wake(self, tc: int) -> None:
+        """A gate reopened class ``tc`` (e.g. credits came back): start a frame if idle."""
+        if not self.busy:
+            self._start()
+
     # -------------------------------------------------------------------- PFC
     def pause(self, prio: int, quanta: int) -> None:
         """A PFC (or PAUSE, for every priority) frame received on this port."""
@@ -422,3 +459,8 @@ class Port:
             if start is not None:
                 total += min(self._paused_until_ps[p], now) - start
         return total
+
+
+class CreditPort(CreditFlowControl, Port):
+    """An egress :class:`Port` under credit-based flow control
+    (:class:`sim.flowctl.credit.CreditFlowControl`: its gate and the link's credit counters)."""

@@ -36,15 +36,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sim.addresses import node_mac
-from sim.engine import Engine, Timer
-from sim.events import CEMarked, Dequeued, Dropped, PauseSent
-from sim.net.mmu import XOFF, Mmu
-from sim.net.port import PRIORITIES, QUANTUM_BYTES, Port, check_scheduler
-from sim.packet import SimPacket
+from sim.engine import Engine
+from sim.events import CEMarked, Dequeued, Dropped
+from sim.flowctl.pfc import PfcResponder, apply_pause, is_mac_control, pfc_packet
+from sim.net.mmu import Mmu
+from sim.net.port import QUANTUM_BYTES, Port, check_scheduler
+from sim.packet import PacketIds, SimPacket
 from sim.trace import NullTracer, Tracer
-from wire import build
-from wire.ethernet import EtherType, payload_start
-from wire.pfc import quanta_to_ps
 
 __all__ = ["EcnConfig", "Route", "Switch", "ecmp_hash", "ecmp_salt", "pfc_packet", "node_mac"]
 
@@ -103,24 +101,6 @@ class EcnConfig:
         return self.pmax * (queue_bytes - self.kmin_bytes) / span if span else 1.0
 
 
-def pfc_packet(pkt_id: int, now_ps: int, node_id: int, port: int, prio: int,
-               quanta: int) -> SimPacket:
-    """A real 802.1Qbb frame pausing (or, with quanta 0, resuming) one priority (built once
-    per (node, port, priority, quanta); each packet gets its own copy of the bytes)."""
-    key = (node_id, port, prio, quanta)
-    frame = _PFC_FRAMES.get(key)
-    if frame is None:
-        q = [0] * PRIORITIES
-        q[prio] = quanta
-        frame = _PFC_FRAMES[key] = bytes(build({"eth": {"src": node_mac(node_id, port)},
-                                                "pfc": {"class_enable": 1 << prio,
-                                                        "quanta": q}}))
-    return SimPacket(pkt_id, now_ps, len(frame), tc=7, src=node_id, frame=frame)
-
-
-_PFC_FRAMES: dict[tuple[int, int, int, int], bytes] = {}
-
-
 Route = int | tuple[int, ...] | list[int]
 
 
@@ -168,8 +148,10 @@ class Switch:
         self.xoff_quanta = xoff_quanta
         self.ports: dict[int, Port] = {}
         self._ingress: dict[int, tuple[int, int, str]] = {}  # packet id -> (port, pg, where)
-        self._refresh: dict[tuple[int, int], Timer] = {}
-        self._ids = ids if ids is not None else _Ids()
+        #: Packet ids of the frames this switch makes (PFC), shared with its fabric.
+        self.ids = ids if ids is not None else PacketIds()
+        #: The receiver half of PFC: XOFF/XON frames from the MMU's transitions.
+        self.pfc = PfcResponder(self)
         self.drops = 0
         self.ce_marked = 0
         self.pause_sent: dict[int, int] = {}
@@ -233,7 +215,7 @@ class Switch:
     # ---------------------------------------------------------------- receive
     def receive(self, port: int, pkt: SimPacket) -> None:
         if pkt.frame is not None and is_mac_control(pkt.frame):
-            _apply_pause(self.ports[port], pkt, self._wd_ignore)
+            apply_pause(self.ports[port], pkt, self._wd_ignore)
             return
         pg = pkt.tc
         if self.max_hops is not None and pkt.hops >= self.max_hops:
@@ -331,69 +313,4 @@ class Switch:
 
     # -------------------------------------------------------------------- PFC
     def _pfc(self, changes) -> None:
-        for port, pg, action in changes:
-            key = (port, pg)
-            old = self._refresh.pop(key, None)
-            if old is not None:
-                old.cancel()
-            if action == XOFF:
-                self._send_pause(port, pg, self.xoff_quanta)
-            else:
-                self._send_pause(port, pg, 0)
-
-    def _send_pause(self, port: int, pg: int, quanta: int) -> None:
-        now = self.engine.now_ps
-        self.ports[port].send_control(pfc_packet(self._ids(), now, self.node_id, port, pg, quanta))
-        self.pause_sent[port] = self.pause_sent.get(port, 0) + 1
-        self.tracer.emit(PauseSent(now, self.node_id, port, pg, quanta))
-        if quanta:
-            half = quanta_to_ps(quanta, self.ports[port].rate_bps) // 2
-            self._refresh[(port, pg)] = self.engine.schedule_in(half, self._refresh_pause,
-                                                                port, pg)
-
-    def _refresh_pause(self, port: int, pg: int) -> None:
-        self._refresh.pop((port, pg), None)
-        if self.mmu.paused(port, pg):
-            self._send_pause(port, pg, self.xoff_quanta)
-
-
-def is_mac_control(frame: bytes | bytearray | None) -> bool:
-    """True for a MAC Control (PFC/PAUSE) frame, VLAN-tagged or not."""
-    if frame is None:
-        return False
-    loc = payload_start(frame)
-    return loc is not None and loc[1] == EtherType.MAC_CONTROL
-
-
-def _apply_pause(port: Port, pkt: SimPacket,
-                 ignore: set[tuple[int, int]] | frozenset[tuple[int, int]] = frozenset()
-                 ) -> None:
-    """Apply a received PFC or 802.3x PAUSE frame to the egress port it arrived on, except to
-    the (port index, priority) pairs in ``ignore`` (a watchdog's "forward" action)."""
-    from wire import dissect
-
-    d = dissect(bytes(pkt.frame or b""))
-    pfc = d.get("pfc")
-    idx = port.index
-    if pfc is not None:
-        for prio in range(PRIORITIES):
-            if pfc["class_enable"] >> prio & 1:  # times of disabled classes are ignored
-                if not ignore or (idx, prio) not in ignore:
-                    port.pause(prio, pfc["quanta"][prio])
-        return
-    pause = d.get("pause")
-    if pause is not None:
-        for prio in range(PRIORITIES):
-            if not ignore or (idx, prio) not in ignore:
-                port.pause(prio, pause["quanta"])
-
-
-class _Ids:
-    """Packet id source shared by the nodes of one fabric (deterministic)."""
-
-    def __init__(self) -> None:
-        self.next = 1 << 40  # control frames; data packets count from 0
-
-    def __call__(self) -> int:
-        self.next += 1
-        return self.next
+        self.pfc.changes(changes)

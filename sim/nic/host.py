@@ -52,7 +52,7 @@ Broken receiver (PFC pause storm, shared/specs/dcqcn_pfc.md 2.4): :meth:`Host.st
 (``start_ps``, optional ``end_ps``) makes the NIC's receive pipeline stop: from ``start_ps`` it
 delivers nothing (every arriving data/CNP/ACK frame is dropped and counted, a ``Dropped`` event
 with reason ``"rx_stalled"``) and sends real 802.1Qbb PAUSE frames
-(:func:`sim.net.switch.pfc_packet`,
+(:func:`sim.flowctl.pfc.pfc_packet`,
 ``0xFFFF`` quanta) for the stalled priorities, refreshed every half pause time, so its switch
 port stays paused.  NIC pause-storm prevention (mlx5 "PFC stall prevention"): when the receive
 side has been stalled while pausing for ``pause_storm_timeout_ps`` the NIC stops sending PAUSE
@@ -70,9 +70,9 @@ from sim import cc as cc_registry
 from sim.addresses import node_ip, node_mac
 from sim.engine import Engine, Timer
 from sim.events import CNPSent, Dropped, PauseSent, RateChanged, WatchdogTriggered
+from sim.flowctl.pfc import apply_pause, is_mac_control, pfc_packet
 from sim.net.port import PRIORITIES, Port
-from sim.net.switch import _apply_pause, _Ids, is_mac_control, pfc_packet
-from sim.packet import SimPacket
+from sim.packet import PacketIds, SimPacket
 from sim.trace import NullTracer, Tracer
 from sim.units import frame_ser_time_ps
 from wire import build
@@ -160,7 +160,7 @@ class Flow:
 
 class Host:
     def __init__(self, engine: Engine, node_id: int, rate_bps: int, *, tracer: Tracer | None = None,
-                 queue_limit_bytes: int = 4 * 1082, ids: _Ids | None = None, cc: str = "fixed",
+                 queue_limit_bytes: int = 4 * 1082, ids: PacketIds | None = None, cc: str = "fixed",
                  cc_params: dict | None = None, cnp_interval_ps: int = 50_000_000,
                  cnp_tc: int = 6, cnp_mode: str = "immediate", ack_every: int = 0,
                  ack_tc: int | None = None,
@@ -217,7 +217,7 @@ class Host:
                          on_dequeue=self._dequeued)
         self.ports = {0: self.port}
         self.queue_limit_bytes = queue_limit_bytes
-        self._ids = ids if ids is not None else _Ids()
+        self._ids = ids if ids is not None else PacketIds()
         # sender
         self.sent_bytes: dict[int, int] = {}
         self.sent_packets: dict[int, int] = {}
@@ -442,7 +442,7 @@ class Host:
     def receive(self, port: int, pkt: SimPacket) -> None:
         frame = pkt.frame
         if frame is not None and is_mac_control(frame):
-            _apply_pause(self.port, pkt)
+            apply_pause(self.port, pkt)
             return
         if self.rx_stalled:
             self.rx_stall_dropped_packets += 1

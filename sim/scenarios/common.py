@@ -14,7 +14,7 @@ from typing import Any
 
 from sim.net.mmu import MmuConfig, headroom_bytes
 from sim.net.switch import EcnConfig
-from sim.scenarios import Param, ScenarioError
+from sim.scenarios.base import Param, ScenarioError
 from sim.units import BYTES_PER_KB, gbps, kb_to_bytes, ms_to_ps, quantity_problem, us_to_ps
 
 __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABRIC_PARAMS",
@@ -205,14 +205,14 @@ def cc_params() -> tuple[Param, ...]:
 
 def parse_cc_opts(text: str) -> dict[str, Any]:
     """``"g=0.0625, rai_bps=5000000"`` -> {"g": 0.0625, "rai_bps": 5000000} (TOML values)."""
-    from sim.scenarios import _parse_text
+    from sim.scenarios.base import parse_text
 
     out: dict[str, Any] = {}
     for item in filter(None, (t.strip() for t in text.split(","))):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"expected NAME=VALUE, got {item!r}")
-        name, v = key.strip(), _parse_text(value.strip())
+        name, v = key.strip(), parse_text(value.strip())
         why = quantity_problem(name, v)  # the parameters' finiteness/range rule
         if why:
             raise ValueError(f"{name}: {why} (got {v!r})")

@@ -26,7 +26,7 @@ from sim.fabric import Fabric, star
 from sim.fabric.topology import leaf_spine, ring, route_problem
 from sim.net.mmu import Mmu
 from sim.nic.host import Flow
-from sim.scenarios import Param, Scenario, ScenarioError, TracerSlot, resolve_params
+from sim.scenarios.base import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from sim.scenarios.common import (
     FABRIC_PARAMS,
     TC,

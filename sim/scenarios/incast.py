@@ -13,7 +13,7 @@ from typing import Any
 
 from sim.fabric import star
 from sim.nic.host import Flow
-from sim.scenarios import Param, Scenario, TracerSlot, resolve_params
+from sim.scenarios.base import Param, Scenario, TracerSlot, resolve_params
 from sim.scenarios.common import (
     TC,
     duration_ps,

@@ -16,7 +16,7 @@ from typing import Any
 
 from sim.fabric.topology import leaf_spine
 from sim.nic.host import Flow
-from sim.scenarios import Param, Scenario, ScenarioError, TracerSlot, resolve_params
+from sim.scenarios.base import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from sim.scenarios.common import (
     TC,
     duration_ps,

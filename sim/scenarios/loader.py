@@ -24,7 +24,8 @@ import os
 import tomllib
 from typing import Any
 
-from sim.scenarios import Scenario, ScenarioError, get
+from sim.scenarios import get
+from sim.scenarios.base import Scenario, ScenarioError
 
 __all__ = ["build", "is_file_ref", "load", "resolve", "scenario_name"]
 
@@ -149,7 +150,7 @@ def build(name_or_path: str, params: dict[str, Any] | None = None,
 
 def _check(spec, params: dict[str, Any], label: str) -> None:
     """``params`` (a subset) against the scenario's parameters; errors prefixed by ``label``."""
-    from sim.scenarios import resolve_params
+    from sim.scenarios.base import resolve_params
 
     try:
         resolve_params(spec, params)

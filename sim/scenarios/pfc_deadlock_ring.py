@@ -20,8 +20,8 @@ from typing import Any
 from sim.health.deadlock import DeadlockDetector, pfc_failure_summary
 from sim.health.watchdog import ACTIONS, WatchdogConfig, attach_watchdogs
 from sim.net.switch import Switch
-from sim.scenarios import Param, Scenario, resolve_params
 from sim.scenarios import ring as ring_scenario
+from sim.scenarios.base import Param, Scenario, resolve_params
 from sim.scenarios.common import TC, in_range, nonneg, param_set, pos, share, with_default
 from sim.units import ms_to_ps, us_to_ps
 

@@ -26,7 +26,7 @@ from typing import Any
 from sim.fabric import Fabric
 from sim.net.mmu import Mmu
 from sim.nic.host import Flow
-from sim.scenarios import Param, Scenario, TracerSlot, resolve_params
+from sim.scenarios.base import Param, Scenario, TracerSlot, resolve_params
 from sim.scenarios.common import (
     TC,
     duration_ps,

@@ -1,16 +1,15 @@
 """The ``sue_packing`` scenario: XPUs exchanging SUE-T transactions over one scale-up switch.
 
-Topology: switch node 0 (:class:`sim.scaleup.sue.EsunSwitch`), XPUs at nodes 1..``xpus`` (XPU i on
-switch port i).  Every XPU generates transactions of ``txn_bytes`` data at ``load`` x line
-rate (counted in transaction data bytes: at 1.0 the offered data alone fills the link, so the
-sources saturate) towards destinations chosen by ``pattern``, on a VC drawn uniformly from
-``vcs``; the packer, go-back-N and the switch are described in :mod:`sim.scaleup.sue` and
-docs/sue.md.
-``flow_control="cbfc"`` replaces PFC on the DATA and ACK classes by
-credit-based flow control on every link (:class:`sim.scaleup.sue.CbfcConfig`; the MMU is sized so
-that credits alone keep it lossless).
-The bottleneck captured is the switch port towards XPU 1 (real frames).  SUE figures:
-:func:`sim.scaleup.sue.sue_summary`, written to summary.json as ``"sue"`` (``Scenario.summaries``).
+Topology: switch node 0 (:class:`sim.scaleup.switch.EsunSwitch`), XPUs at nodes 1..``xpus``
+(XPU i on switch port i).  Every XPU generates transactions of ``txn_bytes`` data at ``load``
+x line rate (counted in transaction data bytes: at 1.0 the offered data alone fills the link,
+so the sources saturate) towards destinations chosen by ``pattern``, on a VC drawn uniformly
+from ``vcs``; the packer, go-back-N and the switch are described in the :mod:`sim.scaleup`
+modules and docs/sue.md.  ``flow_control="cbfc"`` replaces PFC on the DATA and ACK classes by
+credit-based flow control on every link (:class:`sim.flowctl.credit.CbfcConfig`; the MMU is
+sized so that credits alone keep it lossless).  The bottleneck captured is the switch port
+towards XPU 1 (real frames).  SUE figures: :func:`sim.scaleup.summary.sue_summary`, written to
+summary.json as ``"sue"`` (``Scenario.summaries``).
 """
 
 from __future__ import annotations
@@ -20,21 +19,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from sim.fabric import Fabric
+from sim.flowctl.credit import CbfcConfig, cbfc_credits
 from sim.net.mmu import Mmu
+from sim.scaleup.framing import ACK_TC, DATA_TC, HEADERS, SueConfig, max_frame_bytes
 from sim.scaleup.packing import SELECTORS
-from sim.scaleup.sue import (
-    ACK_TC,
-    DATA_TC,
-    HEADERS,
-    CbfcConfig,
-    EsunSwitch,
-    SueConfig,
-    Xpu,
-    cbfc_credits,
-    max_frame_bytes,
-    sue_summary,
-)
-from sim.scenarios import Param, Scenario, ScenarioError, TracerSlot, resolve_params
+from sim.scaleup.summary import sue_summary
+from sim.scaleup.switch import EsunSwitch
+from sim.scaleup.xpu import Xpu
+from sim.scenarios.base import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from sim.scenarios.common import (
     KB,
     RESERVED_BYTES,
@@ -192,13 +184,13 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     fab = Fabric(p["seed"], slot)
     eng = fab.engine
     sw = EsunSwitch(eng, 0, Mmu(mcfg), routes={i: i for i in range(1, n + 1)},
-                    ecn=ecn_config(p), tracer=slot, ids=fab._ids, loss_rate=p["loss_rate"],
+                    ecn=ecn_config(p), tracer=slot, ids=fab.ids, loss_rate=p["loss_rate"],
                     scaleup=cfg.scaleup, cbfc=cbfc)
     fab.nodes[0] = sw
     prop = prop_delay_ps(p["cable_m"])
     xpus = []
     for i in range(1, n + 1):
-        x = Xpu(eng, i, rate, cfg, ids=fab._ids, tracer=slot, cbfc=cbfc)
+        x = Xpu(eng, i, rate, cfg, ids=fab.ids, tracer=slot, cbfc=cbfc)
         fab.nodes[i] = x
         fab.connect(0, i, i, 0, rate, prop)
         xpus.append(x)

@@ -67,7 +67,7 @@ class RunSpec(dict):
 
 def parse_values(text: str) -> list[Any]:
     """``"a,b,c"`` (TOML-style values) or ``"lo:hi:step"`` (inclusive, exact decimal steps)."""
-    from sim.scenarios import _parse_text
+    from sim.scenarios import parse_text
 
     text = text.strip()
     if text.count(":") == 2 and "," not in text:
@@ -84,7 +84,7 @@ def parse_values(text: str) -> list[Any]:
         n = int((hi - lo) / step) + 1
         ints = all(x == x.to_integral_value() for x in (lo, step))
         return [int(lo + i * step) if ints else float(lo + i * step) for i in range(n)]
-    return [_parse_text(v.strip()) for v in text.split(",") if v.strip()]
+    return [parse_text(v.strip()) for v in text.split(",") if v.strip()]
 
 
 def _run_id(scenario: str, params: Mapping[str, Any], seed: int | None) -> str:
