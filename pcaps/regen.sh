@@ -6,3 +6,7 @@ set -e
 for src in pcaps/*.jsonl; do
   lossless craft "$src" -o "${src%.jsonl}.pcap" -q
 done
+# Native InfiniBand captures (linktype 247, ERF 197): tests/test_ib_wire.py checks them.
+for src in pcaps/ib/*.jsonl; do
+  lossless craft "$src" -o "${src%.jsonl}.pcap" -q
+done

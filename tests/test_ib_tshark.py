@@ -121,3 +121,26 @@ def test_tshark_still_marks_a_6_byte_link_packet_malformed(tmp_path):
     (t,) = _run(tmp_path, "fc6.pcap", [r], 197)
     assert t["_tshark"]["malformed"] and "ib_fc" not in t
     assert dissect_erf(r).problems == []
+
+
+def test_reference_ib_captures_agree_with_tshark(tmp_path):
+    from tests.test_ib_wire import IB_PCAPS
+
+    counts: Counter = Counter()
+    bad = []
+    compared = 0
+    for pcap in IB_PCAPS:
+        recs = list(wire.read(pcap))
+        if recs[0].linktype == 247:  # TIB1
+            frames = _run(tmp_path, pcap.name, [r.data for r in recs], T.IB_USER_DLT)
+        else:
+            frames = [T.normalise_native_ib(x) for x in T.ib_tshark_layers(pcap)]
+        assert len(frames) == len(recs)
+        for i, (r, t) in enumerate(zip(recs, frames, strict=True)):
+            ours = wire.dissect_record(r) if r.linktype == 197 else dissect_ib(r.data,
+                                                                              r.orig_len)
+            bad += T.compare_native_ib(ours, t, f"{pcap.name}#{i}: ", counts)
+            compared += sum(len(v) for k, v in t.items() if not k.startswith("_"))
+    assert bad == []
+    assert compared >= 300, compared
+    assert set(counts) <= set(T.IB_DEPARTURES) | {"T1", "T2"}

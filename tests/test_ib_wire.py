@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -267,3 +268,30 @@ def test_summary_line_of_ib_records():
     assert "IB-link  FC-init VL2 FCTBS=7 FCCL=9" in summary_line(1, 0, dissect_erf(e), len(e))
     other = dissect_record(wire.Record(0, b"\x01", 1, 105))
     assert "linktype 105" in summary_line(2, 0, other, 1)
+
+
+IB_PCAPS = sorted((Path(__file__).resolve().parent.parent / "pcaps" / "ib").glob("*.pcap"))
+
+
+def test_reference_ib_captures_are_shipped():
+    assert {p.name for p in IB_PCAPS} == {"ib_native.pcap", "ib_erf.pcap"}
+
+
+@pytest.mark.parametrize("pcap", IB_PCAPS, ids=lambda p: p.name)
+def test_reference_ib_captures(pcap, tmp_path):
+    """Each is what craft makes of its jsonl; decode | craft gives the same bytes; only the
+    records meant to be broken have problems."""
+    dst = tmp_path / pcap.name
+    rc, _out, err = run_cli(["craft", str(pcap.with_suffix(".jsonl")), "-o", str(dst), "-q"])
+    assert rc == 0, err
+    assert dst.read_bytes() == pcap.read_bytes()
+    rc, out, _ = run_cli(["decode", "-f", "jsonl", str(pcap)])
+    assert rc == 1
+    objs = [json.loads(x) for x in out.splitlines()]
+    bad = {o["index"]: o["problems"] for o in objs if "problems" in o}
+    want = ({9: ["vcrc:"], 10: ["icrc:"]} if pcap.name == "ib_native.pcap"
+            else {6: ["ib_fc.lpcrc:"]})
+    assert {i: [p.split(" ")[0] for p in ps] for i, ps in bad.items()} == want
+    again = tmp_path / "again.pcap"
+    assert run_cli(["craft", "-o", str(again)], stdin=out.encode())[0] == 0
+    assert again.read_bytes() == pcap.read_bytes()
