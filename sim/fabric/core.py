@@ -12,8 +12,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sim.engine import Engine
+from sim.flowctl.base import check_flow_control
+from sim.flowctl.credit import CbfcConfig
 from sim.net.mmu import Mmu, MmuConfig
-from sim.net.port import QUANTUM_BYTES
+from sim.net.port import QUANTUM_BYTES, CreditPort
 from sim.net.switch import EcnConfig, Route, Switch
 from sim.nic.host import Flow, Host
 from sim.packet import PacketIds
@@ -23,7 +25,15 @@ __all__ = ["Fabric", "star"]
 
 
 class Fabric:
-    def __init__(self, seed: int = 0, tracer: Tracer | None = None) -> None:
+    """Nodes and the links between them.  ``flow_control`` / ``cbfc``: the link-level flow
+    control of the links :meth:`connect` makes unless it is told otherwise
+    (:data:`sim.flowctl.base.FLOW_CONTROLS`: ``"pfc"``, the switches' PFC as configured, or
+    ``"credit"``, credit-based flow control with ``cbfc`` on both directions of the link)."""
+
+    def __init__(self, seed: int = 0, tracer: Tracer | None = None, *,
+                 flow_control: str = "pfc", cbfc: CbfcConfig | None = None) -> None:
+        self.flow_control = _check_link_fc(flow_control, cbfc)
+        self.cbfc = cbfc
         self.engine = Engine(seed)
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
         self.nodes: dict[int, Host | Switch] = {}
@@ -59,20 +69,32 @@ class Fabric:
         self.nodes[node_id] = node
 
     def connect(self, a: int, a_port: int, b: int, b_port: int, rate_bps: int,
-                prop_ps: int) -> None:
-        """A full-duplex link between (a, a_port) and (b, b_port)."""
-        pa = self._port(a, a_port, rate_bps)
-        pb = self._port(b, b_port, rate_bps)
+                prop_ps: int, *, flow_control: str | None = None,
+                cbfc: CbfcConfig | None = None) -> None:
+        """A full-duplex link between (a, a_port) and (b, b_port).  ``flow_control``
+        (default: the fabric's) ``"credit"`` puts both directions under credits (``cbfc``,
+        default the fabric's): each end's egress port is a :class:`sim.net.port.CreditPort`
+        and each end frees the credits of what it received (a switch when the frame leaves
+        its buffer, a host on receipt)."""
+        fc = self.flow_control if flow_control is None else flow_control
+        credits = (self.cbfc if cbfc is None else cbfc) if fc == "credit" else None
+        _check_link_fc(fc, credits)
+        pa = self._port(a, a_port, rate_bps, credits)
+        pb = self._port(b, b_port, rate_bps, credits)
         pa.connect(self.nodes[b], b_port, prop_ps)
         pb.connect(self.nodes[a], a_port, prop_ps)
 
-    def _port(self, node_id: int, index: int, rate_bps: int):
+    def _port(self, node_id: int, index: int, rate_bps: int, cbfc: CbfcConfig | None = None):
         node = self.nodes[node_id]
         if isinstance(node, Switch):
-            return node.ports.get(index) or node.add_port(index, rate_bps)
-        if index != 0:
+            p = node.ports.get(index) or node.add_port(index, rate_bps, cbfc=cbfc)
+        elif index != 0:
             raise ValueError(f"host {node_id} has one port (0)")
-        return node.port
+        else:
+            p = node.use_credits(cbfc) if cbfc is not None else node.port
+        if cbfc is not None and not isinstance(p, CreditPort):
+            raise ValueError(f"node {node_id} port {index}: exists already without credits")
+        return p
 
     def add_flow(self, flow: Flow) -> None:
         if flow.id in self.flows:
@@ -155,15 +177,23 @@ def _merge(dicts) -> dict[str, int]:
     return out
 
 
+def _check_link_fc(flow_control: str, cbfc: CbfcConfig | None) -> str:
+    check_flow_control(flow_control)
+    if flow_control == "credit" and cbfc is None:
+        raise ValueError('flow_control "credit" needs a CbfcConfig (cbfc=)')
+    return flow_control
+
+
 def star(senders: int, rate_bps: int, prop_ps: int, mmu_config: MmuConfig, *,
          seed: int = 0, ecn: EcnConfig | None = None, tracer: Tracer | None = None,
          host_kw: Mapping[str, Any] | None = None,
-         switch_kw: Mapping[str, Any] | None = None) -> tuple[Fabric, int, list[int]]:
+         switch_kw: Mapping[str, Any] | None = None,
+         link_kw: Mapping[str, Any] | None = None) -> tuple[Fabric, int, list[int]]:
     """One switch (node 0), ``senders`` hosts (nodes 1..n) and one receiver (node n+1), each
     on its own switch port (host i on port i).  Returns (fabric, receiver id, sender ids).
     ``host_kw``/``switch_kw`` go to every ``add_host``/``add_switch`` (as in
-    sim.fabric.topology)."""
-    fab = Fabric(seed, tracer)
+    sim.fabric.topology), ``link_kw`` (``flow_control``, ``cbfc``) to the :class:`Fabric`."""
+    fab = Fabric(seed, tracer, **dict(link_kw or {}))
     recv = senders + 1
     hosts = list(range(1, senders + 2))
     fab.add_switch(0, Mmu(mmu_config), routes={h: h for h in hosts}, ecn=ecn,

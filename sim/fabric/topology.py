@@ -103,7 +103,8 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, rate_bps: int, pro
                mmu_config: MmuConfig, *, seed: int = 0, ecn: EcnConfig | None = None,
                tracer: Tracer | None = None, ecmp: bool = False,
                host_kw: Mapping[str, Any] | None = None,
-               switch_kw: Mapping[str, Any] | None = None) -> LeafSpine:
+               switch_kw: Mapping[str, Any] | None = None,
+               link_kw: Mapping[str, Any] | None = None) -> LeafSpine:
     """A two-tier leaf-spine (every leaf linked to every spine); see the module docstring.
     ``ecmp=True``: leaves spread remote destinations over all uplinks per flow.  ``host_kw``
     and ``switch_kw`` are passed to every ``Fabric.add_host`` / ``Fabric.add_switch`` (e.g.
@@ -113,7 +114,7 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, rate_bps: int, pro
     _need_ports(mmu_config, hosts_per_leaf + spines, "leaf")
     _need_ports(mmu_config, leaves, "spine")
     S, L, H = spines, leaves, hosts_per_leaf
-    fab = Fabric(seed, tracer)
+    fab = Fabric(seed, tracer, **dict(link_kw or {}))  # flow_control, cbfc
     spine_ids = list(range(S))
     leaf_ids = [S + li for li in range(L)]
     host_ids = [[S + L + li * H + h for h in range(H)] for li in range(L)]
@@ -145,7 +146,8 @@ def ring(switches: int, rate_bps: int, prop_ps: int, mmu_config: MmuConfig, *,
          hosts_per_switch: int = 1, routing: str = "clockwise", seed: int = 0,
          ecn: EcnConfig | None = None, tracer: Tracer | None = None,
          host_kw: Mapping[str, Any] | None = None,
-         switch_kw: Mapping[str, Any] | None = None) -> Ring:
+         switch_kw: Mapping[str, Any] | None = None,
+         link_kw: Mapping[str, Any] | None = None) -> Ring:
     """``switches`` switches in a ring, ``hosts_per_switch`` hosts on each; see the module
     docstring for numbering and routing.  ``host_kw``/``switch_kw``: as for
     :func:`leaf_spine`."""
@@ -157,7 +159,7 @@ def ring(switches: int, rate_bps: int, prop_ps: int, mmu_config: MmuConfig, *,
         raise ValueError('routing must be "clockwise" or "shortest"')
     N, K = switches, hosts_per_switch
     _need_ports(mmu_config, K + 2, "ring")
-    fab = Fabric(seed, tracer)
+    fab = Fabric(seed, tracer, **dict(link_kw or {}))  # flow_control, cbfc
     sw_ids = list(range(N))
     host_ids = [[N + s * K + k for k in range(K)] for s in range(N)]
     cw, ccw = K, K + 1

@@ -38,9 +38,10 @@ from dataclasses import dataclass
 from sim.addresses import node_mac
 from sim.engine import Engine
 from sim.events import CEMarked, Dequeued, Dropped
+from sim.flowctl.credit import CbfcConfig, cbfc_free
 from sim.flowctl.pfc import PfcResponder, apply_pause, is_mac_control, pfc_packet
 from sim.net.mmu import Mmu
-from sim.net.port import QUANTUM_BYTES, Port, check_scheduler
+from sim.net.port import QUANTUM_BYTES, CreditPort, Port, check_scheduler
 from sim.packet import PacketIds, SimPacket
 from sim.trace import NullTracer, Tracer
 
@@ -167,13 +168,16 @@ class Switch:
 
     def add_port(self, index: int, rate_bps: int, *, scheduler: str | None = None,
                  weights: Sequence[int] | None = None,
-                 quantum_bytes: int | None = None) -> Port:
-        """A new egress port; scheduler arguments default to the switch's."""
-        p = Port(self.engine, self.node_id, index, rate_bps, tracer=self.tracer,
-                 on_dequeue=self._on_dequeue,
-                 scheduler=self.scheduler if scheduler is None else scheduler,
-                 weights=self.weights if weights is None else weights,
-                 quantum_bytes=self.quantum_bytes if quantum_bytes is None else quantum_bytes)
+                 quantum_bytes: int | None = None, cbfc: CbfcConfig | None = None) -> Port:
+        """A new egress port; scheduler arguments default to the switch's.  ``cbfc``: the
+        link is under credit-based flow control (a :class:`CreditPort`)."""
+        kw = {} if cbfc is None else {"cbfc": cbfc}
+        p = (Port if cbfc is None else CreditPort)(
+            self.engine, self.node_id, index, rate_bps, tracer=self.tracer,
+            on_dequeue=self._on_dequeue,
+            scheduler=self.scheduler if scheduler is None else scheduler,
+            weights=self.weights if weights is None else weights,
+            quantum_bytes=self.quantum_bytes if quantum_bytes is None else quantum_bytes, **kw)
         self.ports[index] = p
         self._fwd.clear()
         return p
@@ -222,6 +226,8 @@ class Switch:
             self.drops += 1
             self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, port, pg, pkt.id,
                                      pkt.flow, pkt.nbytes, "ttl_expired"))
+            if pkt.fc is not None:
+                cbfc_free(pkt)  # credits of a dropped frame go back at once
             return
         adm = self.mmu.admit(port, pg, pkt.nbytes)
         if not adm.admitted:
@@ -229,6 +235,8 @@ class Switch:
             self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, port, pg, pkt.id,
                                      pkt.flow, pkt.nbytes, adm.reason or "dropped"))
             self._pfc(adm.pause_changes)
+            if pkt.fc is not None:
+                cbfc_free(pkt)
             return
         if adm.pause_changes:
             self._pfc(adm.pause_changes)
@@ -243,12 +251,16 @@ class Switch:
                 self.drops += 1
                 self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, port, pg, pkt.id,
                                          pkt.flow, pkt.nbytes, "no_route"))
+                if pkt.fc is not None:
+                    cbfc_free(pkt)
                 return
         out = egress.index
         if self._wd_drop and (out, pkt.tc) in self._wd_drop:
             self._pfc(self.mmu.release(port, pg, pkt.nbytes, adm.where))
             self._occupancy(port, pg)
             self._wd_dropped(out, pkt)
+            if pkt.fc is not None:
+                cbfc_free(pkt)
             return
         self._ingress[pkt.id] = (port, pg, adm.where)
         pkt.hops += 1
@@ -258,6 +270,8 @@ class Switch:
         egress.enqueue(pkt)
 
     def _on_dequeue(self, port: int, pkt: SimPacket) -> None:
+        if pkt.fc is not None:
+            cbfc_free(pkt)  # leaves the buffer: the ingress link's credits go back upstream
         left = self.mmu.egress_dequeue(port, pkt.tc, pkt.nbytes)
         if self.ecn is not None and self.ecn.mark_at == "dequeue":
             self._maybe_mark(port, pkt, left)

@@ -70,8 +70,9 @@ from sim import cc as cc_registry
 from sim.addresses import node_ip, node_mac
 from sim.engine import Engine, Timer
 from sim.events import CNPSent, Dropped, PauseSent, RateChanged, WatchdogTriggered
+from sim.flowctl.credit import CbfcConfig, cbfc_free
 from sim.flowctl.pfc import apply_pause, is_mac_control, pfc_packet
-from sim.net.port import PRIORITIES, Port
+from sim.net.port import PRIORITIES, CreditPort, Port
 from sim.packet import PacketIds, SimPacket
 from sim.trace import NullTracer, Tracer
 from sim.units import frame_ser_time_ps
@@ -213,8 +214,8 @@ class Host:
         self.engine = engine
         self.node_id = node_id
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
-        self.port = Port(engine, node_id, 0, rate_bps, tracer=self.tracer,
-                         on_dequeue=self._dequeued)
+        self.port: Port = Port(engine, node_id, 0, rate_bps, tracer=self.tracer,
+                               on_dequeue=self._dequeued)
         self.ports = {0: self.port}
         self.queue_limit_bytes = queue_limit_bytes
         self._ids = ids if ids is not None else PacketIds()
@@ -438,12 +439,29 @@ class Host:
             for prio in self._stall_prios:
                 self._send_pause(now, prio, 0)
 
+    def use_credits(self, cbfc: CbfcConfig) -> CreditPort:
+        """Put this NIC's link under credit-based flow control (before it is connected): its
+        egress port becomes a :class:`sim.net.port.CreditPort`; what it receives frees its
+        credits on receipt (the NIC absorbs at line rate)."""
+        old = self.port
+        if isinstance(old, CreditPort):
+            return old
+        if old.peer is not None or old.queues[0] or old.busy:
+            raise ValueError(f"host {self.node_id}: credits must be set before connecting")
+        p = CreditPort(self.engine, self.node_id, 0, old.rate_bps, tracer=self.tracer,
+                       on_dequeue=self._dequeued, cbfc=cbfc)
+        self.port = p
+        self.ports = {0: p}
+        return p
+
     # -------------------------------------------------------------- receiving
     def receive(self, port: int, pkt: SimPacket) -> None:
         frame = pkt.frame
         if frame is not None and is_mac_control(frame):
             apply_pause(self.port, pkt)
             return
+        if pkt.fc is not None:
+            cbfc_free(pkt)  # credits: freed on receipt
         if self.rx_stalled:
             self.rx_stall_dropped_packets += 1
             self.rx_stall_dropped_bytes += pkt.nbytes

@@ -9,7 +9,7 @@ from typing import Any
 from sim.events import Dropped
 from sim.flowctl.credit import CbfcConfig, cbfc_free, cbfc_lose
 from sim.flowctl.pfc import is_mac_control
-from sim.net.port import CreditPort, Port
+from sim.net.port import Port
 from sim.net.switch import Switch
 from sim.packet import SimPacket
 from sim.scaleup.framing import forward_hop
@@ -42,19 +42,10 @@ class EsunSwitch(Switch):
 
     def add_port(self, index: int, rate_bps: int, *, scheduler: str | None = None,
                  weights: Sequence[int] | None = None,
-                 quantum_bytes: int | None = None) -> Port:
-        if self.cbfc is None:
-            return super().add_port(index, rate_bps, scheduler=scheduler, weights=weights,
-                                    quantum_bytes=quantum_bytes)
-        p = CreditPort(self.engine, self.node_id, index, rate_bps, tracer=self.tracer,
-                       on_dequeue=self._on_dequeue,
-                       scheduler=self.scheduler if scheduler is None else scheduler,
-                       weights=self.weights if weights is None else weights,
-                       quantum_bytes=self.quantum_bytes if quantum_bytes is None
-                       else quantum_bytes, cbfc=self.cbfc)
-        self.ports[index] = p
-        self._fwd.clear()
-        return p
+                 quantum_bytes: int | None = None, cbfc: CbfcConfig | None = None) -> Port:
+        return super().add_port(index, rate_bps, scheduler=scheduler, weights=weights,
+                                quantum_bytes=quantum_bytes,
+                                cbfc=self.cbfc if cbfc is None else cbfc)
 
     def receive(self, port: int, pkt: SimPacket) -> None:
         frame = pkt.frame
@@ -75,14 +66,9 @@ class EsunSwitch(Switch):
             if loc is not None and loc[1] == self.scaleup.esun_ethertype:
                 byte, shift, mask = self._cos
                 pkt.tc = self.scaleup.cos_to_tc[(frame[loc[0] + byte] >> shift) & mask]
-        up = getattr(pkt, "fc", None)
+        # the base switch frees the credits of a frame it drops (MMU, route, hop budget) and
+        # of one leaving its buffer (sim.net.switch.Switch._on_dequeue)
         super().receive(port, pkt)
-        if up is not None and pkt.fc is up and pkt.id not in self._ingress:  # type: ignore
-            cbfc_free(pkt)  # dropped by the base switch (MMU, route, hop budget): freed now
-
-    def _on_dequeue(self, port: int, pkt: SimPacket) -> None:
-        cbfc_free(pkt)  # leaves the buffer: the ingress link's credits go back upstream
-        super()._on_dequeue(port, pkt)
 
     def _drop(self, port: int, pkt: SimPacket, reason: str) -> None:
         self.drops += 1

@@ -24,11 +24,15 @@ from typing import Any
 
 from sim.fabric import Fabric, star
 from sim.fabric.topology import leaf_spine, ring, route_problem
+from sim.flowctl.base import FLOW_CONTROLS
+from sim.flowctl.credit import CbfcConfig
 from sim.net.mmu import Mmu
 from sim.nic.host import Flow
 from sim.scenarios.base import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from sim.scenarios.common import (
     FABRIC_PARAMS,
+    KB,
+    RESERVED_BYTES,
     TC,
     cc_params,
     ecn_config,
@@ -36,6 +40,7 @@ from sim.scenarios.common import (
     in_range,
     mmu_config,
     nonneg,
+    pos,
     share,
 )
 from sim.units import gbps, kb_to_bytes, ms_to_ps, prop_delay_ps, us_to_ps
@@ -141,7 +146,16 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
         Param("links", [[0, 1, 1, 0]], "custom: links as [node, port, node, port]; a host's "
               "port is 0", _links),
     ),
-    "links": (_F["link_gbps"], _F["cable_m"]),
+    "links": (
+        _F["link_gbps"], _F["cable_m"],
+        Param("flow_control", "pfc", "link-level flow control of every link: pfc (the "
+              "switch's PFC as [switch] sets it) | credit (credit-based, CBFC, on the lossless "
+              "class 3 and class 6; sim.flowctl)", _choice(*FLOW_CONTROLS)),
+        Param("credit_bytes", 128, "credit: bytes per credit (SAI CreditSize)",
+              in_range(1, 65536)),
+        Param("credit_buffer_kb", 32.0, "credit: receiver buffer per class per link "
+              "(the credit limit)", pos),
+    ),
     "switch": (
         _F["pfc"], _F["buffer_kb"], _F["xoff_kb"],
         Param("xoff_mode", "static", "static | dynamic (threshold = alpha x free pool)",
@@ -271,6 +285,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
     run, topo, links, sw = sec["run"], sec["topology"], sec["links"], sec["switch"]
     rate = gbps(links["link_gbps"])
     prop = prop_delay_ps(links["cable_m"])
+    lkw = _link_kw(links, sw["mtu_bytes"], where)
     knobs = {**sw, **sec["ecn"], **sec["hosts"], "cable_m": links["cable_m"],
              "packet_bytes": sw["mtu_bytes"]}
     try:
@@ -278,6 +293,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
     except ScenarioError as e:
         raise ScenarioError(f"{where}: [ecn] {e}") from None
     hkw = _host_kw(knobs, rate, where)
+    knobs["_cbfc"] = lkw.get("cbfc")  # read by _mmu
     slot = TracerSlot()
     seed = run["seed"]
     kind = topo["kind"]
@@ -287,22 +303,22 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
         n = topo["hosts"]
         cfg = _mmu(knobs, n + 1, rate, where)
         fab, last, first = star(n - 1, rate, prop, cfg, seed=seed, ecn=ecn, tracer=slot,
-                                host_kw=hkw, switch_kw=sched)
+                                host_kw=hkw, switch_kw=sched, link_kw=lkw)
         groups = [[h] for h in [*first, last]]
     elif kind == "leaf_spine":
         L, S, H = topo["leaves"], topo["spines"], topo["hosts_per_leaf"]
         cfg = _mmu(knobs, max(H + S, L), rate, where)
         t = leaf_spine(L, S, H, rate, prop, cfg, seed=seed, ecn=ecn, tracer=slot,
-                       ecmp=topo["ecmp"], host_kw=hkw, switch_kw=sched)
+                       ecmp=topo["ecmp"], host_kw=hkw, switch_kw=sched, link_kw=lkw)
         fab, groups = t.fabric, t.hosts
     elif kind == "ring":
         N, K = topo["switches"], topo["hosts_per_switch"]
         cfg = _mmu(knobs, K + 2, rate, where)
         t = ring(N, rate, prop, cfg, hosts_per_switch=K, routing=topo["routing"], seed=seed,
-                 ecn=ecn, tracer=slot, host_kw=hkw, switch_kw=sched)
+                 ecn=ecn, tracer=slot, host_kw=hkw, switch_kw=sched, link_kw=lkw)
         fab, groups = t.fabric, t.hosts
     else:
-        fab, groups = _custom(topo, knobs, rate, prop, seed, ecn, slot, hkw, sched, where)
+        fab, groups = _custom(topo, knobs, rate, prop, seed, ecn, slot, hkw, sched, where, lkw)
 
     hosts = {h for g in groups for h in g}
     fid = 0
@@ -414,6 +430,18 @@ def _host_kw(knobs: dict[str, Any], rate: int, where: str) -> dict[str, Any]:
 
 
 def _mmu(knobs: dict[str, Any], ports: int, rate: int, where: str):
+    cbfc = knobs.get("_cbfc")
+    if cbfc is not None:
+        # credits alone keep the switch lossless (as sue_packing's cbfc): PFC off, a class's
+        # threshold at least its credit limit, and room for every link's credit limit
+        limit_bytes = cbfc.limit_credits * cbfc.credit_bytes
+        want = ports * (8 * RESERVED_BYTES + len(cbfc.vcs) * limit_bytes)
+        if kb_to_bytes(knobs["buffer_kb"]) < want:
+            raise ScenarioError(f"{where}: [switch] buffer_kb: {knobs['buffer_kb']} KB cannot "
+                                f"hold the credit limit ({limit_bytes} B) of {len(cbfc.vcs)} "
+                                f"classes on {ports} ports plus the reserves: need "
+                                f"{want / KB:g} KB")
+        knobs = {**knobs, "pfc": False, "xoff_kb": max(knobs["xoff_kb"], limit_bytes / KB)}
     try:
         return mmu_config(knobs, ports, rate)[0]
     except ScenarioError as e:
@@ -445,7 +473,19 @@ def _default_bottleneck(fab: Fabric) -> tuple[int, int]:
     raise ScenarioError("the fabric has no switch port to capture")
 
 
-def _custom(topo, knobs, rate, prop, seed, ecn, slot, hkw, sched, where):
+def _link_kw(links: Mapping[str, Any], mtu_bytes: int, where: str) -> dict[str, Any]:
+    """``Fabric(flow_control=, cbfc=)`` from ``[links]``."""
+    if links["flow_control"] != "credit":
+        return {"flow_control": links["flow_control"]}
+    limit = kb_to_bytes(links["credit_buffer_kb"]) // links["credit_bytes"]
+    cbfc = CbfcConfig(limit_credits=max(limit, 1), credit_bytes=links["credit_bytes"])
+    if cbfc.credits(mtu_bytes) > cbfc.limit_credits:
+        raise ScenarioError(f"{where}: [links] credit_buffer_kb: {links['credit_buffer_kb']} "
+                            f"KB is less than one largest frame ({mtu_bytes} B)")
+    return {"flow_control": "credit", "cbfc": cbfc}
+
+
+def _custom(topo, knobs, rate, prop, seed, ecn, slot, hkw, sched, where, lkw):
     switches, hosts, links = topo["switch_ids"], topo["host_ids"], topo["links"]
     both = set(switches) & set(hosts)
     if both:
@@ -474,7 +514,7 @@ def _custom(topo, knobs, rate, prop, seed, ecn, slot, hkw, sched, where):
     ports = 1 + max((p for s in switches for p, _ in adj[s]), default=0)
     cfg = _mmu(knobs, ports, rate, where)
     routes = _shortest_routes(switches, hosts, adj, topo["ecmp"])
-    fab = Fabric(seed, slot)
+    fab = Fabric(seed, slot, **lkw)
     for s in switches:
         fab.add_switch(s, Mmu(cfg), routes=routes[s], ecn=ecn, **sched)
     for h in hosts:
