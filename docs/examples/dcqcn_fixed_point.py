@@ -17,7 +17,7 @@ import tempfile
 import time
 
 from sim.study.results import queue_mean_bytes
-from sim.scenarios import run
+from sim.study.results import run_scenario as run
 
 #: q* (KB) of the fluid model's fixed point (40 Gb/s, paper constants), solved numerically.
 FLUID_Q_KB = {1: 11.2, 2: 20.2, 4: 41.8, 10: 122.6}

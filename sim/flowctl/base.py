@@ -17,9 +17,10 @@ data frame, and a **receiver** half at the far end that answers it:
   receiver's buffer (:meth:`CreditReceiver.freed`, :meth:`CreditReceiver.lost`;
   :mod:`sim.flowctl.credit`).
 
-Per-VL InfiniBand credits (IBTA Vol. 1, 7.9: 64-byte blocks, FCCL/FCTBS flow-control
-packets, one buffer per VL) fit the same shape: a gate per VL counting 64-byte blocks, a
-receiver that reports its free blocks.
+Per-VL InfiniBand credits (InfiniBand Architecture Specification Vol. 1, chapter 7, link
+layer flow control: 64-byte blocks, FCCL/FCTBS flow-control packets, one buffer per VL) fit
+the same shape: a gate per VL counting 64-byte blocks, a receiver that reports its free
+blocks.
 
 Which one a link uses is chosen per link: :data:`FLOW_CONTROLS`, ``Fabric.connect(...,
 flow_control=)`` and fabric files' ``[links] flow_control``.
