@@ -1,0 +1,38 @@
+"""A small subset of the golden outputs of issue 17 (``python -m bench.golden``), pinned by
+digest: these runs gave exactly these summary.json, events.jsonl, timeseries.npz arrays and
+pcaps BEFORE ``sim/`` was restructured (recorded at commit 97874b0), and must keep giving
+them.  A deliberate change of the model's behaviour updates the digests (``python -m
+bench.golden record DIR CASE...`` then ``digest DIR CASE...``) and says why in its commit.
+This is a guard, not a regression test of a bug: it passes before and after the move."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import golden
+
+#: Case -> SHA-256 over its compared outputs (bench.golden.case_digest), before the move.
+PINNED = {
+    "incast-nopfc": "ea8fc4886f62cc10402fc05e31ea3e82c6767e737149fc29dc36386e3db32a1e",
+    "sue_packing-cbfc": "f7a1721ffbf74bc5ea948ed88d766eec17d6b188fefe4f6edd3fa8508343b43a",
+    "pfc_deadlock_ring-wd": "0578eac411ad0fa2b0c7402e3f80740ba2e5a09c1ffafadb07c64e2fcdb8adca",
+    "pfc_storm-nicwd": "1b3e92f1b2e62228e3567a57ed62c4ef34a8256e134c82421d5ebfe3735233a8",
+}
+
+
+@pytest.mark.parametrize("case", sorted(PINNED))
+def test_golden_digest(case, tmp_path):
+    golden.record(str(tmp_path), [case])
+    assert golden.case_digest(str(tmp_path / case)) == PINNED[case]
+
+
+def test_every_builtin_and_example_has_a_case():
+    import glob
+    import os
+
+    from sim import scenarios
+
+    names = {spec[0] for spec in golden.cases().values()}
+    assert set(scenarios.names()) <= names
+    examples = glob.glob(os.path.join(golden._ROOT, "docs", "examples", "*.toml"))
+    assert {os.path.abspath(p) for p in examples} <= {os.path.abspath(n) for n in names}
