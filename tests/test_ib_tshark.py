@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from hypothesis import given, settings
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 import wire
@@ -72,7 +72,11 @@ def test_crafted_packets_agree_with_tshark(tmp_path):
     assert set(counts) <= set(T.IB_DEPARTURES) | {"T1", "T2"}
 
 
-@settings(max_examples=4)
+#: No shrinking: every example runs tshark (a failure prints the frames as they are).
+NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate)
+
+
+@settings(max_examples=4, phases=NO_SHRINK)
 @given(st.lists(ws.ib_frames(opcodes=REFEREE_OPCODES), min_size=30, max_size=60))
 def test_generated_packets_agree_with_tshark(tmp_path_factory, frames):
     theirs = _run(tmp_path_factory.mktemp("ib"), "gen.pcap", frames, T.IB_USER_DLT)
@@ -102,7 +106,7 @@ def test_erf_records_agree_with_tshark(tmp_path):
     assert [t["ib_fc"]["fccl"] for t in theirs[-2:]] == [0xFED, 0xFED]
 
 
-@settings(max_examples=3)
+@settings(max_examples=3, phases=NO_SHRINK)
 @given(st.lists(ws.ib_fc_dicts(), min_size=20, max_size=40))
 def test_generated_link_packets_agree_or_are_malformed(tmp_path_factory, dicts):
     recs = [build_erf({**d, "trailer": "0000"}) for d in dicts]

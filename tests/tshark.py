@@ -907,6 +907,9 @@ def normalise_native_ib(layers: Mapping) -> dict:
         if ts is not None:
             e["ts"] = _int(ts).to_bytes(8, "little").hex()  # the LE number; ours: its bytes
         out["erf"] = e
+    data = _outer(layers.get("data"))
+    if isinstance(data, dict) and "data.data" in data:  # the payload, pad included
+        meta["data"] = _hexbytes(data["data.data"])
     link = _outer(layers.get("infiniband_link"))
     if isinstance(link, dict):
         out["ib_fc"] = _fields(link, _IB_FC)
@@ -914,7 +917,10 @@ def normalise_native_ib(layers: Mapping) -> dict:
     if not isinstance(ib, dict):
         return out
     ip6 = _outer(ib.get("ipv6", layers.get("ipv6")))
-    if isinstance(ip6, dict):  # LNH 1 (IP non-IBA): tshark's IPv6 dissector, inside IB
+    lnh = _find(ib.get("infiniband.lrh_tree"), "infiniband.lrh.lnh")
+    if isinstance(ip6, dict) and lnh is not None and _int(lnh) == 1:
+        # LNH 1 (IP non-IBA): tshark's IPv6 dissector, inside IB (a raw packet's IPv6
+        # payload, EtherType 0x86DD, is not our ipv6 layer)
         v6 = _fields(ip6, _IP6)
         tc = ip6.get("ipv6.tclass_tree", {})
         if "ipv6.tclass.dscp" in tc:
@@ -961,6 +967,9 @@ IB_DEPARTURES: dict[str, str] = {
     "TIB6": "a datagram to QP0/QP1 is dissected as a MAD only when it holds a whole "
             "256-byte MAD; we show the 24-byte common header whenever it fits",
     "TIB7": "after some headers the ICRC and VCRC fields appear twice (same value)",
+    "TIB9": "the payload of an IB transport packet is often not shown at all (after a "
+            "RETH or ImmDt, in a MAD it does not take, for opcodes IBA gives no payload, "
+            "for some SENDs); when shown (tshark's data layer) it is payload + pad",
     "TIB8": "a record without its VCRC (pkt_len reaches the end of the record): tshark "
             "still takes the last 6 bytes as ICRC + VCRC",
 }
@@ -990,8 +999,22 @@ def compare_native_ib(ours: wire.Decoded, theirs: Mapping, label: str = "",
                 mv = _ip6(mv)
             if mv != v:
                 out.append(f"{label}{name}.{k}: ours {mv!r}, tshark {v!r}")
+    pay = ours.get("payload")
+    if pay is not None and "data" in theirs["_tshark"]:
+        mine = pay["data"] + pay.get("pad", "")
+        if "bth" not in ours:
+            counts["TIB5"] += 1  # a raw / IPv6 packet's payload went to other dissectors
+        elif no_vcrc:
+            counts["TIB8"] += 1  # its payload ends 2 bytes early
+        elif mine != theirs["_tshark"]["data"]:
+            out.append(f"{label}payload: ours {mine!r} (data + pad), tshark "
+                       f"{theirs['_tshark']['data']!r}")
     for name in ours.names:
-        if name in shown_pay or name == "payload":
+        if name in shown_pay:
+            continue
+        if name == "payload":
+            if "data" not in theirs["_tshark"]:
+                counts["TIB5" if "rwh" in ours or "ipv6" in ours else "TIB9"] += 1
             continue
         if name in ("icrc", "vcrc"):
             why = "TIB4"
