@@ -200,3 +200,15 @@ def test_old_module_names_alias_the_moved_modules():
     from sim.topology import leaf_spine  # noqa: F401
 
     from sim.fabric import Fabric, star  # noqa: F401  (the package keeps the old names)
+
+
+def test_sim_scenarios_run_still_works_for_one_release(tmp_path) -> None:
+    import warnings
+
+    from sim import scenarios
+    from sim.study.results import run_scenario
+
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert scenarios.run is run_scenario
+    assert any(issubclass(x.category, DeprecationWarning) for x in w)

@@ -17,6 +17,10 @@ key) and returns a ready-to-run :class:`Scenario`.
 
 from __future__ import annotations
 
+import importlib
+import warnings
+from typing import Any
+
 from sim.scenarios.base import (
     Param,
     Scenario,
@@ -82,3 +86,15 @@ def get(name: str) -> ScenarioInfo:
         return _REGISTRY[name]
     except KeyError:
         raise ScenarioError(f"unknown scenario {name!r}; known: {sorted(_REGISTRY)}") from None
+
+
+def __getattr__(name: str) -> Any:
+    """``sim.scenarios.run`` (before issue 17) is ``sim.study.results.run_scenario`` now; the old
+    name works for one release with a DeprecationWarning (docs/library.md).  Resolved by name at
+    call time, so this package does not import the study layer above it."""
+    if name == "run":
+        warnings.warn("sim.scenarios.run moved to sim.study.results.run_scenario (issue 17; "
+                      "docs/library.md); the old name goes in the next release",
+                      DeprecationWarning, stacklevel=2)
+        return importlib.import_module("sim.study.results").run_scenario
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
