@@ -16,7 +16,12 @@ checks every column against ``dissect`` on the reference captures and on Hypothe
 Columns (``N`` rows):
 
 * record: ``ts_ns`` (int64 ns since the epoch), ``caplen``, ``orig_len`` (int64),
-  ``linktype``, ``interface`` (int32).  Only linktype 1 (Ethernet) rows are dissected.
+  ``linktype``, ``interface`` (int32).  Linktype 1 (Ethernet) rows are dissected, and the
+  LRH, GRH and BTH of linktype 247 (native InfiniBand) rows: ``has.lrh``, ``has.grh``,
+  ``lrh.*``, ``grh.*`` (``grh.sgid``/``dgid`` as ``(N, 16)`` uint8), and ``has.bth`` /
+  ``bth.*`` hold the IB BTH on those rows (``wire.ib_stack.dissect_ib``'s rules);
+  ``offset.ib_bth`` is where it starts and ``offset.ib_end`` where the packet ends before its
+  VCRC (-1 elsewhere).  ERF (197) rows are not dissected here.
 * presence (bool): ``has.eth``, ``has.vlan``, ``has.ipv4``, ``has.ipv6``, ``has.udp``,
   ``has.bth``, ``has.cnp`` (the CNP's 16-byte header was decoded), ``has.mac_control``,
   ``has.pfc``, ``has.pause``; and ``cnp`` (bool): a BTH with the CNP opcode 0x81.
@@ -53,6 +58,7 @@ import numpy as np
 from .bth import BTH
 from .errors import CaptureError, TruncatedFile
 from .ethernet import ETHERNET, VLAN_TAG, VLAN_TPIDS, EtherType
+from .ib import GRH, GRH_NXT_HDR_IBA, LINKTYPE_INFINIBAND, LRH, VCRC_BYTES, Lnh
 from .ib_ext import CNP
 from .ipv4 import IPPROTO_UDP, IPV4
 from .ipv6 import IPV6
@@ -71,12 +77,13 @@ __all__ = ["Columns", "read_columns", "read_all", "decode_frames", "frames_to_co
 #: The headers decoded into columns, by column prefix.
 BATCH_SPECS: dict[str, HeaderSpec] = {
     "eth": ETHERNET, "vlan": VLAN_TAG, "ipv4": IPV4, "ipv6": IPV6, "udp": UDP, "bth": BTH,
-    "mac_control": MAC_CONTROL, "pfc": PFC, "pause": PAUSE,
+    "mac_control": MAC_CONTROL, "pfc": PFC, "pause": PAUSE, "lrh": LRH, "grh": GRH,
 }
 #: Layers with a ``has.<layer>`` presence column.
-LAYERS = ("eth", "vlan", "ipv4", "ipv6", "udp", "bth", "cnp", "mac_control", "pfc", "pause")
+LAYERS = ("eth", "vlan", "ipv4", "ipv6", "udp", "bth", "cnp", "mac_control", "pfc", "pause",
+          "lrh", "grh")
 _RECORD_COLS = ("ts_ns", "caplen", "orig_len", "linktype", "interface")
-_OFFSET_COLS = ("offset.l3", "offset.udp", "offset.udp_end")
+_OFFSET_COLS = ("offset.l3", "offset.udp", "offset.udp_end", "offset.ib_bth", "offset.ib_end")
 
 DEFAULT_CHUNK_FRAMES = 65536
 DEFAULT_CHUNK_BYTES = 16 << 20
@@ -509,6 +516,35 @@ def decode_frames(buf: np.ndarray, start: np.ndarray, caplen: np.ndarray,
     cols["cnp"] = cnp
     cend = boff + BTH.size_bytes + CNP.size_bytes
     cols["has.cnp"] = cnp & (cend <= uend - ICRC_BYTES) & (cend <= n)
+
+    # ---- native InfiniBand (linktype 247): wire.ib_stack.dissect_ib, rule for rule
+    ib = (lt == LINKTYPE_INFINIBAND) & (n >= LRH.size_bytes)
+    cols["has.lrh"] = ib
+    vl = put("lrh", LRH, ib, 0, ("lnh", "pkt_len"))
+    lnh = vl["lnh"].astype(np.int64)
+    declared = 4 * vl["pkt_len"].astype(np.int64)
+    pkt_end = np.select(
+        [declared < LRH.size_bytes, declared == n, declared + VCRC_BYTES <= n,
+         snapped & (declared + VCRC_BYTES <= o)],
+        [n - VCRC_BYTES, n, declared, declared], n - VCRC_BYTES)
+    ib_ok = ib & (pkt_end >= LRH.size_bytes)
+    after_lrh = LRH.size_bytes
+    hasg = ib_ok & (lnh == Lnh.IBA_GLOBAL) & (pkt_end - after_lrh >= GRH.size_bytes) \
+        & (n - after_lrh >= GRH.size_bytes)
+    cols["has.grh"] = hasg
+    vg = put("grh", GRH, hasg, after_lrh, ("nxt_hdr",))
+    ib_boff = np.where(lnh == Lnh.IBA_GLOBAL, after_lrh + GRH.size_bytes, after_lrh)
+    ib_tr = ib_ok & ((lnh == Lnh.IBA_LOCAL) | (hasg & (vg["nxt_hdr"] == GRH_NXT_HDR_IBA)))
+    ib_bth = ib_tr & (pkt_end - ib_boff >= BTH.size_bytes + ICRC_BYTES) \
+        & (n - ib_boff >= BTH.size_bytes)
+    if ib_bth.any():  # the BTH columns hold the IB BTH on these rows
+        vib = values(BTH, ib_boff, ib_bth, [f.name for f in BTH.fields
+                                            if want is None or f"bth.{f.name}" in want])
+        for name, v in vib.items():
+            cols[f"bth.{name}"] = np.where(ib_bth, v, cols[f"bth.{name}"]).astype(v.dtype)
+        cols["has.bth"] = roce | ib_bth
+    cols["offset.ib_bth"] = np.where(ib_bth, ib_boff, -1)
+    cols["offset.ib_end"] = np.where(ib_ok, pkt_end, -1)
 
     # ---- MAC Control: PFC, PAUSE
     hasm = has_eth & (etype == EtherType.MAC_CONTROL) & (room >= MAC_CONTROL.size_bytes)
