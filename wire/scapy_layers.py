@@ -32,6 +32,12 @@ from the IP and UDP layers below the BTH; :meth:`LL_ICRC.expected` / :meth:`LL_I
 check a dissected one (the datagram ends at the UDP length, so Ethernet padding is never
 counted in, unlike Scapy's S1 bug).
 
+**Native InfiniBand** (:mod:`wire.ib`): ``LL_LRH``, ``LL_GRH``, ``LL_RWH``, ``LL_MAD``,
+``LL_IB_FC`` and ``LL_ERF`` are generated like the others; ``install()`` chains ``LL_LRH`` to
+``LL_GRH`` (LNH 3), ``LL_BTH`` (LNH 2) and ``LL_RWH`` (LNH 0), and ``LL_GRH`` to ``LL_BTH``
+(NxtHdr 0x1B).  A BTH over an LRH takes no ICRC (no UDP length bounds it): the ICRC and the
+VCRC stay at the end of its payload; ``wire.ib_stack`` is the dissector that splits them.
+
 **Layer chaining only happens in** :func:`install` **and is fully reverted by**
 :func:`uninstall`.  Importing this module defines the classes (Scapy registers every Packet
 class in ``conf.layers``, which changes no dissection) but binds nothing.  ``install()`` adds:
