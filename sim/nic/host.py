@@ -15,6 +15,10 @@ CBR is the default):
   ``size_bytes`` still ends the flow (its last message may be cut).  Like ``size_bytes``,
   ``message_bytes`` counts frame bytes (headers included).
 
+* posted (:meth:`Host.add_posted_flow`, :meth:`Host.post`): the flow sends only the messages
+  posted to it, in order, like an RDMA QP fed work requests, and is idle in between;
+  ``Host.on_data`` (a callback per received data frame) lets a workload see them arrive.
+
 Pacing: the next frame of a flow goes at ``max(now, last send + gap)`` where ``gap`` is the
 serialisation time of the last frame at the flow's current rate, so a flow never exceeds its
 rate.  A NIC does not drop: when its port queue for the flow's class already holds
@@ -244,6 +248,13 @@ class Host:
         self._expected: dict[int, int] = {}
         #: When a list, every delivered data packet is appended as (t_ps, packet) (replay checks).
         self.delivered: list[tuple[int, SimPacket]] | None = None
+        #: Posted flows (:meth:`add_posted_flow`): end offsets (frame bytes) of the messages
+        #: not yet fully sent, and the posted flows with nothing left to send.
+        self._posted: dict[int, deque[int]] = {}
+        self._posted_idle: set[int] = set()
+        #: When set, called as ``on_data(flow_id, rx_bytes_so_far, now_ps)`` for every data
+        #: frame this host receives (a workload runner counts its messages with it).
+        self.on_data = None
 
     def inject(self, pkt: SimPacket) -> None:
         """Hand a ready packet (e.g. a replayed pcap frame) to the NIC's port now."""
@@ -262,6 +273,27 @@ class Host:
                                               **self.cc_params)
         self.engine.schedule(flow.start_ps, self._send, flow)
 
+    def add_posted_flow(self, flow: Flow) -> None:
+        """A flow that sends only what :meth:`post` gives it (an RDMA QP fed work requests):
+        it starts idle; ``size_bytes``, ``message_bytes`` and on/off are not used."""
+        if flow.size_bytes is not None or flow.message_bytes is not None \
+                or flow.on_ps is not None:
+            raise ValueError(f"flow {flow.id}: a posted flow has no size, messages or on/off")
+        self._posted[flow.id] = deque()
+        self.add_flow(flow)  # its first _send (at start_ps) finds nothing and goes idle
+
+    def post(self, flow_id: int, nbytes: int) -> None:
+        """Queue one message of ``nbytes`` frame bytes (headers included, like
+        ``message_bytes``) on a posted flow; messages leave in the order posted, each cut into
+        frames of at most ``packet_bytes`` with its last frame short."""
+        ends = self._posted[flow_id]
+        if nbytes <= 0:
+            raise ValueError(f"flow {flow_id}: a message must have > 0 bytes")
+        ends.append((ends[-1] if ends else self.sent_bytes[flow_id]) + nbytes)
+        if flow_id in self._posted_idle:
+            self._posted_idle.discard(flow_id)
+            self.engine.schedule(self.engine.now_ps, self._send, self._flows[flow_id])
+
     def expect(self, flow: Flow) -> None:
         """Register a flow this host receives (for its FCT, messages and ACKs)."""
         if flow.size_bytes is not None:
@@ -277,7 +309,15 @@ class Host:
         if flow.stop_ps is not None and now >= flow.stop_ps:
             return
         sent = self.sent_bytes[fid]
-        nbytes = flow.frame_bytes(sent)
+        ends = self._posted.get(fid)
+        if ends is None:
+            nbytes = flow.frame_bytes(sent)
+        else:
+            while ends and ends[0] <= sent:
+                ends.popleft()
+            nbytes = min(flow.packet_bytes, ends[0] - sent) if ends else 0
+            if nbytes <= 0:
+                self._posted_idle.add(fid)
         if nbytes <= 0:
             return
         at = self._next_send_ps[fid]
@@ -503,6 +543,8 @@ class Host:
                         self.cnp_interval_ps, self._cnp_window_end, f, pkt.src)
         if self.delivered is not None:
             self.delivered.append((now, pkt))
+        if self.on_data is not None:
+            self.on_data(f, got, now)
         want = self._expected.get(f)
         done = want is not None and got >= want
         flow = self._flows.get(f)

@@ -1,0 +1,247 @@
+"""Run an NCCL :class:`sim.workloads.nccl.Schedule` through a simulated fabric (issue 18, step 2).
+
+:func:`run_schedule` maps rank ``r`` to host ``hosts[r]`` of a built
+:class:`sim.fabric.Fabric` and drives the schedule's transfers as RDMA messages:
+
+* One simulator flow per QP (``Schedule.connections``: ``qps_per_connection`` QPs per
+  (src, dst, channel)), a *posted* flow (:meth:`sim.nic.host.Host.add_posted_flow`) that sends
+  only the messages given to it, in order, like a QP fed work requests.  Its flow id is the
+  QP's local QP number (unique within the schedule), which is also the DestQP of the CNPs the
+  receiver returns; switches hash ``(src, dst, flow id)`` for ECMP, standing for the QP's
+  5-tuple with its own UDP source port (``Connection.udp_sports``, recorded in
+  :attr:`CollectiveRun.flows`), so different QPs of one host pair may take different paths.
+* Each :class:`~sim.workloads.nccl.Transfer` becomes one message per QP of its ``qp_bytes``
+  (NCCL stripes a send over the QPs, ``ncclIbMultiSend``), cut into RoCEv2 frames of
+  ``mtu_bytes`` of payload plus :data:`ROCE_HEADER_BYTES` of headers, the last frame short.
+  A QP piece of 0 bytes sends nothing.
+* Dataflow: a transfer is posted when every transfer in its ``depends_on`` has been fully
+  received (the schedule already holds the FIFO limit: the send ``max_inflight`` places
+  earlier on the connection is one of them) and the previous send of its connection has
+  been posted (sends leave in ``seq`` order).  It is received when the last frame of each of
+  its QP pieces has arrived (:attr:`sim.nic.host.Host.on_data`).
+
+PFC, ECN and DCQCN act as the fabric and its hosts are configured (flows use the hosts'
+``cc``; data goes on class ``tc``, 3 by default, the lossless class of the MMU defaults).
+The collective's time is the last delivery minus the first start.  NCCL's own latencies
+(kernel launch, proxy, GPU copies, PCIe) are not modelled: every rank's NIC is a host of the
+fabric and each transfer starts the moment its data is there.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sim.fabric import Fabric
+from sim.net.switch import Switch
+from sim.nic.host import Flow, Host
+from sim.workloads.nccl import Schedule, Transfer
+
+__all__ = ["ROCE_HEADER_BYTES", "CollectiveRun", "RunError", "frames_bytes", "run_schedule",
+           "fabric_counters"]
+
+#: Bytes of headers per RoCEv2 frame (FCS not counted, as everywhere in the simulator):
+#: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 (IBA Annex A17 RoCEv2; the default
+#: ``Flow.packet_bytes`` of :mod:`sim.nic.host`, 1082 = 1024 + 58).
+ROCE_HEADER_BYTES = 58
+#: RoCE payload per frame at a 1024-byte MTU (the simulator's default packet).
+DEFAULT_MTU_BYTES = 1024
+#: How long the engine runs between checks for the last delivery.
+DEFAULT_SLICE_PS = 20_000_000
+
+
+class RunError(RuntimeError):
+    """The collective did not complete (e.g. a deadlock, drops without retransmission)."""
+
+
+def frames_bytes(payload_bytes: int, mtu_bytes: int = DEFAULT_MTU_BYTES,
+                 header_bytes: int = ROCE_HEADER_BYTES) -> int:
+    """Frame bytes on the wire for one message of ``payload_bytes``: the payload plus the
+    headers of its ``ceil(payload / mtu)`` frames (0 for an empty message)."""
+    if payload_bytes <= 0:
+        return 0
+    return payload_bytes + -(-payload_bytes // mtu_bytes) * header_bytes
+
+
+@dataclass(slots=True)
+class CollectiveRun:
+    """What :func:`run_schedule` measured.  Times in ps of the fabric's clock."""
+
+    schedule: Schedule
+    hosts: tuple[int, ...]
+    start_ps: list[int | None]
+    finish_ps: list[int | None]
+    #: flow id -> (src rank, dst rank, channel, QP index, UDP source port)
+    flows: dict[int, tuple[int, int, int, int, int]] = field(default_factory=dict)
+    #: flow id -> frame bytes posted (what the receiver must get)
+    posted_bytes: dict[int, int] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return all(f is not None for f in self.finish_ps)
+
+    @property
+    def first_start_ps(self) -> int:
+        return min(s for s in self.start_ps if s is not None)
+
+    @property
+    def last_finish_ps(self) -> int:
+        return max(f for f in self.finish_ps if f is not None)
+
+    @property
+    def time_ps(self) -> int:
+        """Last delivery minus first start (0 for a schedule without transfers)."""
+        if not self.schedule.transfers:
+            return 0
+        return self.last_finish_ps - self.first_start_ps
+
+
+def fabric_counters(fabric: Fabric) -> dict[str, int]:
+    """Totals over the fabric: PFC pauses sent (switches and NICs), CE marks, CNPs sent,
+    drops (switches and stalled receivers) and the deepest egress queue of any switch port."""
+    sw = [n for n in fabric.nodes.values() if isinstance(n, Switch)]
+    hs = [n for n in fabric.nodes.values() if isinstance(n, Host)]
+    return {
+        "pfc_pauses": sum(sum(s.pause_sent.values()) for s in sw)
+        + sum(h.pause_sent_count for h in hs),
+        "ce_marks": sum(s.ce_marked for s in sw),
+        "cnps": sum(h.cnp_sent for h in hs),
+        "drops": sum(s.drops for s in sw) + sum(h.rx_stall_dropped_packets for h in hs),
+        "max_queue_bytes": max((max(p.max_queue_bytes) for s in sw for p in s.ports.values()),
+                               default=0),
+    }
+
+
+class _Runner:
+    def __init__(self, sch: Schedule, fabric: Fabric, hosts: Sequence[int], tc: int,
+                 mtu_bytes: int, header_bytes: int) -> None:
+        self.sch, self.fabric, self.hosts = sch, fabric, tuple(hosts)
+        self.mtu, self.hdr = mtu_bytes, header_bytes
+        n = len(sch.transfers)
+        self.run = CollectiveRun(sch, self.hosts, [None] * n, [None] * n)
+        self.waiting = [len(t.depends_on) for t in sch.transfers]
+        self.users: dict[int, list[int]] = defaultdict(list)
+        for t in sch.transfers:
+            for d in t.depends_on:
+                self.users[d].append(t.id)
+        self.conn_sends: dict[tuple[int, int, int], list[int]] = defaultdict(list)
+        for t in sorted(sch.transfers, key=lambda t: t.seq):
+            self.conn_sends[(t.src, t.dst, t.channel)].append(t.id)
+        self.conn_next: dict[tuple[int, int, int], int] = dict.fromkeys(self.conn_sends, 0)
+        self.data_ready = [False] * n
+        self.pieces_left = [0] * n
+        #: flow id -> deque of (cumulative frame bytes at the end of a piece, transfer id)
+        self.rx_ends: dict[int, deque[tuple[int, int]]] = {}
+        self.qp_flow: dict[tuple[int, int, int, int], int] = {}
+        self.done = 0
+        for key, conn in sch.connections.items():
+            src, dst, ch = key
+            sh, dh = self._host(src), self._host(dst)
+            for q, (qpn, sport) in enumerate(zip(conn.qpns, conn.udp_sports, strict=True)):
+                if qpn in fabric.flows:
+                    raise ValueError(f"flow id {qpn} (QP of {key}) exists in the fabric already")
+                flow = Flow(qpn, sh.node_id, dh.node_id, sh.port.rate_bps, tc=tc,
+                            packet_bytes=mtu_bytes + header_bytes,
+                            start_ps=fabric.engine.now_ps)
+                fabric.flows[qpn] = flow
+                sh.add_posted_flow(flow)
+                dh.expect(flow)
+                dh.on_data = self._on_data
+                self.qp_flow[(src, dst, ch, q)] = qpn
+                self.run.flows[qpn] = (src, dst, ch, q, sport)
+                self.run.posted_bytes[qpn] = 0
+                self.rx_ends[qpn] = deque()
+
+    def _host(self, rank: int) -> Host:
+        if not 0 <= rank < len(self.hosts):
+            raise ValueError(f"rank {rank} has no host (hosts has {len(self.hosts)})")
+        node = self.fabric.nodes.get(self.hosts[rank])
+        if not isinstance(node, Host):
+            raise ValueError(f"rank {rank}: node {self.hosts[rank]} is not a host")
+        return node
+
+    def start(self) -> None:
+        for t in self.sch.transfers:
+            if not self.waiting[t.id]:
+                self._ready(t)
+
+    def _ready(self, t: Transfer) -> None:
+        self.data_ready[t.id] = True
+        key = (t.src, t.dst, t.channel)
+        sends, i = self.conn_sends[key], self.conn_next[key]
+        while i < len(sends) and self.data_ready[sends[i]]:
+            self._post(self.sch.transfers[sends[i]])
+            i += 1
+        self.conn_next[key] = i
+
+    def _post(self, t: Transfer) -> None:
+        now = self.fabric.engine.now_ps
+        self.run.start_ps[t.id] = now
+        src = self.fabric.nodes[self.hosts[t.src]]
+        pieces = 0
+        for q, payload in enumerate(t.qp_bytes):
+            nbytes = frames_bytes(payload, self.mtu, self.hdr)
+            if not nbytes:
+                continue
+            fid = self.qp_flow[(t.src, t.dst, t.channel, q)]
+            end = self.run.posted_bytes[fid] + nbytes
+            self.run.posted_bytes[fid] = end
+            self.rx_ends[fid].append((end, t.id))
+            src.post(fid, nbytes)
+            pieces += 1
+        self.pieces_left[t.id] = pieces
+        if not pieces:
+            self._finish(t.id, now)
+
+    def _on_data(self, fid: int, got: int, now: int) -> None:
+        ends = self.rx_ends.get(fid)
+        while ends and got >= ends[0][0]:
+            _, tid = ends.popleft()
+            self.pieces_left[tid] -= 1
+            if not self.pieces_left[tid]:
+                self._finish(tid, now)
+
+    def _finish(self, tid: int, now: int) -> None:
+        self.run.finish_ps[tid] = now
+        self.done += 1
+        for u in self.users.get(tid, ()):
+            self.waiting[u] -= 1
+            if not self.waiting[u]:
+                self._ready(self.sch.transfers[u])
+
+
+def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int = 3,
+                 mtu_bytes: int = DEFAULT_MTU_BYTES, header_bytes: int = ROCE_HEADER_BYTES,
+                 limit_ps: int = 10**12, slice_ps: int | None = None,
+                 check: bool = True) -> CollectiveRun:
+    """Drive ``sch`` through ``fabric`` (rank ``r`` on host ``hosts[r]``) from the fabric's
+    current time until every transfer is received; see the module docstring.
+
+    The engine runs in slices of ``slice_ps`` (default 20 µs)
+    until the last delivery, so background timers do not keep it going.  ``limit_ps``
+    (default 1 s) bounds the run: with ``check`` a collective still incomplete then raises
+    :class:`RunError` (saying how many transfers were received), else the partial run is
+    returned.  The fabric's counters (:func:`fabric_counters`) are in ``run.counters``."""
+    if len(hosts) < sch.nranks:
+        raise ValueError(f"{sch.nranks} ranks need {sch.nranks} hosts, got {len(hosts)}")
+    if len(set(hosts[:sch.nranks])) != sch.nranks:
+        raise ValueError("two ranks on one host")
+    if mtu_bytes <= 0 or header_bytes < 0:
+        raise ValueError("mtu_bytes must be > 0 and header_bytes >= 0")
+    runner = _Runner(sch, fabric, hosts[:sch.nranks], tc, mtu_bytes, header_bytes)
+    eng = fabric.engine
+    t0 = eng.now_ps
+    step = slice_ps if slice_ps is not None else DEFAULT_SLICE_PS
+    runner.start()
+    total = len(sch.transfers)
+    while runner.done < total and eng.now_ps - t0 < limit_ps:
+        fabric.run(min(eng.now_ps + step, t0 + limit_ps))
+    run = runner.run
+    run.counters = fabric_counters(fabric)
+    if check and runner.done < total:
+        raise RunError(f"collective incomplete after {limit_ps} ps: {runner.done} of {total} "
+                       f"transfers received (pauses {run.counters['pfc_pauses']}, drops "
+                       f"{run.counters['drops']})")
+    return run

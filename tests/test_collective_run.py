@@ -1,0 +1,151 @@
+"""NCCL schedules driven through the simulated fabric (issue 18 step 2): the runner
+(sim.workloads.collective), posted flows of sim.nic.host, rail_optimized (sim.fabric.rail)
+and the ``lossless collective`` command.
+
+Bounds are computed here from the schedule (bytes each rank's NIC must send, at the link
+rate), not copied from output."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.fabric.rail import collective_star, rail_optimized
+from sim.nic.host import Flow
+from sim.workloads.collective import frames_bytes, run_schedule
+from sim.workloads.nccl import finish_times, schedule
+
+GBPS = 100
+PROP_PS = 500_000
+
+
+def _ser_ps(nbytes: int, gbps: float) -> int:
+    return -(-nbytes * 8 * 1000 // int(gbps))  # bytes at gbps Gb/s, in ps
+
+
+def _nic_bytes(sch, rank: int) -> int:
+    """Frame bytes rank's NIC must send for the schedule (all its QP pieces)."""
+    return sum(frames_bytes(b) for t in sch.transfers if t.src == rank for b in t.qp_bytes)
+
+
+def _run_star(sch, **kw):
+    f = collective_star(sch.nranks, link_gbps=GBPS, prop_ps=PROP_PS, **kw)
+    return f, run_schedule(sch, f.fabric, f.ranks)
+
+
+# ------------------------------------------------------------------ posted flows (host hook)
+def test_posted_flow_sends_only_what_is_posted_in_order():
+    f = collective_star(2, link_gbps=GBPS)
+    fab = f.fabric
+    a, b = (fab.nodes[h] for h in f.ranks)
+    flow = Flow(7, a.node_id, b.node_id, a.port.rate_bps, packet_bytes=1082)
+    fab.flows[7] = flow
+    a.add_posted_flow(flow)
+    b.expect(flow)
+    seen = []
+    b.on_data = lambda fid, got, now: seen.append((fid, got))
+    fab.run(10_000_000)
+    assert a.sent_bytes[7] == 0 and not seen  # idle until something is posted
+    a.post(7, 2000)
+    a.post(7, 100)
+    fab.run(20_000_000)
+    assert [g for _, g in seen] == [1082, 2000, 2100]  # frames cut at message ends
+    a.post(7, 50)  # an idle flow wakes on post
+    fab.run(30_000_000)
+    assert b.rx_bytes[7] == 2150 and a.sent_packets[7] == 4
+    with pytest.raises(ValueError):
+        a.post(7, 0)
+
+
+# ------------------------------------------------------------------ runner on a star
+def test_ring_allreduce_near_the_bound_on_a_nonblocking_star():
+    n, size = 4, 8 * 2**20
+    sch = schedule("allreduce", n, size // 4, "float", nchannels=1)
+    _, run = _run_star(sch)
+    # Each rank's NIC sends 2(n-1)/n x S in 1 MiB slices (+ headers) at C; the last frame then
+    # crosses the switch (one more frame time) and two propagation delays.
+    per_rank = max(_nic_bytes(sch, r) for r in range(n))
+    assert per_rank == 2 * (n - 1) * (size // n // 2**20) * frames_bytes(2**20)
+    bound = _ser_ps(per_rank, GBPS) + 2 * PROP_PS + _ser_ps(frames_bytes(1024), GBPS)
+    assert bound <= run.time_ps <= 1.05 * bound
+    lower = finish_times(sch, lambda t: _ser_ps(frames_bytes(t.wire_bytes), GBPS) + 2 * PROP_PS)
+    assert max(lower) <= run.time_ps
+
+
+def test_every_byte_delivered_and_dependencies_respected():
+    sch = schedule("allreduce", 4, 2**20, "float", nchannels=2, qps_per_connection=2)
+    f, run = _run_star(sch)
+    assert run.complete
+    fab = f.fabric
+    for fid, (src, dst, _ch, _q, sport) in run.flows.items():
+        sh, dh = fab.nodes[f.ranks[src]], fab.nodes[f.ranks[dst]]
+        assert sh.sent_bytes[fid] == dh.rx_bytes.get(fid, 0) == run.posted_bytes[fid]
+        assert sport >= 0xC000
+    assert sum(run.posted_bytes.values()) == sum(
+        frames_bytes(b) for t in sch.transfers for b in t.qp_bytes)
+    for t in sch.transfers:
+        assert run.start_ps[t.id] < run.finish_ps[t.id]
+        for d in t.depends_on:
+            assert run.finish_ps[d] <= run.start_ps[t.id]
+    assert run.counters["drops"] == 0
+
+
+def test_a_degraded_link_slows_the_whole_ring():
+    sch = schedule("allreduce", 4, 2**20, "float", nchannels=1)
+    _, base = _run_star(sch)
+    _, slow = _run_star(sch, host_gbps={2: GBPS / 2})
+    # every chunk crosses rank 2's link, so the ring runs at about half speed
+    assert slow.time_ps > 1.8 * base.time_ps
+    assert slow.counters["pfc_pauses"] > 0  # the switch holds back the fast senders
+
+
+@settings(max_examples=15)
+@given(coll=st.sampled_from(["allreduce", "allgather", "reducescatter", "alltoall",
+                             "sendrecv", "broadcast"]),
+       n=st.integers(2, 4), channels=st.integers(1, 2), qps=st.integers(1, 2),
+       kib=st.integers(1, 96), proto=st.sampled_from(["simple", "ll", "ll128"]))
+def test_any_collective_completes_conserving_bytes(coll, n, channels, qps, kib, proto):
+    sch = schedule(coll, n, kib * 256, "float", nchannels=channels, qps_per_connection=qps,
+                   protocol=proto)
+    f, run = _run_star(sch)
+    assert run.complete
+    for fid, (_src, dst, *_rest) in run.flows.items():
+        assert f.fabric.nodes[f.ranks[dst]].rx_bytes.get(fid, 0) == run.posted_bytes[fid]
+    for t in sch.transfers:
+        assert all(run.finish_ps[d] <= run.start_ps[t.id] for d in t.depends_on)
+    lower = finish_times(sch, lambda t: _ser_ps(frames_bytes(max(t.qp_bytes)), GBPS))
+    assert not sch.transfers or max(lower) <= run.time_ps
+
+
+# ------------------------------------------------------------------ rail_optimized
+def test_rail_optimized_puts_gpu_i_on_leaf_i_node_major():
+    rf = rail_optimized(3, 4, spines=2, link_gbps=100)
+    fab = rf.fabric
+    assert len(rf.ranks) == 12 and len(rf.leaves) == 4 and len(rf.spines) == 2
+    for rank, h in enumerate(rf.ranks):
+        node, gpu = divmod(rank, 4)
+        leaf = fab.nodes[h].port.peer
+        assert leaf.node_id == rf.leaves[gpu]
+        assert fab.nodes[h].port.peer_port == node
+    for leaf in rf.leaves:  # every leaf reaches every spine
+        peers = {p.peer.node_id for p in fab.nodes[leaf].ports.values()}
+        assert set(rf.spines) <= peers
+
+
+def test_rail_optimized_validates():
+    with pytest.raises(ValueError, match="radix"):
+        rail_optimized(40, 8, spines=30, radix=64)
+    for bad in ({"nodes": 0}, {"nodes": 1, "gpus_per_node": 1}, {"nodes": 2, "spines": 0},
+                {"nodes": 2, "link_gbps": float("nan")}):
+        with pytest.raises(ValueError):
+            rail_optimized(**bad)
+
+
+def test_ring_allreduce_runs_on_a_rail_fabric():
+    rf = rail_optimized(2, 4, link_gbps=GBPS)
+    sch = schedule("allreduce", 8, 2**20 // 4, "float", nchannels=2, gpus_per_node=4)
+    run = run_schedule(sch, rf.fabric, rf.ranks)
+    assert run.complete and run.counters["drops"] == 0
+    per_rank = max(_nic_bytes(sch, r) for r in range(8))
+    assert run.time_ps >= _ser_ps(per_rank, GBPS)
