@@ -295,3 +295,40 @@ def test_reference_ib_captures(pcap, tmp_path):
     again = tmp_path / "again.pcap"
     assert run_cli(["craft", "-o", str(again)], stdin=out.encode())[0] == 0
     assert again.read_bytes() == pcap.read_bytes()
+
+
+def test_ib_specs_have_every_derived_form():
+    """The IB tables are in SPECS, so tests/test_derived_forms.py runs on them too."""
+    from wire.construct_defs import STRUCTS
+    from wire.ib import IB_SPECS
+    from wire.scapy_layers import LAYERS
+
+    for name, spec in IB_SPECS.items():
+        assert wire.SPECS[name] is spec and name in STRUCTS and name in LAYERS
+        assert f"## {name}: " in (Path(__file__).resolve().parent.parent / "docs" /
+                                  "headers.md").read_text(encoding="utf-8")
+
+
+BAD_LINES = {
+    '{"linktype":247,"lrh":{"vl":99}}': "lrh.vl: 99 does not fit in 4 bits",
+    '{"linktype":247,"lrh":5}': "lrh: expected an object, got int",
+    '{"linktype":247,"mad":{}}': "mad: mad needs a bth layer before it",
+    '{"linktype":247,"lrh":{},"rwh":{},"payload":{"data":"01"}}': "lrh.pkt_len: the packet is "
+    "13 bytes, not a whole number of 4-byte words",
+    '{"linktype":247,"lrh":{"lnh":0},"grh":{}}': "lrh.lnh: LNH RAW does not carry a grh",
+    '{"linktype":197,"erf":{"ext_headers":"00"},"ib_fc":{}}': "erf.ext_headers: 1 bytes",
+    '{"linktype":197,"ib_fc":{},"lrh":{}}': "ib_fc: an ERF record carries ib_fc or a data",
+    '{"linktype":247,"eth":{}}': "unknown key(s) ['eth']",
+}
+
+
+@pytest.mark.parametrize("line", BAD_LINES)
+def test_bad_ib_craft_lines_are_one_line_errors(line, tmp_path):
+    good = '{"linktype":247,"lrh":{},"bth":{}}'
+    rc, _out, err = run_cli(["craft", "-o", str(tmp_path / "o.pcap")],
+                            stdin=(line + "\n" + good + "\n").encode())
+    assert rc == 1
+    first, *rest = err.splitlines()  # the bad line, then craft's summary
+    assert first.startswith("lossless: -:1: ") and rest == [rest[0]] and "skipped 1" in rest[0]
+    assert BAD_LINES[line] in err and "Traceback" not in err
+    assert len(list(wire.read(tmp_path / "o.pcap"))) == 1  # the good line is kept
