@@ -14,6 +14,8 @@
   (NCCL stripes a send over the QPs, ``ncclIbMultiSend``), cut into RoCEv2 frames of
   ``mtu_bytes`` of payload plus :data:`ROCE_HEADER_BYTES` of headers, the last frame short.
   A QP piece of 0 bytes sends nothing.
+* Running a schedule again on the same fabric (the next iteration) reuses its QPs' flows,
+  with their congestion-control state, as NCCL reuses its connections.
 * Dataflow: a transfer is posted when every transfer in its ``depends_on`` has been fully
   received (the schedule already holds the FIFO limit: the send ``max_inflight`` places
   earlier on the connection is one of them) and the previous send of its connection has
@@ -74,7 +76,7 @@ class CollectiveRun:
     finish_ps: list[int | None]
     #: flow id -> (src rank, dst rank, channel, QP index, UDP source port)
     flows: dict[int, tuple[int, int, int, int, int]] = field(default_factory=dict)
-    #: flow id -> frame bytes posted (what the receiver must get)
+    #: flow id -> frame bytes posted by this run (what the receiver must get)
     posted_bytes: dict[int, int] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
 
@@ -136,21 +138,31 @@ class _Runner:
         self.rx_ends: dict[int, deque[tuple[int, int]]] = {}
         self.qp_flow: dict[tuple[int, int, int, int], int] = {}
         self.done = 0
+        #: flow id -> bytes the QP had delivered before this run (a QP reused by the next
+        #: iteration of a collective keeps its counters and its congestion-control state)
+        self.base: dict[int, int] = {}
         for key, conn in sch.connections.items():
             src, dst, ch = key
             sh, dh = self._host(src), self._host(dst)
             for q, (qpn, sport) in enumerate(zip(conn.qpns, conn.udp_sports, strict=True)):
-                if qpn in fabric.flows:
-                    raise ValueError(f"flow id {qpn} (QP of {key}) exists in the fabric already")
-                flow = Flow(qpn, sh.node_id, dh.node_id, sh.port.rate_bps, tc=tc,
-                            packet_bytes=mtu_bytes + header_bytes,
-                            start_ps=fabric.engine.now_ps)
-                fabric.flows[qpn] = flow
-                sh.add_posted_flow(flow)
-                dh.expect(flow)
+                old = fabric.flows.get(qpn)
+                if old is None:
+                    flow = Flow(qpn, sh.node_id, dh.node_id, sh.port.rate_bps, tc=tc,
+                                packet_bytes=mtu_bytes + header_bytes,
+                                start_ps=fabric.engine.now_ps)
+                    fabric.flows[qpn] = flow
+                    sh.add_posted_flow(flow)
+                    dh.expect(flow)
+                elif (old.src, old.dst, old.packet_bytes) != (sh.node_id, dh.node_id,
+                                                             mtu_bytes + header_bytes):
+                    raise ValueError(f"flow id {qpn} (QP of {key}) is another flow of the "
+                                     f"fabric")
+                elif sh.sent_bytes[qpn] != dh.rx_bytes.get(qpn, 0):
+                    raise ValueError(f"QP {qpn} of {key} still has bytes in flight")
                 dh.on_data = self._on_data
                 self.qp_flow[(src, dst, ch, q)] = qpn
                 self.run.flows[qpn] = (src, dst, ch, q, sport)
+                self.base[qpn] = dh.rx_bytes.get(qpn, 0)
                 self.run.posted_bytes[qpn] = 0
                 self.rx_ends[qpn] = deque()
 
@@ -188,7 +200,7 @@ class _Runner:
             fid = self.qp_flow[(t.src, t.dst, t.channel, q)]
             end = self.run.posted_bytes[fid] + nbytes
             self.run.posted_bytes[fid] = end
-            self.rx_ends[fid].append((end, t.id))
+            self.rx_ends[fid].append((self.base[fid] + end, t.id))
             src.post(fid, nbytes)
             pieces += 1
         self.pieces_left[t.id] = pieces
