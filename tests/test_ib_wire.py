@@ -332,3 +332,16 @@ def test_bad_ib_craft_lines_are_one_line_errors(line, tmp_path):
     assert first.startswith("lossless: -:1: ") and rest == [rest[0]] and "skipped 1" in rest[0]
     assert BAD_LINES[line] in err and "Traceback" not in err
     assert len(list(wire.read(tmp_path / "o.pcap"))) == 1  # the good line is kept
+
+
+def test_crafted_erf_records_carry_the_record_time(tmp_path):
+    """Wireshark shows the ERF header's time: craft fills it from ts_ns unless given."""
+    from wire.ib_stack import erf_ts
+
+    line = '{"ts_ns":1700000000123456789,"linktype":197,"lrh":{},"bth":{}}'
+    rc, _o, err = run_cli(["craft", "-o", str(tmp_path / "e.pcap")], stdin=line.encode())
+    assert rc == 0, err
+    (rec,) = wire.read(tmp_path / "e.pcap")
+    assert dissect_erf(rec.data)["erf"]["ts"] == erf_ts(1700000000123456789)
+    raw = int.from_bytes(bytes.fromhex(erf_ts(1700000000123456789)), "little")
+    assert (raw >> 32, ((raw & 0xFFFFFFFF) * 10**9) >> 32) == (1700000000, 123456789)

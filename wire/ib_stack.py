@@ -78,7 +78,7 @@ from .stack import (
 )
 
 __all__ = ["dissect_ib", "build_ib", "dissect_erf", "build_erf", "dissect_record",
-           "build_record_data", "IB_LAYER_ORDER", "ERF_LAYER_ORDER", "DECODED_LINKTYPES",
+           "build_record_data", "erf_ts", "IB_LAYER_ORDER", "ERF_LAYER_ORDER", "DECODED_LINKTYPES",
            "LINKTYPE_ETHERNET"]
 
 LINKTYPE_ETHERNET = 1
@@ -521,10 +521,20 @@ def _build_fc(d: Mapping, recompute: bool) -> bytes:
     return IB_FC.pack(fc) + _hex(d, "trailer", "trailer")
 
 
-def build_erf(d: Mapping[str, object], *, recompute: bool = False) -> bytes:
+def erf_ts(ts_ns: int) -> str:
+    """The ERF timestamp (wire bytes, hex) of a time in ns: 64-bit little-endian 32.32
+    fixed-point seconds, the fraction rounded up so that it reads back as the same ns."""
+    sec, ns = divmod(ts_ns, 10**9)
+    frac = -((-ns << 32) // 10**9)  # ceil(ns * 2**32 / 10**9) < 2**32
+    return ((sec << 32) | frac).to_bytes(8, "little").hex()
+
+
+def build_erf(d: Mapping[str, object], *, recompute: bool = False,
+              ts_ns: int | None = None) -> bytes:
     """Build one LINKTYPE_ERF record: the ERF header (type, ``ext``, ``rlen``, ``wlen``
-    computed unless given) and its packet (an IB data packet from the IB layers, an IB
-    flow-control packet from ``ib_fc``, else ``raw``)."""
+    computed unless given; ``ts`` from ``ts_ns`` (:func:`erf_ts`) unless given, tools such
+    as Wireshark show the ERF time) and its packet (an IB data packet from the IB layers, an
+    IB flow-control packet from ``ib_fc``, else ``raw``)."""
     _check_keys(d, ERF_LAYER_ORDER)
     if not any(k in d for k in ERF_LAYER_ORDER):  # too short for an ERF header: as given
         return _hex(d, "raw", "raw") + _hex(d, "trailer", "trailer")
@@ -549,6 +559,8 @@ def build_erf(d: Mapping[str, object], *, recompute: bool = False) -> bytes:
         packet = _hex(d, "raw", "raw") + _hex(d, "trailer", "trailer")
     if not _given(erf, "ext", recompute):
         erf["ext"] = int(bool(ext))
+    if erf.get("ts") is None and ts_ns is not None and 0 <= ts_ns < (1 << 32) * 10**9:
+        erf["ts"] = erf_ts(ts_ns)
     if not _given(erf, "wlen", recompute):
         erf["wlen"] = len(packet)
     head_bytes = ERF.size_bytes + len(ext)
@@ -564,7 +576,8 @@ def build_erf(d: Mapping[str, object], *, recompute: bool = False) -> bytes:
 
 def build_record_data(linktype: int, layers: Mapping[str, object], *, recompute: bool = False,
                       roce_ports: Iterable[int] = ROCE_PORTS,
-                      scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> bytes:
+                      scaleup: ScaleUpConfig = DEFAULT_SCALEUP,
+                      ts_ns: int | None = None) -> bytes:
     """The record bytes for ``layers`` under ``linktype``: :func:`wire.build` (1),
     :func:`build_ib` (247), :func:`build_erf` (197); any other linktype takes ``raw``."""
     from .stack import build
@@ -574,7 +587,7 @@ def build_record_data(linktype: int, layers: Mapping[str, object], *, recompute:
     if linktype == LINKTYPE_INFINIBAND:
         return build_ib(layers, recompute=recompute)
     if linktype == LINKTYPE_ERF:
-        return build_erf(layers, recompute=recompute)
+        return build_erf(layers, recompute=recompute, ts_ns=ts_ns)
     raw = layers.get("raw", "")
     try:
         return bytes.fromhex(raw) if isinstance(raw, str) else b""

@@ -280,7 +280,7 @@ def record_from_dict(obj: Mapping[str, object], prev_ts_ns: int | None = None, *
                                                          "interface", "linktype",
                                                          "epb_options")}
     data = build_record_data(linktype, layers, recompute=recompute, roce_ports=roce_ports,
-                             scaleup=scaleup)
+                             scaleup=scaleup, ts_ns=ts_ns)
     full = len(data)
     if caplen is not None and not recompute:
         if orig_len is None and caplen < full:  # hand-written: "capture only caplen bytes"
