@@ -284,3 +284,15 @@ def test_scaleup_options_select_the_placeholders(tmp_path: Path, capsys) -> None
         main(["decode", str(p), "--esun-ethertype", "0x88b6"])  # same as SUNH's
     assert e.value.code == 2
     assert "must differ" in capsys.readouterr().err
+
+
+def test_decode_table_shows_native_infiniband(capsys) -> None:
+    """Linktype 247 and ERF records are dissected in table mode too (issue 20), not skipped."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "pcaps" / "ib"
+    for name in ("ib_native.pcap", "ib_erf.pcap"):
+        main(["decode", str(root / name)])
+        lines = capsys.readouterr().out.splitlines()
+        assert lines and all(" IB " in x or " IB-link " in x for x in lines), lines[:3]
+        assert not any("not decoded" in x for x in lines)

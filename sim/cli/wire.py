@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from sim.cli.argtypes import ETHERTYPE, UDP_PORT, csv_ints, finite_float, integer
 from wire.atomic import OutputError, atomic_file
 from wire.errors import CaptureError, DecodeError
+from wire.ib_stack import dissect_record
 from wire.overhead import MAX_DATA_BYTES, STACKS, table
 from wire.pcapio import Block, CaptureReader, CaptureWriter, Record
 from wire.records import (
@@ -32,7 +33,7 @@ from wire.records import (
     record_to_dict,
 )
 from wire.scaleup import DEFAULT_SCALEUP, TRANSPORTS, ScaleUpConfig
-from wire.stack import ROCE_PORTS, dissect
+from wire.stack import ROCE_PORTS
 from wire.stats import STATS_FIELDS, CaptureStats, summary_line
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE = 0, 1, 2
@@ -155,11 +156,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
                     problems += 1
                 out.write(json.dumps(fix(obj), separators=(",", ":")) + "\n")
             else:
-                if rec.linktype != 1:
-                    out.write(f"{i:>7} linktype {rec.linktype} not decoded\n")
-                    problems += 1
-                    continue
-                d = dissect(rec.data, rec.orig_len, roce_ports=ports, scaleup=sc)
+                d = dissect_record(rec, roce_ports=ports, scaleup=sc)
                 if d.problems:
                     problems += 1
                 out.write(summary_line(i, rec.ts_ns, d, rec.orig_len) + "\n")
