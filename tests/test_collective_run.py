@@ -161,3 +161,69 @@ def test_a_second_iteration_reuses_the_qps_and_takes_as_long():
     assert abs(second.time_ps - first.time_ps) <= 0.01 * first.time_ps
     for fid, (_s, dst, *_r) in second.flows.items():
         assert f.fabric.nodes[f.ranks[dst]].rx_bytes[fid] == 2 * second.posted_bytes[fid]
+
+
+# ------------------------------------------------------------------ lossless collective
+def _cli(argv, capsys):
+    from sim.cli import main
+
+    try:
+        rc = main(argv)
+    except SystemExit as e:
+        rc = e.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+STAR4 = ["--fabric", "star", "-p", "nodes=1", "-p", "gpus_per_node=4", "-p", "link_gbps=100"]
+
+
+def test_cli_prints_the_nccl_tests_table_with_nccl_tests_formulas(tmp_path, capsys):
+    import json
+
+    out_json = tmp_path / "r.json"
+    rc, out, err = _cli(["collective", "allreduce", "-b", "256K", "-e", "512K", *STAR4,
+                         "--channels", "1", "--json", str(out_json)], capsys)
+    assert rc == 0, err
+    rows = [ln.split() for ln in out.splitlines() if ln and not ln.startswith("#")]
+    assert [r[0] for r in rows] == ["262144", "524288"]
+    doc = json.loads(out_json.read_text())
+    for r, res in zip(rows, doc["results"], strict=True):
+        size, count, dtype, redop, root, time_us, alg, bus, wrong = r
+        assert (dtype, redop, root, wrong) == ("float", "sum", "-1", "0")
+        assert int(count) == int(size) // 4
+        t_s = res["time_ps"] / 1e12
+        assert float(alg) == pytest.approx(int(size) / t_s / 1e9, abs=0.01)
+        assert float(bus) == pytest.approx(float(alg) * 2 * 3 / 4, abs=0.01)
+        assert float(time_us) == pytest.approx(res["time_ps"] / 1e6, abs=0.01)
+        assert set(res["counters"]) == {"pfc_pauses", "ce_marks", "cnps", "drops",
+                                        "max_queue_bytes"}
+    assert "pfc_pauses" in out and "# Avg bus bandwidth" in out
+
+
+@pytest.mark.parametrize("argv", [
+    ["-p", "nodes=0"], ["-p", "link_gbps=nan"], ["-p", "bogus=1"], ["-b", "1M", "-e", "512K"],
+    ["-b", "1.5"], ["--channels", "0"], ["-p", "nodes=1", "-p", "nodes=2"], ["-o", "xor"],
+    ["--json", "/nonexistent/dir/r.json"], ["-r", "99"],
+])
+def test_cli_usage_errors_are_one_line_exit_2(argv, capsys):
+    rc, _out, err = _cli(["collective", "broadcast", "-b", "64K", "-e", "64K", *STAR4, *argv],
+                        capsys)
+    assert rc == 2 and len(err.splitlines()) == 1 and err.startswith("lossless: "), err
+    assert "Traceback" not in err
+
+
+def test_cli_unknown_collective_exit_2(capsys):
+    rc, _, err = _cli(["collective", "allsum"], capsys)
+    assert rc == 2 and err.startswith("lossless: COLLECTIVE") and len(err.splitlines()) == 1
+
+
+def test_cli_drops_without_pfc_leave_the_size_incomplete_exit_1(capsys):
+    # one spine: the cross-rail traffic of 2 nodes x 4 GPUs shares each leaf's one uplink
+    rc, out, err = _cli(["collective", "alltoall", "-b", "1M", "-e", "1M", "-p", "spines=1",
+                         "-p", "link_gbps=100", "-p", "pfc=false", "-p", "buffer_kb=200",
+                         "-p", "xoff_kb=20", "-p", "limit_ms=1"], capsys)
+    assert rc == 1, err
+    assert "incomplete" in out
+    drops = [ln.split() for ln in out.splitlines() if ln.startswith("#    1048576")]
+    assert int(drops[-1][6]) > 0

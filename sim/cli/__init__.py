@@ -1,6 +1,7 @@
 """The ``lossless`` command line (also ``python -m sim``): one module per command family,
 :mod:`sim.cli.wire` (decode, craft, stats, overhead), :mod:`sim.cli.wireshark`,
-:mod:`sim.cli.replay` (replay, plot, scenarios) and :mod:`sim.cli.sweep`.
+:mod:`sim.cli.replay` (replay, plot, scenarios), :mod:`sim.cli.sweep` and
+:mod:`sim.cli.collective`.
 
 May import every other package of sim and wire (nothing imports sim.cli but ``sim/__main__``).
 
@@ -18,6 +19,7 @@ import contextlib
 import os
 import sys
 
+from sim.cli import collective as collective_cmd
 from sim.cli import replay as replay_cmd
 from sim.cli import sweep as sweep_cmd
 from sim.cli import wire as wire_cmd
@@ -44,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     wireshark_cmd.add_parser(sub)
     replay_cmd.add_parsers(sub)
     sweep_cmd.add_parsers(sub)
+    collective_cmd.add_parsers(sub)
     return p
 
 
