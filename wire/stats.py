@@ -468,7 +468,7 @@ class CaptureStats:
             dur = s["last_ts_ns"] - s["first_ts_ns"]
             lines.append(f"duration {dur} ns")
         lines.append("")
-        lines.append("RoCEv2 flows (src > dst, destination QP)")
+        lines.append("RoCEv2 and InfiniBand flows (src > dst, destination QP)")
         lines.append(f"  {'src':>39} {'dst':>39} {'dest_qp':>8} {'packets':>9} {'bytes':>12} "
                      f"{'CE':>7}")
         for f in s["flows"]:
