@@ -18,12 +18,16 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sim.cli.argtypes import ArgType, integer
 from sim.workloads.nccl import Collective
 
-__all__ = ["add_parsers", "FABRICS", "collective_params"]
+if TYPE_CHECKING:
+    from sim.fabric.rail import RailFabric
+    from sim.scenarios.base import Param
+
+__all__ = ["add_parsers", "FABRICS", "build_fabric", "collective_params"]
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 FABRICS = ("rail", "star")
@@ -33,7 +37,7 @@ def _err(msg: str) -> None:
     print(f"lossless: {msg}", file=sys.stderr)
 
 
-def collective_params():
+def collective_params() -> tuple[Param, ...]:
     """The ``-p`` parameters: the fabric-wide ones of the scenarios (same names, checks and
     units, :data:`sim.scenarios.common.FABRIC_PARAMS`) with collective defaults, and the
     shape of the fabric."""
@@ -64,7 +68,7 @@ def collective_params():
     )
 
 
-def build_fabric(kind: str, p: dict[str, Any]):
+def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric:
     """The fabric of ``--fabric kind`` for resolved parameters ``p``
     (a :class:`sim.fabric.rail.RailFabric`)."""
     from sim.fabric.rail import collective_star, rail_optimized
