@@ -227,3 +227,18 @@ def test_cli_drops_without_pfc_leave_the_size_incomplete_exit_1(capsys):
     assert "incomplete" in out
     drops = [ln.split() for ln in out.splitlines() if ln.startswith("#    1048576")]
     assert int(drops[-1][6]) > 0
+
+
+def test_dcqcn_and_ecn_act_on_the_qps():
+    from sim.net.switch import EcnConfig
+
+    sch = schedule("allreduce", 4, 2**20, "float", nchannels=1)
+    ecn = EcnConfig(kmin_bytes=5_000, kmax_bytes=200_000, pmax=0.01)
+    f = collective_star(4, link_gbps=GBPS, prop_ps=PROP_PS, host_gbps={2: GBPS / 2}, ecn=ecn,
+                        host_kw={"cc": "dcqcn"})
+    run = run_schedule(sch, f.fabric, f.ranks)
+    assert run.complete and run.counters["ce_marks"] > 0 and run.counters["cnps"] > 0
+    # the CNPs reach the QPs' DCQCN state: some QP was slowed below the line rate
+    rates = [f.fabric.nodes[f.ranks[src]].cc[fid].target_rate_bps
+             for fid, (src, *_r) in run.flows.items()]
+    assert min(rates) < GBPS * 10**9
