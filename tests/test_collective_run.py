@@ -91,6 +91,23 @@ def test_every_byte_delivered_and_dependencies_respected():
     assert run.counters["drops"] == 0
 
 
+def test_at_most_the_in_flight_limit_per_connection_and_sends_in_order():
+    sch = schedule("allreduce", 3, 3 * 2**20, "float", nchannels=1)  # 6 slices per connection
+    _, run = _run_star(sch)
+    conns: dict = {}
+    for t in sch.transfers:
+        conns.setdefault((t.src, t.dst, t.channel), []).append(t)
+    for ts in conns.values():
+        ts.sort(key=lambda t: t.seq)
+        starts = [run.start_ps[t.id] for t in ts]
+        assert starts == sorted(starts)
+        for t in ts:
+            s = run.start_ps[t.id]
+            busy = sum(1 for u in ts if run.start_ps[u.id] <= s < run.finish_ps[u.id])
+            assert busy <= sch.max_inflight
+        assert len(ts) > sch.max_inflight  # the limit was reachable
+
+
 def test_a_degraded_link_slows_the_whole_ring():
     sch = schedule("allreduce", 4, 2**20, "float", nchannels=1)
     _, base = _run_star(sch)

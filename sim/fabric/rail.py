@@ -1,7 +1,8 @@
 """Rail-optimised fabrics for collectives (issue 18): GPU ``i`` of every node on leaf ``i``.
 
 ``rail_optimized(nodes, gpus_per_node=8, spines=..., link_gbps=...)`` builds the two-tier
-fabric NVIDIA's DGX reference architectures use for the compute network: each GPU has its own
+fabric of the compute network in NVIDIA's DGX SuperPOD reference architecture (DGX H100,
+"rail-optimized" leaves): each GPU has its own
 NIC (one rank per host here), NIC ``i`` of every node is cabled to leaf ``i`` ("rail ``i``"),
 and every leaf is linked to every spine.  Traffic between GPUs of the same rail crosses one
 switch; traffic between rails goes leaf, spine, leaf (NCCL's PXN, which first moves the data
