@@ -1,12 +1,11 @@
 """Rail-optimised fabrics for collectives (issue 18): GPU ``i`` of every node on leaf ``i``.
 
 ``rail_optimized(nodes, gpus_per_node=8, spines=..., link_gbps=...)`` builds the two-tier
-fabric of the compute network in NVIDIA's DGX SuperPOD reference architecture (DGX H100,
-"rail-optimized" leaves): each GPU has its own
-NIC (one rank per host here), NIC ``i`` of every node is cabled to leaf ``i`` ("rail ``i``"),
-and every leaf is linked to every spine.  Traffic between GPUs of the same rail crosses one
-switch; traffic between rails goes leaf, spine, leaf (NCCL's PXN, which first moves the data
-over NVLink to the GPU on the right rail, is not modelled).
+compute fabric of NVIDIA's DGX SuperPOD reference architecture (DGX H100, "rail-optimized"
+leaves): each GPU has its own NIC (one rank per host here), NIC ``i`` of every node is cabled
+to leaf ``i`` ("rail ``i``"), and every leaf is linked to every spine.  Traffic between GPUs
+of the same rail crosses one switch; traffic between rails goes leaf, spine, leaf (NCCL's
+PXN, which first moves the data over NVLink to the GPU on the right rail, is not modelled).
 
 Node numbering:
 
