@@ -200,7 +200,7 @@ def test_cli_prints_the_nccl_tests_table_with_nccl_tests_formulas(tmp_path, caps
 
     out_json = tmp_path / "r.json"
     rc, out, err = _cli(["collective", "allreduce", "-b", "256K", "-e", "512K", *STAR4,
-                         "--channels", "1", "--json", str(out_json)], capsys)
+                         "--channels", "1", "-n", "2", "--json", str(out_json)], capsys)
     assert rc == 0, err
     rows = [ln.split() for ln in out.splitlines() if ln and not ln.startswith("#")]
     assert [r[0] for r in rows] == ["262144", "524288"]
@@ -209,6 +209,7 @@ def test_cli_prints_the_nccl_tests_table_with_nccl_tests_formulas(tmp_path, caps
         size, count, dtype, redop, root, time_us, alg, bus, wrong = r
         assert (dtype, redop, root, wrong) == ("float", "sum", "-1", "0")
         assert int(count) == int(size) // 4
+        assert res["time_ps"] == sum(res["iteration_times_ps"]) // 2  # -n 2: the mean
         t_s = res["time_ps"] / 1e12
         assert float(alg) == pytest.approx(int(size) / t_s / 1e9, abs=0.01)
         assert float(bus) == pytest.approx(float(alg) * 2 * 3 / 4, abs=0.01)

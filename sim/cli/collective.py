@@ -159,6 +159,7 @@ def _one_size(args, params, nbytes: int) -> dict[str, Any]:
         "size_bytes": counts.size_bytes, "count": counts.param_count,
         "nchannels": sch.nchannels, "transfers": len(sch.transfers),
         "counters": fabric_counters(rf.fabric), "error": error, "wrong": wrong,
+        "iteration_times_ps": times,
     }
     if error is None:
         t_ps = sum(times) // len(times)
