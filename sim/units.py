@@ -10,8 +10,10 @@ Sources:
 - Ethernet framing overhead: IEEE 802.3-2022 clause 3.1.1 (frame format: 4-byte FCS, 64-byte
   minimum frame including FCS; 7-byte preamble + 1-byte SFD) and clause 4.4.2 (interPacketGap of
   96 bit times = 12 bytes).
-- Propagation delay: ``shared/specs/esun_sue.md`` section 5.3 ("≈4.6-5 ns/m" derived from
-  3 m twinax and 30 m SMF budgets); we default to 5 ns/m = 5000 ps/m.
+- Propagation delay: ≈4.6-5 ns/m, derived by us from the one-way latency budgets of OCP SUE
+  v1.0 Fig. 22 as given by the MiracleFarms summary (477.6 ns with 3 m twinax, 747.6 ns with
+  30 m SMF, 450 ns of it bridge + PHY + switch); besthub.dev "How to Compute Headroom ...
+  Part 2" uses ≈5 ns/m of fibre.  We default to 5 ns/m = 5000 ps/m.
 - PFC quantum (512 bit times): IEEE 802.3-2022 Annex 31B; computed by :mod:`wire.pfc`.
 """
 
@@ -41,7 +43,7 @@ MIN_FRAME_BYTES = 64
 PREAMBLE_SFD_BYTES = 8
 #: Inter-packet gap, 96 bit times (IEEE 802.3 4.4.2).
 IFG_BYTES = 12
-#: Propagation delay per metre of cable (≈5 ns/m, shared/specs/esun_sue.md 5.3).
+#: Propagation delay per metre of cable (≈5 ns/m; sources in the module docstring).
 DEFAULT_PS_PER_M = 5000
 #: 1 KB = 1000 bytes in every ``*_kb`` parameter (SI kilo, as link rates are SI).
 BYTES_PER_KB = 1000

@@ -1,5 +1,6 @@
 """DCQCN in the fabric: the incast with cc=dcqcn, late_joiner, rate series and plots, and
-the paper preset's behaviour against the fluid model (shared/specs/dcqcn_pfc.md 1.7)."""
+the paper preset's behaviour against the fluid model (Zhu et al., "ECN or Delay", CoNEXT 2016,
+doi:10.1145/2999572.2999593; its fixed points as we solve them: docs/dcqcn.md)."""
 
 from __future__ import annotations
 

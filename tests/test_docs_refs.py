@@ -1,7 +1,7 @@
 """The README and docs/*.md reference only files of this repository or public sources (issue
 15): no ``shared/`` notes, no section numbers of notes that are not published ("spec 2.4"),
 every relative link and every backticked repository path exists, and every ``*.md`` named is
-one of ours."""
+one of ours.  The ``.py`` files under sim/, wire/, bench/ and tests/ cite no such note either."""
 
 from __future__ import annotations
 
@@ -78,3 +78,39 @@ def test_the_checks_catch_what_they_should(tmp_path: Path) -> None:
     finally:
         REPO = saved
     assert len(problems) == 7, problems  # shared/ twice (the pattern, the .md name) + 5
+
+
+#: The code's docstrings and comments cite primary public sources too (issue 15): never the
+#: unpublished notes outside the repository, by path, file name or section ("spec 1.4").
+CODE_DIRS = ("sim", "wire", "bench", "tests")
+_CODE_BAD = [
+    (re.compile(r"(?<![\w.\-])shared/|\.\./shared\b"), "a shared/ note (cite its primary source)"),
+    (re.compile(r"/work/"), "an absolute path of a development machine"),
+    (re.compile(r"\b(?:esun_sue|dcqcn_pfc|roce_pfc_wire|collectives_ib_faults)\.md\b"),
+     "an unpublished note by name"),
+    (re.compile(r"\bspec(?: note)?(?: section)? \d+\.\d+"), "a section of an unpublished note"),
+    (re.compile(r"\b(?:research|spec|reference) note\b|\bspec file\b"), "an unpublished note"),
+]
+
+
+def _code_problems(where: str, text: str) -> list[str]:
+    return [f"{where}:{n}: {why}: {line.strip()[:100]}"
+            for n, line in enumerate(text.splitlines(), 1)
+            for rx, why in _CODE_BAD if rx.search(line)]
+
+
+def test_code_cites_no_unpublished_note() -> None:
+    me = Path(__file__).resolve()
+    problems = [pr for d in CODE_DIRS for f in sorted((REPO / d).rglob("*.py")) if f.resolve() != me
+                for pr in _code_problems(str(f.relative_to(REPO)),
+                                         f.read_text(encoding="utf-8"))]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_code_checks_catch_what_they_should() -> None:
+    bad = ("# shared/specs/esun_sue.md 2.1\n# see ../shared\n# /work/shared/specs/x.md\n"
+           "#: (spec 1.4)\n# [M in the spec note]\n# dcqcn_pfc.md\n# spec section 2.3\n"
+           "# from the spec file\n")
+    good = "# DCQCN, SIGCOMM 2015, Sec. 3; IEEE 802.3 Annex 31B; docs/pfc.md; wire/shared_x.py\n"
+    assert [len(_code_problems("x.py", line)) > 0 for line in bad.splitlines()] == [True] * 8
+    assert _code_problems("x.py", good) == []

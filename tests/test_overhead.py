@@ -1,8 +1,9 @@
 """`lossless overhead` / wire.overhead: goodput counted on frames the codecs build.
 
-The expected figures are the independent arithmetic of shared/specs/esun_sue.md section 5
-(tables 5.1 and 5.2, `eff = k*T / (max(k*(T+h) + H_frame, 64) + 20)`), not numbers printed by
-this code.
+The expected figures are independent arithmetic of ours (the closed formula
+`eff = k*T / (max(k*(T+h) + H_frame, 64) + 20)` with the header bytes counted by hand from the
+layouts in docs/headers.md; docs/scaleup.md, section "Efficiency"), not numbers printed by this
+code.
 """
 
 from __future__ import annotations

@@ -2,10 +2,12 @@
 packed transactions and R-CRC (``wire.esun``, ``wire.sunh``, ``wire.sue``, ``wire.scaleup``
 and their dispatch in ``wire.stack``).
 
-* Vectors both ways for every header, the bit positions written out by hand from
-  shared/specs/esun_sue.md (1.1 byte map of the EH; 2.1 RH word layout; 3 SUNH word layout;
-  2.1 AFH figures; the [A] descriptor of wire/sue.py), not from the field tables; ESUN byte 0
-  and byte 3 fields at their minimum and maximum one at a time (esun_sue.md 1.3 item 1).
+* Vectors both ways for every header, the bit positions written out by hand from the public
+  sources (the EH figure of OCP ESUN 1.0 5.2 in the OCP Academy ESUN course, read MSB first
+  [A]; the RH word layout of Broadcom SUE 6.3.3 in XDP2 ``src/include/sue/sue.h``; the SUNH
+  word layout of draft-herbert-sunh-00 in XDP2 ``sunh.h``; the AFH figures of XDP2's SUPERp;
+  the [A] descriptor of wire/sue.py; docs/scaleup.md), not from the field tables; ESUN byte 0
+  and byte 3 fields at their minimum and maximum one at a time.
 * Whole frames: a hand-assembled ESUN + SUE frame (R-CRC computed with zlib here), and every
   stack round-tripping through dissect/build on Hypothesis frames
   (:func:`wire.strategies.scaleup_frame_dicts`), with the default and a non-default config.
@@ -75,9 +77,9 @@ roundtrips = settings(max_examples=max(20, settings().max_examples // 2),
 
 
 # ====================================================================== ESUN vectors
-# esun_sue.md 1.1: byte 0 = Rev(7:6) F(5) CoS(4:2) ECN(1:0); bytes 1-2 Flow Label; byte 3 =
-# TTL(7:4) UD(3:2) RSVD(1:0).  Each row: one field at its max (ttl at 0 where max is the
-# default), the others at their defaults (ttl 15).
+# OCP ESUN 1.0 5.2 EH figure (OCP Academy course), MSB first [A]: byte 0 = Rev(7:6) F(5) CoS(4:2)
+# ECN(1:0); bytes 1-2 Flow Label; byte 3 = TTL(7:4) UD(3:2) RSVD(1:0).  Each row: one field at its
+# max (ttl at 0 where max is the default), the others at their defaults (ttl 15).
 ESUN_ONE_FIELD = [
     ("rev", 3, "c00000f0"),
     ("f", 1, "200000f0"),
@@ -107,7 +109,7 @@ def test_esun_all_min_and_all_max():
 
 
 def test_esun_defaults_are_tx_defaults():
-    # Tx: Rev 0, RSVD 0, TTL = 15 [A] (esun_sue.md 1.3 items 1 and 4)
+    # Tx: Rev 0 (ESUN 1.0), RSVD 0, TTL = 15 [A] (docs/scaleup.md; docs/sue.md row 17)
     assert ESUN.pack({}) == unhex("000000f0")
     assert ESUN_DEFAULT_TTL == 15
     assert ESUN.size_bytes == 4
@@ -269,8 +271,8 @@ def test_afh_gen2_frame_has_no_eth_layer():
 
 
 def test_overheads_match_the_reference_numbers():
-    """esun_sue.md 5.1, in-frame overhead without FCS: ESUN+RH 30, SUNH+RH 34, AFH Gen1 30,
-    AFH Gen2 26, SUE over IPv4/UDP 54 (R-CRC included)."""
+    """In-frame overhead without FCS, counted by hand from the layouts (docs/headers.md): ESUN+RH
+    30, SUNH+RH 34, AFH Gen1 30, AFH Gen2 26, SUE over IPv4/UDP 54 (R-CRC included)."""
     sizes = {
         "esun": {"eth": {}, "esun": {}, "sue_rh": {"op": "ACK"}},
         "sunh": {"eth": {}, "sunh": {}, "sue_rh": {"op": "ACK"}},

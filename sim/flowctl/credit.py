@@ -1,14 +1,15 @@
 """Credit-based link-level flow control (CBFC): the sender's counters and the receiver's
 answers (credit returns) of one link direction.
 
-Credit-based flow control (CBFC, UEC 1.0 via SAI; esun_sue.md 1.1 and 1.3 item 5), at message
-granularity, when the XPUs and the switch are given a :class:`CbfcConfig`: every link direction
-is a :class:`CreditPort` (switch egress) or :class:`CreditXpuPort` (XPU egress) that starts a
-frame of a credited class (VC = traffic class; the model's VC space is the 8 TCs) only if
-``CU + pkt_credits <= CL``; the receiver frees the credits when the frame leaves its buffer
-(switch: when it starts leaving the egress queue; XPU: on receipt) and returns them in a
-CF_Update (no bandwidth: CtlOS replace idle) ``prop_ps`` later, at most once per
-``min_spacing_bytes`` of link time per VC.  docs/sue.md, section "Credit-based flow control".
+Credit-based flow control (CBFC, UEC 1.0 Sec. 5.2 via the SAI CBFC document,
+github.com/opencomputeproject/SAI ``doc/CBFC/SAI-Credit_Based_Flow_Control.md``), at message
+granularity ([A], docs/sue.md section CBFC), when the XPUs and the switch are given a
+:class:`CbfcConfig`: every link direction is a :class:`CreditPort` (switch egress) or
+:class:`CreditXpuPort` (XPU egress) that starts a frame of a credited class (VC = traffic class; the
+model's VC space is the 8 TCs) only if ``CU + pkt_credits <= CL``; the receiver frees the credits
+when the frame leaves its buffer (switch: when it starts leaving the egress queue; XPU: on receipt)
+and returns them in a CF_Update (no bandwidth: CtlOS replace idle) ``prop_ps`` later, at most once
+per ``min_spacing_bytes`` of link time per VC.  docs/sue.md, section "Credit-based flow control".
 
 May import the kernel only (a port is reached through the attributes it shares with
 :class:`sim.net.port.Port`).
@@ -31,16 +32,16 @@ FCS_BYTES = 4
 
 
 def cbfc_credits(nbytes: int, credit_bytes: int, overhead_bytes: int = 0) -> int:
-    """``pkt_credits = ceil((pkt_len + PktOvhd) / CreditSize)`` (esun_sue.md 1.1), ``pkt_len``
+    """``pkt_credits = ceil((pkt_len + PktOvhd) / CreditSize)`` (SAI CBFC document), ``pkt_len``
     = ``nbytes`` (frame without FCS, the simulator's unit) + 4 FCS; at least 1."""
     return max(1, -(-(nbytes + FCS_BYTES + overhead_bytes) // credit_bytes))
 
 
 @dataclass(frozen=True)
 class CbfcConfig:
-    """CBFC settings of every credited link direction.  Defaults are the SAI CBFC defaults
-    (esun_sue.md 1.1) except ``limit_credits`` (the receiver buffer per VC per link, a
-    scenario choice) and ``vcs``.
+    """CBFC settings of every credited link direction.  Defaults are the SAI CBFC defaults (SAI
+    ``doc/CBFC/SAI-Credit_Based_Flow_Control.md``) except ``limit_credits`` (the receiver buffer per
+    VC per link, a scenario choice) and ``vcs``.
 
     ``limit_credits``: CL, per VC, in credits; ``credit_bytes``: CreditSize (SAI 128 B);
     ``min_spacing_bytes``: CF_min_spacing (SAI 6400 B, >= 800): a VC's CF_Update goes at most

@@ -19,7 +19,7 @@ Per monitored (egress port, priority) of one :class:`sim.net.switch.Switch`, pol
 * **restore** after ``restore_ps`` (a ``WatchdogRestored`` event): back to normal lossless
   operation and detection starts again (if the cause persists it triggers again).
 
-Defaults are Juniper's PFC watchdog (shared/specs/dcqcn_pfc.md 2.4: poll interval 100 ms,
+Defaults are Juniper's PFC watchdog (Junos documentation, "PFC watchdog": poll interval 100 ms,
 detection = 2 polls = 200 ms, recovery 200 ms) with SONiC's default action ``drop`` (SONiC
 wiki "PFC Watchdog Design": detect / mitigate (drop) / restore); Huawei's PFC deadlock
 detection default is 100 ms (``poll_ps=50 ms, detect_polls=2`` reproduces it).  Tests scale
@@ -47,8 +47,9 @@ MS_PS = 10**9
 class WatchdogConfig:
     """Watchdog timing and action (defaults: Juniper timing, SONiC action; module doc).
 
-    ``ports``: the egress ports watched (None: every port of the switch; the ``pfc_storm``
-    scenario watches only host-facing ports, the server-facing queues of spec 2.4)."""
+    ``ports``: the egress ports watched (None: every port of the switch; the ``pfc_storm`` scenario
+    watches only host-facing ports, the server-facing queues of Guo et al., SIGCOMM 2016,
+    Sec. 4.3)."""
 
     poll_ps: int = 100 * MS_PS
     detect_polls: int = 2

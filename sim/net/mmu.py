@@ -31,11 +31,12 @@ Threshold on the PG's *shared* usage (the reserved and headroom parts do not cou
 
 - ``static``: ``threshold = xoff_bytes``.
 - ``dynamic`` (Choudhury-Hahne dynamic threshold, as used by Broadcom-style MMUs and by HPCC
-  ``simulation/src/point-to-point/model/switch-mmu.cc``; spec ``dcqcn_pfc.md`` section 2.3, source
-  key ``HPCC``): ``threshold = floor(alpha * free)`` with ``free = shared_pool_bytes -
-  shared_used_bytes``. ``alpha`` is an exact :class:`fractions.Fraction`. Original: A. K.
-  Choudhury, E. L. Hahne, "Dynamic Queue Length Thresholds for Shared-Memory Packet Switches",
-  IEEE/ACM ToN 6(2), 1998. With k equally congested PGs each settles at alpha*F/(1 + k*alpha).
+  ``simulation/src/point-to-point/model/switch-mmu.cc``,
+  github.com/alibaba-edu/High-Precision-Congestion-Control): ``threshold = floor(alpha * free)``
+  with ``free = shared_pool_bytes - shared_used_bytes``. ``alpha`` is an exact
+  :class:`fractions.Fraction`. Original: A. K. Choudhury, E. L. Hahne, "Dynamic Queue Length
+  Thresholds for Shared-Memory Packet Switches", IEEE/ACM ToN 6(2), 1998. With k equally congested
+  PGs each settles at alpha*F/(1 + k*alpha).
 
 PFC state of a lossless (port, PG) is a two-state machine. The condition is classified from the
 counters after every change, then looked up in :data:`PFC_TRANSITIONS` (h11 ``_state.py`` style:
@@ -48,10 +49,10 @@ the table is the rule):
 
 The XON rule (resume only once the headroom is empty and the shared usage is at least
 ``xon_delta_bytes`` below the threshold, or zero) is HPCC's ``SwitchMmu::CheckShouldResume`` rule,
-whose offset (``resume_offset``) is 3 KB (spec section 2.3, ``HPCC``); spec section 2.2 states the
-same hysteresis as ``bytes <= xon``. The ``shared_pg == 0`` clause keeps an empty PG from staying
-paused when the threshold is below the delta. In dynamic mode the threshold moves with the free
-pool, so every lossless PG that holds shared or headroom bytes or is paused is re-evaluated
+whose offset (``resume_offset``) is 3 KB (HPCC ``switch-mmu.cc``); IEEE 802.1Qbb states the same
+hysteresis as ``bytes <= xon`` (docs/sim_mmu.md). The ``shared_pg == 0`` clause keeps an empty PG
+from staying paused when the threshold is below the delta. In dynamic mode the threshold moves with
+the free pool, so every lossless PG that holds shared or headroom bytes or is paused is re-evaluated
 whenever the pool changes; a PG can therefore be paused or resumed by another PG's traffic, and
 those transitions are reported too. Lossy PGs never pause.
 
@@ -112,10 +113,10 @@ def headroom_bytes(
     """PFC headroom per lossless (ingress port, PG), in bytes, by exact integer arithmetic.
 
     Headroom must absorb everything the upstream can still deliver after this switch decides to
-    pause (spec ``dcqcn_pfc.md`` section 2.3, which summarises the IEEE 802.1Qbb Annex budget as
-    given by Cisco and besthub.dev "How to Compute Headroom ... Part 2"; Mellanox DOC-2623 gives
-    the same shape: MTU_S + MTU_R + response + cable). Bytes arrive at ``link_bps`` for the whole
-    interval, so each delay becomes ``delay_ps * link_bps / 8e12`` bytes:
+    pause (the IEEE 802.1Qbb headroom budget as given by Cisco and besthub.dev "How to Compute
+    Headroom ... Part 2"; Mellanox DOC-2623 gives the same shape: MTU_S + MTU_R + response + cable).
+    Bytes arrive at ``link_bps`` for the whole interval, so each delay becomes
+    ``delay_ps * link_bps / 8e12`` bytes:
 
     1. the frame whose arrival crosses XOFF (this model stores it in headroom):
        ``mtu + 20`` wire bytes (preamble/SFD + IFG = 20 B);

@@ -1,7 +1,8 @@
 """Egress port and link: per-priority queues, a scheduler, PFC pause reaction, serialisation
 and propagation.
 
-Rules (IEEE 802.1Qbb / 802.3 Annex 31B, as shared/specs/dcqcn_pfc.md summarises them):
+Rules (IEEE 802.1Qbb / IEEE 802.3 Annex 31B and 31D; the same semantics as the ns-3 DCB module's
+``ReceivePfc`` and htsim's ``sim/queue_lossless_output.cpp``, github.com/Broadcom/csg-htsim):
 
 * A port starts a frame only when the frame's priority is not paused; a frame already on the
   wire always completes (pause is checked when a transmission *starts*).

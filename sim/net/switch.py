@@ -15,14 +15,16 @@ RED-style ECN marking on the egress queue.
   (or when :meth:`Switch.check_routes` is called), else ValueError.
 * Egress scheduling: every port gets the switch's ``scheduler``, ``weights`` and
   ``quantum_bytes`` (:class:`sim.net.port.Port`: ``"rr"`` or ``"dwrr"``).
-* ECN (DCQCN CP, shared/specs/dcqcn_pfc.md 1.2): on dequeue by default (``mark_at``), with the
-  instantaneous egress queue bytes left behind: p = 0 up to ``kmin_bytes``, linear to ``pmax``
-  at ``kmax_bytes``, 1 above; only ECN-capable frames are marked; one draw of the run's seeded
-  RNG per candidate frame.
+* ECN (DCQCN CP: Zhu et al., SIGCOMM 2015, Sec. 3; on dequeue as HPCC's ``switch-node.cc``
+  ``SwitchNotifyDequeue``, github.com/alibaba-edu/High-Precision-Congestion-Control): on dequeue by
+  default (``mark_at``), with the instantaneous egress queue bytes left behind: p = 0 up to
+  ``kmin_bytes``, linear to ``pmax`` at ``kmax_bytes``, 1 above; only ECN-capable frames are marked;
+  one draw of the run's seeded RNG per candidate frame.
 * The MMU releases a frame's bytes when it starts leaving the switch (dequeue).
 * TTL (``max_hops``, default None = off): a data frame that has already crossed ``max_hops``
   switches (``SimPacket.hops``) is dropped on arrival, reason ``"ttl_expired"``, before MMU
-  admission (the hop budget of a routing loop; shared/specs/dcqcn_pfc.md 2.4 item 3).
+  admission (the hop budget of a routing loop, Hu et al., HotNets 2016; [A] toy model of ours,
+  docs/scenarios.md section ``pfc_deadlock_loop``).
 * PFC watchdog (``watchdog``, a :class:`sim.health.watchdog.PfcWatchdog`, attached with
   :func:`sim.health.watchdog.attach_watchdogs`): while it mitigates (port, priority) with action
   ``drop``, frames routed to that queue are dropped (reason ``"pfc_watchdog"``, MMU bytes
@@ -78,7 +80,8 @@ PFC_FRAME_BYTES = 60
 @dataclass(frozen=True, slots=True)
 class EcnConfig:
     """RED-style marking (the DCQCN CP curve).  Paper values at 40 Gb/s: Kmin 5 KB, Kmax 200
-    KB, Pmax 1 % (DCQCN, SIGCOMM 2015, per shared/specs/dcqcn_pfc.md 1.2)."""
+    KB, Pmax 1 % (DCQCN, Zhu et al., SIGCOMM 2015, doi:10.1145/2785956.2787484; the same values
+    in the parameter block of github.com/lzhtan/Fluid-Model-for-DCQCN-ECN-PFC)."""
 
     kmin_bytes: int
     kmax_bytes: int

@@ -37,7 +37,8 @@ Receiver: counts bytes and packets per flow, completed messages, and the complet
 of finite flows.  As the DCQCN notification point (NP) it turns CE marks into CNPs: a real
 RoCEv2 CNP frame (BTH opcode 0x81, BECN, DestQP = the flow id) sent back to the sender on
 ``cnp_tc`` (6: NVIDIA's default ``cnp_802p_prio``), per flow and ``cnp_interval_ps`` (N, 50 µs:
-the DCQCN paper's value) -- shared/specs/dcqcn_pfc.md 1.3:
+the DCQCN paper's value) -- DCQCN, Zhu et al., SIGCOMM 2015, Sec. 3; NS3RDMA
+(github.com/bobzhuyb/ns3-rdma) for the window variant:
 
 * ``cnp_mode="immediate"`` (default, the paper's NP): a CNP on a CE if none was sent for the
   flow in the last N, so on the first CE and then at most one per N.
@@ -52,7 +53,7 @@ number of the frame acknowledged (from 0), on ``ack_tc`` (default: the flow's ow
 sender counts ``acked_bytes`` per flow; nothing is retransmitted.  CNPs and ACKs are told from
 data by their UDP port 4791 and BTH opcode (:func:`roce_bth`).
 
-Broken receiver (PFC pause storm, shared/specs/dcqcn_pfc.md 2.4): :meth:`Host.stall_rx`
+Broken receiver (PFC pause storm, Guo et al., SIGCOMM 2016, Sec. 4.3): :meth:`Host.stall_rx`
 (``start_ps``, optional ``end_ps``) makes the NIC's receive pipeline stop: from ``start_ps`` it
 delivers nothing (every arriving data/CNP/ACK frame is dropped and counted, a ``Dropped`` event
 with reason ``"rx_stalled"``) and sends real 802.1Qbb PAUSE frames
@@ -62,7 +63,7 @@ port stays paused.  NIC pause-storm prevention (mlx5 "PFC stall prevention"): wh
 side has been stalled while pausing for ``pause_storm_timeout_ps`` the NIC stops sending PAUSE
 (a ``WatchdogTriggered`` event with action ``"stop_pause"``; the last pause then expires) and
 the frames reaching it are dropped there.  Default 8 s, mlx5's default critical timeout;
-mlx5's "auto" is 100 ms (netdev patches by Inbar Karmy, 2018; spec 2.4).  None disables it.
+mlx5's "auto" is 100 ms (Linux netdev patches by Inbar Karmy, 2018).  None disables it.
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ __all__ = ["ACK_OPCODE", "CNP_MODES", "ONOFF_MODES", "Flow", "Host", "roce_bth"]
 ACK_OPCODE = 0x11
 CNP_MODES = ("immediate", "window")
 ONOFF_MODES = ("fixed", "exponential")
-#: mlx5 PFC stall prevention default critical timeout (8 s); "auto" is 100 ms (spec 2.4).
+#: mlx5 PFC stall prevention default critical timeout (8 s); "auto" is 100 ms (Linux netdev
+#: patches by Inbar Karmy, 2018).
 PAUSE_STORM_TIMEOUT_PS = 8 * 10**12
 PAUSE_STORM_AUTO_PS = 100 * 10**9
 _STALL_QUANTA = 0xFFFF

@@ -40,8 +40,8 @@ OVERHEAD_STACK = {"esun": "esun", "afh_gen1": "afh_gen1", "afh_gen2": "afh_gen2"
                   "sunh": "sunh", "eth_ipv4_udp": "sue_ipv4_udp"}
 #: [A] traffic class (and ESUN CoS) of DATA frames: lossless class 3, as the other built-ins.
 DATA_TC = 3
-#: [A] traffic class of ACK/NACK frames: a second lossless class (esun_sue.md 2.1: PFC needs
-#: >= 2 lossless classes, requests vs ACKs).
+#: [A] traffic class of ACK/NACK frames: a second lossless class (OCP SUE v1.0 via the MiracleFarms
+#: summary: PFC needs >= 2 lossless classes, requests vs ACKs; docs/sue.md row 19).
 ACK_TC = 6
 #: ECN codepoint the endpoints send where the header has an ECN field (ECT(0)).
 ECT0 = 2
@@ -182,7 +182,8 @@ _ETH_TYPE = ETHERNET.byte_field("type")[0]
 def forward_hop(frame: bytearray, scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> bool:
     """A switch's hop step on a scale-up frame, in place, via the field tables: TTL (ESUN EH,
     AFH Gen1, IPv4) or hop limit (SUNH, AFH Gen2 12-byte form) decremented, False (drop,
-    ``ttl_expired``) when it arrives <= 1 (esun_sue.md 1.3 item 2; SUNH -00: discard at 0).
+    ``ttl_expired``) when it arrives <= 1 ([A] as the sonic-mgmt ESUN test plan's E5, "TTL=0 or
+    TTL=1 is dropped"; docs/sue.md row 18; draft-herbert-sunh-00: discard at 0).
     IPv4's header checksum is recomputed.  Other frames pass unchanged (True)."""
     if (len(frame) >= ETHERNET.size_bytes
             and int.from_bytes(frame[_ETH_TYPE:_ETH_TYPE + 2], "big") == scaleup.sue_ethertype):

@@ -1,10 +1,11 @@
 """SUE-T transaction packer: sans-IO, driven with scripted times (docs/sue.md).
 
-What is public (shared/specs/esun_sue.md 2.1): SUE packs commands for the same
-{destination XPU, VC} *opportunistically* into one PDU of at most 4096 bytes (1024 for
-SUE-Lite); one RH and one R-CRC per PDU; no transaction is split; data per transaction
-<= 256 B.  No packing timer, minimum fill or hold-off is described publicly.  What we
-assume **[A]** (each one a named argument here):
+What is public (OCP "Scale Up Ethernet (SUE) v1.0.0" via the MiracleFarms summary,
+miraclefarms.github.io/notes/2026/06/21/sue-scale-up-ethernet-fabric/): SUE packs commands for the
+same {destination XPU, VC} *opportunistically* into one PDU of at most 4096 bytes (1024 for
+SUE-Lite); one RH and one R-CRC per PDU; no transaction is split; data per transaction <= 256 B.  No
+packing timer, minimum fill or hold-off is described publicly.  What we assume **[A]** (each one a
+named argument here):
 
 * ``max_pdu_bytes``: the PDU limit counts the packed transactions, each its
   ``txn_hdr_bytes`` descriptor (8 or 16, ``wire.sue.txn_spec``) plus its data -- the byte
@@ -36,11 +37,11 @@ __all__ = ["Txn", "Pdu", "PduInfo", "PduBuilder", "Packer", "SELECTORS", "regist
            "DEFAULT_MAX_PDU_BYTES", "LITE_MAX_PDU_BYTES", "DEFAULT_TXN_HDR_BYTES",
            "MAX_TXN_DATA_BYTES"]
 
-#: SUE maximum PDU (OCP SUE v1.0 via the MiracleFarms summary; shared/specs/esun_sue.md 2.1).
+#: SUE maximum PDU (OCP SUE v1.0 via the MiracleFarms summary; docs/sue.md row 3).
 DEFAULT_MAX_PDU_BYTES = 4096
 #: SUE-Lite maximum PDU (same source).
 LITE_MAX_PDU_BYTES = 1024
-#: [A] per-transaction descriptor (shared/specs/esun_sue.md 2.3 item 2; wire.scaleup).
+#: [A] assumption: per-transaction descriptor, not public (docs/sue.md row 4; wire.scaleup).
 DEFAULT_TXN_HDR_BYTES = 8
 #: Data bytes per transaction (SUE v1.0; wire.sue.MAX_TXN_DATA_BYTES).
 MAX_TXN_DATA_BYTES = 256

@@ -24,10 +24,11 @@ __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABR
 
 KB = BYTES_PER_KB
 #: The lossless data class of the built-ins (RoCEv2 data on priority 3: NVIDIA's and the
-#: HPCC simulator's default lossless priority, shared/specs/dcqcn_pfc.md 2.2).
+#: HPCC simulator's default lossless priority; HPCC ``simulation/mix/flow.txt`` puts every
+#: flow on pg 3, github.com/alibaba-edu/High-Precision-Congestion-Control).
 TC = 3
-#: PFC response time assumed by the headroom formula (1 us: 802.1Qbb allows ~2 us at 100G;
-#: shared/specs/dcqcn_pfc.md 2.3).
+#: PFC response time assumed by the headroom formula ([A] 1 us: 802.1Qbb allows ~2 us at 100G,
+#: 201728 bit times, as besthub.dev "How to Compute Headroom ... Part 2" gives it; docs/sim_mmu.md).
 RESPONSE_PS = 1_000_000
 #: Guaranteed minimum per (ingress port, PG), every PG (assumption: about two 1 KB frames).
 RESERVED_BYTES = 2000

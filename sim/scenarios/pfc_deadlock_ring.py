@@ -1,12 +1,13 @@
 """The ``pfc_deadlock_ring`` scenario: a PFC deadlock from a cyclic buffer dependency (CBD).
 
 ``switches`` switches in a ring (:func:`sim.fabric.topology.ring`, one host each, clockwise
-routing), host ``s`` sending to the host ``hops`` switches further clockwise at ``rate_frac``
-of line rate, so every ring link carries ``hops`` flows.  Toy model (shared/specs/dcqcn_pfc.md 2.4
-item 2): deadlock iff ``hops * rate_frac > 1``.  Nothing is scripted: the queues grow only if
-the load exceeds the ring links' capacity.  The sources stop at ``stop_ms``; a deadlock,
-once formed, persists after that (the :class:`sim.health.deadlock.DeadlockDetector` reports
-it) unless the switch PFC watchdog (``watchdog = true``, :mod:`sim.health.watchdog`) breaks it.
+routing), host ``s`` sending to the host ``hops`` switches further clockwise at ``rate_frac`` of
+line rate, so every ring link carries ``hops`` flows.  Toy model ([A] ours, on the ring of Hu et
+al., HotNets 2016; docs/scenarios.md, docs/pfc.md): deadlock iff ``hops * rate_frac > 1``.  Nothing
+is scripted: the queues grow only if the load exceeds the ring links' capacity.  The sources stop at
+``stop_ms``; a deadlock, once formed, persists after that (the
+:class:`sim.health.deadlock.DeadlockDetector` reports it) unless the switch PFC watchdog
+(``watchdog = true``, :mod:`sim.health.watchdog`) breaks it.
 
 This module also holds the watchdog / detector parameters and helpers the other PFC failure
 scenarios share (:data:`WATCHDOG_PARAMS`, :data:`DETECTOR_PARAMS`, :func:`attach_tools`).
@@ -34,7 +35,7 @@ def _action(v: str) -> str | None:
     return None if v in ACTIONS else f"must be one of {list(ACTIONS)}"
 
 
-#: Switch PFC watchdog knobs; defaults are Juniper's timing and SONiC's action (spec 2.4).
+#: Switch PFC watchdog knobs; defaults are Juniper's timing and SONiC's action (docs/pfc.md).
 WATCHDOG_PARAMS: tuple[Param, ...] = (
     Param("watchdog", False, "switch PFC watchdog on every watched (port, priority 3)", None),
     Param("wd_poll_ms", 100.0, "watchdog poll interval, ms (Juniper: 100 ms)", pos),

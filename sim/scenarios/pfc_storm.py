@@ -7,21 +7,21 @@ to host ``i`` of the last leaf, and host ``i`` of the last leaf one flow (id
 **broken NIC** is host 0 of the last leaf (flow 0's destination): from ``stall_ms`` its receive
 pipeline stops and it sends PFC PAUSE continuously (:meth:`sim.nic.host.Host.stall_rx`).
 
-What happens (shared/specs/dcqcn_pfc.md 2.4, GUO16 4.3): the last leaf's port to the broken NIC
-stops; its queue fills with flow 0's frames; the leaf pauses the spine port they come from;
-that spine's queue fills with flow 0's and with the other flows routed through it (victims)
-and pauses leaf 0's uplink; leaf 0 pauses the hosts feeding that uplink; flows that share any
-paused queue stop, although their own destinations are healthy ("victims").  Flows whose
+What happens (Guo et al., "RDMA over Commodity Ethernet at Scale", SIGCOMM 2016, Sec. 4.3): the last
+leaf's port to the broken NIC stops; its queue fills with flow 0's frames; the leaf pauses the spine
+port they come from; that spine's queue fills with flow 0's and with the other flows routed through
+it (victims) and pauses leaf 0's uplink; leaf 0 pauses the hosts feeding that uplink; flows that
+share any paused queue stop, although their own destinations are healthy ("victims").  Flows whose
 paths avoid the spreading pauses keep running.
 
 Mitigations: ``watchdog = true`` starts a switch PFC watchdog (:mod:`sim.health.watchdog`) on the
-leaves' host-facing ports (``wd_scope = "edge"``, the server-facing queues of spec 2.4; or
-``"all"`` ports of all switches): it drops the stuck queue's frames, the pauses upstream
-clear and the victims recover, while flow 0's frames are dropped.  ``nic_watchdog = true``
-enables the NIC's pause-storm prevention (stops pausing after ``nic_timeout_ms``; mlx5
-default 8000 ms, "auto" 100 ms).  Captured **bottleneck**: the last leaf's port to the broken
-NIC.  ``info["roles"]`` names each flow ``to_broken``, ``victim`` or ``bystander``
-(bystander: its path shares no queue with flow 0).
+leaves' host-facing ports (``wd_scope = "edge"``, the server-facing queues of Guo et al. 2016,
+Sec. 4.3; or ``"all"`` ports of all switches): it drops the stuck queue's frames, the pauses
+upstream clear and the victims recover, while flow 0's frames are dropped.  ``nic_watchdog = true``
+enables the NIC's pause-storm prevention (stops pausing after ``nic_timeout_ms``; mlx5 default 8000
+ms, "auto" 100 ms).  Captured **bottleneck**: the last leaf's port to the broken NIC.
+``info["roles"]`` names each flow ``to_broken``, ``victim`` or ``bystander`` (bystander: its path
+shares no queue with flow 0).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The ``pfc_unfairness`` scenario: PFC shares per ingress port, not per flow, and pauses a
-victim whose own path is not congested (shared/specs/dcqcn_pfc.md 2.4 (a), (b); DCQCN Sec. 2).
+victim whose own path is not congested (DCQCN, Zhu et al., SIGCOMM 2015, Sec. 2).
 
 Nodes: bottleneck switch B = node 0, aggregation switch A = node 1, receiver R = node 2 (B
 port 2), lone sender L = node 3 (B port 1), victim receiver V = node 4 (B port 3), and the

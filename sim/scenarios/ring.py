@@ -1,12 +1,12 @@
 """The ``ring`` scenario: ``switches`` switches in a ring (:func:`sim.fabric.topology.ring`), one or
 more hosts each, every host sending to the host ``hops`` switches further clockwise.
 
-With the default clockwise routing each flow crosses ``hops`` ring links, so every ring link
-carries ``hops`` flows and the buffers of consecutive switches depend on each other in a cycle:
-the precondition of a PFC deadlock (shared/specs/dcqcn_pfc.md 2.4; HU16).  Whether a run
-deadlocks follows from the load (``rate_frac``) and the thresholds, not from a script.
-Sources stop at ``stop_ms`` (0: never), so a user can watch whether congestion drains.
-The captured **bottleneck** is switch 0's clockwise port (port ``hosts_per_switch``).
+With the default clockwise routing each flow crosses ``hops`` ring links, so every ring link carries
+``hops`` flows and the buffers of consecutive switches depend on each other in a cycle: the
+precondition of a PFC deadlock (Hu et al., "Deadlocks in Datacenter Networks", HotNets 2016).
+Whether a run deadlocks follows from the load (``rate_frac``) and the thresholds, not from a script.
+Sources stop at ``stop_ms`` (0: never), so a user can watch whether congestion drains. The captured
+**bottleneck** is switch 0's clockwise port (port ``hosts_per_switch``).
 """
 
 from __future__ import annotations
