@@ -23,9 +23,10 @@ __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABR
            "pos", "nonneg", "frac", "rate_check", "share", "in_range"]
 
 KB = BYTES_PER_KB
-#: The lossless data class of the built-ins (RoCEv2 data on priority 3: NVIDIA's and the
-#: HPCC simulator's default lossless priority; HPCC ``simulation/mix/flow.txt`` puts every
-#: flow on pg 3, github.com/alibaba-edu/High-Precision-Congestion-Control).
+#: The lossless data class of the built-ins (RoCEv2 data on priority 3: the HPCC simulator's
+#: lossless priority, ``simulation/mix/flow.txt`` puts every flow on pg 3,
+#: github.com/alibaba-edu/High-Precision-Congestion-Control; also the priority that ConnectX
+#: deployment guides make lossless, ``mlnx_qos --pfc 0,0,0,1,0,0,0,0``: secondary sources).
 TC = 3
 #: PFC response time assumed by the headroom formula ([A] 1 us: 802.1Qbb allows ~2 us at 100G,
 #: 201728 bit times, as besthub.dev "How to Compute Headroom ... Part 2" gives it; docs/sim_mmu.md).
