@@ -38,6 +38,7 @@ from sim.fabric.topology import route_problem
 from sim.net.mmu import Mmu, MmuConfig, headroom_bytes
 from sim.net.switch import EcnConfig, Switch
 from sim.trace import Tracer
+from sim.units import gbps
 
 __all__ = ["RailFabric", "rail_optimized", "collective_star", "switch_mmu_config"]
 
@@ -108,7 +109,7 @@ def rail_optimized(nodes: int, gpus_per_node: int = 8, *, spines: int | None = N
         raise ValueError(f"link_gbps must be > 0, got {link_gbps!r}")
     if nodes * gpus_per_node < 2:
         raise ValueError("a fabric for collectives needs at least 2 GPUs")
-    rate = int(link_gbps * 1e9)
+    rate = gbps(link_gbps)
     N, G = nodes, gpus_per_node
     cfg = mmu_config or switch_mmu_config(max(N + S, G), rate)
     if cfg.ports < max(N + S, G):
@@ -154,14 +155,14 @@ def collective_star(nranks: int, *, link_gbps: float = 400.0, prop_ps: int = 500
     _positive(nranks=nranks)
     if nranks < 2:
         raise ValueError("a fabric for collectives needs at least 2 GPUs")
-    rate = int(link_gbps * 1e9)
+    rate = gbps(link_gbps)
     cfg = mmu_config or switch_mmu_config(nranks + 1, rate)
     fab = Fabric(seed, tracer, **dict(link_kw or {}))
     ranks = tuple(range(1, nranks + 1))
     fab.add_switch(0, Mmu(cfg), routes={h: h for h in ranks}, ecn=ecn, **dict(switch_kw or {}))
     slow = dict(host_gbps or {})
     for r, h in enumerate(ranks):
-        hr = int(slow.get(r, link_gbps) * 1e9)
+        hr = gbps(slow.get(r, link_gbps))
         fab.add_host(h, hr, **dict(host_kw or {}))
         fab.connect(0, h, h, 0, hr, prop_ps)
     _validate(fab, ranks, None)
