@@ -1,10 +1,10 @@
 """``lossless collective COLL``: an NCCL collective on a simulated fabric, reported as
 nccl-tests reports it (docs/collectives.md, docs/cli.md).
 
-For every size of ``-b/-e/-f`` (or ``-i``): a fresh fabric (``--fabric rail|star`` with its
-``-p`` parameters), the schedule of :func:`sim.workloads.nccl.schedule` for nccl-tests'
-count, ``-w`` warm-up and ``-n`` timed iterations back to back through
-:func:`sim.workloads.collective.run_schedule` (each iteration starts when the previous one
+For every size of ``-b/-e/-f`` (or ``-i``): a fresh fabric (``--fabric
+rail|star|fattree|superpod`` with its ``-p`` parameters; the rank count is the fabric's),
+the schedule of :func:`sim.workloads.nccl.schedule` for nccl-tests' count, ``-w`` warm-up
+and ``-n`` timed iterations back to back through :func:`sim.workloads.collective.run_schedule` (each iteration starts when the previous one
 is received; the QPs and their congestion control persist), the mean time of the timed
 ones, algbw/busbw by nccl-tests' formulas and ``#wrong`` = 0 when the ranks end with what
 the collective promises in the order the transfers actually started
@@ -18,19 +18,31 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sim.cli.argtypes import ArgType, integer
 from sim.workloads.nccl import Collective
 
 if TYPE_CHECKING:
+    from sim.fabric.fattree import FatTree, SuperPod
     from sim.fabric.rail import RailFabric
     from sim.scenarios.base import Param
 
 __all__ = ["add_parsers", "FABRICS", "build_fabric", "collective_params"]
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-FABRICS = ("rail", "star")
+FABRICS = ("rail", "star", "fattree", "superpod")
+
+#: ``-p`` keys that shape one kind of fabric: given with another ``--fabric`` they are a
+#: mistake (a fat-tree's size is ``k``, a SuperPOD's ``sus``; neither has ``nodes``).
+FABRIC_KEYS = {
+    "rail": {"nodes", "gpus_per_node", "spines"},
+    "star": {"nodes", "gpus_per_node", "spines"},
+    "fattree": {"k", "oversubscription", "gpus_per_node"},
+    "superpod": {"sus", "superpod_nodes"},
+}
+_SHAPE_KEYS = set().union(*FABRIC_KEYS.values())
 
 
 def _err(msg: str) -> None:
@@ -50,8 +62,16 @@ def collective_params() -> tuple[Param, ...]:
               in_range(1, 64)),
         Param("spines", 0, "rail: spine switches (0: half the GPUs per node, at least 1)",
               in_range(0, 256)),
-        Param("ecmp", True, "rail: leaves hash flows over all spines (false: spine dst % S)",
-              None),
+        Param("ecmp", True, "rail, fattree, superpod: hash flows over all uplinks (false: "
+              "an uplink chosen by destination)", None),
+        Param("k", 4, "fattree: switch radix k (even): k pods, (k/2)^2 cores",
+              _even_k),
+        Param("oversubscription", 1, "fattree: hosts per edge switch over its k/2 uplinks",
+              in_range(1, 16)),
+        Param("sus", 1, "superpod: DGX H100 scalable units (1, 2, 4 or 8)",
+              _sus),
+        Param("superpod_nodes", 0, "superpod: DGX nodes populated (0: all 32*sus - 1)",
+              in_range(0, 255)),
         with_default("link_gbps", 400.0),
         with_default("pfc", True),
         with_default("xoff_kb", 256.0),
@@ -68,9 +88,33 @@ def collective_params() -> tuple[Param, ...]:
     )
 
 
-def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric:
-    """The fabric of ``--fabric kind`` for resolved parameters ``p``
-    (a :class:`sim.fabric.rail.RailFabric`)."""
+def _even_k(v: int) -> str | None:
+    if not isinstance(v, int) or isinstance(v, bool) or not 2 <= v <= 64 or v % 2:
+        return "must be an even int in 2..64"
+    return None
+
+
+def _sus(v: int) -> str | None:
+    from sim.fabric.fattree import SUPERPOD_SUS
+
+    return None if v in SUPERPOD_SUS and not isinstance(v, bool) else \
+        f"must be one of {list(SUPERPOD_SUS)}"
+
+
+def check_fabric_keys(kind: str, given: Mapping[str, Any]) -> None:
+    """Refuse ``-p`` keys that shape another kind of fabric (``ValueError``)."""
+    stray = sorted((set(given) & _SHAPE_KEYS) - FABRIC_KEYS[kind])
+    if stray:
+        raise ValueError(f"-p {stray[0]}: does not apply to --fabric {kind} (its shape: "
+                         f"{', '.join(sorted(FABRIC_KEYS[kind]))})")
+
+
+def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric | FatTree | SuperPod:
+    """The fabric of ``--fabric kind`` for resolved parameters ``p`` (a
+    :class:`sim.fabric.rail.RailFabric`, :class:`sim.fabric.fattree.FatTree` or
+    :class:`sim.fabric.fattree.SuperPod`; each has ``fabric``, ``ranks``, ``nodes`` and
+    ``gpus_per_node``)."""
+    from sim.fabric.fattree import fat_tree, superpod
     from sim.fabric.rail import collective_star, rail_optimized
     from sim.scenarios.common import ecn_config, host_kw, mmu_config
     from sim.units import gbps
@@ -80,6 +124,19 @@ def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric:
     hkw = host_kw(p, rate)
     nranks = p["nodes"] * p["gpus_per_node"]
     prop_ps = round(p["prop_ns"] * 1000)
+    if kind == "fattree":
+        k, o = p["k"], p["oversubscription"]
+        cfg, _ = mmu_config(p, max(k, (1 + o) * k // 2), rate)
+        return fat_tree(k, o, link_gbps=p["link_gbps"], prop_ps=prop_ps, seed=p["seed"],
+                        ecmp=p["ecmp"], gpus_per_node=p["gpus_per_node"], ecn=ecn,
+                        mmu_config=cfg, host_kw=hkw)
+    if kind == "superpod":
+        from sim.fabric.fattree import SU_SLOTS, SUPERPOD_LEAF_UPLINKS
+
+        cfg, _ = mmu_config(p, SU_SLOTS + SUPERPOD_LEAF_UPLINKS, rate)
+        return superpod(p["sus"], nodes=p["superpod_nodes"] or None,
+                        link_gbps=p["link_gbps"], prop_ps=prop_ps, seed=p["seed"],
+                        ecmp=p["ecmp"], ecn=ecn, mmu_config=cfg, host_kw=hkw)
     if kind == "star":
         cfg, _ = mmu_config(p, nranks + 1, rate)
         return collective_star(nranks, link_gbps=p["link_gbps"], prop_ps=prop_ps,
@@ -127,13 +184,13 @@ def _one_size(args, params, nbytes: int) -> dict[str, Any]:
     from sim.workloads.nccl import ScheduleError, schedule, verify
     from sim.workloads.nccl_tests import algbw_busbw, coll_counts
 
-    nranks = params["nodes"] * params["gpus_per_node"]
+    rf = build_fabric(args.fabric, params)
+    nranks = len(rf.ranks)
     counts = coll_counts(args.collective, nbytes, args.datatype, nranks)
     sch = schedule(args.collective, nranks, counts.param_count, args.datatype,
                    nchannels=args.channels, algorithm=args.algo, protocol=args.proto,
-                   root=args.root, gpus_per_node=params["gpus_per_node"],
+                   root=args.root, gpus_per_node=rf.gpus_per_node,
                    qps_per_connection=args.qps)
-    rf = build_fabric(args.fabric, params)
     limit_ps = int(params["limit_ms"] * 10**9)
     mtu = params["packet_bytes"] - ROCE_HEADER_BYTES
     times, error, run = [], None, None
@@ -188,13 +245,14 @@ def cmd_collective(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         given[key] = value
     try:
+        check_fabric_keys(args.fabric, given)
         params = resolve_params(collective_params(), given)
         factor = args.stepfactor or (1 if args.stepbytes is not None else 2)
         sizes = size_list(args.minbytes, args.maxbytes, factor, args.stepbytes or 1 << 20)
-        nranks = params["nodes"] * params["gpus_per_node"]
-        if nranks < 2:
+        if args.fabric in ("rail", "star") and params["nodes"] * params["gpus_per_node"] < 2:
             raise ValueError("nodes x gpus_per_node: a collective needs at least 2 GPUs")
-        build_fabric(args.fabric, params)  # a bad fabric is refused before any run
+        rf = build_fabric(args.fabric, params)  # a bad fabric is refused before any run
+        nranks, shape = len(rf.ranks), (rf.nodes, rf.gpus_per_node)
     except (ScenarioError, ValueError) as e:
         _err(str(e))
         return EXIT_USAGE
@@ -213,8 +271,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
         _err(f"-o: expected one of {', '.join(REDOPS)}, got {args.op!r}")
         return EXIT_USAGE
     root = root_of(coll, args.root)
-    print(f"# lossless collective {coll}: {nranks} ranks ({params['nodes']} nodes x "
-          f"{params['gpus_per_node']} GPUs), fabric {args.fabric}, {params['link_gbps']:g} Gb/s,"
+    print(f"# lossless collective {coll}: {nranks} ranks ({shape[0]} nodes x "
+          f"{shape[1]} GPUs), fabric {args.fabric}, {params['link_gbps']:g} Gb/s,"
           f" pfc {str(params['pfc']).lower()}, cc {params['cc']}; algo {args.algo}, proto "
           f"{args.proto}, channels {args.channels}, qps {args.qps}; -w {args.warmup_iters} "
           f"-n {args.iters}")
@@ -299,9 +357,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="broadcast root (default 0)")
     c.add_argument("--fabric", choices=FABRICS, default="rail",
                    help="rail: rail-optimised leaves and spines; star: one non-blocking "
-                        "switch (default rail)")
+                        "switch; fattree: 3-tier k-ary fat-tree (-p k=, oversubscription=); "
+                        "superpod: DGX H100 SuperPOD scalable units (-p sus=) (default rail)")
     c.add_argument("-p", "--param", type=_kv, action="append", metavar="KEY=VALUE",
                    help="fabric parameter (repeatable): nodes, gpus_per_node, spines, ecmp, "
+                        "k, oversubscription, sus, superpod_nodes, "
                         "link_gbps, pfc, cc, preset, buffer_kb, xoff_kb, kmin_kb, kmax_kb, "
                         "pmax, packet_bytes, prop_ns, seed, limit_ms ... (docs/cli.md)")
     c.add_argument("--algo", choices=[str(a) for a in Algorithm], default="ring")
