@@ -4,12 +4,12 @@ nccl-tests reports it (docs/collectives.md, docs/cli.md).
 For every size of ``-b/-e/-f`` (or ``-i``): a fresh fabric (``--fabric
 rail|star|fattree|superpod`` with its ``-p`` parameters; the rank count is the fabric's),
 the schedule of :func:`sim.workloads.nccl.schedule` for nccl-tests' count, ``-w`` warm-up
-and ``-n`` timed iterations back to back through :func:`sim.workloads.collective.run_schedule` (each iteration starts when the previous one
-is received; the QPs and their congestion control persist), the mean time of the timed
-ones, algbw/busbw by nccl-tests' formulas and ``#wrong`` = 0 when the ranks end with what
-the collective promises in the order the transfers actually started
-(:func:`sim.workloads.nccl.verify`).  Below the table, per size: PFC pauses, CE marks, CNPs,
-drops and the deepest switch queue over all its iterations.
+and ``-n`` timed iterations back to back through :func:`sim.workloads.collective.run_schedule`
+(each iteration starts when the previous one is received; the QPs and their congestion
+control persist), the mean time of the timed ones, algbw/busbw by nccl-tests' formulas and
+``#wrong`` = 0 when the ranks end with what the collective promises in the order the
+transfers actually started (:func:`sim.workloads.nccl.verify`).  Below the table, per size:
+PFC pauses, CE marks, CNPs, drops and the deepest switch queue over all its iterations.
 """
 
 from __future__ import annotations
