@@ -53,6 +53,7 @@ def collective_params() -> tuple[Param, ...]:
     """The ``-p`` parameters: the fabric-wide ones of the scenarios (same names, checks and
     units, :data:`sim.scenarios.common.FABRIC_PARAMS`) with collective defaults, and the
     shape of the fabric."""
+    from sim.fabric.fattree import k_problem, sus_problem
     from sim.scenarios.base import Param
     from sim.scenarios.common import FABRIC_PARAMS, cc_params, in_range, nonneg, pos, with_default
 
@@ -65,11 +66,11 @@ def collective_params() -> tuple[Param, ...]:
         Param("ecmp", True, "rail, fattree, superpod: hash flows over all uplinks (false: "
               "an uplink chosen by destination)", None),
         Param("k", 4, "fattree: switch radix k (even): k pods, (k/2)^2 cores",
-              _even_k),
+              k_problem),
         Param("oversubscription", 1, "fattree: hosts per edge switch over its k/2 uplinks",
-              in_range(1, 16)),
+              in_range(1, 8)),
         Param("sus", 1, "superpod: DGX H100 scalable units (1, 2, 4 or 8)",
-              _sus),
+              sus_problem),
         Param("superpod_nodes", 0, "superpod: DGX nodes populated (0: all 32*sus - 1)",
               in_range(0, 255)),
         with_default("link_gbps", 400.0),
@@ -86,19 +87,6 @@ def collective_params() -> tuple[Param, ...]:
               pos),
         *cc_params(),
     )
-
-
-def _even_k(v: int) -> str | None:
-    if not isinstance(v, int) or isinstance(v, bool) or not 2 <= v <= 64 or v % 2:
-        return "must be an even int in 2..64"
-    return None
-
-
-def _sus(v: int) -> str | None:
-    from sim.fabric.fattree import SUPERPOD_SUS
-
-    return None if v in SUPERPOD_SUS and not isinstance(v, bool) else \
-        f"must be one of {list(SUPERPOD_SUS)}"
 
 
 def check_fabric_keys(kind: str, given: Mapping[str, Any]) -> None:

@@ -67,8 +67,9 @@ from sim.net.mmu import Mmu, MmuConfig
 from sim.net.switch import EcnConfig, Switch
 from sim.trace import Tracer
 
-__all__ = ["FatTree", "SuperPod", "fat_tree", "superpod", "check_built", "SU_SLOTS",
-           "SUPERPOD_SUS", "DGX_GPUS", "SUPERPOD_LEAF_UPLINKS"]
+__all__ = ["FatTree", "SuperPod", "fat_tree", "superpod", "superpod_size", "check_built",
+           "k_problem", "sus_problem", "SU_SLOTS", "SUPERPOD_SUS", "DGX_GPUS",
+           "SUPERPOD_LEAF_UPLINKS", "MAX_K"]
 
 #: DGX H100: 8 GPUs, one 400 Gb/s ConnectX-7 port each on the compute fabric (the RA).
 DGX_GPUS = 8
@@ -78,6 +79,23 @@ SU_SLOTS = 32
 SUPERPOD_LEAF_UPLINKS = 32
 #: The SU counts this builder takes (32 uplinks split evenly over 4 spines per SU).
 SUPERPOD_SUS = (1, 2, 4, 8)
+#: The largest ``k`` the CLI and fabric files take (k=16: 1,024 hosts, 320 switches; every
+#: host pair is checked when built, so the check grows with the square of the hosts).
+MAX_K = 16
+
+
+def k_problem(v: Any) -> str | None:
+    """Why ``v`` is not a fat-tree ``k`` the CLI and fabric files take (a Param check)."""
+    if not isinstance(v, int) or isinstance(v, bool) or not 2 <= v <= MAX_K or v % 2:
+        return f"must be an even int in 2..{MAX_K}"
+    return None
+
+
+def sus_problem(v: Any) -> str | None:
+    """Why ``v`` is not a SuperPOD SU count (a Param check)."""
+    if isinstance(v, bool) or v not in SUPERPOD_SUS:
+        return f"must be one of {list(SUPERPOD_SUS)}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

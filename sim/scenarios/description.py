@@ -9,9 +9,10 @@ use (:mod:`sim.scenarios.common`), so a file and a built-in with the same values
 fabric.
 
 Topologies: ``star`` (:func:`sim.fabric.star`), ``leaf_spine`` and ``ring``
-(:mod:`sim.fabric.topology`), or ``custom``: explicit switches, hosts and links, with routes
-computed here by breadth-first search (shortest paths in switch hops; with ``ecmp`` every equal-cost
-next hop forms an ECMP group, else the lowest-numbered port is used).
+(:mod:`sim.fabric.topology`), ``rail`` (:func:`sim.fabric.rail.rail_optimized`), ``fat_tree``
+and ``superpod`` (:mod:`sim.fabric.fattree`), or ``custom``: explicit switches, hosts and
+links, with routes computed here by breadth-first search (shortest paths in switch hops; with
+``ecmp`` every equal-cost next hop forms an ECMP group, else the lowest-numbered port is used).
 """
 
 from __future__ import annotations
@@ -23,6 +24,15 @@ from fractions import Fraction
 from typing import Any
 
 from sim.fabric import Fabric, star
+from sim.fabric.fattree import (
+    SU_SLOTS,
+    SUPERPOD_LEAF_UPLINKS,
+    fat_tree,
+    k_problem,
+    superpod,
+    sus_problem,
+)
+from sim.fabric.rail import rail_optimized
 from sim.fabric.topology import leaf_spine, ring, route_problem
 from sim.flowctl.base import FLOW_CONTROLS
 from sim.flowctl.credit import CbfcConfig
@@ -53,7 +63,7 @@ _F = FABRIC_PARAMS
 
 
 def _kind(v: str) -> str | None:
-    kinds = ("star", "leaf_spine", "ring", "custom")
+    kinds = ("star", "leaf_spine", "ring", "rail", "fat_tree", "superpod", "custom")
     return None if v in kinds else f"must be one of {list(kinds)}"
 
 
@@ -130,13 +140,24 @@ def _port_refs(v: list) -> str | None:
 SECTIONS: dict[str, tuple[Param, ...]] = {
     "run": (_F["duration_ms"], _F["seed"]),
     "topology": (
-        Param("kind", "star", "star | leaf_spine | ring | custom", _kind),
+        Param("kind", "star", "star | leaf_spine | ring | rail | fat_tree | superpod | custom",
+              _kind),
         Param("hosts", 2, "star: number of hosts (host i on switch port i)", in_range(2, 1024)),
         Param("leaves", 2, "leaf_spine: leaf switches", in_range(1, 64)),
-        Param("spines", 2, "leaf_spine: spine switches", in_range(1, 64)),
+        Param("spines", 2, "leaf_spine, rail: spine switches", in_range(1, 64)),
         Param("hosts_per_leaf", 2, "leaf_spine: hosts per leaf", in_range(1, 256)),
-        Param("ecmp", False, "leaf_spine/custom: spread flows over equal-cost ports by flow "
-              "hash", None),
+        Param("ecmp", False, "leaf_spine/rail/fat_tree/superpod/custom: spread flows over "
+              "equal-cost ports by flow hash", None),
+        Param("nodes", 2, "rail: nodes (servers)", in_range(1, 1024)),
+        Param("gpus_per_node", 4, "rail: GPUs per node, one NIC and one rail leaf each",
+              in_range(1, 64)),
+        Param("k", 4, "fat_tree: switch radix k (even): k pods of k/2 edge and k/2 "
+              "aggregation switches, (k/2)^2 cores", k_problem),
+        Param("oversubscription", 1, "fat_tree: hosts per edge switch = oversubscription x "
+              "k/2 (its uplinks)", in_range(1, 8)),
+        Param("sus", 1, "superpod: DGX H100 scalable units (1, 2, 4 or 8)", sus_problem),
+        Param("superpod_nodes", 0, "superpod: DGX nodes populated (0: all 32*sus - 1)",
+              in_range(0, 255)),
         Param("switches", 4, "ring: switches in the ring", in_range(2, 256)),
         Param("hosts_per_switch", 1, "ring: hosts per switch", in_range(1, 64)),
         Param("routing", "clockwise", "ring: clockwise | shortest",
@@ -317,6 +338,28 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
         t = ring(N, rate, prop, cfg, hosts_per_switch=K, routing=topo["routing"], seed=seed,
                  ecn=ecn, tracer=slot, host_kw=hkw, switch_kw=sched, link_kw=lkw)
         fab, groups = t.fabric, t.hosts
+    elif kind == "rail":
+        N, G = topo["nodes"], topo["gpus_per_node"]
+        S = topo["spines"]
+        cfg = _mmu(knobs, max(N + S, G), rate, where)
+        t = _built(where, rail_optimized, N, G, spines=S, link_gbps=links["link_gbps"],
+                   prop_ps=prop, seed=seed, ecmp=topo["ecmp"], ecn=ecn, mmu_config=cfg,
+                   radix=None, tracer=slot, host_kw=hkw, switch_kw=sched, link_kw=lkw)
+        fab, groups = t.fabric, [list(t.ranks[n * G:(n + 1) * G]) for n in range(N)]
+    elif kind == "fat_tree":
+        k, o = topo["k"], topo["oversubscription"]
+        cfg = _mmu(knobs, max(k, (1 + o) * k // 2), rate, where)
+        t = _built(where, fat_tree, k, o, link_gbps=links["link_gbps"], prop_ps=prop,
+                   seed=seed, ecmp=topo["ecmp"], ecn=ecn, mmu_config=cfg, tracer=slot,
+                   host_kw=hkw, switch_kw=sched, link_kw=lkw)
+        fab, groups = t.fabric, [list(g) for g in t.hosts]
+    elif kind == "superpod":
+        cfg = _mmu(knobs, SU_SLOTS + SUPERPOD_LEAF_UPLINKS, rate, where)
+        t = _built(where, superpod, topo["sus"], nodes=topo["superpod_nodes"] or None,
+                   link_gbps=links["link_gbps"], prop_ps=prop, seed=seed, ecmp=topo["ecmp"],
+                   ecn=ecn, mmu_config=cfg, tracer=slot, host_kw=hkw, switch_kw=sched,
+                   link_kw=lkw)
+        fab, groups = t.fabric, [list(t.ranks[n * 8:(n + 1) * 8]) for n in range(t.nodes)]
     else:
         fab, groups = _custom(topo, knobs, rate, prop, seed, ecn, slot, hkw, sched, where, lkw)
 
@@ -395,7 +438,18 @@ _KIND_KEYS = {
     "star": {"hosts"}, "leaf_spine": {"leaves", "spines", "hosts_per_leaf", "ecmp"},
     "ring": {"switches", "hosts_per_switch", "routing"},
     "custom": {"switch_ids", "host_ids", "links", "ecmp"},
+    "rail": {"nodes", "gpus_per_node", "spines", "ecmp"},
+    "fat_tree": {"k", "oversubscription", "ecmp"},
+    "superpod": {"sus", "superpod_nodes", "ecmp"},
 }
+
+
+def _built(where: str, builder, *args: Any, **kw: Any):
+    """Call a generated-topology builder; its refusal (ValueError) names the file."""
+    try:
+        return builder(*args, **kw)
+    except ValueError as e:
+        raise ScenarioError(f"{where}: [topology] {e}") from None
 
 
 def _check_routes(fab: Fabric, labels: dict[int, str], where: str) -> None:
