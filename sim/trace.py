@@ -5,18 +5,29 @@
   numpy columns (one array per numeric field) for analysis and plots.
 - :class:`JsonlTracer` writes one JSON object per line (``Event.to_dict()``).
 - :class:`TeeTracer` forwards to several tracers.
+
+What a tracer reads (issue 19: no event object is built when nothing reads it).  A tracer may
+declare ``wants``, the event types it reads (a frozenset; missing or None: every type), and
+may offer ``on_enqueued`` / ``on_dequeued`` (called with an :class:`sim.events.Enqueued` /
+:class:`sim.events.Dequeued` event's fields, in order) to take queue samples without the
+objects.  Components do not look at the tracer per event: they hold its :class:`Interest`
+(:func:`interest`), one flag per event type, and build an event only when its flag says some
+tracer reads it.  The runner's :class:`sim.scenarios.base.TracerSlot` owns one live
+:class:`Interest` that it recomputes whenever its target changes.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import fields
 from typing import IO, Any, Protocol, TypeVar, runtime_checkable
 
-from sim.events import Event
+from sim.events import Dequeued, Enqueued, Event
 
-__all__ = ["Tracer", "NullTracer", "ListTracer", "JsonlTracer", "TeeTracer"]
+__all__ = ["Tracer", "NullTracer", "ListTracer", "JsonlTracer", "TeeTracer", "Interest",
+           "interest", "wanted_types", "NOTHING"]
 
 E = TypeVar("E", bound=Event)
 
@@ -30,10 +41,82 @@ class Tracer(Protocol):
     def emit(self, event: Event) -> None: ...
 
 
+#: ``wants`` of a tracer that reads no event.
+NOTHING: frozenset[type[Event]] = frozenset()
+
+
+def _all_event_types() -> frozenset[type[Event]]:
+    out: set[type[Event]] = set()
+    todo = [Event]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in out:
+                out.add(sub)
+                todo.append(sub)
+    return frozenset(out)
+
+
+def wanted_types(tracer: Any) -> frozenset[type[Event]]:
+    """The event types ``tracer`` reads: its ``wants`` (every event type when it declares
+    none, so a plain object with ``emit`` sees everything, as before); none for ``None``."""
+    if tracer is None:
+        return NOTHING
+    w = getattr(tracer, "wants", None)
+    return _all_event_types() if w is None else frozenset(w)
+
+
+def _emitter(emit: Callable[[Event], None], cls: type[Event]) -> Callable[..., None]:
+    def build_and_emit(*fields_: Any) -> None:
+        emit(cls(*fields_))
+
+    return build_and_emit
+
+
+class Interest:
+    """Per event type, whether the tracer(s) behind a component read it.
+
+    ``types``: the event types to build and emit (``cls in interest.types``).  ``enqueued``
+    and ``dequeued``: None when nobody reads queue samples, else a callable taking the fields
+    of :class:`sim.events.Enqueued` / :class:`sim.events.Dequeued` in order (the tracer's
+    ``on_enqueued`` / ``on_dequeued`` when it takes samples without objects, else one that
+    builds the event and emits it) -- the hot path of every port.
+    """
+
+    __slots__ = ("dequeued", "enqueued", "types")
+
+    def __init__(self, tracer: Any = None) -> None:
+        self.types: frozenset[type[Event]] = NOTHING
+        self.enqueued: Callable[..., None] | None = None
+        self.dequeued: Callable[..., None] | None = None
+        self.update(tracer)
+
+    def update(self, tracer: Any) -> None:
+        """Recompute every flag for ``tracer`` (None: nothing is read)."""
+        types = wanted_types(tracer)
+        self.types = types
+        self.enqueued = self._queue_hook(tracer, types, Enqueued, "on_enqueued")
+        self.dequeued = self._queue_hook(tracer, types, Dequeued, "on_dequeued")
+
+    @staticmethod
+    def _queue_hook(tracer: Any, types: frozenset, cls: type[Event], name: str
+                    ) -> Callable[..., None] | None:
+        if cls in types:
+            return _emitter(tracer.emit, cls)
+        return getattr(tracer, name, None) if tracer is not None else None
+
+
+def interest(tracer: Any) -> Interest:
+    """The :class:`Interest` a component built with ``tracer`` checks: the tracer's own live
+    one when it has one (:class:`sim.scenarios.base.TracerSlot`), else one computed now."""
+    live = getattr(tracer, "interest", None)
+    return live if isinstance(live, Interest) else Interest(tracer)
+
+
 class NullTracer:
-    """Discards every event."""
+    """Discards every event (and reads none, so none is built)."""
 
     __slots__ = ()
+    wants = NOTHING
 
     def emit(self, event: Event) -> None:
         pass
@@ -120,6 +203,19 @@ class TeeTracer:
 
     def __init__(self, *tracers: Tracer) -> None:
         self.tracers = tracers
+
+    @property
+    def wants(self) -> frozenset[type[Event]]:
+        """Every event type one of the tracers reads (the queue events too when one takes
+        queue samples, which it then gets as objects through ``emit``)."""
+        out: set[type[Event]] = set()
+        for t in self.tracers:
+            out |= wanted_types(t)
+            if getattr(t, "on_enqueued", None) is not None:
+                out.add(Enqueued)
+            if getattr(t, "on_dequeued", None) is not None:
+                out.add(Dequeued)
+        return frozenset(out)
 
     def emit(self, event: Event) -> None:
         for tracer in self.tracers:

@@ -116,7 +116,8 @@ class PfcResponder:
         out = node.ports[port]
         out.send_control(pfc_packet(node.ids(), now, node.node_id, port, pg, quanta))
         node.pause_sent[port] = node.pause_sent.get(port, 0) + 1
-        node.tracer.emit(PauseSent(now, node.node_id, port, pg, quanta))
+        if PauseSent in node._int.types:  # built only when read (sim.trace.Interest)
+            node.tracer.emit(PauseSent(now, node.node_id, port, pg, quanta))
         if quanta:
             half = quanta_to_ps(quanta, out.rate_bps) // 2
             self.refresh[(port, pg)] = engine.schedule_in(half, self._refresh, port, pg)

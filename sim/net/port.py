@@ -41,11 +41,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from sim.engine import Engine, Timer
-from sim.events import Dequeued, Enqueued, PauseExpired, PauseReceived
+from sim.events import PauseExpired, PauseReceived
 from sim.flowctl.base import Gate
 from sim.flowctl.credit import CreditFlowControl
 from sim.packet import PRIORITIES, SimPacket
-from sim.trace import NullTracer, Tracer
+from sim.trace import Interest, NullTracer, Tracer, interest
 from sim.units import frame_ser_time_ps
 from wire.pfc import quanta_to_ps
 
@@ -114,7 +114,8 @@ class Port:
         self.index = index
         self.rate_bps = rate_bps
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
-        self._tracing = not isinstance(self.tracer, NullTracer)
+        #: What the tracer reads (sim.trace.Interest): an event is built only when it is read.
+        self._int: Interest = interest(self.tracer)
         self.strict_tcs = sorted(set(strict_tcs), reverse=True)
         self._strict = frozenset(self.strict_tcs)
         # Round-robin visiting order of the non-strict queues, for each starting queue.
@@ -175,9 +176,9 @@ class Port:
         self.queue_bytes[tc] = qb
         if qb > self.max_queue_bytes[tc]:
             self.max_queue_bytes[tc] = qb
-        if self._tracing:
-            self.tracer.emit(Enqueued(self.engine.now_ps, self.node_id, self.index, tc, pkt.id,
-                                      pkt.flow, pkt.nbytes, qb))
+        f = self._int.enqueued
+        if f is not None:
+            f(self.engine.now_ps, self.node_id, self.index, tc, pkt.id, pkt.flow, pkt.nbytes, qb)
         if not self.busy:
             self._start()
 
@@ -192,17 +193,17 @@ class Port:
         qb = self.queue_bytes[tc] + nbytes
         if qb > self.max_queue_bytes[tc]:
             self.max_queue_bytes[tc] = qb
-        if self._tracing:
-            self.tracer.emit(Enqueued(now, self.node_id, self.index, tc, pkt.id, pkt.flow,
-                                      nbytes, qb))
+        f = self._int.enqueued
+        if f is not None:
+            f(now, self.node_id, self.index, tc, pkt.id, pkt.flow, nbytes, qb)
         if tc not in self._strict:
             self._rr = (tc + 1) % PRIORITIES
         self._last_tc = tc
         if self.on_dequeue is not None:
             self.on_dequeue(self.index, pkt)
-        if self._tracing:
-            self.tracer.emit(Dequeued(now, self.node_id, self.index, tc, pkt.id, pkt.flow,
-                                      nbytes, self.queue_bytes[tc]))
+        f = self._int.dequeued
+        if f is not None:
+            f(now, self.node_id, self.index, tc, pkt.id, pkt.flow, nbytes, self.queue_bytes[tc])
         if self.taps:
             for tap in self.taps:
                 tap(now, pkt)
@@ -334,9 +335,10 @@ class Port:
             self.queue_bytes[tc] -= nbytes
             if self.on_dequeue is not None:
                 self.on_dequeue(self.index, pkt)
-            if self._tracing:
-                self.tracer.emit(Dequeued(now, self.node_id, self.index, tc, pkt.id, pkt.flow,
-                                          nbytes, self.queue_bytes[tc]))
+            f = self._int.dequeued
+            if f is not None:
+                f(now, self.node_id, self.index, tc, pkt.id, pkt.flow, nbytes,
+                  self.queue_bytes[tc])
         if self.taps:
             for tap in self.taps:
                 tap(now, pkt)
@@ -419,7 +421,8 @@ class Port:
         """A PFC (or PAUSE, for every priority) frame received on this port."""
         now = self.engine.now_ps
         self.pause_received += 1
-        self.tracer.emit(PauseReceived(now, self.node_id, self.index, prio, quanta))
+        if PauseReceived in self._int.types:
+            self.tracer.emit(PauseReceived(now, self.node_id, self.index, prio, quanta))
         until = now + quanta_to_ps(quanta, self.rate_bps)
         if self._pause_start_ps[prio] is not None and self._paused_until_ps[prio] <= now:
             self._close_pause(prio)  # the previous pause had already run out
@@ -445,7 +448,8 @@ class Port:
     def _expire(self, prio: int) -> None:
         self._expiry[prio] = None
         self._close_pause(prio)
-        self.tracer.emit(PauseExpired(self.engine.now_ps, self.node_id, self.index, prio))
+        if PauseExpired in self._int.types:
+            self.tracer.emit(PauseExpired(self.engine.now_ps, self.node_id, self.index, prio))
         if not self.busy:
             self._start()
 

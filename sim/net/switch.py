@@ -39,13 +39,13 @@ from dataclasses import dataclass
 
 from sim.addresses import node_mac
 from sim.engine import Engine
-from sim.events import CEMarked, Dequeued, Dropped
+from sim.events import CEMarked, Dropped
 from sim.flowctl.credit import CbfcConfig, cbfc_free
 from sim.flowctl.pfc import PfcResponder, apply_pause, is_mac_control, pfc_packet
 from sim.net.mmu import Mmu
 from sim.net.port import QUANTUM_BYTES, CreditPort, Port, check_scheduler
 from sim.packet import PacketIds, SimPacket
-from sim.trace import NullTracer, Tracer
+from sim.trace import Interest, NullTracer, Tracer, interest
 
 __all__ = ["EcnConfig", "Route", "Switch", "ecmp_hash", "ecmp_salt", "pfc_packet", "node_mac"]
 
@@ -149,6 +149,8 @@ class Switch:
         self.ecmp_choices: dict[tuple[int, int, int], int] = {}
         self.ecn = ecn
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
+        #: What the tracer reads (sim.trace.Interest): an event is built only when it is read.
+        self._int: Interest = interest(self.tracer)
         self.xoff_quanta = xoff_quanta
         self.ports: dict[int, Port] = {}
         self._ingress: dict[int, tuple[int, int, str]] = {}  # packet id -> (port, pg, where)
@@ -227,16 +229,18 @@ class Switch:
         pg = pkt.tc
         if self.max_hops is not None and pkt.hops >= self.max_hops:
             self.drops += 1
-            self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, port, pg, pkt.id,
-                                     pkt.flow, pkt.nbytes, "ttl_expired"))
+            if Dropped in self._int.types:
+                self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, port, pg, pkt.id,
+                                         pkt.flow, pkt.nbytes, "ttl_expired"))
             if pkt.fc is not None:
                 cbfc_free(pkt)  # credits of a dropped frame go back at once
             return
         adm = self.mmu.admit(port, pg, pkt.nbytes)
         if not adm.admitted:
             self.drops += 1
-            self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, port, pg, pkt.id,
-                                     pkt.flow, pkt.nbytes, adm.reason or "dropped"))
+            if Dropped in self._int.types:
+                self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, port, pg, pkt.id,
+                                         pkt.flow, pkt.nbytes, adm.reason or "dropped"))
             self._pfc(adm.pause_changes)
             if pkt.fc is not None:
                 cbfc_free(pkt)
@@ -252,8 +256,9 @@ class Switch:
                 self._pfc(self.mmu.release(port, pg, pkt.nbytes, adm.where))
                 self._occupancy(port, pg)
                 self.drops += 1
-                self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, port, pg, pkt.id,
-                                         pkt.flow, pkt.nbytes, "no_route"))
+                if Dropped in self._int.types:
+                    self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, port, pg, pkt.id,
+                                             pkt.flow, pkt.nbytes, "no_route"))
                 if pkt.fc is not None:
                     cbfc_free(pkt)
                 return
@@ -300,14 +305,16 @@ class Switch:
         if p and (p >= 1.0 or self.engine.rng.random() < p):
             pkt.mark_ce()
             self.ce_marked += 1
-            self.tracer.emit(CEMarked(self.engine.now_ps, self.node_id, port, pkt.tc, pkt.id,
-                                      pkt.flow))
+            if CEMarked in self._int.types:
+                self.tracer.emit(CEMarked(self.engine.now_ps, self.node_id, port, pkt.tc, pkt.id,
+                                          pkt.flow))
 
     # -------------------------------------------------------------- watchdog
     def _wd_dropped(self, out: int, pkt: SimPacket) -> None:
         self.drops += 1
-        self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, out, pkt.tc, pkt.id,
-                                 pkt.flow, pkt.nbytes, "pfc_watchdog"))
+        if Dropped in self._int.types:
+            self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, out, pkt.tc, pkt.id,
+                                     pkt.flow, pkt.nbytes, "pfc_watchdog"))
         if self.watchdog is not None:
             self.watchdog.note_drop(out, pkt.tc, pkt.nbytes)
 
@@ -318,8 +325,9 @@ class Switch:
         left = sum(pkt.nbytes for pkt in pkts)
         for pkt in pkts:
             left -= pkt.nbytes
-            self.tracer.emit(Dequeued(self.engine.now_ps, self.node_id, out, prio, pkt.id,
-                                      pkt.flow, pkt.nbytes, left))  # keeps depth series right
+            f = self._int.dequeued
+            if f is not None:  # keeps depth series right
+                f(self.engine.now_ps, self.node_id, out, prio, pkt.id, pkt.flow, pkt.nbytes, left)
             self.mmu.egress_dequeue(out, pkt.tc, pkt.nbytes)
             ing = self._ingress.pop(pkt.id, None)
             if ing is not None:

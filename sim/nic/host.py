@@ -79,7 +79,7 @@ from sim.flowctl.credit import CbfcConfig, cbfc_free
 from sim.flowctl.pfc import apply_pause, is_mac_control, pfc_packet
 from sim.net.port import PRIORITIES, CreditPort, Port
 from sim.packet import PacketIds, SimPacket
-from sim.trace import NullTracer, Tracer
+from sim.trace import Interest, NullTracer, Tracer, interest
 from sim.units import frame_ser_time_ps
 from wire import build
 from wire.bth import BTH
@@ -220,6 +220,8 @@ class Host:
         self.engine = engine
         self.node_id = node_id
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
+        #: What the tracer reads (sim.trace.Interest): an event is built only when it is read.
+        self._int: Interest = interest(self.tracer)
         self.port: Port = Port(engine, node_id, 0, rate_bps, tracer=self.tracer,
                                on_dequeue=self._dequeued)
         self.ports = {0: self.port}
@@ -395,7 +397,8 @@ class Host:
         method(*args, now) if args else method(now)
         after = (ctl.rate_bps, ctl.target_rate_bps, ctl.alpha)
         if after != before:
-            self.tracer.emit(RateChanged(now, self.node_id, flow_id, *after))
+            if RateChanged in self._int.types:
+                self.tracer.emit(RateChanged(now, self.node_id, flow_id, *after))
         due = ctl.next_timer_ps()
         old = self._cc_timer.get(flow_id)
         if due is None:
@@ -458,7 +461,8 @@ class Host:
     def _send_pause(self, now: int, prio: int, quanta: int) -> None:
         self.port.send_control(pfc_packet(self._ids(), now, self.node_id, 0, prio, quanta))
         self.pause_sent_count += 1
-        self.tracer.emit(PauseSent(now, self.node_id, 0, prio, quanta))
+        if PauseSent in self._int.types:
+            self.tracer.emit(PauseSent(now, self.node_id, 0, prio, quanta))
 
     def _storm_timeout(self) -> None:
         if not (self.rx_stalled and self.stall_pausing):
@@ -467,7 +471,8 @@ class Host:
         self.stall_pausing = False
         self.storm_stopped_ps = now
         for prio in self._stall_prios:
-            self.tracer.emit(WatchdogTriggered(now, self.node_id, 0, prio, "stop_pause"))
+            if WatchdogTriggered in self._int.types:
+                self.tracer.emit(WatchdogTriggered(now, self.node_id, 0, prio, "stop_pause"))
 
     def _stall_end(self) -> None:
         for t in self._stall_timers:
@@ -507,8 +512,9 @@ class Host:
         if self.rx_stalled:
             self.rx_stall_dropped_packets += 1
             self.rx_stall_dropped_bytes += pkt.nbytes
-            self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, 0, pkt.tc, pkt.id,
-                                     pkt.flow, pkt.nbytes, "rx_stalled"))
+            if Dropped in self._int.types:
+                self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, 0, pkt.tc, pkt.id,
+                                         pkt.flow, pkt.nbytes, "rx_stalled"))
             return
         if frame is not None:
             bth = roce_bth(frame)
@@ -582,7 +588,8 @@ class Host:
         cnp = SimPacket(self._ids(), now, len(frame), flow=flow_id, tc=self.cnp_tc,
                         src=self.node_id, dst=to_node, frame=frame)
         self.cnp_sent += 1
-        self.tracer.emit(CNPSent(now, self.node_id, flow_id))
+        if CNPSent in self._int.types:
+            self.tracer.emit(CNPSent(now, self.node_id, flow_id))
         self.port.enqueue(cnp)
 
     def _send_ack(self, flow: Flow, psn: int, to_node: int) -> None:

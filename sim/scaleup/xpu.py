@@ -28,7 +28,7 @@ from sim.net.port import Port
 from sim.packet import SimPacket
 from sim.scaleup.framing import PSN_MOD, SueConfig, SueFramer, SuePacket, max_frame_bytes
 from sim.scaleup.packing import Packer, Pdu, Txn
-from sim.trace import NullTracer, Tracer
+from sim.trace import NullTracer, Tracer, interest
 from sim.units import frame_ser_time_ps
 from wire.sue import SueOp, TxnOpcode
 
@@ -107,6 +107,7 @@ class Xpu:
         self.rate_bps = rate_bps
         self.cfg = cfg
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
+        self._int = interest(self.tracer)
         self._ids = ids
         self.cbfc = cbfc
         self.port: XpuPort
@@ -247,7 +248,7 @@ class Xpu:
         self.new_pdus += 1
         self.txns_packed += pdu.info.txns
         pkt = self._send_data(key, psn, pdu)
-        if not isinstance(self.tracer, NullTracer):
+        if TxnPacked in self._int.types:  # built only when read (sim.trace.Interest)
             self.tracer.emit(TxnPacked(now, self.node_id, pdu.dst, pdu.vc, pdu.info.txns,
                                        pkt.nbytes))
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sim.trace import Interest
 from sim.units import quantity_problem
 
 __all__ = ["Param", "Scenario", "ScenarioError", "ScenarioInfo", "TracerSlot", "parse_text",
@@ -130,16 +131,35 @@ class Scenario:
 
 
 class TracerSlot:
-    """A tracer that forwards to ``target`` (set by the runner after the scenario is built)."""
+    """A tracer that forwards to ``target`` (set by the runner after the scenario is built).
 
-    __slots__ = ("target",)
+    The components built with the slot check its live ``interest``
+    (:class:`sim.trace.Interest`), recomputed whenever ``target`` is set: while the slot is
+    empty they build no event, and with a target only the event types it reads (a target's
+    queue samples go straight to its ``on_enqueued`` / ``on_dequeued`` when it has them)."""
+
+    __slots__ = ("_target", "interest")
 
     def __init__(self) -> None:
-        self.target: Any = None
+        self._target: Any = None
+        self.interest = Interest(None)
+
+    @property
+    def target(self) -> Any:
+        return self._target
+
+    @target.setter
+    def target(self, tracer: Any) -> None:
+        self._target = tracer
+        self.interest.update(tracer)
+
+    @property
+    def wants(self) -> Any:
+        return self.interest.types
 
     def emit(self, event: Any) -> None:
-        if self.target is not None:
-            self.target.emit(event)
+        if self._target is not None:
+            self._target.emit(event)
 
 
 @dataclass(frozen=True)

@@ -100,15 +100,28 @@ class Recorder:
         #: flow -> (t_ps, rate_bps, target_rate_bps, alpha) series from RateChanged events.
         self.rates: dict[int, tuple[list[int], list[int], list[int], list[float]]] = {}
 
+    #: The event types read as objects (sim.trace.Interest): queue depths come as samples
+    #: through ``on_enqueued`` / ``on_dequeued`` instead, so no Enqueued / Dequeued is built.
+    wants = frozenset(_LOGGED)
+
+    def on_enqueued(self, t_ps: int, node: int, port: int, queue: int, packet_id: int,
+                    flow: int, nbytes: int, queue_bytes: int) -> None:
+        """A queue sample: the fields of :class:`sim.events.Enqueued`, in order."""
+        key = (node, port, queue)
+        s = self.queues.get(key)
+        if s is None:
+            s = self.queues[key] = ([], [])
+        s[0].append(t_ps)
+        s[1].append(queue_bytes)
+
+    #: A queue sample: the fields of :class:`sim.events.Dequeued`, in order.
+    on_dequeued = on_enqueued
+
     def emit(self, e: Any) -> None:
         cls = type(e)
         if cls is Enqueued or cls is Dequeued:
-            key = (e.node, e.port, e.queue)
-            s = self.queues.get(key)
-            if s is None:
-                s = self.queues[key] = ([], [])
-            s[0].append(e.t_ps)
-            s[1].append(e.queue_bytes)
+            self.on_enqueued(e.t_ps, e.node, e.port, e.queue, e.packet_id, e.flow, e.nbytes,
+                             e.queue_bytes)
             return
         if cls is Dropped:
             k = (e.node, e.port)
