@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -258,6 +258,35 @@ class HeaderSpec:
         exec(compile(src, f"<spec {self.name}>", "exec"), ns)
         self._unpack_raw = ns["unpack_raw"]
         self._unpack = ns["unpack"]
+
+    def getter(self, *names: str) -> Callable[..., tuple[int, ...]]:
+        """A compiled ``f(buf, off=0) -> tuple`` of the raw integer values of ``names`` (in that
+        order; no length check: the caller has checked that the header fits).  For dissectors
+        that read a few fields to find the next header and decode the rest on demand."""
+        cache = self.__dict__.setdefault("_getters", {})
+        fn = cache.get(names)
+        if fn is not None:
+            return fn
+        total = self.size_bytes * 8
+        pos = {}
+        for f, i, off in self.layout():
+            if i == 0 and f.count == 1:
+                pos[f.name] = (f, off)
+        exprs = []
+        for name in names:
+            if name not in pos:
+                raise KeyError(f"{self.name} has no scalar field {name!r}")
+            f, off = pos[name]
+            shift = total - off - f.bits
+            exprs.append(f"(v >> {shift}) & {f.max_value:#x}" if shift else
+                         f"v & {f.max_value:#x}")
+        src = (f"def get(buf, off=0):\n"
+               f"    v = _from(buf[off:off + {self.size_bytes}], 'big')\n"
+               f"    return ({', '.join(exprs)},)\n")
+        ns: dict[str, object] = {"_from": int.from_bytes}
+        exec(compile(src, f"<getter {self.name}>", "exec"), ns)
+        fn = cache[names] = ns["get"]
+        return fn
 
     # ----------------------------------------------------------------- codec
     def unpack_raw(self, buf: bytes | bytearray | memoryview, offset: int = 0) -> dict[str, object]:

@@ -20,7 +20,6 @@ Rules stated once:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from .bth import BTH, EXT_HEADERS, opcode_name
@@ -34,7 +33,7 @@ from .ipv6 import IPV6
 from .pfc import MAC_CONTROL, PAUSE, PAUSE_DST, PFC, MacControlOpcode
 from .roce import CNP_OPCODE, ICRC_BYTES, icrc, icrc_bytes
 from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
-from .spec import Field, HeaderSpec, Layer, parse_value
+from .spec import Field, HeaderSpec, Layer, format_value, parse_value
 from .sue import (
     AFH_FORMS,
     AFH_GEN1,
@@ -71,7 +70,23 @@ _RECORD_KEYS = ("index", "ts_ns", "caplen", "len", "interface", "linktype")
 _EXTRA_KEYS = ("raw", "trailer", "problems")
 
 
-@dataclass(slots=True)
+class _Lazy:
+    """A layer found but not decoded yet: ``fn(*args)`` makes it, on first access.
+
+    Dissection finds every header's boundaries and does every check that decides
+    ``problems`` eagerly, reading only the raw fields it needs (:meth:`HeaderSpec.getter`);
+    formatting a layer's fields (addresses as text, opcode names, hex data) waits until the
+    layer is read.  The frame is an immutable ``bytes``, so decoding later gives what decoding
+    at once would have.
+    """
+
+    __slots__ = ("args", "fn")
+
+    def __init__(self, fn, *args: object) -> None:
+        self.fn = fn
+        self.args = args
+
+
 class Decoded:
     """A dissected frame: layers by name in wire order, plus what did not fit a header.
 
@@ -81,34 +96,75 @@ class Decoded:
     (Ethernet padding); ``problems`` one line per thing wrong with the frame.  ``cut`` is
     true when dissection stopped inside a header (``to_dict`` then always shows ``raw``, so
     that :func:`build` stops at the same place).
+
+    Layers are decoded on first access (``d["bth"]``, ``d.layers``, ``to_dict()``); ``names``,
+    ``in`` and ``problems`` need no decoding.
     """
 
-    layers: dict[str, object] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
-    raw: bytes = b""
-    trailer: bytes | None = None
-    cut: bool = False
-    caplen: int = 0
-    orig_len: int = 0
+    __slots__ = ("_layers", "caplen", "cut", "orig_len", "problems", "raw", "trailer")
+
+    def __init__(self, layers: dict[str, object] | None = None,
+                 problems: list[str] | None = None, raw: bytes = b"",
+                 trailer: bytes | None = None, cut: bool = False, caplen: int = 0,
+                 orig_len: int = 0) -> None:
+        self._layers: dict[str, object] = {} if layers is None else layers
+        self.problems: list[str] = [] if problems is None else problems
+        self.raw = raw
+        self.trailer = trailer
+        self.cut = cut
+        self.caplen = caplen
+        self.orig_len = orig_len
+
+    @property
+    def layers(self) -> dict[str, object]:
+        """Every layer, decoded (the dict itself: changes to it are kept)."""
+        store = self._layers
+        for name, v in store.items():
+            if type(v) is _Lazy:
+                store[name] = v.fn(*v.args)
+        return store
+
+    @layers.setter
+    def layers(self, value: dict[str, object]) -> None:
+        self._layers = value
 
     def __getitem__(self, name: str):
-        return self.layers[name]
+        v = self._layers[name]
+        if type(v) is _Lazy:
+            v = self._layers[name] = v.fn(*v.args)
+        return v
 
     def __contains__(self, name: object) -> bool:
-        return name in self.layers
+        return name in self._layers
 
     def get(self, name: str, default: Any = None) -> Any:
-        return self.layers.get(name, default)
+        return self[name] if name in self._layers else default
 
     def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
         try:
-            return self.layers[name]
+            return self[name]
         except KeyError:
             raise AttributeError(name) from None
 
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.layers, self.problems, self.raw, self.trailer, self.cut, self.caplen,
+                self.orig_len) == (other.layers, other.problems, other.raw, other.trailer,
+                                   other.cut, other.caplen, other.orig_len)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (f"Decoded(layers={self.layers!r}, problems={self.problems!r}, raw={self.raw!r}, "
+                f"trailer={self.trailer!r}, cut={self.cut!r}, caplen={self.caplen!r}, "
+                f"orig_len={self.orig_len!r})")
+
     @property
     def names(self) -> list[str]:
-        return list(self.layers)
+        return list(self._layers)
 
     def to_dict(self) -> dict[str, object]:
         """The JSON schema of ``docs/schema.md`` (without the record keys)."""
@@ -154,6 +210,56 @@ class _Ctx:
                 f"{layer}: truncated at byte {off}: needs {need} bytes, {max(have, 0)} present")
 
 
+# The raw fields dissection reads to find the next header and decide ``problems``.
+_IP4_GET = IPV4.getter("version", "ihl", "flags", "frag_offset", "total_length", "protocol",
+                       "checksum")
+_IP6_GET = IPV6.getter("version", "payload_length", "next_header")
+_UDP_GET = UDP.getter("dport", "length", "checksum")
+_BTH_GET = BTH.getter("opcode", "pad_count")
+_MC_GET = MAC_CONTROL.getter("opcode")
+_PFC_GET = PFC.getter("class_enable")
+_ETH_DST_GET = ETHERNET.getter("dst")
+_ETH_DST = ETHERNET.field("dst")
+_PAUSE_DST_RAW = parse_value(_ETH_DST, PAUSE_DST)
+_MAC_CONTROL_SPECS = {MacControlOpcode.PFC: PFC, MacControlOpcode.PAUSE: PAUSE}
+
+
+def _spec_layer(spec: HeaderSpec, frame: bytes, off: int, extra: dict | None) -> Layer:
+    """``spec`` decoded at ``off``, then the derived keys of ``extra`` (in their order)."""
+    layer = Layer(spec.name, spec.unpack(frame, off))
+    if extra:
+        layer.update(extra)
+    return layer
+
+
+def _eth_tagged(frame: bytes, type_off: int) -> Layer:
+    """The Ethernet header of a tagged frame: addresses, then the EtherType after the tags."""
+    return Layer("eth", ETHERNET.unpack(frame[:12] + frame[type_off:type_off + 2]))
+
+
+def _bth_layer(frame: bytes, off: int) -> Layer:
+    bth = Layer("bth", BTH.unpack(frame, off))
+    bth["opcode_name"] = opcode_name(bth["opcode"])
+    return bth
+
+
+def _ext_layer(name: str, spec: HeaderSpec, frame: bytes, off: int) -> Layer:
+    layer = Layer(name, spec.unpack(frame, off))
+    if spec is AETH:
+        layer.update(aeth_decode(layer["syndrome"]))
+    elif spec is CNP and layer["reserved"] == "00" * 16:
+        del layer["reserved"]
+    return layer
+
+
+def _payload_layer(frame: bytes, start: int, end: int, pad: int, n: int) -> Layer:
+    data = frame[start:min(end - pad, n)]
+    p = Layer("payload", {"length": end - pad - start, "data": data.hex()})
+    if pad:
+        p["pad"] = frame[end - pad:min(end, n)].hex()
+    return p
+
+
 def dissect(frame: bytes | bytearray | memoryview, orig_len: int | None = None, *,
             roce_ports: Iterable[int] = ROCE_PORTS,
             scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> Decoded:
@@ -162,11 +268,14 @@ def dissect(frame: bytes | bytearray | memoryview, orig_len: int | None = None, 
     ``orig_len`` is the length on the wire (a pcap record's orig_len); when larger than the
     frame, missing bytes are reported as not captured rather than as errors.  ``scaleup``
     says where the scale-up headers (ESUN, SUNH, AFH, SUE) are found (placeholder EtherTypes).
+    Boundaries and ``problems`` are found at once; each layer's fields are decoded when first
+    read (see :class:`Decoded`).
     """
     frame = bytes(frame)
     ports = roce_ports if isinstance(roce_ports, frozenset) else frozenset(roce_ports)
     c = _Ctx(frame, len(frame) if orig_len is None else orig_len, ports, scaleup)
     d = c.d
+    layers = d._layers
     n = c.n
     if n == 0:
         if not c.snapped:
@@ -187,23 +296,22 @@ def dissect(frame: bytes | bytearray | memoryview, orig_len: int | None = None, 
         # The EtherType after the tags was not captured: eth.type is null, the rest is raw.
         eth = Layer("eth", ETHERNET.unpack(frame[:12] + b"\0\0"))
         eth["type"] = None
-        d.layers["eth"] = eth
+        layers["eth"] = eth
         if tags:
-            d.layers["vlan"] = tags
+            layers["vlan"] = tags
         if partial_tag:
             c.short("vlan", 4, n - off, off)
         else:
             c.short("eth" if not tags else "vlan", 2, n - off, off)
         _min_trailer(c)
         return d
+    etype = (frame[off] << 8) | frame[off + 1]  # the EtherType after the tags
     if tags:
-        eth = Layer("eth", ETHERNET.unpack(frame[:12] + frame[off:off + 2]))
-        d.layers["eth"] = eth
-        d.layers["vlan"] = tags
+        layers["eth"] = _Lazy(_eth_tagged, frame, off)
+        layers["vlan"] = tags
     else:
-        d.layers["eth"] = eth = Layer("eth", ETHERNET.unpack(frame))
+        layers["eth"] = _Lazy(_spec_layer, ETHERNET, frame, 0, None)
     off += 2
-    etype = eth["type"]
     if etype == EtherType.IPV4:
         _ipv4(c, off)
     elif etype == EtherType.IPV6:
@@ -236,28 +344,27 @@ def _ipv4(c: _Ctx, off: int) -> None:
     if n - off < 20:
         c.short("ipv4", 20, n - off, off)
         return
-    ip = Layer("ipv4", IPV4.unpack(frame, off))
-    hlen = ip["ihl"] * 4
-    if ip["version"] != 4:
-        d.problems.append(f"ipv4.version: {ip['version']} (expected 4)")
+    version, ihl, flags, frag_offset, total, proto, checksum = _IP4_GET(frame, off)
+    hlen = ihl * 4
+    if version != 4:
+        d.problems.append(f"ipv4.version: {version} (expected 4)")
     if hlen < 20:
-        d.layers["ipv4"] = ip
-        d.problems.append(f"ipv4.ihl: {ip['ihl']} is below the minimum 5")
+        d._layers["ipv4"] = _Lazy(_spec_layer, IPV4, frame, off, None)
+        d.problems.append(f"ipv4.ihl: {ihl} is below the minimum 5")
         d.raw = frame[off + 20:]
         return
     if n - off < hlen:
         c.short("ipv4", hlen, n - off, off)
         return
-    d.layers["ipv4"] = ip
+    ip_header = frame[off:off + hlen]
+    extra: dict[str, object] = {}
     if hlen > 20:
-        ip["options"] = frame[off + 20:off + hlen].hex()
-    ok = ipv4_checksum(frame[off:off + hlen]) == ip["checksum"]
-    ip["checksum_ok"] = ok
+        extra["options"] = frame[off + 20:off + hlen].hex()
+    calc = ipv4_checksum(ip_header)
+    extra["checksum_ok"] = ok = calc == checksum
+    d._layers["ipv4"] = _Lazy(_spec_layer, IPV4, frame, off, extra)
     if not ok:
-        d.problems.append(
-            f"ipv4.checksum: 0x{ip['checksum']:04x} on the wire, "
-            f"0x{ipv4_checksum(frame[off:off + hlen]):04x} computed")
-    total = ip["total_length"]
+        d.problems.append(f"ipv4.checksum: 0x{checksum:04x} on the wire, 0x{calc:04x} computed")
     end = off + total
     if total < hlen:
         d.problems.append(f"ipv4.total_length: {total} is less than the header length {hlen}")
@@ -267,10 +374,10 @@ def _ipv4(c: _Ctx, off: int) -> None:
         end = _ip_extent(c, end, f"ipv4.total_length: {total}",
                          f"{n - off} bytes follow the Ethernet header")
     pay = off + hlen
-    if ip["frag_offset"] or ip["flags"] & 1:
+    if frag_offset or flags & 1:
         d.raw = frame[pay:min(end, n)]  # fragment: upper layers cannot be decoded alone
         return
-    _ip_payload(c, ip["protocol"], pay, end, frame[off:off + hlen], 4)
+    _ip_payload(c, proto, pay, end, ip_header, 4)
 
 
 def _ipv6(c: _Ctx, off: int) -> None:
@@ -278,15 +385,14 @@ def _ipv6(c: _Ctx, off: int) -> None:
     if n - off < 40:
         c.short("ipv6", 40, n - off, off)
         return
-    ip = Layer("ipv6", IPV6.unpack(frame, off))
-    d.layers["ipv6"] = ip
-    if ip["version"] != 6:
-        d.problems.append(f"ipv6.version: {ip['version']} (expected 6)")
+    version, payload_length, next_header = _IP6_GET(frame, off)
+    d._layers["ipv6"] = _Lazy(_spec_layer, IPV6, frame, off, None)
+    if version != 6:
+        d.problems.append(f"ipv6.version: {version} (expected 6)")
     pay = off + 40
-    end = _ip_extent(c, pay + ip["payload_length"],
-                     f"ipv6.payload_length: {ip['payload_length']}",
+    end = _ip_extent(c, pay + payload_length, f"ipv6.payload_length: {payload_length}",
                      f"{n - pay} bytes follow the IPv6 header")
-    _ip_payload(c, ip["next_header"], pay, end, frame[off:pay], 6)
+    _ip_payload(c, next_header, pay, end, frame[off:pay], 6)
 
 
 def _ip_extent(c: _Ctx, end: int, claim: str, present: str) -> int:
@@ -332,9 +438,8 @@ def _udp(c: _Ctx, off: int, ip_end: int, ip_header: bytes, version: int) -> None
             c.short("udp", 8, avail - off, off)
             d.raw = frame[off:avail]
         return
-    udp = Layer("udp", UDP.unpack(frame, off))
-    d.layers["udp"] = udp
-    ulen = udp["length"]
+    dport, ulen, checksum = _UDP_GET(frame, off)
+    d._layers["udp"] = _Lazy(_spec_layer, UDP, frame, off, None)
     if ulen < 8:
         d.problems.append(f"udp.length: {ulen} is less than the 8-byte header")
         d.raw = frame[off + 8:avail]
@@ -350,16 +455,16 @@ def _udp(c: _Ctx, off: int, ip_end: int, ip_header: bytes, version: int) -> None
         _mark_ambiguous(c)
         if end < n:
             c.d.trailer = frame[end:]
-    if udp["checksum"] and end <= n and version:  # SUNH (version 0): no pseudo-header
+    if checksum and end <= n and version:  # SUNH (version 0): no pseudo-header
         src, dst = (ip_header[12:16], ip_header[16:20]) if version == 4 else (
             ip_header[8:24], ip_header[24:40])
         calc = udp_checksum(version, src, dst, frame[off:end])
-        if calc != udp["checksum"]:
-            d.problems.append(f"udp.checksum: 0x{udp['checksum']:04x} on the wire, "
+        if calc != checksum:
+            d.problems.append(f"udp.checksum: 0x{checksum:04x} on the wire, "
                               f"0x{calc:04x} computed")
-    if udp["dport"] == c.sc.sue_udp_port:
+    if dport == c.sc.sue_udp_port:
         _sue(c, off + 8, end, rh=True)
-    elif udp["dport"] in c.roce_ports and version:
+    elif dport in c.roce_ports and version:
         _roce(c, off, end, ip_header)
     else:  # RoCEv2 over SUNH has no defined ICRC pseudo-header: shown as payload
         _payload(c, off + 8, end)
@@ -370,15 +475,12 @@ def _payload(c: _Ctx, start: int, end: int, pad: int = 0) -> None:
     bytes of it are RoCE pad bytes."""
     if end <= start:
         return
-    data = c.frame[start:min(end - pad, c.n)]
-    p = Layer("payload", {"length": end - pad - start, "data": data.hex()})
-    if pad:
-        p["pad"] = c.frame[end - pad:min(end, c.n)].hex()
-    c.d.layers["payload"] = p
+    c.d._layers["payload"] = _Lazy(_payload_layer, c.frame, start, end, pad, c.n)
 
 
 def _roce(c: _Ctx, uoff: int, udp_end: int, ip_header: bytes) -> None:
     frame, n, d = c.frame, c.n, c.d
+    layers = d._layers
     boff = uoff + 8
     cap_end = min(udp_end, n)
     if udp_end - boff < 12 + ICRC_BYTES:
@@ -392,16 +494,14 @@ def _roce(c: _Ctx, uoff: int, udp_end: int, ip_header: bytes) -> None:
     if cap_end - boff < 12:
         c.short("bth", 12, cap_end - boff, boff)
         return
-    bth = Layer("bth", BTH.unpack(frame, boff))
-    op = bth["opcode"]
-    bth["opcode_name"] = opcode_name(op)
-    d.layers["bth"] = bth
+    op, pad = _BTH_GET(frame, boff)
+    layers["bth"] = _Lazy(_bth_layer, frame, boff)
     icrc_at = udp_end - ICRC_BYTES
     pos = boff + 12
     for hname in EXT_HEADERS.get(op, ("", ()))[1]:
         spec = EXT_SPECS[hname]
         if pos + spec.size_bytes > icrc_at:
-            d.problems.append(f"{hname}: {bth['opcode_name']} needs {spec.size_bytes} bytes "
+            d.problems.append(f"{hname}: {opcode_name(op)} needs {spec.size_bytes} bytes "
                               f"here, the datagram has {max(icrc_at - pos, 0)} before the ICRC")
             d.raw = frame[pos:cap_end]
             d.cut = True
@@ -409,20 +509,14 @@ def _roce(c: _Ctx, uoff: int, udp_end: int, ip_header: bytes) -> None:
         if pos + spec.size_bytes > n:
             c.short(hname, spec.size_bytes, n - pos, pos)
             return
-        layer = Layer(hname, spec.unpack(frame, pos))
-        if spec is AETH:
-            layer.update(aeth_decode(layer["syndrome"]))
-        elif spec is CNP and layer["reserved"] == "00" * 16:
-            del layer["reserved"]
-        d.layers[hname] = layer
+        layers[hname] = _Lazy(_ext_layer, hname, spec, frame, pos)
         pos += spec.size_bytes
-    pad = bth["pad_count"]
     if pad > icrc_at - pos:
         d.problems.append(f"bth.pad_count: {pad} but the payload has {icrc_at - pos} bytes")
         pad = icrc_at - pos
         # Keep the (clamped) pad explicit so build() reproduces these bytes exactly.
-        c.d.layers["payload"] = Layer("payload", length=0, data="",
-                                      pad=frame[pos:min(icrc_at, n)].hex())
+        layers["payload"] = Layer("payload", length=0, data="",
+                                  pad=frame[pos:min(icrc_at, n)].hex())
     else:
         _payload(c, pos, icrc_at, pad)
     if udp_end > n:
@@ -430,19 +524,17 @@ def _roce(c: _Ctx, uoff: int, udp_end: int, ip_header: bytes) -> None:
                    reason=f"not captured: record cut at {n} of {c.orig_len} bytes")
         if icrc_at < n:  # keep the 1..3 ICRC bytes that were captured
             ic["captured"] = frame[icrc_at:n].hex()
-        d.layers["icrc"] = ic
+        layers["icrc"] = ic
         return
     wire_val = int.from_bytes(frame[icrc_at:udp_end], "little")
-    ic = Layer("icrc", value=wire_val)
     if c.ambiguous:
-        ic["valid"] = None
-        ic["reason"] = "length fields disagree with the frame; extent of the datagram unknown"
+        layers["icrc"] = Layer("icrc", value=wire_val, valid=None, reason="length fields "
+                               "disagree with the frame; extent of the datagram unknown")
     else:
         calc = icrc(ip_header, frame[uoff:icrc_at])
-        ic["valid"] = calc == wire_val
+        layers["icrc"] = Layer("icrc", value=wire_val, valid=calc == wire_val)
         if calc != wire_val:
             d.problems.append(f"icrc: 0x{wire_val:08x} on the wire, 0x{calc:08x} computed")
-    d.layers["icrc"] = ic
 
 
 def _mac_control(c: _Ctx, off: int) -> None:
@@ -450,24 +542,26 @@ def _mac_control(c: _Ctx, off: int) -> None:
     if n - off < 2:
         c.short("mac_control", 2, n - off, off)
         return
-    mc = Layer("mac_control", MAC_CONTROL.unpack(frame, off))
-    d.layers["mac_control"] = mc
+    (opcode,) = _MC_GET(frame, off)
+    d._layers["mac_control"] = _Lazy(_spec_layer, MAC_CONTROL, frame, off, None)
     off += 2
-    spec = {MacControlOpcode.PFC: PFC, MacControlOpcode.PAUSE: PAUSE}.get(mc["opcode"])
+    spec = _MAC_CONTROL_SPECS.get(opcode)
     if spec is None:
         d.raw = frame[off:]
         return
-    if d.layers["eth"]["dst"] != PAUSE_DST:
-        d.problems.append(f"eth.dst: {d.layers['eth']['dst']} is not the MAC Control address "
-                          f"{PAUSE_DST}")
+    (dst,) = _ETH_DST_GET(frame)
+    if dst != _PAUSE_DST_RAW:
+        d.problems.append(f"eth.dst: {format_value(_ETH_DST, dst)} is not the MAC Control "
+                          f"address {PAUSE_DST}")
     if n - off < spec.size_bytes:
         c.short(spec.name, spec.size_bytes, n - off, off)
         return
-    layer = Layer(spec.name, spec.unpack(frame, off))
-    d.layers[spec.name] = layer
-    if spec is PFC and layer["class_enable"] & 0xFF00:
-        hi = layer["class_enable"] >> 8
-        d.problems.append(f"pfc.class_enable: reserved high byte is 0x{hi:02x}, not 0")
+    d._layers[spec.name] = _Lazy(_spec_layer, spec, frame, off, None)
+    if spec is PFC:
+        (class_enable,) = _PFC_GET(frame, off)
+        if class_enable & 0xFF00:
+            d.problems.append(f"pfc.class_enable: reserved high byte is 0x{class_enable >> 8:02x}"
+                              f", not 0")
     c.d.trailer = frame[off + spec.size_bytes:]
 
 
@@ -476,7 +570,7 @@ def _esun(c: _Ctx, off: int) -> None:
     if c.n - off < ESUN.size_bytes:
         c.short("esun", ESUN.size_bytes, c.n - off, off)
         return
-    c.d.layers["esun"] = Layer("esun", ESUN.unpack(c.frame, off))
+    c.d._layers["esun"] = Layer("esun", ESUN.unpack(c.frame, off))
     _transport(c, off + ESUN.size_bytes, c.sc.esun_transport, None)
 
 
@@ -486,7 +580,7 @@ def _sunh(c: _Ctx, off: int) -> None:
         c.short("sunh", SUNH.size_bytes, n - off, off)
         return
     sh = Layer("sunh", SUNH.unpack(frame, off))
-    c.d.layers["sunh"] = sh
+    c.d._layers["sunh"] = sh
     pay = off + SUNH.size_bytes
     if sh["next_header"] == IPPROTO_UDP:
         # SUNH has no length: the UDP length says where the datagram ends.
@@ -510,7 +604,7 @@ def _afh_gen1(c: _Ctx, off: int) -> None:
         c.short("afh", AFH_GEN1.size_bytes, c.n - off, off)
         return
     afh = Layer("afh", {"form": "gen1", **AFH_GEN1.unpack(c.frame, off)})
-    c.d.layers["afh"] = afh
+    c.d._layers["afh"] = afh
     pay = off + AFH_GEN1.size_bytes
     _transport(c, pay, "sue_rh" if afh["type"] == c.sc.sue_ethertype else "raw", None)
 
@@ -519,8 +613,8 @@ def _afh_gen2(c: _Ctx, off: int) -> None:
     """EtherType ``sue_ethertype`` right after the addresses: they are an AFH Gen2 header."""
     form = "gen2_12" if c.sc.afh_gen2_form == "12" else "gen2_6"
     spec = AFH_FORMS[form]
-    c.d.layers.pop("eth")
-    c.d.layers["afh"] = Layer("afh", {"form": form, **spec.unpack(c.frame, 0)})
+    c.d._layers.pop("eth")
+    c.d._layers["afh"] = Layer("afh", {"form": form, **spec.unpack(c.frame, 0)})
     kind = c.sc.afh_gen2_12_transport if form == "gen2_12" else c.sc.afh_gen2_6_transport
     _transport(c, off, kind, None)
 
@@ -551,7 +645,7 @@ def _sue(c: _Ctx, off: int, end: int | None, *, rh: bool) -> None:
                 c.short("sue_rh", SUE_RH.size_bytes, limit - off, off, end and limit)
             return
         rhl = Layer("sue_rh", SUE_RH.unpack(frame, off))
-        d.layers["sue_rh"] = rhl
+        d._layers["sue_rh"] = rhl
         off += SUE_RH.size_bytes
         expect_txns = rhl["op"] == SueOp.DATA
     spec = txn_spec(sc.txn_hdr_bytes)
@@ -559,7 +653,7 @@ def _sue(c: _Ctx, off: int, end: int | None, *, rh: bool) -> None:
     txns: list[Layer] = []
     pdu_bytes = 0
     if expect_txns:
-        d.layers["sue_txn"] = txns
+        d._layers["sue_txn"] = txns
         while True:
             i = len(txns)
             if limit - off < h:
@@ -604,7 +698,7 @@ def _sue(c: _Ctx, off: int, end: int | None, *, rh: bool) -> None:
             return
         val = int.from_bytes(frame[off:off + 4], "big")
         calc = rcrc(frame[start:off])
-        d.layers["rcrc"] = Layer("rcrc", value=val, valid=calc == val)
+        d._layers["rcrc"] = Layer("rcrc", value=val, valid=calc == val)
         if calc != val:
             d.problems.append(f"rcrc: 0x{val:08x} on the wire, 0x{calc:08x} computed")
         off += RCRC.size_bytes
