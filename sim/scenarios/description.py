@@ -359,7 +359,8 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
                    link_gbps=links["link_gbps"], prop_ps=prop, seed=seed, ecmp=topo["ecmp"],
                    ecn=ecn, mmu_config=cfg, tracer=slot, host_kw=hkw, switch_kw=sched,
                    link_kw=lkw)
-        fab, groups = t.fabric, [list(t.ranks[n * 8:(n + 1) * 8]) for n in range(t.nodes)]
+        G = t.gpus_per_node
+        fab, groups = t.fabric, [list(t.ranks[n * G:(n + 1) * G]) for n in range(t.nodes)]
     else:
         fab, groups = _custom(topo, knobs, rate, prop, seed, ecn, slot, hkw, sched, where, lkw)
 
