@@ -19,6 +19,12 @@ count is checked).  Packet-hops = link traversals (frames that finished leaving 
 Workload ``incast``: 8:1 incast through one switch with PFC (static XOFF) and ECN marking on
 (``Kmin`` 5 KB, ``Kmax`` 200 KB, ``Pmax`` 1 %); ours only; packet-hops/s and events/s.
 
+Workload ``replay``: the built-in ``incast`` scenario (same simulated time, ``cc`` none and
+dcqcn) run twice: from the library (``sim.scenarios.loader.build`` + ``fabric.run``, nothing
+traced) and through the runner of ``lossless replay`` (``sim.study.results.run_scenario``:
+Recorder, events.jsonl, timeseries.npz, bottleneck.pcap; no plots), so ``replay/lib`` is what
+the CLI's outputs cost over the core (issue 19).  CPU time (``time.process_time``).
+
 Each figure is the median wall time of ``runs`` runs (build + run, ``time.perf_counter``).
 """
 
@@ -201,6 +207,44 @@ def incast(duration_ps: int, senders: int = 8) -> tuple[int, int, int]:
 # ------------------------------------------------------------------------------ driver
 
 
+def scenario_library(duration_ps: int, cc: str) -> int:
+    """The ``incast`` scenario from the library, nothing traced.  Returns packet-hops."""
+    from sim.scenarios.loader import build
+
+    sc = build("incast", {"duration_ms": duration_ps / 1e9, "cc": cc}, None)
+    sc.fabric.run(sc.duration_ps)
+    return sum(p.tx_packets for node in sc.fabric.nodes.values() for p in node.ports.values())
+
+
+def scenario_replay(duration_ps: int, cc: str) -> None:
+    """The same through ``lossless replay``'s runner, default outputs but no plots."""
+    import tempfile
+
+    from sim.study.results import run_scenario
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run_scenario("incast", {"duration_ms": duration_ps / 1e9, "cc": cc},
+                     out_dir=f"{tmp}/out", plots=False, progress=False)
+
+
+def run_replay(duration_ps: int, runs: int) -> None:
+    print(f"\nincast scenario, {duration_ps / 1e9:g} ms simulated; CPU s, median of {runs}")
+    print(f"{'model':<26}{'lib s':>9}{'replay s':>10}{'pkt-hops':>11}{'lib hops/s':>12}"
+          f"{'replay hops/s':>15}{'replay/lib':>11}")
+    for cc in ("none", "dcqcn"):
+        lib, rep, hops = [], [], 0
+        for _ in range(runs):  # interleaved, so both see the same machine state
+            t0 = time.process_time()
+            hops = scenario_library(duration_ps, cc)
+            lib.append(time.process_time() - t0)
+            t0 = time.process_time()
+            scenario_replay(duration_ps, cc)
+            rep.append(time.process_time() - t0)
+        a, b = statistics.median(lib), statistics.median(rep)
+        print(f"{'incast cc=' + cc:<26}{a:>9.3f}{b:>10.3f}{hops:>11,}{hops / a:>12,.0f}"
+              f"{hops / b:>15,.0f}{b / a:>10.2f}x")
+
+
 def _available(module: str | None) -> bool:
     if module is None:
         return True
@@ -281,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", help="FIFO models whose name contains this")
     ap.add_argument("--skip-incast", action="store_true")
     ap.add_argument("--skip-fifo", action="store_true")
+    ap.add_argument("--replay-ms", type=float, default=5.0,
+                    help="simulated time of the incast scenario, library vs lossless replay")
+    ap.add_argument("--skip-replay", action="store_true")
     ap.add_argument("--profile", action="store_true",
                     help="cProfile our FIFO models and a 2 ms incast instead")
     a = ap.parse_args(argv)
@@ -297,4 +344,6 @@ def main(argv: list[str] | None = None) -> int:
                    a.packets, a.runs)
     if not a.skip_incast:
         run_incast(int(a.incast_ms * 1e9), a.runs)
+    if not a.skip_replay:
+        run_replay(int(a.replay_ms * 1e9), a.runs)
     return 0
