@@ -1,6 +1,6 @@
 """Where events go: the :class:`Tracer` protocol and its implementations.
 
-- :class:`NullTracer` (the default) drops everything and costs one method call.
+- :class:`NullTracer` (the default) reads nothing, so components build no event for it.
 - :class:`ListTracer` keeps events in memory; ``to_arrays(cls)`` turns one event type into
   numpy columns (one array per numeric field) for analysis and plots.
 - :class:`JsonlTracer` writes one JSON object per line (``Event.to_dict()``).
