@@ -237,6 +237,7 @@ def test_fabric_file_kinds_build(tmp_path, topology, extra, hosts, switches):
     ('kind = "fat_tree"\nsus = 2', "[topology] ['sus'] do(es) not apply to kind = 'fat_tree'"),
     ('kind = "superpod"\nsus = 2\nsuperpod_nodes = 70', "[topology] nodes: 2 SU hold 63"),
     ('kind = "rail"\nk = 4', "[topology] ['k'] do(es) not apply to kind = 'rail'"),
+    ('kind = "rail"\nnodes = 70', "[topology] switch 2 needs 72 ports, more than the radix 64"),
 ])
 def test_fabric_file_errors_one_line_exit_2(tmp_path, topology, msg, capsys):
     f = _file(tmp_path, topology, "[switch]\nbuffer_kb = 32000\n")

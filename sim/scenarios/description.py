@@ -344,7 +344,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
         cfg = _mmu(knobs, max(N + S, G), rate, where)
         t = _built(where, rail_optimized, N, G, spines=S, link_gbps=links["link_gbps"],
                    prop_ps=prop, seed=seed, ecmp=topo["ecmp"], ecn=ecn, mmu_config=cfg,
-                   radix=None, tracer=slot, host_kw=hkw, switch_kw=sched, link_kw=lkw)
+                   tracer=slot, host_kw=hkw, switch_kw=sched, link_kw=lkw)
         fab, groups = t.fabric, [list(t.ranks[n * G:(n + 1) * G]) for n in range(N)]
     elif kind == "fat_tree":
         k, o = topo["k"], topo["oversubscription"]
