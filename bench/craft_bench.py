@@ -10,8 +10,11 @@ valid IPv4 checksum and ICRC), written to a pcap file:
 * Scapy: ``Ether()/IP()/UDP(dport=4791)/BTH(psn=i)/Raw(...)`` (``scapy.contrib.roce``
   computes the ICRC) and ``wrpcap``, on a subset, extrapolated (labelled so).
 
-Decoding one frame into full Python objects: ``wire.dissect`` against dpkt's full parse
-(``dpkt.ethernet.Ethernet``: Ethernet, IPv4, UDP; dpkt has no BTH, so it does less work).
+Decoding one frame into Python objects: ``wire.dissect`` (lazy: every length, checksum and
+the ICRC checked, ``problems`` decided, then only the layer read is decoded: ``bth.psn``)
+and ``wire.dissect`` + ``to_dict()`` (every field of every layer formatted) against dpkt's
+full parse (``dpkt.ethernet.Ethernet``: Ethernet, IPv4, UDP; dpkt has no BTH and checks no
+checksum, so it does less work).  ``--decode-only`` runs just this table.
 
 Every contender runs ``--runs`` times, interleaved; the table shows medians, the spread
 (min-max) and our ratio to each peer.  A peer that is not installed is reported as skipped.
@@ -92,6 +95,15 @@ def decode_ours(frames: list[bytes]) -> int:
     return n
 
 
+def decode_ours_all(frames: list[bytes]) -> int:
+    from wire import dissect
+
+    n = 0
+    for f in frames:
+        n += len(dissect(f).to_dict())
+    return n
+
+
 def decode_dpkt(frames: list[bytes]) -> int:
     import dpkt
 
@@ -125,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help=f"{QUICK} frames, 2 runs")
     ap.add_argument("--frames", type=int, help="frames to craft per run")
     ap.add_argument("--runs", type=int, help="runs per contender (default 3, 2 with --quick)")
+    ap.add_argument("--decode-only", action="store_true", help="only the decoding table")
     a = ap.parse_args(argv)
     n = a.frames or (QUICK if a.quick else FULL)
     runs = a.runs or (2 if a.quick else 3)
@@ -141,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
                 scapy_craft, min(SCAPY_FRAMES, n))
         else:
             print("scapy: not installed, skipped")
+        if a.decode_only:
+            contenders = {}
         times: dict[str, list[float]] = {k: [] for k in contenders}
         for _ in range(runs):
             for name, (fn, count) in contenders.items():
@@ -148,17 +163,20 @@ def main(argv: list[str] | None = None) -> int:
                 fn(path, count)
                 times[name].append(time.perf_counter() - t0)
         print(f"python -m bench.craft_bench {' '.join(argv or sys.argv[1:])}".rstrip())
-        _table(f"Crafting 1082-byte RoCEv2 frames with valid ICRC into a pcap; {n} frames "
-               f"(fewer where noted, rates per frame); median of {runs}",
-               {k: (v, contenders[k][1]) for k, v in times.items()},
-               ["wire bulk (RoceTemplate.stamp + write_frames)",
-                "lossless craft --flow (end to end)"], "frames")
+        if contenders:
+            _table(f"Crafting 1082-byte RoCEv2 frames with valid ICRC into a pcap; {n} frames "
+                   f"(fewer where noted, rates per frame); median of {runs}",
+                   {k: (v, contenders[k][1]) for k, v in times.items()},
+                   ["wire bulk (RoceTemplate.stamp + write_frames)",
+                    "lossless craft --flow (end to end)"], "frames")
 
         ours_bulk(path, DECODE_FRAMES)
         from wire import read
 
         frames = [r.data for r in read(path)]
-        dec: dict[str, Callable[[list[bytes]], int]] = {"wire.dissect": decode_ours}
+        dec: dict[str, Callable[[list[bytes]], int]] = {
+            "wire.dissect (checks all, reads bth.psn)": decode_ours,
+            "wire.dissect + to_dict() (every field)": decode_ours_all}
         if _available("dpkt"):
             dec["dpkt full parse (Ethernet/IPv4/UDP)"] = decode_dpkt
         else:
@@ -171,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                 dtimes[name].append(time.perf_counter() - t0)
         _table(f"Decoding one frame into Python objects, {len(frames)} frames in memory; "
                f"median of {runs}", {k: (v, len(frames)) for k, v in dtimes.items()},
-               ["wire.dissect"], "frames")
+               list(dec)[:2], "frames")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -215,3 +215,23 @@ def test_random_bytes(frame: bytes, access: int) -> None:
     _check(frame, access=access)
     _check(b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x08\x00" + frame, access=access)
     _check(b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x88\x08" + frame, access=access)
+
+
+def _ones_sum_by_folding(data: bytes) -> int:
+    # RFC 1071 section 4.1, literally: add 16-bit words, fold the carries back in.
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total
+
+
+@given(st.one_of(st.binary(max_size=1100), st.integers(0, 600).map(lambda n: b"\xff" * n),
+                 st.integers(0, 60).map(bytes)))
+def test_ones_sum_is_rfc1071(data: bytes) -> None:
+    # wire.checksum.ones_sum reads the data as one integer (mod 0xFFFF) since issue 19.
+    from wire.checksum import ones_sum
+
+    assert ones_sum(data) == _ones_sum_by_folding(data)
+    assert ones_sum(bytearray(data)) == ones_sum(memoryview(data)) == ones_sum(data)

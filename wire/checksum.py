@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import sys
-
 __all__ = ["internet_checksum", "ones_sum"]
 
 
 def ones_sum(data: bytes | bytearray | memoryview) -> int:
-    """16-bit one's-complement sum of ``data`` (odd length padded with a zero byte)."""
+    """16-bit one's-complement sum of ``data`` (odd length padded with a zero byte).
+
+    The data read as one big-endian integer is congruent to the sum of its 16-bit words
+    modulo 0xFFFF (2**16 = 1 mod 0xFFFF), which is what folding the carries back in computes
+    (RFC 1071 section 2(B)); a non-zero sum folds to 0xFFFF, not 0 (one's-complement -0)."""
+    v = int.from_bytes(data, "big")
     if len(data) % 2:
-        data = bytes(data) + b"\0"
-    # Summing as one big integer's 16-bit words via int.from_bytes is fast in CPython.
-    total = sum(memoryview(bytes(data)).cast("H"))  # native order; fixed below
-    # cast("H") is native-endian; on a little-endian host byte-swap the folded result.
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    if sys.byteorder == "little":
-        total = ((total & 0xFF) << 8) | (total >> 8)
-    return total
+        v <<= 8
+    r = v % 0xFFFF
+    return r if r or not v else 0xFFFF
 
 
 def internet_checksum(data: bytes | bytearray | memoryview) -> int:
