@@ -133,6 +133,20 @@ def test_layers_dict_is_live() -> None:
     assert e == new.dissect(frames_example()) and e != d
 
 
+@given(frames(), st.integers(0, 30))
+def test_pickle_and_copy(frame: bytes, access: int) -> None:
+    # A Decoded pickles and copies (a deferred layer holds compiled code; a Layer's default
+    # unpickling recursed through its __getattr__ before its name was set).
+    import copy
+    import pickle
+
+    d = new.dissect(frame)
+    if d.names:
+        d[d.names[access % len(d.names)]]
+    for e in (pickle.loads(pickle.dumps(d)), copy.deepcopy(d), copy.copy(d)):
+        assert e == d and json.dumps(e.to_dict()) == json.dumps(OLD.dissect(frame).to_dict())
+
+
 @st.composite
 def _cut(draw, frame: bytes) -> tuple[bytes, int | None]:
     n = draw(st.integers(0, len(frame)))

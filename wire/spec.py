@@ -147,6 +147,11 @@ class Layer(dict):
         except KeyError:
             raise AttributeError(f"layer {self.name!r} has no field {key!r}") from None
 
+    def __reduce__(self) -> tuple:
+        # pickle/copy: rebuild with the name (the default protocol looked ``name`` up through
+        # __getattr__ before it was set, and recursed)
+        return (Layer, (self.name, dict(self)))
+
     def __repr__(self) -> str:
         inner = ", ".join(f"{k}={v!r}" for k, v in self.items())
         return f"{self.name}({inner})"

@@ -159,6 +159,11 @@ class Decoded:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __reduce__(self) -> tuple:
+        # pickle and copy see the decoded layers (a deferred layer holds compiled code)
+        return (Decoded, (self.layers, self.problems, self.raw, self.trailer, self.cut,
+                          self.caplen, self.orig_len))
+
     def __repr__(self) -> str:
         return (f"Decoded(layers={self.layers!r}, problems={self.problems!r}, raw={self.raw!r}, "
                 f"trailer={self.trailer!r}, cut={self.cut!r}, caplen={self.caplen!r}, "
