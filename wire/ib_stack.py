@@ -67,13 +67,13 @@ from .spec import Field, HeaderSpec, Layer, parse_value
 from .stack import (
     ROCE_PORTS,
     Decoded,
-    _aeth_syndrome_of,
     _build_plain_payload,
     _Ctx,
     _given,
     _hex,
     _layer,
     _payload,
+    build_transport,
     dissect,
 )
 
@@ -474,42 +474,10 @@ def build_ib(d: Mapping[str, object], *, recompute: bool = False) -> bytes:
 
 
 def _build_transport(d: Mapping, recompute: bool) -> bytes:
-    """BTH + extended headers + [MAD] + payload + pad (no ICRC)."""
-    bth = _layer(d, "bth")
-    bth.pop("opcode_name", None)
-    op_raw = BTH.pack({"opcode": bth.get("opcode", BTH.field("opcode").default)})[0]
-    hdr_names = EXT_HEADERS.get(op_raw, ("", ()))[1]
-    extra = [k for k in d if k in EXT_SPECS and k not in hdr_names]
-    if extra:
-        raise BadValue(f"opcode {opcode_name(op_raw)} carries {list(hdr_names) or 'no'} "
-                       f"extended headers, not {extra}", layer="bth", field="opcode")
-    cut = "raw" in d
-    exts = b""
-    for h in hdr_names:
-        if h not in d and cut:
-            break
-        spec = EXT_SPECS[h]
-        hd = _layer(d, h)
-        if spec is AETH and "syndrome" not in hd and "kind" in hd:
-            hd["syndrome"] = _aeth_syndrome_of(hd)
-        exts += spec.pack(hd)
+    """BTH + extended headers + [MAD] + payload + pad (no ICRC): the one transport builder
+    shared with RoCEv2 (:func:`wire.stack.build_transport`)."""
     mad = MAD.pack(_layer(d, "mad")) if "mad" in d else b""
-    if cut and "payload" not in d:
-        pay = pad = b""
-        bth.setdefault("pad_count", 0)
-    else:
-        p = _layer(d, "payload")
-        data = _hex(p, "data", "payload")
-        length = p.get("length", len(data))
-        if not isinstance(length, int) or length < len(data):
-            raise BadValue(f"length {length!r} is less than the {len(data)} bytes of data",
-                           layer="payload", field="length")
-        pay = data + bytes(length - len(data))
-        if not _given(bth, "pad_count", recompute):
-            bth["pad_count"] = -(len(mad) + len(pay)) % 4
-        pc = parse_value(BTH.field("pad_count"), bth["pad_count"], "bth")
-        pad = _hex(p, "pad", "payload") if "pad" in p and not recompute else bytes(pc)
-    return BTH.pack(bth) + exts + mad + pay + pad
+    return build_transport(d, recompute, roce=False, mad=mad)[0]
 
 
 def _build_fc(d: Mapping, recompute: bool) -> bytes:

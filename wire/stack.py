@@ -1095,10 +1095,20 @@ def _build_plain_payload(d: Mapping) -> bytes:
 
 def _build_roce_body(d: Mapping, recompute: bool) -> tuple[bytes, bool]:
     """BTH + extended headers + payload + pad; and whether an ICRC follows."""
+    return build_transport(d, recompute, roce=True)
+
+
+def build_transport(d: Mapping, recompute: bool, *, roce: bool,
+                    mad: bytes = b"") -> tuple[bytes, bool]:
+    """The IBA transport part of a packet, RoCEv2 or native InfiniBand: BTH + the opcode's
+    extended headers + ``mad`` (a packed MAD common header, native IB's QP0/QP1) + payload +
+    pad; and whether an ICRC follows (not for a record cut inside a header).  ``roce``: a CNP
+    opcode gets BECN set by default (IBA Annex A17.9.3; CNPs are RoCEv2's).  PadCnt counts the
+    pad after the MAD and payload."""
     bth = _layer(d, "bth")
     bth.pop("opcode_name", None)
     op_raw = BTH.pack({"opcode": bth.get("opcode", BTH.field("opcode").default)})[0]
-    if op_raw == CNP_OPCODE:
+    if roce and op_raw == CNP_OPCODE:
         bth.setdefault("becn", 1)  # IBA Annex A17.9.3: a CNP has BECN set
     hdr_names = EXT_HEADERS.get(op_raw, ("", ()))[1]
     extra = [k for k in d if k in EXT_SPECS and k not in hdr_names]
@@ -1118,6 +1128,7 @@ def _build_roce_body(d: Mapping, recompute: bool) -> tuple[bytes, bool]:
     if cut and ("payload" not in d):
         pay = b""
         pad = b""
+        bth.setdefault("pad_count", 0)
     else:
         p = _layer(d, "payload")
         data = _hex(p, "data", "payload")
@@ -1127,10 +1138,9 @@ def _build_roce_body(d: Mapping, recompute: bool) -> tuple[bytes, bool]:
                            layer="payload", field="length")
         pay = data + bytes(length - len(data))
         if not _given(bth, "pad_count", recompute):
-            bth["pad_count"] = -len(pay) % 4
+            bth["pad_count"] = -(len(mad) + len(pay)) % 4
         pc = parse_value(BTH.field("pad_count"), bth["pad_count"], "bth")
         # Given pad bytes are used as they are (a decoded frame's exact bytes); otherwise
         # PadCnt zero bytes (IBA 9.2: pad bytes are zero).
         pad = _hex(p, "pad", "payload") if "pad" in p and not recompute else bytes(pc)
-    body = BTH.pack(bth) + exts + pay + pad
-    return body, not cut
+    return BTH.pack(bth) + exts + mad + pay + pad, not cut
