@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.cli import build_parser, main
+from sim.cli import build_parser
 from sim.cli.argtypes import ArgType
+from tests.helpers import run_cli
 from wire.overhead import efficiency, table
 from wire.scaleup import DEFAULT_SCALEUP, WELL_KNOWN_ETHERTYPES, ScaleUpConfig
 
@@ -77,12 +78,8 @@ def parse_error(argv: list[str], capsys) -> str:
 
 
 def run(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        rc = main(argv)
-    except SystemExit as e:
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
+    """(exit status, stdout, stderr) of an in-process ``lossless`` call (tests.helpers)."""
+    return run_cli(argv)
 
 
 # ---------------------------------------------------------------- item 2: every option typed

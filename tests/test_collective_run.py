@@ -15,6 +15,7 @@ from sim.fabric.rail import collective_star, rail_optimized
 from sim.nic.host import Flow
 from sim.workloads.collective import frames_bytes, run_schedule
 from sim.workloads.nccl import finish_times, schedule
+from tests.helpers import run_cli
 
 GBPS = 100
 PROP_PS = 500_000
@@ -181,15 +182,9 @@ def test_a_second_iteration_reuses_the_qps_and_takes_as_long():
 
 
 # ------------------------------------------------------------------ lossless collective
-def _cli(argv, capsys):
-    from sim.cli import main
-
-    try:
-        rc = main(argv)
-    except SystemExit as e:
-        rc = e.code
-    out, err = capsys.readouterr()
-    return rc, out, err
+def _cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of an in-process ``lossless`` call (tests.helpers)."""
+    return run_cli(argv)
 
 
 STAR4 = ["--fabric", "star", "-p", "nodes=1", "-p", "gpus_per_node=4", "-p", "link_gbps=100"]

@@ -51,7 +51,7 @@ def _oracles() -> tuple[types.ModuleType, types.ModuleType]:
     old = _module("_oracle_stack", src)
     # the IB dissector of today runs on the old stack; builders the old stack did not have yet
     # (shared with today's RoCE builder) come from today's module: only dissect is compared
-    for name in ("build_transport",):
+    for name in ("build_transport", "not_captured"):
         if not hasattr(old, name):
             setattr(old, name, getattr(new, name))
     ib_src = (ROOT / "wire" / "ib_stack.py").read_text()

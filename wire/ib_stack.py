@@ -75,6 +75,7 @@ from .stack import (
     _payload,
     build_transport,
     dissect,
+    not_captured,
 )
 
 __all__ = ["dissect_ib", "build_ib", "dissect_erf", "build_erf", "dissect_record",
@@ -252,11 +253,7 @@ def _transport(c: _Ctx, boff: int, pkt_end: int) -> None:
     else:
         _payload(c, pos, icrc_at, pad)
     if pkt_end > n:
-        ic = Layer("icrc", value=None, valid=None,
-                   reason=f"not captured: record cut at {n} of {c.orig_len} bytes")
-        if icrc_at < n:
-            ic["captured"] = frame[icrc_at:n].hex()
-        d.layers["icrc"] = ic
+        d.layers["icrc"] = not_captured("icrc", c, icrc_at)
         return
     wire_val = int.from_bytes(frame[icrc_at:pkt_end], "little")
     ic = Layer("icrc", value=wire_val)
@@ -278,11 +275,7 @@ def _vcrc(c: _Ctx, pkt_end: int, vstate: str) -> None:
         return
     end = pkt_end + VCRC_BYTES
     if end > n:
-        vc = Layer("vcrc", value=None, valid=None,
-                   reason=f"not captured: record cut at {n} of {c.orig_len} bytes")
-        if pkt_end < n:
-            vc["captured"] = frame[pkt_end:n].hex()
-        d.layers["vcrc"] = vc
+        d.layers["vcrc"] = not_captured("vcrc", c, pkt_end)
         return
     wire_val = int.from_bytes(frame[pkt_end:end], "little")
     calc = vcrc(frame[:pkt_end])

@@ -488,6 +488,18 @@ def _udp(c: _Ctx, off: int, ip_end: int, ip_header: bytes, version: int) -> None
         _payload(c, off + 8, end)
 
 
+def not_captured(name: str, c: _Ctx, start: int) -> Layer:
+    """The layer of a trailing CRC (``icrc``, ``vcrc``) that the record's snaplen cut off:
+    no value, ``valid`` None with the reason, and the bytes of it that were captured (from
+    ``start``), so build() reproduces the record exactly."""
+    n = c.n
+    layer = Layer(name, value=None, valid=None,
+                  reason=f"not captured: record cut at {n} of {c.orig_len} bytes")
+    if start < n:
+        layer["captured"] = c.frame[start:n].hex()
+    return layer
+
+
 def _payload(c: _Ctx, start: int, end: int, pad: int = 0) -> None:
     """Payload layer for bytes [start, end) (end may exceed the capture); ``pad`` trailing
     bytes of it are RoCE pad bytes."""
@@ -538,11 +550,7 @@ def _roce(c: _Ctx, uoff: int, udp_end: int, ip_header: bytes) -> None:
     else:
         _payload(c, pos, icrc_at, pad)
     if udp_end > n:
-        ic = Layer("icrc", value=None, valid=None,
-                   reason=f"not captured: record cut at {n} of {c.orig_len} bytes")
-        if icrc_at < n:  # keep the 1..3 ICRC bytes that were captured
-            ic["captured"] = frame[icrc_at:n].hex()
-        layers["icrc"] = ic
+        layers["icrc"] = not_captured("icrc", c, icrc_at)  # keeps the 1..3 bytes captured
         return
     wire_val = int.from_bytes(frame[icrc_at:udp_end], "little")
     if c.ambiguous:
