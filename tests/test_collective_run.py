@@ -255,3 +255,25 @@ def test_dcqcn_and_ecn_act_on_the_qps():
     rates = [f.fabric.nodes[f.ranks[src]].cc[fid].target_rate_bps
              for fid, (src, *_r) in run.flows.items()]
     assert min(rates) < GBPS * 10**9
+
+
+# ------------------------------------------------------------------ event-driven jobs
+def test_two_jobs_share_hosts_in_one_engine_run():
+    """CollectiveJob: two schedules on the same hosts, started inside one engine run (as a
+    scenario does), each completes with its own deliveries; on_done fires once per job."""
+    from sim.workloads.collective import CollectiveJob
+
+    f = collective_star(4, link_gbps=GBPS, prop_ps=PROP_PS)
+    a = schedule("allreduce", 4, 2**18, "float", nchannels=1)
+    b = schedule("allgather", 4, 2**16, "float", nchannels=1, qp_base=1000)
+    done: list = []
+    ja = CollectiveJob(a, f.fabric, f.ranks, on_done=done.append)
+    jb = CollectiveJob(b, f.fabric, f.ranks, on_done=done.append)
+    f.fabric.engine.call_in(0, ja.start)
+    f.fabric.engine.call_in(1_000_000, jb.start)
+    f.fabric.run(10**10)
+    assert ja.done and jb.done and done == sorted(done, key=lambda j: j.run.last_finish_ps)
+    assert len(done) == 2 and {id(j) for j in done} == {id(ja), id(jb)}
+    assert jb.run.first_start_ps == 1_000_000
+    with pytest.raises(RuntimeError):
+        ja.start()

@@ -32,7 +32,7 @@ fabric and each transfer starts the moment its data is there.
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sim.fabric import Fabric
@@ -40,8 +40,8 @@ from sim.net.switch import Switch
 from sim.nic.host import Flow, Host
 from sim.workloads.nccl import Schedule, Transfer
 
-__all__ = ["ROCE_HEADER_BYTES", "CollectiveRun", "RunError", "frames_bytes", "run_schedule",
-           "fabric_counters"]
+__all__ = ["ROCE_HEADER_BYTES", "CollectiveJob", "CollectiveRun", "RunError", "frames_bytes",
+           "run_schedule", "fabric_counters"]
 
 def _roce_header_bytes() -> int:
     """Header bytes of an RDMA WRITE MIDDLE frame over IPv4, from the codecs' field tables:
@@ -127,10 +127,40 @@ def fabric_counters(fabric: Fabric) -> dict[str, int]:
     }
 
 
-class _Runner:
-    def __init__(self, sch: Schedule, fabric: Fabric, hosts: Sequence[int], tc: int,
-                 mtu_bytes: int, header_bytes: int) -> None:
-        self.sch, self.fabric, self.hosts = sch, fabric, tuple(hosts)
+class _Dispatch:
+    """A host's ``on_data`` shared by the jobs whose QPs it receives: flow id -> job."""
+
+    __slots__ = ("jobs",)
+
+    def __init__(self) -> None:
+        self.jobs: dict[int, Callable[[int, int, int], None]] = {}
+
+    def __call__(self, fid: int, got: int, now: int) -> None:
+        cb = self.jobs.get(fid)
+        if cb is not None:
+            cb(fid, got, now)
+
+
+class CollectiveJob:
+    """One schedule driven through a fabric by the fabric's own events (no engine loop of
+    its own): :meth:`start` posts the transfers without dependencies at the engine's current
+    time, and the rest follow as data arrives; ``on_done(job)`` is called at the last
+    delivery.  :func:`run_schedule` is a job plus a loop that runs the engine until it is
+    done; a scenario (``[[collective]]`` of a fabric file) starts jobs inside its own run.
+    Several jobs may share hosts (each QP's deliveries go to its own job)."""
+
+    def __init__(self, sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int = 3,
+                 mtu_bytes: int = DEFAULT_MTU_BYTES, header_bytes: int = ROCE_HEADER_BYTES,
+                 on_done: Callable[[CollectiveJob], None] | None = None) -> None:
+        if len(hosts) < sch.nranks:
+            raise ValueError(f"{sch.nranks} ranks need {sch.nranks} hosts, got {len(hosts)}")
+        hosts = tuple(hosts[:sch.nranks])
+        if len(set(hosts)) != sch.nranks:
+            raise ValueError("two ranks on one host")
+        if mtu_bytes <= 0 or header_bytes < 0:
+            raise ValueError("mtu_bytes must be > 0 and header_bytes >= 0")
+        self.on_done = on_done
+        self.sch, self.fabric, self.hosts = sch, fabric, hosts
         self.mtu, self.hdr = mtu_bytes, header_bytes
         n = len(sch.transfers)
         self.run = CollectiveRun(sch, self.hosts, [None] * n, [None] * n)
@@ -148,7 +178,8 @@ class _Runner:
         #: flow id -> deque of (cumulative frame bytes at the end of a piece, transfer id)
         self.rx_ends: dict[int, deque[tuple[int, int]]] = {}
         self.qp_flow: dict[tuple[int, int, int, int], int] = {}
-        self.done = 0
+        self.ndone = 0
+        self.started = False
         #: flow id -> bytes the QP had delivered before this run (a QP reused by the next
         #: iteration of a collective keeps its counters and its congestion-control state)
         self.base: dict[int, int] = {}
@@ -170,7 +201,12 @@ class _Runner:
                                      f"fabric")
                 elif sh.sent_bytes[qpn] != dh.rx_bytes.get(qpn, 0):
                     raise ValueError(f"QP {qpn} of {key} still has bytes in flight")
-                dh.on_data = self._on_data
+                disp = dh.on_data
+                if not isinstance(disp, _Dispatch):
+                    if disp is not None:
+                        raise ValueError(f"host {dh.node_id} already has an on_data callback")
+                    disp = dh.on_data = _Dispatch()
+                disp.jobs[qpn] = self._on_data
                 self.qp_flow[(src, dst, ch, q)] = qpn
                 self.run.flows[qpn] = (src, dst, ch, q, sport)
                 self.base[qpn] = dh.rx_bytes.get(qpn, 0)
@@ -185,7 +221,19 @@ class _Runner:
             raise ValueError(f"rank {rank}: node {self.hosts[rank]} is not a host")
         return node
 
+    @property
+    def done(self) -> bool:
+        """Every transfer received."""
+        return self.ndone == len(self.sch.transfers)
+
     def start(self) -> None:
+        """Start the schedule now (``fabric.engine.now_ps``); call once."""
+        if self.started:
+            raise RuntimeError("a CollectiveJob starts once; make another for the next "
+                               "iteration")
+        self.started = True
+        if not self.sch.transfers and self.on_done is not None:
+            self.on_done(self)
         for t in self.sch.transfers:
             if not self.waiting[t.id]:
                 self._ready(t)
@@ -228,7 +276,9 @@ class _Runner:
 
     def _finish(self, tid: int, now: int) -> None:
         self.run.finish_ps[tid] = now
-        self.done += 1
+        self.ndone += 1
+        if self.ndone == len(self.sch.transfers) and self.on_done is not None:
+            self.on_done(self)
         for u in self.users.get(tid, ()):
             self.waiting[u] -= 1
             if not self.waiting[u]:
@@ -247,24 +297,19 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
     (default 1 s) bounds the run: with ``check`` a collective still incomplete then raises
     :class:`RunError` (saying how many transfers were received), else the partial run is
     returned.  The fabric's counters (:func:`fabric_counters`) are in ``run.counters``."""
-    if len(hosts) < sch.nranks:
-        raise ValueError(f"{sch.nranks} ranks need {sch.nranks} hosts, got {len(hosts)}")
-    if len(set(hosts[:sch.nranks])) != sch.nranks:
-        raise ValueError("two ranks on one host")
-    if mtu_bytes <= 0 or header_bytes < 0:
-        raise ValueError("mtu_bytes must be > 0 and header_bytes >= 0")
-    runner = _Runner(sch, fabric, hosts[:sch.nranks], tc, mtu_bytes, header_bytes)
+    runner = CollectiveJob(sch, fabric, hosts, tc=tc, mtu_bytes=mtu_bytes,
+                           header_bytes=header_bytes)
     eng = fabric.engine
     t0 = eng.now_ps
     step = slice_ps if slice_ps is not None else DEFAULT_SLICE_PS
     runner.start()
     total = len(sch.transfers)
-    while runner.done < total and eng.now_ps - t0 < limit_ps:
+    while runner.ndone < total and eng.now_ps - t0 < limit_ps:
         fabric.run(min(eng.now_ps + step, t0 + limit_ps))
     run = runner.run
     run.counters = fabric_counters(fabric)
-    if check and runner.done < total:
-        raise RunError(f"collective incomplete after {limit_ps} ps: {runner.done} of {total} "
+    if check and runner.ndone < total:
+        raise RunError(f"collective incomplete after {limit_ps} ps: {runner.ndone} of {total} "
                        f"transfers received (pauses {run.counters['pfc_pauses']}, drops "
                        f"{run.counters['drops']})")
     return run

@@ -379,8 +379,9 @@ class ScheduleError(ValueError):
 
 
 class _Builder:
-    def __init__(self, sch: Schedule, comm_channels: int):
+    def __init__(self, sch: Schedule, comm_channels: int, qp_base: int = 0x100):
         self.sch = sch
+        self.qp_base = qp_base
         self.comm_channels = comm_channels
         self.conn_sends: dict[tuple[int, int, int], list[int]] = defaultdict(list)
         self.last_hop: dict[tuple[int, int, int, int], int] = {}
@@ -409,8 +410,9 @@ class _Builder:
         q = sch.qps_per_connection
         for i, key in enumerate(sorted(self.conn_sends)):
             src, dst, ch = key
-            # Deterministic QP numbers: 0x100 + connection index * q + i on both sides.
-            lq = tuple(0x100 + i * q + j for j in range(q))
+            # Deterministic QP numbers: qp_base (0x100) + connection index * q + i, and
+            # 0x800000 + connection index * q + i on the remote side.
+            lq = tuple(self.qp_base + i * q + j for j in range(q))
             rq = tuple(0x800000 + i * q + j for j in range(q))
             ports = tuple(udp_sport(a, b) for a, b in zip(lq, rq, strict=True))
             sch.connections[key] = Connection(src, dst, ch, lq, rq, ports)
@@ -445,7 +447,8 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
              protocol: Protocol | str = Protocol.SIMPLE, root: int = 0,
              gpus_per_node: int | None = None, qps_per_connection: int = 1,
              nthreads: int | None = None, rings: Sequence[Sequence[int]] | None = None,
-             drop_channels: bool = True, p2p_channels_per_peer: int = 2) -> Schedule:
+             drop_channels: bool = True, p2p_channels_per_peer: int = 2,
+             qp_base: int = 0x100) -> Schedule:
     """The transfers NCCL performs for one call.
 
     ``count`` is the element count the NCCL call takes: ``ncclAllReduce``/``ncclBroadcast``
@@ -458,7 +461,9 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
     ``p2p_channels_per_peer``: channels one AllToAll/SendRecv peer's bytes are spread over
     (``NCCL_NCHANNELS_PER_NET_PEER``: 2 in older ``src/graph/paths.cc``; newer releases
     default to -1 and compute it); the peers of successive rounds take the next channels,
-    so an AllToAll uses them all.
+    so an AllToAll uses them all.  ``qp_base``: the first local QP number (QPs are numbered
+    from it, connection by connection); schedules that run at once on one fabric (several
+    jobs, ``[[collective]]`` of a fabric file) need disjoint ranges.
     """
     coll, algo, proto = Collective(collective), Algorithm(algorithm), Protocol(protocol)
     if dtype not in DTYPE_BYTES:
@@ -476,6 +481,8 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
                             f"got {p2p_channels_per_peer}")
     if not 0 <= root < nranks:
         raise ScheduleError(f"root {root} not in 0..{nranks - 1}")
+    if not 0 < qp_base < 1 << 23:
+        raise ScheduleError(f"qp_base must be in 1..{(1 << 23) - 1}, got {qp_base}")
     if algo is Algorithm.TREE and coll is not Collective.ALLREDUCE:
         raise ScheduleError(f"the tree algorithm is modelled for allreduce only, not {coll.value}")
     gpn = gpus_per_node or (nranks if nranks <= 8 else 8)
@@ -514,7 +521,7 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
     sch = Schedule(coll, algo, proto, nranks, count, dtype, elt, nc, nt, chunk_bytes,
                    slice_steps, NCCL_STEPS // slice_steps, 0, 0, block, root, gpn,
                    qps_per_connection, p2p_channels_per_peer)
-    b = _Builder(sch, nchannels)
+    b = _Builder(sch, nchannels, qp_base)
     if nranks == 1 or count == 0:
         return b.finish()
     if p2p:
