@@ -201,8 +201,14 @@ def test_cli_prints_the_nccl_tests_table_with_nccl_tests_formulas(tmp_path, caps
     assert [r[0] for r in rows] == ["262144", "524288"]
     doc = json.loads(out_json.read_text())
     for r, res in zip(rows, doc["results"], strict=True):
-        size, count, dtype, redop, root, time_us, alg, bus, wrong = r
+        size, count, dtype, redop, root, time_us, alg, bus, wrong = r[:9]
         assert (dtype, redop, root, wrong) == ("float", "sum", "-1", "0")
+        # the in-place half: its own iterations on the same fabric, the same formulas
+        ip_us, ip_alg, ip_bus, ip_wrong = r[9:]
+        ip = res["inplace"]
+        assert ip_wrong == "0" and ip["time_ps"] == sum(ip["iteration_times_ps"]) // 2
+        assert float(ip_us) == pytest.approx(ip["time_ps"] / 1e6, abs=0.01)
+        assert float(ip_bus) == pytest.approx(float(ip_alg) * 2 * 3 / 4, abs=0.01)
         assert int(count) == int(size) // 4
         assert res["time_ps"] == sum(res["iteration_times_ps"]) // 2  # -n 2: the mean
         t_s = res["time_ps"] / 1e12

@@ -18,123 +18,22 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
 from sim.cli.argtypes import ArgType, integer
+from sim.scenarios.collective import (
+    FABRICS,
+    build_fabric,
+    check_fabric_keys,
+    collective_params,
+    run_size,
+)
 from sim.workloads.nccl import Collective
-
-if TYPE_CHECKING:
-    from sim.fabric.fattree import FatTree, SuperPod
-    from sim.fabric.rail import RailFabric
-    from sim.scenarios.base import Param
 
 __all__ = ["add_parsers", "FABRICS", "build_fabric", "collective_params"]
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-FABRICS = ("rail", "star", "fattree", "superpod")
-
-#: ``-p`` keys that shape one kind of fabric: given with another ``--fabric`` they are a
-#: mistake (a fat-tree's size is ``k``, a SuperPOD's ``sus``; neither has ``nodes``).
-FABRIC_KEYS = {
-    "rail": {"nodes", "gpus_per_node", "spines"},
-    "star": {"nodes", "gpus_per_node", "spines"},
-    "fattree": {"k", "oversubscription", "gpus_per_node"},
-    "superpod": {"sus", "superpod_nodes"},
-}
-_SHAPE_KEYS = set().union(*FABRIC_KEYS.values())
-
-
 def _err(msg: str) -> None:
     print(f"lossless: {msg}", file=sys.stderr)
-
-
-def collective_params() -> tuple[Param, ...]:
-    """The ``-p`` parameters: the fabric-wide ones of the scenarios (same names, checks and
-    units, :data:`sim.scenarios.common.FABRIC_PARAMS`) with collective defaults, and the
-    shape of the fabric."""
-    from sim.fabric.fattree import k_problem, sus_problem
-    from sim.scenarios.base import Param
-    from sim.scenarios.common import FABRIC_PARAMS, cc_params, in_range, nonneg, pos, with_default
-
-    return (
-        Param("nodes", 2, "nodes (servers)", in_range(1, 1024)),
-        Param("gpus_per_node", 4, "GPUs per node, one NIC each (rail: one leaf per GPU)",
-              in_range(1, 64)),
-        Param("spines", 0, "rail: spine switches (0: half the GPUs per node, at least 1)",
-              in_range(0, 256)),
-        Param("ecmp", True, "rail, fattree, superpod: hash flows over all uplinks (false: "
-              "an uplink chosen by destination)", None),
-        Param("k", 4, "fattree: switch radix k (even): k pods, (k/2)^2 cores",
-              k_problem),
-        Param("oversubscription", 1, "fattree: hosts per edge switch over its k/2 uplinks",
-              in_range(1, 8)),
-        Param("sus", 1, "superpod: DGX H100 scalable units (1, 2, 4 or 8)",
-              sus_problem),
-        Param("superpod_nodes", 0, "superpod: DGX nodes populated (0: all 32*sus - 1)",
-              in_range(0, 255)),
-        with_default("link_gbps", 400.0),
-        with_default("pfc", True),
-        with_default("xoff_kb", 256.0),
-        with_default("buffer_kb", 32000.0),
-        with_default("cc", "none"),
-        with_default("seed", 0),
-        FABRIC_PARAMS["kmin_kb"], FABRIC_PARAMS["kmax_kb"], FABRIC_PARAMS["pmax"],
-        FABRIC_PARAMS["cable_m"],
-        with_default("packet_bytes", 4154),
-        Param("prop_ns", 500.0, "propagation delay of every link, ns (100 m of fibre)", nonneg),
-        Param("limit_ms", 100.0, "give up on an iteration after this much simulated time, ms",
-              pos),
-        *cc_params(),
-    )
-
-
-def check_fabric_keys(kind: str, given: Mapping[str, Any]) -> None:
-    """Refuse ``-p`` keys that shape another kind of fabric (``ValueError``)."""
-    stray = sorted((set(given) & _SHAPE_KEYS) - FABRIC_KEYS[kind])
-    if stray:
-        raise ValueError(f"-p {stray[0]}: does not apply to --fabric {kind} (its shape: "
-                         f"{', '.join(sorted(FABRIC_KEYS[kind]))})")
-
-
-def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric | FatTree | SuperPod:
-    """The fabric of ``--fabric kind`` for resolved parameters ``p`` (a
-    :class:`sim.fabric.rail.RailFabric`, :class:`sim.fabric.fattree.FatTree` or
-    :class:`sim.fabric.fattree.SuperPod`; each has ``fabric``, ``ranks``, ``nodes`` and
-    ``gpus_per_node``)."""
-    from sim.fabric.fattree import fat_tree, superpod
-    from sim.fabric.rail import collective_star, rail_optimized
-    from sim.scenarios.common import ecn_config, host_kw, mmu_config
-    from sim.units import gbps
-
-    rate = gbps(p["link_gbps"])
-    ecn = ecn_config(p)
-    hkw = host_kw(p, rate)
-    nranks = p["nodes"] * p["gpus_per_node"]
-    prop_ps = round(p["prop_ns"] * 1000)
-    if kind == "fattree":
-        k, o = p["k"], p["oversubscription"]
-        cfg, _ = mmu_config(p, max(k, (1 + o) * k // 2), rate)
-        return fat_tree(k, o, link_gbps=p["link_gbps"], prop_ps=prop_ps, seed=p["seed"],
-                        ecmp=p["ecmp"], gpus_per_node=p["gpus_per_node"], ecn=ecn,
-                        mmu_config=cfg, host_kw=hkw)
-    if kind == "superpod":
-        from sim.fabric.fattree import SU_SLOTS, SUPERPOD_LEAF_UPLINKS
-
-        cfg, _ = mmu_config(p, SU_SLOTS + SUPERPOD_LEAF_UPLINKS, rate)
-        return superpod(p["sus"], nodes=p["superpod_nodes"] or None,
-                        link_gbps=p["link_gbps"], prop_ps=prop_ps, seed=p["seed"],
-                        ecmp=p["ecmp"], ecn=ecn, mmu_config=cfg, host_kw=hkw)
-    if kind == "star":
-        cfg, _ = mmu_config(p, nranks + 1, rate)
-        return collective_star(nranks, link_gbps=p["link_gbps"], prop_ps=prop_ps,
-                               seed=p["seed"], ecn=ecn, mmu_config=cfg, host_kw=hkw)
-    g = p["gpus_per_node"]
-    spines = p["spines"] or max(1, -(-g // 2))
-    cfg, _ = mmu_config(p, max(p["nodes"] + spines, g), rate)
-    return rail_optimized(p["nodes"], g, spines=spines, link_gbps=p["link_gbps"],
-                          prop_ps=prop_ps, seed=p["seed"], ecmp=p["ecmp"], ecn=ecn,
-                          mmu_config=cfg, host_kw=hkw)
 
 
 def _kv(text: str) -> tuple[str, str]:
@@ -165,56 +64,6 @@ def _parse_size(text: str) -> int:
 #: A ``-b/-e/-i`` size: nccl-tests' ``parsesize`` (K/M/G powers of 1024), whole bytes, at
 #: most 16 GiB.
 _SIZE = ArgType("int", _parse_size, 0, 1 << 34, name="size")
-
-
-def _one_size(args, params, nbytes: int) -> dict[str, Any]:
-    from sim.workloads.collective import ROCE_HEADER_BYTES, RunError, run_schedule
-    from sim.workloads.nccl import ScheduleError, schedule, verify
-    from sim.workloads.nccl_tests import algbw_busbw, coll_counts
-
-    rf = build_fabric(args.fabric, params)
-    nranks = len(rf.ranks)
-    counts = coll_counts(args.collective, nbytes, args.datatype, nranks)
-    sch = schedule(args.collective, nranks, counts.param_count, args.datatype,
-                   nchannels=args.channels, algorithm=args.algo, protocol=args.proto,
-                   root=args.root, gpus_per_node=rf.gpus_per_node,
-                   qps_per_connection=args.qps)
-    limit_ps = int(params["limit_ms"] * 10**9)
-    mtu = params["packet_bytes"] - ROCE_HEADER_BYTES
-    times, error, run = [], None, None
-    for it in range(args.warmup_iters + args.iters):
-        try:
-            run = run_schedule(sch, rf.fabric, rf.ranks, mtu_bytes=mtu, limit_ps=limit_ps)
-        except RunError as e:
-            error = f"iteration {it + 1}: {e}"
-            break
-        if it >= args.warmup_iters:
-            times.append(run.time_ps)
-    wrong = None
-    if error is None and run is not None:
-        order = sorted(range(len(sch.transfers)), key=lambda i: (run.start_ps[i], i))
-        try:
-            verify(sch, order)
-            wrong = 0
-        except ScheduleError as e:
-            error = f"wrong result: {e}"
-    from sim.workloads.collective import fabric_counters
-
-    row: dict[str, Any] = {
-        "size_bytes": counts.size_bytes, "count": counts.param_count,
-        "nchannels": sch.nchannels, "transfers": len(sch.transfers),
-        "counters": fabric_counters(rf.fabric), "error": error, "wrong": wrong,
-        "iteration_times_ps": times,
-    }
-    if error is None:
-        t_ps = sum(times) // len(times)
-        if t_ps > 0:
-            alg, bus = algbw_busbw(args.collective, counts.param_count, args.datatype, nranks,
-                                   t_ps / 1e12)
-        else:
-            alg = bus = 0.0
-        row.update(time_ps=t_ps, time_us=t_ps / 1e6, algbw_gbps=alg, busbw_gbps=bus)
-    return row
 
 
 def cmd_collective(args: argparse.Namespace) -> int:
@@ -269,15 +118,21 @@ def cmd_collective(args: argparse.Namespace) -> int:
     rows = []
     for nbytes in sizes:
         try:
-            row = _one_size(args, params, nbytes)
+            row = run_size(args.collective, nbytes, args.fabric, params,
+                           algorithm=args.algo, protocol=args.proto, channels=args.channels,
+                           qps=args.qps, datatype=args.datatype, root=args.root,
+                           iters=args.iters, warmup_iters=args.warmup_iters)
         except (ScenarioError, ValueError) as e:
             _err(f"size {nbytes}: {e}")
             return EXIT_USAGE
         rows.append(row)
         if row["error"] is None:
             body = (row["time_us"], row["algbw_gbps"], row["busbw_gbps"], row["wrong"])
+            ip = row["inplace"]
+            in_body = (ip["time_us"], ip["algbw_gbps"], ip["busbw_gbps"], row["wrong"]) \
+                if ip else None
             print(format_row(row["size_bytes"], row["count"], args.datatype, redop, root,
-                             body, None), flush=True)
+                             body, in_body), flush=True)
         else:
             print(f"# {row['size_bytes']:10d}  {row['error']}", flush=True)
     ok = [r for r in rows if r["error"] is None]

@@ -1,0 +1,216 @@
+"""Collectives on a generated fabric, one size at a time (issue 18): the library behind
+``lossless collective`` (docs/collectives.md).
+
+* :func:`collective_params`: the ``-p`` parameters (the scenarios' fabric-wide ones with
+  collective defaults, and the shape of each kind of fabric);
+* :func:`build_fabric`: the fabric of a kind (``rail``, ``star``, ``fattree``, ``superpod``)
+  for resolved parameters;
+* :func:`run_size`: one size: a fresh fabric, NCCL's schedule for nccl-tests' count, warm-up
+  and timed iterations back to back (:func:`sim.workloads.collective.run_schedule`), then the
+  in-place iterations on the same fabric, nccl-tests' figures and the fabric's counters.
+
+```python
+from sim.scenarios.base import resolve_params
+from sim.scenarios.collective import collective_params, run_size
+p = resolve_params(collective_params(), {"nodes": 2, "gpus_per_node": 4})
+row = run_size("allreduce", 16 << 20, "rail", p)
+row["busbw_gbps"], row["counters"]["pfc_pauses"]
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sim.fabric.fattree import FatTree, SuperPod
+    from sim.fabric.rail import RailFabric
+    from sim.scenarios.base import Param
+
+__all__ = ["FABRICS", "FABRIC_KEYS", "build_fabric", "check_fabric_keys", "collective_params",
+           "run_size"]
+
+FABRICS = ("rail", "star", "fattree", "superpod")
+
+#: ``-p`` keys that shape one kind of fabric: given with another ``--fabric`` they are a
+#: mistake (a fat-tree's size is ``k``, a SuperPOD's ``sus``; neither has ``nodes``).
+FABRIC_KEYS = {
+    "rail": {"nodes", "gpus_per_node", "spines"},
+    "star": {"nodes", "gpus_per_node", "spines"},
+    "fattree": {"k", "oversubscription", "gpus_per_node"},
+    "superpod": {"sus", "superpod_nodes"},
+}
+_SHAPE_KEYS = set().union(*FABRIC_KEYS.values())
+
+
+def collective_params() -> tuple[Param, ...]:
+    """The ``-p`` parameters: the fabric-wide ones of the scenarios (same names, checks and
+    units, :data:`sim.scenarios.common.FABRIC_PARAMS`) with collective defaults, and the
+    shape of the fabric."""
+    from sim.fabric.fattree import k_problem, sus_problem
+    from sim.scenarios.base import Param
+    from sim.scenarios.common import FABRIC_PARAMS, cc_params, in_range, nonneg, pos, with_default
+
+    return (
+        Param("nodes", 2, "nodes (servers)", in_range(1, 1024)),
+        Param("gpus_per_node", 4, "GPUs per node, one NIC each (rail: one leaf per GPU)",
+              in_range(1, 64)),
+        Param("spines", 0, "rail: spine switches (0: half the GPUs per node, at least 1)",
+              in_range(0, 256)),
+        Param("ecmp", True, "rail, fattree, superpod: hash flows over all uplinks (false: "
+              "an uplink chosen by destination)", None),
+        Param("k", 4, "fattree: switch radix k (even): k pods, (k/2)^2 cores",
+              k_problem),
+        Param("oversubscription", 1, "fattree: hosts per edge switch over its k/2 uplinks",
+              in_range(1, 8)),
+        Param("sus", 1, "superpod: DGX H100 scalable units (1, 2, 4 or 8)",
+              sus_problem),
+        Param("superpod_nodes", 0, "superpod: DGX nodes populated (0: all 32*sus - 1)",
+              in_range(0, 255)),
+        with_default("link_gbps", 400.0),
+        with_default("pfc", True),
+        with_default("xoff_kb", 256.0),
+        with_default("buffer_kb", 32000.0),
+        with_default("cc", "none"),
+        with_default("seed", 0),
+        FABRIC_PARAMS["kmin_kb"], FABRIC_PARAMS["kmax_kb"], FABRIC_PARAMS["pmax"],
+        FABRIC_PARAMS["cable_m"],
+        with_default("packet_bytes", 4154),
+        Param("prop_ns", 500.0, "propagation delay of every link, ns (100 m of fibre)", nonneg),
+        Param("limit_ms", 100.0, "give up on an iteration after this much simulated time, ms",
+              pos),
+        *cc_params(),
+    )
+
+
+def check_fabric_keys(kind: str, given: Mapping[str, Any]) -> None:
+    """Refuse ``-p`` keys that shape another kind of fabric (``ValueError``)."""
+    stray = sorted((set(given) & _SHAPE_KEYS) - FABRIC_KEYS[kind])
+    if stray:
+        raise ValueError(f"-p {stray[0]}: does not apply to --fabric {kind} (its shape: "
+                         f"{', '.join(sorted(FABRIC_KEYS[kind]))})")
+
+
+def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric | FatTree | SuperPod:
+    """The fabric of ``--fabric kind`` for resolved parameters ``p`` (a
+    :class:`sim.fabric.rail.RailFabric`, :class:`sim.fabric.fattree.FatTree` or
+    :class:`sim.fabric.fattree.SuperPod`; each has ``fabric``, ``ranks``, ``nodes`` and
+    ``gpus_per_node``)."""
+    from sim.fabric.fattree import fat_tree, superpod
+    from sim.fabric.rail import collective_star, rail_optimized
+    from sim.scenarios.common import ecn_config, host_kw, mmu_config
+    from sim.units import gbps
+
+    rate = gbps(p["link_gbps"])
+    ecn = ecn_config(p)
+    hkw = host_kw(p, rate)
+    nranks = p["nodes"] * p["gpus_per_node"]
+    prop_ps = round(p["prop_ns"] * 1000)
+    if kind == "fattree":
+        k, o = p["k"], p["oversubscription"]
+        cfg, _ = mmu_config(p, max(k, (1 + o) * k // 2), rate)
+        return fat_tree(k, o, link_gbps=p["link_gbps"], prop_ps=prop_ps, seed=p["seed"],
+                        ecmp=p["ecmp"], gpus_per_node=p["gpus_per_node"], ecn=ecn,
+                        mmu_config=cfg, host_kw=hkw)
+    if kind == "superpod":
+        from sim.fabric.fattree import SU_SLOTS, SUPERPOD_LEAF_UPLINKS
+
+        cfg, _ = mmu_config(p, SU_SLOTS + SUPERPOD_LEAF_UPLINKS, rate)
+        return superpod(p["sus"], nodes=p["superpod_nodes"] or None,
+                        link_gbps=p["link_gbps"], prop_ps=prop_ps, seed=p["seed"],
+                        ecmp=p["ecmp"], ecn=ecn, mmu_config=cfg, host_kw=hkw)
+    if kind == "star":
+        cfg, _ = mmu_config(p, nranks + 1, rate)
+        return collective_star(nranks, link_gbps=p["link_gbps"], prop_ps=prop_ps,
+                               seed=p["seed"], ecn=ecn, mmu_config=cfg, host_kw=hkw)
+    g = p["gpus_per_node"]
+    spines = p["spines"] or max(1, -(-g // 2))
+    cfg, _ = mmu_config(p, max(p["nodes"] + spines, g), rate)
+    return rail_optimized(p["nodes"], g, spines=spines, link_gbps=p["link_gbps"],
+                          prop_ps=prop_ps, seed=p["seed"], ecmp=p["ecmp"], ecn=ecn,
+                          mmu_config=cfg, host_kw=hkw)
+
+
+def _iterations(sch, rf, n: int, warmup: int, mtu: int, limit_ps: int):
+    """``warmup`` then ``n`` timed iterations back to back: (times_ps, last run, error)."""
+    from sim.workloads.collective import RunError, run_schedule
+
+    times, run = [], None
+    for it in range(warmup + n):
+        try:
+            run = run_schedule(sch, rf.fabric, rf.ranks, mtu_bytes=mtu, limit_ps=limit_ps)
+        except RunError as e:
+            return times, run, f"iteration {it + 1}: {e}"
+        if it >= warmup:
+            times.append(run.time_ps)
+    return times, run, None
+
+
+def _figures(collective: str, count: int, dtype: str, nranks: int, times: list[int]
+             ) -> dict[str, Any]:
+    from sim.workloads.nccl_tests import algbw_busbw
+
+    t_ps = sum(times) // len(times)
+    if t_ps > 0:
+        alg, bus = algbw_busbw(collective, count, dtype, nranks, t_ps / 1e12)
+    else:
+        alg = bus = 0.0
+    return {"time_ps": t_ps, "time_us": t_ps / 1e6, "algbw_gbps": alg, "busbw_gbps": bus}
+
+
+def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any], *,
+             algorithm: str = "ring", protocol: str = "simple", channels: int = 2,
+             qps: int = 1, datatype: str = "float", root: int = 0, iters: int = 1,
+             warmup_iters: int = 0, inplace: bool = True) -> dict[str, Any]:
+    """One size of ``lossless collective`` (``nbytes`` is nccl-tests' ``-b`` size): a fresh
+    fabric of kind ``fabric`` for resolved ``params`` (:func:`collective_params`), the
+    schedule of nccl-tests' count, ``warmup_iters`` + ``iters`` out-of-place iterations back
+    to back, then (``inplace``) ``iters`` in-place ones on the same fabric, as nccl-tests
+    runs them (the network traffic of both is the same; the in-place ones find the QPs and
+    their congestion control warm).  Returns the row of the results: ``size_bytes``,
+    ``count``, ``nchannels``, ``transfers``, ``counters`` (all iterations), ``error`` (None or
+    why the size failed), ``wrong`` (0 when the ranks end with what the collective promises,
+    :func:`sim.workloads.nccl.verify`), ``iteration_times_ps``, ``time_ps``, ``time_us``,
+    ``algbw_gbps``, ``busbw_gbps`` and ``inplace`` (the same figures of the in-place
+    iterations, or None)."""
+    from sim.workloads.collective import ROCE_HEADER_BYTES, fabric_counters
+    from sim.workloads.nccl import ScheduleError, schedule, verify
+    from sim.workloads.nccl_tests import coll_counts
+
+    rf = build_fabric(fabric, dict(params))
+    nranks = len(rf.ranks)
+    counts = coll_counts(collective, nbytes, datatype, nranks)
+    sch = schedule(collective, nranks, counts.param_count, datatype,
+                   nchannels=channels, algorithm=algorithm, protocol=protocol,
+                   root=root, gpus_per_node=rf.gpus_per_node,
+                   qps_per_connection=qps)
+    limit_ps = int(params["limit_ms"] * 10**9)
+    mtu = params["packet_bytes"] - ROCE_HEADER_BYTES
+    times, run, error = _iterations(sch, rf, iters, warmup_iters, mtu, limit_ps)
+    wrong = None
+    if error is None and run is not None:
+        order = sorted(range(len(sch.transfers)), key=lambda i: (run.start_ps[i], i))
+        try:
+            verify(sch, order)
+            wrong = 0
+        except ScheduleError as e:
+            error = f"wrong result: {e}"
+    in_times: list[int] = []
+    if error is None and inplace:
+        in_times, _, in_error = _iterations(sch, rf, iters, 0, mtu, limit_ps)
+        if in_error is not None:
+            error = f"in-place {in_error}"
+    row: dict[str, Any] = {
+        "size_bytes": counts.size_bytes, "count": counts.param_count,
+        "nchannels": sch.nchannels, "transfers": len(sch.transfers),
+        "counters": fabric_counters(rf.fabric), "error": error, "wrong": wrong,
+        "iteration_times_ps": times, "inplace": None,
+    }
+    if error is None:
+        row.update(_figures(collective, counts.param_count, datatype, nranks, times))
+        if inplace:
+            row["inplace"] = {"iteration_times_ps": in_times,
+                              **_figures(collective, counts.param_count, datatype, nranks,
+                                         in_times)}
+    return row
