@@ -20,7 +20,7 @@ row["busbw_gbps"], row["counters"]["pfc_pauses"]
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -132,14 +132,23 @@ def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric | FatTree | SuperPo
                           mmu_config=cfg, host_kw=hkw)
 
 
-def _iterations(sch, rf, n: int, warmup: int, mtu: int, limit_ps: int):
-    """``warmup`` then ``n`` timed iterations back to back: (times_ps, last run, error)."""
+def _iterations(sch, rf, n: int, warmup: int, mtu: int, limit_ps: int, progress=None,
+                before=None):
+    """``warmup`` then ``n`` timed iterations back to back: (times_ps, last run, error).
+    ``progress(done)``: transfers received so far over these iterations; ``before()`` is
+    called before each iteration."""
     from sim.workloads.collective import RunError, run_schedule
 
     times, run = [], None
+    ntr = len(sch.transfers)
     for it in range(warmup + n):
+        if before is not None:
+            before()
+        prog = None if progress is None else (
+            lambda done, _total, base=it * ntr: progress(base + done))
         try:
-            run = run_schedule(sch, rf.fabric, rf.ranks, mtu_bytes=mtu, limit_ps=limit_ps)
+            run = run_schedule(sch, rf.fabric, rf.ranks, mtu_bytes=mtu, limit_ps=limit_ps,
+                               progress=prog)
         except RunError as e:
             return times, run, f"iteration {it + 1}: {e}"
         if it >= warmup:
@@ -162,7 +171,9 @@ def _figures(collective: str, count: int, dtype: str, nranks: int, times: list[i
 def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any], *,
              algorithm: str = "ring", protocol: str = "simple", channels: int = 2,
              qps: int = 1, datatype: str = "float", root: int = 0, iters: int = 1,
-             warmup_iters: int = 0, inplace: bool = True) -> dict[str, Any]:
+             warmup_iters: int = 0, inplace: bool = True, details: bool = False,
+             timeline_rank: int = 0,
+             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """One size of ``lossless collective`` (``nbytes`` is nccl-tests' ``-b`` size): a fresh
     fabric of kind ``fabric`` for resolved ``params`` (:func:`collective_params`), the
     schedule of nccl-tests' count, ``warmup_iters`` + ``iters`` out-of-place iterations back
@@ -173,8 +184,15 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     why the size failed), ``wrong`` (0 when the ranks end with what the collective promises,
     :func:`sim.workloads.nccl.verify`), ``iteration_times_ps``, ``time_ps``, ``time_us``,
     ``algbw_gbps``, ``busbw_gbps`` and ``inplace`` (the same figures of the in-place
-    iterations, or None)."""
+    iterations, or None).
+
+    ``details`` adds ``links`` (:func:`sim.workloads.collective_stats.link_usage`: every
+    port's bytes and utilisation) and ``timeline`` (the transfers of rank ``timeline_rank``,
+    :func:`sim.workloads.collective_stats.rank_timeline`) of the last out-of-place
+    iteration (None when the size failed).  ``progress(done, total)`` is called as the
+    transfers of all iterations of this size are received."""
     from sim.workloads.collective import ROCE_HEADER_BYTES, fabric_counters
+    from sim.workloads.collective_stats import link_usage, port_counters, rank_timeline
     from sim.workloads.nccl import ScheduleError, schedule, verify
     from sim.workloads.nccl_tests import coll_counts
 
@@ -187,7 +205,22 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
                    qps_per_connection=qps)
     limit_ps = int(params["limit_ms"] * 10**9)
     mtu = params["packet_bytes"] - ROCE_HEADER_BYTES
-    times, run, error = _iterations(sch, rf, iters, warmup_iters, mtu, limit_ps)
+    ntr = len(sch.transfers)
+    total = ntr * (warmup_iters + iters + (iters if inplace else 0))
+    snap: list[Any] = [None]
+
+    def before() -> None:
+        snap[0] = port_counters(rf.fabric)
+
+    times, run, error = _iterations(
+        sch, rf, iters, warmup_iters, mtu, limit_ps,
+        None if progress is None else (lambda done: progress(done, total)),
+        before if details else None)
+    links = timeline = None
+    if details and error is None and run is not None:
+        links = link_usage(rf.fabric, run.first_start_ps, run.last_finish_ps, since=snap[0],
+                           ranks=rf.ranks)
+        timeline = rank_timeline(run, timeline_rank)
     wrong = None
     if error is None and run is not None:
         order = sorted(range(len(sch.transfers)), key=lambda i: (run.start_ps[i], i))
@@ -198,7 +231,10 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
             error = f"wrong result: {e}"
     in_times: list[int] = []
     if error is None and inplace:
-        in_times, _, in_error = _iterations(sch, rf, iters, 0, mtu, limit_ps)
+        base = ntr * (warmup_iters + iters)
+        in_times, _, in_error = _iterations(
+            sch, rf, iters, 0, mtu, limit_ps,
+            None if progress is None else (lambda done: progress(base + done, total)))
         if in_error is not None:
             error = f"in-place {in_error}"
     row: dict[str, Any] = {
@@ -207,6 +243,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         "counters": fabric_counters(rf.fabric), "error": error, "wrong": wrong,
         "iteration_times_ps": times, "inplace": None,
     }
+    if details:
+        row["links"], row["timeline"] = links, timeline
     if error is None:
         row.update(_figures(collective, counts.param_count, datatype, nranks, times))
         if inplace:

@@ -288,7 +288,8 @@ class CollectiveJob:
 def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int = 3,
                  mtu_bytes: int = DEFAULT_MTU_BYTES, header_bytes: int = ROCE_HEADER_BYTES,
                  limit_ps: int = 10**12, slice_ps: int | None = None,
-                 check: bool = True) -> CollectiveRun:
+                 check: bool = True,
+                 progress: Callable[[int, int], None] | None = None) -> CollectiveRun:
     """Drive ``sch`` through ``fabric`` (rank ``r`` on host ``hosts[r]``) from the fabric's
     current time until every transfer is received; see the module docstring.
 
@@ -296,7 +297,9 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
     until the last delivery, so background timers do not keep it going.  ``limit_ps``
     (default 1 s) bounds the run: with ``check`` a collective still incomplete then raises
     :class:`RunError` (saying how many transfers were received), else the partial run is
-    returned.  The fabric's counters (:func:`fabric_counters`) are in ``run.counters``."""
+    returned.  The fabric's counters (:func:`fabric_counters`) are in ``run.counters``.
+    ``progress(done, total)``, if given, is called after each slice with the transfers
+    received so far (a progress line; it must not touch the fabric)."""
     runner = CollectiveJob(sch, fabric, hosts, tc=tc, mtu_bytes=mtu_bytes,
                            header_bytes=header_bytes)
     eng = fabric.engine
@@ -306,6 +309,8 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
     total = len(sch.transfers)
     while runner.ndone < total and eng.now_ps - t0 < limit_ps:
         fabric.run(min(eng.now_ps + step, t0 + limit_ps))
+        if progress is not None:
+            progress(runner.ndone, total)
     run = runner.run
     run.counters = fabric_counters(fabric)
     if check and runner.ndone < total:

@@ -1,0 +1,168 @@
+"""What a collective did to the fabric and to one rank (issue 18, outputs of ``lossless
+collective``): per-link bytes and utilisation, and one rank's transfers in time.
+
+* :func:`port_counters`: a snapshot of every egress port's cumulative counters
+  (:attr:`sim.net.port.Port.tx_bytes`, ``busy_ps``, ``tx_packets``), to subtract what earlier
+  iterations sent;
+* :func:`link_usage`: every connected egress port of every node (each switch port and each
+  host's NIC port) over a window: bytes sent, serialising time, and utilisation = bytes x 8 /
+  (rate x window), with the port's tier (``host->leaf``, ``leaf->spine``, ``spine->leaf``,
+  ``leaf->host``; ``edge``/``agg``/``core`` on a 3-tier fabric; ``switch`` on a single
+  switch);
+* :func:`rank_timeline`: the transfers a rank sent and received in a
+  :class:`sim.workloads.collective.CollectiveRun`, start and finish relative to the run's
+  first start.
+
+The results are plain dicts and lists (JSON-serialisable); ``tx_bytes`` counts frames as the
+simulator does (without FCS, preamble and inter-frame gap), ``busy_ps`` the wire time
+including them (:func:`sim.units.frame_ser_time_ps`), so ``busy_ps / window`` is slightly
+above ``utilisation``.  PFC frames a port sent are counted in both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sim.fabric import Fabric
+from sim.net.switch import Switch
+from sim.nic.host import Host
+from sim.workloads.collective import CollectiveRun
+
+__all__ = ["port_counters", "link_usage", "rank_timeline", "switch_levels", "level_names",
+           "tier_order"]
+
+#: Counters of one port: (tx_bytes, busy_ps, tx_packets).
+PortCounters = tuple[int, int, int]
+
+
+def port_counters(fabric: Fabric) -> dict[tuple[int, int], PortCounters]:
+    """(node id, port index) -> (tx_bytes, busy_ps, tx_packets) of every port now."""
+    return {(nid, idx): (p.tx_bytes, p.busy_ps, p.tx_packets)
+            for nid, node in fabric.nodes.items() for idx, p in node.ports.items()}
+
+
+def _peer_id(port: Any) -> int | None:
+    peer = port.peer
+    return None if peer is None else peer.node_id
+
+
+def switch_levels(fabric: Fabric) -> dict[int, int]:
+    """node id -> level: 0 for a host, 1 for a switch with hosts (leaf, edge), 2 for the
+    switches one hop above (spine, aggregation), 3 above them (core); a breadth-first search
+    from the hosts over the links.  A switch no host reaches gets no level."""
+    level = {nid: 0 for nid, n in fabric.nodes.items() if isinstance(n, Host)}
+    frontier = list(level)
+    while frontier:
+        nxt = []
+        for nid in frontier:
+            for p in fabric.nodes[nid].ports.values():
+                peer = _peer_id(p)
+                if peer is not None and peer not in level:
+                    level[peer] = level[nid] + 1
+                    nxt.append(peer)
+        frontier = nxt
+    return level
+
+
+def level_names(top: int) -> dict[int, str]:
+    """Names of the levels 0..top: host, then switch (one tier), leaf/spine (two tiers),
+    edge/agg/core (three, the fat-tree's names of Al-Fares et al.), else ``tierN``."""
+    names = {1: ["switch"], 2: ["leaf", "spine"], 3: ["edge", "agg", "core"]}.get(
+        top, [f"tier{i}" for i in range(1, top + 1)])
+    return {0: "host", **{i + 1: n for i, n in enumerate(names)}}
+
+
+def tier_order(tier_from: int, tier_to: int) -> tuple[int, int]:
+    """Sort key of a tier: upward ones from the hosts first (host->leaf, leaf->spine), then
+    downward ones from the top (spine->leaf, leaf->host), then links within a level."""
+    if tier_to > tier_from:
+        return (0, tier_from)
+    if tier_to < tier_from:
+        return (1, -tier_from)
+    return (2, tier_from)
+
+
+def link_usage(fabric: Fabric, t0_ps: int, t1_ps: int, *,
+               since: Mapping[tuple[int, int], PortCounters] | None = None,
+               ranks: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """Every connected egress port of ``fabric`` over ``[t0_ps, t1_ps)``: what it sent since
+    the snapshot ``since`` (:func:`port_counters` taken at ``t0_ps``; None: since the start)
+    and its utilisation ``tx_bytes x 8 / (rate_bps x (t1_ps - t0_ps))`` (1.0 = line rate).
+
+    One dict per port, in tier order (:func:`tier_order`), then by node and port: ``node``,
+    ``port``, ``peer`` (node ids), ``name`` (``leaf0:p2``; a host is ``rN`` for rank N when
+    ``ranks`` gives the rank order of the hosts, else ``hID``), ``peer_name``, ``tier``
+    (``host->leaf`` ...), ``rate_bps``, ``tx_bytes``, ``tx_packets``, ``busy_ps`` and
+    ``utilisation``."""
+    if t1_ps <= t0_ps:
+        raise ValueError(f"empty window: t0_ps {t0_ps} >= t1_ps {t1_ps}")
+    level = switch_levels(fabric)
+    top = max(level.values(), default=0)
+    lname = level_names(top)
+    rank_of = {h: r for r, h in enumerate(ranks or ())}
+    by_level: dict[int, list[int]] = {}
+    for nid in sorted(level):
+        by_level.setdefault(level[nid], []).append(nid)
+    name: dict[int, str] = {}
+    for lv, ids in by_level.items():
+        for i, nid in enumerate(ids):
+            if lv == 0:
+                name[nid] = f"r{rank_of[nid]}" if nid in rank_of else f"h{nid}"
+            else:
+                name[nid] = f"{lname[lv]}{i}"
+    for nid, node in fabric.nodes.items():  # switches no host reaches
+        name.setdefault(nid, f"{'h' if isinstance(node, Host) else 'sw'}{nid}")
+    window = t1_ps - t0_ps
+    base = since or {}
+    rows = []
+    for nid, node in fabric.nodes.items():
+        if not isinstance(node, (Host, Switch)):
+            continue
+        for idx, p in node.ports.items():
+            peer = _peer_id(p)
+            if peer is None:
+                continue
+            b0, busy0, k0 = base.get((nid, idx), (0, 0, 0))
+            lv, pl = level.get(nid, -1), level.get(peer, -1)
+            nbytes = p.tx_bytes - b0
+            rows.append({
+                "node": nid, "port": idx, "peer": peer,
+                "name": f"{name[nid]}:p{idx}" if not isinstance(node, Host) else name[nid],
+                "peer_name": name[peer],
+                "tier": f"{lname.get(lv, '?')}->{lname.get(pl, '?')}",
+                "rate_bps": p.rate_bps, "tx_bytes": nbytes, "tx_packets": p.tx_packets - k0,
+                "busy_ps": p.busy_ps - busy0,
+                "utilisation": nbytes * 8 * 10**12 / (p.rate_bps * window),
+                "_key": (tier_order(lv, pl), nid, idx),
+            })
+    rows.sort(key=lambda r: r["_key"])
+    for r in rows:
+        del r["_key"]
+    return rows
+
+
+def rank_timeline(run: CollectiveRun, rank: int) -> list[dict[str, Any]]:
+    """The transfers rank ``rank`` sent (``dir`` ``"send"``, ``peer`` the receiver) and
+    received (``"recv"``, ``peer`` the sender) in ``run``, by start time: ``id``,
+    ``channel``, ``step``, ``loop``, ``reduce`` (the receiver combines the data with its
+    own), ``nbytes``, ``start_ps`` and ``finish_ps`` (posted and fully received, relative to
+    the run's first start; None if it never happened)."""
+    sch = run.schedule
+    if not 0 <= rank < sch.nranks:
+        raise ValueError(f"rank {rank} is not one of the {sch.nranks} ranks")
+    if not sch.transfers:
+        return []
+    t0 = run.first_start_ps
+    out = []
+    for t in sch.transfers:
+        if rank not in (t.src, t.dst) or t.src == t.dst:
+            continue
+        s, f = run.start_ps[t.id], run.finish_ps[t.id]
+        out.append({"id": t.id, "dir": "send" if t.src == rank else "recv",
+                    "peer": t.dst if t.src == rank else t.src, "channel": t.channel,
+                    "step": t.step, "loop": t.loop, "reduce": t.reduce, "nbytes": t.nbytes,
+                    "start_ps": None if s is None else s - t0,
+                    "finish_ps": None if f is None else f - t0})
+    out.sort(key=lambda e: (e["start_ps"] is None, e["start_ps"] or 0, e["id"]))
+    return out
