@@ -53,6 +53,39 @@ number of the frame acknowledged (from 0), on ``ack_tc`` (default: the flow's ow
 sender counts ``acked_bytes`` per flow; nothing is retransmitted.  CNPs and ACKs are told from
 data by their UDP port 4791 and BTH opcode (:func:`roce_bth`).
 
+PCIe (issue 18; docs/collectives.md "The PCIe budget"), both off by default (None):
+
+* receive buffer (``pcie_write_bps``, ``rx_buffer_bytes``): an arriving data frame enters the
+  NIC's receive buffer (``rx_buffer_bytes``, default :data:`RX_BUFFER_BYTES`), which drains
+  to GPU memory over PCIe at ``pcie_write_bps`` (:meth:`sim.nic.pcie.PcieLink.write_bps`):
+  first in, first out, one frame at a time, each taking the PCIe time of its payload (the
+  frame less ``pcie_header_bytes``: headers and ICRC are the NIC's, not written).  The frame
+  is *received* (``rx_bytes``, ``on_data``, messages, FCT, ACKs, ``delivered``) when its
+  write ends: only then is the data in memory, and an RC ACK or a completion promises that.
+  The CNP of a CE-marked frame is sent on *arrival*: the NP reads the ECN bits from the
+  header as the frame comes in (DCQCN's NP runs in the NIC's receive pipeline), and a CNP
+  that waited behind the backlog would report congestion late.  CNPs and ACKs are consumed
+  by the NIC's transport at arrival and never enter the buffer (nothing to write).  When the
+  buffer's occupancy reaches XOFF (after an arrival), the NIC pauses the arriving frame's
+  priority if it is one of ``rx_pause_tcs`` (default (3,); () = PFC off): a real 802.1Qbb
+  PAUSE (:func:`sim.flowctl.pfc.pfc_packet`, ``0xFFFF`` quanta, refreshed every half pause
+  time); when a drain brings it down to XON, quanta 0 for every priority it paused.  The
+  thresholds are mlx5's receive-buffer rule (Linux commit 0696d60853d5, "net/mlx5e: Receive
+  buffer configuration", H. Nguyen, 2018: ``xoff_threshold = buffer_size - xoff``,
+  ``xon_threshold = xoff_threshold - MTU``) with the headroom ``xoff`` from
+  :func:`sim.net.mmu.headroom_bytes` (the NIC's link rate and propagation, ``rx_mtu_bytes``,
+  a 1 us response): :func:`rx_thresholds`.  A frame that does not fit is dropped
+  (``rx_buffer_dropped_packets``/``_bytes``, a ``Dropped`` event with reason
+  ``"rx_buffer_full"``), as Mellanox's adapters do ("Packets arriving while the buffer is
+  full are dropped immediately", Mellanox OFED user manual, "Lossless TCP"): with PFC off,
+  whenever the drain is slower than the arrivals.  Credits (CBFC) are still freed on arrival.
+* send pacer (``pcie_read_bps``): the NIC reads what it sends from GPU memory over PCIe
+  (:meth:`sim.nic.pcie.PcieLink.read_bps`), so frames cannot leave faster than their
+  payloads arrive: one pacer per host, shared by all its flows, lets a frame go only when
+  the read of the previous one's payload is done (``max(now, free) + payload time``); flows
+  that find it busy wait in one first-come first-served list (like the port's waiters).
+  Read latency and outstanding read requests are not modelled.
+
 Broken receiver (PFC pause storm, Guo et al., SIGCOMM 2016, Sec. 4.3): :meth:`Host.stall_rx`
 (``start_ps``, optional ``end_ps``) makes the NIC's receive pipeline stop: from ``start_ps`` it
 delivers nothing (every arriving data/CNP/ACK frame is dropped and counted, a ``Dropped`` event
@@ -80,7 +113,7 @@ from sim.flowctl.pfc import apply_pause, is_mac_control, pfc_packet
 from sim.net.port import PRIORITIES, CreditPort, Port
 from sim.packet import PacketIds, SimPacket
 from sim.trace import Interest, NullTracer, Tracer, interest
-from sim.units import frame_ser_time_ps
+from sim.units import frame_ser_time_ps, ser_time_ps
 from wire import build
 from wire.bth import BTH
 from wire.ecn import ip_offset
@@ -91,7 +124,8 @@ from wire.roce import CNP_OPCODE
 from wire.template import RoceTemplate
 from wire.udp import ROCEV2_PORT, UDP
 
-__all__ = ["ACK_OPCODE", "CNP_MODES", "ONOFF_MODES", "Flow", "Host", "roce_bth"]
+__all__ = ["ACK_OPCODE", "CNP_MODES", "ONOFF_MODES", "RX_BUFFER_BYTES", "RX_MTU_BYTES",
+           "RX_RESPONSE_PS", "Flow", "Host", "roce_bth", "rx_thresholds"]
 
 #: BTH opcode of an RC ACKNOWLEDGE (IBA 9.2, table 38): BTH + AETH.
 ACK_OPCODE = 0x11
@@ -102,6 +136,45 @@ ONOFF_MODES = ("fixed", "exponential")
 PAUSE_STORM_TIMEOUT_PS = 8 * 10**12
 PAUSE_STORM_AUTO_PS = 100 * 10**9
 _STALL_QUANTA = 0xFFFF
+#: NIC receive buffer (assumption: no public ConnectX-7 figure was found; ~2 MB of shared
+#: receive buffer, 2,048,000 bytes, is the order of what ``dcb buffer show total-size``
+#: reports for ConnectX NICs and what the mlx5 driver splits among priorities).
+RX_BUFFER_BYTES = 2_048_000
+#: Largest frame the receive thresholds allow for (jumbo, the simulator's packet limit).
+RX_MTU_BYTES = 9216
+#: Response time of the NIC's link partner to a PAUSE in the headroom (1 us, as the scenarios'
+#: switch headroom, sim.scenarios.common.RESPONSE_PS).
+RX_RESPONSE_PS = 1_000_000
+
+
+def _roce_header_bytes() -> int:
+    """Header and trailer bytes of a RoCEv2 data frame over IPv4 (Eth 14 + IPv4 20 + UDP 8 +
+    BTH 12 + ICRC 4 = 58), from the field tables: a frame with no payload."""
+    return len(build({"ipv4": {}, "udp": {}, "bth": {"opcode": "RC_RDMA_WRITE_MIDDLE"},
+                      "payload": {"length": 0}}))
+
+
+#: Bytes of a frame the NIC makes or strips itself, not carried over PCIe.
+PCIE_HEADER_BYTES = _roce_header_bytes()
+
+
+def rx_thresholds(buffer_bytes: int, link_bps: int, prop_ps: int,
+                  mtu_bytes: int = RX_MTU_BYTES, headroom: int | None = None
+                  ) -> tuple[int, int, int]:
+    """(XOFF, XON, headroom) in bytes of a NIC receive buffer (mlx5's rule, module docstring):
+    headroom from :func:`sim.net.mmu.headroom_bytes` for a link of ``link_bps`` with
+    ``prop_ps`` one way (unless given), ``XOFF = buffer - headroom``, ``XON = XOFF - MTU``.
+    ValueError when the buffer cannot hold the headroom and one MTU above XON."""
+    from sim.net.mmu import headroom_bytes
+
+    if headroom is None:
+        headroom = headroom_bytes(link_bps, 1, mtu_bytes, RX_RESPONSE_PS,
+                                  propagation_ps_per_m=prop_ps)
+    xoff = buffer_bytes - headroom
+    if xoff - mtu_bytes < 0:
+        raise ValueError(f"rx_buffer_bytes ({buffer_bytes}) must be at least the PFC "
+                         f"headroom ({headroom}) plus one MTU ({mtu_bytes})")
+    return xoff, xoff - mtu_bytes, headroom
 _PSN_MASK = BTH.field("psn").max_value  # PSN, DestQP and MSN are 24-bit fields
 
 
@@ -171,7 +244,11 @@ class Host:
                  cc_params: dict | None = None, cnp_interval_ps: int = 50_000_000,
                  cnp_tc: int = 6, cnp_mode: str = "immediate", ack_every: int = 0,
                  ack_tc: int | None = None,
-                 pause_storm_timeout_ps: int | None = PAUSE_STORM_TIMEOUT_PS) -> None:
+                 pause_storm_timeout_ps: int | None = PAUSE_STORM_TIMEOUT_PS,
+                 pcie_write_bps: int | None = None, pcie_read_bps: int | None = None,
+                 rx_buffer_bytes: int | None = None, rx_pause_tcs: tuple[int, ...] = (3,),
+                 rx_mtu_bytes: int = RX_MTU_BYTES, rx_headroom_bytes: int | None = None,
+                 pcie_header_bytes: int = PCIE_HEADER_BYTES) -> None:
         if cnp_interval_ps < 0:
             raise ValueError("cnp_interval_ps must be >= 0")
         if cnp_mode not in CNP_MODES:
@@ -188,6 +265,46 @@ class Host:
         if pause_storm_timeout_ps is not None and pause_storm_timeout_ps <= 0:
             raise ValueError("pause_storm_timeout_ps must be > 0 (None: no NIC watchdog)")
         self.pause_storm_timeout_ps = pause_storm_timeout_ps
+        for name, v in (("pcie_write_bps", pcie_write_bps), ("pcie_read_bps", pcie_read_bps),
+                        ("rx_buffer_bytes", rx_buffer_bytes),
+                        ("rx_headroom_bytes", rx_headroom_bytes)):
+            if v is not None and v <= 0:
+                raise ValueError(f"{name} must be > 0 (None: not modelled)")
+        if rx_buffer_bytes is not None and pcie_write_bps is None:
+            raise ValueError("rx_buffer_bytes needs pcie_write_bps (the buffer's drain)")
+        if any(not 0 <= c < PRIORITIES for c in rx_pause_tcs):
+            raise ValueError(f"rx_pause_tcs must be in 0..{PRIORITIES - 1}")
+        if not 64 <= rx_mtu_bytes <= 9216:
+            raise ValueError("rx_mtu_bytes must be in 64..9216")
+        if pcie_header_bytes < 0:
+            raise ValueError("pcie_header_bytes must be >= 0")
+        self.pcie_write_bps = pcie_write_bps
+        self.pcie_read_bps = pcie_read_bps
+        self.pcie_header_bytes = pcie_header_bytes
+        #: Receive buffer (pcie_write_bps): frames waiting for their PCIe write, capacity,
+        #: occupancy now and at most, drops, the priorities paused for it and its thresholds
+        #: (XOFF, XON, headroom; from the link when the first frame arrives).
+        self._rx_q: deque[SimPacket] | None = deque() if pcie_write_bps is not None else None
+        self.rx_buffer_bytes = (None if pcie_write_bps is None
+                                else rx_buffer_bytes or RX_BUFFER_BYTES)
+        self.rx_buffer_used_bytes = 0
+        self.rx_buffer_max_bytes = 0
+        self.rx_buffer_dropped_packets = 0
+        self.rx_buffer_dropped_bytes = 0
+        self.rx_pause_tcs = frozenset(rx_pause_tcs)
+        self.rx_mtu_bytes = rx_mtu_bytes
+        self._rx_headroom = rx_headroom_bytes
+        self.rx_xoff_bytes: int | None = None
+        self.rx_xon_bytes: int | None = None
+        if self.rx_buffer_bytes is not None and rx_pause_tcs and rx_headroom_bytes is not None:
+            rx_thresholds(self.rx_buffer_bytes, 1, 0, rx_mtu_bytes, rx_headroom_bytes)
+        self._rx_draining = False
+        self._rx_paused: set[int] = set()
+        self._rx_refresh: Timer | None = None
+        #: Send pacer (pcie_read_bps): when the PCIe read path is free, flows waiting for it.
+        self._read_free_ps = 0
+        self._read_wait: deque[Flow] = deque()
+        self._read_timer = False
         #: Receive-pipeline stall (stall_rx): stalled now, pausing now, counters.
         self.rx_stalled = False
         self.stall_pausing = False
@@ -304,7 +421,7 @@ class Host:
             self._expected[flow.id] = flow.size_bytes
         self._flows.setdefault(flow.id, flow)
 
-    def _send(self, flow: Flow, waking: bool = False) -> None:
+    def _send(self, flow: Flow, waking: bool = False, reading: bool = False) -> None:
         """Send the flow's next frame now if it may; otherwise arrange to be called again (a
         timer for pacing and off periods, a place in the class's waiter list when the port
         queue is full or other flows already wait: :meth:`_wake` serves them in order)."""
@@ -336,6 +453,15 @@ class Host:
         if (waiters and not waking) or self.port.queue_bytes[tc] >= self.queue_limit_bytes:
             waiters.append(flow)  # served by _wake after a dequeue, in order
             return
+        if self.pcie_read_bps is not None:
+            if now < self._read_free_ps or (self._read_wait and not reading):
+                self._read_wait.append(flow)  # served by _read_wake, in order
+                if not self._read_timer:
+                    self._read_timer = True
+                    self.engine.call_at(max(self._read_free_ps, now), self._read_wake)
+                return
+            self._read_free_ps = now + ser_time_ps(max(nbytes - self.pcie_header_bytes, 0),
+                                                   self.pcie_read_bps)
         ctl = self.cc[fid]
         rate = ctl.rate_bps
         gap = self._gap_ps.get((nbytes, rate))
@@ -350,6 +476,17 @@ class Host:
         if getattr(ctl, "reacts_to_tx", True):
             self._cc_call(fid, ctl.on_tx, nbytes)
         self.engine.call_in(gap, self._send, flow)
+
+    def _read_wake(self) -> None:
+        """The PCIe read path is free: serve the flows waiting for it, first come first
+        served, until one of them takes it (each may still wait on its port or pacing)."""
+        self._read_timer = False
+        waiting = self._read_wait
+        while waiting and self.engine.now_ps >= self._read_free_ps:
+            self._send(waiting.popleft(), reading=True)
+        if waiting and not self._read_timer:
+            self._read_timer = True
+            self.engine.call_at(max(self._read_free_ps, self.engine.now_ps), self._read_wake)
 
     def _on_at(self, flow: Flow, t: int) -> int:
         """``t`` if the flow is in an on period at ``t``, else the start of the next one."""
@@ -528,7 +665,30 @@ class Host:
                 if op == ACK_OPCODE:
                     self._on_ack(qp, psn)
                     return
+        if self._rx_q is not None:
+            self._rx_arrive(pkt)
+            return
         now = self.engine.now_ps
+        if pkt.ecn == 3:
+            self._on_ce(pkt.flow, pkt.src, now)
+        self._deliver(pkt, now)
+
+    def _on_ce(self, f: int, src: int, now: int) -> None:
+        """A CE-marked data frame of flow ``f`` arrived: count it; the NP's CNP."""
+        self.rx_ce[f] = self.rx_ce.get(f, 0) + 1
+        if self.cnp_mode == "immediate":
+            last = self._last_cnp_ps.get(f)
+            if last is None or now - last >= self.cnp_interval_ps:
+                self._last_cnp_ps[f] = now
+                self._send_cnp(f, src)
+        else:
+            self._ce_in_window.add(f)
+            if f not in self._cnp_window:
+                self._cnp_window[f] = self.engine.schedule_in(
+                    self.cnp_interval_ps, self._cnp_window_end, f, src)
+
+    def _deliver(self, pkt: SimPacket, now: int) -> None:
+        """A data frame is received (in memory): counters, ``on_data``, messages, FCT, ACKs."""
         f = pkt.flow
         got = self.rx_bytes.get(f, 0) + pkt.nbytes
         self.rx_bytes[f] = got
@@ -537,18 +697,6 @@ class Host:
         if n == 1:
             self.rx_first_ps[f] = now
         self.rx_last_ps[f] = now
-        if pkt.ecn == 3:
-            self.rx_ce[f] = self.rx_ce.get(f, 0) + 1
-            if self.cnp_mode == "immediate":
-                last = self._last_cnp_ps.get(f)
-                if last is None or now - last >= self.cnp_interval_ps:
-                    self._last_cnp_ps[f] = now
-                    self._send_cnp(f, pkt.src)
-            else:
-                self._ce_in_window.add(f)
-                if f not in self._cnp_window:
-                    self._cnp_window[f] = self.engine.schedule_in(
-                        self.cnp_interval_ps, self._cnp_window_end, f, pkt.src)
         if self.delivered is not None:
             self.delivered.append((now, pkt))
         if self.on_data is not None:
@@ -569,6 +717,80 @@ class Host:
             self.fct_ps[f] = now - self._flows[f].start_ps
         if self.ack_every and flow is not None and (n % self.ack_every == 0 or done):
             self._send_ack(flow, n - 1, pkt.src)
+
+    # ------------------------------------------------------- receive buffer
+    def _rx_arrive(self, pkt: SimPacket) -> None:
+        """A data frame reaches the NIC's receive buffer (module docstring, PCIe)."""
+        now = self.engine.now_ps
+        n = pkt.nbytes
+        cap = self.rx_buffer_bytes
+        assert cap is not None and self._rx_q is not None
+        if self.rx_xoff_bytes is None and self.rx_pause_tcs:
+            self.rx_xoff_bytes, self.rx_xon_bytes, self._rx_headroom = rx_thresholds(
+                cap, self.port.rate_bps, self.port.prop_ps, self.rx_mtu_bytes,
+                self._rx_headroom)
+        used = self.rx_buffer_used_bytes + n
+        if used > cap:
+            self.rx_buffer_dropped_packets += 1
+            self.rx_buffer_dropped_bytes += n
+            if Dropped in self._int.types:
+                self.tracer.emit(Dropped(now, self.node_id, 0, pkt.tc, pkt.id, pkt.flow, n,
+                                         "rx_buffer_full"))
+            return
+        if pkt.ecn == 3:
+            self._on_ce(pkt.flow, pkt.src, now)
+        self._rx_q.append(pkt)
+        self.rx_buffer_used_bytes = used
+        if used > self.rx_buffer_max_bytes:
+            self.rx_buffer_max_bytes = used
+        tc = pkt.tc
+        xoff = self.rx_xoff_bytes
+        if (xoff is not None and used >= xoff and tc in self.rx_pause_tcs
+                and tc not in self._rx_paused):
+            self._rx_paused.add(tc)
+            self._send_pause(now, tc, _STALL_QUANTA)
+            if self._rx_refresh is None:
+                half = quanta_to_ps(_STALL_QUANTA, self.port.rate_bps) // 2
+                self._rx_refresh = self.engine.schedule_in(half, self._rx_pause_refresh)
+        if not self._rx_draining:
+            self._rx_draining = True
+            self._rx_write_next()
+
+    def _rx_write_next(self) -> None:
+        assert self._rx_q is not None and self.pcie_write_bps is not None
+        payload = max(self._rx_q[0].nbytes - self.pcie_header_bytes, 0)
+        self.engine.call_in(ser_time_ps(payload, self.pcie_write_bps), self._rx_written)
+
+    def _rx_written(self) -> None:
+        """The head frame's PCIe write ended: it is received; XON at or below XON."""
+        assert self._rx_q is not None
+        pkt = self._rx_q.popleft()
+        now = self.engine.now_ps
+        self.rx_buffer_used_bytes -= pkt.nbytes
+        self._deliver(pkt, now)
+        if self._rx_paused and self.rx_xon_bytes is not None \
+                and self.rx_buffer_used_bytes <= self.rx_xon_bytes:
+            for prio in sorted(self._rx_paused):
+                if not (self.stall_pausing and prio in self._stall_prios):
+                    self._send_pause(now, prio, 0)
+            self._rx_paused.clear()
+            if self._rx_refresh is not None:
+                self._rx_refresh.cancel()
+                self._rx_refresh = None
+        if self._rx_q:
+            self._rx_write_next()
+        else:
+            self._rx_draining = False
+
+    def _rx_pause_refresh(self) -> None:
+        self._rx_refresh = None
+        if not self._rx_paused:
+            return
+        now = self.engine.now_ps
+        for prio in sorted(self._rx_paused):
+            self._send_pause(now, prio, _STALL_QUANTA)
+        half = quanta_to_ps(_STALL_QUANTA, self.port.rate_bps) // 2
+        self._rx_refresh = self.engine.schedule_in(half, self._rx_pause_refresh)
 
     def _cnp_window_end(self, flow_id: int, to_node: int) -> None:
         if flow_id in self._ce_in_window:

@@ -50,7 +50,15 @@ def collective_params() -> tuple[Param, ...]:
     shape of the fabric."""
     from sim.fabric.fattree import k_problem, sus_problem
     from sim.scenarios.base import Param
-    from sim.scenarios.common import FABRIC_PARAMS, cc_params, in_range, nonneg, pos, with_default
+    from sim.scenarios.common import (
+        FABRIC_PARAMS,
+        cc_params,
+        in_range,
+        nonneg,
+        pcie_params,
+        pos,
+        with_default,
+    )
 
     return (
         Param("nodes", 2, "nodes (servers)", in_range(1, 1024)),
@@ -68,6 +76,14 @@ def collective_params() -> tuple[Param, ...]:
               sus_problem),
         Param("superpod_nodes", 0, "superpod: DGX nodes populated (0: all 32*sus - 1)",
               in_range(0, 255)),
+        Param("nvlink", True, "GPUs of one node talk over NVLink, not their NICs (false: "
+              "every hop over the network)", None),
+        Param("nvlink_gbps", 3600.0, "NVLink per GPU per direction, Gb/s (3600 = 450 GB/s, "
+              "DGX H100 NVLink 4)", in_range(1, 8000)),
+        Param("nvlink_latency_ns", 1000.0, "latency of one NVLink transfer, ns (an "
+              "assumption)", nonneg),
+        Param("pxn", True, "NCCL's PXN: a send to another node leaves through the NIC on "
+              "the receiver's rail, over NVLink first (false: the sender's own NIC)", None),
         with_default("link_gbps", 400.0),
         with_default("pfc", True),
         with_default("xoff_kb", 256.0),
@@ -81,6 +97,8 @@ def collective_params() -> tuple[Param, ...]:
         Param("limit_ms", 100.0, "give up on an iteration after this much simulated time, ms",
               pos),
         *cc_params(),
+        # Gen5 x16 (the ConnectX-7 NICs of a DGX H100, docs/collectives.md "The PCIe budget")
+        *pcie_params(5),
     )
 
 
@@ -133,7 +151,7 @@ def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric | FatTree | SuperPo
 
 
 def _iterations(sch, rf, n: int, warmup: int, mtu: int, limit_ps: int, progress=None,
-                before=None):
+                before=None, job_kw=None):
     """``warmup`` then ``n`` timed iterations back to back: (times_ps, last run, error).
     ``progress(done)``: transfers received so far over these iterations; ``before()`` is
     called before each iteration."""
@@ -148,7 +166,7 @@ def _iterations(sch, rf, n: int, warmup: int, mtu: int, limit_ps: int, progress=
             lambda done, _total, base=it * ntr: progress(base + done))
         try:
             run = run_schedule(sch, rf.fabric, rf.ranks, mtu_bytes=mtu, limit_ps=limit_ps,
-                               progress=prog)
+                               progress=prog, **(job_kw or {}))
         except RunError as e:
             return times, run, f"iteration {it + 1}: {e}"
         if it >= warmup:
@@ -191,7 +209,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     :func:`sim.workloads.collective_stats.rank_timeline`) of the last out-of-place
     iteration (None when the size failed).  ``progress(done, total)`` is called as the
     transfers of all iterations of this size are received."""
-    from sim.workloads.collective import ROCE_HEADER_BYTES, fabric_counters
+    from sim.units import gbps
+    from sim.workloads.collective import ROCE_HEADER_BYTES, fabric_counters, nvlink_domain
     from sim.workloads.collective_stats import link_usage, port_counters, rank_timeline
     from sim.workloads.nccl import ScheduleError, schedule, verify
     from sim.workloads.nccl_tests import coll_counts
@@ -205,6 +224,11 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
                    qps_per_connection=qps)
     limit_ps = int(params["limit_ms"] * 10**9)
     mtu = params["packet_bytes"] - ROCE_HEADER_BYTES
+    # the fabric's nodes: NVLink inside them, PXN between them (sim.workloads.collective)
+    job_kw = {"gpus_per_node": rf.gpus_per_node, "nvlink": params["nvlink"],
+              "nvlink_bps": gbps(params["nvlink_gbps"]),
+              "nvlink_latency_ps": round(params["nvlink_latency_ns"] * 1000),
+              "pxn": params["pxn"]}
     ntr = len(sch.transfers)
     total = ntr * (warmup_iters + iters + (iters if inplace else 0))
     snap: list[Any] = [None]
@@ -215,7 +239,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     times, run, error = _iterations(
         sch, rf, iters, warmup_iters, mtu, limit_ps,
         None if progress is None else (lambda done: progress(done, total)),
-        before if details else None)
+        before if details else None, job_kw)
     links = timeline = None
     if details and error is None and run is not None:
         links = link_usage(rf.fabric, run.first_start_ps, run.last_finish_ps, since=snap[0],
@@ -234,13 +258,16 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         base = ntr * (warmup_iters + iters)
         in_times, _, in_error = _iterations(
             sch, rf, iters, 0, mtu, limit_ps,
-            None if progress is None else (lambda done: progress(base + done, total)))
+            None if progress is None else (lambda done: progress(base + done, total)),
+            job_kw=job_kw)
         if in_error is not None:
             error = f"in-place {in_error}"
     row: dict[str, Any] = {
         "size_bytes": counts.size_bytes, "count": counts.param_count,
         "nchannels": sch.nchannels, "transfers": len(sch.transfers),
-        "counters": fabric_counters(rf.fabric), "error": error, "wrong": wrong,
+        "counters": {**fabric_counters(rf.fabric),
+                     "nvlink_bytes": nvlink_domain(rf.fabric).nbytes},
+        "error": error, "wrong": wrong,
         "iteration_times_ps": times, "inplace": None,
     }
     if details:

@@ -20,7 +20,8 @@ from sim.units import BYTES_PER_KB, gbps, kb_to_bytes, ms_to_ps, quantity_proble
 __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABRIC_PARAMS",
            "cc_params", "check_cc", "duration_ps", "ecn_config", "host_kw", "mmu_config",
            "param_set", "parse_cc_opts", "fabric_params", "FABRIC_NAMES", "with_default",
-           "pos", "nonneg", "frac", "rate_check", "share", "in_range"]
+           "pos", "nonneg", "frac", "rate_check", "share", "in_range", "PCIE_NAMES",
+           "pcie_params", "pcie_kw"]
 
 KB = BYTES_PER_KB
 #: The lossless data class of the built-ins (RoCEv2 data on priority 3: the HPCC simulator's
@@ -75,6 +76,24 @@ def _packet(v: int) -> str | None:
     return None if 64 <= v <= 9216 else "must be in 64..9216 (frame bytes without FCS)"
 
 
+def _pcie_gen(v: int) -> str | None:
+    from sim.nic.pcie import GT_PER_S
+
+    return None if v == 0 or v in GT_PER_S else f"must be 0 (no PCIe model) or 1..{max(GT_PER_S)}"
+
+
+def _pcie_lanes(v: int) -> str | None:
+    from sim.nic.pcie import LANES
+
+    return None if v in LANES else f"must be one of {', '.join(map(str, LANES))}"
+
+
+def _pcie_mps(v: int) -> str | None:
+    from sim.nic.pcie import SIZES
+
+    return None if v in SIZES else f"must be one of {', '.join(map(str, SIZES))}"
+
+
 def check_cc(v: str) -> str | None:
     """'none' (fixed-rate senders) or a registered :mod:`sim.cc` algorithm."""
     from sim import cc
@@ -100,12 +119,27 @@ FABRIC_PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("cable_m", 10, "cable length of every link, m (propagation 5 ns/m)", nonneg),
     Param("packet_bytes", 1082, "data frame size, bytes without FCS (1024 B payload RoCEv2)",
           _packet),
+    # The GPU-NIC PCIe link (sim.nic.pcie, sim.nic.host "PCIe"): off (0) unless asked for.
+    Param("pcie_gen", 0, "GPU-NIC PCIe generation 1..6: the NIC writes what it receives and "
+          "reads what it sends over it (0: no PCIe model, line rate both ways)", _pcie_gen),
+    Param("pcie_lanes", 16, "PCIe lanes of the NIC (with pcie_gen)", _pcie_lanes),
+    Param("pcie_mps_bytes", 256, "PCIe Max Payload Size, bytes (with pcie_gen)", _pcie_mps),
+    Param("nic_rx_buffer_kb", 2048.0, "NIC receive buffer, KB, drained over PCIe; PFC "
+          "pauses at buffer - headroom (with pcie_gen)", pos),
 )}
+
+#: The PCIe parameters (not in :data:`FABRIC_NAMES`: the built-ins run without PCIe).
+PCIE_NAMES = ("pcie_gen", "pcie_lanes", "pcie_mps_bytes", "nic_rx_buffer_kb")
 
 
 #: The fabric-wide parameters every built-in takes, in listing order.
 FABRIC_NAMES = ("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "cc", "seed",
                 "kmin_kb", "kmax_kb", "pmax", "cable_m", "packet_bytes")
+
+
+def pcie_params(gen: int = 0) -> tuple[Param, ...]:
+    """The PCIe parameters (:data:`PCIE_NAMES`), ``pcie_gen`` defaulting to ``gen``."""
+    return (with_default("pcie_gen", gen), *param_set(*PCIE_NAMES[1:]))
 
 
 def fabric_params(**overrides: Param) -> tuple[Param, ...]:
@@ -236,7 +270,7 @@ def host_kw(p: Mapping[str, Any], line_rate_bps: int | None = None) -> dict[str,
             if p.get(key):
                 raise ScenarioError(f"parameter {key!r}: needs a congestion control (cc is "
                                     f"'none')")
-        return {}
+        return pcie_kw(p, line_rate_bps)
     params: dict[str, Any] = parse_cc_opts(p.get("cc_opts", ""))
     if p.get("preset"):
         params["preset"] = p["preset"]
@@ -249,4 +283,39 @@ def host_kw(p: Mapping[str, Any], line_rate_bps: int | None = None) -> dict[str,
     kw: dict[str, Any] = {"cc": name}
     if params:
         kw["cc_params"] = params
+    kw.update(pcie_kw(p, line_rate_bps))
     return kw
+
+
+def pcie_kw(p: Mapping[str, Any], line_rate_bps: int | None = None) -> dict[str, Any]:
+    """:class:`sim.nic.host.Host` keyword arguments of the PCIe model ({} when ``pcie_gen``
+    is 0 or absent): write and read rates of :class:`sim.nic.pcie.PcieLink`, the receive
+    buffer, the priorities the NIC pauses (``lossless_tcs`` or TC 3 with ``pfc``, none
+    without) and the MTU of its thresholds (``packet_bytes``).  With ``line_rate_bps`` a
+    buffer too small for the PFC headroom of the link (propagation ``prop_ns``, else
+    ``cable_m``) is a ScenarioError naming ``nic_rx_buffer_kb``."""
+    from sim.nic.host import rx_thresholds
+    from sim.nic.pcie import PcieLink
+    from sim.units import prop_delay_ps
+
+    gen = p.get("pcie_gen", 0)
+    if not gen:
+        return {}
+    try:
+        link = PcieLink(gen, p.get("pcie_lanes", 16), p.get("pcie_mps_bytes", 256))
+    except ValueError as e:
+        raise ScenarioError(f"parameter 'pcie_gen'/'pcie_lanes'/'pcie_mps_bytes': {e}") \
+            from None
+    buf = kb_to_bytes(p.get("nic_rx_buffer_kb", FABRIC_PARAMS["nic_rx_buffer_kb"].default))
+    tcs = tuple(p.get("lossless_tcs", (TC,))) if p.get("pfc", True) else ()
+    mtu = p.get("packet_bytes", FABRIC_PARAMS["packet_bytes"].default)
+    if line_rate_bps is not None and tcs:
+        prop_ps = (round(p["prop_ns"] * 1000) if "prop_ns" in p
+                   else prop_delay_ps(p.get("cable_m", 0)))
+        try:
+            rx_thresholds(buf, line_rate_bps, prop_ps, mtu)
+        except ValueError as e:
+            raise ScenarioError(f"parameter 'nic_rx_buffer_kb': {p.get('nic_rx_buffer_kb')} "
+                                f"KB: {e}") from None
+    return {"pcie_write_bps": link.write_bps(), "pcie_read_bps": link.read_bps(),
+            "rx_buffer_bytes": buf, "rx_pause_tcs": tcs, "rx_mtu_bytes": mtu}

@@ -27,6 +27,24 @@ PFC, ECN and DCQCN act as the fabric and its hosts are configured (flows use the
 The collective's time is the last delivery minus the first start.  NCCL's own latencies
 (kernel launch, proxy, GPU copies, PCIe) are not modelled: every rank's NIC is a host of the
 fabric and each transfer starts the moment its data is there.
+
+Nodes, NVLink and PXN (``gpus_per_node`` > 1; ranks ``n*G .. n*G+G-1`` are node ``n``, and
+``hosts[r]`` is the fabric host of rank ``r``'s own NIC, the NIC map):
+
+* A transfer between two GPUs of one node goes over NVLink (``nvlink``, default on), not
+  the NIC: no packets, engine timers only.  Each GPU has an NVLink egress and an ingress of
+  ``nvlink_bps`` through a non-blocking NVSwitch (:class:`NvlinkDomain`, one per fabric, so
+  jobs sharing GPUs share their NVLink).  A transfer holds its sender's egress and its
+  receiver's ingress for ``wire_bytes * 8 / nvlink_bps``, from when both are free (FIFO in
+  the order transfers are posted, so two on one egress serialise), and is received
+  ``nvlink_latency_ps`` after its last byte left.  Wire bytes are the protocol's (LL, LL128
+  flags count; NVLink has no RoCE headers).
+* A transfer to another node is a network transfer from the NIC that
+  :func:`sim.workloads.nccl.send_nic_rank` names: with ``pxn`` (default) the NIC of the
+  sender's node on the receiver's rail, reached first over NVLink (the same egress model)
+  when that is another GPU's NIC; it is then posted on that NIC like any other send, and
+  received by the receiver's own NIC.  ``nvlink=False`` sends every transfer, even inside a
+  node, through the sender's own NIC (the behaviour before nodes were modelled).
 """
 
 from __future__ import annotations
@@ -34,13 +52,15 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from weakref import WeakKeyDictionary
 
 from sim.fabric import Fabric
 from sim.net.switch import Switch
 from sim.nic.host import Flow, Host
-from sim.workloads.nccl import Schedule, Transfer
+from sim.workloads.nccl import Schedule, Transfer, send_nic_rank
 
-__all__ = ["ROCE_HEADER_BYTES", "CollectiveJob", "CollectiveRun", "RunError", "frames_bytes",
+__all__ = ["ROCE_HEADER_BYTES", "NVLINK_BPS", "NVLINK_LATENCY_PS", "CollectiveJob",
+           "CollectiveRun", "NvlinkDomain", "RunError", "frames_bytes", "nvlink_domain",
            "run_schedule", "fabric_counters"]
 
 def _roce_header_bytes() -> int:
@@ -62,6 +82,13 @@ ROCE_HEADER_BYTES = _roce_header_bytes()
 DEFAULT_MTU_BYTES = 1024
 #: How long the engine runs between checks for the last delivery.
 DEFAULT_SLICE_PS = 20_000_000
+#: NVLink per direction of one DGX H100 GPU: NVLink 4, 18 links x 25 GB/s = 450 GB/s, the
+#: "900 GB/s" (both directions) of NVIDIA's H100 Tensor Core GPU datasheet (H100 SXM) and the
+#: 18 fourth-generation links of the "NVIDIA H100 Tensor Core GPU Architecture" whitepaper.
+NVLINK_BPS = 450 * 8 * 10**9
+#: NVLink latency of one transfer, 1 µs: an assumption (the NVSwitch hop and the FIFO's
+#: flag handshake of one NCCL step), not a published figure.
+NVLINK_LATENCY_PS = 1_000_000
 
 
 class RunError(RuntimeError):
@@ -113,7 +140,8 @@ class CollectiveRun:
 
 def fabric_counters(fabric: Fabric) -> dict[str, int]:
     """Totals over the fabric: PFC pauses sent (switches and NICs), CE marks, CNPs sent,
-    drops (switches and stalled receivers) and the deepest egress queue of any switch port."""
+    drops (switches, stalled receivers, full NIC receive buffers) and the deepest egress
+    queue of any switch port."""
     sw = [n for n in fabric.nodes.values() if isinstance(n, Switch)]
     hs = [n for n in fabric.nodes.values() if isinstance(n, Host)]
     return {
@@ -121,10 +149,48 @@ def fabric_counters(fabric: Fabric) -> dict[str, int]:
         + sum(h.pause_sent_count for h in hs),
         "ce_marks": sum(s.ce_marked for s in sw),
         "cnps": sum(h.cnp_sent for h in hs),
-        "drops": sum(s.drops for s in sw) + sum(h.rx_stall_dropped_packets for h in hs),
+        "drops": sum(s.drops for s in sw)
+        + sum(h.rx_stall_dropped_packets + h.rx_buffer_dropped_packets for h in hs),
         "max_queue_bytes": max((max(p.max_queue_bytes) for s in sw for p in s.ports.values()),
                                default=0),
     }
+
+
+class NvlinkDomain:
+    """The NVLink of one fabric's GPUs (keyed by their NIC's host id) behind a non-blocking
+    NVSwitch: when each GPU's egress and ingress are next free, and the bytes carried."""
+
+    __slots__ = ("egress_free_ps", "ingress_free_ps", "nbytes")
+
+    def __init__(self) -> None:
+        self.egress_free_ps: dict[int, int] = {}
+        self.ingress_free_ps: dict[int, int] = {}
+        self.nbytes = 0
+
+    def reserve(self, src: int, dst: int, nbytes: int, rate_bps: int, latency_ps: int,
+                now_ps: int) -> int:
+        """Book ``nbytes`` from GPU ``src`` to GPU ``dst`` at ``rate_bps`` from ``now_ps``:
+        it starts when ``src``'s egress and ``dst``'s ingress are both free, holds both for
+        ``nbytes * 8 / rate_bps``, and is received ``latency_ps`` after.  Returns that
+        time (ps)."""
+        dur = -(-nbytes * 8 * 10**12 // rate_bps)
+        start = max(now_ps, self.egress_free_ps.get(src, 0), self.ingress_free_ps.get(dst, 0))
+        end = start + dur
+        self.egress_free_ps[src] = self.ingress_free_ps[dst] = end
+        self.nbytes += nbytes
+        return end + latency_ps
+
+
+_DOMAINS: WeakKeyDictionary[Fabric, NvlinkDomain] = WeakKeyDictionary()
+
+
+def nvlink_domain(fabric: Fabric) -> NvlinkDomain:
+    """The fabric's :class:`NvlinkDomain` (made on first use); its ``nbytes`` are the bytes
+    every job has moved over NVLink on this fabric."""
+    dom = _DOMAINS.get(fabric)
+    if dom is None:
+        dom = _DOMAINS[fabric] = NvlinkDomain()
+    return dom
 
 
 class _Dispatch:
@@ -147,11 +213,16 @@ class CollectiveJob:
     time, and the rest follow as data arrives; ``on_done(job)`` is called at the last
     delivery.  :func:`run_schedule` is a job plus a loop that runs the engine until it is
     done; a scenario (``[[collective]]`` of a fabric file) starts jobs inside its own run.
-    Several jobs may share hosts (each QP's deliveries go to its own job)."""
+    Several jobs may share hosts (each QP's deliveries go to its own job).
+
+    ``gpus_per_node`` (default 1: every rank its own node), ``nvlink``, ``nvlink_bps``,
+    ``nvlink_latency_ps`` and ``pxn``: see the module docstring."""
 
     def __init__(self, sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int = 3,
                  mtu_bytes: int = DEFAULT_MTU_BYTES, header_bytes: int = ROCE_HEADER_BYTES,
-                 on_done: Callable[[CollectiveJob], None] | None = None) -> None:
+                 on_done: Callable[[CollectiveJob], None] | None = None,
+                 gpus_per_node: int = 1, nvlink: bool = True, nvlink_bps: int = NVLINK_BPS,
+                 nvlink_latency_ps: int = NVLINK_LATENCY_PS, pxn: bool = True) -> None:
         if len(hosts) < sch.nranks:
             raise ValueError(f"{sch.nranks} ranks need {sch.nranks} hosts, got {len(hosts)}")
         hosts = tuple(hosts[:sch.nranks])
@@ -159,6 +230,15 @@ class CollectiveJob:
             raise ValueError("two ranks on one host")
         if mtu_bytes <= 0 or header_bytes < 0:
             raise ValueError("mtu_bytes must be > 0 and header_bytes >= 0")
+        g = gpus_per_node
+        if not isinstance(g, int) or g < 1 or (g > 1 and sch.nranks % g):
+            raise ValueError(f"gpus_per_node {g!r}: must be an int >= 1 dividing the "
+                             f"{sch.nranks} ranks")
+        if nvlink_bps <= 0 or nvlink_latency_ps < 0:
+            raise ValueError("nvlink_bps must be > 0 and nvlink_latency_ps >= 0")
+        self.gpn, self.nvlink, self.pxn = g, bool(nvlink) and g > 1, bool(pxn)
+        self.nvlink_bps, self.nvlink_latency_ps = nvlink_bps, nvlink_latency_ps
+        self.nvl = nvlink_domain(fabric) if self.nvlink else None
         self.on_done = on_done
         self.sch, self.fabric, self.hosts = sch, fabric, hosts
         self.mtu, self.hdr = mtu_bytes, header_bytes
@@ -183,9 +263,16 @@ class CollectiveJob:
         #: flow id -> bytes the QP had delivered before this run (a QP reused by the next
         #: iteration of a collective keeps its counters and its congestion-control state)
         self.base: dict[int, int] = {}
+        #: connection -> rank whose NIC sends it, or None for NVLink inside a node
+        self.nic: dict[tuple[int, int, int], int | None] = {}
         for key, conn in sch.connections.items():
             src, dst, ch = key
-            sh, dh = self._host(src), self._host(dst)
+            if self.nvlink and src // g == dst // g:
+                self.nic[key] = None
+                continue
+            relay = send_nic_rank(src, dst, g, self.pxn) if self.nvlink else src
+            self.nic[key] = relay
+            sh, dh = self._host(relay), self._host(dst)
             for q, (qpn, sport) in enumerate(zip(conn.qpns, conn.udp_sports, strict=True)):
                 old = fabric.flows.get(qpn)
                 if old is None:
@@ -248,9 +335,32 @@ class CollectiveJob:
         self.conn_next[key] = i
 
     def _post(self, t: Transfer) -> None:
-        now = self.fabric.engine.now_ps
+        eng = self.fabric.engine
+        now = eng.now_ps
         self.run.start_ps[t.id] = now
-        src = self.fabric.nodes[self.hosts[t.src]]
+        nic = self.nic[(t.src, t.dst, t.channel)]
+        if nic == t.src:
+            self._post_net(t, nic)
+            return
+        if not t.wire_bytes:
+            self._finish(t.id, now)
+            return
+        # over NVLink: to the receiver itself (inside a node) or to the GPU whose NIC sends
+        to = t.dst if nic is None else nic
+        at = self.nvl.reserve(self.hosts[t.src], self.hosts[to], t.wire_bytes,
+                              self.nvlink_bps, self.nvlink_latency_ps, now)
+        if nic is None:
+            eng.call_at(at, self._nvlink_done, t.id)
+        else:
+            eng.call_at(at, self._post_net, t, nic)
+
+    def _nvlink_done(self, tid: int) -> None:
+        self._finish(tid, self.fabric.engine.now_ps)
+
+    def _post_net(self, t: Transfer, nic: int) -> None:
+        """Post ``t``'s QP pieces on the NIC of rank ``nic`` (now)."""
+        now = self.fabric.engine.now_ps
+        src = self.fabric.nodes[self.hosts[nic]]
         pieces = 0
         for q, payload in enumerate(t.qp_bytes):
             nbytes = frames_bytes(payload, self.mtu, self.hdr)
@@ -289,7 +399,10 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
                  mtu_bytes: int = DEFAULT_MTU_BYTES, header_bytes: int = ROCE_HEADER_BYTES,
                  limit_ps: int = 10**12, slice_ps: int | None = None,
                  check: bool = True,
-                 progress: Callable[[int, int], None] | None = None) -> CollectiveRun:
+                 progress: Callable[[int, int], None] | None = None,
+                 gpus_per_node: int = 1, nvlink: bool = True, nvlink_bps: int = NVLINK_BPS,
+                 nvlink_latency_ps: int = NVLINK_LATENCY_PS, pxn: bool = True
+                 ) -> CollectiveRun:
     """Drive ``sch`` through ``fabric`` (rank ``r`` on host ``hosts[r]``) from the fabric's
     current time until every transfer is received; see the module docstring.
 
@@ -299,9 +412,15 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
     :class:`RunError` (saying how many transfers were received), else the partial run is
     returned.  The fabric's counters (:func:`fabric_counters`) are in ``run.counters``.
     ``progress(done, total)``, if given, is called after each slice with the transfers
-    received so far (a progress line; it must not touch the fabric)."""
+    received so far (a progress line; it must not touch the fabric).  ``gpus_per_node``,
+    ``nvlink``, ``nvlink_bps``, ``nvlink_latency_ps``, ``pxn``: as for
+    :class:`CollectiveJob` (the default, one GPU per node, sends everything over the
+    network).  ``run.counters`` has :func:`fabric_counters` and ``nvlink_bytes``, the
+    fabric's NVLink bytes so far."""
     runner = CollectiveJob(sch, fabric, hosts, tc=tc, mtu_bytes=mtu_bytes,
-                           header_bytes=header_bytes)
+                           header_bytes=header_bytes, gpus_per_node=gpus_per_node,
+                           nvlink=nvlink, nvlink_bps=nvlink_bps,
+                           nvlink_latency_ps=nvlink_latency_ps, pxn=pxn)
     eng = fabric.engine
     t0 = eng.now_ps
     step = slice_ps if slice_ps is not None else DEFAULT_SLICE_PS
@@ -313,6 +432,7 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
             progress(runner.ndone, total)
     run = runner.run
     run.counters = fabric_counters(fabric)
+    run.counters["nvlink_bytes"] = nvlink_domain(fabric).nbytes
     if check and runner.ndone < total:
         raise RunError(f"collective incomplete after {limit_ps} ps: {runner.ndone} of {total} "
                        f"transfers received (pauses {run.counters['pfc_pauses']}, drops "
