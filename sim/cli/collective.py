@@ -10,14 +10,24 @@ control persist), the mean time of the timed ones, algbw/busbw by nccl-tests' fo
 ``#wrong`` = 0 when the ranks end with what the collective promises in the order the
 transfers actually started (:func:`sim.workloads.nccl.verify`).  Below the table, per size:
 PFC pauses, CE marks, CNPs, drops and the deepest switch queue over all its iterations.
+
+Outputs (docs/cli.md): ``--json FILE``, ``--csv FILE`` (one row per size) and ``--out DIR``
+(written whole or not at all by :func:`wire.atomic.atomic_dir`): ``results.json``,
+``results.csv``, ``table.txt`` (the printed table) and the PNGs of
+:mod:`sim.study.collective_plots`.  A progress line on stderr while the sizes run (when stderr
+is a terminal, or ``--progress``; ``--quiet`` silences it).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TextIO
 
 from sim.cli.argtypes import ArgType, integer
 from sim.scenarios.collective import (
@@ -29,9 +39,14 @@ from sim.scenarios.collective import (
 )
 from sim.workloads.nccl import Collective
 
-__all__ = ["add_parsers", "FABRICS", "build_fabric", "collective_params"]
+__all__ = ["add_parsers", "FABRICS", "build_fabric", "collective_params", "csv_table",
+           "cmd_plot_collective", "Progress"]
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+#: Exit status after Ctrl-C (128 + SIGINT, the shell's convention).
+EXIT_INTERRUPTED = 130
+
+
 def _err(msg: str) -> None:
     print(f"lossless: {msg}", file=sys.stderr)
 
@@ -96,10 +111,23 @@ def cmd_collective(args: argparse.Namespace) -> int:
     if args.root >= nranks:
         _err(f"-r: root {args.root} is not one of the {nranks} ranks")
         return EXIT_USAGE
-    if args.json:
-        folder = os.path.dirname(os.path.abspath(args.json))
-        if os.path.isdir(args.json) or not os.path.isdir(folder):
-            _err(f"{args.json}: --json: not a file in an existing folder")
+    if not 0 <= args.timeline_rank < nranks:
+        _err(f"--timeline-rank: rank {args.timeline_rank} is not one of the {nranks} ranks "
+             f"(0..{nranks - 1})")
+        return EXIT_USAGE
+    from wire.atomic import OutputError, atomic_dir, atomic_file, check_output_dir
+
+    for opt, path in (("--json", args.json), ("--csv", args.csv)):
+        if path:
+            folder = os.path.dirname(os.path.abspath(path))
+            if os.path.isdir(path) or not os.path.isdir(folder):
+                _err(f"{path}: {opt}: not a file in an existing folder")
+                return EXIT_USAGE
+    if args.out:
+        try:
+            check_output_dir(args.out, force=args.force)  # refuse before running
+        except OutputError as e:
+            _err(str(e))
             return EXIT_USAGE
     coll = Collective(args.collective)
     reduces = coll in (Collective.ALLREDUCE, Collective.REDUCESCATTER)
@@ -108,62 +136,242 @@ def cmd_collective(args: argparse.Namespace) -> int:
         _err(f"-o: expected one of {', '.join(REDOPS)}, got {args.op!r}")
         return EXIT_USAGE
     root = root_of(coll, args.root)
-    print(f"# lossless collective {coll}: {nranks} ranks ({shape[0]} nodes x "
-          f"{shape[1]} GPUs), fabric {args.fabric}, {params['link_gbps']:g} Gb/s,"
-          f" pfc {str(params['pfc']).lower()}, cc {params['cc']}; algo {args.algo}, proto "
-          f"{args.proto}, channels {args.channels}, qps {args.qps}; -w {args.warmup_iters} "
-          f"-n {args.iters}")
+    table: list[str] = []
+
+    def emit(line: str) -> None:
+        print(line, flush=True)
+        table.append(line)
+
+    emit(f"# lossless collective {coll}: {nranks} ranks ({shape[0]} nodes x "
+         f"{shape[1]} GPUs), fabric {args.fabric}, {params['link_gbps']:g} Gb/s,"
+         f" pfc {str(params['pfc']).lower()}, cc {params['cc']}; algo {args.algo}, proto "
+         f"{args.proto}, channels {args.channels}, qps {args.qps}; -w {args.warmup_iters} "
+         f"-n {args.iters}")
     for line in header_lines():
-        print(line)
+        emit(line)
+    show = not args.quiet and (args.progress or sys.stderr.isatty())
+    progress = Progress(len(sizes), sys.stderr) if show else None
+    # links and timeline of the largest size, for the files and plots
+    details = bool(args.out or args.json)
     rows = []
-    for nbytes in sizes:
-        try:
-            row = run_size(args.collective, nbytes, args.fabric, params,
-                           algorithm=args.algo, protocol=args.proto, channels=args.channels,
-                           qps=args.qps, datatype=args.datatype, root=args.root,
-                           iters=args.iters, warmup_iters=args.warmup_iters)
-        except (ScenarioError, ValueError) as e:
-            _err(f"size {nbytes}: {e}")
-            return EXIT_USAGE
-        rows.append(row)
-        if row["error"] is None:
-            body = (row["time_us"], row["algbw_gbps"], row["busbw_gbps"], row["wrong"])
-            ip = row["inplace"]
-            in_body = (ip["time_us"], ip["algbw_gbps"], ip["busbw_gbps"], row["wrong"]) \
-                if ip else None
-            print(format_row(row["size_bytes"], row["count"], args.datatype, redop, root,
-                             body, in_body), flush=True)
-        else:
-            print(f"# {row['size_bytes']:10d}  {row['error']}", flush=True)
+    try:
+        for i, nbytes in enumerate(sizes):
+            try:
+                row = run_size(args.collective, nbytes, args.fabric, params,
+                               algorithm=args.algo, protocol=args.proto,
+                               channels=args.channels, qps=args.qps, datatype=args.datatype,
+                               root=args.root, iters=args.iters,
+                               warmup_iters=args.warmup_iters,
+                               details=details and nbytes == sizes[-1],
+                               timeline_rank=args.timeline_rank,
+                               progress=progress.size(i, nbytes) if progress else None)
+            except (ScenarioError, ValueError) as e:
+                if progress:
+                    progress.close()
+                _err(f"size {nbytes}: {e}")
+                return EXIT_USAGE
+            rows.append(row)
+            if progress:
+                progress.close()
+            if row["error"] is None:
+                body = (row["time_us"], row["algbw_gbps"], row["busbw_gbps"], row["wrong"])
+                ip = row["inplace"]
+                in_body = (ip["time_us"], ip["algbw_gbps"], ip["busbw_gbps"], row["wrong"]) \
+                    if ip else None
+                emit(format_row(row["size_bytes"], row["count"], args.datatype, redop, root,
+                                body, in_body))
+            else:
+                emit(f"# {row['size_bytes']:10d}  {row['error']}")
+    except KeyboardInterrupt:
+        if progress:
+            progress.close()
+        outs = [p for p in (args.out, args.json, args.csv) if p]
+        _err(f"interrupted: nothing written ({', '.join(outs)} left as they were)" if outs
+             else "interrupted")
+        return EXIT_INTERRUPTED
     ok = [r for r in rows if r["error"] is None]
     if ok:
-        print(f"# Avg bus bandwidth    : {sum(r['busbw_gbps'] for r in ok) / len(ok):g}")
-    print("#")
-    print(f"# {'size':>10}  {'channels':>8}  {'transfers':>9}  {'pfc_pauses':>10}  "
-          f"{'ce_marks':>9}  {'cnps':>7}  {'drops':>7}  {'max_queue':>10}")
-    print(f"# {'(B)':>10}  {'':>8}  {'':>9}  {'':>10}  {'':>9}  {'':>7}  {'':>7}  "
-          f"{'(B)':>10}")
+        emit(f"# Avg bus bandwidth    : {sum(r['busbw_gbps'] for r in ok) / len(ok):g}")
+    emit("#")
+    emit(f"# {'size':>10}  {'channels':>8}  {'transfers':>9}  {'pfc_pauses':>10}  "
+         f"{'ce_marks':>9}  {'cnps':>7}  {'drops':>7}  {'max_queue':>10}")
+    emit(f"# {'(B)':>10}  {'':>8}  {'':>9}  {'':>10}  {'':>9}  {'':>7}  {'':>7}  "
+         f"{'(B)':>10}")
     for r in rows:
         c = r["counters"]
-        print(f"# {r['size_bytes']:10d}  {r['nchannels']:8d}  {r['transfers']:9d}  "
-              f"{c['pfc_pauses']:10d}  {c['ce_marks']:9d}  {c['cnps']:7d}  {c['drops']:7d}  "
-              f"{c['max_queue_bytes']:10d}")
-    if args.json:
-        from wire.atomic import OutputError, atomic_file
-
-        doc = {"collective": str(coll), "nranks": nranks, "fabric": args.fabric,
-               "params": params, "algorithm": args.algo, "protocol": args.proto,
-               "channels": args.channels, "qps_per_connection": args.qps,
-               "datatype": args.datatype, "op": redop, "root": root,
-               "iters": args.iters, "warmup_iters": args.warmup_iters, "results": rows}
-        try:
+        emit(f"# {r['size_bytes']:10d}  {r['nchannels']:8d}  {r['transfers']:9d}  "
+             f"{c['pfc_pauses']:10d}  {c['ce_marks']:9d}  {c['cnps']:7d}  {c['drops']:7d}  "
+             f"{c['max_queue_bytes']:10d}")
+    doc = {"collective": str(coll), "nranks": nranks, "fabric": args.fabric,
+           "params": params, "algorithm": args.algo, "protocol": args.proto,
+           "channels": args.channels, "qps_per_connection": args.qps,
+           "datatype": args.datatype, "op": redop, "root": root,
+           "iters": args.iters, "warmup_iters": args.warmup_iters,
+           "timeline_rank": args.timeline_rank, "results": rows}
+    header, csv_rows = csv_table(doc)
+    try:
+        if args.json:
             with atomic_file(args.json, "w", encoding="utf-8") as fp:
-                json.dump(doc, fp, indent=2)
-                fp.write("\n")
-        except (OSError, OutputError) as e:
-            _err(f"{args.json}: {e}")
-            return EXIT_USAGE
+                _write_json(doc, fp)
+        if args.csv:
+            with atomic_file(args.csv, "w", encoding="utf-8", newline="") as fp:
+                _write_csv(header, csv_rows, fp)
+        if args.out:
+            with atomic_dir(args.out, force=args.force) as tmp:
+                with open(os.path.join(tmp, "results.json"), "w", encoding="utf-8") as fp:
+                    _write_json(doc, fp)
+                with open(os.path.join(tmp, "results.csv"), "w", encoding="utf-8",
+                          newline="") as fp:
+                    _write_csv(header, csv_rows, fp)
+                with open(os.path.join(tmp, "table.txt"), "w", encoding="utf-8") as fp:
+                    fp.write("\n".join(table) + "\n")
+                if not args.no_plots:
+                    from sim.study.collective_plots import plot_results
+
+                    plot_results(doc, tmp)
+    except OutputError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    except OSError as e:
+        _err(f"{e.filename or args.out}: cannot write: {e.strerror or e}")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _err("interrupted while writing: the outputs not yet in place were left as they were")
+        return EXIT_INTERRUPTED
     return EXIT_OK if len(ok) == len(rows) else EXIT_FAIL
+
+
+def _write_json(doc: Mapping[str, Any], fp: TextIO) -> None:
+    json.dump(doc, fp, indent=2)
+    fp.write("\n")
+
+
+def _write_csv(header: Sequence[str], rows: Sequence[Sequence[Any]], fp: TextIO) -> None:
+    w = csv.writer(fp, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
+
+
+#: CSV columns taken from a results row (``sim.scenarios.collective.run_size``): (column,
+#: where in the row).  algbw/busbw are nccl-tests' GB/s (10^9 bytes/s).
+_CSV_FIGURES = (("time_us", "time_us"), ("algbw_GB_per_s", "algbw_gbps"),
+                ("busbw_GB_per_s", "busbw_gbps"))
+_CSV_COUNTERS = ("pfc_pauses", "ce_marks", "cnps", "drops", "max_queue_bytes")
+
+
+def csv_table(doc: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """``results.csv`` of a results document: the header (units in the names) and one row
+    per size: size, count, type, redop, root, the out-of-place time, algbw, busbw and
+    #wrong, the same in place (``inplace_*``; empty without in-place iterations), channels,
+    transfers, the fabric's counters (and any further counter a row has, e.g.
+    ``nvlink_bytes``), and ``error`` (empty when the size completed)."""
+    rows = doc["results"]
+    extra: list[str] = []
+    for r in rows:
+        for k in (*r["counters"], *(["nvlink_bytes"] if "nvlink_bytes" in r else [])):
+            if k not in _CSV_COUNTERS and k not in extra:
+                extra.append(k)
+    header = ["size_bytes", "count", "type", "redop", "root",
+              *(c for c, _ in _CSV_FIGURES), "wrong",
+              *(f"inplace_{c}" for c, _ in _CSV_FIGURES), "inplace_wrong",
+              "channels", "transfers", *_CSV_COUNTERS, *extra, "error"]
+    out = []
+    for r in rows:
+        ip = r.get("inplace") or {}
+        wrong = "" if r.get("wrong") is None else r["wrong"]
+
+        def fig(src: Mapping[str, Any], key: str) -> Any:
+            v = src.get(key)
+            return "" if v is None else v
+
+        counters = {**r["counters"], **({"nvlink_bytes": r["nvlink_bytes"]}
+                                        if "nvlink_bytes" in r else {})}
+        out.append([r["size_bytes"], r["count"], doc["datatype"], doc["op"], doc["root"],
+                    *(fig(r, k) for _, k in _CSV_FIGURES), wrong,
+                    *(fig(ip, k) for _, k in _CSV_FIGURES), wrong if ip else "",
+                    r["nchannels"], r["transfers"],
+                    *(counters.get(k, "") for k in (*_CSV_COUNTERS, *extra)),
+                    r.get("error") or ""])
+    return header, out
+
+
+class Progress:
+    """The progress line on ``stream`` (stderr): ``size 2/5 (512K): 123/896 transfers``,
+    redrawn in place (``\\r``) on a terminal at most every ``interval_s`` seconds; elsewhere
+    (``--progress`` into a file) a line at most every ``interval_s`` x 5 seconds.  Never on
+    stdout, which holds the table."""
+
+    def __init__(self, nsizes: int, stream: TextIO, interval_s: float = 0.2,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.nsizes, self.stream, self.clock = nsizes, stream, clock
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.interval_s = interval_s if self.tty else 5 * interval_s
+        self._last = -1e18
+        self._width = 0
+
+    def size(self, i: int, nbytes: int) -> Callable[[int, int], None]:
+        """The ``run_size(progress=)`` callback of the ``i``-th size (0-based)."""
+        from sim.study.collective_plots import size_text
+
+        self._last = -1e18
+
+        def update(done: int, total: int) -> None:
+            now = self.clock()
+            if now - self._last < self.interval_s and done < total:
+                return
+            self._last = now
+            pct = f" ({100 * done // total}%)" if total else ""
+            self._show(f"lossless collective: size {i + 1}/{self.nsizes} "
+                       f"({size_text(nbytes)}): {done}/{total} transfers{pct}")
+
+        return update
+
+    def _show(self, text: str) -> None:
+        if self.tty:
+            self.stream.write("\r" + text.ljust(self._width))
+            self._width = len(text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """Erase the line (terminal) before the next output."""
+        if self.tty and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()
+        self._width = 0
+
+
+def cmd_plot_collective(args: argparse.Namespace) -> int:
+    """``lossless plot DIR...`` for ``lossless collective`` results folders: one folder gets
+    its three PNGs rewritten; several give one ``busbw_vs_size.png`` overlaying their curves
+    (written to ``-o FILE``, default ``busbw_vs_size.png`` here)."""
+    from sim.study.collective_plots import figures, load, overlay_figure, write_figures
+
+    dirs = list(args.dir)
+    try:
+        docs = [load(d) for d in dirs]
+    except ValueError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    try:
+        if len(docs) == 1 and not getattr(args, "output", None):
+            paths = write_figures(figures(docs[0]), dirs[0])
+        else:
+            out = getattr(args, "output", None) or "busbw_vs_size.png"
+            names = [os.path.basename(os.path.normpath(d)) for d in dirs]
+            import matplotlib
+
+            matplotlib.use("Agg")
+            fig = overlay_figure(docs, names)
+            folder = os.path.dirname(os.path.abspath(out))
+            paths = write_figures({os.path.basename(out): fig}, folder)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        _err(f"{dirs[0] if len(dirs) == 1 else ' '.join(dirs)}: cannot plot: {e}")
+        return EXIT_USAGE
+    for p in paths:
+        print(p)
+    return EXIT_OK
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -215,4 +423,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--qps", type=integer(1, 128), default=1, metavar="N",
                    help="QPs per connection (NCCL_IB_QPS_PER_CONNECTION; default 1)")
     c.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    c.add_argument("--csv", metavar="FILE", help="write the results as CSV, one row per size")
+    c.add_argument("--out", metavar="DIR",
+                   help="write results.json, results.csv, table.txt and the PNG plots to "
+                        "DIR, whole or not at all; DIR must be new, empty or an earlier "
+                        "output of lossless")
+    c.add_argument("--force", action="store_true",
+                   help="replace --out even if it is a non-empty folder lossless did not write")
+    c.add_argument("--no-plots", action="store_true", help="no PNGs in --out")
+    c.add_argument("--timeline-rank", type=integer(0, 1 << 16), default=0, metavar="RANK",
+                   help="the rank of step_timeline.png (default 0)")
+    c.add_argument("--progress", action="store_true",
+                   help="a progress line on stderr even when it is not a terminal")
+    c.add_argument("--quiet", action="store_true", help="no progress line")
     c.set_defaults(func=cmd_collective)

@@ -131,9 +131,14 @@ def summary_lines(s: dict, wall_s: float, out: str) -> list[str]:
 def cmd_plot(args: argparse.Namespace) -> int:
     import os
 
+    from sim.study.collective_plots import is_collective_results
     from sim.study.plot import plot_dir
 
-    d = args.dir
+    if args.output or len(args.dir) > 1 or is_collective_results(args.dir[0]):
+        from sim.cli.collective import cmd_plot_collective  # lossless collective folders
+
+        return cmd_plot_collective(args)
+    d = args.dir[0]
     try:
         _check_results(d)
         for path in plot_dir(d):
@@ -271,8 +276,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     r.set_defaults(func=cmd_replay)
 
-    p = sub.add_parser("plot", help="PNG plots of a replay results directory")
-    p.add_argument("dir", metavar="DIR")
+    p = sub.add_parser("plot", help="PNG plots of a replay or collective results directory")
+    p.add_argument("dir", metavar="DIR", nargs="+",
+                   help="results folder; several lossless collective folders: their busbw "
+                        "curves overlaid in one plot")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="collective folders: write the overlay here (default "
+                        "busbw_vs_size.png in the current folder when several are given)")
     p.set_defaults(func=cmd_plot)
 
     s = sub.add_parser("scenarios", help="list the built-in scenarios and their parameters, "

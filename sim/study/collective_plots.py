@@ -1,0 +1,432 @@
+"""PNG plots of ``lossless collective`` results (issue 18; docs/collectives.md, "Outputs"),
+styled as :mod:`sim.study.plot` (Agg backend, imported lazily; :func:`sim.study.plot.texts`
+reads their texts in tests).
+
+The input is the results document of ``lossless collective --json`` / ``--out DIR``
+(``results.json``): the run's settings and one row per size (:func:`sim.scenarios.collective.
+run_size`); the largest size's row has ``links`` and ``timeline``.
+
+- ``busbw_vs_size.png``: busbw (GB/s) against size on a log2 axis labelled as nccl-tests
+  sizes (``1M``, ``2M``...), out-of-place and in-place, with the bound a ring can reach
+  (:func:`busbw_bound`) as a dashed line that says what it is.  Several documents
+  (``lossless plot A B C``) overlay one curve each, named by what differs between them.
+- ``link_utilisation.png``: every link's utilisation during the largest size (tx bytes /
+  (rate x collective time)), one panel per tier (``host->leaf``, ``leaf->spine``,
+  ``spine->leaf``, ``leaf->host``), each sorted, the busiest link of each tier and of the
+  fabric named.
+- ``step_timeline.png``: one rank's sends and receives of the largest size, a bar per
+  transfer from post to last byte received, one row per (channel, direction, peer),
+  orange for reducing transfers and blue for copies; x in µs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+__all__ = ["busbw_bound", "config_label", "figures", "is_collective_results", "load",
+           "overlay_figure", "plot_results", "size_label", "size_text", "write_figures"]
+
+RESULTS = "results.json"
+#: Per panel, up to this many links get their name under their bar.
+MAX_NAMED_BARS = 24
+#: At most this many rows in the step timeline (the rest are counted in the title).
+MAX_TIMELINE_ROWS = 40
+#: Settings compared between documents to name the curves of an overlay, in this order:
+#: (label, getter).
+_SETTINGS = ("collective", "nranks", "fabric", "algorithm", "protocol", "channels",
+             "qps_per_connection", "datatype", "iters", "warmup_iters")
+_SHORT = {"qps_per_connection": "qps", "algorithm": "algo", "protocol": "proto",
+          "warmup_iters": "-w", "iters": "-n", "nranks": "ranks"}
+
+
+def is_collective_results(d: str | os.PathLike[str]) -> bool:
+    """True when folder ``d`` holds a ``results.json`` written by ``lossless collective``."""
+    path = os.path.join(os.fspath(d), RESULTS)
+    if not os.path.isfile(path):
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return True  # ours by name; load() reports what is wrong with it
+    return isinstance(doc, dict) and "collective" in doc and "results" in doc
+
+
+def load(d: str | os.PathLike[str]) -> dict[str, Any]:
+    """The results document of folder ``d`` (``ValueError`` ``FILE: why`` when unreadable)."""
+    path = os.path.join(os.fspath(d), RESULTS)
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: missing (not a lossless collective results folder?)"
+                         ) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    for key in ("collective", "results", "params", "protocol"):
+        if key not in doc:
+            raise ValueError(f"{path}: {key}: missing key")
+    if not isinstance(doc["results"], list):
+        raise ValueError(f"{path}: results: expected a list")
+    return doc
+
+
+# ----------------------------------------------------------------------------- labels
+
+
+def size_label(nbytes: int) -> str:
+    """nccl-tests' sizes as people write them: ``512``, ``32K``, ``1M``, ``1.5G`` (powers
+    of 1024)."""
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g}{unit}"
+    return str(nbytes)
+
+
+def size_text(nbytes: int) -> str:
+    """A size for a title: ``512 B``, ``32 KiB``, ``16 MiB``, ``1 GiB``."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes} B"
+
+
+def _setting(doc: Mapping[str, Any], key: str) -> Any:
+    if key in _SETTINGS:
+        return doc.get(key)
+    return doc.get("params", {}).get(key)
+
+
+def config_label(doc: Mapping[str, Any], keys: Sequence[str]) -> str:
+    """``"qps 4, pfc false"``: the values of ``keys`` in ``doc`` (settings or ``-p``
+    parameters)."""
+    parts = []
+    for k in keys:
+        v = _setting(doc, k)
+        v = str(v).lower() if isinstance(v, bool) else (f"{v:g}" if isinstance(v, float)
+                                                        else v)
+        parts.append(f"{_SHORT.get(k, k)} {v}")
+    return ", ".join(parts)
+
+
+def _differing(docs: Sequence[Mapping[str, Any]]) -> list[str]:
+    keys = list(_SETTINGS)
+    for d in docs:
+        keys += [k for k in d.get("params", {}) if k not in keys]
+    return [k for k in keys if len({json.dumps(_setting(d, k), sort_keys=True)
+                                    for d in docs}) > 1]
+
+
+def _common_title(doc: Mapping[str, Any]) -> str:
+    p = doc.get("params", {})
+    rate = p.get("link_gbps")
+    return (f"{doc['collective']}, {doc.get('nranks', '?')} ranks, fabric "
+            f"{doc.get('fabric', '?')}" + (f", {rate:g} Gb/s links" if rate else ""))
+
+
+# ----------------------------------------------------------------------------- the bound
+
+
+def busbw_bound(doc: Mapping[str, Any]) -> tuple[float, str] | None:
+    """The busbw (GB/s) a ring cannot exceed, and what sets it: the NIC's line rate times
+    the data share of its frames (MTU / (MTU + 58 bytes of RoCEv2 headers),
+    :data:`sim.workloads.collective.ROCE_HEADER_BYTES`) and of the protocol (LL carries 8
+    data bytes per 16, LL128 120 per 128: :func:`sim.workloads.nccl.wire_bytes`), or the
+    PCIe write budget of the NIC's slot (:class:`sim.nic.pcie.PcieLink`, when the run has
+    ``pcie_gen`` > 0) if that is lower.  None without a link rate."""
+    from sim.workloads.collective import ROCE_HEADER_BYTES
+    from sim.workloads.nccl import wire_bytes
+
+    p = doc.get("params", {})
+    gbps, packet = p.get("link_gbps"), p.get("packet_bytes")
+    if not gbps or not packet or packet <= ROCE_HEADER_BYTES:
+        return None
+    mtu = packet - ROCE_HEADER_BYTES
+    probe = 120 * 8 * 1024  # a whole number of LL and LL128 lines
+    proto = doc.get("protocol", "simple")
+    try:
+        eff = Fraction(probe, wire_bytes(probe, proto))
+    except (ValueError, KeyError):
+        eff = Fraction(1)
+    proto_txt = "" if eff == 1 else f" x {eff.numerator}/{eff.denominator} ({proto} flags)"
+    nic = gbps / 8 * mtu / packet * float(eff)
+    text = (f"bound {nic:.2f} GB/s: {gbps:g} Gb/s NIC x {mtu}/{packet} (RoCE headers)"
+            f"{proto_txt}")
+    gen = p.get("pcie_gen") or 0
+    if gen:
+        from sim.nic.pcie import PcieLink
+
+        try:
+            link = PcieLink(int(gen), int(p.get("pcie_lanes", 16)),
+                            int(p.get("pcie_mps_bytes", 256)))
+            pcie = link.write_bps() / 8e9 * float(eff)
+        except ValueError:
+            pcie = None
+        if pcie is not None and pcie < nic:
+            return pcie, (f"bound {pcie:.2f} GB/s: PCIe Gen{gen} x{link.lanes} write budget "
+                          f"(MPS {link.mps_bytes}){proto_txt}, below the NIC's {nic:.2f}")
+    return nic, text
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def _ok_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in doc["results"] if r.get("error") is None and "busbw_gbps" in r]
+
+
+def _size_axis(ax: Any, sizes: Sequence[int]) -> None:
+    """Log2 x axis with one tick per measured size, labelled 1M, 2M... (thinned to at most
+    12 labels)."""
+    from matplotlib.ticker import NullLocator
+
+    ax.set_xscale("log", base=2)
+    ticks = sorted(set(sizes))
+    every = max(1, -(-len(ticks) // 12))
+    ax.set_xticks(ticks, [size_label(s) if i % every == 0 else ""
+                          for i, s in enumerate(ticks)])
+    ax.xaxis.set_minor_locator(NullLocator())
+    if len(ticks) == 1:
+        ax.set_xlim(ticks[0] / 2, ticks[0] * 2)
+    ax.set_xlabel("size (B, nccl-tests -b/-e; K, M, G = 1024, 1024², 1024³)")
+
+
+def overlay_figure(docs: Sequence[Mapping[str, Any]], names: Sequence[str] | None = None
+                   ) -> Any:
+    """``busbw_vs_size.png`` of one or several results documents; with several, each curve
+    is named by the settings that differ between them (``names``, e.g. folder names, when
+    none differs)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5))
+    diff = _differing(docs) if len(docs) > 1 else []
+    sizes: list[int] = []
+    bounds: dict[str, tuple[float, Any]] = {}
+    top = 0.0
+    inplace = False
+    for i, doc in enumerate(docs):
+        rows = _ok_rows(doc)
+        if len(docs) == 1:
+            label = "out-of-place"
+        elif diff:
+            label = config_label(doc, diff)
+        else:
+            label = names[i] if names else f"run {i + 1}"
+        x = [r["size_bytes"] for r in rows]
+        sizes += x
+        y = [r["busbw_gbps"] for r in rows]
+        line = ax.plot(x, y, marker="o", linewidth=1.6, label=label)[0]
+        color = line.get_color()
+        ip = [(r["size_bytes"], r["inplace"]["busbw_gbps"]) for r in rows if r.get("inplace")]
+        if ip:
+            ax.plot([a for a, _ in ip], [b for _, b in ip], linestyle=":", marker="x",
+                    markersize=7, color=color, label="in-place" if len(docs) == 1 else None)
+            inplace = True
+        top = max([top, *y, *(b for _, b in ip)])
+        b = busbw_bound(doc)
+        if b is not None:
+            bounds.setdefault(b[1], (b[0], color))
+    for text, (value, color) in bounds.items():
+        ax.axhline(value, linestyle="--", linewidth=1.2,
+                   color="tab:red" if len(bounds) == 1 else color, label=text)
+        top = max(top, value)
+    if inplace and len(docs) > 1:
+        from matplotlib.lines import Line2D
+
+        ax.add_artist(ax.legend(handles=[
+            Line2D([], [], color="0.3", marker="o", label="solid, o: out-of-place"),
+            Line2D([], [], color="0.3", linestyle=":", marker="x", label="dotted, x: in-place")],
+            loc="upper left", fontsize="small", framealpha=0.9))
+    failed = sum(len(d["results"]) - len(_ok_rows(d)) for d in docs)
+    if not sizes:
+        ax.text(0.5, 0.5, "no size completed", transform=ax.transAxes, ha="center",
+                va="center", color="0.35")
+    else:
+        _size_axis(ax, sizes)
+    ax.set_ylim(0, max(top, 1e-3) * (1.18 if len(docs) == 1 else 1.2 + 0.08 * len(docs)))
+    ax.set_ylabel("busbw (GB/s, nccl-tests' bus bandwidth)")
+    ax.grid(True, alpha=0.3)
+    title = _common_title(docs[0]) if not diff or not {"collective", "nranks", "fabric"} & \
+        set(diff) else docs[0]["collective"]
+    if len(docs) == 1:
+        d = docs[0]
+        title += (f"; {d.get('algorithm')}/{d.get('protocol')}, channels {d.get('channels')},"
+                  f" qps {d.get('qps_per_connection')}")
+    if failed:
+        title += f"; {failed} size(s) failed, not drawn"
+    ax.set_title(title)
+    ax.legend(loc="lower right" if len(docs) == 1 else "best", fontsize="small",
+              framealpha=0.9)
+    fig.suptitle("bus bandwidth against size", fontweight="bold")
+    return fig
+
+
+def _largest_with(doc: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    rows = [r for r in doc["results"] if r.get(key)]
+    return max(rows, key=lambda r: r["size_bytes"]) if rows else None
+
+
+def _link_figure(doc: Mapping[str, Any]) -> Any:
+    import matplotlib.pyplot as plt
+
+    row = _largest_with(doc, "links")
+    if row is None:
+        fig, ax = plt.subplots(figsize=(9, 3))
+        ax.set_title(f"{_common_title(doc)}: link utilisation")
+        ax.text(0.5, 0.5, "no per-link data (no size completed)", transform=ax.transAxes,
+                ha="center", va="center", color="0.35")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        return fig
+    tiers: dict[str, list[dict[str, Any]]] = {}
+    for link in row["links"]:  # already in tier order
+        tiers.setdefault(link["tier"], []).append(link)
+    widths = [max(len(v), 3) for v in tiers.values()]
+    named = max(len(v) for v in tiers.values()) <= MAX_NAMED_BARS
+    fig, axes = plt.subplots(1, len(tiers), squeeze=False, sharey=True,
+                             figsize=(min(max(9.0, 0.32 * sum(widths) + 1.5), 18),
+                                      5.2 if named else 4.2),
+                             gridspec_kw={"width_ratios": widths})
+    axes = axes[0]
+    busiest = max(row["links"], key=lambda v: v["utilisation"])
+    for ax, (tier, links) in zip(axes, tiers.items(), strict=True):
+        links = sorted(links, key=lambda v: -v["utilisation"])
+        u = [100 * v["utilisation"] for v in links]
+        colors = ["tab:red" if v is busiest else "tab:blue" for v in links]
+        ax.bar(range(len(links)), u, color=colors, width=0.8)
+        ax.axhline(100, color="0.3", linestyle="--", linewidth=1)
+        top = links[0]
+        ax.set_title(f"{tier}: {len(links)} links\nmax {100 * top['utilisation']:.0f}% "
+                     f"({top['name']}), mean {sum(u) / len(u):.0f}%", fontsize="medium")
+        if named:
+            ax.set_xticks(range(len(links)),
+                          [f"{v['name']}->{v['peer_name']}" for v in links],
+                          rotation=90, fontsize="x-small")
+        else:
+            ax.set_xticks([])
+            ax.set_xlabel("links, busiest first")
+        ax.set_xlim(-0.6, max(len(links), 3) - 0.4)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0].set_ylabel("utilisation (% of line rate: tx bytes / (rate x time))")
+    axes[0].set_ylim(0, 112)
+    t_us = row["time_ps"] / 1e6
+    fig.suptitle(f"{_common_title(doc)}: link utilisation during {size_text(row['size_bytes'])}"
+                 f" ({t_us:.4g} µs)\nbusiest link {busiest['name']} -> "
+                 f"{busiest['peer_name']} ({busiest['tier']}): "
+                 f"{100 * busiest['utilisation']:.1f}% of "
+                 f"{busiest['rate_bps'] / 1e9:g} Gb/s", fontweight="bold")
+    return fig
+
+
+def _lanes(bars: Sequence[tuple[int, int]]) -> tuple[list[int], int]:
+    """Lane of each (start, end) so that bars of one row never overlap (greedy, in start
+    order), and the number of lanes."""
+    ends: list[int] = []
+    lane = []
+    for s, e in bars:
+        for i, end in enumerate(ends):
+            if end <= s:
+                ends[i] = e
+                lane.append(i)
+                break
+        else:
+            ends.append(e)
+            lane.append(len(ends) - 1)
+    return lane, max(len(ends), 1)
+
+
+def _timeline_figure(doc: Mapping[str, Any]) -> Any:
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    row = _largest_with(doc, "timeline")
+    rank = doc.get("timeline_rank", 0)
+    if row is None:
+        fig, ax = plt.subplots(figsize=(9, 3))
+        ax.set_title(f"{_common_title(doc)}: step timeline of rank {rank}")
+        ax.text(0.5, 0.5, "no timeline (no size completed, or the rank sends nothing)",
+                transform=ax.transAxes, ha="center", va="center", color="0.35")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        return fig
+    events = [e for e in row["timeline"] if e["start_ps"] is not None
+              and e["finish_ps"] is not None]
+    groups: dict[tuple[int, int, int], list[dict[str, Any]]] = {}
+    for e in events:
+        groups.setdefault((e["channel"], 0 if e["dir"] == "recv" else 1, e["peer"]),
+                          []).append(e)
+    keys = sorted(groups)
+    more = len(keys) - MAX_TIMELINE_ROWS
+    keys = keys[:MAX_TIMELINE_ROWS]
+    fig, ax = plt.subplots(figsize=(11, max(3.0, 1.5 + 0.42 * len(keys))))
+    colors = {True: "tab:orange", False: "tab:blue"}
+    for y, key in enumerate(reversed(keys)):
+        evs = sorted(groups[key], key=lambda e: e["start_ps"])
+        lane, n = _lanes([(e["start_ps"], e["finish_ps"]) for e in evs])
+        h = 0.8 / n
+        for e, li in zip(evs, lane, strict=True):
+            s, f = e["start_ps"] / 1e6, e["finish_ps"] / 1e6
+            ax.broken_barh([(s, max(f - s, 1e-6))], (y - 0.4 + li * h, h * 0.92),
+                           facecolors=colors[bool(e["reduce"])], edgecolor="white",
+                           linewidth=0.4)
+    ax.set_yticks(range(len(keys)),
+                  [f"ch{c} {'recv from' if d == 0 else 'send to'} rank {p}"
+                   for c, d, p in reversed(keys)], fontsize="small")
+    ax.set_ylim(-0.6, len(keys) - 0.4)
+    end_us = max((e["finish_ps"] for e in events), default=0) / 1e6
+    ax.set_xlim(0, end_us * 1.01 or 1)
+    ax.set_xlabel("time since the iteration's first send (µs)")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(handles=[Patch(color=colors[True], label="reduce\n(receiver combines)"),
+                       Patch(color=colors[False], label="copy")],
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
+    extra = f"; {more} more rows not shown" if more > 0 else ""
+    ax.set_title(f"rank {rank}: {len(events)} transfers (posted -> last byte received), "
+                 f"stacked where they overlap{extra}", fontsize="medium")
+    fig.suptitle(f"{_common_title(doc)}: step timeline of rank {rank}, "
+                 f"{size_text(row['size_bytes'])} ({row['time_ps'] / 1e6:.4g} µs)",
+                 fontweight="bold")
+    return fig
+
+
+def figures(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """file name -> matplotlib Figure of one results document, not saved (the caller closes
+    them)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    return {"busbw_vs_size.png": overlay_figure([doc]),
+            "link_utilisation.png": _link_figure(doc),
+            "step_timeline.png": _timeline_figure(doc)}
+
+
+def write_figures(figs: Mapping[str, Any], out_dir: str | os.PathLike[str]) -> list[str]:
+    """Save ``figs`` (name -> Figure) into ``out_dir`` (each through
+    :func:`wire.atomic.atomic_file`) and close them; returns the paths."""
+    import matplotlib.pyplot as plt
+
+    from wire.atomic import atomic_file
+
+    written = []
+    try:
+        for name, fig in figs.items():
+            path = os.path.join(os.fspath(out_dir), name)
+            fig.tight_layout()
+            with atomic_file(path, "wb") as f:
+                fig.savefig(f, format="png", dpi=100)
+            written.append(path)
+    finally:
+        for fig in figs.values():
+            plt.close(fig)
+    return written
+
+
+def plot_results(doc: Mapping[str, Any], out_dir: str | os.PathLike[str]) -> list[str]:
+    """Write the three PNGs of ``doc`` into ``out_dir``; returns their paths."""
+    return write_figures(figures(doc), out_dir)
