@@ -50,6 +50,7 @@ from sim.scenarios.common import (
     in_range,
     mmu_config,
     nonneg,
+    pcie_params,
     pos,
     share,
 )
@@ -57,7 +58,7 @@ from sim.units import gbps, kb_to_bytes, ms_to_ps, prop_delay_ps, us_to_ps
 from sim.workloads.patterns import PATTERNS, pairs
 from sim.workloads.replay import scale_fraction
 
-__all__ = ["SECTIONS", "build", "is_description", "apply_overrides"]
+__all__ = ["COLLECTIVE", "SECTIONS", "build", "is_description", "apply_overrides"]
 
 _F = FABRIC_PARAMS
 
@@ -205,6 +206,7 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
               _choice("immediate", "window")),
         Param("ack_every", 0, "receivers ACK every this many frames of a flow (0: no ACKs)",
               nonneg),
+        *pcie_params(),
     ),
     "traffic": (
         Param("pattern", "", "'' (none) or shift | random | incast | all_to_all over all "
@@ -247,7 +249,63 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
     ),
 }
 _ARRAYS = ("flows", "pcap")
-_TOP = {"description", *SECTIONS}
+
+
+def _size(v: str) -> str | None:
+    from sim.workloads.nccl_tests import parse_size
+
+    try:
+        n = parse_size(v)
+    except ValueError:
+        return "must be a size such as 1048576, 64K, 16M or 1G (K, M, G: powers of 1024)"
+    return None if 1 <= n <= _MAX_COLL_BYTES else f"must be 1 .. {_MAX_COLL_BYTES} bytes (64G)"
+
+
+def _host_list(v: list) -> str | None:
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v):
+        return "must be a list of host node ids"
+    return None if len(set(v)) == len(v) else "has a host twice (one rank per host)"
+
+
+#: Largest ``[[collective]] size``: 64 GiB (nccl-tests runs up to a GPU's memory).
+_MAX_COLL_BYTES = 64 << 30
+
+
+def _collective_params() -> tuple[Param, ...]:
+    from sim.workloads.nccl import DTYPE_BYTES, MAXCHANNELS, Algorithm, Collective, Protocol
+
+    return (
+        Param("collective", "allreduce", "allreduce | reducescatter | allgather | alltoall | "
+              "sendrecv | broadcast", _choice(*(c.value for c in Collective))),
+        Param("size", "1M", "nccl-tests' -b size: bytes or 64K / 16M / 1G (powers of 1024)",
+              _size),
+        Param("datatype", "float", "element type (nccl-tests -d)", _choice(*DTYPE_BYTES)),
+        Param("algo", "ring", "NCCL algorithm: ring | tree (tree: allreduce only)",
+              _choice(*(a.value for a in Algorithm))),
+        Param("proto", "simple", "NCCL protocol: simple | ll | ll128",
+              _choice(*(p.value for p in Protocol))),
+        Param("channels", 2, "communicator channels (small calls use fewer)",
+              in_range(1, MAXCHANNELS)),
+        Param("qps", 1, "QPs per connection (NCCL_IB_QPS_PER_CONNECTION)", in_range(1, 128)),
+        Param("iters", 1, "iterations back to back, on the same QPs", in_range(1, 100000)),
+        Param("start_us", 0.0, "when the first iteration starts", nonneg),
+        Param("hosts", [], "the ranks' hosts in rank order ([]: every host of the fabric in "
+              "group order; rail, fat_tree, superpod: the fabric's ranks)", _host_list),
+        Param("gpus_per_node", 0, "ranks per node for the tree (0: the topology's; rail "
+              "and superpod their GPUs per node, else 1)", in_range(0, 1024)),
+        Param("root", 0, "broadcast: the root rank", in_range(0, 65535)),
+        Param("tc", TC, "traffic class of the data", in_range(0, 7)),
+        Param("packet_bytes", 0, "largest frame without FCS (0: [switch] mtu_bytes); payload "
+              "= packet_bytes - 58 RoCEv2 header bytes", in_range(0, 9216)),
+    )
+
+
+#: ``[[collective]]`` entries: NCCL collectives run as traffic of the fabric (issue 18).
+#: Kept out of :data:`SECTIONS` (whose tables ``-p`` sets one by one): ``-p collective.KEY``
+#: sets KEY in every entry.
+COLLECTIVE: tuple[Param, ...] = _collective_params()
+_SPECS: dict[str, tuple[Param, ...]] = {**SECTIONS, "collective": COLLECTIVE}
+_TOP = {"description", *_SPECS}
 
 
 def is_description(doc: Mapping[str, Any]) -> bool:
@@ -264,9 +322,13 @@ def apply_overrides(doc: dict[str, Any], params: Mapping[str, Any], where: str,
         table, dot, name = key.partition(".")
         if not dot:
             table, name = "run", key
+        if table == "collective":
+            _override_collectives(doc, name, value, key, where, params_from)
+            continue
         if table not in SECTIONS or table in _ARRAYS:
             raise ScenarioError(f"{where}: {params_from} {key}: use TABLE.KEY with a table of "
-                                f"{sorted(set(SECTIONS) - set(_ARRAYS))}")
+                                f"{sorted(set(SECTIONS) - set(_ARRAYS))} (or collective.KEY: "
+                                f"every [[collective]] entry)")
         try:
             resolve_params(SECTIONS[table], {name: value})
         except ScenarioError as e:
@@ -277,14 +339,40 @@ def apply_overrides(doc: dict[str, Any], params: Mapping[str, Any], where: str,
         sec[name] = value
 
 
+def _override_collectives(doc: dict[str, Any], name: str, value: Any, key: str, where: str,
+                          params_from: str) -> None:
+    """``-p collective.KEY=VALUE``: KEY of every ``[[collective]]`` entry (checked here)."""
+    entries = doc.get("collective")
+    if not isinstance(entries, list) or not entries:
+        raise ScenarioError(f"{where}: {params_from} {key}: the file has no [[collective]] "
+                            f"entry to set it in")
+    try:
+        resolve_params(COLLECTIVE, _coll_raw({name: value}))
+    except ScenarioError as e:
+        raise ScenarioError(f"{params_from}: [[collective]] {e}") from None
+    doc["collective"] = [{**e, name: value} if isinstance(e, dict) else e for e in entries]
+
+
+def _coll_raw(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``[[collective]]`` entry with a numeric ``size`` (bytes) as its text, so that
+    ``size = 1048576`` and ``size = "1M"`` are the same key."""
+    out = dict(raw)
+    v = out.get("size")
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        out["size"] = str(v)
+    return out
+
+
 def _section(doc: Mapping[str, Any], name: str, where: str, index: int | None = None
              ) -> dict[str, Any]:
     raw = doc.get(name, {}) if index is None else doc[name][index]
     label = f"[{name}]" if index is None else f"[[{name}]] #{index + 1}"
     if not isinstance(raw, dict):
         raise ScenarioError(f"{where}: {label} must be a table")
+    if name == "collective":
+        raw = _coll_raw(raw)
     try:
-        return resolve_params(SECTIONS[name], raw)
+        return resolve_params(_SPECS[name], raw)
     except ScenarioError as e:
         raise ScenarioError(f"{where}: {label} {e}") from None
 
@@ -346,6 +434,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
                    prop_ps=prop, seed=seed, ecmp=topo["ecmp"], ecn=ecn, mmu_config=cfg,
                    tracer=slot, host_kw=hkw, switch_kw=sched, link_kw=lkw)
         fab, groups = t.fabric, [list(t.ranks[n * G:(n + 1) * G]) for n in range(N)]
+        ranks, gpn = list(t.ranks), G
     elif kind == "fat_tree":
         k, o = topo["k"], topo["oversubscription"]
         cfg = _mmu(knobs, max(k, (1 + o) * k // 2), rate, where)
@@ -353,6 +442,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
                    seed=seed, ecmp=topo["ecmp"], ecn=ecn, mmu_config=cfg, tracer=slot,
                    host_kw=hkw, switch_kw=sched, link_kw=lkw)
         fab, groups = t.fabric, [list(g) for g in t.hosts]
+        ranks, gpn = list(t.ranks), t.gpus_per_node
     elif kind == "superpod":
         cfg = _mmu(knobs, SU_SLOTS + SUPERPOD_LEAF_UPLINKS, rate, where)
         t = _built(where, superpod, topo["sus"], nodes=topo["superpod_nodes"] or None,
@@ -361,8 +451,11 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
                    link_kw=lkw)
         G = t.gpus_per_node
         fab, groups = t.fabric, [list(t.ranks[n * G:(n + 1) * G]) for n in range(t.nodes)]
+        ranks, gpn = list(t.ranks), G
     else:
         fab, groups = _custom(topo, knobs, rate, prop, seed, ecn, slot, hkw, sched, where, lkw)
+    if kind not in ("rail", "fat_tree", "superpod"):
+        ranks, gpn = [h for g in groups for h in g], 1
 
     hosts = {h for g in groups for h in g}
     fid = 0
@@ -401,6 +494,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
             raise ScenarioError(f"{label}: {e}") from None
         labels[fid] = f"[[flows]] #{i + 1}"
         fid += 1
+    colls = _collectives(doc, fab, ranks, gpn, sw["mtu_bytes"], labels, where)
     _check_routes(fab, labels, where)
 
     pcaps = []
@@ -416,8 +510,8 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
                                 f"{e.strerror or e}") from None
         pcaps.append((path, scale_fraction(p["time_scale"])))
     if not fab.flows and not pcaps:
-        raise ScenarioError(f"{where}: no traffic: give [traffic] pattern, [[flows]] or "
-                            f"[[pcap]]")
+        raise ScenarioError(f"{where}: no traffic: give [traffic] pattern, [[flows]], "
+                            f"[[collective]] or [[pcap]]")
     cap = sec["capture"]
     bottleneck = _ref(cap["bottleneck"]) if cap["bottleneck"] else _default_bottleneck(fab)
     extra = [_ref(x) for x in cap["ports"]]
@@ -428,11 +522,162 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
     dur = ms_to_ps(run["duration_ms"])
     params = {"file": where, **{k: v for k, v in sec.items()}, "flows": flows,
               "pcap": [{**p} for p in inputs]}
-    return Scenario(name=os.path.splitext(os.path.basename(where))[0], params=params,
-                    seed=seed, duration_ps=dur, fabric=fab, bottleneck=bottleneck,
-                    tracer_slot=slot, info={"rate_bps": rate}, pcaps=pcaps, captures=extra,
-                    capture_limit_bytes=round(cap["limit_mb"] * 10**6),
-                    snaplen_bytes=cap["snaplen"] or None, capture_enabled=cap["enabled"])
+    summaries: dict[str, Any] = {}
+    if colls:  # only then: a file without [[collective]] keeps its summary.json as it was
+        params["collective"] = [dict(c.spec) for c in colls]
+        summaries["collectives"] = lambda _sc: [c.summary() for c in colls]
+    sc = Scenario(name=os.path.splitext(os.path.basename(where))[0], params=params,
+                  seed=seed, duration_ps=dur, fabric=fab, bottleneck=bottleneck,
+                  tracer_slot=slot, info={"rate_bps": rate}, pcaps=pcaps, captures=extra,
+                  summaries=summaries, capture_limit_bytes=round(cap["limit_mb"] * 10**6),
+                  snaplen_bytes=cap["snaplen"] or None, capture_enabled=cap["enabled"])
+    if colls:
+        sc.info["collectives"] = colls
+    return sc
+
+
+class CollectiveEntry:
+    """One ``[[collective]]`` entry of a built fabric file: NCCL's schedule of the call
+    (:func:`sim.workloads.nccl.schedule`) on its hosts, run as a
+    :class:`sim.workloads.collective.CollectiveJob` started at ``start_us`` (an engine event
+    scheduled when the file is built); each later iteration is a new job on the same
+    schedule, started by the previous one's ``on_done`` at its last delivery, so iterations
+    run back to back on the same QPs (flows) with their congestion-control state, as
+    nccl-tests' ``-n`` loop does.  :meth:`summary` is its item of summary.json
+    ``collectives``."""
+
+    def __init__(self, index: int, spec: dict[str, Any], sch: Any, counts: Any,
+                 hosts: list[int], fab: Fabric, mtu_bytes: int) -> None:
+        self.index, self.spec, self.sch, self.counts = index, spec, sch, counts
+        self.hosts, self.fab, self.mtu_bytes = hosts, fab, mtu_bytes
+        self.start_ps = us_to_ps(spec["start_us"])
+        #: last delivery minus first start of every iteration done, ps
+        self.times_ps: list[int] = []
+        self.wrong = 0
+        self.error: str | None = None
+        self.job = self._job()
+        qpns = [q for c in sch.connections.values() for q in c.qpns]
+        self.qp_first, self.qp_last = min(qpns), max(qpns)
+
+    def _job(self) -> Any:
+        from sim.workloads.collective import CollectiveJob
+
+        return CollectiveJob(self.sch, self.fab, self.hosts, tc=self.spec["tc"],
+                             mtu_bytes=self.mtu_bytes, on_done=self._done)
+
+    def start(self) -> None:
+        self.job.start()
+
+    def _done(self, job: Any) -> None:
+        from sim.workloads.nccl import ScheduleError, verify
+
+        run = job.run
+        self.times_ps.append(run.time_ps)
+        # the order the transfers started in, as sim.scenarios.collective.run_size checks it
+        order = sorted(range(len(self.sch.transfers)), key=lambda i: (run.start_ps[i], i))
+        try:
+            verify(self.sch, order)
+        except ScheduleError as e:
+            self.wrong += 1
+            if self.error is None:
+                self.error = f"iteration {len(self.times_ps)}: wrong result: {e}"
+        if len(self.times_ps) < self.spec["iters"]:
+            self.job = self._job()
+            self.job.start()
+
+    def summary(self) -> dict[str, Any]:
+        """The entry's figures (nccl-tests' formulas over the mean iteration time)."""
+        from sim.workloads.nccl_tests import algbw_busbw
+
+        sp, sch, n = self.spec, self.sch, len(self.hosts)
+        times = self.times_ps
+        t_ps = sum(times) // len(times) if times else None
+        alg = bus = None
+        if t_ps:
+            alg, bus = algbw_busbw(sch.collective, self.counts.param_count, sch.dtype, n,
+                                   t_ps / 1e12)
+        return {
+            "entry": self.index + 1, "collective": sch.collective.value,
+            "algo": sch.algorithm.value, "proto": sch.protocol.value, "datatype": sch.dtype,
+            "size_bytes": self.counts.size_bytes, "count": self.counts.param_count,
+            "ranks": n, "hosts": list(self.hosts), "nchannels": sch.nchannels,
+            "qps": sch.qps_per_connection, "qp_first": self.qp_first,
+            "qp_last": self.qp_last, "transfers": len(sch.transfers), "start_ps": self.start_ps,
+            "iterations": sp["iters"], "iterations_done": len(times),
+            "transfers_received": self.job.ndone, "iteration_times_ps": list(times),
+            "time_ps": t_ps, "time_us": None if t_ps is None else t_ps / 1e6,
+            "algbw_gbps": alg, "busbw_gbps": bus, "complete": len(times) == sp["iters"],
+            "wrong": self.wrong, "error": self.error,
+        }
+
+
+def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int,
+                 mtu_bytes: int, labels: dict[int, str], where: str) -> list[CollectiveEntry]:
+    """The ``[[collective]]`` entries as jobs on ``fab`` (started by engine events at their
+    ``start_us``); their QP numbers follow the flow ids already in the fabric, entry after
+    entry, below the replayed captures' ids (:data:`sim.workloads.replay.REPLAY_FLOW_BASE`)."""
+    from sim.workloads.collective import ROCE_HEADER_BYTES
+    from sim.workloads.nccl import Collective, ScheduleError, schedule
+    from sim.workloads.nccl_tests import coll_counts, parse_size
+    from sim.workloads.replay import REPLAY_FLOW_BASE
+
+    specs = _array(doc, "collective", where)
+    out: list[CollectiveEntry] = []
+    qp_base = max(0x100, max(fab.flows, default=-1) + 1)
+    known = set(ranks)
+    for i, c in enumerate(specs):
+        label = f"{where}: [[collective]] #{i + 1}"
+        hosts = list(c["hosts"]) or list(ranks)
+        for h in hosts:
+            if h not in known:
+                raise ScenarioError(f"{label} 'hosts': {h} is not a host; hosts: "
+                                    f"{sorted(known)}")
+        n = len(hosts)
+        if n < 2:
+            raise ScenarioError(f"{label} 'hosts': a collective needs at least 2 ranks, "
+                                f"got {n}")
+        g = c["gpus_per_node"] or gpn
+        coll = Collective(c["collective"])
+        if c["root"] >= n:
+            raise ScenarioError(f"{label} 'root': {c['root']} is not a rank of 0..{n - 1}")
+        if c["algo"] == "tree" and coll is not Collective.ALLREDUCE:
+            raise ScenarioError(f"{label} 'algo': tree is modelled for allreduce only, not "
+                                f"{coll.value}")
+        if c["algo"] == "tree" and n % g:
+            raise ScenarioError(f"{label} 'gpus_per_node': tree: {n} ranks are not whole "
+                                f"nodes of {g} GPUs")
+        pkt = c["packet_bytes"] or mtu_bytes
+        if pkt <= ROCE_HEADER_BYTES:
+            raise ScenarioError(f"{label} 'packet_bytes': {pkt} leaves no payload after the "
+                                f"{ROCE_HEADER_BYTES} header bytes")
+        counts = coll_counts(coll, parse_size(c["size"]), c["datatype"], n)
+        try:
+            sch = schedule(coll, n, counts.param_count, c["datatype"], nchannels=c["channels"],
+                           algorithm=c["algo"], protocol=c["proto"], root=c["root"],
+                           gpus_per_node=g, qps_per_connection=c["qps"], qp_base=qp_base)
+        except ScheduleError as e:
+            raise ScenarioError(f"{label}: {e}") from None
+        if not sch.transfers:
+            raise ScenarioError(f"{label} 'size': {c['size']} gives a count of "
+                                f"{counts.param_count} {c['datatype']} for {n} ranks: "
+                                f"nothing to send")
+        nqps = len(sch.connections) * c["qps"]
+        if qp_base + nqps > REPLAY_FLOW_BASE:
+            raise ScenarioError(f"{label}: its {nqps} QPs would pass QP number "
+                                f"{REPLAY_FLOW_BASE - 1} (the replayed captures' flow ids "
+                                f"start at {REPLAY_FLOW_BASE})")
+        try:
+            e = CollectiveEntry(i, c, sch, counts, hosts, fab, pkt - ROCE_HEADER_BYTES)
+        except ValueError as err:
+            raise ScenarioError(f"{label}: {err}") from None
+        for key, conn in sch.connections.items():
+            for q, qpn in enumerate(conn.qpns):
+                labels[qpn] = (f"[[collective]] #{i + 1} QP {qpn} (rank {key[0]} -> "
+                               f"{key[1]}, channel {key[2]}, QP {q})")
+        fab.engine.call_at(e.start_ps, e.start)
+        out.append(e)
+        qp_base += nqps
+    return out
 
 
 _KIND_KEYS = {

@@ -351,7 +351,7 @@ def parse_port(text: str) -> tuple[int, int]:
         raise ValueError(f"expected NODE:PORT, got {text!r}") from None
 
 
-def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
+def run_scenario(name_or_path: Any, params: Mapping[str, Any] | None = None,
                  seed: int | None = None, out_dir: str | os.PathLike[str] | None = None,
                  plots: bool = True, captures: Iterable[tuple[int, int]] = (),
                  progress: bool | None = None, pcaps: Iterable[Any] = (),
@@ -361,6 +361,10 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
                  write_captures: bool | object = _SCENARIO,
                  warn: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Build, run and record a scenario; returns the summary (also in summary.json).
+
+    ``name_or_path`` is a built-in's name, a scenario file, or a :class:`Scenario` built
+    already (e.g. ``sim.scenarios.description.build(doc, "name")`` from a dict; it runs
+    once: its fabric keeps the state of the run).
 
     Outputs go to ``out_dir`` (default ``out/<scenario>``) whole or not at all
     (:func:`wire.atomic.atomic_dir`): everything is written into a fresh sibling folder that
@@ -378,10 +382,17 @@ def run_scenario(name_or_path: str, params: Mapping[str, Any] | None = None,
     estimated to exceed :data:`CAPTURE_WARN_BYTES` or the limit.
     ``owners`` maps capture addresses (IP or MAC text) to host ids for ``pcaps``
     (default: the simulator's own addresses, :mod:`sim.addresses`)."""
+    from sim.scenarios.base import Scenario
     from sim.scenarios.loader import build
     from wire.atomic import atomic_dir, check_output_dir
 
-    sc = build(name_or_path, params, seed)
+    if isinstance(name_or_path, Scenario):  # built by the caller (e.g. from a dict)
+        if params or seed is not None:
+            raise ValueError("params and seed apply to a scenario name or file; a built "
+                             "Scenario has them already")
+        sc = name_or_path
+    else:
+        sc = build(name_or_path, params, seed)
     out = os.fspath(out_dir) if out_dir is not None else os.path.join("out", sc.name)
     check_output_dir(out, force=force)
     opts = _capture_options(sc, capture_limit_bytes, snaplen_bytes, write_captures)

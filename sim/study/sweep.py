@@ -111,7 +111,8 @@ def expand(scenario: str, grid: Mapping[str, Sequence[Any]], seeds: int | None =
 def flatten_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
     """Every scalar of a summary.json (nested keys joined with dots; lists left out), plus
     per-flow aggregates: flows, flows_delivered_bytes, flow throughput min/mean/max (bps)
-    and the largest finite FCT."""
+    and the largest finite FCT, and the scalars of each ``collectives`` item (a fabric
+    file's ``[[collective]]`` entries) as ``collectives.N.KEY``: ``collectives.0.busbw_gbps``."""
     out: dict[str, Any] = {}
     for k, v in summary.items():
         if k in ("params", "ports", "flows", "captures", "scenario", "seed"):
@@ -132,6 +133,11 @@ def flatten_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
         out["flow_throughput_max_bps"] = max(tput)
     if fcts:
         out["fct_max_ps"] = max(fcts)
+    # [[collective]] entries of a fabric file: collectives.N.KEY (N from 0, as in the list)
+    for i, c in enumerate(summary.get("collectives") or []):
+        if isinstance(c, Mapping):
+            for k2, v2 in _flat(c, f"collectives.{i}."):
+                out[k2] = v2
     return out
 
 

@@ -1,0 +1,268 @@
+"""NCCL collectives as the traffic of fabric files (``[[collective]]``) and in sweeps (issue 18):
+a ``[[collective]]`` entry runs through ``lossless replay`` with the figures of
+``lossless collective`` (``sim.scenarios.collective.run_size``), several entries share hosts,
+background ``[[flows]]`` slow it down, bad keys are one-line errors, ``-p collective.KEY``
+sets every entry and a sweep over it writes one row per value with the flattened figures."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.scenarios import ScenarioError, loader
+from sim.scenarios.description import COLLECTIVE
+from sim.scenarios.description import build as build_description
+from sim.study.results import run_scenario
+from sim.study.sweep import flatten_summary, sweep
+from tests.helpers import run_cli
+
+#: A rail fabric of 2 nodes x 2 GPUs (switches 0..2, hosts 3..6 = ranks 0..3), with the switch and
+#: link settings of ``lossless collective --fabric rail`` (sim.scenarios.collective).
+FABRIC = """\
+[run]
+duration_ms = {duration_ms}
+[topology]
+kind = "rail"
+nodes = 2
+gpus_per_node = 2
+spines = 1
+ecmp = true
+[links]
+link_gbps = 400.0
+cable_m = 100
+[switch]
+buffer_kb = 32000.0
+xoff_kb = 256.0
+mtu_bytes = 4154
+[hosts]
+cc = "none"
+[capture]
+enabled = false
+"""
+RANKS = [3, 4, 5, 6]
+
+
+def _file(tmp_path: Path, body: str, duration_ms: float = 0.2, name: str = "coll.toml") -> Path:
+    f = tmp_path / name
+    f.write_text(FABRIC.format(duration_ms=duration_ms) + body)
+    return f
+
+
+def _entry(**kw) -> str:
+    lines = "".join(f"{k} = {json.dumps(v)}\n" for k, v in kw.items())
+    return f"[[collective]]\n{lines}"
+
+
+def _replay(f: Path, out: Path, *extra: str) -> dict:
+    rc, _, err = run_cli(["replay", str(f), "--out", str(out), "--no-plots", *extra])
+    assert rc == 0, err
+    return json.loads((out / "summary.json").read_text())
+
+
+def _run_size(collective: str, nbytes: int, iters: int, **kw) -> dict:
+    from sim.scenarios.base import resolve_params
+    from sim.scenarios.collective import collective_params, run_size
+
+    p = resolve_params(collective_params(), {"nodes": 2, "gpus_per_node": 2, "spines": 1})
+    return run_size(collective, nbytes, "rail", p, iters=iters, inplace=False, **kw)
+
+
+# --------------------------------------------------------------------------- one entry
+@pytest.mark.parametrize(("collective", "size", "qps"), [
+    ("allreduce", "1M", 1), ("allgather", "512K", 2), ("alltoall", "256K", 1),
+])
+def test_replay_figures_equal_run_size(tmp_path, collective, size, qps) -> None:
+    f = _file(tmp_path, _entry(collective=collective, size=size, qps=qps, iters=2))
+    s = _replay(f, tmp_path / "o")
+    [c] = s["collectives"]
+    from sim.workloads.nccl_tests import parse_size
+
+    want = _run_size(collective, parse_size(size), 2, qps=qps)
+    assert c["complete"] and c["iterations_done"] == 2 and c["wrong"] == 0
+    assert c["hosts"] == RANKS and c["ranks"] == 4
+    assert (c["size_bytes"], c["count"]) == (want["size_bytes"], want["count"])
+    assert c["busbw_gbps"] == pytest.approx(want["busbw_gbps"], rel=0.01)
+    assert c["algbw_gbps"] == pytest.approx(want["algbw_gbps"], rel=0.01)
+    assert c["time_us"] == pytest.approx(sum(c["iteration_times_ps"]) / 2e6, rel=1e-6)
+    # the QPs are flows of the summary (flow id = QP number), every byte delivered
+    qp_flows = [x for x in s["flows"] if c["qp_first"] <= x["id"] <= c["qp_last"]]
+    assert qp_flows and all(x["in_flight_bytes"] == 0 for x in qp_flows)
+    assert s["params"]["collective"][0]["qps"] == qps
+
+
+def test_numeric_size_is_the_same_as_its_text(tmp_path) -> None:
+    a = loader.build(str(_file(tmp_path, _entry(size=262144), name="a.toml")))
+    b = loader.build(str(_file(tmp_path, _entry(size="256K"), name="b.toml")))
+    ca, cb = a.info["collectives"][0], b.info["collectives"][0]
+    assert ca.counts == cb.counts and ca.counts.size_bytes == 262144
+
+
+def test_the_run_lasts_duration_ms_and_reports_unfinished_iterations(tmp_path) -> None:
+    """duration_ms bounds the run: iterations not done by then are not reported done."""
+    f = _file(tmp_path, _entry(size="1M", iters=50), duration_ms=0.2)
+    s = _replay(f, tmp_path / "o")
+    [c] = s["collectives"]
+    assert s["duration_ps"] == 200_000_000
+    assert not c["complete"] and 0 < c["iterations_done"] < 50
+    assert c["transfers_received"] < c["transfers"]
+    assert all(t > 0 for t in c["iteration_times_ps"])
+
+
+def test_start_us_delays_the_first_iteration(tmp_path) -> None:
+    s0 = _replay(_file(tmp_path, _entry(size="256K"), name="a.toml"), tmp_path / "a")
+    s1 = _replay(_file(tmp_path, _entry(size="256K", start_us=30.0), name="b.toml"),
+                 tmp_path / "b")
+    c0, c1 = s0["collectives"][0], s1["collectives"][0]
+    assert c1["start_ps"] == 30_000_000 and c1["complete"]
+    assert c1["iteration_times_ps"] == c0["iteration_times_ps"]  # same fabric, same call
+    f0 = {x["id"]: x for x in s0["flows"]}
+    f1 = {x["id"]: x for x in s1["flows"]}
+    assert all(f1[k]["delivered_bytes"] == f0[k]["delivered_bytes"] for k in f0)
+
+
+# --------------------------------------------------------------------------- several entries
+def test_two_entries_on_shared_hosts_both_complete(tmp_path) -> None:
+    body = (_entry(collective="allreduce", size="512K", iters=2)
+            + _entry(collective="allgather", size="256K", hosts=[4, 5, 6], qps=2))
+    s = _replay(_file(tmp_path, body, duration_ms=0.3), tmp_path / "o")
+    a, b = s["collectives"]
+    assert a["complete"] and b["complete"] and a["wrong"] == b["wrong"] == 0
+    assert b["hosts"] == [4, 5, 6] and b["ranks"] == 3
+    assert a["qp_last"] < b["qp_first"]  # disjoint QP numbers
+    alone = _replay(_file(tmp_path, _entry(collective="allreduce", size="512K", iters=2),
+                          name="alone.toml"), tmp_path / "alone")
+    assert a["time_ps"] > alone["collectives"][0]["time_ps"]  # they share links
+
+
+def test_background_flow_slows_the_collective(tmp_path) -> None:
+    entry = _entry(size="1M")
+    alone = _replay(_file(tmp_path, entry, name="a.toml"), tmp_path / "a")
+    # two CBR flows at the link rate into rank 2's NIC (from ranks 0 and 1), whose downlink
+    # carries the ring's data from rank 1 too
+    cbr = "[[flows]]\nsrc = 3\ndst = 5\n[[flows]]\nsrc = 4\ndst = 5\n"
+    both = _replay(_file(tmp_path, cbr + entry, name="b.toml"), tmp_path / "b")
+    ca, cb = alone["collectives"][0], both["collectives"][0]
+    assert cb["complete"]
+    assert cb["qp_first"] >= 0x100 and 0 in {x["id"] for x in both["flows"]}
+    assert cb["time_ps"] > 1.1 * ca["time_ps"]
+    assert cb["busbw_gbps"] < ca["busbw_gbps"]
+
+
+def test_qp_numbers_stay_clear_of_the_flow_ids(tmp_path) -> None:
+    # 12 all-to-all flows ([traffic]) would collide with nothing below 0x100; push them past
+    flows = "".join(f"[[flows]]\nsrc = 4\ndst = 5\nrate_gbps = 1.0\nstart_us = {i}.0\n"
+                    for i in range(300))
+    sc = loader.build(str(_file(tmp_path, flows + _entry(size="256K"))))
+    c = sc.info["collectives"][0]
+    assert c.qp_first == 300 and set(range(300)) <= set(sc.fabric.flows)
+
+
+# --------------------------------------------------------------------------- overrides, sweeps
+def test_p_collective_key_sets_every_entry(tmp_path) -> None:
+    body = _entry(size="256K") + _entry(collective="allgather", size="256K")
+    f = _file(tmp_path, body)
+    sc = loader.build(str(f), {"collective.qps": 4, "collective.size": "512K"})
+    e = sc.info["collectives"]
+    assert [x.spec["qps"] for x in e] == [4, 4]
+    assert [x.spec["size"] for x in e] == ["512K", "512K"]
+    assert e[0].qp_last < e[1].qp_first
+
+
+def test_sweep_over_collective_qps_writes_one_row_per_value(tmp_path) -> None:
+    f = _file(tmp_path, _entry(size="256K", iters=2), duration_ms=0.1)
+    rows = sweep(str(f), {"collective.qps": [1, 2, 4]}, out_dir=tmp_path / "sw", workers=0,
+                 progress=False)
+    assert [r["params"]["collective.qps"] for r in rows] == [1, 2, 4]
+    assert all(r["status"] == "ok" for r in rows), rows
+    assert [r["figures"]["collectives.0.qps"] for r in rows] == [1, 2, 4]
+    assert all(r["figures"]["collectives.0.complete"] is True for r in rows)
+    with open(tmp_path / "sw" / "runs.csv", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    assert [t["collective.qps"] for t in table] == ["1", "2", "4"]
+    assert all(float(t["collectives.0.busbw_gbps"]) > 0 for t in table)
+    out = run_cli(["sweep-plot", str(tmp_path / "sw"), "--x", "collective.qps", "--y",
+                   "collectives.0.busbw_gbps"])
+    assert out[0] == 0, out[2]
+
+
+def test_flatten_leaves_summaries_without_collectives_alone() -> None:
+    s = {"duration_ps": 5, "flows": [], "totals": {"drops": 0}}
+    assert flatten_summary(s) == {"duration_ps": 5, "totals.drops": 0, "flows": 0,
+                                  "flows_delivered_bytes": 0}
+
+
+def test_a_file_without_collectives_has_no_collective_keys(tmp_path) -> None:
+    f = _file(tmp_path, "[[flows]]\nsrc = 4\ndst = 6\nsize_kb = 10.0\n", duration_ms=0.02)
+    s = _replay(f, tmp_path / "o")
+    assert "collectives" not in s and "collective" not in s["params"]
+
+
+# --------------------------------------------------------------------------- library
+def test_build_from_a_dict_runs_the_same(tmp_path) -> None:
+    import tomllib
+
+    text = FABRIC.format(duration_ms=0.2) + _entry(size="512K", iters=2)
+    doc = tomllib.loads(text)
+    sc = build_description(doc, "from_dict")
+    s = run_scenario(sc, out_dir=tmp_path / "lib", plots=False, progress=False)
+    f = tmp_path / "from_file.toml"
+    f.write_text(text)
+    s2 = _replay(f, tmp_path / "cli")
+    assert s["collectives"] == s2["collectives"]
+    with pytest.raises(ValueError, match="built Scenario"):
+        run_scenario(build_description(doc, "x"), params={"seed": 1}, out_dir=tmp_path / "y")
+
+
+# --------------------------------------------------------------------------- errors
+@pytest.mark.parametrize(("body", "argv", "must"), [
+    (_entry(colective="allreduce"), [], ["[[collective]] #1", "colective"]),
+    (_entry(collective="allreduc"), [], ["[[collective]] #1", "'collective'"]),
+    (_entry(size="16Q"), [], ["[[collective]] #1", "'size'"]),
+    (_entry(size=0), [], ["[[collective]] #1", "'size'"]),
+    (_entry(size="1"), [], ["[[collective]] #1", "'size'", "nothing to send"]),
+    (_entry(size="256K") + _entry(hosts=[4, 99]), [], ["[[collective]] #2", "'hosts'", "99"]),
+    (_entry(hosts=[4]), [], ["[[collective]] #1", "'hosts'", "at least 2"]),
+    (_entry(hosts=[4, 4]), [], ["[[collective]] #1", "'hosts'"]),
+    (_entry(qps=0), [], ["[[collective]] #1", "'qps'"]),
+    (_entry(collective="alltoall", algo="tree"), [], ["[[collective]] #1", "'algo'"]),
+    (_entry(algo="tree", gpus_per_node=3), [], ["[[collective]] #1", "'gpus_per_node'"]),
+    (_entry(collective="broadcast", root=4), [], ["[[collective]] #1", "'root'"]),
+    (_entry(packet_bytes=58), [], ["[[collective]] #1", "'packet_bytes'"]),
+    (_entry(datatype="float33"), [], ["[[collective]] #1", "'datatype'"]),
+    ("[collective]\nsize = \"1M\"\n", [], ["collective", "array of tables"]),
+    (_entry(), ["-p", "collective.qps=0"], ["-p", "[[collective]]", "'qps'"]),
+    (_entry(), ["-p", "collective.sise=1M"], ["-p", "[[collective]]", "sise"]),
+    ("[[flows]]\nsrc = 4\ndst = 6\n", ["-p", "collective.qps=2"],
+     ["-p collective.qps", "no [[collective]]"]),
+])
+def test_bad_collective_keys_are_one_line_errors(tmp_path, body, argv, must) -> None:
+    f = _file(tmp_path, body)
+    rc, _, err = run_cli(["replay", str(f), "--out", str(tmp_path / "o"), "--no-plots", *argv])
+    lines = err.splitlines()
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("lossless: "), err
+    assert "Traceback" not in err
+    for text in must:
+        assert text in lines[0], (text, lines[0])
+    if not argv:
+        assert str(f) in lines[0]
+    assert not (tmp_path / "o").exists()
+
+
+NUMERIC = [p.name for p in COLLECTIVE if type(p.default) in (int, float)]
+
+
+@pytest.mark.parametrize("key", NUMERIC)
+@settings(max_examples=5)
+@given(v=st.one_of(st.sampled_from([math.inf, -math.inf, math.nan, 1e300, -1.0]),
+                   st.integers(min_value=2**63), st.integers(max_value=-1)))
+def test_numeric_collective_keys_refuse_hostile_values(tmp_path_factory, key, v) -> None:
+    d = tmp_path_factory.mktemp("h")
+    f = _file(d, _entry(size="256K"))
+    with pytest.raises(ScenarioError, match=rf"^-p: \[\[collective\]\] parameter '{key}'"):
+        loader.build(str(f), {f"collective.{key}": v})
