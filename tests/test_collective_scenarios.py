@@ -65,25 +65,31 @@ def _replay(f: Path, out: Path, *extra: str) -> dict:
     return json.loads((out / "summary.json").read_text())
 
 
-def _run_size(collective: str, nbytes: int, iters: int, **kw) -> dict:
+def _run_size(collective: str, nbytes: int, iters: int, nvlink: bool = True,
+              pxn: bool = True, **kw) -> dict:
     from sim.scenarios.base import resolve_params
     from sim.scenarios.collective import collective_params, run_size
 
-    p = resolve_params(collective_params(), {"nodes": 2, "gpus_per_node": 2, "spines": 1})
+    # the fabric file's hosts have no PCIe model ([hosts] pcie_gen 0)
+    p = resolve_params(collective_params(), {"nodes": 2, "gpus_per_node": 2, "spines": 1,
+                                             "pcie_gen": 0, "nvlink": nvlink, "pxn": pxn})
     return run_size(collective, nbytes, "rail", p, iters=iters, inplace=False, **kw)
 
 
 # --------------------------------------------------------------------------- one entry
-@pytest.mark.parametrize(("collective", "size", "qps"), [
-    ("allreduce", "1M", 1), ("allgather", "512K", 2), ("alltoall", "256K", 1),
+@pytest.mark.parametrize(("collective", "size", "qps", "node"), [
+    ("allreduce", "1M", 1, {}), ("allgather", "512K", 2, {}), ("alltoall", "256K", 1, {}),
+    ("allreduce", "1M", 1, {"nvlink": False}), ("allreduce", "512K", 1, {"pxn": False}),
 ])
-def test_replay_figures_equal_run_size(tmp_path, collective, size, qps) -> None:
-    f = _file(tmp_path, _entry(collective=collective, size=size, qps=qps, iters=2))
+def test_replay_figures_equal_run_size(tmp_path, collective, size, qps, node) -> None:
+    """Same fabric, same call: the figures of lossless collective (its NVLink inside the
+    nodes of 2 GPUs and PXN between them, or every hop over the network)."""
+    f = _file(tmp_path, _entry(collective=collective, size=size, qps=qps, iters=2, **node))
     s = _replay(f, tmp_path / "o")
     [c] = s["collectives"]
     from sim.workloads.nccl_tests import parse_size
 
-    want = _run_size(collective, parse_size(size), 2, qps=qps)
+    want = _run_size(collective, parse_size(size), 2, qps=qps, **node)
     assert c["complete"] and c["iterations_done"] == 2 and c["wrong"] == 0
     assert c["hosts"] == RANKS and c["ranks"] == 4
     assert (c["size_bytes"], c["count"]) == (want["size_bytes"], want["count"])

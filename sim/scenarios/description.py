@@ -272,8 +272,11 @@ _MAX_COLL_BYTES = 64 << 30
 
 
 def _collective_params() -> tuple[Param, ...]:
+    from sim.scenarios.collective import collective_params
     from sim.workloads.nccl import DTYPE_BYTES, MAXCHANNELS, Algorithm, Collective, Protocol
 
+    # the node model of lossless collective, with its names, defaults and checks
+    cli = {p.name: p for p in collective_params()}
     return (
         Param("collective", "allreduce", "allreduce | reducescatter | allgather | alltoall | "
               "sendrecv | broadcast", _choice(*(c.value for c in Collective))),
@@ -291,8 +294,11 @@ def _collective_params() -> tuple[Param, ...]:
         Param("start_us", 0.0, "when the first iteration starts", nonneg),
         Param("hosts", [], "the ranks' hosts in rank order ([]: every host of the fabric in "
               "group order; rail, fat_tree, superpod: the fabric's ranks)", _host_list),
-        Param("gpus_per_node", 0, "ranks per node for the tree (0: the topology's; rail "
-              "and superpod their GPUs per node, else 1)", in_range(0, 1024)),
+        Param("gpus_per_node", 0, "ranks per node: NVLink inside a node, PXN between "
+              "nodes, the tree's nodes (0: with the default hosts the topology's, rail "
+              "and superpod their GPUs per node; else 1, every rank its own node)",
+              in_range(0, 1024)),
+        cli["nvlink"], cli["nvlink_gbps"], cli["nvlink_latency_ns"], cli["pxn"],
         Param("root", 0, "broadcast: the root rank", in_range(0, 65535)),
         Param("tc", TC, "traffic class of the data", in_range(0, 7)),
         Param("packet_bytes", 0, "largest frame without FCS (0: [switch] mtu_bytes); payload "
@@ -547,9 +553,11 @@ class CollectiveEntry:
     ``collectives``."""
 
     def __init__(self, index: int, spec: dict[str, Any], sch: Any, counts: Any,
-                 hosts: list[int], fab: Fabric, mtu_bytes: int) -> None:
+                 hosts: list[int], fab: Fabric, mtu_bytes: int, gpus_per_node: int = 1
+                 ) -> None:
         self.index, self.spec, self.sch, self.counts = index, spec, sch, counts
         self.hosts, self.fab, self.mtu_bytes = hosts, fab, mtu_bytes
+        self.gpus_per_node = gpus_per_node
         self.start_ps = us_to_ps(spec["start_us"])
         #: last delivery minus first start of every iteration done, ps
         self.times_ps: list[int] = []
@@ -562,8 +570,13 @@ class CollectiveEntry:
     def _job(self) -> Any:
         from sim.workloads.collective import CollectiveJob
 
-        return CollectiveJob(self.sch, self.fab, self.hosts, tc=self.spec["tc"],
-                             mtu_bytes=self.mtu_bytes, on_done=self._done)
+        sp = self.spec
+        return CollectiveJob(self.sch, self.fab, self.hosts, tc=sp["tc"],
+                             mtu_bytes=self.mtu_bytes, on_done=self._done,
+                             gpus_per_node=self.gpus_per_node, nvlink=sp["nvlink"],
+                             nvlink_bps=gbps(sp["nvlink_gbps"]),
+                             nvlink_latency_ps=round(sp["nvlink_latency_ns"] * 1000),
+                             pxn=sp["pxn"])
 
     def start(self) -> None:
         self.job.start()
@@ -600,7 +613,8 @@ class CollectiveEntry:
             "entry": self.index + 1, "collective": sch.collective.value,
             "algo": sch.algorithm.value, "proto": sch.protocol.value, "datatype": sch.dtype,
             "size_bytes": self.counts.size_bytes, "count": self.counts.param_count,
-            "ranks": n, "hosts": list(self.hosts), "nchannels": sch.nchannels,
+            "ranks": n, "hosts": list(self.hosts), "gpus_per_node": self.gpus_per_node,
+            "nchannels": sch.nchannels,
             "qps": sch.qps_per_connection, "qp_first": self.qp_first,
             "qp_last": self.qp_last, "transfers": len(sch.transfers), "start_ps": self.start_ps,
             "iterations": sp["iters"], "iterations_done": len(times),
@@ -636,7 +650,10 @@ def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int
         if n < 2:
             raise ScenarioError(f"{label} 'hosts': a collective needs at least 2 ranks, "
                                 f"got {n}")
-        g = c["gpus_per_node"] or gpn
+        g = c["gpus_per_node"] or (1 if c["hosts"] else gpn)
+        if g > 1 and n % g:
+            raise ScenarioError(f"{label} 'gpus_per_node': {n} ranks are not whole nodes of "
+                                f"{g} GPUs")
         coll = Collective(c["collective"])
         if c["root"] >= n:
             raise ScenarioError(f"{label} 'root': {c['root']} is not a rank of 0..{n - 1}")
@@ -667,7 +684,7 @@ def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int
                                 f"{REPLAY_FLOW_BASE - 1} (the replayed captures' flow ids "
                                 f"start at {REPLAY_FLOW_BASE})")
         try:
-            e = CollectiveEntry(i, c, sch, counts, hosts, fab, pkt - ROCE_HEADER_BYTES)
+            e = CollectiveEntry(i, c, sch, counts, hosts, fab, pkt - ROCE_HEADER_BYTES, g)
         except ValueError as err:
             raise ScenarioError(f"{label}: {err}") from None
         for key, conn in sch.connections.items():
