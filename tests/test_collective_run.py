@@ -239,7 +239,9 @@ def test_cli_unknown_collective_exit_2(capsys):
 
 def test_cli_drops_without_pfc_leave_the_size_incomplete_exit_1(capsys):
     # one spine: the cross-rail traffic of 2 nodes x 4 GPUs shares each leaf's one uplink
+    # (without NVLink and PXN every send leaves through its own NIC and crosses rails)
     rc, out, err = _cli(["collective", "alltoall", "-b", "1M", "-e", "1M", "-p", "spines=1",
+                         "-p", "nvlink=false",
                          "-p", "link_gbps=100", "-p", "pfc=false", "-p", "buffer_kb=200",
                          "-p", "xoff_kb=20", "-p", "limit_ms=1"], capsys)
     assert rc == 1, err

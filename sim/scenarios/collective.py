@@ -201,8 +201,11 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     ``count``, ``nchannels``, ``transfers``, ``counters`` (all iterations), ``error`` (None or
     why the size failed), ``wrong`` (0 when the ranks end with what the collective promises,
     :func:`sim.workloads.nccl.verify`), ``iteration_times_ps``, ``time_ps``, ``time_us``,
-    ``algbw_gbps``, ``busbw_gbps`` and ``inplace`` (the same figures of the in-place
-    iterations, or None).
+    ``algbw_gbps``, ``busbw_gbps``, ``inplace`` (the same figures of the in-place
+    iterations, or None) and ``nvlink_bytes`` (all iterations).  The fabric's
+    ``gpus_per_node`` places ranks on nodes: NVLink inside them (``nvlink``,
+    ``nvlink_gbps``, ``nvlink_latency_ns``) and PXN between them (``pxn``), as
+    :mod:`sim.workloads.collective` describes.
 
     ``details`` adds ``links`` (:func:`sim.workloads.collective_stats.link_usage`: every
     port's bytes and utilisation) and ``timeline`` (the transfers of rank ``timeline_rank``,
@@ -265,9 +268,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     row: dict[str, Any] = {
         "size_bytes": counts.size_bytes, "count": counts.param_count,
         "nchannels": sch.nchannels, "transfers": len(sch.transfers),
-        "counters": {**fabric_counters(rf.fabric),
-                     "nvlink_bytes": nvlink_domain(rf.fabric).nbytes},
-        "error": error, "wrong": wrong,
+        "counters": fabric_counters(rf.fabric),
+        "nvlink_bytes": nvlink_domain(rf.fabric).nbytes, "error": error, "wrong": wrong,
         "iteration_times_ps": times, "inplace": None,
     }
     if details:

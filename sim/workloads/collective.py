@@ -231,9 +231,8 @@ class CollectiveJob:
         if mtu_bytes <= 0 or header_bytes < 0:
             raise ValueError("mtu_bytes must be > 0 and header_bytes >= 0")
         g = gpus_per_node
-        if not isinstance(g, int) or g < 1 or (g > 1 and sch.nranks % g):
-            raise ValueError(f"gpus_per_node {g!r}: must be an int >= 1 dividing the "
-                             f"{sch.nranks} ranks")
+        if not isinstance(g, int) or g < 1:
+            raise ValueError(f"gpus_per_node must be an int >= 1, got {g!r}")
         if nvlink_bps <= 0 or nvlink_latency_ps < 0:
             raise ValueError("nvlink_bps must be > 0 and nvlink_latency_ps >= 0")
         self.gpn, self.nvlink, self.pxn = g, bool(nvlink) and g > 1, bool(pxn)
@@ -271,6 +270,8 @@ class CollectiveJob:
                 self.nic[key] = None
                 continue
             relay = send_nic_rank(src, dst, g, self.pxn) if self.nvlink else src
+            if relay >= sch.nranks:  # a last node with fewer GPUs has no NIC on that rail
+                relay = src
             self.nic[key] = relay
             sh, dh = self._host(relay), self._host(dst)
             for q, (qpn, sport) in enumerate(zip(conn.qpns, conn.udp_sports, strict=True)):
@@ -415,8 +416,7 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
     received so far (a progress line; it must not touch the fabric).  ``gpus_per_node``,
     ``nvlink``, ``nvlink_bps``, ``nvlink_latency_ps``, ``pxn``: as for
     :class:`CollectiveJob` (the default, one GPU per node, sends everything over the
-    network).  ``run.counters`` has :func:`fabric_counters` and ``nvlink_bytes``, the
-    fabric's NVLink bytes so far."""
+    network).  The NVLink bytes are in ``nvlink_domain(fabric).nbytes``."""
     runner = CollectiveJob(sch, fabric, hosts, tc=tc, mtu_bytes=mtu_bytes,
                            header_bytes=header_bytes, gpus_per_node=gpus_per_node,
                            nvlink=nvlink, nvlink_bps=nvlink_bps,
@@ -432,7 +432,6 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
             progress(runner.ndone, total)
     run = runner.run
     run.counters = fabric_counters(fabric)
-    run.counters["nvlink_bytes"] = nvlink_domain(fabric).nbytes
     if check and runner.ndone < total:
         raise RunError(f"collective incomplete after {limit_ps} ps: {runner.ndone} of {total} "
                        f"transfers received (pauses {run.counters['pfc_pauses']}, drops "

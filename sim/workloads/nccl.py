@@ -72,8 +72,33 @@ The rules modelled (each with its source):
   ``src/transport/net_ib.cc``).  Each QP's RoCEv2 UDP source port is the kernel's
   ``rdma_get_udp_sport(0, lqpn, rqpn)`` (Linux ``include/rdma/ib_verbs.h``).
 
+* Rings on several nodes (:func:`nccl_rings`, the default when the ranks fill more than one
+  node): NCCL searches each channel's ring from a NIC (``src/graph/search.cc``, "Search
+  Patterns": ``NET n -> GPU a -> GPU b -> .. -> GPU x -> NET n (or m if crossNic)``).
+  ``ncclTopoSearchRecNet`` gives channel ``c`` the ``c``-th NIC of its list
+  (``nets[(nChannels+i) % netCount]``) and starts at that NIC's local GPU
+  (``net->net.localGpu``); on an NVSwitch node ``ncclTopoSearchNextGpuSort`` tries the
+  neighbours first, the previous GPU ahead of the next one, so the ring runs ``r, r-1, ..,
+  r+1`` (mod G) from rail ``r = c mod G``; ``NCCL_CROSS_NIC``'s default 2 starts the search
+  with ``crossNic = 0`` (``ncclTopoCompute``), and then the ring leaves the node through the
+  NIC it entered on (``backToNet``: ``net.asic``/``net.port`` must match the start NIC).
+  So every inter-node hop goes NIC ``r`` to NIC ``r``: one rail.  The last GPU reaches that
+  NIC over NVLink through GPU ``r`` (a ``PATH_PXN`` path, ``src/graph/topo.h``: "a GPU and a
+  NIC using an intermediate GPU ... rail-local").  Not followed: the search's timeouts and
+  bandwidth retries, ``ncclTopoDupChannels``, and the ``crossNic = 2`` rings that
+  ``src/graph/connect.cc`` alternates between odd and even nodes ("Alternate rings to avoid
+  crossing rails"), another in-rail solution that needs no PXN.
+* Which NIC sends (:func:`send_nic_rank`): a network send from rank s to a GPU on another
+  node leaves through the NIC of s's node on the destination GPU's rail (the GPU of s's node
+  with the destination's local index), reached over NVLink when that is not s itself: PXN
+  (``NCCL_PXN_DISABLE=0``, the default since NCCL 2.12; NVIDIA's blog "Doubling all2all
+  Performance with NVIDIA Collective Communication Library 2.12", 2022).  For the rings of
+  :func:`nccl_rings` that is the rail of the ring; for AllToAll and SendRecv it keeps every
+  network byte in-rail.  Without PXN the send leaves through s's own NIC.
+
 Not modelled: NVLS/CollNet/PAT algorithms, the algorithm/protocol tuner (the caller chooses),
-NVLink-only intra-node rings (every hop is a network transfer here), Reduce/Gather/Scatter.
+Reduce/Gather/Scatter.  Which hops go over NVLink is decided where the schedule runs
+(:mod:`sim.workloads.collective`); the schedule itself lists every send.
 """
 
 from __future__ import annotations
@@ -88,7 +113,7 @@ from enum import StrEnum
 __all__ = [
     "Collective", "Algorithm", "Protocol", "Transfer", "Connection", "Schedule",
     "ScheduleError", "schedule", "simulate_ownership", "verify", "topological_order",
-    "finish_times",
+    "finish_times", "nccl_rings", "send_nic_rank",
     "btree", "dtree", "channel_tree", "qp_split", "step_data_bytes", "udp_sport", "wire_bytes",
     "DTYPE_BYTES",
     "NCCL_STEPS", "SIMPLE_BUFFSIZE_BYTES", "LL_BUFFSIZE_BYTES", "LL128_BUFFSIZE_BYTES",
@@ -287,6 +312,39 @@ def channel_tree(nranks: int, gpus_per_node: int, which: int) -> dict[int, tuple
     return out
 
 
+# ---- rings and NICs on several nodes (src/graph/search.cc, connect.cc) ----------------------
+
+def nccl_rings(nodes: int, gpus_per_node: int, nchannels: int) -> list[list[int]]:
+    """Each channel's ring over ``nodes`` nodes of ``gpus_per_node`` GPUs (rank = node *
+    gpus_per_node + local GPU), as NCCL builds them on a node with one NIC per GPU behind an
+    NVSwitch (the module docstring gives the rule and its source): channel ``c`` enters and
+    leaves every node on rail ``r = c % gpus_per_node`` and visits the node's GPUs ``r, r-1,
+    ..., r+1`` (mod ``gpus_per_node``), the nodes in order 0..nodes-1.  The hop from a node's
+    last GPU to the next node's first (local ``r``) is the only one between nodes."""
+    for name, v in (("nodes", nodes), ("gpus_per_node", gpus_per_node),
+                    ("nchannels", nchannels)):
+        if not isinstance(v, int) or v < 1:
+            raise ScheduleError(f"{name} must be a positive int, got {v!r}")
+    g = gpus_per_node
+    out = []
+    for c in range(nchannels):
+        r = c % g
+        local = [(r - i) % g for i in range(g)]
+        out.append([n * g + x for n in range(nodes) for x in local])
+    return out
+
+
+def send_nic_rank(src: int, dst: int, gpus_per_node: int, pxn: bool = True) -> int:
+    """The rank whose NIC sends a network transfer from ``src`` to ``dst`` (ranks node-major,
+    ``gpus_per_node`` per node): with ``pxn`` the GPU of ``src``'s node on ``dst``'s rail
+    (``dst``'s local index), which ``src`` reaches over NVLink when it is another GPU; without,
+    ``src`` itself.  A transfer inside one node is ``src`` too (it needs no NIC)."""
+    g = gpus_per_node
+    if not pxn or g <= 1 or src // g == dst // g:
+        return src
+    return src // g * g + dst % g
+
+
 # ---- the schedule -------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
@@ -366,6 +424,8 @@ class Schedule:
     p2p_channels_per_peer: int = 2
     transfers: list[Transfer] = field(default_factory=list)
     connections: dict[tuple[int, int, int], Connection] = field(default_factory=dict)
+    #: each channel's ring order (ring algorithms; empty otherwise)
+    rings: list[list[int]] = field(default_factory=list)
 
     def sent_bytes(self, rank: int) -> int:
         return sum(t.nbytes for t in self.transfers if t.src == rank)
@@ -455,9 +515,11 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
     count, ``ncclReduceScatter`` recvcount (per rank), ``ncclAllGather`` sendcount (per rank),
     and for AllToAll/SendRecv the elements sent to each peer.  ``nchannels`` is the
     communicator's channel count (``NCCL_MIN/MAX_NCHANNELS``); small calls use fewer
-    (``drop_channels``).  ``rings`` gives each channel's ring order (default 0..n-1);
-    ``gpus_per_node`` groups ranks into nodes for the tree (default: all on one node for
-    ``nranks <= 8``, else 8).  SendRecv: rank r sends to r+1 and receives from r-1.
+    (``drop_channels``).  ``rings`` gives each channel's ring order (default: NCCL's rail
+    rings of :func:`nccl_rings` when the ranks fill several nodes of ``gpus_per_node``
+    GPUs, else 0..n-1);
+    ``gpus_per_node`` groups ranks into nodes for the tree and the rings (default: all on one
+    node for ``nranks <= 8``, else 8).  SendRecv: rank r sends to r+1 and receives from r-1.
     ``p2p_channels_per_peer``: channels one AllToAll/SendRecv peer's bytes are spread over
     (``NCCL_NCHANNELS_PER_NET_PEER``: 2 in older ``src/graph/paths.cc``; newer releases
     default to -1 and compute it); the peers of successive rounds take the next channels,
@@ -505,7 +567,9 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
     if drop_channels and not p2p:
         nc, nt = _drop_channels(total, nc, nt, threshold)
     if rings is None:
-        rings = [list(range(nranks))] * nc
+        nodes = nranks // gpn if gpn and nranks % gpn == 0 else 1
+        rings = nccl_rings(nodes, gpn, nc) if nodes > 1 and gpn > 1 \
+            else [list(range(nranks))] * nc
     if len(rings) < nc or any(sorted(r) != list(range(nranks)) for r in rings[:nc]):
         raise ScheduleError("rings: one permutation of 0..nranks-1 per channel")
     if p2p:
@@ -529,7 +593,8 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
     elif algo is Algorithm.TREE:
         _tree_allreduce(b)
     else:
-        _ring(b, coll, [list(r) for r in rings[:nc]])
+        sch.rings = [list(r) for r in rings[:nc]]
+        _ring(b, coll, sch.rings)
     return b.finish()
 
 
