@@ -78,7 +78,7 @@ def test_gate_blocks_its_class_only_and_wake_resumes(tcs, scheduler):
 
 
 def test_both_implementations_share_the_interface():
-    assert FLOW_CONTROLS == ("pfc", "credit")
+    assert FLOW_CONTROLS == ("pfc", "credit", "ib")
     assert check_flow_control("credit") == "credit"
     with pytest.raises(ValueError, match="flow_control must be one of"):
         check_flow_control("xon")

@@ -14,6 +14,7 @@ from typing import Any
 from sim.engine import Engine
 from sim.flowctl.base import check_flow_control
 from sim.flowctl.credit import CbfcConfig
+from sim.flowctl.ib import IbConfig, attach_ib
 from sim.net.mmu import Mmu, MmuConfig
 from sim.net.port import QUANTUM_BYTES, CreditPort
 from sim.net.switch import EcnConfig, Route, Switch
@@ -25,15 +26,19 @@ __all__ = ["Fabric", "star"]
 
 
 class Fabric:
-    """Nodes and the links between them.  ``flow_control`` / ``cbfc``: the link-level flow
-    control of the links :meth:`connect` makes unless it is told otherwise
-    (:data:`sim.flowctl.base.FLOW_CONTROLS`: ``"pfc"``, the switches' PFC as configured, or
-    ``"credit"``, credit-based flow control with ``cbfc`` on both directions of the link)."""
+    """Nodes and the links between them.  ``flow_control`` / ``cbfc`` / ``ib``: the
+    link-level flow control of the links :meth:`connect` makes unless it is told otherwise
+    (:data:`sim.flowctl.base.FLOW_CONTROLS`: ``"pfc"``, the switches' PFC as configured,
+    ``"credit"``, credit-based flow control with ``cbfc`` on both directions of the link, or
+    ``"ib"``, InfiniBand per-VL credits with ``ib``, default :class:`IbConfig()
+    <sim.flowctl.ib.IbConfig>`)."""
 
     def __init__(self, seed: int = 0, tracer: Tracer | None = None, *,
-                 flow_control: str = "pfc", cbfc: CbfcConfig | None = None) -> None:
+                 flow_control: str = "pfc", cbfc: CbfcConfig | None = None,
+                 ib: IbConfig | None = None) -> None:
         self.flow_control = _check_link_fc(flow_control, cbfc)
         self.cbfc = cbfc
+        self.ib = ib
         self.engine = Engine(seed)
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
         self.nodes: dict[int, Host | Switch] = {}
@@ -70,17 +75,30 @@ class Fabric:
 
     def connect(self, a: int, a_port: int, b: int, b_port: int, rate_bps: int,
                 prop_ps: int, *, flow_control: str | None = None,
-                cbfc: CbfcConfig | None = None) -> None:
+                cbfc: CbfcConfig | None = None, ib: IbConfig | None = None) -> None:
         """A full-duplex link between (a, a_port) and (b, b_port).  ``flow_control``
         (default: the fabric's) ``"credit"`` puts both directions under credits (``cbfc``,
         default the fabric's): each end's egress port is a :class:`sim.net.port.CreditPort`
         and each end frees the credits of what it received (a switch when the frame leaves
-        its buffer, a host on receipt)."""
+        its buffer, a host on receipt).  ``"ib"``: both directions under InfiniBand per-VL
+        credits (``ib``, default the fabric's or :class:`IbConfig()
+        <sim.flowctl.ib.IbConfig>`), attached to the two ports
+        (:func:`sim.flowctl.ib.attach_ib`), freed the same way."""
         fc = self.flow_control if flow_control is None else flow_control
         credits = (self.cbfc if cbfc is None else cbfc) if fc == "credit" else None
         _check_link_fc(fc, credits)
         pa = self._port(a, a_port, rate_bps, credits)
         pb = self._port(b, b_port, rate_bps, credits)
+        if fc == "ib":
+            for nid, p in ((a, pa), (b, pb)):
+                if getattr(p, "ib", None) is not None or getattr(p, "_gate", None) is not None:
+                    raise ValueError(f"node {nid} port {p.index}: has link-level credits "
+                                     f"already")
+            cfg = ib if ib is not None else self.ib if self.ib is not None else IbConfig()
+            pa.connect(self.nodes[b], b_port, prop_ps)
+            pb.connect(self.nodes[a], a_port, prop_ps)
+            attach_ib(pa, pb, cfg)
+            return
         pa.connect(self.nodes[b], b_port, prop_ps)
         pb.connect(self.nodes[a], a_port, prop_ps)
 
@@ -134,6 +152,9 @@ class Fabric:
                     "pause_sent": node.pause_sent.get(idx, 0) if isinstance(node, Switch)
                     else 0,
                 })
+                ib = getattr(p, "ib", None)
+                if ib is not None:  # only on IB links: other summaries keep their keys
+                    ports[-1].update(ib.counters())
         switches = [n for n in self.nodes.values() if isinstance(n, Switch)]
         hosts = [n for n in self.nodes.values() if isinstance(n, Host)]
         by_reason = _merge(s.mmu.drops_by_reason for s in switches)
@@ -192,7 +213,8 @@ def star(senders: int, rate_bps: int, prop_ps: int, mmu_config: MmuConfig, *,
     """One switch (node 0), ``senders`` hosts (nodes 1..n) and one receiver (node n+1), each
     on its own switch port (host i on port i).  Returns (fabric, receiver id, sender ids).
     ``host_kw``/``switch_kw`` go to every ``add_host``/``add_switch`` (as in
-    sim.fabric.topology), ``link_kw`` (``flow_control``, ``cbfc``) to the :class:`Fabric`."""
+    sim.fabric.topology), ``link_kw`` (``flow_control``, ``cbfc``, ``ib``) to the
+    :class:`Fabric`."""
     fab = Fabric(seed, tracer, **dict(link_kw or {}))
     recv = senders + 1
     hosts = list(range(1, senders + 2))

@@ -17,10 +17,10 @@ data frame, and a **receiver** half at the far end that answers it:
   receiver's buffer (:meth:`CreditReceiver.freed`, :meth:`CreditReceiver.lost`;
   :mod:`sim.flowctl.credit`).
 
-Per-VL InfiniBand credits (InfiniBand Architecture Specification Vol. 1, chapter 7, link
-layer flow control: 64-byte blocks, FCCL/FCTBS flow-control packets, one buffer per VL) fit
-the same shape: a gate per VL counting 64-byte blocks, a receiver that reports its free
-blocks.
+Per-VL InfiniBand credits (InfiniBand Architecture Specification Vol. 1, 7.9, link
+layer flow control: 64-byte blocks, FCCL/FCTBS flow-control packets, one buffer per VL) are
+the same shape: :class:`sim.flowctl.ib.IbLink` is a gate over the VLs and the receiver of
+its link (ABR, FCCL), attached to any port by composition (:func:`sim.flowctl.ib.attach_ib`).
 
 Which one a link uses is chosen per link: :data:`FLOW_CONTROLS`, ``Fabric.connect(...,
 flow_control=)`` and fabric files' ``[links] flow_control``.
@@ -33,8 +33,9 @@ from typing import Protocol
 __all__ = ["FLOW_CONTROLS", "CreditReceiver", "Gate", "check_flow_control"]
 
 #: The link-level flow-control kinds a link may use: ``"pfc"`` (priority pause; also "no
-#: flow control" when the switch's PFC is off) and ``"credit"`` (credit-based, CBFC).
-FLOW_CONTROLS = ("pfc", "credit")
+#: flow control" when the switch's PFC is off), ``"credit"`` (credit-based, CBFC) and
+#: ``"ib"`` (InfiniBand per-VL credits, :mod:`sim.flowctl.ib`).
+FLOW_CONTROLS = ("pfc", "credit", "ib")
 
 
 class Gate(Protocol):
@@ -45,6 +46,9 @@ class Gate(Protocol):
     def blocked(self, tc: int, nbytes: int) -> bool:
         """True when a frame of ``nbytes`` on class ``tc`` may not start now."""
         ...
+
+    # Optional: ``waiting(tc, nbytes)``, the same answer without side effects (stall
+    # counters), read by the deadlock detector (sim.health.deadlock).
 
 
 class CreditReceiver(Protocol):

@@ -32,6 +32,23 @@ cannot bank credit while paused).  If no eligible class can send after a pass, p
 (each adding a quantum) until one can, so the port is work conserving.  Weights must be
 positive for every non-strict class (a zero weight would starve it; use ``strict_tcs`` for
 precedence); entries for strict classes are ignored.
+
+VL arbitration (``scheduler="vlarb"``, InfiniBand Architecture Specification Vol. 1, 7.6.9;
+the parameters as OpenSM's ``qos_<type>_vlarb_high`` / ``_vlarb_low`` / ``_high_limit`` name
+them, opensm ``doc/QoS_management_in_OpenSM.txt``): ``weights`` is ``(high, low, limit)``
+(:func:`vlarb_weights`), two tables of ``(VL, weight)`` entries, weight 0..255 in 64-byte
+units (credits; an entry of weight 0 is skipped), and ``limit`` (Limit of High-Priority,
+0..255, in 4 KiB units; 255 = unbounded; 0 = one high-priority packet).  A traffic class
+queues on the VL its ``sl2vl`` gives (:meth:`Port.set_vl_map`; identity by default).  Strict
+classes go first (as for the other schedulers).  Within a table the entries are served in
+order: the entry's VL sends packets while its weight left is positive, each packet taking
+its 64-byte blocks (``sim.flowctl.ib.ib_blocks``) from it (the packet that crosses zero
+completes [A]); then the next entry.  An entry whose VL has nothing eligible (empty, paused
+or credit-blocked) is skipped and loses the rest of its turn: work conserving.  The high
+table is served first while fewer than ``limit x 4096`` bytes (one packet for 0) were sent
+from it since the low table last sent; then one low-table packet, if the low table has one
+eligible (else the high table goes on).  A VL of a non-strict class must have a positive
+weight in one of the tables (ValueError), or its traffic would never be sent.
 """
 
 from __future__ import annotations
@@ -44,15 +61,22 @@ from sim.engine import Engine, Timer
 from sim.events import PauseExpired, PauseReceived
 from sim.flowctl.base import Gate
 from sim.flowctl.credit import CreditFlowControl
+from sim.flowctl.ib import MGMT_VL, ib_blocks
 from sim.packet import PRIORITIES, SimPacket
 from sim.trace import Interest, NullTracer, Tracer, interest
 from sim.units import frame_ser_time_ps
 from wire.pfc import quanta_to_ps
 
 __all__ = ["Port", "CreditPort", "Receiver", "PRIORITIES", "QUANTUM_BYTES", "SCHEDULERS",
-           "check_scheduler"]
+           "VLARB_DEFAULT", "check_scheduler", "vlarb_weights"]
 
-SCHEDULERS = ("rr", "dwrr")
+SCHEDULERS = ("rr", "dwrr", "vlarb")
+#: OpenSM's hard-coded defaults for CAs and switch external ports (opensm
+#: ``doc/QoS_management_in_OpenSM.txt``: ``qos_*_vlarb_high 0:4``, ``qos_*_vlarb_low
+#: 0:0,1:4,...,14:4``, ``qos_*_high_limit 0``), restricted to the 8 VLs of the traffic classes.
+VLARB_DEFAULT = (((0, 4),), tuple((vl, 4) for vl in range(1, PRIORITIES)), 0)
+#: Limit of High-Priority meaning "unbounded" (IBA 7.6.9).
+_VLARB_UNBOUNDED = 255
 #: Never-ending pause used to mask a gated class from the base scheduler for one pick.
 _FOREVER_PS = 1 << 62
 #: Default DWRR quantum unit: one MTU-sized (1500-byte) frame per unit of weight.
@@ -68,6 +92,10 @@ def check_scheduler(scheduler: str, weights: Sequence[int] | None, quantum_bytes
     if (not isinstance(quantum_bytes, int) or isinstance(quantum_bytes, bool)
             or quantum_bytes < 1):
         raise ValueError(f"quantum_bytes must be a positive int, got {quantum_bytes!r}")
+    if scheduler == "vlarb":
+        w = VLARB_DEFAULT if weights is None else vlarb_weights(*weights)
+        _vlarb_cover(w, tuple(range(PRIORITIES)), strict_tcs)
+        return w  # type: ignore[return-value]
     if weights is None:
         return (1,) * PRIORITIES if scheduler == "dwrr" else None
     w = tuple(weights)
@@ -80,6 +108,45 @@ def check_scheduler(scheduler: str, weights: Sequence[int] | None, quantum_bytes
         raise ValueError(f"weights must be positive for non-strict traffic classes; "
                          f"weights[{zero[0]}] is 0")
     return w
+
+
+def _int_in(x: object, lo: int, hi: int) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and lo <= x <= hi
+
+
+def vlarb_weights(high: Iterable[Sequence[int]] = (), low: Iterable[Sequence[int]] = (),
+                  limit: int = 0) -> tuple[tuple[tuple[int, int], ...],
+                                           tuple[tuple[int, int], ...], int]:
+    """The ``weights`` of a ``"vlarb"`` port: ``(high, low, limit)`` checked and normalised
+    (tables of ``(VL 0..14, weight 0..255)``, ``limit`` 0..255; module docstring).  Raises
+    ValueError naming the bad part."""
+    tables = []
+    for name, table in (("high", high), ("low", low)):
+        try:
+            entries = tuple(tuple(e) for e in table)
+        except TypeError:
+            raise ValueError(f"vlarb {name} table must be a list of [VL, weight] pairs, "
+                             f"got {table!r}") from None
+        for e in entries:
+            if len(e) != 2 or not _int_in(e[0], 0, MGMT_VL - 1) or not _int_in(e[1], 0, 255):
+                raise ValueError(f"vlarb {name} table entry {list(e)!r}: must be [VL 0..14, "
+                                 f"weight 0..255]")
+        tables.append(entries)
+    if not _int_in(limit, 0, 255):
+        raise ValueError(f"vlarb limit of high priority must be an int 0..255 (4 KiB units, "
+                         f"255 unbounded), got {limit!r}")
+    return tables[0], tables[1], limit  # type: ignore[return-value]
+
+
+def _vlarb_cover(w: tuple, vl_of: Sequence[int], strict_tcs: Iterable[int]) -> None:
+    """Every non-strict class's VL has a positive weight in a table (else it starves)."""
+    served = {vl for table in w[:2] for vl, weight in table if weight > 0}
+    strict = set(strict_tcs)
+    for tc in range(PRIORITIES):
+        vl = vl_of[tc]
+        if tc not in strict and vl != MGMT_VL and vl not in served:
+            raise ValueError(f"vlarb: VL {vl} (traffic class {tc}) has no positive weight in "
+                             f"the high or low table")
 
 
 class Receiver(Protocol):
@@ -159,6 +226,20 @@ class Port:
             self._dw_cur = -1  # class whose visit is in progress, -1 for none
             self._dw_next = 0  # where the next pass starts
             self._pick = self._pick_dwrr  # type: ignore[method-assign]
+        self._vl_of: tuple[int, ...] = tuple(range(PRIORITIES))
+        if scheduler == "vlarb":
+            assert w is not None
+            self._va_tables = (tuple(e for e in w[0] if e[1] > 0),
+                               tuple(e for e in w[1] if e[1] > 0))
+            lim = w[2]
+            #: High-table bytes allowed before the low table gets a turn (None: unbounded).
+            self._va_limit = None if lim == _VLARB_UNBOUNDED else lim * 4096
+            self._va_hi_sent = 0
+            self._va_idx = [0, 0]  # current entry per table
+            self._va_left = [0, 0]  # weight (blocks) left in the current entry's turn
+            self._va_rr = [0] * (MGMT_VL + 1)  # round robin among classes sharing a VL
+            self.set_vl_map(self._vl_of)
+            self._pick = self._pick_vlarb  # type: ignore[method-assign]
 
     def connect(self, peer: Receiver, peer_port: int, prop_ps: int) -> None:
         self.peer, self.peer_port, self.prop_ps = peer, peer_port, prop_ps
@@ -309,6 +390,77 @@ class Port:
                         return self._dw_take(tc, q)
             if not eligible:
                 return None
+
+    def set_vl_map(self, sl2vl: Sequence[int]) -> None:
+        """The VL of each traffic class (IBA SL-to-VL table; ``"vlarb"`` reads it).  Raises
+        ValueError if a non-strict class's VL would never be served."""
+        vl_of = tuple(sl2vl)
+        if self.scheduler == "vlarb":
+            _vlarb_cover(self.weights, vl_of, self._strict)  # type: ignore[arg-type]
+            tcs: list[tuple[int, ...]] = [() for _ in range(MGMT_VL + 1)]
+            for tc in range(PRIORITIES):
+                if tc not in self._strict:
+                    tcs[vl_of[tc]] += (tc,)
+            self._va_tcs = tcs
+        self._vl_of = vl_of
+
+    def _pick_vlarb(self) -> int | None:
+        if not self._queued:
+            return None
+        now = self.engine.now_ps
+        until = self._paused_until_ps
+        queues = self.queues
+        for tc in self.strict_tcs:
+            if queues[tc] and until[tc] <= now:
+                return tc
+        limit = self._va_limit
+        sent = self._va_hi_sent
+        high_ok = limit is None or sent == 0 or sent < limit
+        if high_ok:
+            tc = self._va_arb(0, now)
+            if tc is not None:
+                return tc
+        tc = self._va_arb(1, now)
+        if tc is not None:
+            self._va_hi_sent = 0
+            return tc
+        if not high_ok:  # the low table has nothing eligible: the high table goes on
+            return self._va_arb(0, now)
+        return None
+
+    def _va_arb(self, t: int, now: int) -> int | None:
+        """The next packet's class from table ``t`` (0 high, 1 low), its weight charged."""
+        entries = self._va_tables[t]
+        n = len(entries)
+        if not n:
+            return None
+        queues = self.queues
+        until = self._paused_until_ps
+        i = self._va_idx[t]
+        for k in range(n):
+            j = (i + k) % n
+            vl, weight = entries[j]
+            left = self._va_left[t] if k == 0 and self._va_left[t] > 0 else weight
+            group = self._va_tcs[vl]
+            m = len(group)
+            r = self._va_rr[vl]
+            for g in range(m):
+                tc = group[(r + g) % m]
+                q = queues[tc]
+                if q and until[tc] <= now:
+                    self._va_rr[vl] = (r + g + 1) % m
+                    b = ib_blocks(q[0].nbytes)
+                    left -= b
+                    if left > 0:
+                        self._va_idx[t], self._va_left[t] = j, left
+                    else:
+                        self._va_idx[t], self._va_left[t] = (j + 1) % n, 0
+                    if t == 0:
+                        self._va_hi_sent += b * 64
+                    return tc
+        # nothing eligible in the whole table: the current entry's turn is over
+        self._va_idx[t], self._va_left[t] = (i + 1) % n, 0
+        return None
 
     def _dw_take(self, tc: int, q: deque[SimPacket]) -> int:
         """Charge ``tc``'s head frame (about to be sent) to its deficit."""
