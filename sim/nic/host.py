@@ -149,9 +149,10 @@ RX_RESPONSE_PS = 1_000_000
 
 def _roce_header_bytes() -> int:
     """Header and trailer bytes of a RoCEv2 data frame over IPv4 (Eth 14 + IPv4 20 + UDP 8 +
-    BTH 12 + ICRC 4 = 58), from the field tables: a frame with no payload."""
+    BTH 12 + ICRC 4 = 58), from the field tables: a frame of 1024 payload bytes less them (an
+    empty one would be padded to Ethernet's minimum)."""
     return len(build({"ipv4": {}, "udp": {}, "bth": {"opcode": "RC_RDMA_WRITE_MIDDLE"},
-                      "payload": {"length": 0}}))
+                      "payload": {"length": 1024}})) - 1024
 
 
 #: Bytes of a frame the NIC makes or strips itself, not carried over PCIe.
