@@ -412,9 +412,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "superpod: DGX H100 SuperPOD scalable units (-p sus=) (default rail)")
     c.add_argument("-p", "--param", type=_kv, action="append", metavar="KEY=VALUE",
                    help="fabric parameter (repeatable): nodes, gpus_per_node, spines, ecmp, "
-                        "k, oversubscription, sus, superpod_nodes, "
-                        "link_gbps, pfc, cc, preset, buffer_kb, xoff_kb, kmin_kb, kmax_kb, "
-                        "pmax, packet_bytes, prop_ns, seed, limit_ms ... (docs/cli.md)")
+                        "k, oversubscription, sus, superpod_nodes, nvlink, nvlink_gbps, "
+                        "nvlink_latency_ns, pxn, link_gbps, pfc, cc, preset, buffer_kb, "
+                        "xoff_kb, kmin_kb, kmax_kb, pmax, packet_bytes, prop_ns, seed, "
+                        "limit_ms ... (docs/cli.md)")
     c.add_argument("--algo", choices=[str(a) for a in Algorithm], default="ring")
     c.add_argument("--proto", choices=[str(p) for p in Protocol], default="simple")
     c.add_argument("--channels", type=integer(1, MAXCHANNELS), default=2, metavar="N",
