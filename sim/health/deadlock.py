@@ -1,19 +1,26 @@
-"""PFC deadlock detection: cycles of paused queues that stay paused (a wait-for graph).
+"""Deadlock detection: cycles of paused or credit-starved queues that stay so (a wait-for
+graph).
 
 A :class:`DeadlockDetector` is attached to a :class:`sim.fabric.Fabric` and polled by an
 engine timer every ``poll_ps`` (default 10 us).  At each poll it builds the **wait-for
 graph** of the switches' egress queues:
 
-* a vertex is a *blocked* egress queue ``(node, port, priority)`` of a switch: the port is
-  paused for that priority (``Port.paused``) and the queue holds at least one frame;
+* a vertex is a *blocked* egress queue ``(node, port, priority)`` of a switch: the queue
+  holds at least one frame and the port is paused for that priority (``Port.paused``) or its
+  head frame lacks link-level credits (the port's gate says so without side effects:
+  ``waiting(tc, nbytes)`` of :class:`sim.flowctl.ib.IbLink`, the same arithmetic for CBFC's
+  :class:`sim.flowctl.credit.CreditFlowControl`);
 * an edge ``(n, p, c) -> (m, o, c)`` means "``(n, p, c)`` waits for ``(m, o, c)``": ``p``'s
-  peer is switch ``m`` (arriving on its port ``q``), ``m``'s ingress counter ``(q, PG c)`` is
-  XOFF (``Mmu.paused``; that is why ``(n, p, c)`` is paused), and at least one frame that
-  entered ``m`` through ``(q, c)`` is queued at ``m``'s egress ``(o, c)``, which is itself
-  blocked.  Bytes of ``(q, c)`` sitting in an egress queue that is *not* paused drain, so they
-  make no edge; a queue paused by a host (a broken NIC) has no outgoing edge (no cycle).
+  peer is switch ``m`` (arriving on its port ``q``), what holds ``(n, p, c)`` is ``m``'s
+  ingress buffer for ``(q, c)`` (PFC: the ingress counter ``(q, PG c)`` is XOFF,
+  ``Mmu.paused``; credits: ``(n, p, c)`` is credit-blocked, and its credits are exactly the
+  room of that buffer), and at least one frame that entered ``m`` through ``(q, c)`` is
+  queued at ``m``'s egress ``(o, c)``, which is itself blocked.  Bytes of ``(q, c)`` sitting
+  in an egress queue that is *not* blocked drain, so they make no edge; a queue paused or
+  starved by a host (a broken NIC) has no outgoing edge (no cycle).
 
-A cycle of this graph is a cyclic buffer dependency whose every hop is currently paused.  It
+A cycle of this graph is a cyclic buffer dependency whose every hop is currently blocked
+(paused, or waiting for credits that only the next hop's draining would return).  It
 is reported as a **deadlock** only once every member has stayed blocked *with the same head
 frame* (no frame of that priority transmitted) at every poll for ``confirm_ps`` (default
 ``2 x`` the longest pause, 65535 quanta, at the slowest switch link: 671 us at 100 Gb/s), so
@@ -38,11 +45,12 @@ from collections import deque
 from typing import Any
 
 from sim.events import DeadlockCleared, DeadlockFound
+from sim.flowctl.credit import CreditFlowControl
 from sim.net.switch import Switch
 from wire.pfc import quanta_to_ps
 
 __all__ = ["DeadlockDetector", "Deadlock", "wait_for_graph", "find_cycles", "POLL_PS",
-           "pfc_failure_summary", "pfc_failure_arrays"]
+           "credit_waiting", "pfc_failure_summary", "pfc_failure_arrays"]
 
 Queue = tuple[int, int, int]
 #: Default poll interval (10 us).
@@ -69,6 +77,22 @@ class Deadlock:
                 "flows": list(self.flows)}
 
 
+def credit_waiting(port: Any, tc: int) -> bool:
+    """True when ``port``'s head frame of class ``tc`` lacks link-level credits now (IB or
+    CBFC gate; False without one).  No side effect (stall counters are not touched)."""
+    gate = getattr(port, "_gate", None)
+    q = port.queues[tc]
+    if gate is None or not q or tc not in gate.classes:
+        return False
+    waiting = getattr(gate, "waiting", None)
+    if waiting is not None:
+        return bool(waiting(tc, q[0].nbytes))
+    if isinstance(gate, CreditFlowControl):
+        return (gate.credits_used[tc] + gate.cbfc.credits(q[0].nbytes)
+                > gate.credit_limit[tc])
+    return False
+
+
 def _blocked(fabric: Any, priorities: frozenset[int] | None) -> dict[Queue, Any]:
     """Blocked switch egress queues -> their Port."""
     out: dict[Queue, Any] = {}
@@ -78,7 +102,7 @@ def _blocked(fabric: Any, priorities: frozenset[int] | None) -> dict[Queue, Any]
         for idx, port in node.ports.items():
             for c in range(len(port.queues)):
                 if port.queues[c] and (priorities is None or c in priorities) \
-                        and port.paused(c):
+                        and (port.paused(c) or credit_waiting(port, c)):
                     out[(nid, idx, c)] = port
     return out
 
@@ -93,7 +117,7 @@ def wait_for_graph(fabric: Any, priorities: frozenset[int] | None = None
         succ: list[Queue] = []
         if isinstance(peer, Switch):
             m, q = peer.node_id, port.peer_port
-            if peer.mmu.paused(q, c):
+            if peer.mmu.paused(q, c) or credit_waiting(port, c):
                 ingress = peer._ingress
                 for o, op in sorted(peer.ports.items()):
                     if (m, o, c) not in blocked:

@@ -68,7 +68,7 @@ from sim.units import frame_ser_time_ps
 from wire.pfc import quanta_to_ps
 
 __all__ = ["Port", "CreditPort", "Receiver", "PRIORITIES", "QUANTUM_BYTES", "SCHEDULERS",
-           "VLARB_DEFAULT", "check_scheduler", "vlarb_weights"]
+           "VLARB_DEFAULT", "check_scheduler", "vlarb_cover", "vlarb_weights"]
 
 SCHEDULERS = ("rr", "dwrr", "vlarb")
 #: OpenSM's hard-coded defaults for CAs and switch external ports (opensm
@@ -94,7 +94,7 @@ def check_scheduler(scheduler: str, weights: Sequence[int] | None, quantum_bytes
         raise ValueError(f"quantum_bytes must be a positive int, got {quantum_bytes!r}")
     if scheduler == "vlarb":
         w = VLARB_DEFAULT if weights is None else vlarb_weights(*weights)
-        _vlarb_cover(w, tuple(range(PRIORITIES)), strict_tcs)
+        vlarb_cover(w, tuple(range(PRIORITIES)), strict_tcs)
         return w  # type: ignore[return-value]
     if weights is None:
         return (1,) * PRIORITIES if scheduler == "dwrr" else None
@@ -138,8 +138,9 @@ def vlarb_weights(high: Iterable[Sequence[int]] = (), low: Iterable[Sequence[int
     return tables[0], tables[1], limit  # type: ignore[return-value]
 
 
-def _vlarb_cover(w: tuple, vl_of: Sequence[int], strict_tcs: Iterable[int]) -> None:
-    """Every non-strict class's VL has a positive weight in a table (else it starves)."""
+def vlarb_cover(w: tuple, vl_of: Sequence[int], strict_tcs: Iterable[int] = (7,)) -> None:
+    """ValueError unless every non-strict class's VL (``vl_of``: the SL-to-VL map) has a
+    positive weight in one of the ``"vlarb"`` tables of ``w`` (else its traffic starves)."""
     served = {vl for table in w[:2] for vl, weight in table if weight > 0}
     strict = set(strict_tcs)
     for tc in range(PRIORITIES):
@@ -396,7 +397,7 @@ class Port:
         ValueError if a non-strict class's VL would never be served."""
         vl_of = tuple(sl2vl)
         if self.scheduler == "vlarb":
-            _vlarb_cover(self.weights, vl_of, self._strict)  # type: ignore[arg-type]
+            vlarb_cover(self.weights, vl_of, self._strict)  # type: ignore[arg-type]
             tcs: list[tuple[int, ...]] = [() for _ in range(MGMT_VL + 1)]
             for tc in range(PRIORITIES):
                 if tc not in self._strict:

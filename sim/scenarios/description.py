@@ -36,7 +36,9 @@ from sim.fabric.rail import rail_optimized
 from sim.fabric.topology import leaf_spine, ring, route_problem
 from sim.flowctl.base import FLOW_CONTROLS
 from sim.flowctl.credit import CbfcConfig
+from sim.flowctl.ib import BLOCK_BYTES, IbConfig
 from sim.net.mmu import Mmu
+from sim.net.port import QUANTUM_BYTES, VLARB_DEFAULT, check_scheduler, vlarb_cover, vlarb_weights
 from sim.nic.host import Flow
 from sim.scenarios.base import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from sim.scenarios.common import (
@@ -92,6 +94,20 @@ def _weights(v: list) -> str | None:
     ok = len(v) == 8 and all(isinstance(x, int) and not isinstance(x, bool) and x >= 1
                              for x in v)
     return None if ok else "must be 8 ints >= 1 (one DWRR weight per traffic class)"
+
+
+def _sl2vl(v: list) -> str | None:
+    ok = len(v) == 8 and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= 15
+                             for x in v)
+    return None if ok else "must be 8 VLs 0..15 (one per traffic class)"
+
+
+def _vlarb_table(v: list) -> str | None:
+    try:
+        vlarb_weights(high=v)
+    except (TypeError, ValueError) as e:
+        return str(e).replace("vlarb high table ", "")
+    return None
 
 
 def _choice(*options: str):
@@ -172,11 +188,16 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
         _F["link_gbps"], _F["cable_m"],
         Param("flow_control", "pfc", "link-level flow control of every link: pfc (the "
               "switch's PFC as [switch] sets it) | credit (credit-based, CBFC, on the lossless "
-              "class 3 and class 6; sim.flowctl)", _choice(*FLOW_CONTROLS)),
+              "class 3 and class 6; sim.flowctl) | ib (InfiniBand per-VL credits)",
+              _choice(*FLOW_CONTROLS)),
         Param("credit_bytes", 128, "credit: bytes per credit (SAI CreditSize)",
               in_range(1, 65536)),
         Param("credit_buffer_kb", 32.0, "credit: receiver buffer per class per link "
               "(the credit limit)", pos),
+        Param("vl_buffer_kb", 32.768, "ib: receiver buffer per data VL per link (IBA 7.9 "
+              "credits of 64-byte blocks; sim.flowctl.ib)", pos),
+        Param("sl2vl", list(range(8)), "ib: VL of each traffic class (SL), 8 VLs 0..15, "
+              "15 = management (not credited)", _sl2vl),
     ),
     "switch": (
         _F["pfc"], _F["buffer_kb"], _F["xoff_kb"],
@@ -191,9 +212,15 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
         Param("response_us", 1.0, "PFC response time in the headroom formula", nonneg),
         Param("lossless_tcs", [TC], "lossless traffic classes (with pfc)", _tcs),
         Param("mtu_bytes", 1082, "largest frame, for the headroom formula", in_range(64, 9216)),
-        Param("scheduler", "rr", "egress scheduling of non-strict classes: rr | dwrr",
-              _choice("rr", "dwrr")),
+        Param("scheduler", "rr", "egress scheduling of non-strict classes: rr | dwrr | "
+              "vlarb (IBA VL arbitration)", _choice("rr", "dwrr", "vlarb")),
         Param("weights", [1] * 8, "DWRR weights per traffic class", _weights),
+        Param("vlarb_high", [list(e) for e in VLARB_DEFAULT[0]], "vlarb: high-priority table, "
+              "[VL, weight in 64-byte units] entries (OpenSM qos_vlarb_high)", _vlarb_table),
+        Param("vlarb_low", [list(e) for e in VLARB_DEFAULT[1]], "vlarb: low-priority table "
+              "(OpenSM qos_vlarb_low)", _vlarb_table),
+        Param("vlarb_high_limit", VLARB_DEFAULT[2], "vlarb: limit of high priority, 4 KiB "
+              "units, 255 = unbounded (OpenSM qos_high_limit)", in_range(0, 255)),
     ),
     "ecn": (_F["kmin_kb"], _F["kmax_kb"], _F["pmax"],
             Param("mark_at", "dequeue", "dequeue | enqueue", _choice("dequeue", "enqueue"))),
@@ -408,12 +435,14 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
     except ScenarioError as e:
         raise ScenarioError(f"{where}: [ecn] {e}") from None
     hkw = _host_kw(knobs, rate, where)
-    knobs["_cbfc"] = lkw.get("cbfc")  # read by _mmu
+    knobs["_cbfc"] = lkw.get("cbfc") or lkw.get("ib")  # read by _mmu
     slot = TracerSlot()
     seed = run["seed"]
     kind = topo["kind"]
     _unused(doc.get("topology", {}), kind, where)
     sched = {"scheduler": sw["scheduler"], "weights": tuple(sw["weights"])}
+    if sw["scheduler"] == "vlarb":
+        sched["weights"] = _vlarb(sw, lkw, where)
     if kind == "star":
         n = topo["hosts"]
         cfg = _mmu(knobs, n + 1, rate, where)
@@ -790,8 +819,29 @@ def _default_bottleneck(fab: Fabric) -> tuple[int, int]:
     raise ScenarioError("the fabric has no switch port to capture")
 
 
+def _vlarb(sw: Mapping[str, Any], lkw: Mapping[str, Any], where: str) -> tuple:
+    """The ``"vlarb"`` port weights from ``[switch]``, checked against the SL-to-VL map."""
+    try:
+        w = vlarb_weights(sw["vlarb_high"], sw["vlarb_low"], sw["vlarb_high_limit"])
+        check_scheduler("vlarb", w, QUANTUM_BYTES)
+        ib = lkw.get("ib")
+        if ib is not None:
+            vlarb_cover(w, ib.sl2vl)
+    except ValueError as e:
+        raise ScenarioError(f"{where}: [switch] vlarb_high/vlarb_low: {e}") from None
+    return w
+
+
 def _link_kw(links: Mapping[str, Any], mtu_bytes: int, where: str) -> dict[str, Any]:
-    """``Fabric(flow_control=, cbfc=)`` from ``[links]``."""
+    """``Fabric(flow_control=, cbfc=, ib=)`` from ``[links]``."""
+    if links["flow_control"] == "ib":
+        ib = IbConfig(vl_buffer_bytes=kb_to_bytes(links["vl_buffer_kb"]),
+                      sl2vl=tuple(links["sl2vl"])) \
+            if kb_to_bytes(links["vl_buffer_kb"]) >= BLOCK_BYTES else None
+        if ib is None or ib.credits(mtu_bytes) > ib.buffer_blocks:
+            raise ScenarioError(f"{where}: [links] vl_buffer_kb: {links['vl_buffer_kb']} KB "
+                                f"is less than one largest packet ({mtu_bytes} B)")
+        return {"flow_control": "ib", "ib": ib}
     if links["flow_control"] != "credit":
         return {"flow_control": links["flow_control"]}
     limit = kb_to_bytes(links["credit_buffer_kb"]) // links["credit_bytes"]
