@@ -202,7 +202,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
         emit(f"# {r['size_bytes']:10d}  {r['nchannels']:8d}  {r['transfers']:9d}  "
              f"{c['pfc_pauses']:10d}  {c['ce_marks']:9d}  {c['cnps']:7d}  {c['drops']:7d}  "
              f"{c['max_queue_bytes']:10d}")
-    doc = {"collective": str(coll), "nranks": nranks, "fabric": args.fabric,
+    doc = {"collective": str(coll), "nranks": nranks, "nodes": shape[0],
+           "gpus_per_node": shape[1], "fabric": args.fabric,
            "params": params, "algorithm": args.algo, "protocol": args.proto,
            "channels": args.channels, "qps_per_connection": args.qps,
            "datatype": args.datatype, "op": redop, "root": root,

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-__all__ = ["busbw_bound", "config_label", "figures", "is_collective_results", "load",
+__all__ = ["busbw_bound", "config_label", "nic_rate", "figures", "is_collective_results", "load",
            "overlay_figure", "plot_results", "size_label", "size_text", "write_figures"]
 
 RESULTS = "results.json"
@@ -116,9 +116,10 @@ def config_label(doc: Mapping[str, Any], keys: Sequence[str]) -> str:
 
 
 def _differing(docs: Sequence[Mapping[str, Any]]) -> list[str]:
-    keys = list(_SETTINGS)
-    for d in docs:
-        keys += [k for k in d.get("params", {}) if k not in keys]
+    keys = list(_SETTINGS)  # and the -p parameters every document has (older: fewer)
+    for k in docs[0].get("params", {}):
+        if all(k in d.get("params", {}) for d in docs):
+            keys.append(k)
     return [k for k in keys if len({json.dumps(_setting(d, k), sort_keys=True)
                                     for d in docs}) > 1]
 
@@ -133,13 +134,17 @@ def _common_title(doc: Mapping[str, Any]) -> str:
 # ----------------------------------------------------------------------------- the bound
 
 
-def busbw_bound(doc: Mapping[str, Any]) -> tuple[float, str] | None:
-    """The busbw (GB/s) a ring cannot exceed, and what sets it: the NIC's line rate times
-    the data share of its frames (MTU / (MTU + 58 bytes of RoCEv2 headers),
+#: Collectives whose ring sends the same bytes on every ring edge (busbw = edge bytes / time).
+_RING_COLLECTIVES = ("allreduce", "reducescatter", "allgather", "broadcast")
+
+
+def nic_rate(doc: Mapping[str, Any]) -> tuple[float, str] | None:
+    """The data rate (GB/s) one NIC moves, and what sets it: its line rate times the data
+    share of its frames (MTU / (MTU + 58 bytes of RoCEv2 headers),
     :data:`sim.workloads.collective.ROCE_HEADER_BYTES`) and of the protocol (LL carries 8
     data bytes per 16, LL128 120 per 128: :func:`sim.workloads.nccl.wire_bytes`), or the
-    PCIe write budget of the NIC's slot (:class:`sim.nic.pcie.PcieLink`, when the run has
-    ``pcie_gen`` > 0) if that is lower.  None without a link rate."""
+    PCIe write budget of its slot (:class:`sim.nic.pcie.PcieLink`, when ``pcie_gen`` > 0) if
+    that is lower.  None without a link rate."""
     from sim.workloads.collective import ROCE_HEADER_BYTES
     from sim.workloads.nccl import wire_bytes
 
@@ -156,8 +161,7 @@ def busbw_bound(doc: Mapping[str, Any]) -> tuple[float, str] | None:
         eff = Fraction(1)
     proto_txt = "" if eff == 1 else f" x {eff.numerator}/{eff.denominator} ({proto} flags)"
     nic = gbps / 8 * mtu / packet * float(eff)
-    text = (f"bound {nic:.2f} GB/s: {gbps:g} Gb/s NIC x {mtu}/{packet} (RoCE headers)"
-            f"{proto_txt}")
+    text = f"{gbps:g} Gb/s NIC x {mtu}/{packet} (RoCE headers){proto_txt}"
     gen = p.get("pcie_gen") or 0
     if gen:
         from sim.nic.pcie import PcieLink
@@ -165,13 +169,51 @@ def busbw_bound(doc: Mapping[str, Any]) -> tuple[float, str] | None:
         try:
             link = PcieLink(int(gen), int(p.get("pcie_lanes", 16)),
                             int(p.get("pcie_mps_bytes", 256)))
-            pcie = link.write_bps() / 8e9 * float(eff)
         except ValueError:
-            pcie = None
-        if pcie is not None and pcie < nic:
-            return pcie, (f"bound {pcie:.2f} GB/s: PCIe Gen{gen} x{link.lanes} write budget "
-                          f"(MPS {link.mps_bytes}){proto_txt}, below the NIC's {nic:.2f}")
+            return nic, text
+        pcie = link.write_bps() / 8e9 * float(eff)
+        if pcie < nic:
+            return pcie, (f"PCIe Gen{gen} x{link.lanes} write budget (MPS {link.mps_bytes})"
+                          f"{proto_txt}, below the NIC's {nic:.2f}")
     return nic, text
+
+
+def busbw_bound(doc: Mapping[str, Any], row: Mapping[str, Any] | None = None
+                ) -> tuple[float, str] | None:
+    """The busbw (GB/s) the run cannot exceed at the size of ``row`` (its channel count;
+    None: the document's ``channels``), and a legend text saying what sets it.
+
+    Every hop over the network (no NVLink, or one GPU per node): one NIC's data rate
+    (:func:`nic_rate`).  With NVLink inside nodes and ``gpus_per_node`` GPUs per node, a
+    ring collective's channel ``c`` crosses the nodes on rail ``c mod gpus_per_node``
+    (:func:`sim.workloads.nccl.nccl_rings`), so the busiest NIC carries
+    ``ceil(channels / gpus_per_node)`` of the channels' ring edges: the bound is
+    ``channels / ceil(channels / gpus_per_node)`` NICs' rates, at most NVLink's per-GPU rate
+    (every edge of a GPU goes over its NVLink, directly or as PXN's first hop).  On one node
+    the bound is NVLink's.  Other collectives with NVLink: one NIC's rate, stated as counting
+    the network hops only."""
+    p = doc.get("params", {})
+    nr = nic_rate(doc)
+    g = doc.get("gpus_per_node") or 1
+    nodes = doc.get("nodes")
+    nvl = p.get("nvlink_gbps", 0) / 8 if p.get("nvlink") and g > 1 else None
+    if nvl and nodes == 1:
+        return nvl, f"bound {nvl:.0f} GB/s: NVLink {p['nvlink_gbps']:g} Gb/s (one node)"
+    if nr is None:
+        return None
+    nic, why = nr
+    if not nvl:
+        return nic, f"bound {nic:.2f} GB/s: {why}"
+    if doc.get("algorithm") == "ring" and doc.get("collective") in _RING_COLLECTIVES:
+        c = int((row or {}).get("nchannels") or doc.get("channels") or 1)
+        per_nic = -(-c // g)
+        k = c / per_nic
+        if k * nic > nvl:
+            return nvl, (f"bound {nvl:.0f} GB/s: NVLink {p['nvlink_gbps']:g} Gb/s per GPU, "
+                         f"below {k:g} NICs")
+        return k * nic, (f"bound {k * nic:.2f} GB/s: {c} channel(s) on {min(c, g)} rail(s): "
+                         f"{k:g} x {nic:.2f} GB/s per NIC ({why})")
+    return nic, f"NIC bound {nic:.2f} GB/s (network hops only): {why}"
 
 
 # ----------------------------------------------------------------------------- figures
@@ -204,7 +246,7 @@ def overlay_figure(docs: Sequence[Mapping[str, Any]], names: Sequence[str] | Non
     none differs)."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(9, 5))
+    fig, ax = plt.subplots(figsize=(9, 5.2 + 0.45 * len(docs)))
     diff = _differing(docs) if len(docs) > 1 else []
     sizes: list[int] = []
     bounds: dict[str, tuple[float, Any]] = {}
@@ -229,13 +271,23 @@ def overlay_figure(docs: Sequence[Mapping[str, Any]], names: Sequence[str] | Non
                     markersize=7, color=color, label="in-place" if len(docs) == 1 else None)
             inplace = True
         top = max([top, *y, *(b for _, b in ip)])
-        b = busbw_bound(doc)
-        if b is not None:
-            bounds.setdefault(b[1], (b[0], color))
-    for text, (value, color) in bounds.items():
-        ax.axhline(value, linestyle="--", linewidth=1.2,
-                   color="tab:red" if len(bounds) == 1 else color, label=text)
-        top = max(top, value)
+        per_size = [(r["size_bytes"], busbw_bound(doc, r)) for r in rows] or \
+            [(None, busbw_bound(doc))]
+        per_size = [(x0, b) for x0, b in per_size if b is not None]
+        if per_size:
+            key = json.dumps([b for _, b in per_size])
+            bounds.setdefault(key, (per_size, color))
+    for per_size, color in bounds.values():
+        c = "tab:red" if len(bounds) == 1 else color
+        text = per_size[-1][1][1]  # the largest size's
+        values = [b[0] for _, b in per_size]
+        if len(set(values)) == 1:
+            ax.axhline(values[0], linestyle="--", linewidth=1.2, color=c, label=text)
+        else:  # fewer channels at small sizes: a lower bound there
+            ax.plot([x0 for x0, _ in per_size], values, linestyle="--", linewidth=1.2,
+                    color=c, drawstyle="steps-mid",
+                    label=f"{text} (fewer channels below {size_label(_first_top(per_size))})")
+        top = max(top, *values)
     if inplace and len(docs) > 1:
         from matplotlib.lines import Line2D
 
@@ -249,7 +301,7 @@ def overlay_figure(docs: Sequence[Mapping[str, Any]], names: Sequence[str] | Non
                 va="center", color="0.35")
     else:
         _size_axis(ax, sizes)
-    ax.set_ylim(0, max(top, 1e-3) * (1.18 if len(docs) == 1 else 1.2 + 0.08 * len(docs)))
+    ax.set_ylim(0, max(top, 1e-3) * 1.12)
     ax.set_ylabel("busbw (GB/s, nccl-tests' bus bandwidth)")
     ax.grid(True, alpha=0.3)
     title = _common_title(docs[0]) if not diff or not {"collective", "nranks", "fabric"} & \
@@ -261,10 +313,17 @@ def overlay_figure(docs: Sequence[Mapping[str, Any]], names: Sequence[str] | Non
     if failed:
         title += f"; {failed} size(s) failed, not drawn"
     ax.set_title(title)
-    ax.legend(loc="lower right" if len(docs) == 1 else "best", fontsize="small",
-              framealpha=0.9)
+    # below the axes: never over a curve or the bound
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize="small",
+              frameon=False)
     fig.suptitle("bus bandwidth against size", fontweight="bold")
     return fig
+
+
+def _first_top(per_size: Sequence[tuple[int, tuple[float, str]]]) -> int:
+    """The smallest size whose bound is the largest size's."""
+    last = per_size[-1][1][0]
+    return min(x0 for x0, b in per_size if b[0] == last)
 
 
 def _largest_with(doc: Mapping[str, Any], key: str) -> dict[str, Any] | None:
@@ -302,8 +361,9 @@ def _link_figure(doc: Mapping[str, Any]) -> Any:
         ax.bar(range(len(links)), u, color=colors, width=0.8)
         ax.axhline(100, color="0.3", linestyle="--", linewidth=1)
         top = links[0]
-        ax.set_title(f"{tier}: {len(links)} links\nmax {100 * top['utilisation']:.0f}% "
-                     f"({top['name']}), mean {sum(u) / len(u):.0f}%", fontsize="medium")
+        busy = (f"max {100 * top['utilisation']:.0f}% ({top['name']}), mean "
+                f"{sum(u) / len(u):.0f}%" if top["tx_bytes"] else "idle")
+        ax.set_title(f"{tier}: {len(links)} links\n{busy}", fontsize="medium")
         if named:
             ax.set_xticks(range(len(links)),
                           [f"{v['name']}->{v['peer_name']}" for v in links],
@@ -311,12 +371,16 @@ def _link_figure(doc: Mapping[str, Any]) -> Any:
         else:
             ax.set_xticks([])
             ax.set_xlabel("links, busiest first")
+        if not any(v["tx_bytes"] for v in links):
+            ax.text(0.5, 0.5, "idle: no bytes sent", transform=ax.transAxes, ha="center",
+                    va="center", color="0.35", fontsize="large")
         ax.set_xlim(-0.6, max(len(links), 3) - 0.4)
         ax.grid(True, axis="y", alpha=0.3)
-    axes[0].set_ylabel("utilisation (% of line rate: tx bytes / (rate x time))")
+    axes[0].set_ylabel("utilisation (% of line rate)")
     axes[0].set_ylim(0, 112)
     t_us = row["time_ps"] / 1e6
-    fig.suptitle(f"{_common_title(doc)}: link utilisation during {size_text(row['size_bytes'])}"
+    fig.suptitle(f"{_common_title(doc)}: link utilisation = tx bytes / (rate x time) during "
+                 f"{size_text(row['size_bytes'])}"
                  f" ({t_us:.4g} µs)\nbusiest link {busiest['name']} -> "
                  f"{busiest['peer_name']} ({busiest['tier']}): "
                  f"{100 * busiest['utilisation']:.1f}% of "
@@ -375,8 +439,16 @@ def _timeline_figure(doc: Mapping[str, Any]) -> Any:
             ax.broken_barh([(s, max(f - s, 1e-6))], (y - 0.4 + li * h, h * 0.92),
                            facecolors=colors[bool(e["reduce"])], edgecolor="white",
                            linewidth=0.4)
+    g = doc.get("gpus_per_node") or 1
+    nvlink = bool(doc.get("params", {}).get("nvlink")) and g > 1
+
+    def via(peer: int) -> str:
+        if not nvlink:
+            return ""
+        return " (NVLink)" if peer // g == rank // g else " (network)"
+
     ax.set_yticks(range(len(keys)),
-                  [f"ch{c} {'recv from' if d == 0 else 'send to'} rank {p}"
+                  [f"ch{c} {'recv from' if d == 0 else 'send to'} rank {p}{via(p)}"
                    for c, d, p in reversed(keys)], fontsize="small")
     ax.set_ylim(-0.6, len(keys) - 0.4)
     end_us = max((e["finish_ps"] for e in events), default=0) / 1e6

@@ -1,0 +1,368 @@
+"""What ``lossless collective`` gives its user (issue 18, "Outputs"): ``--out DIR``
+(results.json, results.csv, table.txt, PNGs; written whole or not at all), ``--csv``, the
+plots of :mod:`sim.study.collective_plots` (checked through their texts), the per-link and
+per-rank data of :mod:`sim.workloads.collective_stats`, the progress line and
+``--timeline-rank``.  Tiny fabrics only: one 4-port star at 100 Gb/s, 256K and 512K."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sim.fabric.rail import collective_star
+from sim.nic.host import Flow
+from sim.workloads.collective import run_schedule
+from sim.workloads.collective_stats import link_usage, port_counters, rank_timeline
+from sim.workloads.nccl import schedule
+from tests.helpers import run_cli
+
+pytest.importorskip("matplotlib")
+
+TINY = ["collective", "allreduce", "--fabric", "star", "-p", "nodes=1", "-p",
+        "gpus_per_node=4", "-p", "link_gbps=100", "-b", "256K", "-e", "512K", "--channels", "1"]
+
+
+def _one_line_error(rc: int, out: str, err: str) -> str:
+    assert rc == 2, (rc, err)
+    assert err.startswith("lossless: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    return err
+
+
+@pytest.fixture(scope="module")
+def outdir(tmp_path_factory):
+    """One tiny run with --out, --json and --csv: (folder, json file, csv file, stdout)."""
+    base = tmp_path_factory.mktemp("coll")
+    out, js, cs = base / "o", base / "r.json", base / "r.csv"
+    rc, stdout, err = run_cli([*TINY, "--out", str(out), "--json", str(js), "--csv", str(cs)])
+    assert rc == 0, err
+    return out, js, cs, stdout
+
+
+# ------------------------------------------------------------------ --out, --csv, --json
+def test_out_folder_holds_the_results_the_table_and_the_plots(outdir):
+    out, js, cs, stdout = outdir
+    names = set(os.listdir(out))
+    assert names == {".lossless-output", "results.json", "results.csv", "table.txt",
+                     "busbw_vs_size.png", "link_utilisation.png", "step_timeline.png"}
+    for png in ("busbw_vs_size.png", "link_utilisation.png", "step_timeline.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "table.txt").read_text() == stdout  # the printed table, as printed
+    assert (out / "results.json").read_text() == js.read_text()  # the same document
+    assert (out / "results.csv").read_text() == cs.read_text()  # --csv alone: the same
+
+
+def test_csv_columns_equal_the_json_rows(outdir):
+    out = outdir[0]
+    doc = json.loads((out / "results.json").read_text())
+    with open(out / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(doc["results"]) == 2
+    assert list(rows[0])[:5] == ["size_bytes", "count", "type", "redop", "root"]
+    for c, r in zip(rows, doc["results"], strict=True):
+        assert int(c["size_bytes"]) == r["size_bytes"] and int(c["count"]) == r["count"]
+        assert (c["type"], c["redop"], int(c["root"])) == ("float", "sum", -1)
+        assert float(c["time_us"]) == r["time_us"]
+        assert float(c["algbw_GB_per_s"]) == r["algbw_gbps"]
+        assert float(c["busbw_GB_per_s"]) == r["busbw_gbps"]
+        assert int(c["wrong"]) == r["wrong"] == 0
+        ip = r["inplace"]
+        assert float(c["inplace_time_us"]) == ip["time_us"]
+        assert float(c["inplace_busbw_GB_per_s"]) == ip["busbw_gbps"]
+        assert int(c["channels"]) == r["nchannels"] and int(c["transfers"]) == r["transfers"]
+        for k, v in r["counters"].items():
+            assert int(c[k]) == v
+        assert c["error"] == ""
+    # links and timeline: the largest size only (results.json stays small)
+    assert "links" not in doc["results"][0] and doc["results"][1]["links"]
+    assert doc["results"][1]["timeline"] and doc["timeline_rank"] == 0
+
+
+def test_out_refuses_a_users_folder_and_replaces_its_own(tmp_path):
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "notes.txt").write_text("keep me")
+    rc, out, err = run_cli([*TINY, "--out", str(user)])
+    assert "--force" in _one_line_error(rc, out, err)
+    assert out == ""  # refused before running
+    assert os.listdir(user) == ["notes.txt"] and (user / "notes.txt").read_text() == "keep me"
+    # our own earlier output is replaced whole
+    ours = tmp_path / "ours"
+    assert run_cli([*TINY, "--out", str(ours), "--no-plots"])[0] == 0
+    assert run_cli([*TINY[:-4], "-b", "256K", "-e", "256K", "--channels", "1", "--out",
+                    str(ours), "--no-plots"])[0] == 0
+    doc = json.loads((ours / "results.json").read_text())
+    assert [r["size_bytes"] for r in doc["results"]] == [262144]
+    assert not (ours / "busbw_vs_size.png").exists()
+    assert sorted(os.listdir(tmp_path)) == ["mine", "ours"]  # no temporary folder left
+    # --force replaces the user's folder
+    assert run_cli([*TINY, "--out", str(user), "--force", "--no-plots"])[0] == 0
+    assert not (user / "notes.txt").exists() and (user / "results.csv").exists()
+
+
+def test_ctrl_c_leaves_nothing_half_written(tmp_path, monkeypatch):
+    import sim.cli.collective as cli
+
+    out = tmp_path / "o"
+    assert run_cli([*TINY, "--out", str(out), "--no-plots"])[0] == 0
+    before = {n: (out / n).read_bytes() for n in os.listdir(out)}
+    real = cli.run_size
+    calls = []
+
+    def interrupted(*a, **kw):
+        calls.append(a[1])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    monkeypatch.setattr(cli, "run_size", interrupted)
+    rc, _, err = run_cli([*TINY, "--out", str(out), "--csv", str(tmp_path / "x.csv")])
+    assert rc == 130 and "interrupted: nothing written" in err
+    assert {n: (out / n).read_bytes() for n in os.listdir(out)} == before
+    assert sorted(os.listdir(tmp_path)) == ["o"]
+
+
+def test_bad_output_paths_are_one_line_errors(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    _one_line_error(*run_cli([*TINY, "--out", str(f)]))
+    _one_line_error(*run_cli([*TINY, "--csv", str(tmp_path / "no" / "r.csv")]))
+    _one_line_error(*run_cli([*TINY, "--csv", str(tmp_path)]))
+
+
+@pytest.mark.parametrize("rank, why", [("4", "not one of the 4 ranks"), ("-1", ""),
+                                       ("x", "")])
+def test_bad_timeline_rank_is_a_one_line_error(rank, why, tmp_path):
+    rc, out, err = run_cli([*TINY, "--timeline-rank", rank, "--out", str(tmp_path / "o")])
+    assert why in _one_line_error(rc, out, err) and "timeline-rank" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_timeline_rank_picks_the_rank(tmp_path):
+    out = tmp_path / "o"
+    assert run_cli([*TINY, "--out", str(out), "--timeline-rank", "2", "--no-plots"])[0] == 0
+    doc = json.loads((out / "results.json").read_text())
+    tl = doc["results"][-1]["timeline"]
+    assert doc["timeline_rank"] == 2
+    assert {e["peer"] for e in tl if e["dir"] == "send"} == {3}
+    assert {e["peer"] for e in tl if e["dir"] == "recv"} == {1}
+
+
+# ------------------------------------------------------------------ plots
+def _texts(fig) -> list[str]:
+    import matplotlib.pyplot as plt
+
+    from sim.study.plot import texts
+
+    fig.canvas.draw()  # tick labels are made when drawn
+    t = texts(fig)
+    plt.close(fig)
+    return t
+
+
+def test_plots_carry_sizes_bound_tiers_and_rows(outdir):
+    from sim.study.collective_plots import figures, load
+
+    figs = figures(load(outdir[0]))
+    t = {name: _texts(fig) for name, fig in figs.items()}
+    bus = t["busbw_vs_size.png"]
+    assert {"256K", "512K", "out-of-place", "in-place"} <= set(bus)
+    # the bound: 100 Gb/s = 12.5 GB/s x 4096 / (4096 + 58) data per frame
+    assert f"bound {12.5 * 4096 / 4154:.2f} GB/s: 100 Gb/s NIC x 4096/4154 (RoCE headers)" in bus
+    assert any(s.startswith("busbw (GB/s") for s in bus)
+    links = " ".join(t["link_utilisation.png"])
+    assert "host->switch: 4 links" in links and "switch->host: 4 links" in links
+    assert "busiest link" in links and "% of line rate" in links
+    assert "tx bytes / (rate x time)" in links
+    assert "r0->switch0" in t["link_utilisation.png"]
+    tl = t["step_timeline.png"]
+    assert {"ch0 send to rank 1", "ch0 recv from rank 3", "copy"} <= set(tl)
+    assert "time since the iteration's first send (µs)" in tl
+
+
+def test_plot_overlays_folders_named_by_what_differs(tmp_path):
+    from sim.study.collective_plots import load, overlay_figure
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert run_cli([*TINY, "--out", str(a), "--no-plots"])[0] == 0
+    assert run_cli([*TINY, "--out", str(b), "--no-plots", "--qps", "2", "-p", "pfc=false"]
+                   )[0] == 0
+    legend = _texts(overlay_figure([load(a), load(b)]))
+    assert "qps 1, pfc false" not in legend
+    assert {"qps 1, pfc true", "qps 2, pfc false"} <= set(legend)
+    assert not any("fabric" in s for s in legend if s.startswith("qps"))
+    rc, out, err = run_cli(["plot", str(a), str(b), "-o", str(tmp_path / "cmp.png")])
+    assert rc == 0, err
+    assert out.strip() == str(tmp_path / "cmp.png")
+    assert (tmp_path / "cmp.png").read_bytes()[:4] == b"\x89PNG"
+    rc, out, err = run_cli(["plot", str(a)])  # one folder: its three PNGs
+    assert rc == 0 and (a / "step_timeline.png").exists(), err
+    (b / "results.json").write_text("{")
+    assert "results.json: not valid JSON" in _one_line_error(*run_cli(["plot", str(a),
+                                                                        str(b)]))
+
+
+def test_bound_names_pcie_when_it_is_lower_and_the_protocol():
+    from sim.nic.pcie import PcieLink
+    from sim.study.collective_plots import busbw_bound
+
+    doc = {"protocol": "simple", "params": {"link_gbps": 800.0, "packet_bytes": 4154,
+                                            "pcie_gen": 5, "pcie_lanes": 16,
+                                            "pcie_mps_bytes": 256}}
+    value, text = busbw_bound(doc)
+    assert value == PcieLink(5, 16, 256).write_bps() / 8e9  # 55.48 GB/s < 98.6 for the NIC
+    assert round(value, 2) == 55.48 and "PCIe Gen5 x16 write budget (MPS 256)" in text
+    doc["params"]["pcie_gen"] = 0
+    assert busbw_bound(doc)[0] == pytest.approx(100 * 4096 / 4154)
+    doc["protocol"] = "ll"  # 8 data bytes in each 16-byte line
+    value, text = busbw_bound(doc)
+    assert value == pytest.approx(50 * 4096 / 4154) and "1/2 (ll flags)" in text
+
+
+# ------------------------------------------------------------------ collective_stats
+def test_link_usage_on_a_star_counts_the_posted_frames():
+    f = collective_star(2, link_gbps=100, prop_ps=500_000)
+    fab = f.fabric
+    a, b = (fab.nodes[h] for h in f.ranks)
+    flow = Flow(7, a.node_id, b.node_id, a.port.rate_bps, packet_bytes=1082)
+    fab.flows[7] = flow
+    a.add_posted_flow(flow)
+    b.expect(flow)
+    a.post(7, 10 * 1082)
+    fab.run(10**7)
+    links = {(x["name"], x["peer_name"]): x for x in link_usage(fab, 0, 10**7, ranks=f.ranks)}
+    assert set(links) == {("r0", "switch0"), ("r1", "switch0"), ("switch0:p1", "r0"),
+                          ("switch0:p2", "r1")}
+    up, down = links[("r0", "switch0")], links[("switch0:p2", "r1")]
+    assert (up["tier"], down["tier"]) == ("host->switch", "switch->host")
+    assert up["tx_bytes"] == down["tx_bytes"] == 10820 and up["tx_packets"] == 10
+    assert up["utilisation"] == 10820 * 8 / (100e9 * 10**7 / 10**12)  # bytes / (rate x time)
+    assert links[("r1", "switch0")]["tx_bytes"] == links[("switch0:p1", "r0")]["tx_bytes"] == 0
+    # since a snapshot: only what was sent after it
+    snap = port_counters(fab)
+    a.post(7, 500)
+    fab.run(2 * 10**7)
+    again = {x["name"]: x for x in link_usage(fab, 10**7, 2 * 10**7, since=snap)}
+    assert again[f"h{a.node_id}"]["tx_bytes"] == 500  # no ranks given: hID names
+    with pytest.raises(ValueError):
+        link_usage(fab, 5, 5)
+
+
+@given(n=st.integers(2, 6), rank=st.integers(0, 5), channels=st.integers(1, 2))
+def test_rank_timeline_is_every_transfer_of_the_rank(n, rank, channels):
+    rank %= n
+    sch = schedule("allreduce", n, n * 4096, "float", nchannels=channels)
+    f = collective_star(n, link_gbps=100)
+    run = run_schedule(sch, f.fabric, f.ranks)
+    tl = rank_timeline(run, rank)
+    assert sorted(e["id"] for e in tl) == sorted(
+        t.id for t in sch.transfers if rank in (t.src, t.dst))
+    assert all(0 <= e["start_ps"] < e["finish_ps"] <= run.time_ps for e in tl)
+    assert json.loads(json.dumps(tl)) == tl
+    with pytest.raises(ValueError):
+        rank_timeline(run, n)
+
+
+def test_run_size_details_links_sum_to_the_posted_bytes_of_the_last_iteration():
+    from sim.scenarios.base import resolve_params
+    from sim.scenarios.collective import collective_params, run_size
+
+    p = resolve_params(collective_params(), {"nodes": 1, "gpus_per_node": 4,
+                                             "link_gbps": 100})
+    calls = []
+    row = run_size("allreduce", 256 << 10, "star", p, channels=1, iters=2, details=True,
+                   progress=lambda d, t: calls.append((d, t)))
+    assert row["counters"]["pfc_pauses"] == 0  # so every byte a NIC sent is data
+    up = sum(x["tx_bytes"] for x in row["links"] if x["tier"] == "host->switch")
+    # one iteration: each of 4 ranks sends 2(n-1)/n of 256 KiB in frames of 4096 + 58 B
+    assert up == 4 * 6 * (64 << 10) // 4096 * 4154
+    assert json.loads(json.dumps(row)) == row
+    total = 48 * 4  # 48 transfers x (2 out-of-place + 2 in-place iterations)
+    assert calls[-1] == (total, total) and all(t == total for _, t in calls)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+    plain = run_size("allreduce", 256 << 10, "star", p, channels=1)
+    assert "links" not in plain and "timeline" not in plain
+
+
+# ------------------------------------------------------------------ progress
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _run_with_stderr(stream, args):
+    from sim.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(stream):
+        rc = main(args)
+    return rc, out.getvalue(), stream.getvalue()
+
+
+def test_progress_only_on_a_terminal_or_when_asked_never_on_stdout():
+    rc, out, err = run_cli(TINY)  # stderr is not a terminal
+    assert rc == 0 and err == "" and "size 1/2" not in out
+    rc, out, err = run_cli([*TINY, "--progress"])
+    assert rc == 0 and "lossless collective: size 2/2 (512 KiB): 96/96 transfers" in err
+    assert "size 1/2" not in out and "%)" not in out
+    rc, out, err = _run_with_stderr(_Tty(), TINY)
+    assert rc == 0 and "\rlossless collective: size 1/2 (256 KiB)" in err
+    assert err.endswith("\r")  # the line is erased before the table goes on
+    rc, out, err = _run_with_stderr(_Tty(), [*TINY, "--quiet"])
+    assert rc == 0 and err == ""
+
+
+def test_progress_line_is_throttled_but_shows_the_end():
+    from sim.cli.collective import Progress
+
+    now = [0.0]
+    s = io.StringIO()
+    p = Progress(3, s, interval_s=1.0, clock=lambda: now[0])
+    cb = p.size(1, 1 << 20)
+    for d in range(10):
+        cb(d, 10)
+    now[0] = 100.0
+    cb(10, 10)
+    lines = s.getvalue().splitlines()
+    assert lines == ["lossless collective: size 2/3 (1 MiB): 0/10 transfers (0%)",
+                     "lossless collective: size 2/3 (1 MiB): 10/10 transfers (100%)"]
+
+
+def test_bound_with_nvlink_counts_the_rails_a_ring_crosses_nodes_on():
+    from sim.study.collective_plots import busbw_bound
+
+    nic = 50 * 4096 / 4154  # 400 Gb/s, RoCE headers
+    doc = {"collective": "allreduce", "algorithm": "ring", "protocol": "simple",
+           "channels": 2, "nodes": 2, "gpus_per_node": 8,
+           "params": {"link_gbps": 400.0, "packet_bytes": 4154, "nvlink": True,
+                      "nvlink_gbps": 3600.0}}
+    # channel c crosses the nodes on rail c mod 8: 2 channels load 2 NICs, 16 load 8 twice
+    assert busbw_bound(doc, {"nchannels": 2})[0] == pytest.approx(2 * nic)
+    assert busbw_bound(doc, {"nchannels": 1})[0] == pytest.approx(nic)
+    assert busbw_bound(doc, {"nchannels": 16})[0] == pytest.approx(8 * nic)
+    assert busbw_bound(doc, {"nchannels": 12})[0] == pytest.approx(6 * nic)  # ceil(12/8) = 2
+    assert "2 channel(s) on 2 rail(s)" in busbw_bound(doc)[1]
+    doc["nodes"] = 1  # no network hop: NVLink's 450 GB/s
+    assert busbw_bound(doc)[0] == 450.0 and "NVLink" in busbw_bound(doc)[1]
+    doc["nodes"], doc["params"]["nvlink"] = 2, False  # every hop over a NIC
+    assert busbw_bound(doc, {"nchannels": 2})[0] == pytest.approx(nic)
+
+
+@pytest.mark.parametrize("extra", [[], ["-p", "nvlink=false"], ["--channels", "4"]])
+def test_measured_busbw_stays_below_the_drawn_bound(extra, tmp_path):
+    from sim.study.collective_plots import busbw_bound, load
+
+    out = tmp_path / "o"
+    rc, _, err = run_cli(["collective", "allreduce", "-b", "4M", "-e", "4M", "-p",
+                          "link_gbps=100", "--out", str(out), "--no-plots", *extra])
+    assert rc == 0, err
+    doc = load(out)
+    for r in doc["results"]:
+        assert r["busbw_gbps"] <= busbw_bound(doc, r)[0]
