@@ -170,3 +170,55 @@ def test_an_800g_nic_behind_gen5_x16_is_capped_a_400g_one_is_not() -> None:
     capped, free = busbw(800, 5), busbw(800, 0)
     assert capped < 55.5 < 0.7 * free  # Gen5 x16 at MPS 256: 55.48 GB/s of writes
     assert abs(busbw(400, 5) - busbw(400, 0)) < 0.01 * busbw(400, 0)
+
+
+_SLOW_FILE = """
+[run]
+duration_ms = 0.1
+[topology]
+kind = "star"
+hosts = 3
+[links]
+link_gbps = 400.0
+[switch]
+pfc = {pfc}
+buffer_kb = 4000.0
+xoff_kb = 200.0
+mtu_bytes = 4154
+[hosts]
+pcie_gen = {gen}
+[[flows]]
+src = 1
+dst = 3
+packet_bytes = 4154
+[[flows]]
+src = 2
+dst = 3
+packet_bytes = 4154
+"""
+
+
+def test_fabric_file_hosts_take_pcie_gen_and_the_slow_receiver_pauses(tmp_path) -> None:
+    import json
+
+    outs = {}
+    for gen, pfc in ((4, "true"), (4, "false"), (0, "true"), (9, "true")):
+        f = tmp_path / f"slow{gen}{pfc}.toml"
+        f.write_text(_SLOW_FILE.format(gen=gen, pfc=pfc))
+        out = tmp_path / f"o{gen}{pfc}"
+        rc, _, err = run_cli(["replay", str(f), "--out", str(out), "--no-plots",
+                              "--no-capture"])
+        if gen == 9:
+            assert rc == 2 and err.count("\n") == 1 and "pcie_gen" in err, err
+            continue
+        assert rc == 0, err
+        ev = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+        summary = json.loads((out / "summary.json").read_text())
+        outs[gen, pfc] = ([e for e in ev if e["event"] == "PauseSent" and e["node"] == 3],
+                          summary["totals"])
+    nic_pauses, totals = outs[4, "true"]
+    assert nic_pauses and totals["drops"] == 0 and totals["pauses"] > 0
+    nic_pauses, totals = outs[4, "false"]
+    assert not nic_pauses and totals["dropped_packets_by_reason"]["rx_buffer_full"] > 0
+    nic_pauses, totals = outs[0, "true"]
+    assert not nic_pauses and totals["drops"] == 0  # only the switch pauses (a 2:1 incast)

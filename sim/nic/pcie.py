@@ -35,6 +35,10 @@ Worked example: Gen5 x16 is 32 GT/s x 16 x 128/130 = 63.02 GB/s raw; at MPS 256 
 costs 256 + 26 + 8 bytes, 88.3 %, and SKPs 0.27 %: 55.5 GB/s of data each way (57.1 GB/s
 with no DLLPs), inside the 50-60 GB/s measured for Gen5 NICs.  A 400G NIC needs 50 GB/s
 and fits; an 800G NIC (100 GB/s) does not.
+
+Applied by :class:`sim.nic.host.Host` (``pcie_write_bps``: a receive buffer drained at
+:meth:`PcieLink.write_bps` with PFC backpressure; ``pcie_read_bps``: a per-host send pacer at
+:meth:`PcieLink.read_bps`), from the ``pcie_*`` parameters (:func:`sim.scenarios.common.pcie_kw`).
 """
 
 from __future__ import annotations
