@@ -222,3 +222,20 @@ def test_fabric_file_hosts_take_pcie_gen_and_the_slow_receiver_pauses(tmp_path) 
     assert not nic_pauses and totals["dropped_packets_by_reason"]["rx_buffer_full"] > 0
     nic_pauses, totals = outs[0, "true"]
     assert not nic_pauses and totals["drops"] == 0  # only the switch pauses (a 2:1 incast)
+
+
+def test_the_end_of_an_rx_stall_does_not_resume_what_the_full_buffer_pauses() -> None:
+    tracer = ListTracer()
+    kw = {"pcie_write_bps": gbps(100), "rx_buffer_bytes": 256_000}
+    fab, recv, (snd,) = _fabric(400, kw, tracer=tracer)
+    fab.add_flow(Flow(0, snd, recv, gbps(400), tc=3))
+    h = fab.nodes[recv]
+    h.stall_rx(20_000_000, 20_100_000)  # 100 ns, while the buffer sits near XOFF
+    fab.engine.run(until_ps=20_099_999)
+    assert 3 in h._rx_paused
+    fab.engine.run(until_ps=20_100_001)
+    xon = [e for e in tracer.events
+           if isinstance(e, PauseSent) and e.node == recv and e.t_ps == 20_100_000]
+    assert xon == []
+    fab.engine.run(until_ps=40_000_000)
+    assert h.rx_buffer_dropped_packets == 0 and h.rx_buffer_max_bytes <= 256_000

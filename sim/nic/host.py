@@ -622,7 +622,8 @@ class Host:
         if was_pausing:
             now = self.engine.now_ps
             for prio in self._stall_prios:
-                self._send_pause(now, prio, 0)
+                if prio not in self._rx_paused:  # the receive buffer still holds it paused
+                    self._send_pause(now, prio, 0)
 
     def use_credits(self, cbfc: CbfcConfig) -> CreditPort:
         """Put this NIC's link under credit-based flow control (before it is connected): its
