@@ -80,6 +80,11 @@ def test_csv_columns_equal_the_json_rows(outdir):
         for k, v in r["counters"].items():
             assert int(c[k]) == v
         assert c["error"] == ""
+        b = r["busiest_link"]  # the busiest link of each size, its name and utilisation
+        assert (c["busiest_link"], float(c["busiest_link_utilisation"])) == (
+            b["name"], b["utilisation"])
+        assert b["utilisation"] == max(x["utilisation"] for x in doc["results"][1]["links"]
+                                       ) or r is doc["results"][0]
     # links and timeline: the largest size only (results.json stays small)
     assert "links" not in doc["results"][0] and doc["results"][1]["links"]
     assert doc["results"][1]["timeline"] and doc["timeline_rank"] == 0
@@ -366,3 +371,29 @@ def test_measured_busbw_stays_below_the_drawn_bound(extra, tmp_path):
     doc = load(out)
     for r in doc["results"]:
         assert r["busbw_gbps"] <= busbw_bound(doc, r)[0]
+
+
+def test_a_failed_largest_size_leaves_its_links_to_the_largest_completed(tmp_path,
+                                                                          monkeypatch):
+    import sim.cli.collective as cli
+
+    real = cli.run_size
+
+    def fail_512k(*a, **kw):
+        row = real(*a, **kw)
+        if a[1] == 512 << 10:
+            row.update(error="iteration 1: made to fail", links=None, timeline=None)
+        return row
+
+    monkeypatch.setattr(cli, "run_size", fail_512k)
+    rc, out, err = run_cli([*TINY, "--out", str(tmp_path / "o"), "--no-plots"])
+    assert rc == 1, err
+    doc = json.loads((tmp_path / "o" / "results.json").read_text())
+    small, large = doc["results"]
+    assert small["links"] and small["timeline"] and small["busiest_link"]
+    assert "links" not in large and large["busiest_link"] is None
+    # the counters table names each size's busiest link, "-" for the failed one
+    last = [ln for ln in out.splitlines() if ln.startswith("#     ")][-2:]
+    assert last[0].endswith(f"{small['busiest_link']['name']} "
+                            f"{100 * small['busiest_link']['utilisation']:.1f}%")
+    assert last[1].endswith("  -")

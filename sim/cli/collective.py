@@ -9,7 +9,8 @@ and ``-n`` timed iterations back to back through :func:`sim.workloads.collective
 control persist), the mean time of the timed ones, algbw/busbw by nccl-tests' formulas and
 ``#wrong`` = 0 when the ranks end with what the collective promises in the order the
 transfers actually started (:func:`sim.workloads.nccl.verify`).  Below the table, per size:
-PFC pauses, CE marks, CNPs, drops and the deepest switch queue over all its iterations.
+PFC pauses, CE marks, CNPs, drops and the deepest switch queue over all its iterations, and
+the busiest link of its last out-of-place iteration (:func:`busiest_link`).
 
 Outputs (docs/cli.md): ``--json FILE``, ``--csv FILE`` (one row per size) and ``--out DIR``
 (written whole or not at all by :func:`wire.atomic.atomic_dir`): ``results.json``,
@@ -40,6 +41,7 @@ from sim.scenarios.collective import (
 from sim.workloads.nccl import Collective
 
 __all__ = ["add_parsers", "FABRICS", "build_fabric", "collective_params", "csv_table",
+           "busiest_link",
            "cmd_plot_collective", "Progress"]
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -151,9 +153,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
         emit(line)
     show = not args.quiet and (args.progress or sys.stderr.isatty())
     progress = Progress(len(sizes), sys.stderr) if show else None
-    # links and timeline of the largest size, for the files and plots
-    details = bool(args.out or args.json)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    kept: dict[str, Any] | None = None  # the largest completed size keeps links, timeline
     try:
         for i, nbytes in enumerate(sizes):
             try:
@@ -162,7 +163,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
                                channels=args.channels, qps=args.qps, datatype=args.datatype,
                                root=args.root, iters=args.iters,
                                warmup_iters=args.warmup_iters,
-                               details=details and nbytes == sizes[-1],
+                               details=True,
                                timeline_rank=args.timeline_rank,
                                progress=progress.size(i, nbytes) if progress else None)
             except (ScenarioError, ValueError) as e:
@@ -171,6 +172,14 @@ def cmd_collective(args: argparse.Namespace) -> int:
                 _err(f"size {nbytes}: {e}")
                 return EXIT_USAGE
             rows.append(row)
+            row["busiest_link"] = busiest_link(row.get("links"))
+            if row["error"] is None:
+                if kept is not None:
+                    del kept["links"], kept["timeline"]
+                kept = row
+            else:
+                row.pop("links", None)
+                row.pop("timeline", None)
             if progress:
                 progress.close()
             if row["error"] is None:
@@ -194,14 +203,16 @@ def cmd_collective(args: argparse.Namespace) -> int:
         emit(f"# Avg bus bandwidth    : {sum(r['busbw_gbps'] for r in ok) / len(ok):g}")
     emit("#")
     emit(f"# {'size':>10}  {'channels':>8}  {'transfers':>9}  {'pfc_pauses':>10}  "
-         f"{'ce_marks':>9}  {'cnps':>7}  {'drops':>7}  {'max_queue':>10}")
+         f"{'ce_marks':>9}  {'cnps':>7}  {'drops':>7}  {'max_queue':>10}  busiest link")
     emit(f"# {'(B)':>10}  {'':>8}  {'':>9}  {'':>10}  {'':>9}  {'':>7}  {'':>7}  "
-         f"{'(B)':>10}")
+         f"{'(B)':>10}  (utilisation)")
     for r in rows:
         c = r["counters"]
+        b = r["busiest_link"]
+        busiest = f"{b['name']} {100 * b['utilisation']:.1f}%" if b else "-"
         emit(f"# {r['size_bytes']:10d}  {r['nchannels']:8d}  {r['transfers']:9d}  "
              f"{c['pfc_pauses']:10d}  {c['ce_marks']:9d}  {c['cnps']:7d}  {c['drops']:7d}  "
-             f"{c['max_queue_bytes']:10d}")
+             f"{c['max_queue_bytes']:10d}  {busiest}")
     doc = {"collective": str(coll), "nranks": nranks, "nodes": shape[0],
            "gpus_per_node": shape[1], "fabric": args.fabric,
            "params": params, "algorithm": args.algo, "protocol": args.proto,
@@ -242,6 +253,16 @@ def cmd_collective(args: argparse.Namespace) -> int:
     return EXIT_OK if len(ok) == len(rows) else EXIT_FAIL
 
 
+def busiest_link(links: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | None:
+    """The most utilised link of a size (``links`` of :func:`run_size` with ``details``):
+    ``name`` (``leaf0:p2->spine0``), ``tier``, ``utilisation``; None without links."""
+    if not links:
+        return None
+    b = max(links, key=lambda v: v["utilisation"])
+    return {"name": f"{b['name']}->{b['peer_name']}", "tier": b["tier"],
+            "utilisation": b["utilisation"]}
+
+
 def _write_json(doc: Mapping[str, Any], fp: TextIO) -> None:
     json.dump(doc, fp, indent=2)
     fp.write("\n")
@@ -275,7 +296,8 @@ def csv_table(doc: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
     header = ["size_bytes", "count", "type", "redop", "root",
               *(c for c, _ in _CSV_FIGURES), "wrong",
               *(f"inplace_{c}" for c, _ in _CSV_FIGURES), "inplace_wrong",
-              "channels", "transfers", *_CSV_COUNTERS, *extra, "error"]
+              "channels", "transfers", *_CSV_COUNTERS, *extra, "busiest_link",
+              "busiest_link_utilisation", "error"]
     out = []
     for r in rows:
         ip = r.get("inplace") or {}
@@ -292,6 +314,8 @@ def csv_table(doc: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
                     *(fig(ip, k) for _, k in _CSV_FIGURES), wrong if ip else "",
                     r["nchannels"], r["transfers"],
                     *(counters.get(k, "") for k in (*_CSV_COUNTERS, *extra)),
+                    *((b["name"], b["utilisation"]) if (b := r.get("busiest_link"))
+                      else ("", "")),
                     r.get("error") or ""])
     return header, out
 
@@ -382,9 +406,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "collective", help="run an NCCL collective on a simulated fabric (nccl-tests table)",
         description="Run an NCCL collective (NCCL's channels, chunks, slices, in-flight "
                     "limit, protocol and QPs) through a simulated RoCE fabric for each size "
-                    "and print the nccl-tests table, then PFC pauses, CE marks, CNPs, drops "
-                    "and the deepest queue per size (docs/collectives.md).  Exit 1 when a "
-                    "size does not complete (e.g. drops without PFC: nothing retransmits).")
+                    "and print the nccl-tests table, then PFC pauses, CE marks, CNPs, drops, "
+                    "the deepest queue and the busiest link per size (docs/collectives.md).  "
+                    "Exit 1 when a size does not complete (e.g. drops without PFC: nothing "
+                    "retransmits).")
     c.add_argument("collective", metavar="COLLECTIVE",
                    help=f"{', '.join(str(x) for x in Collective)}")
     c.add_argument("-b", "--minbytes", type=_SIZE, default=1 << 20, metavar="SIZE",

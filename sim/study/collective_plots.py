@@ -311,7 +311,7 @@ def overlay_figure(docs: Sequence[Mapping[str, Any]], names: Sequence[str] | Non
         title += (f"; {d.get('algorithm')}/{d.get('protocol')}, channels {d.get('channels')},"
                   f" qps {d.get('qps_per_connection')}")
     if failed:
-        title += f"; {failed} size(s) failed, not drawn"
+        title += f"\n{failed} size(s) failed, not drawn (results.json: error)"
     ax.set_title(title)
     # below the axes: never over a curve or the bound
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize="small",
