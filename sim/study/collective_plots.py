@@ -455,8 +455,9 @@ def _timeline_figure(doc: Mapping[str, Any]) -> Any:
     ax.set_xlim(0, end_us * 1.01 or 1)
     ax.set_xlabel("time since the iteration's first send (µs)")
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(handles=[Patch(color=colors[True], label="reduce\n(receiver combines)"),
-                       Patch(color=colors[False], label="copy")],
+    kinds = {bool(e["reduce"]) for e in events}
+    ax.legend(handles=[Patch(color=colors[k], label=label) for k, label in (
+        (True, "reduce\n(receiver combines)"), (False, "copy")) if k in kinds],
               loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     extra = f"; {more} more rows not shown" if more > 0 else ""
     ax.set_title(f"rank {rank}: {len(events)} transfers (posted -> last byte received), "
