@@ -76,9 +76,8 @@ def collective_params() -> tuple[Param, ...]:
               sus_problem),
         Param("superpod_nodes", 0, "superpod: DGX nodes populated (0: all 32*sus - 1)",
               in_range(0, 255)),
-        Param("nvlink", True, "GPUs of one node talk over NVLink, not their NICs, on NCCL's "
-              "rail rings (false: the model before nodes, every hop over the network, rings "
-              "in rank order)", None),
+        Param("nvlink", True, "GPUs of one node talk over NVLink, not their NICs (false: "
+              "every hop over the network, on the same rings)", None),
         Param("nvlink_gbps", 3600.0, "NVLink per GPU per direction, Gb/s (3600 = 450 GB/s, "
               "DGX H100 NVLink 4)", in_range(1, 8000)),
         Param("nvlink_latency_ns", 1000.0, "latency of one NVLink transfer, ns (an "
@@ -225,9 +224,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     sch = schedule(collective, nranks, counts.param_count, datatype,
                    nchannels=channels, algorithm=algorithm, protocol=protocol,
                    root=root, gpus_per_node=rf.gpus_per_node,
-                   qps_per_connection=qps,
-                   # nvlink=false: the model before nodes, rings in rank order over the network
-                   rings=None if params["nvlink"] else [list(range(nranks))] * channels)
+                   qps_per_connection=qps)
     limit_ps = int(params["limit_ms"] * 10**9)
     mtu = params["packet_bytes"] - ROCE_HEADER_BYTES
     # the fabric's nodes: NVLink inside them, PXN between them (sim.workloads.collective)
