@@ -4,8 +4,10 @@
 compute fabric of NVIDIA's DGX SuperPOD reference architecture (DGX H100, "rail-optimized"
 leaves): each GPU has its own NIC (one rank per host here), NIC ``i`` of every node is cabled
 to leaf ``i`` ("rail ``i``"), and every leaf is linked to every spine.  Traffic between GPUs
-of the same rail crosses one switch; traffic between rails goes leaf, spine, leaf (NCCL's
-PXN, which first moves the data over NVLink to the GPU on the right rail, is not modelled).
+of the same rail crosses one switch; traffic between rails goes leaf, spine, leaf.  NCCL's
+rail rings and PXN (which first moves the data over NVLink to the GPU on the right rail) are
+modelled where the collective runs (:mod:`sim.workloads.collective`, with
+``gpus_per_node``); a :class:`RailFabric` only says which host is which GPU's NIC.
 
 Node numbering:
 
