@@ -142,3 +142,24 @@ def test_ring_on_2x8_rails_approaches_the_nic_bound():
     bound = 8 * 50 * 4096 / (4096 + ROCE_HEADER_BYTES)
     assert 0.9 * bound < busbw < bound
     assert _spine_bytes(rf) == 0
+
+
+# ---- wired through lossless collective's library ----------------------------------------
+
+def test_run_size_places_the_fabrics_nodes_and_takes_the_nvlink_keys():
+    from sim.scenarios.base import resolve_params
+    from sim.scenarios.collective import collective_params, run_size
+
+    def row(fabric: str, **kw):
+        p = resolve_params(collective_params(), {"nodes": 2, "gpus_per_node": 4, **kw})
+        return run_size("allreduce", 1 << 20, fabric, p, inplace=False)
+
+    on, off = row("rail"), row("rail", nvlink=False)
+    assert on["wrong"] == off["wrong"] == 0
+    assert on["nvlink_bytes"] > 0 and off["nvlink_bytes"] == 0
+    assert on["busbw_gbps"] > 2 * off["busbw_gbps"]
+    slow = row("rail", nvlink_gbps=100.0, nvlink_latency_ns=5000.0)
+    assert slow["nvlink_bytes"] == on["nvlink_bytes"] and slow["time_ps"] > on["time_ps"]
+    assert row("rail", pxn=False)["counters"]["max_queue_bytes"] > on["counters"][
+        "max_queue_bytes"]  # the ring's node-to-node hops cross the rails through a spine
+    assert row("star")["nvlink_bytes"] == 0  # one GPU per node
