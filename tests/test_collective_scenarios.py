@@ -93,8 +93,8 @@ def test_replay_figures_equal_run_size(tmp_path, collective, size, qps, node) ->
     assert c["complete"] and c["iterations_done"] == 2 and c["wrong"] == 0
     assert c["hosts"] == RANKS and c["ranks"] == 4
     assert (c["size_bytes"], c["count"]) == (want["size_bytes"], want["count"])
-    assert c["busbw_gbps"] == pytest.approx(want["busbw_gbps"], rel=0.01)
-    assert c["algbw_gbps"] == pytest.approx(want["algbw_gbps"], rel=0.01)
+    assert c["busbw_GB_per_s"] == pytest.approx(want["busbw_GB_per_s"], rel=0.01)
+    assert c["algbw_GB_per_s"] == pytest.approx(want["algbw_GB_per_s"], rel=0.01)
     assert c["time_us"] == pytest.approx(sum(c["iteration_times_ps"]) / 2e6, rel=1e-6)
     # the QPs are flows of the summary (flow id = QP number), every byte delivered
     qp_flows = [x for x in s["flows"] if c["qp_first"] <= x["id"] <= c["qp_last"]]
@@ -157,7 +157,7 @@ def test_background_flow_slows_the_collective(tmp_path) -> None:
     assert cb["complete"]
     assert cb["qp_first"] >= 0x100 and 0 in {x["id"] for x in both["flows"]}
     assert cb["time_ps"] > 1.1 * ca["time_ps"]
-    assert cb["busbw_gbps"] < ca["busbw_gbps"]
+    assert cb["busbw_GB_per_s"] < ca["busbw_GB_per_s"]
 
 
 def test_qp_numbers_stay_clear_of_the_flow_ids(tmp_path) -> None:
@@ -191,9 +191,9 @@ def test_sweep_over_collective_qps_writes_one_row_per_value(tmp_path) -> None:
     with open(tmp_path / "sw" / "runs.csv", newline="") as fh:
         table = list(csv.DictReader(fh))
     assert [t["collective.qps"] for t in table] == ["1", "2", "4"]
-    assert all(float(t["collectives.0.busbw_gbps"]) > 0 for t in table)
+    assert all(float(t["collectives.0.busbw_GB_per_s"]) > 0 for t in table)
     out = run_cli(["sweep-plot", str(tmp_path / "sw"), "--x", "collective.qps", "--y",
-                   "collectives.0.busbw_gbps"])
+                   "collectives.0.busbw_GB_per_s"])
     assert out[0] == 0, out[2]
 
 

@@ -157,7 +157,7 @@ def test_run_size_places_the_fabrics_nodes_and_takes_the_nvlink_keys():
     on, off = row("rail"), row("rail", nvlink=False)
     assert on["wrong"] == off["wrong"] == 0
     assert on["nvlink_bytes"] > 0 and off["nvlink_bytes"] == 0
-    assert on["busbw_gbps"] > 2 * off["busbw_gbps"]
+    assert on["busbw_GB_per_s"] > 2 * off["busbw_GB_per_s"]
     slow = row("rail", nvlink_gbps=100.0, nvlink_latency_ns=5000.0)
     assert slow["nvlink_bytes"] == on["nvlink_bytes"] and slow["time_ps"] > on["time_ps"]
     assert row("rail", pxn=False)["counters"]["max_queue_bytes"] > on["counters"][

@@ -83,6 +83,11 @@ def _parse_size(text: str) -> int:
 _SIZE = ArgType("int", _parse_size, 0, 1 << 34, name="size")
 
 
+def _body(r: dict[str, Any], wrong: int | None) -> tuple:
+    """(time us, algbw, busbw, #wrong) of one half of a results row."""
+    return (r["time_us"], r["algbw_GB_per_s"], r["busbw_GB_per_s"], wrong)
+
+
 def cmd_collective(args: argparse.Namespace) -> int:
     from sim.scenarios import ScenarioError
     from sim.scenarios.base import resolve_params
@@ -183,10 +188,9 @@ def cmd_collective(args: argparse.Namespace) -> int:
             if progress:
                 progress.close()
             if row["error"] is None:
-                body = (row["time_us"], row["algbw_gbps"], row["busbw_gbps"], row["wrong"])
+                body = _body(row, row["wrong"])
                 ip = row["inplace"]
-                in_body = (ip["time_us"], ip["algbw_gbps"], ip["busbw_gbps"], row["wrong"]) \
-                    if ip else None
+                in_body = _body(ip, row["wrong"]) if ip else None
                 emit(format_row(row["size_bytes"], row["count"], args.datatype, redop, root,
                                 body, in_body))
             else:
@@ -200,7 +204,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     ok = [r for r in rows if r["error"] is None]
     if ok:
-        emit(f"# Avg bus bandwidth    : {sum(r['busbw_gbps'] for r in ok) / len(ok):g}")
+        emit(f"# Avg bus bandwidth    : {sum(r['busbw_GB_per_s'] for r in ok) / len(ok):g}")
     emit("#")
     emit(f"# {'size':>10}  {'channels':>8}  {'transfers':>9}  {'pfc_pauses':>10}  "
          f"{'ce_marks':>9}  {'cnps':>7}  {'drops':>7}  {'max_queue':>10}  busiest link")
@@ -276,8 +280,8 @@ def _write_csv(header: Sequence[str], rows: Sequence[Sequence[Any]], fp: TextIO)
 
 #: CSV columns taken from a results row (``sim.scenarios.collective.run_size``): (column,
 #: where in the row).  algbw/busbw are nccl-tests' GB/s (10^9 bytes/s).
-_CSV_FIGURES = (("time_us", "time_us"), ("algbw_GB_per_s", "algbw_gbps"),
-                ("busbw_GB_per_s", "busbw_gbps"))
+_CSV_FIGURES = (("time_us", "time_us"), ("algbw_GB_per_s", "algbw_GB_per_s"),
+                ("busbw_GB_per_s", "busbw_GB_per_s"))
 _CSV_COUNTERS = ("pfc_pauses", "ce_marks", "cnps", "drops", "max_queue_bytes")
 
 

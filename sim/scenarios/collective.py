@@ -14,7 +14,7 @@ from sim.scenarios.base import resolve_params
 from sim.scenarios.collective import collective_params, run_size
 p = resolve_params(collective_params(), {"nodes": 2, "gpus_per_node": 4})
 row = run_size("allreduce", 16 << 20, "rail", p)
-row["busbw_gbps"], row["counters"]["pfc_pauses"]
+row["busbw_GB_per_s"], row["counters"]["pfc_pauses"]
 ```
 """
 
@@ -183,7 +183,7 @@ def _figures(collective: str, count: int, dtype: str, nranks: int, times: list[i
         alg, bus = algbw_busbw(collective, count, dtype, nranks, t_ps / 1e12)
     else:
         alg = bus = 0.0
-    return {"time_ps": t_ps, "time_us": t_ps / 1e6, "algbw_gbps": alg, "busbw_gbps": bus}
+    return {"time_ps": t_ps, "time_us": t_ps / 1e6, "algbw_GB_per_s": alg, "busbw_GB_per_s": bus}
 
 
 def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any], *,
@@ -201,7 +201,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     ``count``, ``nchannels``, ``transfers``, ``counters`` (all iterations), ``error`` (None or
     why the size failed), ``wrong`` (0 when the ranks end with what the collective promises,
     :func:`sim.workloads.nccl.verify`), ``iteration_times_ps``, ``time_ps``, ``time_us``,
-    ``algbw_gbps``, ``busbw_gbps``, ``inplace`` (the same figures of the in-place
+    ``algbw_GB_per_s``, ``busbw_GB_per_s``, ``inplace`` (the same figures of the in-place
     iterations, or None) and ``nvlink_bytes`` (all iterations).  The fabric's
     ``gpus_per_node`` places ranks on nodes: NVLink inside them (``nvlink``,
     ``nvlink_gbps``, ``nvlink_latency_ns``) and PXN between them (``pxn``), as

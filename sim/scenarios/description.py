@@ -653,7 +653,7 @@ class CollectiveEntry:
             "iterations": sp["iters"], "iterations_done": len(times),
             "transfers_received": self.job.ndone, "iteration_times_ps": list(times),
             "time_ps": t_ps, "time_us": None if t_ps is None else t_ps / 1e6,
-            "algbw_gbps": alg, "busbw_gbps": bus, "complete": len(times) == sp["iters"],
+            "algbw_GB_per_s": alg, "busbw_GB_per_s": bus, "complete": len(times) == sp["iters"],
             "wrong": self.wrong, "error": self.error,
         }
 

@@ -220,7 +220,7 @@ def busbw_bound(doc: Mapping[str, Any], row: Mapping[str, Any] | None = None
 
 
 def _ok_rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [r for r in doc["results"] if r.get("error") is None and "busbw_gbps" in r]
+    return [r for r in doc["results"] if r.get("error") is None and "busbw_GB_per_s" in r]
 
 
 def _size_axis(ax: Any, sizes: Sequence[int]) -> None:
@@ -262,10 +262,10 @@ def overlay_figure(docs: Sequence[Mapping[str, Any]], names: Sequence[str] | Non
             label = names[i] if names else f"run {i + 1}"
         x = [r["size_bytes"] for r in rows]
         sizes += x
-        y = [r["busbw_gbps"] for r in rows]
+        y = [r["busbw_GB_per_s"] for r in rows]
         line = ax.plot(x, y, marker="o", linewidth=1.6, label=label)[0]
         color = line.get_color()
-        ip = [(r["size_bytes"], r["inplace"]["busbw_gbps"]) for r in rows if r.get("inplace")]
+        ip = [(r["size_bytes"], r["inplace"]["busbw_GB_per_s"]) for r in rows if r.get("inplace")]
         if ip:
             ax.plot([a for a, _ in ip], [b for _, b in ip], linestyle=":", marker="x",
                     markersize=7, color=color, label="in-place" if len(docs) == 1 else None)

@@ -112,7 +112,8 @@ def flatten_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
     """Every scalar of a summary.json (nested keys joined with dots; lists left out), plus
     per-flow aggregates: flows, flows_delivered_bytes, flow throughput min/mean/max (bps)
     and the largest finite FCT, and the scalars of each ``collectives`` item (a fabric
-    file's ``[[collective]]`` entries) as ``collectives.N.KEY``: ``collectives.0.busbw_gbps``."""
+    file's ``[[collective]]`` entries) as ``collectives.N.KEY``:
+    ``collectives.0.busbw_GB_per_s``."""
     out: dict[str, Any] = {}
     for k, v in summary.items():
         if k in ("params", "ports", "flows", "captures", "scenario", "seed"):
