@@ -155,8 +155,12 @@ def _roce_header_bytes() -> int:
                       "payload": {"length": 1024}})) - 1024
 
 
-#: Bytes of a frame the NIC makes or strips itself, not carried over PCIe.
-PCIE_HEADER_BYTES = _roce_header_bytes()
+#: Bytes of headers per RoCEv2 data frame (FCS not counted, as everywhere in the simulator):
+#: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 = 58 (IBA Annex A17 RoCEv2), derived from
+#: the field tables; the default ``Flow.packet_bytes`` is 1082 = 1024 + 58.
+ROCE_HEADER_BYTES = _roce_header_bytes()
+#: Bytes of a frame the NIC makes or strips itself, not carried over PCIe: its RoCE headers.
+PCIE_HEADER_BYTES = ROCE_HEADER_BYTES
 
 
 def rx_thresholds(buffer_bytes: int, link_bps: int, prop_ps: int,

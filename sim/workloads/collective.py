@@ -56,28 +56,14 @@ from weakref import WeakKeyDictionary
 
 from sim.fabric import Fabric
 from sim.net.switch import Switch
-from sim.nic.host import Flow, Host
+from sim.nic.host import ROCE_HEADER_BYTES, Flow, Host
 from sim.workloads.nccl import Schedule, Transfer, send_nic_rank
 
 __all__ = ["ROCE_HEADER_BYTES", "NVLINK_BPS", "NVLINK_LATENCY_PS", "CollectiveJob",
            "CollectiveRun", "NvlinkDomain", "RunError", "frames_bytes", "nvlink_domain",
            "run_schedule", "fabric_counters"]
 
-def _roce_header_bytes() -> int:
-    """Header bytes of an RDMA WRITE MIDDLE frame over IPv4, from the codecs' field tables:
-    a frame built by :func:`wire.build` with 1024 payload bytes, less the payload."""
-    import wire
-
-    payload = 1024
-    frame = wire.build({"ipv4": {}, "udp": {}, "bth": {"opcode": "RC_RDMA_WRITE_MIDDLE"},
-                        "payload": {"length": payload}})
-    return len(frame) - payload
-
-
-#: Bytes of headers per RoCEv2 frame (FCS not counted, as everywhere in the simulator):
-#: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 = 58 (IBA Annex A17 RoCEv2), derived from the
-#: field tables; the default ``Flow.packet_bytes`` of :mod:`sim.nic.host` is 1082 = 1024 + 58.
-ROCE_HEADER_BYTES = _roce_header_bytes()
+# ROCE_HEADER_BYTES (58, from the field tables) is sim.nic.host's, re-exported here.
 #: RoCE payload per frame at a 1024-byte MTU (the simulator's default packet).
 DEFAULT_MTU_BYTES = 1024
 #: How long the engine runs between checks for the last delivery.
