@@ -397,3 +397,18 @@ def test_a_failed_largest_size_leaves_its_links_to_the_largest_completed(tmp_pat
     assert last[0].endswith(f"{small['busiest_link']['name']} "
                             f"{100 * small['busiest_link']['utilisation']:.1f}%")
     assert last[1].endswith("  -")
+
+
+def test_transfer_time_percentiles_by_hand():
+    """transfer_time_us: nearest-rank p50/p99 and max of finish - start, µs; unfinished
+    transfers are left out; none at all gives None."""
+    from types import SimpleNamespace
+
+    from sim.scenarios.collective import transfer_time_us
+
+    run = SimpleNamespace(start_ps=[0] * 100 + [5, None],
+                          finish_ps=[(i + 1) * 10**6 for i in range(100)] + [None, None])
+    assert transfer_time_us(run) == {"p50": 50.0, "p99": 99.0, "max": 100.0}
+    assert transfer_time_us(SimpleNamespace(start_ps=[None], finish_ps=[None])) is None
+    one = SimpleNamespace(start_ps=[2_000_000], finish_ps=[5_000_000])
+    assert transfer_time_us(one) == {"p50": 3.0, "p99": 3.0, "max": 3.0}

@@ -290,7 +290,8 @@ def csv_table(doc: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
     per size: size, count, type, redop, root, the out-of-place time, algbw, busbw and
     #wrong, the same in place (``inplace_*``; empty without in-place iterations), channels,
     transfers, the fabric's counters (and any further counter a row has, e.g.
-    ``nvlink_bytes``), and ``error`` (empty when the size completed)."""
+    ``nvlink_bytes``), the busiest link, the transfers' time p50/p99/max (µs: the step time and
+    its tail) and ``error`` (empty when the size completed)."""
     rows = doc["results"]
     extra: list[str] = []
     for r in rows:
@@ -301,7 +302,8 @@ def csv_table(doc: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
               *(c for c, _ in _CSV_FIGURES), "wrong",
               *(f"inplace_{c}" for c, _ in _CSV_FIGURES), "inplace_wrong",
               "channels", "transfers", *_CSV_COUNTERS, *extra, "busiest_link",
-              "busiest_link_utilisation", "error"]
+              "busiest_link_utilisation", "transfer_p50_us", "transfer_p99_us",
+              "transfer_max_us", "error"]
     out = []
     for r in rows:
         ip = r.get("inplace") or {}
@@ -320,6 +322,8 @@ def csv_table(doc: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
                     *(counters.get(k, "") for k in (*_CSV_COUNTERS, *extra)),
                     *((b["name"], b["utilisation"]) if (b := r.get("busiest_link"))
                       else ("", "")),
+                    *((tt["p50"], tt["p99"], tt["max"]) if (tt := r.get("transfer_time_us"))
+                      else ("", "", "")),
                     r.get("error") or ""])
     return header, out
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from sim.scenarios.base import Param
 
 __all__ = ["FABRICS", "FABRIC_KEYS", "build_fabric", "check_fabric_keys", "collective_params",
-           "run_size"]
+           "run_size", "transfer_time_us"]
 
 FABRICS = ("rail", "star", "fattree", "superpod")
 
@@ -186,6 +186,21 @@ def _figures(collective: str, count: int, dtype: str, nranks: int, times: list[i
     return {"time_ps": t_ps, "time_us": t_ps / 1e6, "algbw_GB_per_s": alg, "busbw_GB_per_s": bus}
 
 
+def transfer_time_us(run: Any) -> dict[str, float] | None:
+    """p50, p99 and max of the transfers' times (start to full receipt, µs) of a
+    :class:`sim.workloads.collective.CollectiveRun`: the step time and its tail (nearest
+    rank, over every transfer; None without transfers)."""
+    d = sorted(f - s for s, f in zip(run.start_ps, run.finish_ps, strict=True)
+               if s is not None and f is not None)
+    if not d:
+        return None
+
+    def pct(q: float) -> float:
+        return d[min(len(d) - 1, max(0, -(-len(d) * q // 100) - 1))] / 1e6
+
+    return {"p50": pct(50), "p99": pct(99), "max": d[-1] / 1e6}
+
+
 def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any], *,
              algorithm: str = "ring", protocol: str = "simple", channels: int = 2,
              qps: int = 1, datatype: str = "float", root: int = 0, iters: int = 1,
@@ -202,7 +217,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     why the size failed), ``wrong`` (0 when the ranks end with what the collective promises,
     :func:`sim.workloads.nccl.verify`), ``iteration_times_ps``, ``time_ps``, ``time_us``,
     ``algbw_GB_per_s``, ``busbw_GB_per_s``, ``inplace`` (the same figures of the in-place
-    iterations, or None) and ``nvlink_bytes`` (all iterations).  The fabric's
+    iterations, or None), ``nvlink_bytes`` (all iterations) and ``transfer_time_us``
+    (:func:`transfer_time_us` of the last out-of-place iteration).  The fabric's
     ``gpus_per_node`` places ranks on nodes: NVLink inside them (``nvlink``,
     ``nvlink_gbps``, ``nvlink_latency_ns``) and PXN between them (``pxn``), as
     :mod:`sim.workloads.collective` describes.
@@ -274,6 +290,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     }
     if details:
         row["links"], row["timeline"] = links, timeline
+    if error is None and run is not None:
+        row["transfer_time_us"] = transfer_time_us(run)
     if error is None:
         row.update(_figures(collective, counts.param_count, datatype, nranks, times))
         if inplace:
