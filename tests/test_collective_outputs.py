@@ -382,7 +382,8 @@ def test_a_failed_largest_size_leaves_its_links_to_the_largest_completed(tmp_pat
     def fail_512k(*a, **kw):
         row = real(*a, **kw)
         if a[1] == 512 << 10:
-            row.update(error="iteration 1: made to fail", links=None, timeline=None)
+            row.update(error="iteration 1: made to fail", links=None, timeline=None,
+                       busiest_link=None)
         return row
 
     monkeypatch.setattr(cli, "run_size", fail_512k)

@@ -10,7 +10,8 @@ control persist), the mean time of the timed ones, algbw/busbw by nccl-tests' fo
 ``#wrong`` = 0 when the ranks end with what the collective promises in the order the
 transfers actually started (:func:`sim.workloads.nccl.verify`).  Below the table, per size:
 PFC pauses, CE marks, CNPs, drops and the deepest switch queue over all its iterations, and
-the busiest link of its last out-of-place iteration (:func:`busiest_link`).
+the busiest link of its last out-of-place iteration
+(:func:`sim.workloads.collective_stats.busiest_link`).
 
 Outputs (docs/cli.md): ``--json FILE``, ``--csv FILE`` (one row per size) and ``--out DIR``
 (written whole or not at all by :func:`wire.atomic.atomic_dir`): ``results.json``,
@@ -41,7 +42,6 @@ from sim.scenarios.collective import (
 from sim.workloads.nccl import Collective
 
 __all__ = ["add_parsers", "FABRICS", "build_fabric", "collective_params", "csv_table",
-           "busiest_link",
            "cmd_plot_collective", "Progress"]
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -177,7 +177,6 @@ def cmd_collective(args: argparse.Namespace) -> int:
                 _err(f"size {nbytes}: {e}")
                 return EXIT_USAGE
             rows.append(row)
-            row["busiest_link"] = busiest_link(row.get("links"))
             if row["error"] is None:
                 if kept is not None:
                     del kept["links"], kept["timeline"]
@@ -255,16 +254,6 @@ def cmd_collective(args: argparse.Namespace) -> int:
         _err("interrupted while writing: the outputs not yet in place were left as they were")
         return EXIT_INTERRUPTED
     return EXIT_OK if len(ok) == len(rows) else EXIT_FAIL
-
-
-def busiest_link(links: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | None:
-    """The most utilised link of a size (``links`` of :func:`run_size` with ``details``):
-    ``name`` (``leaf0:p2->spine0``), ``tier``, ``utilisation``; None without links."""
-    if not links:
-        return None
-    b = max(links, key=lambda v: v["utilisation"])
-    return {"name": f"{b['name']}->{b['peer_name']}", "tier": b["tier"],
-            "utilisation": b["utilisation"]}
 
 
 def _write_json(doc: Mapping[str, Any], fp: TextIO) -> None:

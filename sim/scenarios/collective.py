@@ -224,13 +224,19 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     :mod:`sim.workloads.collective` describes.
 
     ``details`` adds ``links`` (:func:`sim.workloads.collective_stats.link_usage`: every
-    port's bytes and utilisation) and ``timeline`` (the transfers of rank ``timeline_rank``,
+    port's bytes and utilisation), ``busiest_link`` and ``timeline`` (the transfers of rank
+    ``timeline_rank``,
     :func:`sim.workloads.collective_stats.rank_timeline`) of the last out-of-place
     iteration (None when the size failed).  ``progress(done, total)`` is called as the
     transfers of all iterations of this size are received."""
     from sim.units import gbps
     from sim.workloads.collective import ROCE_HEADER_BYTES, fabric_counters, nvlink_domain
-    from sim.workloads.collective_stats import link_usage, port_counters, rank_timeline
+    from sim.workloads.collective_stats import (
+        busiest_link,
+        link_usage,
+        port_counters,
+        rank_timeline,
+    )
     from sim.workloads.nccl import ScheduleError, schedule, verify
     from sim.workloads.nccl_tests import coll_counts
 
@@ -290,6 +296,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     }
     if details:
         row["links"], row["timeline"] = links, timeline
+        row["busiest_link"] = busiest_link(links)
     if error is None and run is not None:
         row["transfer_time_us"] = transfer_time_us(run)
     if error is None:

@@ -124,9 +124,11 @@ def _differing(docs: Sequence[Mapping[str, Any]]) -> list[str]:
                                     for d in docs}) > 1]
 
 
-def _common_title(doc: Mapping[str, Any]) -> str:
+def _common_title(doc: Mapping[str, Any], differing: Sequence[str] = ()) -> str:
+    """Collective, ranks, fabric and link rate of ``doc``; the link rate is left out when it
+    is one of the ``differing`` keys (the legend names it per curve)."""
     p = doc.get("params", {})
-    rate = p.get("link_gbps")
+    rate = None if "link_gbps" in differing else p.get("link_gbps")
     return (f"{doc['collective']}, {doc.get('nranks', '?')} ranks, fabric "
             f"{doc.get('fabric', '?')}" + (f", {rate:g} Gb/s links" if rate else ""))
 
@@ -304,8 +306,9 @@ def overlay_figure(docs: Sequence[Mapping[str, Any]], names: Sequence[str] | Non
     ax.set_ylim(0, max(top, 1e-3) * 1.12)
     ax.set_ylabel("busbw (GB/s, nccl-tests' bus bandwidth)")
     ax.grid(True, alpha=0.3)
-    title = _common_title(docs[0]) if not diff or not {"collective", "nranks", "fabric"} & \
-        set(diff) else docs[0]["collective"]
+    title = _common_title(docs[0], diff) if not diff or not {"collective", "nranks",
+                                                             "fabric"} & set(diff) \
+        else docs[0]["collective"]
     if len(docs) == 1:
         d = docs[0]
         title += (f"; {d.get('algorithm')}/{d.get('protocol')}, channels {d.get('channels')},"

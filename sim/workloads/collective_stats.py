@@ -29,8 +29,8 @@ from sim.net.switch import Switch
 from sim.nic.host import Host
 from sim.workloads.collective import CollectiveRun
 
-__all__ = ["port_counters", "link_usage", "rank_timeline", "switch_levels", "level_names",
-           "tier_order"]
+__all__ = ["busiest_link", "port_counters", "link_usage", "rank_timeline", "switch_levels",
+           "level_names", "tier_order"]
 
 #: Counters of one port: (tx_bytes, busy_ps, tx_packets).
 PortCounters = tuple[int, int, int]
@@ -166,3 +166,14 @@ def rank_timeline(run: CollectiveRun, rank: int) -> list[dict[str, Any]]:
                     "finish_ps": None if f is None else f - t0})
     out.sort(key=lambda e: (e["start_ps"] is None, e["start_ps"] or 0, e["id"]))
     return out
+
+
+def busiest_link(links: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | None:
+    """The most utilised link of a size (``links`` of :func:`sim.scenarios.collective.run_size` with
+    ``details``, i.e. :func:`link_usage`):
+    ``name`` (``leaf0:p2->spine0``), ``tier``, ``utilisation``; None without links."""
+    if not links:
+        return None
+    b = max(links, key=lambda v: v["utilisation"])
+    return {"name": f"{b['name']}->{b['peer_name']}", "tier": b["tier"],
+            "utilisation": b["utilisation"]}
