@@ -139,6 +139,24 @@ def test_ownership_catches_a_copy_for_a_reduce_and_a_double_count():
         simulate_ownership(dataclasses.replace(s, transfers=twice))
 
 
+def test_ownership_catches_a_reduction_into_another_block():
+    """ReduceScatter: a reducing hop that lands in another rank's block would sum two
+    different blocks: caught when it happens, and verify fails."""
+    from sim.workloads.nccl import inputs_set
+
+    s = schedule("reducescatter", 4, MIB, nchannels=1)
+    i = next(k for k, t in enumerate(s.transfers) if t.reduce and t.step == 1)
+    bad = list(s.transfers)
+    t = bad[i]
+    bad[i] = dataclasses.replace(t, dst_block=(t.dst_block + 1) % 4)
+    with pytest.raises(ScheduleError, match="combine block"):
+        simulate_ownership(dataclasses.replace(s, transfers=bad))
+    held = simulate_ownership(s)
+    pieces = [v for (b, _o, _n), v in held[2].items() if b == 2]
+    assert pieces  # every piece of rank 2's block 2 ends as the sum of all ranks' block 2
+    assert all(inputs_set(v) == {(j, 2) for j in range(4)} for v in pieces)
+
+
 def test_running_a_transfer_before_its_dependency_is_an_error():
     s = schedule("allgather", 3, 1000, nchannels=1)
     order = topological_order(s)
