@@ -285,3 +285,21 @@ def test_two_jobs_share_hosts_in_one_engine_run():
     assert jb.run.first_start_ps == 1_000_000
     with pytest.raises(RuntimeError):
         ja.start()
+
+
+def test_default_channels_one_per_nic_of_a_node(tmp_path):
+    """No --channels: one ring per NIC of a node (rail 2 x 4: 4 channels, every NIC carries
+    one), 2 with one GPU per node (star); a [[collective]] entry without channels agrees."""
+    import json
+
+    from sim.workloads.nccl import default_channels
+
+    assert [default_channels(2, 4), default_channels(2, 8), default_channels(1, 8),
+            default_channels(8, 1)] == [4, 8, 2, 2]
+    for extra, want in (([], 4), (["--channels", "3"], 3), (STAR4, 2)):
+        out = tmp_path / f"r{want}.json"
+        rc, _, err = _cli(["collective", "allreduce", "-b", "1M", "-e", "1M", *extra,
+                           "--json", str(out)], None)
+        assert rc == 0, err
+        doc = json.loads(out.read_text())
+        assert doc["channels"] == want and doc["results"][0]["nchannels"] == want

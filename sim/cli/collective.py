@@ -39,7 +39,7 @@ from sim.scenarios.collective import (
     collective_params,
     run_size,
 )
-from sim.workloads.nccl import Collective
+from sim.workloads.nccl import Collective, default_channels
 
 __all__ = ["add_parsers", "FABRICS", "build_fabric", "collective_params", "csv_table",
            "cmd_plot_collective", "Progress"]
@@ -112,6 +112,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
             raise ValueError("nodes x gpus_per_node: a collective needs at least 2 GPUs")
         rf = build_fabric(args.fabric, params)  # a bad fabric is refused before any run
         nranks, shape = len(rf.ranks), (rf.nodes, rf.gpus_per_node)
+        channels = args.channels or default_channels(*shape)
     except (ScenarioError, ValueError) as e:
         _err(str(e))
         return EXIT_USAGE
@@ -152,7 +153,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
     emit(f"# lossless collective {coll}: {nranks} ranks ({shape[0]} nodes x "
          f"{shape[1]} GPUs), fabric {args.fabric}, {params['link_gbps']:g} Gb/s,"
          f" pfc {str(params['pfc']).lower()}, cc {params['cc']}; algo {args.algo}, proto "
-         f"{args.proto}, channels {args.channels}, qps {args.qps}; -w {args.warmup_iters} "
+         f"{args.proto}, channels {channels}, qps {args.qps}; -w {args.warmup_iters} "
          f"-n {args.iters}")
     for line in header_lines():
         emit(line)
@@ -165,7 +166,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
             try:
                 row = run_size(args.collective, nbytes, args.fabric, params,
                                algorithm=args.algo, protocol=args.proto,
-                               channels=args.channels, qps=args.qps, datatype=args.datatype,
+                               channels=channels, qps=args.qps, datatype=args.datatype,
                                root=args.root, iters=args.iters,
                                warmup_iters=args.warmup_iters,
                                details=True,
@@ -219,7 +220,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
     doc = {"collective": str(coll), "nranks": nranks, "nodes": shape[0],
            "gpus_per_node": shape[1], "fabric": args.fabric,
            "params": params, "algorithm": args.algo, "protocol": args.proto,
-           "channels": args.channels, "qps_per_connection": args.qps,
+           "channels": channels, "qps_per_connection": args.qps,
            "datatype": args.datatype, "op": redop, "root": root,
            "iters": args.iters, "warmup_iters": args.warmup_iters,
            "timeline_rank": args.timeline_rank, "results": rows}
@@ -441,9 +442,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "limit_ms ... (docs/cli.md)")
     c.add_argument("--algo", choices=[str(a) for a in Algorithm], default="ring")
     c.add_argument("--proto", choices=[str(p) for p in Protocol], default="simple")
-    c.add_argument("--channels", type=integer(1, MAXCHANNELS), default=2, metavar="N",
+    c.add_argument("--channels", type=integer(1, MAXCHANNELS), default=None, metavar="N",
                    help="NCCL channels (NCCL_MIN/MAX_NCHANNELS; small sizes use fewer; "
-                        "default 2)")
+                        "default: one per NIC of a node, gpus_per_node, when there are "
+                        "several nodes of several GPUs, else 2)")
     c.add_argument("--qps", type=integer(1, 128), default=1, metavar="N",
                    help="QPs per connection (NCCL_IB_QPS_PER_CONNECTION; default 1)")
     c.add_argument("--json", metavar="FILE", help="write the results as JSON")

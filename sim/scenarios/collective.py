@@ -202,7 +202,7 @@ def transfer_time_us(run: Any) -> dict[str, float] | None:
 
 
 def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any], *,
-             algorithm: str = "ring", protocol: str = "simple", channels: int = 2,
+             algorithm: str = "ring", protocol: str = "simple", channels: int | None = None,
              qps: int = 1, datatype: str = "float", root: int = 0, iters: int = 1,
              warmup_iters: int = 0, inplace: bool = True, details: bool = False,
              timeline_rank: int = 0,
@@ -213,7 +213,9 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     to back, then (``inplace``) ``iters`` in-place ones on the same fabric, as nccl-tests
     runs them (the network traffic of both is the same; the in-place ones find the QPs and
     their congestion control warm).  Returns the row of the results: ``size_bytes``,
-    ``count``, ``nchannels``, ``transfers``, ``counters`` (all iterations), ``error`` (None or
+    ``count``, ``nchannels`` (the channels used: ``channels``, or for None
+    :func:`sim.workloads.nccl.default_channels` of the fabric's nodes, fewer for small
+    calls), ``transfers``, ``counters`` (all iterations), ``error`` (None or
     why the size failed), ``wrong`` (0 when the ranks end with what the collective promises,
     :func:`sim.workloads.nccl.verify`), ``iteration_times_ps``, ``time_ps``, ``time_us``,
     ``algbw_GB_per_s``, ``busbw_GB_per_s``, ``inplace`` (the same figures of the in-place
@@ -237,12 +239,14 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         port_counters,
         rank_timeline,
     )
-    from sim.workloads.nccl import ScheduleError, schedule, verify
+    from sim.workloads.nccl import ScheduleError, default_channels, schedule, verify
     from sim.workloads.nccl_tests import coll_counts
 
     rf = build_fabric(fabric, dict(params))
     nranks = len(rf.ranks)
     counts = coll_counts(collective, nbytes, datatype, nranks)
+    if not channels:
+        channels = default_channels(rf.nodes, rf.gpus_per_node)
     sch = schedule(collective, nranks, counts.param_count, datatype,
                    nchannels=channels, algorithm=algorithm, protocol=protocol,
                    root=root, gpus_per_node=rf.gpus_per_node,

@@ -314,8 +314,9 @@ def _collective_params() -> tuple[Param, ...]:
               _choice(*(a.value for a in Algorithm))),
         Param("proto", "simple", "NCCL protocol: simple | ll | ll128",
               _choice(*(p.value for p in Protocol))),
-        Param("channels", 2, "communicator channels (small calls use fewer)",
-              in_range(1, MAXCHANNELS)),
+        Param("channels", 0, "communicator channels (small calls use fewer; 0: as lossless "
+              "collective, one per NIC of a node when there are several nodes of several "
+              "GPUs, else 2)", in_range(0, MAXCHANNELS)),
         Param("qps", 1, "QPs per connection (NCCL_IB_QPS_PER_CONNECTION)", in_range(1, 128)),
         Param("iters", 1, "iterations back to back, on the same QPs", in_range(1, 100000)),
         Param("start_us", 0.0, "when the first iteration starts", nonneg),
@@ -664,7 +665,7 @@ def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int
     ``start_us``); their QP numbers follow the flow ids already in the fabric, entry after
     entry, below the replayed captures' ids (:data:`sim.workloads.replay.REPLAY_FLOW_BASE`)."""
     from sim.workloads.collective import ROCE_HEADER_BYTES
-    from sim.workloads.nccl import Collective, ScheduleError, schedule
+    from sim.workloads.nccl import Collective, ScheduleError, default_channels, schedule
     from sim.workloads.nccl_tests import coll_counts, parse_size
     from sim.workloads.replay import REPLAY_FLOW_BASE
 
@@ -702,7 +703,8 @@ def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int
                                 f"{ROCE_HEADER_BYTES} header bytes")
         counts = coll_counts(coll, parse_size(c["size"]), c["datatype"], n)
         try:
-            sch = schedule(coll, n, counts.param_count, c["datatype"], nchannels=c["channels"],
+            nch = c["channels"] or default_channels(n // g if g > 1 else n, g)
+            sch = schedule(coll, n, counts.param_count, c["datatype"], nchannels=nch,
                            algorithm=c["algo"], protocol=c["proto"], root=c["root"],
                            gpus_per_node=g, qps_per_connection=c["qps"], qp_base=qp_base)
         except ScheduleError as e:

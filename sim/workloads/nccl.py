@@ -113,7 +113,7 @@ from enum import StrEnum
 __all__ = [
     "Collective", "Algorithm", "Protocol", "Transfer", "Connection", "Schedule",
     "ScheduleError", "schedule", "simulate_ownership", "verify", "topological_order",
-    "Inputs", "inputs_set",
+    "Inputs", "inputs_set", "default_channels",
     "finish_times", "nccl_rings", "send_nic_rank",
     "btree", "dtree", "channel_tree", "qp_split", "step_data_bytes", "udp_sport", "wire_bytes",
     "DTYPE_BYTES",
@@ -333,6 +333,19 @@ def nccl_rings(nodes: int, gpus_per_node: int, nchannels: int) -> list[list[int]
         local = [(r - i) % g for i in range(g)]
         out.append([n * g + x for n in range(nodes) for x in local])
     return out
+
+
+def default_channels(nodes: int, gpus_per_node: int) -> int:
+    """The channel count when the caller names none: one ring per NIC of a node when the
+    ranks fill several nodes of several GPUs (NCCL's ring search gives channel ``c`` the
+    ``c``-th NIC, ``ncclTopoSearchRecNet`` in ``src/graph/search.cc``, and NCCL keeps
+    searching for more channels while bandwidth allows, so a DGX-like node with one NIC per
+    GPU gets at least one channel per NIC; its duplication of channels,
+    ``ncclTopoDupChannels``, is not followed); else 2 (an assumption: a NIC-bound
+    reference with one GPU per node)."""
+    if nodes > 1 and gpus_per_node > 1:
+        return min(gpus_per_node, MAXCHANNELS)
+    return 2
 
 
 def send_nic_rank(src: int, dst: int, gpus_per_node: int, pxn: bool = True) -> int:
