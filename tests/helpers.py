@@ -6,6 +6,7 @@
 * :func:`frame_dict` / :data:`ROCE_FRAMES`: one RoCEv2 frame per opcode of
   :data:`wire.bth.EXT_HEADERS`, built with :func:`wire.build` from seeded random-ish values
   (the frame table of ``test_stack.py`` and ``test_ecn_pfc.py``).
+* :func:`posted_pair`: a two-host collective star with one posted flow between them.
 * :func:`geometry`: where the headers, the ICRC and the IP datagram of a valid frame end,
   computed from the field tables (not from the dissector's own bookkeeping).
 """
@@ -26,7 +27,7 @@ from wire.stack import build, dissect
 
 __all__ = [
     "ROCE_FRAMES", "Geometry", "assert_fields", "check_header", "frame_dict", "geometry",
-    "merge", "unhex",
+    "merge", "posted_pair", "unhex",
 ]
 
 
@@ -191,3 +192,20 @@ def run_cli(args: list[str], stdin: bytes | None = None) -> tuple[int, str, str]
     finally:
         sys.stdin = old_stdin
     return rc, out.getvalue(), err.getvalue()
+
+
+def posted_pair(link_gbps: float, fid: int = 7, packet_bytes: int = 1082, **star_kw):
+    """``(star, fabric, a, b, flow)``: :func:`sim.fabric.rail.collective_star` of 2 ranks at
+    ``link_gbps`` and a posted flow ``fid`` from rank 0's host ``a`` to rank 1's ``b``
+    (added to both, sending nothing until :meth:`sim.nic.host.Host.post`)."""
+    from sim.fabric.rail import collective_star
+    from sim.nic.host import Flow
+
+    f = collective_star(2, link_gbps=link_gbps, **star_kw)
+    fab = f.fabric
+    a, b = (fab.nodes[h] for h in f.ranks)
+    flow = Flow(fid, a.node_id, b.node_id, a.port.rate_bps, packet_bytes=packet_bytes)
+    fab.flows[fid] = flow
+    a.add_posted_flow(flow)
+    b.expect(flow)
+    return f, fab, a, b, flow

@@ -17,11 +17,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sim.fabric.rail import collective_star
-from sim.nic.host import Flow
 from sim.workloads.collective import run_schedule
 from sim.workloads.collective_stats import link_usage, port_counters, rank_timeline
 from sim.workloads.nccl import schedule
-from tests.helpers import run_cli
+from tests.helpers import posted_pair, run_cli
 
 pytest.importorskip("matplotlib")
 
@@ -233,13 +232,7 @@ def test_bound_names_pcie_when_it_is_lower_and_the_protocol():
 
 # ------------------------------------------------------------------ collective_stats
 def test_link_usage_on_a_star_counts_the_posted_frames():
-    f = collective_star(2, link_gbps=100, prop_ps=500_000)
-    fab = f.fabric
-    a, b = (fab.nodes[h] for h in f.ranks)
-    flow = Flow(7, a.node_id, b.node_id, a.port.rate_bps, packet_bytes=1082)
-    fab.flows[7] = flow
-    a.add_posted_flow(flow)
-    b.expect(flow)
+    f, fab, a, _b, _flow = posted_pair(100, prop_ps=500_000)
     a.post(7, 10 * 1082)
     fab.run(10**7)
     links = {(x["name"], x["peer_name"]): x for x in link_usage(fab, 0, 10**7, ranks=f.ranks)}

@@ -12,10 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.fabric.rail import collective_star, rail_optimized
-from sim.nic.host import Flow
 from sim.workloads.collective import frames_bytes, run_schedule
 from sim.workloads.nccl import finish_times, schedule
-from tests.helpers import run_cli
+from tests.helpers import posted_pair, run_cli
 
 GBPS = 100
 PROP_PS = 500_000
@@ -37,13 +36,7 @@ def _run_star(sch, **kw):
 
 # ------------------------------------------------------------------ posted flows (host hook)
 def test_posted_flow_sends_only_what_is_posted_in_order():
-    f = collective_star(2, link_gbps=GBPS)
-    fab = f.fabric
-    a, b = (fab.nodes[h] for h in f.ranks)
-    flow = Flow(7, a.node_id, b.node_id, a.port.rate_bps, packet_bytes=1082)
-    fab.flows[7] = flow
-    a.add_posted_flow(flow)
-    b.expect(flow)
+    _f, fab, a, b, _flow = posted_pair(GBPS)
     seen = []
     b.on_data = lambda fid, got, now: seen.append((fid, got))
     fab.run(10_000_000)

@@ -356,15 +356,25 @@ class Port:
                 return tc
         return None
 
-    def _pick_dwrr(self) -> int | None:
-        if not self._queued:
-            return None
-        now = self.engine.now_ps
+    def _strict_ready(self, now: int) -> int | None:
+        """The highest strict class with a frame and not paused (``"dwrr"``, ``"vlarb"``:
+        strict classes go before the weighted ones), else None."""
         until = self._paused_until_ps
         queues = self.queues
         for tc in self.strict_tcs:
             if queues[tc] and until[tc] <= now:
                 return tc
+        return None
+
+    def _pick_dwrr(self) -> int | None:
+        if not self._queued:
+            return None
+        now = self.engine.now_ps
+        tc = self._strict_ready(now)
+        if tc is not None:
+            return tc
+        until = self._paused_until_ps
+        queues = self.queues
         deficit = self.deficit
         cur = self._dw_cur
         if cur >= 0:
@@ -409,11 +419,9 @@ class Port:
         if not self._queued:
             return None
         now = self.engine.now_ps
-        until = self._paused_until_ps
-        queues = self.queues
-        for tc in self.strict_tcs:
-            if queues[tc] and until[tc] <= now:
-                return tc
+        tc = self._strict_ready(now)
+        if tc is not None:
+            return tc
         limit = self._va_limit
         sent = self._va_hi_sent
         high_ok = limit is None or sent == 0 or sent < limit
