@@ -12,5 +12,6 @@ def test_bench_quick_runs() -> None:
     r = subprocess.run([sys.executable, "-m", "bench", "--quick"], cwd=root,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    for heading in ("Single FIFO", "8:1 incast", "wire.batch", "Crafting", "wire.dissect"):
+    for heading in ("Single FIFO", "8:1 incast", "wire.batch", "Crafting", "wire.dissect",
+                    "Collectives"):
         assert heading in r.stdout, heading
