@@ -22,6 +22,8 @@ from sim.study.results import run_scenario
 from sim.study.sweep import flatten_summary, sweep
 from tests.helpers import run_cli
 
+EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
+
 #: A rail fabric of 2 nodes x 2 GPUs (switches 0..2, hosts 3..6 = ranks 0..3), with the switch and
 #: link settings of ``lossless collective --fabric rail`` (sim.scenarios.collective).
 FABRIC = """\
@@ -272,3 +274,42 @@ def test_numeric_collective_keys_refuse_hostile_values(tmp_path_factory, key, v)
     f = _file(d, _entry(size="256K"))
     with pytest.raises(ScenarioError, match=rf"^-p: \[\[collective\]\] parameter '{key}'"):
         loader.build(str(f), {f"collective.{key}": v})
+
+
+# ------------------------------------------------------------ lossless collective --fabric FILE
+def test_collective_on_a_fabric_file_is_the_generated_fabric(tmp_path):
+    """--fabric FILE.toml: the file's hosts are the ranks, its traffic is left out, and the
+    example file (rail 2 x 4 with lossless collective's settings) gives the figures of
+    --fabric rail -p spines=2; -p TABLE.KEY overrides the file."""
+    ex = str(EXAMPLES / "rail_allreduce.toml")
+    docs = []
+    for args in (["--fabric", ex], ["--fabric", "rail", "-p", "spines=2"],
+                 ["--fabric", ex, "-p", "links.link_gbps=100"]):
+        out = tmp_path / f"r{len(docs)}.json"
+        rc, _, err = run_cli(["collective", "allreduce", "-b", "1M", "-e", "1M", *args,
+                              "--json", str(out)])
+        assert rc == 0, err
+        docs.append(json.loads(out.read_text()))
+    a, b, slow = (d["results"][0] for d in docs)
+    assert a["busbw_GB_per_s"] == b["busbw_GB_per_s"] and a["transfers"] == b["transfers"]
+    assert docs[0]["nranks"] == 8 and docs[0]["gpus_per_node"] == 4
+    assert docs[2]["params"]["link_gbps"] == 100.0  # the file's value, in the document
+    assert slow["busbw_GB_per_s"] < a["busbw_GB_per_s"]
+
+
+def test_collective_fabric_file_errors_are_one_line(tmp_path):
+    ex = str(EXAMPLES / "rail_allreduce.toml")
+    ref = tmp_path / "ref.toml"
+    ref.write_text('scenario = "incast"\n')
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[topology]\nkind = 'star'\nhosts = 1\n")
+    for args, want in (
+        (["--fabric", ex, "-p", "link_gbps=100"], "-p link_gbps: with --fabric FILE.toml"),
+        (["--fabric", str(tmp_path / "no.toml")], "No such file"),
+        (["--fabric", str(ref)], "needs a fabric file"),
+        (["--fabric", "nope"], "--fabric: expected one of"),
+        (["--fabric", ex, "-p", "links.link_gbps=nan"], "link_gbps"),
+        (["--fabric", str(bad)], "bad.toml"),
+    ):
+        rc, _out, err = run_cli(["collective", "allreduce", "-b", "1M", "-e", "1M", *args])
+        assert rc == 2 and want in err and len(err.strip().splitlines()) == 1, (args, err)

@@ -37,7 +37,9 @@ from sim.scenarios.collective import (
     build_fabric,
     check_fabric_keys,
     collective_params,
+    is_fabric_file,
     run_size,
+    split_file_params,
 )
 from sim.workloads.nccl import Collective, default_channels
 
@@ -104,13 +106,22 @@ def cmd_collective(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         given[key] = value
     try:
-        check_fabric_keys(args.fabric, given)
-        params = resolve_params(collective_params(), given)
+        if is_fabric_file(args.fabric):
+            over, given = split_file_params(given)
+            params = resolve_params(collective_params(), given)
+            params["file_overrides"] = over
+        else:
+            if args.fabric not in FABRICS:
+                raise ValueError(f"--fabric: expected one of {', '.join(FABRICS)} or a "
+                                 f"fabric file FILE.toml, got {args.fabric!r}")
+            check_fabric_keys(args.fabric, given)
+            params = resolve_params(collective_params(), given)
         factor = args.stepfactor or (1 if args.stepbytes is not None else 2)
         sizes = size_list(args.minbytes, args.maxbytes, factor, args.stepbytes or 1 << 20)
         if args.fabric in ("rail", "star") and params["nodes"] * params["gpus_per_node"] < 2:
             raise ValueError("nodes x gpus_per_node: a collective needs at least 2 GPUs")
         rf = build_fabric(args.fabric, params)  # a bad fabric is refused before any run
+        params.update(getattr(rf, "settings", {}))  # a fabric file's own settings
         nranks, shape = len(rf.ranks), (rf.nodes, rf.gpus_per_node)
         channels = args.channels or default_channels(*shape)
     except (ScenarioError, ValueError) as e:
@@ -430,10 +441,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="reduction: sum, prod, max, min, avg (printed only; default sum)")
     c.add_argument("-r", "--root", type=integer(0, 1 << 16), default=0, metavar="RANK",
                    help="broadcast root (default 0)")
-    c.add_argument("--fabric", choices=FABRICS, default="rail",
+    c.add_argument("--fabric", default="rail", metavar="KIND|FILE.toml",
                    help="rail: rail-optimised leaves and spines; star: one non-blocking "
                         "switch; fattree: 3-tier k-ary fat-tree (-p k=, oversubscription=); "
-                        "superpod: DGX H100 SuperPOD scalable units (-p sus=) (default rail)")
+                        "superpod: DGX H100 SuperPOD scalable units (-p sus=); or a fabric "
+                        "file FILE.toml (its hosts are the ranks, its traffic is left out; "
+                        "-p TABLE.KEY=VALUE overrides it) (default rail)")
     c.add_argument("-p", "--param", type=_kv, action="append", metavar="KEY=VALUE",
                    help="fabric parameter (repeatable): nodes, gpus_per_node, spines, ecmp, "
                         "k, oversubscription, sus, superpod_nodes, nvlink, nvlink_gbps, "

@@ -21,6 +21,7 @@ row["busbw_GB_per_s"], row["counters"]["pfc_pauses"]
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -28,8 +29,9 @@ if TYPE_CHECKING:
     from sim.fabric.rail import RailFabric
     from sim.scenarios.base import Param
 
-__all__ = ["FABRICS", "FABRIC_KEYS", "build_fabric", "check_fabric_keys", "collective_params",
-           "run_size", "transfer_time_us"]
+__all__ = ["FABRICS", "FABRIC_KEYS", "FILE_KEYS", "FileFabric", "build_fabric",
+           "check_fabric_keys", "collective_params", "fabric_file", "is_fabric_file",
+           "run_size", "split_file_params", "transfer_time_us"]
 
 FABRICS = ("rail", "star", "fattree", "superpod")
 
@@ -110,11 +112,95 @@ def check_fabric_keys(kind: str, given: Mapping[str, Any]) -> None:
                          f"{', '.join(sorted(FABRIC_KEYS[kind]))})")
 
 
-def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric | FatTree | SuperPod:
+#: ``-p`` keys (no dot) that still apply with ``--fabric FILE.toml``: the node model and the
+#: run's bound; the fabric's own settings are the file's (``-p TABLE.KEY=VALUE``).
+FILE_KEYS = ("nvlink", "nvlink_gbps", "nvlink_latency_ns", "pxn", "limit_ms")
+#: The sections of a fabric file that are traffic: left out when the file is only the
+#: fabric of ``lossless collective``.
+_TRAFFIC = ("traffic", "flows", "pcap", "collective")
+
+
+@dataclass(frozen=True, slots=True)
+class FileFabric:
+    """The fabric of a fabric file (``--fabric FILE.toml``): ``fabric``, ``ranks`` (hosts in
+    rank order), ``nodes``, ``gpus_per_node`` and ``packet_bytes`` (the file's
+    ``[switch] mtu_bytes``), as the generated fabrics have them; ``settings``: the file's
+    values of the collective parameters that describe the fabric (``link_gbps``, ``pfc``,
+    ``cc``, ``pcie_gen``, ``pcie_lanes``, ``pcie_mps_bytes``, ``packet_bytes``), which
+    replace the defaults in the results document."""
+
+    fabric: Any
+    ranks: tuple[int, ...]
+    nodes: int
+    gpus_per_node: int
+    packet_bytes: int
+    settings: dict[str, Any]
+
+
+def is_fabric_file(kind: str) -> bool:
+    """``--fabric`` names a file (``*.toml``) rather than a generated kind."""
+    return kind not in FABRICS and kind.endswith(".toml")
+
+
+def split_file_params(given: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``-p`` values with ``--fabric FILE.toml``: (the file's ``TABLE.KEY`` overrides, the
+    collective's own :data:`FILE_KEYS`); another key is a ``ValueError`` saying where it
+    goes."""
+    over, own = {}, {}
+    for k, v in given.items():
+        if "." in k or k in ("seed", "duration_ms"):
+            over[k] = v
+        elif k in FILE_KEYS:
+            own[k] = v
+        else:
+            raise ValueError(f"-p {k}: with --fabric FILE.toml the fabric's settings are the "
+                             f"file's: give them as TABLE.KEY (e.g. -p links.link_gbps=800, "
+                             f"-p switch.pfc=false); plain keys: {', '.join(FILE_KEYS)}")
+    return over, own
+
+
+def fabric_file(path: str, overrides: Mapping[str, str] | None = None) -> FileFabric:
+    """Build the fabric of fabric file ``path`` with ``-p TABLE.KEY`` ``overrides``, without
+    its traffic (``[traffic]``, ``[[flows]]``, ``[[pcap]]``, ``[[collective]]``):
+    :class:`sim.scenarios.ScenarioError` naming the file for a bad file."""
+    import copy
+    import os
+
+    from sim.scenarios.base import ScenarioError
+    from sim.scenarios.description import apply_overrides, build, is_description
+    from sim.scenarios.loader import read_toml
+
+    data = read_toml(path)
+    if not is_description(data):
+        raise ScenarioError(f"{path}: --fabric needs a fabric file (a [topology] and its "
+                            f"settings), not a reference to a built-in scenario")
+    doc = copy.deepcopy(data)
+    for k in _TRAFFIC:
+        doc.pop(k, None)
+    apply_overrides(doc, dict(overrides or {}), path)
+    sc = build(doc, path, os.path.dirname(os.path.abspath(path)), need_traffic=False)
+    ranks, g = sc.info["ranks"], sc.info["gpus_per_node"]
+    if len(ranks) < 2:
+        raise ScenarioError(f"{path}: a collective needs at least 2 hosts, the file has "
+                            f"{len(ranks)}")
+    if len(ranks) % g:
+        g = 1
+    lk, sw, h = sc.params["links"], sc.params["switch"], sc.params["hosts"]
+    settings = {"link_gbps": lk["link_gbps"], "pfc": sw["pfc"], "cc": h["cc"],
+                "pcie_gen": h["pcie_gen"], "pcie_lanes": h["pcie_lanes"],
+                "pcie_mps_bytes": h["pcie_mps_bytes"], "packet_bytes": sw["mtu_bytes"]}
+    return FileFabric(sc.fabric, tuple(ranks), len(ranks) // g, g, sc.info["mtu_bytes"],
+                      settings)
+
+
+def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric | FatTree | SuperPod | FileFabric:
     """The fabric of ``--fabric kind`` for resolved parameters ``p`` (a
-    :class:`sim.fabric.rail.RailFabric`, :class:`sim.fabric.fattree.FatTree` or
-    :class:`sim.fabric.fattree.SuperPod`; each has ``fabric``, ``ranks``, ``nodes`` and
+    :class:`sim.fabric.rail.RailFabric`, :class:`sim.fabric.fattree.FatTree`,
+    :class:`sim.fabric.fattree.SuperPod`, or for a ``*.toml`` path a :class:`FileFabric`
+    built with ``p["file_overrides"]``; each has ``fabric``, ``ranks``, ``nodes`` and
     ``gpus_per_node``)."""
+    if is_fabric_file(kind):
+        return fabric_file(kind, p.get("file_overrides"))
     from sim.fabric.fattree import fat_tree, superpod
     from sim.fabric.rail import collective_star, rail_optimized
     from sim.scenarios.common import ecn_config, host_kw, mmu_config
@@ -252,7 +338,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
                    root=root, gpus_per_node=rf.gpus_per_node,
                    qps_per_connection=qps)
     limit_ps = int(params["limit_ms"] * 10**9)
-    mtu = params["packet_bytes"] - ROCE_HEADER_BYTES
+    mtu = getattr(rf, "packet_bytes", params["packet_bytes"]) - ROCE_HEADER_BYTES
     # the fabric's nodes: NVLink inside them, PXN between them (sim.workloads.collective)
     job_kw = {"gpus_per_node": rf.gpus_per_node, "nvlink": params["nvlink"],
               "nvlink_bps": gbps(params["nvlink_gbps"]),

@@ -418,8 +418,13 @@ def _array(doc: Mapping[str, Any], name: str, where: str) -> list[dict[str, Any]
     return [_section(doc, name, where, i) for i in range(len(raw))]
 
 
-def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
-    """A :class:`Scenario` from a parsed fabric file (``where`` names it in errors)."""
+def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
+          need_traffic: bool = True) -> Scenario:
+    """A :class:`Scenario` from a parsed fabric file (``where`` names it in errors).
+    ``need_traffic=False`` accepts a file without traffic (``lossless collective --fabric
+    FILE.toml`` brings its own).  ``info`` holds ``ranks`` (the hosts in rank order: a
+    generated fabric's ranks, else every host in group order), ``gpus_per_node`` (the
+    topology's, 1 for the hand-made kinds) and ``mtu_bytes``."""
     unknown = sorted(set(doc) - _TOP)
     if unknown:
         raise ScenarioError(f"{where}: unknown key(s) {unknown}; known: {sorted(_TOP)}")
@@ -545,7 +550,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
             raise ScenarioError(f"{where}: [[pcap]] #{i + 1} 'file': {path}: "
                                 f"{e.strerror or e}") from None
         pcaps.append((path, scale_fraction(p["time_scale"])))
-    if not fab.flows and not pcaps:
+    if need_traffic and not fab.flows and not pcaps:
         raise ScenarioError(f"{where}: no traffic: give [traffic] pattern, [[flows]], "
                             f"[[collective]] or [[pcap]]")
     cap = sec["capture"]
@@ -569,6 +574,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".") -> Scenario:
                   snaplen_bytes=cap["snaplen"] or None, capture_enabled=cap["enabled"])
     if colls:
         sc.info["collectives"] = colls
+    sc.info.update(ranks=tuple(ranks), gpus_per_node=gpn, mtu_bytes=sw["mtu_bytes"])
     return sc
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from sim.scenarios import get
 from sim.scenarios.base import Scenario, ScenarioError
 
-__all__ = ["build", "is_file_ref", "load", "resolve", "scenario_name"]
+__all__ = ["build", "is_file_ref", "load", "read_toml", "resolve", "scenario_name"]
 
 _TOP_KEYS = {"scenario", "description", "params"}
 
@@ -38,7 +38,8 @@ def is_file_ref(name_or_path: str) -> bool:
         "/" in name_or_path) or os.path.isfile(name_or_path)
 
 
-def _read(path: str | os.PathLike[str]) -> dict[str, Any]:
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A TOML file as a dict; ScenarioError naming the file when it cannot be read or parsed."""
     try:
         with open(path, "rb") as f:
             return tomllib.load(f)
@@ -72,7 +73,7 @@ def _reference(path: str | os.PathLike[str], data: dict[str, Any]
 
 def load(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
     """(scenario name, params) from a reference file; ScenarioError naming the bad key."""
-    data = _read(path)
+    data = read_toml(path)
     if "scenario" not in data:
         raise ScenarioError(f"{path}: key 'scenario' (a built-in scenario name) is required")
     return _reference(path, data)
@@ -83,7 +84,7 @@ def resolve(name_or_path: str, params: dict[str, Any] | None = None
     """(scenario name, merged params) of a built-in or a reference file: file params first,
     then ``params`` over them.  A fabric file gives (its file stem, ``params``)."""
     if is_file_ref(name_or_path):
-        data = _read(name_or_path)
+        data = read_toml(name_or_path)
         if "scenario" not in data:
             return scenario_name(name_or_path), dict(params or {})
         name, base = _reference(name_or_path, data)
@@ -98,7 +99,7 @@ def resolve(name_or_path: str, params: dict[str, Any] | None = None
 def scenario_name(name_or_path: str) -> str:
     """The name results are filed under: the built-in's name or the file's stem."""
     if is_file_ref(name_or_path):
-        data = _read(name_or_path)
+        data = read_toml(name_or_path)
         if "scenario" in data:
             return _reference(name_or_path, data)[0]
         return os.path.splitext(os.path.basename(name_or_path))[0]
@@ -117,7 +118,7 @@ def build(name_or_path: str, params: dict[str, Any] | None = None,
     """
     params = dict(params or {})
     if is_file_ref(name_or_path):
-        data = _read(name_or_path)
+        data = read_toml(name_or_path)
         if "scenario" not in data:
             from sim.scenarios.description import apply_overrides
             from sim.scenarios.description import build as build_description
