@@ -55,6 +55,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Protocol
 
 from sim.engine import Engine, Timer
@@ -226,7 +227,8 @@ class Port:
             self.deficit = [0] * PRIORITIES
             self._dw_cur = -1  # class whose visit is in progress, -1 for none
             self._dw_next = 0  # where the next pass starts
-            self._pick = self._pick_dwrr  # type: ignore[method-assign]
+            self._pick = partial(self._pick_strict_then,  # type: ignore[method-assign]
+                                 self._pick_dwrr)
         self._vl_of: tuple[int, ...] = tuple(range(PRIORITIES))
         if scheduler == "vlarb":
             assert w is not None
@@ -240,7 +242,8 @@ class Port:
             self._va_left = [0, 0]  # weight (blocks) left in the current entry's turn
             self._va_rr = [0] * (MGMT_VL + 1)  # round robin among classes sharing a VL
             self.set_vl_map(self._vl_of)
-            self._pick = self._pick_vlarb  # type: ignore[method-assign]
+            self._pick = partial(self._pick_strict_then,  # type: ignore[method-assign]
+                                 self._pick_vlarb)
 
     def connect(self, peer: Receiver, peer_port: int, prop_ps: int) -> None:
         self.peer, self.peer_port, self.prop_ps = peer, peer_port, prop_ps
@@ -356,23 +359,21 @@ class Port:
                 return tc
         return None
 
-    def _strict_ready(self, now: int) -> int | None:
-        """The highest strict class with a frame and not paused (``"dwrr"``, ``"vlarb"``:
-        strict classes go before the weighted ones), else None."""
+    def _pick_strict_then(self, weighted: Callable[[int], int | None]) -> int | None:
+        """The scheduler of ``"dwrr"`` and ``"vlarb"``: nothing queued, None; else the
+        highest strict class with a frame and not paused; else ``weighted(now)``."""
+        if not self._queued:
+            return None
+        now = self.engine.now_ps
         until = self._paused_until_ps
         queues = self.queues
         for tc in self.strict_tcs:
             if queues[tc] and until[tc] <= now:
                 return tc
-        return None
+        return weighted(now)
 
-    def _pick_dwrr(self) -> int | None:
-        if not self._queued:
-            return None
-        now = self.engine.now_ps
-        tc = self._strict_ready(now)
-        if tc is not None:
-            return tc
+    def _pick_dwrr(self, now: int) -> int | None:
+        """DWRR among the weighted classes (after the strict ones, _pick_strict_then)."""
         until = self._paused_until_ps
         queues = self.queues
         deficit = self.deficit
@@ -415,13 +416,8 @@ class Port:
             self._va_tcs = tcs
         self._vl_of = vl_of
 
-    def _pick_vlarb(self) -> int | None:
-        if not self._queued:
-            return None
-        now = self.engine.now_ps
-        tc = self._strict_ready(now)
-        if tc is not None:
-            return tc
+    def _pick_vlarb(self, now: int) -> int | None:
+        """IBA VL arbitration of the weighted classes (after the strict ones)."""
         limit = self._va_limit
         sent = self._va_hi_sent
         high_ok = limit is None or sent == 0 or sent < limit
