@@ -24,10 +24,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sim.scenarios.common import collective_params
+
 if TYPE_CHECKING:
     from sim.fabric.fattree import FatTree, SuperPod
     from sim.fabric.rail import RailFabric
-    from sim.scenarios.base import Param
 
 __all__ = ["FABRICS", "FABRIC_KEYS", "FILE_KEYS", "FileFabric", "build_fabric",
            "check_fabric_keys", "collective_params", "fabric_file", "is_fabric_file",
@@ -44,64 +45,6 @@ FABRIC_KEYS = {
     "superpod": {"sus", "superpod_nodes"},
 }
 _SHAPE_KEYS = set().union(*FABRIC_KEYS.values())
-
-
-def collective_params() -> tuple[Param, ...]:
-    """The ``-p`` parameters: the fabric-wide ones of the scenarios (same names, checks and
-    units, :data:`sim.scenarios.common.FABRIC_PARAMS`) with collective defaults, and the
-    shape of the fabric."""
-    from sim.fabric.fattree import k_problem, sus_problem
-    from sim.scenarios.base import Param
-    from sim.scenarios.common import (
-        FABRIC_PARAMS,
-        cc_params,
-        in_range,
-        nonneg,
-        pcie_params,
-        pos,
-        with_default,
-    )
-
-    return (
-        Param("nodes", 2, "nodes (servers)", in_range(1, 1024)),
-        Param("gpus_per_node", 4, "GPUs per node, one NIC each (rail: one leaf per GPU)",
-              in_range(1, 64)),
-        Param("spines", 0, "rail: spine switches (0: half the GPUs per node, at least 1)",
-              in_range(0, 256)),
-        Param("ecmp", True, "rail, fattree, superpod: hash flows over all uplinks (false: "
-              "an uplink chosen by destination)", None),
-        Param("k", 4, "fattree: switch radix k (even): k pods, (k/2)^2 cores",
-              k_problem),
-        Param("oversubscription", 1, "fattree: hosts per edge switch over its k/2 uplinks",
-              in_range(1, 8)),
-        Param("sus", 1, "superpod: DGX H100 scalable units (1, 2, 4 or 8)",
-              sus_problem),
-        Param("superpod_nodes", 0, "superpod: DGX nodes populated (0: all 32*sus - 1)",
-              in_range(0, 255)),
-        Param("nvlink", True, "GPUs of one node talk over NVLink, not their NICs (false: "
-              "every hop over the network, on the same rings)", None),
-        Param("nvlink_gbps", 3600.0, "NVLink per GPU per direction, Gb/s (3600 = 450 GB/s, "
-              "DGX H100 NVLink 4)", in_range(1, 8000)),
-        Param("nvlink_latency_ns", 1000.0, "latency of one NVLink transfer, ns (an "
-              "assumption)", nonneg),
-        Param("pxn", True, "NCCL's PXN: a send to another node leaves through the NIC on "
-              "the receiver's rail, over NVLink first (false: the sender's own NIC)", None),
-        with_default("link_gbps", 400.0),
-        with_default("pfc", True),
-        with_default("xoff_kb", 256.0),
-        with_default("buffer_kb", 32000.0),
-        with_default("cc", "none"),
-        with_default("seed", 0),
-        FABRIC_PARAMS["kmin_kb"], FABRIC_PARAMS["kmax_kb"], FABRIC_PARAMS["pmax"],
-        FABRIC_PARAMS["cable_m"],
-        with_default("packet_bytes", 4154),
-        Param("prop_ns", 500.0, "propagation delay of every link, ns (100 m of fibre)", nonneg),
-        Param("limit_ms", 100.0, "give up on an iteration after this much simulated time, ms",
-              pos),
-        *cc_params(),
-        # Gen5 x16 (the ConnectX-7 NICs of a DGX H100, docs/collectives.md "The PCIe budget")
-        *pcie_params(5),
-    )
 
 
 def check_fabric_keys(kind: str, given: Mapping[str, Any]) -> None:

@@ -21,7 +21,7 @@ __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABR
            "cc_params", "check_cc", "duration_ps", "ecn_config", "host_kw", "mmu_config",
            "param_set", "parse_cc_opts", "fabric_params", "FABRIC_NAMES", "with_default",
            "pos", "nonneg", "frac", "rate_check", "share", "in_range", "PCIE_NAMES",
-           "pcie_params", "pcie_kw"]
+           "pcie_params", "pcie_kw", "collective_params"]
 
 KB = BYTES_PER_KB
 #: The lossless data class of the built-ins (RoCEv2 data on priority 3: the HPCC simulator's
@@ -319,3 +319,53 @@ def pcie_kw(p: Mapping[str, Any], line_rate_bps: int | None = None) -> dict[str,
                                 f"KB: {e}") from None
     return {"pcie_write_bps": link.write_bps(), "pcie_read_bps": link.read_bps(),
             "rx_buffer_bytes": buf, "rx_pause_tcs": tcs, "rx_mtu_bytes": mtu}
+
+
+def collective_params() -> tuple[Param, ...]:
+    """The ``-p`` parameters of ``lossless collective`` (:mod:`sim.scenarios.collective`; here
+    so that fabric files' ``[[collective]]`` entries use them without importing that module):
+    the fabric-wide ones of the scenarios (same names, checks and
+    units, :data:`sim.scenarios.common.FABRIC_PARAMS`) with collective defaults, and the
+    shape of the fabric."""
+    from sim.fabric.fattree import k_problem, sus_problem
+
+    return (
+        Param("nodes", 2, "nodes (servers)", in_range(1, 1024)),
+        Param("gpus_per_node", 4, "GPUs per node, one NIC each (rail: one leaf per GPU)",
+              in_range(1, 64)),
+        Param("spines", 0, "rail: spine switches (0: half the GPUs per node, at least 1)",
+              in_range(0, 256)),
+        Param("ecmp", True, "rail, fattree, superpod: hash flows over all uplinks (false: "
+              "an uplink chosen by destination)", None),
+        Param("k", 4, "fattree: switch radix k (even): k pods, (k/2)^2 cores",
+              k_problem),
+        Param("oversubscription", 1, "fattree: hosts per edge switch over its k/2 uplinks",
+              in_range(1, 8)),
+        Param("sus", 1, "superpod: DGX H100 scalable units (1, 2, 4 or 8)",
+              sus_problem),
+        Param("superpod_nodes", 0, "superpod: DGX nodes populated (0: all 32*sus - 1)",
+              in_range(0, 255)),
+        Param("nvlink", True, "GPUs of one node talk over NVLink, not their NICs (false: "
+              "every hop over the network, on the same rings)", None),
+        Param("nvlink_gbps", 3600.0, "NVLink per GPU per direction, Gb/s (3600 = 450 GB/s, "
+              "DGX H100 NVLink 4)", in_range(1, 8000)),
+        Param("nvlink_latency_ns", 1000.0, "latency of one NVLink transfer, ns (an "
+              "assumption)", nonneg),
+        Param("pxn", True, "NCCL's PXN: a send to another node leaves through the NIC on "
+              "the receiver's rail, over NVLink first (false: the sender's own NIC)", None),
+        with_default("link_gbps", 400.0),
+        with_default("pfc", True),
+        with_default("xoff_kb", 256.0),
+        with_default("buffer_kb", 32000.0),
+        with_default("cc", "none"),
+        with_default("seed", 0),
+        FABRIC_PARAMS["kmin_kb"], FABRIC_PARAMS["kmax_kb"], FABRIC_PARAMS["pmax"],
+        FABRIC_PARAMS["cable_m"],
+        with_default("packet_bytes", 4154),
+        Param("prop_ns", 500.0, "propagation delay of every link, ns (100 m of fibre)", nonneg),
+        Param("limit_ms", 100.0, "give up on an iteration after this much simulated time, ms",
+              pos),
+        *cc_params(),
+        # Gen5 x16 (the ConnectX-7 NICs of a DGX H100, docs/collectives.md "The PCIe budget")
+        *pcie_params(5),
+    )

@@ -299,7 +299,7 @@ _MAX_COLL_BYTES = 64 << 30
 
 
 def _collective_params() -> tuple[Param, ...]:
-    from sim.scenarios.collective import collective_params
+    from sim.scenarios.common import collective_params
     from sim.workloads.nccl import DTYPE_BYTES, MAXCHANNELS, Algorithm, Collective, Protocol
 
     # the node model of lossless collective, with its names, defaults and checks
