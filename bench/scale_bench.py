@@ -2,7 +2,8 @@
 
 The built-in ``leaf_spine`` scenario (shift pattern at load 0.5: every host sends to the host
 ``hosts_per_leaf`` further on, so every flow crosses a spine and no queue builds; the same
-events per hop at every size) with 8 hosts per leaf and ``hosts / 16`` spines (at least 2),
+events per hop at every size) on ``hosts / 32`` hosts per leaf (at least 4; the built-in allows
+32 leaves) and half as many spines (at least 2), 32 MB of switch buffer,
 built and run from the library (nothing traced) for ``--sim-us`` of simulated time; and a ring
 AllReduce on the rail-optimised fabric of ``lossless collective`` (2 nodes x 8 GPUs, 8
 channels).  For each: wall time of the run (``time.perf_counter``, median of ``--runs``; the
@@ -33,12 +34,13 @@ def leaf_spine_case(hosts: int, sim_us: float) -> tuple[float, int]:
     build is not timed: it grows with the fabric, not with the hops)."""
     from sim.scenarios import loader
 
-    per_leaf = 8
+    per_leaf = max(4, -(-hosts // 32))     # the built-in allows 32 leaves of 64 hosts
     leaves = max(2, hosts // per_leaf)
-    spines = max(2, hosts // 16)
+    spines = max(2, min(32, per_leaf // 2))  # shift at load 0.5 fits the uplinks
     sc = loader.build("leaf_spine", {"leaves": leaves, "spines": spines,
                                      "hosts_per_leaf": per_leaf, "pattern": "shift",
-                                     "load": 0.5, "duration_ms": sim_us / 1000})
+                                     "load": 0.5, "duration_ms": sim_us / 1000,
+                                     "buffer_kb": 32000})
     t0 = time.perf_counter()
     sc.fabric.run(sc.duration_ps)
     return time.perf_counter() - t0, _hops(sc.fabric)
