@@ -16,6 +16,7 @@ the smallest size of the same run (flat = 1.0).
     python -m bench scale                    # 8, 128, 512 hosts and the AllReduce
     python -m bench scale --hosts 8 --hosts 2048 --sim-us 50
     python -m bench scale --quick            # 8 and 64 hosts, 1 run
+    python -m bench scale --profile 512 --sim-us 20   # where a hop's time goes at 512 hosts
 """
 
 from __future__ import annotations
@@ -46,6 +47,34 @@ def leaf_spine_case(hosts: int, sim_us: float) -> tuple[float, int]:
     return time.perf_counter() - t0, _hops(sc.fabric)
 
 
+def profile(hosts: int, sim_us: float, top: int = 14) -> None:
+    """cProfile of one leaf-spine run: each function's calls and own time per packet-hop."""
+    import cProfile
+    import pstats
+
+    from sim.scenarios import loader
+
+    per_leaf = max(4, -(-hosts // 32))
+    sc = loader.build("leaf_spine", {"leaves": max(2, hosts // per_leaf),
+                                     "spines": max(2, min(32, per_leaf // 2)),
+                                     "hosts_per_leaf": per_leaf, "pattern": "shift",
+                                     "load": 0.5, "duration_ms": sim_us / 1000,
+                                     "buffer_kb": 32000})
+    pr = cProfile.Profile()
+    pr.enable()
+    sc.fabric.run(sc.duration_ps)
+    pr.disable()
+    hops = max(_hops(sc.fabric), 1)
+    st = pstats.Stats(pr).stats  # type: ignore[attr-defined]
+    total = sum(v[2] for v in st.values())
+    print(f"## Profile, leaf-spine {hosts} hosts: {hops:,} packet-hops, "
+          f"{total / hops * 1e6:.2f} µs per hop (profiled)")
+    print("| function | file | calls per hop | own µs per hop |")
+    print("|---|---|---|---|")
+    for (f, _line, fn), v in sorted(st.items(), key=lambda kv: -kv[1][2])[:top]:
+        print(f"| {fn} | {f.rsplit('/', 1)[-1]} | {v[1] / hops:.2f} | {v[2] / hops * 1e6:.2f} |")
+
+
 def allreduce_case() -> tuple[float, int]:
     """(wall s, packet-hops) of a 64 MiB ring AllReduce on rail 2 x 8 (8 channels)."""
     from sim.scenarios.base import resolve_params
@@ -67,7 +96,12 @@ def main(argv: list[str]) -> int:
                     help="simulated time of each leaf-spine run, µs (default 100)")
     ap.add_argument("--runs", type=int, default=3, help="median of N runs (default 3)")
     ap.add_argument("--quick", action="store_true", help="8 and 64 hosts, 20 µs, 1 run")
+    ap.add_argument("--profile", type=int, metavar="HOSTS",
+                    help="instead: a cProfile of the leaf-spine run at HOSTS hosts, per hop")
     args = ap.parse_args(argv)
+    if args.profile:
+        profile(args.profile, args.sim_us)
+        return 0
     sizes = args.hosts or ([8, 64] if args.quick else [8, 128, 512])
     runs = 1 if args.quick else max(1, args.runs)
     sim_us = 20.0 if args.quick else args.sim_us
