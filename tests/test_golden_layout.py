@@ -13,10 +13,10 @@ from bench import golden
 
 #: Case -> SHA-256 over its compared outputs (bench.golden.case_digest), before the move.
 PINNED = {
-    "incast-nopfc": "ea8fc4886f62cc10402fc05e31ea3e82c6767e737149fc29dc36386e3db32a1e",
+    "incast-nopfc": "327a9a73c4c926afe6f9efdc4cd0464801839dafb8be176fe0cc23020ecf0a8d",
     "sue_packing-cbfc": "f7a1721ffbf74bc5ea948ed88d766eec17d6b188fefe4f6edd3fa8508343b43a",
-    "pfc_deadlock_ring-wd": "0578eac411ad0fa2b0c7402e3f80740ba2e5a09c1ffafadb07c64e2fcdb8adca",
-    "pfc_storm-nicwd": "1b3e92f1b2e62228e3567a57ed62c4ef34a8256e134c82421d5ebfe3735233a8",
+    "pfc_deadlock_ring-wd": "3202c03a83a1da7e0e106cdd51bf63be54d2d7cb5552344c79081301a9e4484c",
+    "pfc_storm-nicwd": "c899468260873f4ad3edff7528ca16e4ac06226bc754350eb74564c43ea6ee96",
 }
 
 

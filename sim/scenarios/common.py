@@ -10,7 +10,7 @@ fabric description cannot drift apart.  1 KB = 1000 bytes in every ``*_kb`` para
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from sim.net.mmu import MmuConfig, headroom_bytes
 from sim.net.switch import EcnConfig
@@ -21,7 +21,8 @@ __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABR
            "cc_params", "check_cc", "duration_ps", "ecn_config", "host_kw", "mmu_config",
            "param_set", "parse_cc_opts", "fabric_params", "FABRIC_NAMES", "with_default",
            "pos", "nonneg", "frac", "rate_check", "share", "in_range", "PCIE_NAMES",
-           "pcie_params", "pcie_kw", "collective_params"]
+           "pcie_params", "pcie_kw", "collective_params", "FABRICS", "IB_NAMES", "FabricSetup",
+           "fabric_setup", "ib_vl_buffer_bytes", "roce_only"]
 
 KB = BYTES_PER_KB
 #: The lossless data class of the built-ins (RoCEv2 data on priority 3: the HPCC simulator's
@@ -94,6 +95,14 @@ def _pcie_mps(v: int) -> str | None:
     return None if v in SIZES else f"must be one of {', '.join(map(str, SIZES))}"
 
 
+#: The whole-fabric choices of the ``fabric`` parameter (issue 20; docs/infiniband.md).
+FABRICS = ("roce", "ib")
+
+
+def _fabric(v: str) -> str | None:
+    return None if v in FABRICS else f"must be one of {list(FABRICS)}"
+
+
 def check_cc(v: str) -> str | None:
     """'none' (fixed-rate senders) or a registered :mod:`sim.cc` algorithm."""
     from sim import cc
@@ -126,7 +135,15 @@ FABRIC_PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("pcie_mps_bytes", 256, "PCIe Max Payload Size, bytes (with pcie_gen)", _pcie_mps),
     Param("nic_rx_buffer_kb", 2048.0, "NIC receive buffer, KB, drained over PCIe; PFC "
           "pauses at buffer - headroom (with pcie_gen)", pos),
+    # The whole-fabric link layer (fabric_setup): RoCE as before, or InfiniBand.
+    Param("fabric", "roce", "link layer of the whole fabric: roce (PFC + ECN + the hosts' cc) "
+          "| ib (IBA per-VL credits + VL arbitration, no PFC; docs/infiniband.md)", _fabric),
+    Param("vl_buffer_kb", 0.0, "fabric=ib: receive buffer per data VL per link, KB (0: the "
+          "switch buffer split evenly over its ports' 8 data VLs after the reserves)", nonneg),
 )}
+
+#: The link-layer parameters of :func:`fabric_setup` (in :func:`fabric_params`).
+IB_NAMES = ("fabric", "vl_buffer_kb")
 
 #: The PCIe parameters (not in :data:`FABRIC_NAMES`: the built-ins run without PCIe).
 PCIE_NAMES = ("pcie_gen", "pcie_lanes", "pcie_mps_bytes", "nic_rx_buffer_kb")
@@ -145,7 +162,7 @@ def pcie_params(gen: int = 0) -> tuple[Param, ...]:
 def fabric_params(**overrides: Param) -> tuple[Param, ...]:
     """Every fabric-wide parameter (:data:`FABRIC_NAMES`) and the congestion-control knobs
     (:func:`cc_params`), with some replaced (``overrides[name]``, e.g. another default)."""
-    return (*param_set(*FABRIC_NAMES, **overrides), *cc_params())
+    return (*param_set(*FABRIC_NAMES, *IB_NAMES, **overrides), *cc_params())
 
 
 def with_default(name: str, value: Any) -> Param:
@@ -169,7 +186,10 @@ def duration_ps(p: Mapping[str, Any]) -> int:
 
 
 def ecn_config(p: Mapping[str, Any]) -> EcnConfig | None:
-    """RED/DCQCN-CP marking from kmin_kb/kmax_kb/pmax (None when pmax is 0)."""
+    """RED/DCQCN-CP marking from kmin_kb/kmax_kb/pmax (None when pmax is 0); with
+    ``cc = "ibcc"`` the IB switch marking (:func:`ib_ecn_config`) instead."""
+    if p.get("cc") == "ibcc":
+        return ib_ecn_config(p)
     if p["kmin_kb"] > p["kmax_kb"]:
         raise ScenarioError(f"parameter 'kmin_kb': must be <= kmax_kb ({p['kmax_kb']}) "
                             f"(got {p['kmin_kb']})")
@@ -177,6 +197,26 @@ def ecn_config(p: Mapping[str, Any]) -> EcnConfig | None:
         return None
     return EcnConfig(kmin_bytes=kb_to_bytes(p["kmin_kb"]), kmax_bytes=kb_to_bytes(p["kmax_kb"]),
                      pmax=p["pmax"], mark_at=p.get("mark_at", "dequeue"))
+
+
+def ib_ecn_config(p: Mapping[str, Any]) -> EcnConfig | None:
+    """IBA annex A10 switch marking (``EcnConfig(mode="ib")``) from the switch keys of
+    ``cc_opts`` (:data:`sim.cc.ibcc.SWITCH_PARAMS`: ``threshold`` 0..15, ``marking_rate``,
+    ``packet_size`` in 64-byte credits; defaults :data:`sim.cc.ibcc.SWITCH_DEFAULTS`).
+    None when ``threshold`` is 0 (no marking)."""
+    from sim.cc.ibcc import split_switch_params
+    from sim.net.switch import IB_CREDIT_BYTES, ib_threshold_bytes
+
+    try:
+        _, sw = split_switch_params(parse_cc_opts(p.get("cc_opts", "")))
+    except ValueError as e:
+        raise ScenarioError(f"parameter 'cc_opts': {e}") from None
+    at = ib_threshold_bytes(sw["threshold"])
+    if at is None:
+        return None
+    return EcnConfig(mode="ib", threshold_bytes=at, marking_rate=sw["marking_rate"],
+                     packet_size_bytes=sw["packet_size"] * IB_CREDIT_BYTES,
+                     mark_at=p.get("mark_at", "dequeue"))
 
 
 def mmu_config(p: Mapping[str, Any], ports: int, rate_bps: int) -> tuple[MmuConfig, int]:
@@ -272,6 +312,13 @@ def host_kw(p: Mapping[str, Any], line_rate_bps: int | None = None) -> dict[str,
                                     f"'none')")
         return pcie_kw(p, line_rate_bps)
     params: dict[str, Any] = parse_cc_opts(p.get("cc_opts", ""))
+    if name == "ibcc":  # the switch keys of cc_opts go to ecn_config, not to the hosts
+        from sim.cc.ibcc import split_switch_params
+
+        try:
+            params = split_switch_params(params)[0]
+        except ValueError as e:
+            raise ScenarioError(f"parameter 'cc_opts': {e}") from None
     if p.get("preset"):
         params["preset"] = p["preset"]
     if line_rate_bps is not None:
@@ -283,6 +330,8 @@ def host_kw(p: Mapping[str, Any], line_rate_bps: int | None = None) -> dict[str,
     kw: dict[str, Any] = {"cc": name}
     if params:
         kw["cc_params"] = params
+    if name == "ibcc":
+        kw["cnp_interval_ps"] = 0  # IBA A10: a BECN for every FECN (docs/infiniband.md)
     kw.update(pcie_kw(p, line_rate_bps))
     return kw
 
@@ -369,3 +418,89 @@ def collective_params() -> tuple[Param, ...]:
         # Gen5 x16 (the ConnectX-7 NICs of a DGX H100, docs/collectives.md "The PCIe budget")
         *pcie_params(5),
     )
+
+
+class FabricSetup(NamedTuple):
+    """What :func:`fabric_setup` makes of the ``fabric`` choice: the switches' MMU and
+    headroom per lossless PG, ECN marking, and the keyword arguments of the topology builders
+    (``link_kw`` for :class:`sim.fabric.Fabric`, ``switch_kw`` for ``add_switch``, ``host_kw``
+    for ``add_host``)."""
+
+    mmu: MmuConfig
+    headroom_bytes: int
+    ecn: EcnConfig | None
+    link_kw: dict[str, Any]
+    switch_kw: dict[str, Any]
+    host_kw: dict[str, Any]
+
+
+#: Congestion controls that need RoCE's ECN marks and CNPs (refused with ``fabric = "ib"``).
+ROCE_CCS = ("dcqcn",)
+
+
+def ib_vl_buffer_bytes(p: Mapping[str, Any], ports: int) -> int:
+    """The VL buffer of ``fabric = "ib"``: ``vl_buffer_kb``, or with 0 the switch buffer
+    (``buffer_kb``) less the reserves (:data:`RESERVED_BYTES` per port and class) split evenly
+    over the 8 data VLs of each of ``ports`` ports, in whole 64-byte blocks [A]: the same switch
+    memory as the RoCE fabric, statically partitioned as IB input buffers are."""
+    from sim.flowctl.ib import BLOCK_BYTES
+    from sim.packet import PRIORITIES
+
+    if p.get("vl_buffer_kb", 0):
+        return kb_to_bytes(p["vl_buffer_kb"])
+    reserved = kb_to_bytes(p.get("reserved_kb", RESERVED_BYTES / KB))
+    per_vl = (kb_to_bytes(p["buffer_kb"]) // ports - PRIORITIES * reserved) // PRIORITIES
+    return max(per_vl // BLOCK_BYTES * BLOCK_BYTES, 0)
+
+
+def fabric_setup(p: Mapping[str, Any], ports: int, rate_bps: int) -> FabricSetup:
+    """The one place the whole-fabric choice ``p["fabric"]`` (default ``"roce"``) becomes the
+    simulator's knobs, for switches of ``ports`` ports at ``rate_bps``.
+
+    * ``"roce"``: as before (:func:`mmu_config`, :func:`ecn_config`, :func:`host_kw`),
+      PFC per ``pfc``, round-robin scheduling.
+    * ``"ib"``: every link under IBA per-VL credits (``flow_control="ib"``, VL buffer
+      :func:`ib_vl_buffer_bytes`, identity SL-to-VL map), every switch port arbitrating VLs
+      with OpenSM's default tables (``scheduler="vlarb"``, :data:`sim.net.port.VLARB_DEFAULT`),
+      PFC off with each class's admission threshold at least its VL buffer (credits alone keep
+      the switch lossless, as ``[links] flow_control = "ib"`` in fabric files), no ECN marking
+      and the hosts' ``cc`` as given, RoCE's ``dcqcn`` refused (IB congestion control and
+      IB routing come from issue 20's other parts).  A buffer that cannot hold every port's
+      VL buffers and reserves is a ScenarioError naming ``buffer_kb``/``vl_buffer_kb``.
+    """
+    if p.get("fabric", "roce") == "roce":
+        cfg, hr = mmu_config(p, ports, rate_bps)
+        return FabricSetup(cfg, hr, ecn_config(p), {}, {}, host_kw(p, rate_bps))
+    from sim.flowctl.ib import BLOCK_BYTES, IbConfig, ib_blocks
+    from sim.net.port import VLARB_DEFAULT
+    from sim.packet import PRIORITIES
+
+    if p["cc"] in ROCE_CCS:
+        raise ScenarioError(f"parameter 'cc': {p['cc']} is RoCE congestion control (ECN marks "
+                            f"and CNPs); with fabric=ib use cc=none")
+    vl = ib_vl_buffer_bytes(p, ports)
+    mtu = p.get("packet_bytes", FABRIC_PARAMS["packet_bytes"].default)
+    if vl < ib_blocks(mtu) * BLOCK_BYTES:
+        key = "vl_buffer_kb" if p.get("vl_buffer_kb", 0) else "buffer_kb"
+        raise ScenarioError(f"parameter {key!r}: a VL buffer of {vl} B is less than one "
+                            f"largest packet ({mtu} B)" + ("" if p.get("vl_buffer_kb", 0) else
+                            f"; {p['buffer_kb']} KB shared by {ports} ports x 8 VLs"))
+    ib = IbConfig(vl_buffer_bytes=vl)
+    reserved = kb_to_bytes(p.get("reserved_kb", RESERVED_BYTES / KB))
+    need = ports * PRIORITIES * (reserved + ib.buffer_blocks * ib.credit_bytes)
+    if kb_to_bytes(p["buffer_kb"]) < need:
+        raise ScenarioError(f"parameter 'buffer_kb': {p['buffer_kb']} KB cannot hold the VL "
+                            f"buffers ({vl} B x {PRIORITIES} VLs) of {ports} ports plus the "
+                            f"reserves: need {need / KB:g} KB")
+    limit_kb = ib.buffer_blocks * ib.credit_bytes / KB
+    cfg, _ = mmu_config({**p, "pfc": False, "xoff_kb": max(p["xoff_kb"], limit_kb)},
+                        ports, rate_bps)
+    return FabricSetup(cfg, 0, None, {"flow_control": "ib", "ib": ib},
+                       {"scheduler": "vlarb", "weights": VLARB_DEFAULT},
+                       host_kw({**p, "pfc": False}, rate_bps))
+
+
+def roce_only(p: Mapping[str, Any], why: str) -> None:
+    """Refuse ``fabric = "ib"`` in a scenario that is about RoCE alone (``why``: one clause)."""
+    if p.get("fabric", "roce") != "roce":
+        raise ScenarioError(f"parameter 'fabric': only roce here: {why}")

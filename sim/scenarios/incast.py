@@ -17,11 +17,9 @@ from sim.scenarios.base import Param, Scenario, TracerSlot, resolve_params
 from sim.scenarios.common import (
     TC,
     duration_ps,
-    ecn_config,
     fabric_params,
-    host_kw,
+    fabric_setup,
     in_range,
-    mmu_config,
 )
 from sim.units import gbps, prop_delay_ps
 
@@ -40,12 +38,13 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     p = resolve_params(PARAMS, params)
     rate = gbps(p["link_gbps"])
     n = p["senders"]
-    cfg, hr = mmu_config(p, n + 2, rate)
-    ecn = ecn_config(p)
+    fs = fabric_setup(p, n + 2, rate)
+    cfg, hr = fs.mmu, fs.headroom_bytes
     dur = duration_ps(p)
     slot = TracerSlot()
-    fab, recv, hosts = star(n, rate, prop_delay_ps(p["cable_m"]), cfg, seed=p["seed"], ecn=ecn,
-                            tracer=slot, host_kw=host_kw(p, rate))
+    fab, recv, hosts = star(n, rate, prop_delay_ps(p["cable_m"]), cfg, seed=p["seed"],
+                            ecn=fs.ecn, tracer=slot, host_kw=fs.host_kw,
+                            switch_kw=fs.switch_kw, link_kw=fs.link_kw)
     for i, h in enumerate(hosts):
         fab.add_flow(Flow(i, h, recv, rate, tc=TC, packet_bytes=p["packet_bytes"]))
     return Scenario(name="incast", params=p, seed=p["seed"], duration_ps=dur,

@@ -21,10 +21,8 @@ from sim.scenarios.base import Param, Scenario, ScenarioError, TracerSlot, resol
 from sim.scenarios.common import (
     TC,
     duration_ps,
-    ecn_config,
     fabric_params,
-    host_kw,
-    mmu_config,
+    fabric_setup,
     nonneg,
     with_default,
 )
@@ -47,8 +45,8 @@ PARAMS: tuple[Param, ...] = (
 def build(params: Mapping[str, Any] | None = None) -> Scenario:
     p = resolve_params(PARAMS, params)
     rate = gbps(p["link_gbps"])
-    cfg, hr = mmu_config(p, 4, rate)
-    ecn = ecn_config(p)
+    fs = fabric_setup(p, 4, rate)
+    cfg, hr, ecn = fs.mmu, fs.headroom_bytes, fs.ecn
     dur = duration_ps(p)
     join_ps = ms_to_ps(p["join_ms"])
     if join_ps >= dur:
@@ -56,7 +54,8 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
                             f"(got {p['join_ms']})")
     slot = TracerSlot()
     fab, recv, hosts = star(2, rate, prop_delay_ps(p["cable_m"]), cfg, seed=p["seed"], ecn=ecn,
-                            tracer=slot, host_kw=host_kw(p, rate))
+                            tracer=slot, host_kw=fs.host_kw, switch_kw=fs.switch_kw,
+                            link_kw=fs.link_kw)
     fab.add_flow(Flow(0, hosts[0], recv, rate, tc=TC, packet_bytes=p["packet_bytes"]))
     fab.add_flow(Flow(1, hosts[1], recv, rate, tc=TC, packet_bytes=p["packet_bytes"],
                       start_ps=join_ps))

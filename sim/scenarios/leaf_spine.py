@@ -20,11 +20,9 @@ from sim.scenarios.base import Param, Scenario, ScenarioError, TracerSlot, resol
 from sim.scenarios.common import (
     TC,
     duration_ps,
-    ecn_config,
     fabric_params,
-    host_kw,
+    fabric_setup,
     in_range,
-    mmu_config,
     share,
 )
 from sim.units import gbps, prop_delay_ps
@@ -57,12 +55,13 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     p = resolve_params(PARAMS, params)
     rate = gbps(p["link_gbps"])
     L, S, H = p["leaves"], p["spines"], p["hosts_per_leaf"]
-    cfg, hr = mmu_config(p, max(H + S, L), rate)
-    ecn = ecn_config(p)
+    fs = fabric_setup(p, max(H + S, L), rate)
+    cfg, hr, ecn = fs.mmu, fs.headroom_bytes, fs.ecn
     dur = duration_ps(p)
     slot = TracerSlot()
     topo = leaf_spine(L, S, H, rate, prop_delay_ps(p["cable_m"]), cfg, seed=p["seed"],
-                      ecn=ecn, tracer=slot, ecmp=p["ecmp"], host_kw=host_kw(p, rate))
+                      ecn=ecn, tracer=slot, ecmp=p["ecmp"], host_kw=fs.host_kw,
+                      switch_kw=fs.switch_kw, link_kw=fs.link_kw)
     pr = pairs(p["pattern"], topo.hosts, p["seed"])
     if not pr:
         raise ScenarioError(f"parameter 'pattern': {p['pattern']!r} gives no flow on "

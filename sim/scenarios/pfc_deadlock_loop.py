@@ -34,6 +34,7 @@ from sim.scenarios.common import (
     mmu_config,
     nonneg,
     param_set,
+    roce_only,
     share,
     with_default,
 )
@@ -52,7 +53,7 @@ PARAMS: tuple[Param, ...] = (
     Param("rate_frac", 0.16, "rate of the looping flow as a fraction of line rate", share),
     Param("stop_ms", 1.0, "the source stops at this time, ms (0: never)", nonneg),
     *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "seed", "cable_m",
-               "packet_bytes",
+               "packet_bytes", "fabric",
                duration_ms=with_default("duration_ms", 2.0)),
     *WATCHDOG_PARAMS,
     *DETECTOR_PARAMS,
@@ -61,6 +62,7 @@ PARAMS: tuple[Param, ...] = (
 
 def build(params: Mapping[str, Any] | None = None) -> Scenario:
     p = resolve_params(PARAMS, params)
+    roce_only(p, "a hand-built PFC routing-loop study")
     rate = gbps(p["link_gbps"])
     cfg, hr = mmu_config(p, 2, rate)
     prop = prop_delay_ps(p["cable_m"])

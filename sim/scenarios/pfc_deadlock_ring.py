@@ -22,7 +22,7 @@ from sim.health.deadlock import DeadlockDetector, pfc_failure_summary
 from sim.health.watchdog import ACTIONS, WatchdogConfig, attach_watchdogs
 from sim.net.switch import Switch
 from sim.scenarios import ring as ring_scenario
-from sim.scenarios.base import Param, Scenario, resolve_params
+from sim.scenarios.base import Param, Scenario, ScenarioError, resolve_params
 from sim.scenarios.common import TC, in_range, nonneg, param_set, pos, share, with_default
 from sim.units import ms_to_ps, us_to_ps
 
@@ -85,7 +85,8 @@ def attach_tools(sc: Scenario, p: Mapping[str, Any],
 
 
 _RING_KEYS = ("switches", "hops", "rate_frac", "stop_ms", "link_gbps", "pfc", "xoff_kb",
-              "buffer_kb", "duration_ms", "seed", "cable_m", "packet_bytes")
+              "buffer_kb", "duration_ms", "seed", "cable_m", "packet_bytes", "fabric",
+              "vl_buffer_kb")
 
 PARAMS: tuple[Param, ...] = (
     Param("switches", 4, "switches in the ring (one host each)", in_range(2, 64)),
@@ -94,7 +95,7 @@ PARAMS: tuple[Param, ...] = (
     Param("rate_frac", 0.6, "rate of every flow as a fraction of line rate", share),
     Param("stop_ms", 1.0, "the sources stop at this time, ms (0: never)", nonneg),
     *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "seed", "cable_m",
-               "packet_bytes",
+               "packet_bytes", "fabric", "vl_buffer_kb",
                duration_ms=with_default("duration_ms", 2.0)),
     *WATCHDOG_PARAMS,
     *DETECTOR_PARAMS,
@@ -103,6 +104,9 @@ PARAMS: tuple[Param, ...] = (
 
 def build(params: Mapping[str, Any] | None = None) -> Scenario:
     p = resolve_params(PARAMS, params)
+    if p["fabric"] == "ib" and p["watchdog"]:
+        raise ScenarioError("parameter 'watchdog': the PFC watchdog watches pauses; "
+                            "fabric=ib has none (its deadlock is of credit waits)")
     sc = ring_scenario.build({k: p[k] for k in _RING_KEYS})
     sc.name = "pfc_deadlock_ring"
     sc.params = p

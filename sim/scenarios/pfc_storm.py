@@ -40,6 +40,7 @@ from sim.scenarios.common import (
     nonneg,
     param_set,
     pos,
+    roce_only,
     share,
     with_default,
 )
@@ -68,7 +69,7 @@ PARAMS: tuple[Param, ...] = (
     Param("wd_scope", "edge", "ports the switch watchdog watches: 'edge' (leaf ports to "
           "hosts) or 'all'", _scope),
     *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "seed", "cable_m",
-               "packet_bytes",
+               "packet_bytes", "fabric",
                duration_ms=with_default("duration_ms", 2.0)),
     *WATCHDOG_PARAMS,
     *DETECTOR_PARAMS,
@@ -77,6 +78,7 @@ PARAMS: tuple[Param, ...] = (
 
 def build(params: Mapping[str, Any] | None = None) -> Scenario:
     p = resolve_params(PARAMS, params)
+    roce_only(p, "a PFC pause storm needs PFC")
     rate = gbps(p["link_gbps"])
     L, S, H = p["leaves"], p["spines"], p["hosts_per_leaf"]
     cfg, hr = mmu_config(p, max(H + S, L), rate)

@@ -33,6 +33,7 @@ from sim.scenarios.common import (
     in_range,
     mmu_config,
     param_set,
+    roce_only,
     share,
     with_default,
 )
@@ -51,7 +52,7 @@ PARAMS: tuple[Param, ...] = (
     Param("victim", True, "one more host behind A sends to V (idle path)", None),
     Param("victim_frac", 0.5, "the victim flow's rate as a fraction of line rate", share),
     *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "seed", "cable_m",
-               "packet_bytes",
+               "packet_bytes", "fabric",
                duration_ms=with_default("duration_ms", 2.0)),
     *DETECTOR_PARAMS,
 )
@@ -59,6 +60,7 @@ PARAMS: tuple[Param, ...] = (
 
 def build(params: Mapping[str, Any] | None = None) -> Scenario:
     p = resolve_params(PARAMS, params)
+    roce_only(p, "a hand-built PFC fairness study (ib_vs_roce has the IB victim case)")
     rate = gbps(p["link_gbps"])
     n = p["group"] + (1 if p["victim"] else 0)
     up = n  # A's uplink port

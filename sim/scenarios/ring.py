@@ -20,11 +20,9 @@ from sim.scenarios.base import Param, Scenario, ScenarioError, TracerSlot, resol
 from sim.scenarios.common import (
     TC,
     duration_ps,
-    ecn_config,
     fabric_params,
-    host_kw,
+    fabric_setup,
     in_range,
-    mmu_config,
     nonneg,
     share,
 )
@@ -60,14 +58,14 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     if hops >= N:
         raise ScenarioError(f"parameter 'hops': must be < switches ({N}) (got {hops})")
     rate = gbps(p["link_gbps"])
-    cfg, hr = mmu_config(p, K + 2, rate)
-    ecn = ecn_config(p)
+    fs = fabric_setup(p, K + 2, rate)
+    cfg, hr, ecn = fs.mmu, fs.headroom_bytes, fs.ecn
     dur = duration_ps(p)
     stop_ps = ms_to_ps(p["stop_ms"]) or None
     slot = TracerSlot()
     topo = ring(N, rate, prop_delay_ps(p["cable_m"]), cfg, hosts_per_switch=K,
                 routing=p["routing"], seed=p["seed"], ecn=ecn, tracer=slot,
-                host_kw=host_kw(p, rate))
+                host_kw=fs.host_kw, switch_kw=fs.switch_kw, link_kw=fs.link_kw)
     fab = topo.fabric
     flow_rate = max(int(rate * p["rate_frac"]), 1)
     fid = 0
