@@ -146,37 +146,38 @@ def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric | FatTree | SuperPo
         return fabric_file(kind, p.get("file_overrides"))
     from sim.fabric.fattree import fat_tree, superpod
     from sim.fabric.rail import collective_star, rail_optimized
-    from sim.scenarios.common import ecn_config, host_kw, mmu_config
+    from sim.scenarios.common import fabric_setup
     from sim.units import gbps
 
     rate = gbps(p["link_gbps"])
-    ecn = ecn_config(p)
-    hkw = host_kw(p, rate)
     nranks = p["nodes"] * p["gpus_per_node"]
     prop_ps = round(p["prop_ns"] * 1000)
+
+    def setup(ports: int) -> dict[str, Any]:
+        # the fabric choice (roce | ib) of every generated kind: sim.scenarios.common
+        fs = fabric_setup(p, ports, rate)
+        return {"ecn": fs.ecn, "mmu_config": fs.mmu, "host_kw": fs.host_kw,
+                "switch_kw": fs.switch_kw, "link_kw": fs.link_kw}
+
     if kind == "fattree":
         k, o = p["k"], p["oversubscription"]
-        cfg, _ = mmu_config(p, max(k, (1 + o) * k // 2), rate)
         return fat_tree(k, o, link_gbps=p["link_gbps"], prop_ps=prop_ps, seed=p["seed"],
-                        ecmp=p["ecmp"], gpus_per_node=p["gpus_per_node"], ecn=ecn,
-                        mmu_config=cfg, host_kw=hkw)
+                        ecmp=p["ecmp"], gpus_per_node=p["gpus_per_node"],
+                        **setup(max(k, (1 + o) * k // 2)))
     if kind == "superpod":
         from sim.fabric.fattree import SU_SLOTS, SUPERPOD_LEAF_UPLINKS
 
-        cfg, _ = mmu_config(p, SU_SLOTS + SUPERPOD_LEAF_UPLINKS, rate)
         return superpod(p["sus"], nodes=p["superpod_nodes"] or None,
                         link_gbps=p["link_gbps"], prop_ps=prop_ps, seed=p["seed"],
-                        ecmp=p["ecmp"], ecn=ecn, mmu_config=cfg, host_kw=hkw)
+                        ecmp=p["ecmp"], **setup(SU_SLOTS + SUPERPOD_LEAF_UPLINKS))
     if kind == "star":
-        cfg, _ = mmu_config(p, nranks + 1, rate)
         return collective_star(nranks, link_gbps=p["link_gbps"], prop_ps=prop_ps,
-                               seed=p["seed"], ecn=ecn, mmu_config=cfg, host_kw=hkw)
+                               seed=p["seed"], **setup(nranks + 1))
     g = p["gpus_per_node"]
     spines = p["spines"] or max(1, -(-g // 2))
-    cfg, _ = mmu_config(p, max(p["nodes"] + spines, g), rate)
     return rail_optimized(p["nodes"], g, spines=spines, link_gbps=p["link_gbps"],
-                          prop_ps=prop_ps, seed=p["seed"], ecmp=p["ecmp"], ecn=ecn,
-                          mmu_config=cfg, host_kw=hkw)
+                          prop_ps=prop_ps, seed=p["seed"], ecmp=p["ecmp"],
+                          **setup(max(p["nodes"] + spines, g)))
 
 
 def _iterations(sch, rf, n: int, warmup: int, mtu: int, limit_ps: int, progress=None,

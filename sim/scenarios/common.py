@@ -411,6 +411,7 @@ def collective_params() -> tuple[Param, ...]:
         FABRIC_PARAMS["kmin_kb"], FABRIC_PARAMS["kmax_kb"], FABRIC_PARAMS["pmax"],
         FABRIC_PARAMS["cable_m"],
         with_default("packet_bytes", 4154),
+        *param_set(*IB_NAMES),
         Param("prop_ns", 500.0, "propagation delay of every link, ns (100 m of fibre)", nonneg),
         Param("limit_ms", 100.0, "give up on an iteration after this much simulated time, ms",
               pos),
