@@ -16,8 +16,9 @@ from sim.cc import dcqcn
 from sim.cc.base import RateControl
 from sim.cc.dcqcn import Dcqcn
 from sim.cc.fixed import FixedRate
+from sim.cc.ibcc import IbCc
 
-__all__ = ["RateControl", "FixedRate", "Dcqcn", "dcqcn", "register", "names", "create",
+__all__ = ["RateControl", "FixedRate", "Dcqcn", "IbCc", "dcqcn", "register", "names", "create",
            "register_builtins"]
 
 _REGISTRY: dict[str, Callable[..., RateControl]] = {}
@@ -35,6 +36,8 @@ def register_builtins() -> None:
         register("fixed", FixedRate)
     if "dcqcn" not in _REGISTRY:
         register("dcqcn", Dcqcn)
+    if "ibcc" not in _REGISTRY:
+        register("ibcc", IbCc)  # IBA annex A10 (sim/cc/ibcc.py)
 
 
 def names() -> list[str]:

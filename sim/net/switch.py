@@ -77,16 +77,52 @@ def ecmp_hash(src: int, dst: int, flow: int, salt: int) -> int:
 PFC_FRAME_BYTES = 60
 
 
+#: IBA 7.9.4: a flow-control credit (block) is 64 bytes; OpenSM's packet_size is in credits.
+IB_CREDIT_BYTES = 64
+#: [A] ours: one step of the 4-bit IB marking threshold (see :func:`ib_threshold_bytes`).
+IB_THRESHOLD_STEP_BYTES = 4096
+
+
+def ib_threshold_bytes(threshold: int, step_bytes: int = IB_THRESHOLD_STEP_BYTES) -> int | None:
+    """The egress queue depth at which an IB switch port starts marking FECN, for OpenSM's
+    ``cc_sw_cong_setting_threshold`` (4 bits: "0x0 - none, 0x1 - loose, ..., 0xF -
+    aggressive", opensm/osm_subnet.c).  IBA leaves the mapping to the switch; ours [A] is
+    linear: ``(16 - threshold) * step_bytes`` (0xF: 4 KiB, 0x1: 60 KiB by default), None for
+    0 (no marking)."""
+    if isinstance(threshold, bool) or not isinstance(threshold, int) \
+            or not 0 <= threshold <= 15:
+        raise ValueError(f"threshold must be 0..15, got {threshold!r}")
+    return None if threshold == 0 else (16 - threshold) * step_bytes
+
+
 @dataclass(frozen=True, slots=True)
 class EcnConfig:
-    """RED-style marking (the DCQCN CP curve).  Paper values at 40 Gb/s: Kmin 5 KB, Kmax 200
-    KB, Pmax 1 % (DCQCN, Zhu et al., SIGCOMM 2015, doi:10.1145/2785956.2787484; the same values
-    in the parameter block of github.com/lzhtan/Fluid-Model-for-DCQCN-ECN-PFC)."""
+    """Congestion marking of the switch's egress queues; the mark is the packet's CE
+    codepoint, which on InfiniBand is the BTH FECN bit (wire.bth ``fecn``).
 
-    kmin_bytes: int
-    kmax_bytes: int
-    pmax: float
+    ``mode="red"`` (default): RED-style marking (the DCQCN CP curve).  Paper values at 40
+    Gb/s: Kmin 5 KB, Kmax 200 KB, Pmax 1 % (DCQCN, Zhu et al., SIGCOMM 2015,
+    doi:10.1145/2785956.2787484; the same values in the parameter block of
+    github.com/lzhtan/Fluid-Model-for-DCQCN-ECN-PFC).
+
+    ``mode="ib"``: the congestion-control agent of an IB switch port (IBA annex A10,
+    SwitchCongestionSetting; OpenSM ``cc_sw_cong_setting_*``): a packet is a candidate when
+    the egress queue of its class (= its VL with the identity SL2VL map) holds at least
+    ``threshold_bytes`` (see :func:`ib_threshold_bytes`) and the packet has at least
+    ``packet_size_bytes``; of the candidates of a (port, class), one is marked, then
+    ``marking_rate`` are skipped, and so on (OpenSM: "Marking Rate - mean number of packets
+    between markings"; deterministic here [A], no RNG draw).  Not modelled: victim_mask
+    (every port marks, as with all mask bits set), credit starvation.
+    """
+
+    kmin_bytes: int = 0
+    kmax_bytes: int = 0
+    pmax: float = 0.0
     mark_at: str = "dequeue"
+    mode: str = "red"
+    threshold_bytes: int = 0
+    marking_rate: int = 0
+    packet_size_bytes: int = 0
 
     def __post_init__(self) -> None:
         if not 0 <= self.kmin_bytes <= self.kmax_bytes:
@@ -95,6 +131,11 @@ class EcnConfig:
             raise ValueError("pmax must be in [0, 1]")
         if self.mark_at not in ("dequeue", "enqueue"):
             raise ValueError('mark_at must be "dequeue" or "enqueue"')
+        if self.mode not in ("red", "ib"):
+            raise ValueError('mode must be "red" or "ib"')
+        for name in ("threshold_bytes", "marking_rate", "packet_size_bytes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
 
     def probability(self, queue_bytes: int) -> float:
         if queue_bytes <= self.kmin_bytes:
@@ -148,6 +189,9 @@ class Switch:
         #: ECMP decisions: (src, dst, flow) -> chosen egress port index.
         self.ecmp_choices: dict[tuple[int, int, int], int] = {}
         self.ecn = ecn
+        self._ib_marking = ecn is not None and ecn.mode == "ib"
+        #: IB marking: (port, class) -> candidates still to skip before the next mark.
+        self._ib_skip: dict[tuple[int, int], int] = {}
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
         #: What the tracer reads (sim.trace.Interest): an event is built only when it is read.
         self._int: Interest = interest(self.tracer)
@@ -301,13 +345,25 @@ class Switch:
         assert self.ecn is not None
         if not pkt.ecn_capable or pkt.ecn == 3:
             return
-        p = self.ecn.probability(queue_bytes)
-        if p and (p >= 1.0 or self.engine.rng.random() < p):
-            pkt.mark_ce()
-            self.ce_marked += 1
-            if CEMarked in self._int.types:
-                self.tracer.emit(CEMarked(self.engine.now_ps, self.node_id, port, pkt.tc, pkt.id,
-                                          pkt.flow))
+        if self._ib_marking:
+            cfg = self.ecn
+            if queue_bytes < cfg.threshold_bytes or pkt.nbytes < cfg.packet_size_bytes:
+                return
+            key = (port, pkt.tc)
+            skip = self._ib_skip.get(key, 0)
+            if skip:
+                self._ib_skip[key] = skip - 1
+                return
+            self._ib_skip[key] = cfg.marking_rate
+        else:
+            p = self.ecn.probability(queue_bytes)
+            if not p or (p < 1.0 and self.engine.rng.random() >= p):
+                return
+        pkt.mark_ce()
+        self.ce_marked += 1
+        if CEMarked in self._int.types:
+            self.tracer.emit(CEMarked(self.engine.now_ps, self.node_id, port, pkt.tc, pkt.id,
+                                      pkt.flow))
 
     # -------------------------------------------------------------- watchdog
     def _wd_dropped(self, out: int, pkt: SimPacket) -> None:

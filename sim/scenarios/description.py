@@ -780,7 +780,8 @@ def _host_kw(knobs: dict[str, Any], rate: int, where: str) -> dict[str, Any]:
         kw = host_kw(knobs, rate)
     except ScenarioError as e:
         raise ScenarioError(f"{where}: [hosts] {e}") from None
-    kw["cnp_interval_ps"] = us_to_ps(knobs["cnp_interval_us"])
+    # cc = "ibcc" set 0 already (IBA A10: a BECN for every FECN)
+    kw.setdefault("cnp_interval_ps", us_to_ps(knobs["cnp_interval_us"]))
     kw["cnp_tc"] = knobs["cnp_tc"]
     kw["cnp_mode"] = knobs["cnp_mode"]
     kw["ack_every"] = knobs["ack_every"]
