@@ -31,7 +31,9 @@ def test_registered_and_listed(capsys):
     assert "ibcc" in cc.names()
     assert isinstance(cc.create("ibcc", line_rate_bps=100 * G), IbCc)
     assert main(["scenarios"]) == 0
-    assert "ibcc" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "none (fixed rate), dcqcn, fixed, ibcc" in out
+    assert "ibcc options" in out and "ccti_timer" in out and "marking_rate" in out
 
 
 def test_becns_raise_ccti_up_to_the_limit_and_the_timer_lowers_it_on_its_grid():

@@ -46,7 +46,8 @@ from collections.abc import Sequence
 from sim.cc.base import RateControl
 
 __all__ = ["IbCc", "CCTI_TIMER_UNIT_PS", "CCT_PRESETS", "DEFAULT_PRESET", "PARAM_NAMES",
-           "SWITCH_PARAMS", "SWITCH_DEFAULTS", "cct_preset", "split_switch_params"]
+           "SWITCH_PARAMS", "SWITCH_DEFAULTS", "cct_preset", "options_text",
+           "split_switch_params"]
 
 #: IBA A10 CCTI_Timer unit: 1.024 us.
 CCTI_TIMER_UNIT_PS = 1_024_000
@@ -76,6 +77,16 @@ SWITCH_PARAMS = ("threshold", "marking_rate", "packet_size")
 #: [A] ours (OpenSM's defaults are 0 = CC off): threshold 0xF (most aggressive), a mark on
 #: every eligible packet, no minimum size (credits of 64 bytes).
 SWITCH_DEFAULTS: dict[str, int] = {"threshold": 15, "marking_rate": 0, "packet_size": 0}
+
+
+def options_text() -> list[str]:
+    """Lines for ``lossless scenarios``: the options ``cc_opts`` takes with ``cc=ibcc``."""
+    d = {**_DEFAULTS, "ccti_limit": "last table index", "cc_cct": "the preset's table"}
+    return ([f"ibcc options (cc_opts=NAME=VALUE,...; presets = CCT tables: "
+             f"{', '.join(CCT_PRESETS)}; IBA annex A10, docs/infiniband.md):"]
+            + [f"  {n:<30} {d[n]}" + ("  (x 1.024 us)" if n == "ccti_timer" else "")
+               for n in PARAM_NAMES]
+            + [f"  {n:<30} {v}  (switch marking)" for n, v in SWITCH_DEFAULTS.items()])
 
 
 def cct_preset(name: str | None) -> tuple[tuple[int, int], ...]:

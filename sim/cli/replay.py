@@ -237,6 +237,9 @@ def _print_cc() -> None:
                 v = f"{v.bps}@25G"
             vals.append(str(v))
         print(f"  {info.name:<30} {' / '.join(vals)}")
+    from sim.cc import ibcc
+
+    print("\n".join(ibcc.options_text()))
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

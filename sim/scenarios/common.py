@@ -272,8 +272,8 @@ def _opts(v: str) -> str | None:
 def cc_params() -> tuple[Param, ...]:
     """The congestion-control knobs beside ``cc``: a preset and per-parameter overrides."""
     return (
-        Param("preset", "", "congestion-control preset (dcqcn: paper, nvidia, hpcc); '' = "
-              "the algorithm's default", None),
+        Param("preset", "", "congestion-control preset (dcqcn: paper, nvidia, hpcc; ibcc: "
+              "mellanox, linear); '' = the algorithm's default", None),
         Param("cc_opts", "", "congestion-control overrides, 'NAME=VALUE,...' with the "
               "algorithm's parameter names (units in the names)", _opts),
     )
