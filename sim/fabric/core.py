@@ -140,7 +140,7 @@ class Fabric:
                 "id": f.id, "src": f.src, "dst": f.dst, "bytes_delivered": got,
                 "throughput_bps": (got * 8 * 10**12 // span) if span > 0 else 0,
                 "fct_ps": dst.fct_ps.get(f.id), "first_rx_ps": first,
-                "ce_received": dst.rx_ce.get(f.id, 0),
+                "ce_received": dst.rx_ce.get(f.id, 0), "ooo_packets": dst.rx_ooo.get(f.id, 0),
             })
         ports = []
         for nid, node in sorted(self.nodes.items()):

@@ -13,6 +13,16 @@ RED-style ECN marking on the egress queue.
   (no reordering) and different switches hash independently (no polarisation).  Route values
   are type-checked at construction; the ports they name must exist when a route is first used
   (or when :meth:`Switch.check_routes` is called), else ValueError.
+* Routing modes (``routing``, :data:`ROUTING_MODES`; docs/infiniband.md "Simulator: routing"):
+  ``"ecmp"`` (default) hashes a flow onto one member of a group as above; ``"static"`` takes
+  only single-port routes (a linear forwarding table, :func:`sim.fabric.lft.min_hop_lft`), a
+  group is a ValueError; ``"adaptive"`` picks a group member **per packet**: the member with the
+  fewest bytes queued for the packet's class (``Port.queue_bytes[tc]``); ties keep the flow's
+  ECMP-hash member, else the first least-loaded member in group order.  NVIDIA's InfiniBand
+  switches select "the output port based on the port's load" among an AR group of "all ports
+  with minimal hops" (NVIDIA, InfiniBand Cluster Bring-up Procedure, "Adaptive Routing",
+  docs.nvidia.com/networking/display/ibclusterbringupprocedure/adaptive+routing); that the load
+  is the class's queued bytes, and the tie rule, are our assumptions [A].
 * Egress scheduling: every port gets the switch's ``scheduler``, ``weights`` and
   ``quantum_bytes`` (:class:`sim.net.port.Port`: ``"rr"`` or ``"dwrr"``).
 * ECN (DCQCN CP: Zhu et al., SIGCOMM 2015, Sec. 3; on dequeue as HPCC's ``switch-node.cc``
@@ -47,7 +57,8 @@ from sim.net.port import QUANTUM_BYTES, CreditPort, Port, check_scheduler
 from sim.packet import PacketIds, SimPacket
 from sim.trace import Interest, NullTracer, Tracer, interest
 
-__all__ = ["EcnConfig", "Route", "Switch", "ecmp_hash", "ecmp_salt", "pfc_packet", "node_mac"]
+__all__ = ["EcnConfig", "ROUTING_MODES", "Route", "Switch", "ecmp_hash", "ecmp_salt",
+           "pfc_packet", "node_mac"]
 
 _M64 = (1 << 64) - 1
 
@@ -148,6 +159,9 @@ class EcnConfig:
 
 Route = int | tuple[int, ...] | list[int]
 
+#: How a switch uses a route that is a group of ports (module docstring).
+ROUTING_MODES = ("ecmp", "static", "adaptive")
+
 
 class Switch:
     """A switch whose egress ports are added by :meth:`add_port` (``Fabric.connect`` does).
@@ -162,32 +176,23 @@ class Switch:
                  ecn: EcnConfig | None = None, tracer: Tracer | None = None,
                  xoff_quanta: int = 0xFFFF, ids: object = None, ecmp_seed: int | None = None,
                  scheduler: str = "rr", weights: Sequence[int] | None = None,
-                 quantum_bytes: int = QUANTUM_BYTES) -> None:
+                 quantum_bytes: int = QUANTUM_BYTES, routing: str = "ecmp") -> None:
         self.engine = engine
         self.node_id = node_id
         self.mmu = mmu
-        self.routes = routes
-        self._single: dict[int, int] = {}
-        self._groups: dict[int, tuple[int, ...]] = {}
-        for dst, r in routes.items():
-            if isinstance(r, int) and not isinstance(r, bool):
-                self._single[dst] = r
-            elif (isinstance(r, (tuple, list)) and r
-                  and all(isinstance(p, int) and not isinstance(p, bool) for p in r)):
-                self._groups[dst] = tuple(r)
-            else:
-                raise ValueError(f"switch {node_id}: route to {dst} must be a port (int) or a "
-                                 f"non-empty tuple/list of ports, got {r!r}")
+        #: Destination -> egress Port, resolved (and checked) on first use.
+        self._fwd: dict[int, Port] = {}
+        #: ECMP decisions: (src, dst, flow) -> chosen egress port index.
+        self.ecmp_choices: dict[tuple[int, int, int], int] = {}
+        #: Adaptive routing: packets sent on another member than their flow's hash member.
+        self.adaptive_moves = 0
+        self.set_routes(routes, routing)
         check_scheduler(scheduler, weights, quantum_bytes)
         self.scheduler = scheduler
         self.weights = None if weights is None else tuple(weights)
         self.quantum_bytes = quantum_bytes
         self.ecmp_seed = engine.seed if ecmp_seed is None else ecmp_seed
         self._salt = ecmp_salt(node_id, self.ecmp_seed)
-        #: Destination -> egress Port, resolved (and checked) on first use.
-        self._fwd: dict[int, Port] = {}
-        #: ECMP decisions: (src, dst, flow) -> chosen egress port index.
-        self.ecmp_choices: dict[tuple[int, int, int], int] = {}
         self.ecn = ecn
         self._ib_marking = ecn is not None and ecn.mode == "ib"
         #: IB marking: (port, class) -> candidates still to skip before the next mark.
@@ -232,6 +237,34 @@ class Switch:
         return p
 
     # ---------------------------------------------------------------- routing
+    def set_routes(self, routes: dict[int, Route], routing: str | None = None) -> None:
+        """Replace the routing table (type-checked; ports checked on first use) and, if
+        given, the routing mode (:data:`ROUTING_MODES`); earlier decisions are forgotten."""
+        routing = getattr(self, "routing", "ecmp") if routing is None else routing
+        if routing not in ROUTING_MODES:
+            raise ValueError(f"switch {self.node_id}: routing must be one of "
+                             f"{list(ROUTING_MODES)}, got {routing!r}")
+        single: dict[int, int] = {}
+        groups: dict[int, tuple[int, ...]] = {}
+        for dst, r in routes.items():
+            if isinstance(r, int) and not isinstance(r, bool):
+                single[dst] = r
+            elif (isinstance(r, (tuple, list)) and r
+                  and all(isinstance(p, int) and not isinstance(p, bool) for p in r)):
+                if routing == "static" and len(r) > 1:
+                    raise ValueError(f"switch {self.node_id}: routing 'static' takes one port "
+                                     f"per destination; route to {dst} is {r!r}")
+                groups[dst] = tuple(r)
+            else:
+                raise ValueError(f"switch {self.node_id}: route to {dst} must be a port (int) "
+                                 f"or a non-empty tuple/list of ports, got {r!r}")
+        self.routes = routes
+        self.routing = routing
+        self._adaptive = routing == "adaptive"
+        self._single, self._groups = single, groups
+        self._fwd.clear()
+        self.ecmp_choices.clear()
+
     def _port_for(self, dst: int, port: int) -> Port:
         p = self.ports.get(port)
         if p is None:
@@ -261,9 +294,24 @@ class Switch:
         out = self.ecmp_choices.get(key)
         if out is None:
             out = group[ecmp_hash(pkt.src, dst, pkt.flow, self._salt) % len(group)]
-            self._port_for(dst, out)
+            for o in (group if self._adaptive else (out,)):
+                self._port_for(dst, o)
             self.ecmp_choices[key] = out
-        return self.ports[out]
+        best = self.ports[out]
+        if self._adaptive:  # per packet: the member with the least queued for this class
+            tc = pkt.tc
+            least = best.queue_bytes[tc]
+            if least:
+                for o in group:
+                    p = self.ports[o]
+                    q = p.queue_bytes[tc]
+                    if q < least:
+                        best, least = p, q
+                        if not q:
+                            break
+                if best.index != out:
+                    self.adaptive_moves += 1
+        return best
 
     # ---------------------------------------------------------------- receive
     def receive(self, port: int, pkt: SimPacket) -> None:

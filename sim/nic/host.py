@@ -366,6 +366,10 @@ class Host:
         self.rx_first_ps: dict[int, int] = {}
         self.rx_last_ps: dict[int, int] = {}
         self.rx_ce: dict[int, int] = {}
+        #: Out-of-order data frames per flow: arrived with a packet id below the highest seen
+        #: (ids are handed out in send order, so a flow's ids are its sequence).
+        self.rx_ooo: dict[int, int] = {}
+        self._rx_top_id: dict[int, int] = {}
         #: Completed messages per flow (flows with ``message_bytes``), and when each completed.
         self.rx_messages: dict[int, int] = {}
         self.rx_message_done_ps: dict[int, list[int]] = {}
@@ -703,6 +707,10 @@ class Host:
         if n == 1:
             self.rx_first_ps[f] = now
         self.rx_last_ps[f] = now
+        if pkt.id < self._rx_top_id.get(f, -1):
+            self.rx_ooo[f] = self.rx_ooo.get(f, 0) + 1
+        else:
+            self._rx_top_id[f] = pkt.id
         if self.delivered is not None:
             self.delivered.append((now, pkt))
         if self.on_data is not None:

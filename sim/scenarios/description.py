@@ -32,6 +32,7 @@ from sim.fabric.fattree import (
     superpod,
     sus_problem,
 )
+from sim.fabric.lft import ROUTINGS, apply_routing
 from sim.fabric.rail import rail_optimized
 from sim.fabric.topology import leaf_spine, ring, route_problem
 from sim.flowctl.base import FLOW_CONTROLS
@@ -177,8 +178,10 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
               in_range(0, 255)),
         Param("switches", 4, "ring: switches in the ring", in_range(2, 256)),
         Param("hosts_per_switch", 1, "ring: hosts per switch", in_range(1, 64)),
-        Param("routing", "clockwise", "ring: clockwise | shortest",
-              _choice("clockwise", "shortest")),
+        Param("routing", "clockwise", "ring: clockwise | shortest; leaf_spine/rail/fat_tree/"
+              "superpod: ecmp | static (OpenSM min-hop LFT) | adaptive (per packet, least "
+              "queued minimal port); unset: the builder's tables (see ecmp)",
+              _choice("clockwise", "shortest", *ROUTINGS)),
         Param("switch_ids", [0], "custom: switch node ids", _ids),
         Param("host_ids", [1], "custom: host node ids", _ids),
         Param("links", [[0, 1, 1, 0]], "custom: links as [node, port, node, port]; a host's "
@@ -446,6 +449,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
     seed = run["seed"]
     kind = topo["kind"]
     _unused(doc.get("topology", {}), kind, where)
+    _ib_routing(doc.get("topology", {}), kind, None, where)
     sched = {"scheduler": sw["scheduler"], "weights": tuple(sw["weights"])}
     if sw["scheduler"] == "vlarb":
         sched["weights"] = _vlarb(sw, lkw, where)
@@ -497,6 +501,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
         fab, groups = _custom(topo, knobs, rate, prop, seed, ecn, slot, hkw, sched, where, lkw)
     if kind not in ("rail", "fat_tree", "superpod"):
         ranks, gpn = [h for g in groups for h in g], 1
+    _ib_routing(doc.get("topology", {}), kind, fab, where)
 
     hosts = {h for g in groups for h in g}
     fid = 0
@@ -739,13 +744,33 @@ def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int
 
 
 _KIND_KEYS = {
-    "star": {"hosts"}, "leaf_spine": {"leaves", "spines", "hosts_per_leaf", "ecmp"},
+    "star": {"hosts"}, "leaf_spine": {"leaves", "spines", "hosts_per_leaf", "ecmp", "routing"},
     "ring": {"switches", "hosts_per_switch", "routing"},
     "custom": {"switch_ids", "host_ids", "links", "ecmp"},
-    "rail": {"nodes", "gpus_per_node", "spines", "ecmp"},
-    "fat_tree": {"k", "oversubscription", "ecmp"},
-    "superpod": {"sus", "superpod_nodes", "ecmp"},
+    "rail": {"nodes", "gpus_per_node", "spines", "ecmp", "routing"},
+    "fat_tree": {"k", "oversubscription", "ecmp", "routing"},
+    "superpod": {"sus", "superpod_nodes", "ecmp", "routing"},
 }
+
+
+def _ib_routing(raw: Mapping[str, Any], kind: str, fab: Fabric | None, where: str) -> None:
+    """``[topology] routing`` of a generated fabric (sim.fabric.lft): ecmp, static, adaptive;
+    ``fab`` None: only check it (before the fabric is built)."""
+    r = raw.get("routing")
+    if kind == "ring":
+        if r in ROUTINGS:
+            raise ScenarioError(f"{where}: [topology] routing: must be one of "
+                                f"['clockwise', 'shortest'] for kind = 'ring', got {r!r}")
+        return
+    if r is None:
+        return
+    if r not in ROUTINGS:
+        raise ScenarioError(f"{where}: [topology] routing: must be one of {list(ROUTINGS)} for "
+                            f"kind = {kind!r}, got {r!r}")
+    if r != "ecmp" and raw.get("ecmp"):
+        raise ScenarioError(f"{where}: [topology] ecmp: true contradicts routing = {r!r}")
+    if fab is not None:
+        apply_routing(fab, r)
 
 
 def _built(where: str, builder, *args: Any, **kw: Any):

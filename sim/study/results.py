@@ -545,6 +545,10 @@ def _run_into(sc: Any, out: str, wanted: list[tuple[int, int]], opts: Mapping[st
     conservation = flow_conservation(fab, rec)
     for f in flows:
         f.update(conservation[f["id"]])
+    ib_routed = getattr(fab, "ib_routing", None) is not None  # set by sim.fabric.lft
+    if ib_routed:  # [topology] routing (static LFT, adaptive, ecmp): out-of-order arrivals
+        for f, b in zip(flows, base["flows"], strict=True):
+            f["ooo_packets"] = b["ooo_packets"]
     bnode, bport = sc.bottleneck
     bp = fab.nodes[bnode].ports[bport]
     totals = base["totals"]
@@ -568,6 +572,8 @@ def _run_into(sc: Any, out: str, wanted: list[tuple[int, int]], opts: Mapping[st
                     "snaplen_bytes": opts["snaplen_bytes"], "written_bytes": budget.used_bytes
                     if caps else 0, "cut_at_ps": budget.cut_at_ps},
     }
+    if ib_routed:
+        summary["totals"]["ooo_packets"] = sum(f["ooo_packets"] for f in flows)
     for key, fn in sc.summaries.items():
         summary[key] = fn(sc)
     from sim.study.labels import labels  # names for the plots (sim/labels.py; H-plots, issue 15)
