@@ -221,3 +221,15 @@ def test_incast_keeps_the_queue_below_the_pfc_threshold_most_of_the_time(incast)
     pauses = sum(int((ts[k] >= end // 2).sum()) for k in ts.files
                  if k.startswith("pfc_tx") and k.endswith("_t_ps"))
     assert pauses == 0
+
+
+def test_fabric_file_hosts_cc_ibcc(tmp_path):
+    src = open("docs/examples/two_switches.toml").read()
+    src = src.replace('cc = "none"', 'cc = "ibcc"\ncc_opts = "threshold=14, ccti_timer=3"')
+    src = src.replace("dst = 21", "dst = 20")  # both flows into host 20: congestion
+    f = tmp_path / "ib.toml"
+    f.write_text(src)
+    s = run_scenario(str(f), out_dir=str(tmp_path / "o"), plots=False, write_captures=False)
+    ce = sum(fl["ce_received"] for fl in s["flows"])
+    # [hosts] cnp_interval_us (default 50) does not apply: a BECN for every FECN
+    assert ce > 10 and s["totals"]["cnps"] == ce
