@@ -75,7 +75,7 @@ def test_fabric_ib_refused_where_it_makes_no_sense(tmp_path, args, key, why):
 
 
 def test_fabric_value_is_checked():
-    with pytest.raises(ScenarioError, match="fabric.*must be one of"):
+    with pytest.raises(ScenarioError, match=r"fabric.*must be one of"):
         get("incast").builder({"fabric": "omnipath"})
 
 
@@ -89,3 +89,56 @@ def test_sweep_over_fabric_writes_two_rows(tmp_path):
     assert sorted(r["fabric"] for r in rows) == ["ib", "roce"]
     by = {r["fabric"]: r for r in rows}
     assert int(by["ib"]["totals.pauses"]) == 0 < int(by["roce"]["totals.pauses"])
+
+
+def test_collective_fabric_ib_runs_on_credits():
+    from sim.scenarios.base import resolve_params
+    from sim.scenarios.collective import collective_params, run_size
+
+    rows = {}
+    for fabric in ("roce", "ib"):
+        p = resolve_params(collective_params(), {"nodes": 2, "gpus_per_node": 2,
+                                                 "nvlink": False, "fabric": fabric,
+                                                 "vl_buffer_kb": 8.32 if fabric == "ib" else 0})
+        rows[fabric] = run_size("alltoall", 256 * 1024, "rail", p, inplace=False)
+    ib, roce = rows["ib"], rows["roce"]
+    assert ib["error"] is None and ib["wrong"] == 0
+    assert ib["counters"]["pfc_pauses"] == 0 and ib["counters"]["drops"] == 0
+    assert ib["counters"]["credit_stall_ps"] > 0
+    assert "credit_stall_ps" not in roce["counters"]  # RoCE results keep their keys
+
+
+def test_study_rows_come_from_the_two_runs():
+    from sim.study import ib_vs_roce
+
+    doc = ib_vs_roce.run({"cases": "incast,victim", "duration_ms": 0.05, "flow_kb": 20})
+    rows = {(r["case"], r["fabric"]): r for r in doc["rows"]}
+    assert sorted(rows) == [("incast", "ib"), ("incast", "roce"), ("victim", "ib"),
+                            ("victim", "roce")]
+    # the roce incast row is the incast built-in's own run
+    _sc, s = _run("incast", senders=8, duration_ms=0.05)
+    assert rows["incast", "roce"]["pfc_pauses"] == s["totals"]["pauses_sent"] > 0
+    assert rows["incast", "roce"]["max_queue_bytes"] == max(
+        p["max_queue_bytes"] for p in s["ports"])
+    _sc, s = _run("incast", senders=8, duration_ms=0.05, fabric="ib")
+    assert rows["incast", "ib"]["credit_stall_us"] == _stall_ps(s) / 1e6 > 0
+    assert rows["incast", "ib"]["pfc_pauses"] == 0
+    for fabric in ("roce", "ib"):
+        v = rows["victim", fabric]
+        assert v["drops"] == 0 and v["fct_p50_us"] <= v["fct_p99_us"]
+        assert 0 < v["victim_gbps"] < 100  # the victim is slowed by the incast's congestion
+    table = ib_vs_roce.format_table(doc["rows"]).splitlines()
+    assert len(table) == 5 and "credit stall us" in table[0] and "PFC pauses" in table[0]
+
+
+def test_cli_ib_vs_roce(tmp_path):
+    out = tmp_path / "st"
+    rc, so, err = run_cli(["ib-vs-roce", "-p", "cases=incast", "-p", "duration_ms=0.02",
+                           "-p", "senders=2", "--out", str(out)])
+    assert rc == 0, err
+    lines = so.splitlines()
+    assert len(lines) == 3 and lines[1].split()[:2] == ["incast", "roce"]
+    assert lines[2].split()[:2] == ["incast", "ib"]
+    assert (out / "ib_vs_roce.png").stat().st_size > 0 and (out / "results.json").exists()
+    rc, _so, err = run_cli(["ib-vs-roce", "-p", "cases=bogus"])
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "'cases'" in err

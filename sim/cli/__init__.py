@@ -20,6 +20,7 @@ import os
 import sys
 
 from sim.cli import collective as collective_cmd
+from sim.cli import ib_vs_roce as ib_vs_roce_cmd
 from sim.cli import replay as replay_cmd
 from sim.cli import sweep as sweep_cmd
 from sim.cli import wire as wire_cmd
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay_cmd.add_parsers(sub)
     sweep_cmd.add_parsers(sub)
     collective_cmd.add_parsers(sub)
+    ib_vs_roce_cmd.add_parsers(sub)
     return p
 
 

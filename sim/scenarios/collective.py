@@ -136,6 +136,14 @@ def fabric_file(path: str, overrides: Mapping[str, str] | None = None) -> FileFa
                       settings)
 
 
+def _ib_counters(fab: Any) -> dict[str, int]:
+    """``credit_stall_ps`` summed over the fabric's IB ports ({} without IB links, so RoCE
+    results keep their keys)."""
+    links = [p.ib for n in fab.nodes.values() for p in n.ports.values()
+             if getattr(p, "ib", None) is not None]
+    return {"credit_stall_ps": sum(ib.stall_ps() for ib in links)} if links else {}
+
+
 def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric | FatTree | SuperPod | FileFabric:
     """The fabric of ``--fabric kind`` for resolved parameters ``p`` (a
     :class:`sim.fabric.rail.RailFabric`, :class:`sim.fabric.fattree.FatTree`,
@@ -324,7 +332,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     row: dict[str, Any] = {
         "size_bytes": counts.size_bytes, "count": counts.param_count,
         "nchannels": sch.nchannels, "transfers": len(sch.transfers),
-        "counters": fabric_counters(rf.fabric),
+        "counters": {**fabric_counters(rf.fabric), **_ib_counters(rf.fabric)},
         "nvlink_bytes": nvlink_domain(rf.fabric).nbytes, "error": error, "wrong": wrong,
         "iteration_times_ps": times, "inplace": None,
     }

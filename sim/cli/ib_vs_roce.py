@@ -1,0 +1,76 @@
+"""``lossless ib-vs-roce``: the side-by-side study of :mod:`sim.study.ib_vs_roce` (issue 20):
+the same cases on ``fabric = "roce"`` and ``"ib"``, one table on stdout, and with ``--out DIR``
+(written whole or not at all by :func:`wire.atomic.atomic_dir`) ``results.json`` and
+``ib_vs_roce.png``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+__all__ = ["add_parsers"]
+
+
+def _err(msg: str) -> None:
+    print(f"lossless: {msg}", file=sys.stderr)
+
+
+def _kv(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def cmd_ib_vs_roce(args: argparse.Namespace) -> int:
+    from sim.scenarios import ScenarioError, parse_text
+    from sim.study import ib_vs_roce
+    from wire.atomic import OutputError, atomic_dir, check_output_dir
+
+    params = {k: parse_text(v) for k, v in (args.param or ())}
+    try:
+        if args.out:
+            check_output_dir(args.out, force=args.force)
+        doc = ib_vs_roce.run(params)
+    except (ScenarioError, OutputError) as e:
+        _err(str(e))
+        return 2
+    print(ib_vs_roce.format_table(doc["rows"]))
+    if args.out:
+        try:
+            with atomic_dir(args.out, force=args.force) as tmp:
+                with open(os.path.join(tmp, "results.json"), "w", encoding="utf-8") as f:
+                    json.dump(doc, f, indent=1)
+                    f.write("\n")
+                if not args.no_plots:
+                    fig = ib_vs_roce.figure(doc["rows"])
+                    fig.savefig(os.path.join(tmp, "ib_vs_roce.png"), dpi=args.dpi)
+        except OutputError as e:
+            _err(str(e))
+            return 2
+        _err(f"ib-vs-roce: results in {args.out}")
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    from sim.study.ib_vs_roce import PARAMS
+
+    keys = ", ".join(f"{p.name} ({p.default})" for p in PARAMS)
+    s = sub.add_parser(
+        "ib-vs-roce", aliases=["ib_vs_roce"],
+        help="the same incast, victim-flow and collective cases on RoCE and on InfiniBand, "
+             "one table (docs/infiniband.md)",
+        description="Run an incast, a victim flow beside an incast, and ring AllReduce and "
+                    "AllToAll on a rail fabric, each with fabric=roce and fabric=ib; print "
+                    "one table (docs/infiniband.md, 'IB against RoCE, side by side').")
+    s.add_argument("-p", "--param", type=_kv, action="append", metavar="KEY=VALUE",
+                   help=f"a study parameter (repeatable): {keys}")
+    s.add_argument("--out", metavar="DIR", help="also write DIR/results.json and "
+                   "DIR/ib_vs_roce.png (a new, empty or earlier output folder)")
+    s.add_argument("--force", action="store_true", help="replace --out even if lossless "
+                   "did not write it")
+    s.add_argument("--no-plots", action="store_true", help="no PNG in --out")
+    s.add_argument("--dpi", type=int, default=80, help=argparse.SUPPRESS)
+    s.set_defaults(func=cmd_ib_vs_roce)
