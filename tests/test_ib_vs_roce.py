@@ -142,3 +142,20 @@ def test_cli_ib_vs_roce(tmp_path):
     assert (out / "ib_vs_roce.png").stat().st_size > 0 and (out / "results.json").exists()
     rc, _so, err = run_cli(["ib-vs-roce", "-p", "cases=bogus"])
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "'cases'" in err
+
+
+def test_fabric_ib_takes_ib_cc_and_ib_routing():
+    sc, s = _run("incast", fabric="ib", cc="ibcc", senders=4, duration_ms=0.05)
+    assert s["totals"]["drops"] == 0 and s["totals"]["pauses_sent"] == 0
+    assert s["totals"]["ce_marked"] > 0  # the switch's FECN marking of IB CC
+    sw = sc.fabric.nodes[0]
+    assert sw.ecn is not None and sw.ecn.mode == "ib"
+    _sc, s = _run("incast", fabric="ib", senders=4, duration_ms=0.02)
+    assert s["totals"]["ce_marked"] == 0  # cc none: no marking
+    for routing in ("static", "adaptive"):
+        sc = get("leaf_spine").builder({"fabric": "ib", "ib_routing": routing,
+                                        "duration_ms": 0.01})
+        leaves = [n for n in sc.fabric.nodes.values() if hasattr(n, "routing")]
+        assert {sw.routing for sw in leaves} == {routing}
+    sc = get("leaf_spine").builder({"fabric": "roce", "ib_routing": "adaptive"})
+    assert "adaptive" not in {getattr(n, "routing", None) for n in sc.fabric.nodes.values()}

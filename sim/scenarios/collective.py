@@ -161,31 +161,38 @@ def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric | FatTree | SuperPo
     nranks = p["nodes"] * p["gpus_per_node"]
     prop_ps = round(p["prop_ns"] * 1000)
 
+    made: list[Any] = []
+
     def setup(ports: int) -> dict[str, Any]:
         # the fabric choice (roce | ib) of every generated kind: sim.scenarios.common
-        fs = fabric_setup(p, ports, rate)
+        made.append(fabric_setup(p, ports, rate))
+        fs = made[0]
         return {"ecn": fs.ecn, "mmu_config": fs.mmu, "host_kw": fs.host_kw,
                 "switch_kw": fs.switch_kw, "link_kw": fs.link_kw}
 
+    def done(rf: Any) -> Any:
+        made[0].apply(rf.fabric)  # ib_routing, once the fabric exists
+        return rf
+
     if kind == "fattree":
         k, o = p["k"], p["oversubscription"]
-        return fat_tree(k, o, link_gbps=p["link_gbps"], prop_ps=prop_ps, seed=p["seed"],
-                        ecmp=p["ecmp"], gpus_per_node=p["gpus_per_node"],
-                        **setup(max(k, (1 + o) * k // 2)))
+        return done(fat_tree(k, o, link_gbps=p["link_gbps"], prop_ps=prop_ps, seed=p["seed"],
+                             ecmp=p["ecmp"], gpus_per_node=p["gpus_per_node"],
+                             **setup(max(k, (1 + o) * k // 2))))
     if kind == "superpod":
         from sim.fabric.fattree import SU_SLOTS, SUPERPOD_LEAF_UPLINKS
 
-        return superpod(p["sus"], nodes=p["superpod_nodes"] or None,
-                        link_gbps=p["link_gbps"], prop_ps=prop_ps, seed=p["seed"],
-                        ecmp=p["ecmp"], **setup(SU_SLOTS + SUPERPOD_LEAF_UPLINKS))
+        return done(superpod(p["sus"], nodes=p["superpod_nodes"] or None,
+                             link_gbps=p["link_gbps"], prop_ps=prop_ps, seed=p["seed"],
+                             ecmp=p["ecmp"], **setup(SU_SLOTS + SUPERPOD_LEAF_UPLINKS)))
     if kind == "star":
-        return collective_star(nranks, link_gbps=p["link_gbps"], prop_ps=prop_ps,
-                               seed=p["seed"], **setup(nranks + 1))
+        return done(collective_star(nranks, link_gbps=p["link_gbps"], prop_ps=prop_ps,
+                                    seed=p["seed"], **setup(nranks + 1)))
     g = p["gpus_per_node"]
     spines = p["spines"] or max(1, -(-g // 2))
-    return rail_optimized(p["nodes"], g, spines=spines, link_gbps=p["link_gbps"],
-                          prop_ps=prop_ps, seed=p["seed"], ecmp=p["ecmp"],
-                          **setup(max(p["nodes"] + spines, g)))
+    return done(rail_optimized(p["nodes"], g, spines=spines, link_gbps=p["link_gbps"],
+                               prop_ps=prop_ps, seed=p["seed"], ecmp=p["ecmp"],
+                               **setup(max(p["nodes"] + spines, g))))
 
 
 def _iterations(sch, rf, n: int, warmup: int, mtu: int, limit_ps: int, progress=None,

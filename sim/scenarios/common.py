@@ -103,6 +103,10 @@ def _fabric(v: str) -> str | None:
     return None if v in FABRICS else f"must be one of {list(FABRICS)}"
 
 
+def _ib_routing(v: str) -> str | None:
+    return None if v in ("", "static", "adaptive") else "must be '', 'static' or 'adaptive'"
+
+
 def check_cc(v: str) -> str | None:
     """'none' (fixed-rate senders) or a registered :mod:`sim.cc` algorithm."""
     from sim import cc
@@ -140,10 +144,13 @@ FABRIC_PARAMS: dict[str, Param] = {p.name: p for p in (
           "| ib (IBA per-VL credits + VL arbitration, no PFC; docs/infiniband.md)", _fabric),
     Param("vl_buffer_kb", 0.0, "fabric=ib: receive buffer per data VL per link, KB (0: the "
           "switch buffer split evenly over its ports' 8 data VLs after the reserves)", nonneg),
+    Param("ib_routing", "", "fabric=ib: '' (the scenario's own tables) | static (OpenSM "
+          "min-hop LFT) | adaptive (per packet, the least queued minimal port; "
+          "sim.fabric.lft)", _ib_routing),
 )}
 
 #: The link-layer parameters of :func:`fabric_setup` (in :func:`fabric_params`).
-IB_NAMES = ("fabric", "vl_buffer_kb")
+IB_NAMES = ("fabric", "vl_buffer_kb", "ib_routing")
 
 #: The PCIe parameters (not in :data:`FABRIC_NAMES`: the built-ins run without PCIe).
 PCIE_NAMES = ("pcie_gen", "pcie_lanes", "pcie_mps_bytes", "nic_rx_buffer_kb")
@@ -433,9 +440,19 @@ class FabricSetup(NamedTuple):
     link_kw: dict[str, Any]
     switch_kw: dict[str, Any]
     host_kw: dict[str, Any]
+    routing: str = ""
+
+    def apply(self, fabric: Any) -> None:
+        """What needs the built fabric: IB routing tables (``ib_routing``, by
+        :func:`sim.fabric.lft.apply_routing`; '' keeps the builder's)."""
+        if self.routing:
+            from sim.fabric.lft import apply_routing
+
+            apply_routing(fabric, self.routing)
 
 
-#: Congestion controls that need RoCE's ECN marks and CNPs (refused with ``fabric = "ib"``).
+#: Congestion controls that need RoCE's ECN marks and CNPs (refused with ``fabric = "ib"``,
+#: whose own is ``ibcc``, IBA annex A10).
 ROCE_CCS = ("dcqcn",)
 
 
@@ -464,10 +481,12 @@ def fabric_setup(p: Mapping[str, Any], ports: int, rate_bps: int) -> FabricSetup
       :func:`ib_vl_buffer_bytes`, identity SL-to-VL map), every switch port arbitrating VLs
       with OpenSM's default tables (``scheduler="vlarb"``, :data:`sim.net.port.VLARB_DEFAULT`),
       PFC off with each class's admission threshold at least its VL buffer (credits alone keep
-      the switch lossless, as ``[links] flow_control = "ib"`` in fabric files), no ECN marking
-      and the hosts' ``cc`` as given, RoCE's ``dcqcn`` refused (IB congestion control and
-      IB routing come from issue 20's other parts).  A buffer that cannot hold every port's
-      VL buffers and reserves is a ScenarioError naming ``buffer_kb``/``vl_buffer_kb``.
+      the switch lossless, as ``[links] flow_control = "ib"`` in fabric files), the hosts'
+      ``cc`` as given (``ibcc``, IBA annex A10, with its FECN marking; ``none``: no marking;
+      RoCE's ``dcqcn`` refused), and routing per ``ib_routing`` applied by
+      :meth:`FabricSetup.apply` once the fabric is built ('' keeps the scenario's tables).
+      A buffer that cannot hold every port's VL buffers and reserves is a ScenarioError
+      naming ``buffer_kb``/``vl_buffer_kb``.
     """
     if p.get("fabric", "roce") == "roce":
         cfg, hr = mmu_config(p, ports, rate_bps)
@@ -478,7 +497,7 @@ def fabric_setup(p: Mapping[str, Any], ports: int, rate_bps: int) -> FabricSetup
 
     if p["cc"] in ROCE_CCS:
         raise ScenarioError(f"parameter 'cc': {p['cc']} is RoCE congestion control (ECN marks "
-                            f"and CNPs); with fabric=ib use cc=none")
+                            f"and CNPs); with fabric=ib use cc=ibcc (IBA annex A10) or none")
     vl = ib_vl_buffer_bytes(p, ports)
     mtu = p.get("packet_bytes", FABRIC_PARAMS["packet_bytes"].default)
     if vl < ib_blocks(mtu) * BLOCK_BYTES:
@@ -496,9 +515,10 @@ def fabric_setup(p: Mapping[str, Any], ports: int, rate_bps: int) -> FabricSetup
     limit_kb = ib.buffer_blocks * ib.credit_bytes / KB
     cfg, _ = mmu_config({**p, "pfc": False, "xoff_kb": max(p["xoff_kb"], limit_kb)},
                         ports, rate_bps)
-    return FabricSetup(cfg, 0, None, {"flow_control": "ib", "ib": ib},
+    ecn = ecn_config(p) if p["cc"] == "ibcc" else None  # FECN marking only for IB CC
+    return FabricSetup(cfg, 0, ecn, {"flow_control": "ib", "ib": ib},
                        {"scheduler": "vlarb", "weights": VLARB_DEFAULT},
-                       host_kw({**p, "pfc": False}, rate_bps))
+                       host_kw({**p, "pfc": False}, rate_bps), p.get("ib_routing", ""))
 
 
 def roce_only(p: Mapping[str, Any], why: str) -> None:

@@ -47,6 +47,7 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
                             switch_kw=fs.switch_kw, link_kw=fs.link_kw)
     for i, h in enumerate(hosts):
         fab.add_flow(Flow(i, h, recv, rate, tc=TC, packet_bytes=p["packet_bytes"]))
+    fs.apply(fab)
     return Scenario(name="incast", params=p, seed=p["seed"], duration_ps=dur,
                     fabric=fab, bottleneck=(0, recv), tracer_slot=slot,
                     info={"receiver": recv, "senders": hosts, "headroom_bytes": hr,

@@ -59,6 +59,7 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     fab.add_flow(Flow(0, hosts[0], recv, rate, tc=TC, packet_bytes=p["packet_bytes"]))
     fab.add_flow(Flow(1, hosts[1], recv, rate, tc=TC, packet_bytes=p["packet_bytes"],
                       start_ps=join_ps))
+    fs.apply(fab)
     return Scenario(name="late_joiner", params=p, seed=p["seed"], duration_ps=dur, fabric=fab,
                     bottleneck=(0, recv), tracer_slot=slot,
                     info={"receiver": recv, "senders": hosts, "headroom_bytes": hr,

@@ -73,6 +73,7 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     for i, (s, d) in enumerate(pr):
         flow_rate = max(int(rate * p["load"]) // per_src[s], 1)
         fab.add_flow(Flow(i, s, d, flow_rate, tc=TC, packet_bytes=p["packet_bytes"]))
+    fs.apply(fab)
     return Scenario(name="leaf_spine", params=p, seed=p["seed"], duration_ps=dur, fabric=fab,
                     bottleneck=(topo.leaves[0], H), tracer_slot=slot,
                     info={"spines": topo.spines, "leaves": topo.leaves, "hosts": topo.hosts,

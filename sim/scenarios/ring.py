@@ -75,6 +75,7 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
             fab.add_flow(Flow(fid, src, dst, flow_rate, tc=TC, packet_bytes=p["packet_bytes"],
                               stop_ps=stop_ps))
             fid += 1
+    fs.apply(fab)
     return Scenario(name="ring", params=p, seed=p["seed"], duration_ps=dur, fabric=fab,
                     bottleneck=(topo.switches[0], K), tracer_slot=slot,
                     info={"switches": topo.switches, "hosts": topo.hosts,
