@@ -159,3 +159,17 @@ def test_fabric_ib_takes_ib_cc_and_ib_routing():
         assert {sw.routing for sw in leaves} == {routing}
     sc = get("leaf_spine").builder({"fabric": "roce", "ib_routing": "adaptive"})
     assert "adaptive" not in {getattr(n, "routing", None) for n in sc.fabric.nodes.values()}
+
+
+def test_study_native_cc_is_each_fabrics_own():
+    from sim.study import ib_vs_roce
+
+    doc = ib_vs_roce.run({"cases": "incast", "duration_ms": 0.05, "cc": "native",
+                          "senders": 4})
+    rows = {r["fabric"]: r for r in doc["rows"]}
+    _sc, s = _run("incast", senders=4, duration_ms=0.05, cc="dcqcn")
+    assert rows["roce"]["pfc_pauses"] == s["totals"]["pauses_sent"]
+    _sc, s = _run("incast", senders=4, duration_ms=0.05, fabric="ib", cc="ibcc")
+    assert rows["ib"]["credit_stall_us"] == _stall_ps(s) / 1e6
+    assert rows["ib"]["goodput_gbps"] == pytest.approx(
+        sum(f["bytes_delivered"] for f in s["flows"]) * 8 / (0.05 * 1e6))

@@ -39,6 +39,8 @@ from sim.scenarios.common import TC, in_range, pos
 __all__ = ["CASES", "COLUMNS", "PARAMS", "figure", "format_table", "run"]
 
 CASES = ("incast", "victim", "allreduce", "alltoall")
+#: ``cc = "native"``: each fabric's own congestion control.
+NATIVE_CC = {"roce": "dcqcn", "ib": "ibcc"}
 #: Victim case: how often the run checks whether the incast is over (5 us).
 STEP_PS = 5_000_000
 FABRICS = ("roce", "ib")
@@ -67,6 +69,12 @@ PARAMS: tuple[Param, ...] = (
     Param("coll_gbps", 400.0, "collective cases: link rate, Gb/s", pos),
     Param("cases", "incast,victim,allreduce,alltoall", "the cases to run, comma-separated",
           None),
+    Param("cc", "none", "congestion control: none (both fabrics) | native (roce: dcqcn, "
+          "ib: ibcc)", lambda v: None if v in ("none", "native") else
+          "must be 'none' or 'native'"),
+    Param("ib_routing", "", "ib rows: '' (the topology's tables) | static | adaptive",
+          lambda v: None if v in ("", "static", "adaptive") else
+          "must be '', 'static' or 'adaptive'"),
 )
 
 #: (key, header, unit or format) of the printed table, in order.
@@ -108,11 +116,20 @@ def _fabric_row(s: Mapping[str, Any], duration_ps: int, flows: Sequence[int],
     }
 
 
+def _fabric_kw(p: Mapping[str, Any], fabric: str) -> dict[str, Any]:
+    """The fabric-wide parameters of one row: ``fabric``, ``cc`` and IB routing."""
+    kw: dict[str, Any] = {"fabric": fabric,
+                          "cc": NATIVE_CC[fabric] if p["cc"] == "native" else "none"}
+    if fabric == "ib":
+        kw["ib_routing"] = p["ib_routing"]
+    return kw
+
+
 def _incast(p: Mapping[str, Any], fabric: str) -> dict[str, Any]:
     from sim.scenarios import get
 
     sc = get("incast").builder({"senders": p["senders"], "link_gbps": p["link_gbps"],
-                                "duration_ms": p["duration_ms"], "fabric": fabric})
+                                "duration_ms": p["duration_ms"], **_fabric_kw(p, fabric)})
     sc.fabric.run(sc.duration_ps)
     s = sc.fabric.summary()
     return _fabric_row(s, sc.duration_ps, [f["id"] for f in s["flows"]], None)
@@ -129,12 +146,13 @@ def _victim(p: Mapping[str, Any], fabric: str) -> dict[str, Any]:
         raise ScenarioError("parameter 'senders': the victim case is an 8:1 incast (4 senders "
                             "on each leaf); run it with senders=8 or leave it out of cases")
     fp = {k: q.default for k, q in FABRIC_PARAMS.items()}
-    fp.update(link_gbps=p["link_gbps"], fabric=fabric)
+    fp.update(link_gbps=p["link_gbps"], **_fabric_kw(p, fabric))
     rate = gbps(p["link_gbps"])
     H = 5
     fs = fabric_setup(fp, H + 1, rate)
     t = leaf_spine(2, 1, H, rate, prop_delay_ps(fp["cable_m"]), fs.mmu, ecn=fs.ecn,
                    host_kw=fs.host_kw, switch_kw=fs.switch_kw, link_kw=fs.link_kw)
+    fs.apply(t.fabric)
     a, b = t.hosts
     recv, size = b[0], kb_to_bytes(p["flow_kb"])
     senders = [*a[:4], *b[1:5]]
@@ -159,7 +177,7 @@ def _collective(p: Mapping[str, Any], fabric: str, name: str) -> dict[str, Any]:
 
     cp = resolve_params(collective_params(), {
         "nodes": p["nodes"], "gpus_per_node": p["gpus_per_node"], "nvlink": False,
-        "link_gbps": p["coll_gbps"], "fabric": fabric})
+        "link_gbps": p["coll_gbps"], **_fabric_kw(p, fabric)})
     row = run_size(name, parse_size(p["coll_size"]), "rail", cp, inplace=False)
     c = row["counters"]
     tt = row.get("transfer_time_us") or {}
