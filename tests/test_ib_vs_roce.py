@@ -173,3 +173,42 @@ def test_study_native_cc_is_each_fabrics_own():
     assert rows["ib"]["credit_stall_us"] == _stall_ps(s) / 1e6
     assert rows["ib"]["goodput_gbps"] == pytest.approx(
         sum(f["bytes_delivered"] for f in s["flows"]) * 8 / (0.05 * 1e6))
+
+
+def _file(fabric: str, **extra):
+    doc = {"run": {"duration_ms": 0.03}, "topology": {"kind": "star", "hosts": 5},
+           "links": {"fabric": fabric}, "switch": {"buffer_kb": 4000},
+           "traffic": {"pattern": "incast", "packet_bytes": 1024}}
+    for table, kv in extra.items():
+        doc.setdefault(table, {}).update(kv)
+    return doc
+
+
+def test_fabric_file_links_fabric_ib():
+    from sim.scenarios.description import build
+
+    sc = build(_file("ib"), "f.toml")
+    sc.fabric.run(sc.duration_ps)
+    s = sc.fabric.summary()
+    assert s["totals"]["pauses_sent"] == 0 and s["totals"]["drops"] == 0
+    assert _stall_ps(s) > 0 and s["totals"]["ce_marked"] == 0
+    assert {p.scheduler for p in sc.fabric.nodes[0].ports.values()} == {"vlarb"}
+    sc = build(_file("roce"), "f.toml")
+    sc.fabric.run(sc.duration_ps)
+    s = sc.fabric.summary()
+    assert s["totals"]["pauses_sent"] > 0 and _stall_ps(s) == 0
+    sc = build(_file("ib", hosts={"cc": "ibcc"}), "f.toml")
+    assert sc.fabric.nodes[0].ecn.mode == "ib"
+
+
+@pytest.mark.parametrize("extra, key", [
+    ({"links": {"flow_control": "pfc"}}, "flow_control"),
+    ({"hosts": {"cc": "dcqcn"}}, "cc"),
+    ({"links": {"fabric": "opa"}}, "fabric"),
+])
+def test_fabric_file_contradictions_are_one_line(extra, key):
+    from sim.scenarios.description import build
+
+    with pytest.raises(ScenarioError, match=f"f.toml: .*{key}") as e:
+        build(_file("ib", **extra), "f.toml")
+    assert "\n" not in str(e.value)

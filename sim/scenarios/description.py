@@ -189,6 +189,10 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
     ),
     "links": (
         _F["link_gbps"], _F["cable_m"],
+        Param("fabric", "roce", "the whole fabric's link layer: roce (flow_control and the "
+              "rest as given) | ib (defaults flow_control = ib, [switch] scheduler = vlarb, "
+              "no RED marking; cc dcqcn refused; sim.scenarios.common.fabric_setup)",
+              _choice("roce", "ib")),
         Param("flow_control", "pfc", "link-level flow control of every link: pfc (the "
               "switch's PFC as [switch] sets it) | credit (credit-based, CBFC, on the lossless "
               "class 3 and class 6; sim.flowctl) | ib (InfiniBand per-VL credits)",
@@ -431,6 +435,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
     unknown = sorted(set(doc) - _TOP)
     if unknown:
         raise ScenarioError(f"{where}: unknown key(s) {unknown}; known: {sorted(_TOP)}")
+    doc = _fabric_choice(doc, where)
     sec = {n: _section(doc, n, where) for n in SECTIONS if n not in _ARRAYS}
     flows, inputs = _array(doc, "flows", where), _array(doc, "pcap", where)
     run, topo, links, sw = sec["run"], sec["topology"], sec["links"], sec["switch"]
@@ -855,6 +860,31 @@ def _default_bottleneck(fab: Fabric) -> tuple[int, int]:
         if not isinstance(node, Host) and node.ports:
             return nid, min(node.ports)
     raise ScenarioError("the fabric has no switch port to capture")
+
+
+def _fabric_choice(doc: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    """``[links] fabric = "ib"``: the file with the IB defaults of the built-ins'
+    ``fabric = "ib"`` (:func:`sim.scenarios.common.fabric_setup`) filled in where it does not
+    say otherwise: ``[links] flow_control = "ib"`` (another value is a contradiction),
+    ``[switch] scheduler = "vlarb"``, ``[ecn] pmax = 0`` (FECN marking comes with ``cc =
+    "ibcc"``); ``[hosts] cc = "dcqcn"`` is refused.  ``"roce"``: the file as it is."""
+    links = doc.get("links", {})
+    if not isinstance(links, dict) or links.get("fabric", "roce") != "ib":
+        return doc
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in doc.items()}
+    fc = links.get("flow_control", "ib")
+    if fc != "ib":
+        raise ScenarioError(f"{where}: [links] flow_control: {fc!r} contradicts fabric = 'ib'")
+    cc = (doc.get("hosts") or {}).get("cc") if isinstance(doc.get("hosts"), dict) else None
+    if cc == "dcqcn":
+        raise ScenarioError(f"{where}: [hosts] cc: 'dcqcn' is RoCE congestion control; with "
+                            f"fabric = 'ib' use 'ibcc' (IBA annex A10) or 'none'")
+    out["links"]["flow_control"] = "ib"
+    for table, key, value in (("switch", "scheduler", "vlarb"), ("ecn", "pmax", 0.0)):
+        sec = out.setdefault(table, {})
+        if isinstance(sec, dict):
+            sec.setdefault(key, value)
+    return out
 
 
 def _vlarb(sw: Mapping[str, Any], lkw: Mapping[str, Any], where: str) -> tuple:
