@@ -137,11 +137,15 @@ def fabric_file(path: str, overrides: Mapping[str, str] | None = None) -> FileFa
 
 
 def _ib_counters(fab: Any) -> dict[str, int]:
-    """``credit_stall_ps`` summed over the fabric's IB ports ({} without IB links, so RoCE
-    results keep their keys)."""
+    """``credit_stall_ps`` summed over the fabric's IB ports and ``ooo_packets`` (frames
+    received out of order, all hosts) ({} without IB links, so RoCE results keep their
+    keys)."""
     links = [p.ib for n in fab.nodes.values() for p in n.ports.values()
              if getattr(p, "ib", None) is not None]
-    return {"credit_stall_ps": sum(ib.stall_ps() for ib in links)} if links else {}
+    if not links:
+        return {}
+    ooo = sum(sum(getattr(n, "rx_ooo", {}).values()) for n in fab.nodes.values())
+    return {"credit_stall_ps": sum(ib.stall_ps() for ib in links), "ooo_packets": ooo}
 
 
 def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric | FatTree | SuperPod | FileFabric:

@@ -17,7 +17,7 @@ A study, not a scenario: a scenario is one fabric and one run, this is eight run
   when the next switch's input buffer fills with incast packets).  FCT p50/p99 are the
   incast flows'.
 * ``allreduce`` / ``alltoall``: ``lossless collective`` (:func:`sim.scenarios.collective.
-  run_size`) of ``coll_size`` bytes on a rail fabric of ``nodes`` x ``gpus_per_node``
+  run_size`) of ``coll_size`` bytes on a rail fabric of ``nodes`` x ``gpus_per_node`` (2 spines)
   without NVLink (every hop through the network) at ``coll_gbps``; goodput is busbw, FCT
   the transfers' p50/p99 start-to-receipt time.
 
@@ -64,7 +64,7 @@ PARAMS: tuple[Param, ...] = (
     Param("flow_kb", 256.0, "victim case: bytes each incast flow sends, KB", pos),
     Param("coll_size", "1M", "collective cases: nccl-tests size", _size),
     Param("nodes", 4, "collective cases: rail nodes", in_range(2, 64)),
-    Param("gpus_per_node", 2, "collective cases: GPUs (NICs, rail leaves) per node",
+    Param("gpus_per_node", 4, "collective cases: GPUs (NICs, rail leaves) per node",
           in_range(1, 8)),
     Param("coll_gbps", 400.0, "collective cases: link rate, Gb/s", pos),
     Param("cases", "incast,victim,allreduce,alltoall", "the cases to run, comma-separated",
