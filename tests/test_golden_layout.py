@@ -14,7 +14,7 @@ from bench import golden
 #: Case -> SHA-256 over its compared outputs (bench.golden.case_digest), before the move.
 PINNED = {
     "incast-nopfc": "e7e7d4878a052067137fb2f0e5245fcee2f2cdc1858cb151625ab4c643d12897",
-    "sue_packing-cbfc": "f7a1721ffbf74bc5ea948ed88d766eec17d6b188fefe4f6edd3fa8508343b43a",
+    "sue_packing-cbfc": "be5f487220863f01bcc63c36d9e32b86e04602ac22ba36581f5be5027a006857",
     "pfc_deadlock_ring-wd": "3202c03a83a1da7e0e106cdd51bf63be54d2d7cb5552344c79081301a9e4484c",
     "pfc_storm-nicwd": "c899468260873f4ad3edff7528ca16e4ac06226bc754350eb74564c43ea6ee96",
 }

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sim.scenarios import get
 from sim.scenarios.base import ScenarioError
@@ -62,6 +64,7 @@ def test_deadlock_ring_becomes_a_credit_deadlock():
     (["pfc_storm"], "fabric", "needs PFC"),
     (["pfc_unfairness"], "fabric", "only roce here"),
     (["pfc_deadlock_loop"], "fabric", "only roce here"),
+    (["sue_packing"], "fabric", "scale-up Ethernet"),
     (["late_joiner"], "cc", "RoCE congestion control"),  # its default cc is dcqcn
     (["incast", "-p", "buffer_kb=50"], "buffer_kb", "less than one largest packet"),
     (["pfc_deadlock_ring", "-p", "watchdog=true"], "watchdog", "credit waits"),
@@ -212,3 +215,26 @@ def test_fabric_file_contradictions_are_one_line(extra, key):
     with pytest.raises(ScenarioError, match=f"f.toml: .*{key}") as e:
         build(_file("ib", **extra), "f.toml")
     assert "\n" not in str(e.value)
+
+
+@given(buffer_kb=st.floats(10, 50_000), ports=st.integers(2, 64),
+       vl_kb=st.sampled_from([0.0, 1.1, 4.16, 32.768, 500.0]),
+       packet=st.integers(64, 9216))
+def test_ib_setup_fits_the_buffer_or_says_which_key(buffer_kb, ports, vl_kb, packet):
+    """fabric_setup("ib") either gives VL buffers that hold one largest packet and, with the
+    reserves, fit the switch buffer on every port and VL, or refuses naming the key."""
+    from sim.flowctl.ib import ib_blocks
+    from sim.scenarios.common import FABRIC_PARAMS, RESERVED_BYTES, fabric_setup
+
+    p = {k: q.default for k, q in FABRIC_PARAMS.items()}
+    p.update(fabric="ib", buffer_kb=buffer_kb, vl_buffer_kb=vl_kb, packet_bytes=packet)
+    try:
+        fs = fabric_setup(p, ports, 100 * 10**9)
+    except ScenarioError as e:
+        assert ("'vl_buffer_kb'" if vl_kb else "'buffer_kb'") in str(e) or \
+            "'buffer_kb'" in str(e)
+        return
+    ib = fs.link_kw["ib"]
+    assert ib.buffer_blocks >= ib_blocks(packet)
+    assert ports * 8 * (RESERVED_BYTES + ib.buffer_blocks * 64) <= round(buffer_kb * 1000)
+    assert fs.mmu.lossless_pgs == frozenset() and fs.switch_kw["scheduler"] == "vlarb"

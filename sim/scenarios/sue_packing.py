@@ -37,6 +37,7 @@ from sim.scenarios.common import (
     nonneg,
     param_set,
     pos,
+    roce_only,
     with_default,
 )
 from sim.units import gbps, kb_to_bytes, ns_to_ps, prop_delay_ps, us_to_ps
@@ -98,7 +99,7 @@ PARAMS: tuple[Param, ...] = (
     Param("ttl", 15, "TTL / hop limit the XPUs set, 1..15", in_range(1, 15)),
     *param_set("pfc", "xoff_kb"),
     with_default("buffer_kb", 4000.0),
-    *param_set("cable_m", "kmin_kb", "kmax_kb", "pmax"),
+    *param_set("cable_m", "kmin_kb", "kmax_kb", "pmax", "fabric"),
     Param("flow_control", "pfc", "link flow control of the DATA/ACK classes: pfc (as the "
           "'pfc' parameter says) or cbfc (credits per VC = traffic class; PFC off)",
           _one_of(FLOW_CONTROLS)),
@@ -157,6 +158,7 @@ def _cbfc(p: Mapping[str, Any], max_frame: int, ports: int,
 
 def build(params: Mapping[str, Any] | None = None) -> Scenario:
     p = resolve_params(PARAMS, params)
+    roce_only(p, "SUE is scale-up Ethernet (its credits are flow_control=cbfc)")
     n = p["xpus"]
     if p["pattern"] == "pairs" and n % 2:
         raise ScenarioError(f"parameter 'xpus': pattern 'pairs' needs an even number "
