@@ -19,8 +19,23 @@ from collections.abc import Callable
 from typing import NoReturn
 
 __all__ = [
-    "ETHERTYPE", "UDP_PORT", "ArgType", "Parser", "csv_ints", "finite_float", "integer",
+    "ETHERTYPE", "UDP_PORT", "ArgType", "Parser", "csv_ints", "err", "finite_float", "integer",
+    "key_value",
 ]
+
+
+def err(msg: str) -> None:
+    """A one-line message of a command on stderr: ``lossless: msg``."""
+    print(f"lossless: {msg}", file=sys.stderr)
+
+
+def key_value(text: str) -> tuple[str, str]:
+    """A ``-p KEY=VALUE`` argument: (key, value), both stripped; argparse's one-line error
+    for a missing ``=`` or key."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
 
 
 class ArgType:

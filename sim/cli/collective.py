@@ -32,6 +32,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
 from sim.cli.argtypes import ArgType, integer
+from sim.cli.argtypes import err as _err
+from sim.cli.argtypes import key_value as _kv
 from sim.scenarios.collective import (
     FABRICS,
     build_fabric,
@@ -49,17 +51,6 @@ __all__ = ["add_parsers", "FABRICS", "build_fabric", "collective_params", "csv_t
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 #: Exit status after Ctrl-C (128 + SIGINT, the shell's convention).
 EXIT_INTERRUPTED = 130
-
-
-def _err(msg: str) -> None:
-    print(f"lossless: {msg}", file=sys.stderr)
-
-
-def _kv(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key.strip(), value.strip()
 
 
 def _parse_size(text: str) -> int:

@@ -8,23 +8,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
+
+from sim.cli.argtypes import err as _err
+from sim.cli.argtypes import key_value as _kv
 
 __all__ = ["add_parsers"]
 
 #: Resolution of ib_vs_roce.png (13 x 7 inches: 1040 x 560 pixels, ~65 KB).
 DPI = 80
-
-
-def _err(msg: str) -> None:
-    print(f"lossless: {msg}", file=sys.stderr)
-
-
-def _kv(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
-    return key.strip(), value.strip()
 
 
 def cmd_ib_vs_roce(args: argparse.Namespace) -> int:

@@ -4,25 +4,15 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 import time
 
+from sim.cli.argtypes import err as _err
 from sim.cli.argtypes import finite_float, integer
+from sim.cli.argtypes import key_value as _kv
 
 __all__ = ["add_parsers"]
 
 EXIT_OK, EXIT_USAGE = 0, 2
-
-
-def _err(msg: str) -> None:
-    print(f"lossless: {msg}", file=sys.stderr)
-
-
-def _kv(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
-    return key.strip(), value.strip()
 
 
 def _node_port(text: str) -> tuple[int, int]:

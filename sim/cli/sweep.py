@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
+from sim.cli.argtypes import err as _err
 from sim.cli.argtypes import integer
 
 __all__ = ["add_parsers"]
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-
-
-def _err(msg: str) -> None:
-    print(f"lossless: {msg}", file=sys.stderr)
 
 
 def _grid_item(text: str) -> tuple[str, str]:

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterator
 
 from sim.cli.argtypes import ETHERTYPE, UDP_PORT, csv_ints, finite_float, integer
+from sim.cli.argtypes import err as _err
 from wire.atomic import OutputError, atomic_file
 from wire.errors import CaptureError, DecodeError
 from wire.ib_stack import dissect_record
@@ -39,10 +40,6 @@ from wire.stats import STATS_FIELDS, CaptureStats, summary_line
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE = 0, 1, 2
 #: Files smaller than this never show a progress bar.
 _PROGRESS_MIN_BYTES = 8 << 20
-
-
-def _err(msg: str) -> None:
-    print(f"lossless: {msg}", file=sys.stderr)
 
 
 def _progress(path: str, total_bytes: int | None):
@@ -501,7 +498,6 @@ def cmd_overhead(args: argparse.Namespace) -> int:
 #: --txn-bytes / --per-frame: no stack carries more than MAX_DATA_BYTES of data per frame,
 #: so a larger size or count is refused at once (and a list of more than 64 values).
 _TXN_LIST = csv_ints(1, MAX_DATA_BYTES, name="sizes")
-
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
