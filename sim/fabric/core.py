@@ -161,10 +161,15 @@ class Fabric:
         stalled = sum(h.rx_stall_dropped_bytes for h in hosts)
         if stalled:
             by_reason["rx_stalled"] = by_reason.get("rx_stalled", 0) + stalled
-        return {
+        faults = getattr(self, "fault_log", None)  # sim.fabric.faults: only with faults
+        fault_drops = sum(faults.drops.values()) if faults is not None else 0
+        if faults is not None:
+            for k, v in faults.dropped_bytes.items():
+                by_reason[k] = by_reason.get(k, 0) + v
+        out = {
             "duration_ps": now, "flows": flows, "ports": ports,
             "totals": {
-                # switches (buffer, TTL, no route, watchdog) and stalled receivers
+                # switches (buffer, TTL, no route, watchdog), stalled receivers, faults
                 "drops": sum(s.drops for s in switches)
                 + sum(h.rx_stall_dropped_packets for h in hosts),
                 "ce_marked": sum(s.ce_marked for s in switches),
@@ -174,6 +179,10 @@ class Fabric:
                 "dropped_bytes_by_reason": by_reason,
             },
         }
+        if faults is not None:
+            out["totals"]["drops"] += fault_drops  # type: ignore[index]
+            out["faults"] = faults.summary()
+        return out
 
 
 def throughput_span_ps(flow: Flow, fct_ps: int | None, last_rx_ps: int | None,

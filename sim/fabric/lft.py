@@ -29,6 +29,7 @@ switch port destinations differing by at most one within each least-hop group.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Collection
 
 from sim.fabric.core import Fabric
 from sim.net.switch import Switch
@@ -45,15 +46,17 @@ def _switches(fabric: Fabric) -> dict[int, Switch]:
     return {n: s for n, s in sorted(fabric.nodes.items()) if isinstance(s, Switch)}
 
 
-def minimal_ports(fabric: Fabric) -> dict[int, dict[int, tuple[int, ...]]]:
+def minimal_ports(fabric: Fabric, down: Collection[tuple[int, int]] = ()
+                  ) -> dict[int, dict[int, tuple[int, ...]]]:
     """``{switch: {host: ports on a minimal path to it, ascending}}`` for every host a switch
-    reaches (breadth-first over the switch graph from each destination)."""
+    reaches (breadth-first over the switch graph from each destination).  ``down``: the
+    (switch, port) egress ports of links that are down (sim.fabric.faults), left out."""
     sws = _switches(fabric)
     hosts = sorted(n for n in fabric.nodes if n not in sws)
     links: dict[int, list[tuple[int, int]]] = {}  # switch -> [(port, peer node id)]
     for sid, sw in sws.items():
         links[sid] = sorted((i, p.peer.node_id) for i, p in sw.ports.items()
-                            if getattr(p, "peer", None) is not None)
+                            if getattr(p, "peer", None) is not None and (sid, i) not in down)
     nbrs: dict[int, set[int]] = {s: {n for _, n in ls if n in sws} for s, ls in links.items()}
     out: dict[int, dict[int, tuple[int, ...]]] = {s: {} for s in sws}
     for d in hosts:
@@ -76,10 +79,12 @@ def minimal_ports(fabric: Fabric) -> dict[int, dict[int, tuple[int, ...]]]:
     return out
 
 
-def min_hop_lft(fabric: Fabric) -> dict[int, dict[int, int]]:
-    """OpenSM min-hop LFTs (module docstring): ``{switch: {host: output port}}``."""
+def min_hop_lft(fabric: Fabric, down: Collection[tuple[int, int]] = ()
+                ) -> dict[int, dict[int, int]]:
+    """OpenSM min-hop LFTs (module docstring): ``{switch: {host: output port}}`` (``down``:
+    as for :func:`minimal_ports`)."""
     lft: dict[int, dict[int, int]] = {}
-    for s, by_dst in minimal_ports(fabric).items():
+    for s, by_dst in minimal_ports(fabric, down).items():
         count: dict[int, int] = {}
         table = lft[s] = {}
         for d in sorted(by_dst):

@@ -1,0 +1,396 @@
+"""Faults over time on a built :class:`sim.fabric.core.Fabric` and the switches' reactions
+(issue 21; docs/faults.md).
+
+A :class:`Fault` names a ``kind`` (:data:`KINDS`), a target (``node`` and, for a link, ``port``:
+one end of the link; the other end is found from the port's peer) and a time (``at_ps``, and
+``until_ps`` for a fault that ends; ``None``: it lasts to the end of the run) or, for ``"flap"``,
+a random process (exponential times between failures ``mtbf_ps`` and to repair ``mttr_ps``).
+:func:`schedule_faults` installs the engine events.  Nothing changes on a fabric without faults:
+the only hooks are on the faulted links (their ports' ``peer`` is a :class:`_FaultyWire`, and a
+down port's ``enqueue`` is shadowed by a dropping one), so the fault-free hot path is untouched.
+
+* ``link_down`` (``at_ps``..``until_ps``): both directions.  Frames queued for the link at ``at``
+  and frames given to it while down are lost; a frame on the wire (being serialised or
+  propagating) when the link goes down, or sent while it is down, is lost at the receiving end.
+  All counted by reason ``"link_down"`` (a ``Dropped`` event at the node that lost it).
+* ``flap``: ``link_down`` intervals drawn from the fault rng (``random.Random`` seeded with the
+  run's seed and the fault's index: deterministic per seed, and the engine rng's other users
+  (ECN marking) are not disturbed): up for Exp(mtbf), down for Exp(mttr), repeated to ``until``.
+* ``loss``: from ``at`` to ``until``, each frame crossing the link (either direction) is lost at
+  the receiving end with probability ``loss_rate``, or ``1 - (1 - ber) ** (8 * wire bytes)``
+  for a bit error rate ``ber`` (any bit error fails the FCS: IEEE 802.3 clause 3.2.9); reason
+  ``"corrupt"``.
+* ``degrade``: both ports of the link run at ``rate_gbps`` from ``at`` (e.g. a 400G link
+  with half its lanes down at 200G), back to the old rate at ``until``.
+* ``nic_down``: the host's link down.  ``switch_down``: every link of the switch down.
+
+Reaction (:class:`Reroute`): ``detect_ps + converge_ps`` after a link goes down (or comes back),
+every switch's routes are recomputed from its original routes: an ECMP / adaptive group keeps
+the members whose link is up and whose next hop still reaches the destination; a destination
+with no member left is unreachable (frames dropped by the switch, ``"no_route"``); static
+routing (``routing="static"``, the IB LFT) is recomputed by OpenSM's min-hop rule
+(:func:`sim.fabric.lft.min_hop_lft`) over the links that are up.  ``Switch.set_routes`` clears
+the per-flow ECMP cache.  Until then, frames hashed to the dead port are lost (``"link_down"``).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from sim.events import Dropped
+from sim.flowctl.credit import cbfc_free
+from sim.net.port import Port
+from sim.net.switch import Switch
+from sim.trace import interest
+from sim.units import frame_ser_time_ps, wire_bytes
+
+__all__ = ["KINDS", "Fault", "FaultLog", "Reroute", "schedule_faults",
+           "DETECT_PS", "CONVERGE_PS", "IB_REROUTE_PS"]
+
+KINDS = ("link_down", "flap", "loss", "degrade", "nic_down", "switch_down")
+
+#: Failure detection: BFD with a 50 ms detection time (3 x 16.7 ms; RFC 5880 section 6.8.4
+#: defines detection time = multiplier x interval; 3 x ~16 ms is the common sub-50 ms
+#: "fast-failover" configuration of data-centre fabrics) [A: a typical setting, not a standard].
+DETECT_PS = 50 * 10**9
+#: ECMP convergence after the withdrawal (BGP in a Clos fabric, RFC 7938 section 7: the group
+#: shrinks locally as soon as the next hop is down; the update reaches the other tiers within
+#: tens of ms) [A: 10 ms].
+CONVERGE_PS = 10 * 10**9
+#: InfiniBand: OpenSM sweeps on the trap of a port state change and re-computes and uploads
+#: the LFTs; a heavy sweep on a small fabric takes on the order of 100 ms [A].
+IB_REROUTE_PS = 100 * 10**9
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault (module docstring).  Times in ps; ``until_ps`` None: to the end of the run."""
+
+    kind: str
+    node: int
+    port: int = 0
+    at_ps: int = 0
+    until_ps: int | None = None
+    mtbf_ps: int | None = None
+    mttr_ps: int | None = None
+    loss_rate: float | None = None
+    ber: float | None = None
+    rate_gbps: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {list(KINDS)}, got {self.kind!r}")
+        if self.at_ps < 0:
+            raise ValueError(f"at must be >= 0, got {self.at_ps}")
+        if self.until_ps is not None and self.until_ps <= self.at_ps:
+            raise ValueError(f"until ({self.until_ps} ps) must be after at ({self.at_ps} ps)")
+        if self.kind == "flap" and not (self.mtbf_ps and self.mttr_ps and self.mtbf_ps > 0
+                                        and self.mttr_ps > 0):
+            raise ValueError("flap needs positive mtbf and mttr")
+        if self.kind == "loss":
+            if (self.loss_rate is None) == (self.ber is None):
+                raise ValueError("loss needs exactly one of loss_rate and ber")
+            x = self.loss_rate if self.loss_rate is not None else self.ber
+            if not 0.0 <= x <= 1.0:  # type: ignore[operator]
+                raise ValueError(f"loss_rate/ber must be in [0, 1], got {x}")
+        if self.kind == "degrade" and not (self.rate_gbps and self.rate_gbps > 0):
+            raise ValueError("degrade needs a positive rate_gbps")
+
+
+@dataclass(frozen=True)
+class Reroute:
+    """Reaction times: a switch's routes change ``detect_ps + converge_ps`` after a link state
+    change (defaults: :data:`DETECT_PS`, :data:`CONVERGE_PS`; for IB fabrics use
+    ``Reroute(0, IB_REROUTE_PS)``).  ``enabled=False``: routes never change."""
+
+    detect_ps: int = DETECT_PS
+    converge_ps: int = CONVERGE_PS
+    enabled: bool = True
+
+    @property
+    def delay_ps(self) -> int:
+        return self.detect_ps + self.converge_ps
+
+
+@dataclass
+class FaultLog:
+    """What happened: ``events`` (``{"t_ps", "what", ...}`` in time order) and the drops the
+    faults caused, packets and bytes per reason."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    drops: dict[str, int] = field(default_factory=dict)
+    dropped_bytes: dict[str, int] = field(default_factory=dict)
+
+    def note(self, t_ps: int, what: str, **kw: Any) -> None:
+        self.events.append({"t_ps": t_ps, "what": what, **kw})
+
+    def summary(self) -> dict[str, Any]:
+        return {"events": list(self.events), "drops": dict(self.drops),
+                "dropped_bytes": dict(self.dropped_bytes)}
+
+
+class _FaultyWire:
+    """The ``peer`` of a faulted link's port: delivers to the real node unless the frame is
+    lost (link down during its flight, or corrupt)."""
+
+    def __init__(self, eng: _Engine, port: Port, real: Any) -> None:
+        self.eng, self.port, self.real = eng, port, real
+        self.node_id = real.node_id
+        self.down = False
+        self.down_since_ps = -1  # last time the link went down (-1: never)
+        self.loss: tuple[float | None, float | None, random.Random] | None = None
+
+    def receive(self, port: int, pkt: Any) -> None:
+        now = self.eng.engine.now_ps
+        # lost if the link is down now or went down since the frame's first bit left
+        if self.down or self.down_since_ps >= now - self.port.prop_ps - frame_ser_time_ps(
+                pkt.nbytes, self.port.rate_bps):
+            self.eng.drop(self.real.node_id, port, pkt, "link_down")
+            return
+        loss = self.loss
+        if loss is not None:
+            rate, ber, rng = loss
+            p = rate if rate is not None else 1.0 - (1.0 - ber) ** (8 * wire_bytes(pkt.nbytes))
+            if p and (p >= 1.0 or rng.random() < p):
+                self.eng.drop(self.real.node_id, port, pkt, "corrupt")
+                return
+        self.real.receive(port, pkt)
+
+
+class _Engine:
+    def __init__(self, fabric: Any, seed: int, reroute: Reroute) -> None:
+        self.fabric = fabric
+        self.engine = fabric.engine
+        self.seed = seed
+        self.reroute = reroute
+        self.log = FaultLog()
+        self.wires: dict[tuple[int, int], _FaultyWire] = {}
+        self.down: dict[tuple[int, int], int] = {}  # egress (node, port) -> down count
+        self.orig_routes = {n: (dict(s.routes), s.routing) for n, s in fabric.nodes.items()
+                            if isinstance(s, Switch)}
+
+    # ----------------------------------------------------------- bookkeeping
+    def drop(self, node: int, port: int, pkt: Any, reason: str) -> None:
+        log = self.log
+        log.drops[reason] = log.drops.get(reason, 0) + 1
+        log.dropped_bytes[reason] = log.dropped_bytes.get(reason, 0) + pkt.nbytes
+        tracer = self.fabric.tracer
+        if Dropped in interest(tracer).types:
+            tracer.emit(Dropped(self.engine.now_ps, node, port, pkt.tc, pkt.id, pkt.flow,
+                                pkt.nbytes, reason))
+        if getattr(pkt, "fc", None) is not None:
+            cbfc_free(pkt)
+
+    def port(self, node: int, index: int) -> Port:
+        n = self.fabric.nodes.get(node)
+        if n is None:
+            raise ValueError(f"node {node}: no such node")
+        p = n.ports.get(index)
+        if p is None:
+            raise ValueError(f"node {node} port {index}: no such port")
+        return p
+
+    def link(self, node: int, index: int) -> tuple[Port, Port]:
+        """Both egress ports of the link at (node, index)."""
+        a = self.port(node, index)
+        peer = a.peer
+        if peer is None:
+            raise ValueError(f"node {node} port {index}: not connected")
+        real = peer.real if isinstance(peer, _FaultyWire) else peer
+        return a, self.port(real.node_id, a.peer_port)
+
+    def wire(self, p: Port) -> _FaultyWire:
+        key = (p.node_id, p.index)
+        w = self.wires.get(key)
+        if w is None:
+            w = self.wires[key] = _FaultyWire(self, p, p.peer)
+            p.peer = w
+        return w
+
+    # ------------------------------------------------------------ link state
+    def set_down(self, ports: tuple[Port, ...], down: bool) -> None:
+        now = self.engine.now_ps
+        changed = False
+        for p in ports:
+            key = (p.node_id, p.index)
+            n = self.down.get(key, 0) + (1 if down else -1)
+            self.down[key] = max(n, 0)
+            w = self.wire(p)
+            if down and n == 1:
+                changed = True
+                w.down, w.down_since_ps = True, now
+                self._flush(p)
+                p.enqueue = self._dropper(p)  # type: ignore[method-assign]
+            elif not down and n == 0:
+                changed = True
+                w.down = False
+                p.__dict__.pop("enqueue", None)
+        if changed and self.reroute.enabled:
+            self.engine.call_in(self.reroute.delay_ps, self.recompute)
+
+    def _flush(self, p: Port) -> None:
+        for prio in range(len(p.queues)):
+            for pkt in p.flush(prio):
+                if p.on_dequeue is not None:
+                    p.on_dequeue(p.index, pkt)  # the node's accounting (MMU, credits)
+                self.drop(p.node_id, p.index, pkt, "link_down")
+
+    def _dropper(self, p: Port):
+        def enqueue(pkt: Any) -> None:
+            if p.on_dequeue is not None:
+                p.on_dequeue(p.index, pkt)
+            self.drop(p.node_id, p.index, pkt, "link_down")
+        return enqueue
+
+    # --------------------------------------------------------------- reroute
+    def recompute(self) -> None:
+        """Every switch's routes from its original ones over the links that are up."""
+        fab = self.fabric
+        dead = {k for k, n in self.down.items() if n > 0}
+        static = {n for n, (_, mode) in self.orig_routes.items() if mode == "static"}
+        lft = None
+        if static:
+            from sim.fabric.lft import min_hop_lft
+            lft = min_hop_lft(fab, dead)
+        memo: dict[tuple[int, int], bool] = {}
+
+        def reaches(sw: int, dst: int, path: frozenset[int]) -> bool:
+            key = (sw, dst)
+            if key in memo:
+                return memo[key]
+            routes, _ = self.orig_routes[sw]
+            r = routes.get(dst)
+            ok = r is not None and bool(members(sw, dst, r, path | {sw}))
+            memo[key] = ok
+            return ok
+
+        def members(sw: int, dst: int, r: Any, path: frozenset[int]) -> list[int]:
+            group = [r] if isinstance(r, int) else list(r)
+            out = []
+            for o in group:
+                if (sw, o) in dead:
+                    continue
+                p = fab.nodes[sw].ports.get(o)
+                if p is None or p.peer is None:
+                    continue
+                nxt = p.peer.node_id
+                if nxt == dst or (nxt not in path and isinstance(fab.nodes.get(nxt), Switch)
+                                  and reaches(nxt, dst, path)):
+                    out.append(o)
+            return out
+
+        changes = []
+        for sid, (routes, mode) in self.orig_routes.items():
+            sw = fab.nodes[sid]
+            if mode == "static":
+                new: dict[int, Any] = dict(lft.get(sid, {}))  # type: ignore[union-attr]
+            else:
+                new = {}
+                for dst, r in routes.items():
+                    m = members(sid, dst, r, frozenset({sid}))
+                    if not m:
+                        continue
+                    new[dst] = m[0] if isinstance(r, int) else (
+                        tuple(r) if len(m) == len(tuple(r)) else tuple(m))
+            if new != sw.routes:
+                sw.set_routes(new, mode)
+                changes.append(sid)
+        self.log.note(self.engine.now_ps, "reroute", switches=changes)
+
+    # -------------------------------------------------------------- schedule
+    def at(self, t_ps: int, fn, *args: Any) -> None:
+        self.engine.schedule(t_ps, fn, *args)
+
+    def link_event(self, ports: tuple[Port, ...], down: bool, what: str, target: dict) -> None:
+        self.log.note(self.engine.now_ps, what, **target)
+        self.set_down(ports, down)
+
+    def install(self, i: int, f: Fault) -> None:
+        target = {"node": f.node} if f.kind in ("nic_down", "switch_down") else {
+            "node": f.node, "port": f.port}
+        if f.kind == "switch_down":
+            sw = self.fabric.nodes.get(f.node)
+            if not isinstance(sw, Switch):
+                raise ValueError(f"node {f.node}: not a switch")
+            ports = tuple(p for idx in sorted(sw.ports) for p in self.link(f.node, idx)
+                          if sw.ports[idx].peer is not None)
+        elif f.kind == "nic_down":
+            if isinstance(self.fabric.nodes.get(f.node), Switch) or f.node not in \
+                    self.fabric.nodes:
+                raise ValueError(f"node {f.node}: not a host")
+            ports = self.link(f.node, 0)
+        else:
+            ports = self.link(f.node, f.port)
+        for p in ports:
+            self.wire(p)
+        if f.kind in ("link_down", "nic_down", "switch_down"):
+            self.at(f.at_ps, self.link_event, ports, True, f"{f.kind}", target)
+            if f.until_ps is not None:
+                up = "link_up" if f.kind == "link_down" else f.kind.replace("down", "up")
+                self.at(f.until_ps, self.link_event, ports, False, up, target)
+        elif f.kind == "flap":
+            rng = random.Random(f"flap:{self.seed}:{i}")
+            t = f.at_ps
+            end = f.until_ps
+            while True:
+                t += max(1, round(rng.expovariate(1.0 / f.mtbf_ps)))  # type: ignore[operator]
+                if end is not None and t >= end:
+                    break
+                back = t + max(1, round(rng.expovariate(1.0 / f.mttr_ps)))  # type: ignore
+                self.at(t, self.link_event, ports, True, "link_down", target)
+                if end is not None and back >= end:
+                    self.at(end, self.link_event, ports, False, "link_up", target)
+                    break
+                self.at(back, self.link_event, ports, False, "link_up", target)
+                t = back
+                if end is None and t > 10**15:  # 1000 s: nobody simulates that long
+                    break
+        elif f.kind == "loss":
+            rng = random.Random(f"loss:{self.seed}:{i}")
+            self.at(f.at_ps, self._loss, ports, (f.loss_rate, f.ber, rng), target)
+            if f.until_ps is not None:
+                self.at(f.until_ps, self._loss, ports, None, target)
+        elif f.kind == "degrade":
+            rate = round(f.rate_gbps * 10**9)  # type: ignore[operator]
+            old = ports[0].rate_bps
+            self.at(f.at_ps, self._rate, ports, rate, target)
+            if f.until_ps is not None:
+                self.at(f.until_ps, self._rate, ports, old, target)
+
+    def _loss(self, ports: tuple[Port, ...], loss: Any, target: dict) -> None:
+        self.log.note(self.engine.now_ps, "loss_start" if loss else "loss_end", **target)
+        for p in ports:
+            self.wire(p).loss = loss
+
+    def _rate(self, ports: tuple[Port, ...], rate_bps: int, target: dict) -> None:
+        self.log.note(self.engine.now_ps, "rate", rate_bps=rate_bps, **target)
+        for p in ports:
+            p.rate_bps = rate_bps
+            p._ser_cache.clear()
+
+
+def schedule_faults(fabric: Any, faults: list[Fault] | tuple[Fault, ...], seed: int | None = None,
+                    reroute: Reroute | None = None) -> FaultLog:
+    """Install ``faults`` on ``fabric`` (before or during a run); returns the log that fills
+    as the run goes (also ``fabric.fault_log``, read by ``Fabric.summary()``).  ``seed``
+    (default the engine's) seeds the random processes.  Raises ValueError naming a bad
+    target."""
+    eng = getattr(fabric, "_fault_engine", None)
+    if eng is None:
+        if reroute is None:
+            reroute = Reroute(0, IB_REROUTE_PS) if getattr(fabric, "flow_control", "") == "ib" \
+                else Reroute()
+        eng = _Engine(fabric, fabric.engine.seed if seed is None else seed, reroute)
+        fabric._fault_engine = eng
+        fabric.fault_log = eng.log
+    for i, f in enumerate(faults):
+        eng.install(i, f)
+    return eng.log
+
+
+def loss_probability(nbytes: int, ber: float) -> float:
+    """Frame loss probability for a bit error rate: ``1 - (1 - ber) ** (8 * wire bytes)``."""
+    return -math.expm1(8 * wire_bytes(nbytes) * math.log1p(-ber)) if ber < 1 else 1.0

@@ -1,0 +1,187 @@
+"""Faults over time (sim.fabric.faults, issue 21): scripted timelines with exact expectations."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim.events import Dequeued, Dropped
+from sim.fabric.faults import Fault, Reroute, schedule_faults
+from sim.fabric.topology import leaf_spine
+from sim.net.mmu import MmuConfig, headroom_bytes
+from sim.nic.host import Flow
+from sim.trace import ListTracer
+from sim.units import frame_ser_time_ps, gbps, prop_delay_ps
+
+RATE = gbps(100)
+PROP = prop_delay_ps(10)
+US = 10**6
+T_DOWN, T_UP = 200 * US, 600 * US
+RR = Reroute(50 * US, 10 * US)  # 60 us to reroute (short, for the tests)
+
+
+def _cfg() -> MmuConfig:
+    return MmuConfig(buffer_bytes=2_000_000, ports=8, reserved_bytes=2000,
+                     headroom_bytes=headroom_bytes(RATE, 10, 1082, 1_000_000),
+                     lossless_pgs=frozenset({3}), xoff_mode="static", xoff_bytes=20_000,
+                     xon_delta_bytes=2000)
+
+
+def _run(faults, *, until_ps=1000 * US, flows=((1, 4, 6), (2, 5, 7)), rate=None,
+         reroute=RR, routing=None, checkpoints=(), seed=0):
+    """2 leaves (2, 3), 2 spines (0, 1), 2 hosts per leaf; both flows hash to spine 1
+    (leaf 2 port 3).  Returns (fabric, log, tracer, {checkpoint: port tx_bytes})."""
+    tr = ListTracer()
+    t = leaf_spine(2, 2, 2, RATE, PROP, _cfg(), ecmp=True, tracer=tr, seed=seed)
+    fab = t.fabric
+    if routing is not None:
+        from sim.fabric.lft import apply_routing
+        apply_routing(fab, routing)
+    for fid, s, d in flows:
+        fab.add_flow(Flow(fid, s, d, rate or gbps(50), stop_ps=until_ps))
+    log = schedule_faults(fab, faults, reroute=reroute)
+    snaps = {}
+    for c in checkpoints:
+        fab.run(c)
+        snaps[c] = {(p["node"], p["port"]): p["tx_bytes"] for p in fab.summary()["ports"]}
+    fab.run(until_ps)
+    return fab, log, tr, snaps
+
+
+def _drops(tr, reason=None):
+    return [e for e in tr.events if isinstance(e, Dropped) and reason in (None, e.reason)]
+
+
+def test_link_down_drops_exactly_what_crosses_it_until_reroute() -> None:
+    fab, log, tr, _snaps = _run([Fault("link_down", 2, 3, at_ps=T_DOWN, until_ps=T_UP)],
+                               checkpoints=(T_DOWN, T_DOWN + RR.delay_ps))
+    ser = frame_ser_time_ps(1082, RATE)
+    # By hand: a host frame sent at s reaches leaf 2 at s + ser + prop and goes straight onto
+    # leaf 2 port 3 (idle, cut-through); it is lost if that port is down when it arrives
+    # ([t, t + 60 us)) or if it is still on the wire of the link at t (first bit at or
+    # after t - ser - prop at the spine end).
+    arrive = [e.t_ps + ser + PROP for e in tr.events
+              if isinstance(e, Dequeued) and e.node in (4, 5)]
+    want = sum(T_DOWN - ser - PROP <= a < T_DOWN + RR.delay_ps for a in arrive)
+    got = _drops(tr)
+    assert len(got) == want == log.drops["link_down"]
+    assert all(T_DOWN <= e.t_ps < T_DOWN + RR.delay_ps for e in got)
+    assert {e.reason for e in got} == {"link_down"}
+    # summary: drops by reason, the fault timeline
+    summ = fab.summary()
+    assert summ["totals"]["drops"] == want
+    assert summ["totals"]["dropped_bytes_by_reason"]["link_down"] == want * 1082
+    assert [(e["t_ps"], e["what"]) for e in summ["faults"]["events"]] == [
+        (T_DOWN, "link_down"), (T_DOWN + RR.delay_ps, "reroute"), (T_UP, "link_up"),
+        (T_UP + RR.delay_ps, "reroute")]
+
+
+def test_after_reroute_no_drops_all_on_the_other_spine_and_link_up_restores() -> None:
+    t1, t2 = T_DOWN + RR.delay_ps, T_UP + RR.delay_ps
+    fab, _log, tr, snaps = _run([Fault("link_down", 2, 3, at_ps=T_DOWN, until_ps=T_UP)],
+                               checkpoints=(t1, T_UP, t2))
+    assert not [e for e in _drops(tr) if e.t_ps >= t1]
+    # from reroute to link up, nothing on leaf 2's uplink to spine 1, all on spine 0
+    assert snaps[T_UP][(2, 3)] == snaps[t1][(2, 3)]
+    assert snaps[T_UP][(2, 2)] - snaps[t1][(2, 2)] > 0
+    # between link up and the reroute after it the group stays shrunk; then both hash back
+    assert snaps[t2][(2, 3)] == snaps[T_UP][(2, 3)]
+    final = {(p["node"], p["port"]): p["tx_bytes"] for p in fab.summary()["ports"]}
+    assert final[(2, 3)] > snaps[t2][(2, 3)]
+    # the flows' hash member again (spine 1); at most the frame on the wire at t2 after it
+    assert final[(2, 2)] - snaps[t2][(2, 2)] <= 1082
+
+
+def test_without_reroute_everything_after_down_is_lost() -> None:
+    fab, log, _tr, _ = _run([Fault("link_down", 2, 3, at_ps=T_DOWN)],
+                           reroute=Reroute(enabled=False))
+    delivered = sum(f["bytes_delivered"] for f in fab.summary()["flows"])
+    assert log.drops["link_down"] > 0 and delivered < 2 * gbps(50) * 300 * US // 8 // 10**12
+
+
+@pytest.mark.parametrize("rate,want", [(1.0, "all"), (0.0, 0), (0.5, 2261)])
+def test_loss_rate(rate, want) -> None:
+    fab, log, tr, _ = _run([Fault("loss", 2, 3, at_ps=0, loss_rate=rate)],
+                           until_ps=400 * US)
+    crossed = sum(1 for e in tr.events if isinstance(e, Dequeued) and e.node in (4, 5))
+    got = log.drops.get("corrupt", 0)
+    delivered = sum(f["bytes_delivered"] for f in fab.summary()["flows"]) // 1082
+    if want == "all":
+        assert delivered == 0 and got > 0
+    else:
+        assert got == want  # seed 0: exact
+    assert got + delivered <= crossed
+    if rate == 0.5:
+        assert abs(got - delivered) < 0.1 * crossed  # about half
+
+
+def test_ber_is_per_frame_probability() -> None:
+    from sim.fabric.faults import loss_probability
+    assert loss_probability(1082, 0.0) == 0.0
+    assert loss_probability(1082, 1.0) == 1.0
+    p = loss_probability(1082, 1e-6)
+    assert abs(p - (1 - (1 - 1e-6) ** (8 * (1082 + 4 + 8 + 12)))) < 1e-12
+
+
+def test_degraded_link_halves_the_rate_at_t() -> None:
+    flows = ((1, 4, 6),)
+    fab, _log, _tr, snaps = _run([Fault("degrade", 4, 0, at_ps=T_DOWN, rate_gbps=50)],
+                               flows=flows, rate=RATE, until_ps=400 * US,
+                               checkpoints=(100 * US, T_DOWN, 300 * US))
+    before = snaps[T_DOWN][(4, 0)] - snaps[100 * US][(4, 0)]
+    after = snaps[300 * US][(4, 0)] - snaps[T_DOWN][(4, 0)]
+    assert abs(after * 2 - before) <= 2 * 1082
+    assert fab.nodes[4].port.rate_bps == fab.nodes[2].ports[0].rate_bps == gbps(50)
+
+
+def test_switch_down_reroutes_over_the_other_spine() -> None:
+    t1 = T_DOWN + RR.delay_ps
+    fab, log, tr, snaps = _run([Fault("switch_down", 1, at_ps=T_DOWN)],
+                               checkpoints=(t1,))
+    assert log.drops["link_down"] > 0
+    assert not [e for e in _drops(tr) if e.t_ps >= t1]
+    final = {(p["node"], p["port"]): p["tx_bytes"] for p in fab.summary()["ports"]}
+    assert final[(2, 3)] - snaps[t1][(2, 3)] == 0 and final[(2, 2)] > snaps[t1][(2, 2)]
+
+
+def test_nic_down_is_unreachable_no_route() -> None:
+    _fab, log, tr, _ = _run([Fault("nic_down", 6, at_ps=T_DOWN)], until_ps=400 * US)
+    # after the reroute the destination's leaf has no route: switches drop "no_route"
+    assert _drops(tr, "no_route") and log.drops["link_down"] > 0
+
+
+def test_static_routing_recomputed_without_the_dead_link() -> None:
+    t1 = T_DOWN + RR.delay_ps
+    fab, _log, tr, _snaps = _run([Fault("link_down", 2, 3, at_ps=T_DOWN)],
+                               routing="static", checkpoints=(t1,))
+    assert fab.nodes[2].routing == "static"
+    assert not [e for e in _drops(tr) if e.t_ps >= t1]
+    assert all(3 != out for out in fab.nodes[2].routes.values())
+
+
+def test_flap_deterministic_per_seed() -> None:
+    f = [Fault("flap", 2, 3, at_ps=0, until_ps=800 * US, mtbf_ps=200 * US, mttr_ps=30 * US)]
+    a = _run(f, seed=1)[1].summary()
+    b = _run(f, seed=1)[1].summary()
+    c = _run(f, seed=2)[1].summary()
+    assert a == b and a["events"] != c["events"]
+    downs = [e for e in a["events"] if e["what"] == "link_down"]
+    assert downs and len(downs) == len([e for e in a["events"] if e["what"] == "link_up"])
+
+
+def test_no_faults_no_summary_key() -> None:
+    fab, _log, _tr, _ = _run([], until_ps=50 * US)
+    assert "faults" in fab.summary()  # scheduled (even empty): the timeline is there
+    t = leaf_spine(2, 2, 2, RATE, PROP, _cfg(), ecmp=True)
+    assert "faults" not in t.fabric.summary()
+
+
+def test_bad_fault_targets() -> None:
+    t = leaf_spine(2, 2, 2, RATE, PROP, _cfg(), ecmp=True)
+    with pytest.raises(ValueError, match="port 9"):
+        schedule_faults(t.fabric, [Fault("link_down", 2, 9)])
+    with pytest.raises(ValueError, match="not a switch"):
+        schedule_faults(t.fabric, [Fault("switch_down", 4)])
+    with pytest.raises(ValueError, match="kind"):
+        Fault("melt", 2)
+    with pytest.raises(ValueError, match="until"):
+        Fault("link_down", 2, 3, at_ps=5, until_ps=5)
