@@ -17,6 +17,7 @@ __all__ = [
     "Event", "Enqueued", "Dequeued", "Dropped", "CEMarked", "PauseSent", "PauseReceived",
     "PauseExpired", "CNPSent", "RateChanged", "TxnPacked", "DeadlockFound", "EVENT_TYPES",
     "event_from_dict", "WatchdogTriggered", "WatchdogRestored", "DeadlockCleared",
+    "QpError",
 ]
 
 
@@ -220,11 +221,24 @@ class DeadlockCleared(Event):
     cycle: tuple[tuple[int, int, int], ...]
 
 
+@dataclass(frozen=True, slots=True)
+class QpError(Event):
+    """The RC QP of ``flow`` at its sender ``node`` went to the error state: the local ACK
+    timeout expired with ``retries`` retries used up (:mod:`sim.nic.rc`); the flow stops with
+    ``unacked`` frames not acknowledged."""
+
+    t_ps: int
+    node: int
+    flow: int
+    retries: int
+    unacked: int
+
+
 #: Every event type, in documentation order.
 EVENT_TYPES: tuple[type[Event], ...] = (
     Enqueued, Dequeued, Dropped, CEMarked, PauseSent, PauseReceived, PauseExpired, CNPSent,
     RateChanged, TxnPacked, DeadlockFound, DeadlockCleared, WatchdogTriggered,
-    WatchdogRestored,
+    WatchdogRestored, QpError,
 )
 
 _BY_NAME = {cls.__name__: cls for cls in EVENT_TYPES}

@@ -3,7 +3,9 @@
 It carries only what every component needs (identity, size, flow, class, ECN, endpoints) plus,
 when the simulation replays or crafts real traffic, the real frame bytes.  Component-specific
 state (queue entry times, ...) belongs to the component, not here; the one exception is ``fc``,
-the ticket of the credits a frame holds on the link it is on (:mod:`sim.flowctl.credit`).
+the ticket of the credits a frame holds on the link it is on (:mod:`sim.flowctl.credit`),
+and ``psn``, the RC transport's packet sequence number of a data frame of a reliable flow
+(:mod:`sim.nic.rc`; None otherwise), which the real frame's BTH would carry.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ class SimPacket:
     VC and credits held, :mod:`sim.flowctl.credit`), None on a link without credits.
     """
 
-    __slots__ = ("dst", "ecn", "fc", "flow", "frame", "hops", "id", "nbytes", "src", "t_ps", "tc")
+    __slots__ = ("dst", "ecn", "fc", "flow", "frame", "hops", "id", "nbytes", "psn", "src", "t_ps",
+                 "tc")
 
     def __init__(
         self,
@@ -73,6 +76,7 @@ class SimPacket:
         self.frame = bytearray(frame) if isinstance(frame, bytes) else frame
         self.hops = hops
         self.fc = None
+        self.psn = None
 
     @classmethod
     def trusted(cls, id: int, t_ps: int, nbytes: int, flow: int, tc: int, ecn: int, src: int,
@@ -93,6 +97,7 @@ class SimPacket:
         pkt.frame = frame
         pkt.hops = hops
         pkt.fc = None
+        pkt.psn = None
         return pkt
 
     @property

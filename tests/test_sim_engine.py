@@ -22,6 +22,7 @@ from sim.events import (
     PauseExpired,
     PauseReceived,
     PauseSent,
+    QpError,
     RateChanged,
     TxnPacked,
     WatchdogRestored,
@@ -406,6 +407,7 @@ SAMPLES = [
     DeadlockCleared(12, ((1, 0, 3), (2, 1, 3))),
     WatchdogTriggered(13, 1, 0, 3, "drop"),
     WatchdogRestored(14, 1, 0, 3, 42),
+    QpError(15, 0, 6, 7, 3),
 ]
 
 

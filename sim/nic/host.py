@@ -97,6 +97,17 @@ side has been stalled while pausing for ``pause_storm_timeout_ps`` the NIC stops
 (a ``WatchdogTriggered`` event with action ``"stop_pause"``; the last pause then expires) and
 the frames reaching it are dropped there.  Default 8 s, mlx5's default critical timeout;
 mlx5's "auto" is 100 ms (Linux netdev patches by Inbar Karmy, 2018).  None disables it.
+
+RC reliability (``reliable=True``, issue 21; off by default: nothing changes): every data
+frame of the flows this host sends gets a PSN (``SimPacket.psn``) and the transport of
+:mod:`sim.nic.rc` runs: the receiver checks PSNs when a frame is received (after its PCIe
+write, with the receive buffer), delivers in order and ACKs (coalesced by ``ack_every``, 1
+when it is 0), NAKs a gap (a real AETH NAK, PSN sequence error) and drops out-of-order
+frames (``retransmit="gbn"``) or keeps them (``"sr"``); duplicates are dropped and re-ACKed.
+The sender resends on NAK and on the local ACK timeout (``ack_timeout``: 4.096 us x
+2^ack_timeout) up to ``retry_cnt`` times, then the flow's QP is in error: it stops (a
+``QpError`` event).  Resends go before new data, paced like it.  Counters: :meth:`rc_stats`;
+the conservation check :func:`rc_conservation`.
 """
 
 from __future__ import annotations
@@ -107,16 +118,18 @@ from dataclasses import dataclass
 from sim import cc as cc_registry
 from sim.addresses import node_ip, node_mac
 from sim.engine import Engine, Timer
-from sim.events import CNPSent, Dropped, PauseSent, RateChanged, WatchdogTriggered
+from sim.events import CNPSent, Dropped, PauseSent, QpError, RateChanged, WatchdogTriggered
 from sim.flowctl.credit import CbfcConfig, cbfc_free
 from sim.flowctl.pfc import apply_pause, is_mac_control, pfc_packet
 from sim.net.port import PRIORITIES, CreditPort, Port
+from sim.nic.rc import ACK_TIMEOUT, RETRY_CNT, RcReceiver, RcSender, ack_timeout_ps
 from sim.packet import PacketIds, SimPacket
 from sim.trace import Interest, NullTracer, Tracer, interest
 from sim.units import frame_ser_time_ps, ser_time_ps
 from wire import build
 from wire.bth import BTH
 from wire.ecn import ip_offset
+from wire.ib_ext import AETH, AethKind
 from wire.ipv4 import IPV4
 from wire.ipv6 import IPV6
 from wire.pfc import quanta_to_ps
@@ -125,7 +138,8 @@ from wire.template import RoceTemplate
 from wire.udp import ROCEV2_PORT, UDP
 
 __all__ = ["ACK_OPCODE", "CNP_MODES", "ONOFF_MODES", "RX_BUFFER_BYTES", "RX_MTU_BYTES",
-           "RX_RESPONSE_PS", "Flow", "Host", "roce_bth", "rx_thresholds"]
+           "RX_RESPONSE_PS", "Flow", "Host", "rc_conservation", "roce_aeth_kind", "roce_bth",
+           "rx_thresholds"]
 
 #: BTH opcode of an RC ACKNOWLEDGE (IBA 9.2, table 38): BTH + AETH.
 ACK_OPCODE = 0x11
@@ -253,7 +267,9 @@ class Host:
                  pcie_write_bps: int | None = None, pcie_read_bps: int | None = None,
                  rx_buffer_bytes: int | None = None, rx_pause_tcs: tuple[int, ...] = (3,),
                  rx_mtu_bytes: int = RX_MTU_BYTES, rx_headroom_bytes: int | None = None,
-                 pcie_header_bytes: int = PCIE_HEADER_BYTES) -> None:
+                 pcie_header_bytes: int = PCIE_HEADER_BYTES, reliable: bool = False,
+                 retransmit: str = "gbn", ack_timeout: int = ACK_TIMEOUT,
+                 retry_cnt: int = RETRY_CNT) -> None:
         if cnp_interval_ps < 0:
             raise ValueError("cnp_interval_ps must be >= 0")
         if cnp_mode not in CNP_MODES:
@@ -283,6 +299,21 @@ class Host:
             raise ValueError("rx_mtu_bytes must be in 64..9216")
         if pcie_header_bytes < 0:
             raise ValueError("pcie_header_bytes must be >= 0")
+        #: RC reliability (module docstring): options, per-flow sender/receiver state, the
+        #: flows with nothing to send (a resend wakes them), the ACK timers, drops by reason
+        #: of reliable frames this NIC received, flows whose QP went to error.
+        self.reliable = reliable
+        self.retransmit = retransmit
+        self.ack_timeout = ack_timeout
+        self.rc_timeout_ps = ack_timeout_ps(ack_timeout)
+        RcSender(retransmit, self.rc_timeout_ps, retry_cnt)  # checks the options
+        self.retry_cnt = retry_cnt
+        self._rc_tx: dict[int, RcSender] = {}
+        self._rc_rx: dict[int, RcReceiver] = {}
+        self._rc_idle: set[int] = set()
+        self._rc_timer: dict[int, Timer] = {}
+        self.rc_drops: dict[int, dict[str, int]] = {}
+        self.qp_error_ps: dict[int, int] = {}
         self.pcie_write_bps = pcie_write_bps
         self.pcie_read_bps = pcie_read_bps
         self.pcie_header_bytes = pcie_header_bytes
@@ -359,7 +390,7 @@ class Host:
         self._wake_due = [False] * PRIORITIES
         self._phase: dict[int, list] = {}  # exponential on/off: [on?, phase end ps]
         self._gap_ps: dict[tuple[int, int], int] = {}
-        self._ack_templates: dict[tuple[int, int, int], RoceTemplate] = {}
+        self._ack_templates: dict[tuple[int, int, int, str], RoceTemplate] = {}
         # receiver
         self.rx_bytes: dict[int, int] = {}
         self.rx_packets: dict[int, int] = {}
@@ -399,6 +430,9 @@ class Host:
         self.sent_packets[flow.id] = 0
         self.acked_bytes[flow.id] = 0
         self._next_send_ps[flow.id] = flow.start_ps
+        if self.reliable:
+            self._rc_tx[flow.id] = RcSender(self.retransmit, self.rc_timeout_ps,
+                                            self.retry_cnt)
         self.cc[flow.id] = cc_registry.create(self.cc_name, line_rate_bps=flow.rate_bps,
                                               **self.cc_params)
         self.engine.schedule(flow.start_ps, self._send, flow)
@@ -439,17 +473,25 @@ class Host:
         if flow.stop_ps is not None and now >= flow.stop_ps:
             return
         sent = self.sent_bytes[fid]
-        ends = self._posted.get(fid)
-        if ends is None:
-            nbytes = flow.frame_bytes(sent)
-        else:
-            while ends and ends[0] <= sent:
-                ends.popleft()
-            nbytes = min(flow.packet_bytes, ends[0] - sent) if ends else 0
-            if nbytes <= 0:
-                self._posted_idle.add(fid)
-        if nbytes <= 0:
+        rc = self._rc_tx.get(fid) if self._rc_tx else None
+        if rc is not None and rc.error:
             return
+        if rc is not None and rc.has_resend():
+            nbytes = -1  # a resend: its size is known when it goes
+        else:
+            ends = self._posted.get(fid)
+            if ends is None:
+                nbytes = flow.frame_bytes(sent)
+            else:
+                while ends and ends[0] <= sent:
+                    ends.popleft()
+                nbytes = min(flow.packet_bytes, ends[0] - sent) if ends else 0
+                if nbytes <= 0:
+                    self._posted_idle.add(fid)
+            if nbytes <= 0:
+                if rc is not None:
+                    self._rc_idle.add(fid)
+                return
         at = self._next_send_ps[fid]
         if flow.on_ps is not None:
             at = self._on_at(flow, max(at, now))
@@ -469,8 +511,21 @@ class Host:
                     self._read_timer = True
                     self.engine.call_at(max(self._read_free_ps, now), self._read_wake)
                 return
+            if nbytes < 0:
+                nbytes = rc.peek_resend_bytes()
             self._read_free_ps = now + ser_time_ps(max(nbytes - self.pcie_header_bytes, 0),
                                                    self.pcie_read_bps)
+        psn = None
+        resent = False
+        if rc is not None:
+            if rc.has_resend():
+                res = rc.pop_resend(now)
+                assert res is not None
+                psn, nbytes = res
+                resent = True
+            else:
+                psn = rc.send_new(nbytes, now)
+            self._rc_arm(fid)
         ctl = self.cc[fid]
         rate = ctl.rate_bps
         gap = self._gap_ps.get((nbytes, rate))
@@ -478,8 +533,11 @@ class Host:
             gap = self._gap_ps[(nbytes, rate)] = frame_ser_time_ps(nbytes, rate)
         pkt = SimPacket.trusted(self._ids(), now, nbytes, fid, tc, flow.ecn, self.node_id,
                                 flow.dst)
-        self.sent_bytes[fid] = sent + nbytes
-        self.sent_packets[fid] += 1
+        if psn is not None:
+            pkt.psn = psn & _PSN_MASK
+        if not resent:  # sent_bytes/_packets: new data only (resends: rc_stats)
+            self.sent_bytes[fid] = sent + nbytes
+            self.sent_packets[fid] += 1
         self._next_send_ps[fid] = now + gap
         self.port.enqueue(pkt)
         if getattr(ctl, "reacts_to_tx", True):
@@ -572,6 +630,74 @@ class Host:
             return  # not one of ours (stale or foreign PSN): ignore
         self._acked_packets[qp] = acked
         self.acked_bytes[qp] = flow.bytes_in_packets(acked)
+
+    # ------------------------------------------------------------ RC reliability
+    def _rc_on_ack(self, fid: int, psn: int, kind: int | None) -> None:
+        self.ack_received += 1
+        rc = self._rc_tx[fid]
+        now = self.engine.now_ps
+        if kind == AethKind.NAK:
+            if not rc.on_nak(psn, now):
+                return
+        else:
+            rc.on_ack(psn, now)
+        self.acked_bytes[fid] = rc.acked_bytes
+        self._rc_arm(fid)
+        if rc.has_resend():
+            self._rc_wake(fid)
+
+    def _rc_wake(self, fid: int) -> None:
+        """A flow with nothing to send has a resend: start it again (a flow that is sending
+        picks the resend up on its next frame)."""
+        if fid in self._rc_idle:
+            self._rc_idle.discard(fid)
+            self._posted_idle.discard(fid)
+            self.engine.schedule(self.engine.now_ps, self._send, self._flows[fid])
+
+    def _rc_arm(self, fid: int) -> None:
+        """Make sure a timer runs for the flow's ACK deadline (lazy: an expiry before the
+        deadline, which moves with every send and ACK, just sleeps again)."""
+        due = self._rc_tx[fid].deadline_ps
+        if due is not None and fid not in self._rc_timer:
+            self._rc_timer[fid] = self.engine.schedule(due, self._rc_timer_due, fid)
+
+    def _rc_timer_due(self, fid: int) -> None:
+        del self._rc_timer[fid]
+        rc = self._rc_tx[fid]
+        now = self.engine.now_ps
+        due = rc.deadline_ps
+        if due is None:
+            return
+        if due > now:
+            self._rc_arm(fid)
+            return
+        if rc.on_timeout(now):
+            self._rc_arm(fid)
+            self._rc_wake(fid)
+            return
+        self.qp_error_ps[fid] = now
+        if QpError in self._int.types:
+            self.tracer.emit(QpError(now, self.node_id, fid, rc.retries, rc.outstanding))
+
+    def rc_stats(self, fid: int) -> dict[str, int]:
+        """RC counters of flow ``fid`` at this host: its sender's if it sends it, its
+        receiver's if it receives it (both when it does both)."""
+        out: dict[str, int] = {}
+        tx = self._rc_tx.get(fid)
+        if tx is not None:
+            out.update(sent_frames=tx.sent_frames, sent_bytes=tx.sent_bytes,
+                       retransmitted_frames=tx.retransmitted_frames,
+                       retransmitted_bytes=tx.retransmitted_bytes,
+                       naks_received=tx.naks_received, timeouts=tx.timeouts,
+                       unacked_frames=tx.outstanding, qp_error=int(tx.error))
+        rx = self._rc_rx.get(fid)
+        if rx is not None:
+            out.update(naks_sent=rx.naks_sent, duplicates=rx.duplicates,
+                       out_of_sequence=rx.out_of_sequence)
+        drops = self.rc_drops.get(fid)
+        if drops:
+            out.update({f"dropped_{k}": v for k, v in sorted(drops.items())})
+        return out
 
     # ------------------------------------------------------------ rx stall
     def stall_rx(self, start_ps: int, end_ps: int | None = None,
@@ -673,7 +799,10 @@ class Host:
                         self._cc_call(qp, self.cc[qp].on_cnp)
                     return
                 if op == ACK_OPCODE:
-                    self._on_ack(qp, psn)
+                    if self._rc_tx and qp in self._rc_tx:
+                        self._rc_on_ack(qp, psn, roce_aeth_kind(frame))
+                    else:
+                        self._on_ack(qp, psn)
                     return
         if self._rx_q is not None:
             self._rx_arrive(pkt)
@@ -698,6 +827,31 @@ class Host:
                     self.cnp_interval_ps, self._cnp_window_end, f, src)
 
     def _deliver(self, pkt: SimPacket, now: int) -> None:
+        """A data frame is received: a reliable one (``psn`` set) goes through its flow's
+        :class:`sim.nic.rc.RcReceiver` first (module docstring)."""
+        if pkt.psn is None:
+            self._deliver_frame(pkt, now)
+            return
+        f = pkt.flow
+        rx = self._rc_rx.get(f)
+        if rx is None:
+            rx = self._rc_rx[f] = RcReceiver(self.retransmit)
+        verdict, ready, reply = rx.on_frame(pkt.psn, pkt)
+        if verdict in ("out_of_sequence", "duplicate"):
+            self._rc_drop(pkt, verdict, now)
+        for p in ready:
+            self._deliver_frame(p, now)
+        if reply is not None:
+            self._send_ack(f, pkt.tc, reply[1], pkt.src, "NAK" if reply[0] == "nak" else "ACK")
+
+    def _rc_drop(self, pkt: SimPacket, reason: str, now: int) -> None:
+        by = self.rc_drops.setdefault(pkt.flow, {})
+        by[reason] = by.get(reason, 0) + 1
+        if Dropped in self._int.types:
+            self.tracer.emit(Dropped(now, self.node_id, 0, pkt.tc, pkt.id, pkt.flow, pkt.nbytes,
+                                     reason))
+
+    def _deliver_frame(self, pkt: SimPacket, now: int) -> None:
         """A data frame is received (in memory): counters, ``on_data``, messages, FCT, ACKs."""
         f = pkt.flow
         got = self.rx_bytes.get(f, 0) + pkt.nbytes
@@ -729,8 +883,9 @@ class Host:
                 self.rx_message_done_ps.setdefault(f, []).extend([now] * (msgs - old))
         if done and f not in self.fct_ps:
             self.fct_ps[f] = now - self._flows[f].start_ps
-        if self.ack_every and flow is not None and (n % self.ack_every == 0 or done):
-            self._send_ack(flow, n - 1, pkt.src)
+        every = self.ack_every or (pkt.psn is not None)  # reliable: 1 when ack_every is 0
+        if every and (flow is not None or pkt.psn is not None) and (n % every == 0 or done):
+            self._send_ack(f, pkt.tc if flow is None else flow.tc, n - 1, pkt.src)
 
     # ------------------------------------------------------- receive buffer
     def _rx_arrive(self, pkt: SimPacket) -> None:
@@ -828,11 +983,13 @@ class Host:
             self.tracer.emit(CNPSent(now, self.node_id, flow_id))
         self.port.enqueue(cnp)
 
-    def _send_ack(self, flow: Flow, psn: int, to_node: int) -> None:
-        """An RC ACKNOWLEDGE (BTH + AETH) for the flow's frames up to number ``psn``."""
+    def _send_ack(self, fid: int, flow_tc: int, psn: int, to_node: int,
+                  kind: str = "ACK") -> None:
+        """An RC ACKNOWLEDGE (BTH + AETH) for the flow's frames up to number ``psn``; with
+        ``kind="NAK"`` a NAK (PSN sequence error, IBA 9.3.5 table 45) with the expected PSN."""
         now = self.engine.now_ps
-        tc = flow.tc if self.ack_tc is None else self.ack_tc
-        key = (flow.id, to_node, tc)
+        tc = flow_tc if self.ack_tc is None else self.ack_tc
+        key = (fid, to_node, tc, kind)
         tpl = self._ack_templates.get(key)
         if tpl is None:
             # built once; each ACK patches PSN and MSN through the field tables and gets a
@@ -841,20 +998,45 @@ class Host:
                 "eth": {"src": node_mac(self.node_id), "dst": node_mac(to_node)},
                 "ipv4": {"src": node_ip(self.node_id), "dst": node_ip(to_node), "dscp": tc << 3},
                 "udp": {},
-                "bth": {"opcode": ACK_OPCODE, "dest_qp": flow.id & _PSN_MASK, "psn": 0},
-                "aeth": {"kind": "ACK", "value": 31, "msn": 0}}, patch=("bth.psn", "aeth.msn"))
+                "bth": {"opcode": ACK_OPCODE, "dest_qp": fid & _PSN_MASK, "psn": 0},
+                "aeth": {"kind": kind, "value": 31 if kind == "ACK" else 0, "msn": 0}},
+                patch=("bth.psn", "aeth.msn"))
         frame = tpl.make(**{"bth.psn": psn & _PSN_MASK,
-                            "aeth.msn": self.rx_messages.get(flow.id, 0) & _PSN_MASK})
-        ack = SimPacket(self._ids(), now, len(frame), flow=flow.id, tc=tc,
+                            "aeth.msn": self.rx_messages.get(fid, 0) & _PSN_MASK})
+        ack = SimPacket(self._ids(), now, len(frame), flow=fid, tc=tc,
                         src=self.node_id, dst=to_node, frame=frame)
         self.ack_sent += 1
         self.port.enqueue(ack)
 
 
-def roce_bth(frame: bytes | bytearray) -> tuple[int, int, int] | None:
-    """(BTH opcode, DestQP, PSN) of a RoCEv2 frame (IPv4/IPv6, UDP dport 4791), else None.
-    Reads only the IP, UDP and BTH field tables (no full dissection): the one parser the NIC
-    uses to tell CNPs and ACKs from data."""
+def rc_conservation(sender: Host, receiver: Host, fid: int, network_dropped: int = 0,
+                    ) -> dict[str, int]:
+    """Frame conservation of reliable flow ``fid``: ``sent`` (every transmission, resends
+    included) = ``delivered`` + ``dropped`` (by the receiving NIC: out of sequence,
+    duplicate, held by SR, buffer full, stalled; plus ``network_dropped``, the frames the
+    switches dropped) + ``in_flight``.  ``in_flight`` is what is left: never negative, and 0
+    once the fabric is idle -- nothing is lost silently."""
+    tx = sender._rc_tx[fid]
+    rx = receiver._rc_rx.get(fid)
+    delivered = receiver.rx_packets.get(fid, 0)
+    nic = sum(receiver.rc_drops.get(fid, {}).values())
+    held = len(rx._held) if rx is not None else 0
+    dropped = nic + network_dropped
+    return {"sent": tx.sent_frames, "delivered": delivered, "dropped": dropped, "held": held,
+            "in_flight": tx.sent_frames - delivered - dropped - held}
+
+
+def roce_aeth_kind(frame: bytes | bytearray) -> int | None:
+    """The AETH kind (:class:`wire.ib_ext.AethKind`) of a RoCEv2 ACKNOWLEDGE frame (BTH +
+    AETH), from the field tables; None if it is not one."""
+    loc = _bth_offset(frame)
+    if loc is None or len(frame) < loc + BTH.size_bytes + AETH.size_bytes:
+        return None
+    return (AETH.unpack_raw(frame, loc + BTH.size_bytes)["syndrome"] >> 5) & 3
+
+
+def _bth_offset(frame: bytes | bytearray) -> int | None:
+    """Offset of the BTH of a RoCEv2 frame (IPv4/IPv6, UDP dport 4791), else None."""
     loc = ip_offset(frame)
     if loc is None:
         return None
@@ -872,5 +1054,15 @@ def roce_bth(frame: bytes | bytearray) -> tuple[int, int, int] | None:
         return None
     if UDP.unpack_raw(frame, udp)["dport"] != ROCEV2_PORT:
         return None
-    bth = BTH.unpack_raw(frame, udp + UDP.size_bytes)
+    return udp + UDP.size_bytes
+
+
+def roce_bth(frame: bytes | bytearray) -> tuple[int, int, int] | None:
+    """(BTH opcode, DestQP, PSN) of a RoCEv2 frame (IPv4/IPv6, UDP dport 4791), else None.
+    Reads only the IP, UDP and BTH field tables (no full dissection): the one parser the NIC
+    uses to tell CNPs and ACKs from data."""
+    loc = _bth_offset(frame)
+    if loc is None:
+        return None
+    bth = BTH.unpack_raw(frame, loc)
     return bth["opcode"], bth["dest_qp"], bth["psn"]

@@ -1,0 +1,264 @@
+"""RC transport reliability, sans I/O: the sender's PSN window and timer, the receiver's
+expected PSN (issue 21).  Plain classes driven by :class:`sim.nic.host.Host` (and tested alone).
+
+Rules (InfiniBand Architecture Specification vol. 1, release 1.4, ch. 9.7 "Reliable service";
+RoCEv2 uses the same transport, IBA Annex A17):
+
+* PSNs: every data frame of a flow (a QP) carries a 24-bit PSN, from 0, wrapping at 2^24
+  (IBA 9.7.1); both ends keep unwrapped counters and put ``psn & 0xFFFFFF`` on the wire.  A
+  wire PSN is read relative to the reference (expected PSN, oldest unacked PSN) in a window of
+  half the space (IBA 9.7.5.1.1: the "valid" and "duplicate" PSN regions split the space).
+* Receiver (responder): a frame with the expected PSN is delivered and the expected PSN
+  advances; the ACK (coalesced, the host's ``ack_every``) acknowledges everything before it.
+  A PSN ahead of the expected one is a sequence error: one NAK (AETH NAK code
+  PSN_SEQUENCE_ERROR, with the expected PSN, IBA 9.7.5.2.1) per gap, until the gap is filled;
+  the frame is dropped (``"gbn"``, go-back-N, what RoCE NICs do by default) or kept
+  (``"sr"``, selective repeat) and delivered once the gap before it is filled.  A PSN behind
+  the expected one is a duplicate: dropped, counted and answered with an ACK of the last
+  frame delivered (IBA 9.7.5.1.2: duplicates are acknowledged again).
+* Sender (requester): keeps every unacknowledged frame; an ACK frees the frames up to its
+  PSN; a NAK frees those before its PSN and resends from it (``"gbn"``: that frame and every
+  later one; ``"sr"``: that frame only).  The local ACK timeout (IBA 9.7.6.1.3, table 63:
+  4.096 µs x 2^``ack_timeout``) runs while frames are unacknowledged, restarted by every
+  transmission (a model choice: an ACK that frees only some frames does not restart it, one
+  that frees all of them stops it), so it expires ``timeout`` after the last frame sent if no
+  ACK covered it; then the sender resends from
+  the oldest unacknowledged frame (``"gbn"``: all of them; ``"sr"``: that one) and counts a
+  retry; ``retry_cnt`` retries without progress are allowed (IBA 9.7.6.1.3 "Retry Count"),
+  the next expiry puts the QP in the error state (it stops).  Progress (an ACK that frees a
+  frame) resets the count.  Only timeouts count as retries here (a model choice).
+
+Defaults: NCCL sets ``ack_timeout`` from ``NCCL_IB_TIMEOUT`` (default 20, 4.096 µs x 2^20 ≈
+4.3 s) and ``retry_cnt`` from ``NCCL_IB_RETRY_CNT`` (default 7): NCCL documentation,
+"Environment Variables" (docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+__all__ = ["ACK_TIMEOUT", "PSN_BITS", "PSN_MOD", "RETRANSMIT_MODES", "RETRY_CNT", "RcReceiver",
+           "RcSender", "ack_timeout_ps", "unwrap_psn"]
+
+PSN_BITS = 24
+PSN_MOD = 1 << PSN_BITS
+_HALF = PSN_MOD >> 1
+RETRANSMIT_MODES = ("gbn", "sr")
+#: NCCL_IB_TIMEOUT default (NCCL docs, "Environment Variables").
+ACK_TIMEOUT = 20
+#: NCCL_IB_RETRY_CNT default (NCCL docs, "Environment Variables").
+RETRY_CNT = 7
+
+
+def ack_timeout_ps(ack_timeout: int) -> int:
+    """Local ACK timeout in ps: 4.096 µs x 2^``ack_timeout`` (IBA 9.7.6.1.3; the 5-bit QP
+    attribute, 1..31; 0 means "infinite" in the IBA and is refused here)."""
+    if not 1 <= ack_timeout <= 31:
+        raise ValueError(f"ack_timeout must be in 1..31, got {ack_timeout}")
+    return 4_096_000 << ack_timeout
+
+
+def unwrap_psn(wire_psn: int, ref: int) -> int:
+    """The unwrapped PSN nearest ``ref`` (within -2^23..2^23-1) whose low 24 bits are
+    ``wire_psn``."""
+    d = (wire_psn - ref) % PSN_MOD
+    return ref + d - PSN_MOD if d >= _HALF else ref + d
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in RETRANSMIT_MODES:
+        raise ValueError(f"retransmit must be one of {', '.join(RETRANSMIT_MODES)}, "
+                         f"got {mode!r}")
+
+
+class RcSender:
+    """Requester side of one QP: PSNs, unacknowledged frames, resends and the ACK timer.
+
+    ``send_new(nbytes, now)`` gives the PSN of a new frame; ``pop_resend(now)`` the next
+    frame to resend (``(psn, nbytes)`` or None); ``on_ack``/``on_nak`` take wire PSNs;
+    ``deadline_ps`` is when the timer expires (None: nothing unacknowledged) and
+    ``on_timeout(now)`` is called then (False: the QP went to the error state)."""
+
+    def __init__(self, mode: str = "gbn", timeout_ps: int = ack_timeout_ps(ACK_TIMEOUT),
+                 retry_cnt: int = RETRY_CNT, first_psn: int = 0) -> None:
+        _check_mode(mode)
+        if timeout_ps <= 0:
+            raise ValueError("timeout_ps must be > 0")
+        if not 0 <= retry_cnt <= 7:
+            raise ValueError(f"retry_cnt must be in 0..7 (3 bits, IBA), got {retry_cnt}")
+        self.mode = mode
+        self.timeout_ps = timeout_ps
+        self.retry_cnt = retry_cnt
+        self.base = first_psn  # oldest unacknowledged PSN (unwrapped)
+        self.next_psn = first_psn
+        self._sizes: deque[int] = deque()  # nbytes of PSNs base..next_psn-1
+        self._gbn: list[int] | None = None  # [next PSN to resend, end) (go-back-N)
+        self._sr: deque[int] = deque()  # PSNs to resend (selective repeat)
+        self.deadline_ps: int | None = None
+        self.retries = 0
+        self.error = False
+        self.acked_bytes = 0
+        self.sent_frames = 0
+        self.sent_bytes = 0
+        self.retransmitted_frames = 0
+        self.retransmitted_bytes = 0
+        self.naks_received = 0
+        self.timeouts = 0
+
+    @property
+    def outstanding(self) -> int:
+        """Frames sent and not yet acknowledged."""
+        return self.next_psn - self.base
+
+    def has_resend(self) -> bool:
+        return bool(self._sr) or self._gbn is not None
+
+    def peek_resend_bytes(self) -> int:
+        """Size of the frame :meth:`pop_resend` would give next (0: none)."""
+        if self._gbn is not None:
+            return self._sizes[self._gbn[0] - self.base]
+        for psn in self._sr:
+            if psn >= self.base:
+                return self._sizes[psn - self.base]
+        return 0
+
+    def send_new(self, nbytes: int, now: int) -> int:
+        psn = self.next_psn
+        self.next_psn += 1
+        self._sizes.append(nbytes)
+        self.sent_frames += 1
+        self.sent_bytes += nbytes
+        self.deadline_ps = now + self.timeout_ps
+        return psn
+
+    def pop_resend(self, now: int) -> tuple[int, int] | None:
+        psn = None
+        if self._gbn is not None:
+            psn, end = self._gbn
+            self._gbn = [psn + 1, end] if psn + 1 < end else None
+        else:
+            while self._sr and self._sr[0] < self.base:
+                self._sr.popleft()  # acknowledged since it was asked for
+            if self._sr:
+                psn = self._sr.popleft()
+        if psn is None:
+            return None
+        nbytes = self._sizes[psn - self.base]
+        self.sent_frames += 1
+        self.sent_bytes += nbytes
+        self.retransmitted_frames += 1
+        self.retransmitted_bytes += nbytes
+        self.deadline_ps = now + self.timeout_ps
+        return psn, nbytes
+
+    def _ack_through(self, psn: int, now: int) -> int:
+        """Free the frames up to ``psn`` (unwrapped); the number freed."""
+        n = psn + 1 - self.base
+        if n <= 0:
+            return 0
+        for _ in range(n):
+            self.acked_bytes += self._sizes.popleft()
+        self.base = psn + 1
+        self.retries = 0
+        if self._gbn is not None and self._gbn[0] < self.base:
+            self._gbn[0] = self.base
+            if self._gbn[0] >= self._gbn[1]:
+                self._gbn = None
+        if not self.outstanding:
+            self.deadline_ps = None
+        return n
+
+    def on_ack(self, wire_psn: int, now: int) -> int:
+        """An ACK of every frame up to ``wire_psn``: the frames freed (0: stale/foreign)."""
+        if self.error:
+            return 0
+        psn = unwrap_psn(wire_psn, self.base)
+        return self._ack_through(psn, now) if psn < self.next_psn else 0
+
+    def on_nak(self, wire_psn: int, now: int) -> bool:
+        """A NAK (PSN sequence error) with the responder's expected PSN: frees the frames
+        before it and resends from it; False if the PSN is not an outstanding one."""
+        if self.error:
+            return False
+        psn = unwrap_psn(wire_psn, self.base)
+        if not self.base <= psn < self.next_psn:
+            return False
+        self.naks_received += 1
+        self._ack_through(psn - 1, now)
+        if self.mode == "gbn":
+            self._gbn = [psn, self.next_psn]
+        elif psn not in self._sr:
+            self._sr.append(psn)
+        return True
+
+    def on_timeout(self, now: int) -> bool:
+        """The timer expired (``now >= deadline_ps``): resend from the oldest unacked, or
+        the QP error after ``retry_cnt`` retries (False)."""
+        if not self.outstanding or self.error:
+            self.deadline_ps = None
+            return not self.error
+        self.timeouts += 1
+        if self.retries >= self.retry_cnt:
+            self.error = True
+            self.deadline_ps = None
+            self._gbn = None
+            self._sr.clear()
+            return False
+        self.retries += 1
+        if self.mode == "gbn":
+            self._gbn = [self.base, self.next_psn]
+        else:
+            self._sr.appendleft(self.base)
+        self.deadline_ps = now + self.timeout_ps
+        return True
+
+
+class RcReceiver:
+    """Responder side of one QP: ``on_frame(wire_psn, item)`` -> ``(verdict, delivered,
+    reply)``: verdict ``"deliver"``, ``"held"`` (SR, out of order, kept), ``"out_of_sequence"``
+    (GBN, dropped) or ``"duplicate"`` (dropped); ``delivered`` the items now in order (each
+    once); ``reply`` None (the host coalesces its ACKs), ``("nak", wire PSN)`` or
+    ``("ack", wire PSN)`` (a duplicate's ACK of the last frame delivered)."""
+
+    def __init__(self, mode: str = "gbn", first_psn: int = 0) -> None:
+        _check_mode(mode)
+        self.mode = mode
+        self.expected = first_psn
+        self._nak_sent = False
+        self._held: dict[int, object] = {}
+        self.naks_sent = 0
+        self.duplicates = 0
+        self.out_of_sequence = 0
+
+    def on_frame(self, wire_psn: int, item: object
+                 ) -> tuple[str, list, tuple[str, int] | None]:
+        psn = unwrap_psn(wire_psn, self.expected)
+        if psn < self.expected or psn in self._held:
+            self.duplicates += 1
+            return "duplicate", [], ("ack", (self.expected - 1) % PSN_MOD)
+        if psn > self.expected:
+            reply = None
+            if not self._nak_sent:
+                self._nak_sent = True
+                self.naks_sent += 1
+                reply = ("nak", self.expected % PSN_MOD)
+            if self.mode == "sr":
+                self._held[psn] = item
+                return "held", [], reply
+            self.out_of_sequence += 1
+            return "out_of_sequence", [], reply
+        out = [item]
+        self.expected += 1
+        self._nak_sent = False
+        while self._held:
+            nxt = self._held.pop(self.expected, None)
+            if nxt is None:
+                break
+            out.append(nxt)
+            self.expected += 1
+        reply = None
+        if self._held:  # another gap behind the one just filled
+            self._nak_sent = True
+            self.naks_sent += 1
+            reply = ("nak", self.expected % PSN_MOD)
+        return "deliver", out, reply

@@ -1,0 +1,206 @@
+"""RC transport reliability (issue 21): sim.nic.rc alone, and in the NIC (sim.nic.host)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sim.engine import Engine
+from sim.events import QpError
+from sim.nic.host import Flow, Host, rc_conservation, roce_aeth_kind, roce_bth
+from sim.nic.rc import PSN_MOD, RcReceiver, RcSender, ack_timeout_ps, unwrap_psn
+from sim.trace import ListTracer
+from wire.ib_ext import AethKind
+
+RATE = 100_000_000_000
+PROP_PS = 1_000_000
+FRAME = 1082
+
+
+class Lossy:
+    """A wire from host A to host B that drops the data frames ``drop(pkt)`` picks and
+    records every data frame that enters it as (psn, t_ps sent)."""
+
+    def __init__(self, dst: Host, drop) -> None:
+        self.dst, self.drop = dst, drop
+        self.seen: list[tuple[int, int]] = []
+        self.dropped = 0
+
+    def receive(self, port: int, pkt) -> None:
+        if pkt.psn is not None:
+            self.seen.append((pkt.psn, pkt.t_ps))
+            if self.drop(pkt):
+                self.dropped += 1
+                return
+        self.dst.receive(port, pkt)
+
+
+class Backwire:
+    """B -> A, recording the ACK/NAK frames: (kind, psn)."""
+
+    def __init__(self, dst: Host) -> None:
+        self.dst = dst
+        self.acks: list[tuple[int, int]] = []
+
+    def receive(self, port: int, pkt) -> None:
+        if pkt.frame is not None:
+            bth = roce_bth(pkt.frame)
+            if bth is not None:
+                self.acks.append((roce_aeth_kind(pkt.frame), bth[2]))
+        self.dst.receive(port, pkt)
+
+
+def pair(drop, n=10, until_ps=10**13, tracer=None, **kw):
+    e = Engine()
+    kw = {"reliable": True, "ack_timeout": 4, **kw}
+    a = Host(e, 0, RATE, tracer=tracer, **kw)
+    b = Host(e, 1, RATE, **kw)
+    fwd, back = Lossy(b, drop), Backwire(a)
+    a.port.connect(fwd, 0, PROP_PS)
+    b.port.connect(back, 0, PROP_PS)
+    f = Flow(0, 0, 1, RATE, size_bytes=FRAME * n)
+    a.add_flow(f)
+    b.expect(f)
+    e.run(until_ps)
+    return a, b, fwd, back
+
+
+def drop_once(*psns):
+    left = set(psns)
+
+    def drop(pkt):
+        if pkt.psn in left:
+            left.discard(pkt.psn)
+            return True
+        return False
+    return drop
+
+
+def test_timeout_formula():
+    assert ack_timeout_ps(4) == 65_536_000  # 4.096 us x 16
+    assert ack_timeout_ps(20) == 4_294_967_296_000  # NCCL_IB_TIMEOUT 20: ~4.3 s
+    with pytest.raises(ValueError):
+        ack_timeout_ps(0)
+
+
+def test_gbn_one_drop_one_nak_resend_from_it():
+    a, b, fwd, back = pair(drop_once(3), n=10, retransmit="gbn")
+    # all 10 frames leave within 0.9 us, before the NAK can come back (RTT > 2 us):
+    # the NAK says 3, GBN resends 3..9 = 7 frames, once each
+    assert [p for p, _ in fwd.seen] == list(range(10)) + list(range(3, 10))
+    naks = [k for k in back.acks if k[0] == AethKind.NAK]
+    assert naks == [(AethKind.NAK, 3)]
+    s = a.rc_stats(0)
+    assert s["retransmitted_frames"] == 7 and s["retransmitted_bytes"] == 7 * FRAME
+    assert s["naks_received"] == 1 and s["timeouts"] == 0 and s["unacked_frames"] == 0
+    r = b.rc_stats(0)
+    assert r["naks_sent"] == 1 and r["dropped_out_of_sequence"] == 6
+    assert b.rx_bytes[0] == 10 * FRAME and b.rx_packets[0] == 10
+    c = rc_conservation(a, b, 0, fwd.dropped)
+    assert c == {"sent": 17, "delivered": 10, "dropped": 7, "held": 0, "in_flight": 0}
+
+
+def test_sr_one_drop_resends_one():
+    a, b, fwd, back = pair(drop_once(3), n=10, retransmit="sr")
+    assert [p for p, _ in fwd.seen] == [*range(10), 3]
+    assert [k for k in back.acks if k[0] == AethKind.NAK] == [(AethKind.NAK, 3)]
+    assert a.rc_stats(0)["retransmitted_frames"] == 1
+    assert b.rx_packets[0] == 10 and b.rc_stats(0)["out_of_sequence"] == 0
+    assert rc_conservation(a, b, 0, fwd.dropped)["in_flight"] == 0
+
+
+@pytest.mark.parametrize("mode", ["gbn", "sr"])
+def test_dropped_last_frame_recovered_by_timeout(mode):
+    # the timer restarts with every frame sent: it expires a timeout after the last one
+    a, b, fwd, _ = pair(drop_once(9), n=10, retransmit=mode)
+    t_last = fwd.seen[9][1]
+    assert fwd.seen[10] == (9, t_last + ack_timeout_ps(4))
+    assert len(fwd.seen) == 11
+    assert a.rc_stats(0)["timeouts"] == 1 and a.rc_stats(0)["naks_received"] == 0
+    assert b.rx_packets[0] == 10 and a.acked_bytes[0] == 10 * FRAME
+
+
+def test_retry_cnt_exhausted_qp_error():
+    tr = ListTracer()
+    a, b, fwd, _ = pair(lambda p: p.psn == 9, n=10, retry_cnt=3, tracer=tr)
+    t_last = fwd.seen[9][1]
+    t = ack_timeout_ps(4)
+    # 3 resends, each at the previous deadline; the 4th expiry is the error
+    assert [x for x in fwd.seen[10:]] == [(9, t_last + k * t) for k in (1, 2, 3)]
+    assert a.qp_error_ps[0] == t_last + 4 * t
+    ev = [x for x in tr.events if isinstance(x, QpError)]
+    assert ev == [QpError(t_last + 4 * t, 0, 0, 3, 1)]
+    assert a.rc_stats(0)["qp_error"] == 1 and b.rx_packets[0] == 9
+
+
+def test_reliable_off_no_psn():
+    e = Engine()
+    a, b = Host(e, 0, RATE), Host(e, 1, RATE)
+    fwd = Lossy(b, lambda p: False)
+    a.port.connect(fwd, 0, PROP_PS)
+    b.port.connect(a, 0, PROP_PS)
+    f = Flow(0, 0, 1, RATE, size_bytes=FRAME * 4)
+    a.add_flow(f)
+    e.run(10**9)
+    assert fwd.seen == [] and a.rc_stats(0) == {} and b.rx_packets[0] == 4
+
+
+def test_unwrap():
+    assert unwrap_psn(0, PSN_MOD - 1) == PSN_MOD
+    assert unwrap_psn(PSN_MOD - 1, PSN_MOD) == PSN_MOD - 1
+
+
+@given(mode=st.sampled_from(["gbn", "sr"]),
+       first=st.sampled_from([0, PSN_MOD - 5, PSN_MOD - 1]),
+       n=st.integers(1, 30),
+       losses=st.lists(st.booleans(), max_size=120),
+       back_losses=st.lists(st.booleans(), max_size=60))
+def test_any_loss_pattern_in_order_exactly_once(mode, first, n, losses, back_losses):
+    """A lossy channel both ways (PSNs across the 2^24 wrap): every frame delivered once, in
+    order, unless the QP went to error (then a prefix); sent = delivered + dropped."""
+    tx = RcSender(mode, timeout_ps=100, retry_cnt=7, first_psn=first)
+    rx = RcReceiver(mode, first_psn=first)
+    fwd, bwd = iter(losses), iter(back_losses)
+    delivered: list[int] = []
+    dropped = 0
+    new = 0
+    now = 0
+    for _ in range(10_000):
+        if tx.error or (new == n and not tx.outstanding):
+            break
+        burst = []
+        while len(burst) < 4:  # a window of 4 frames per round trip
+            res = tx.pop_resend(now)
+            if res is None and new < n:
+                psn = tx.send_new(1, now)
+                res = (psn, 1)
+                new += 1
+            if res is None:
+                break
+            burst.append(res[0])
+        replies = []
+        for psn in burst:
+            if next(fwd, False):
+                dropped += 1
+                continue
+            verdict, out, reply = rx.on_frame(psn % PSN_MOD, psn - first)
+            if verdict in ("out_of_sequence", "duplicate"):
+                dropped += 1
+            delivered.extend(out)
+            if verdict == "deliver":
+                reply = reply or ("ack", (rx.expected - 1) % PSN_MOD)
+            if reply is not None:
+                replies.append(reply)
+        now += 10
+        for kind, wpsn in replies:
+            if next(bwd, False):
+                continue
+            (tx.on_nak if kind == "nak" else tx.on_ack)(wpsn, now)
+        if not tx.has_resend() and tx.outstanding:
+            now = max(now, tx.deadline_ps)
+            tx.on_timeout(now)
+    assert delivered == list(range(len(delivered)))
+    if not tx.error:
+        assert delivered == list(range(n)) and tx.acked_bytes == n
+    assert tx.sent_frames == len(delivered) + dropped + len(rx._held)
