@@ -185,3 +185,63 @@ def test_bad_fault_targets() -> None:
         Fault("melt", 2)
     with pytest.raises(ValueError, match="until"):
         Fault("link_down", 2, 3, at_ps=5, until_ps=5)
+
+
+_FILE = """description = "leaf_spine, a spine link down at 200 us and up at 600 us"
+[run]
+duration_ms = 0.7
+seed = 1
+[topology]
+kind = "leaf_spine"
+leaves = 2
+spines = 2
+hosts_per_leaf = 2
+ecmp = true
+[[flows]]
+src = 4
+dst = 6
+[[flows]]
+src = 5
+dst = 7
+[[faults]]
+kind = "link_down"
+node = 2
+port = 3
+at_us = 200.0
+until_us = 600.0
+detect_us = 50.0
+converge_us = 10.0
+"""
+
+
+def test_fabric_file_faults_timeline_and_drops(tmp_path) -> None:
+    import json
+
+    from sim.cli import main
+    f = tmp_path / "f.toml"
+    f.write_text(_FILE)
+    out = tmp_path / "o"
+    assert main(["replay", str(f), "--out", str(out), "--no-plots", "--no-capture"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert [(e["t_ps"], e["what"]) for e in s["faults"]] == [
+        (T_DOWN, "link_down"), (T_DOWN + RR.delay_ps, "reroute"), (T_UP, "link_up"),
+        (T_UP + RR.delay_ps, "reroute")]
+    assert set(s["totals"]["dropped_packets_by_reason"]) == {"link_down"}
+
+
+@pytest.mark.parametrize("line,msg", [
+    ("port = 9", "[[faults]] #1 port: node 2 port 9: no such port"),
+    ('kind = "flap"', "[[faults]] #1 mtbf_us: kind 'flap' needs a positive mtbf_us"),
+    ("wobble = 1", "[[faults]] #1 unknown parameter(s) ['wobble']"),
+    ("until_us = 100.0", "[[faults]] #1 until_us: must be after at_us"),
+])
+def test_fabric_file_fault_errors_one_line_exit_2(tmp_path, capsys, line, msg) -> None:
+    from sim.cli import main
+    key = line.split(" = ")[0]
+    head, entry = _FILE.split("[[faults]]\n")
+    entry = "\n".join(x for x in entry.splitlines() if not x.startswith(f"{key} = "))
+    f = tmp_path / "f.toml"
+    f.write_text(f"{head}[[faults]]\n{line}\n{entry}\n")
+    assert main(["replay", str(f), "--out", str(tmp_path / "o"), "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and msg in err, err

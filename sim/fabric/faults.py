@@ -167,6 +167,7 @@ class _Engine:
         self.seed = seed
         self.reroute = reroute
         self.log = FaultLog()
+        self.count = 0
         self.wires: dict[tuple[int, int], _FaultyWire] = {}
         self.down: dict[tuple[int, int], int] = {}  # egress (node, port) -> down count
         self.orig_routes = {n: (dict(s.routes), s.routing) for n, s in fabric.nodes.items()
@@ -386,8 +387,9 @@ def schedule_faults(fabric: Any, faults: list[Fault] | tuple[Fault, ...], seed: 
         eng = _Engine(fabric, fabric.engine.seed if seed is None else seed, reroute)
         fabric._fault_engine = eng
         fabric.fault_log = eng.log
-    for i, f in enumerate(faults):
-        eng.install(i, f)
+    for f in faults:
+        eng.install(eng.count, f)  # the fault's index seeds its random process
+        eng.count += 1
     return eng.log
 
 

@@ -345,7 +345,26 @@ def _collective_params() -> tuple[Param, ...]:
 #: Kept out of :data:`SECTIONS` (whose tables ``-p`` sets one by one): ``-p collective.KEY``
 #: sets KEY in every entry.
 COLLECTIVE: tuple[Param, ...] = _collective_params()
-_SPECS: dict[str, tuple[Param, ...]] = {**SECTIONS, "collective": COLLECTIVE}
+#: ``[[faults]]`` entries: faults over time (issue 21, sim.fabric.faults, docs/faults.md).
+FAULTS: tuple[Param, ...] = (
+    Param("kind", "link_down", "link_down, flap, loss, degrade, nic_down or switch_down",
+          _choice("link_down", "flap", "loss", "degrade", "nic_down", "switch_down")),
+    Param("node", 0, "the node (a link: one end, with port)", in_range(0, 1 << 20)),
+    Param("port", 0, "the node's port (one end of the link)", in_range(0, 1 << 16)),
+    Param("at_us", 0.0, "when the fault starts (us)"),
+    Param("until_us", 0.0, "when it ends (us; 0: never)"),
+    Param("mtbf_us", 0.0, "flap: mean time between failures (us)"),
+    Param("mttr_us", 0.0, "flap: mean time to repair (us)"),
+    Param("loss_rate", 0.0, "loss: probability a frame is lost"),
+    Param("ber", 0.0, "loss: bit error rate (instead of loss_rate when > 0)"),
+    Param("rate_gbps", 0.0, "degrade: the link's rate while degraded (Gb/s)"),
+    Param("detect_us", -1.0, "failure detection time of the switches (us; -1: the default, "
+          "sim.fabric.faults.DETECT_PS); the largest over the entries applies to all"),
+    Param("converge_us", -1.0, "routing convergence time after detection (us; -1: the "
+          "default); the largest over the entries applies to all"),
+)
+_SPECS: dict[str, tuple[Param, ...]] = {**SECTIONS, "collective": COLLECTIVE,
+                                        "faults": FAULTS}
 _TOP = {"description", *_SPECS}
 
 
@@ -547,6 +566,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
         fid += 1
     colls = _collectives(doc, fab, ranks, gpn, sw["mtu_bytes"], labels, where)
     _check_routes(fab, labels, where)
+    faults = _faults(doc, fab, where)
 
     pcaps = []
     for i, p in enumerate(inputs):
@@ -574,6 +594,9 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
     params = {"file": where, **{k: v for k, v in sec.items()}, "flows": flows,
               "pcap": [{**p} for p in inputs]}
     summaries: dict[str, Any] = {}
+    if faults:  # only then: a file without [[faults]] keeps its summary.json as it was
+        params["faults"] = faults
+        summaries["faults"] = lambda _sc: fab.fault_log.summary()["events"]
     if colls:  # only then: a file without [[collective]] keeps its summary.json as it was
         params["collective"] = [dict(c.spec) for c in colls]
         summaries["collectives"] = lambda _sc: [c.summary() for c in colls]
@@ -586,6 +609,55 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
         sc.info["collectives"] = colls
     sc.info.update(ranks=tuple(ranks), gpus_per_node=gpn, mtu_bytes=sw["mtu_bytes"])
     return sc
+
+
+def _faults(doc: Mapping[str, Any], fab: Fabric, where: str) -> list[dict[str, Any]]:
+    """The ``[[faults]]`` entries scheduled on ``fab`` (sim.fabric.faults); one-line errors
+    naming the entry and the key."""
+    from sim.fabric.faults import IB_REROUTE_PS, Fault, Reroute, schedule_faults
+    entries = _array(doc, "faults", where)
+    built: list[dict[str, Any]] = []
+    if not entries:
+        return built
+    ib = fab.flow_control == "ib"
+    d = max(e["detect_us"] for e in entries)
+    c = max(e["converge_us"] for e in entries)
+    dflt = Reroute(0, IB_REROUTE_PS) if ib else Reroute()
+    reroute = Reroute(us_to_ps(d) if d >= 0 else dflt.detect_ps,
+                      us_to_ps(c) if c >= 0 else dflt.converge_ps)
+    for i, f in enumerate(entries):
+        label = f"{where}: [[faults]] #{i + 1}"
+        raw = doc["faults"][i]
+        kind = f["kind"]
+        need = {"flap": ("mtbf_us", "mttr_us"), "degrade": ("rate_gbps",)}.get(kind, ())
+        for key in need:
+            if key not in raw or f[key] <= 0:
+                raise ScenarioError(f"{label} {key}: kind {kind!r} needs a positive {key}")
+        if kind == "loss":
+            if "loss_rate" not in raw and "ber" not in raw:
+                raise ScenarioError(f"{label} loss_rate: kind 'loss' needs loss_rate or ber")
+            for key in ("loss_rate", "ber"):
+                if not 0.0 <= f[key] <= 1.0:
+                    raise ScenarioError(f"{label} {key}: must be in [0, 1], got {f[key]}")
+        for key in ("at_us", "until_us", "mtbf_us", "mttr_us", "rate_gbps"):
+            if f[key] < 0:
+                raise ScenarioError(f"{label} {key}: must be >= 0, got {f[key]}")
+        if f["until_us"] and f["until_us"] <= f["at_us"]:
+            raise ScenarioError(f"{label} until_us: must be after at_us ({f['at_us']})")
+        try:
+            fault = Fault(kind, f["node"], f["port"], at_ps=us_to_ps(f["at_us"]),
+                          until_ps=us_to_ps(f["until_us"]) or None,
+                          mtbf_ps=us_to_ps(f["mtbf_us"]) or None,
+                          mttr_ps=us_to_ps(f["mttr_us"]) or None,
+                          loss_rate=None if kind != "loss" or f["ber"] > 0 else f["loss_rate"],
+                          ber=f["ber"] if kind == "loss" and f["ber"] > 0 else None,
+                          rate_gbps=f["rate_gbps"] or None)
+            schedule_faults(fab, [fault], reroute=reroute)
+        except ValueError as e:
+            key = "port" if "port" in str(e) else "node"
+            raise ScenarioError(f"{label} {key}: {e}") from None
+        built.append(dict(f))
+    return built
 
 
 class CollectiveEntry:
