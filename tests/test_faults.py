@@ -245,3 +245,24 @@ def test_fabric_file_fault_errors_one_line_exit_2(tmp_path, capsys, line, msg) -
     assert main(["replay", str(f), "--out", str(tmp_path / "o"), "--no-plots"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and msg in err, err
+
+
+def test_straggler_rank_starts_every_transfer_late() -> None:
+    from sim.fabric.rail import collective_star
+    from sim.workloads.collective import run_schedule
+    from sim.workloads.nccl import schedule
+    sch = schedule("allreduce", 4, 2**18, "float", nchannels=1)
+
+    def go(delay):
+        f = collective_star(4, link_gbps=100, prop_ps=500_000)
+        return run_schedule(sch, f.fabric, f.ranks, delay_ps=delay)
+
+    base, late = go(None), go({1: 10 * US})
+    first = [t for t in sch.transfers if not t.depends_on]
+    for t in first:  # no dependency: posted at 0, the straggler's 10 us late
+        assert late.start_ps[t.id] == (10 * US if t.src == 1 else 0) == base.start_ps[t.id] + (
+            10 * US if t.src == 1 else 0)
+    assert all(late.start_ps[t.id] >= 10 * US for t in sch.transfers if t.src == 1)
+    assert late.time_ps >= base.time_ps + 10 * US
+    with pytest.raises(ValueError, match="delay_ps"):
+        go({7: 1})

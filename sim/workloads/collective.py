@@ -50,7 +50,7 @@ Nodes, NVLink and PXN (``gpus_per_node`` > 1; ranks ``n*G .. n*G+G-1`` are node 
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from weakref import WeakKeyDictionary
 
@@ -208,7 +208,13 @@ class CollectiveJob:
                  mtu_bytes: int = DEFAULT_MTU_BYTES, header_bytes: int = ROCE_HEADER_BYTES,
                  on_done: Callable[[CollectiveJob], None] | None = None,
                  gpus_per_node: int = 1, nvlink: bool = True, nvlink_bps: int = NVLINK_BPS,
-                 nvlink_latency_ps: int = NVLINK_LATENCY_PS, pxn: bool = True) -> None:
+                 nvlink_latency_ps: int = NVLINK_LATENCY_PS, pxn: bool = True,
+                 delay_ps: Mapping[int, int] | None = None) -> None:
+        #: Stragglers (issue 21): rank -> ps every transfer it sends starts late by.
+        self.delay_ps = {r: d for r, d in (delay_ps or {}).items() if d}
+        if any(d < 0 or not 0 <= r < sch.nranks for r, d in self.delay_ps.items()):
+            raise ValueError(f"delay_ps: ranks 0..{sch.nranks - 1}, delays >= 0; got "
+                             f"{dict(delay_ps or {})}")
         if len(hosts) < sch.nranks:
             raise ValueError(f"{sch.nranks} ranks need {sch.nranks} hosts, got {len(hosts)}")
         hosts = tuple(hosts[:sch.nranks])
@@ -313,6 +319,13 @@ class CollectiveJob:
                 self._ready(t)
 
     def _ready(self, t: Transfer) -> None:
+        late = self.delay_ps.get(t.src) if self.delay_ps else None
+        if late:  # a straggler: its transfer becomes ready delay_ps later
+            self.fabric.engine.call_in(late, self._ready_now, t)
+            return
+        self._ready_now(t)
+
+    def _ready_now(self, t: Transfer) -> None:
         self.data_ready[t.id] = True
         key = (t.src, t.dst, t.channel)
         sends, i = self.conn_sends[key], self.conn_next[key]
@@ -388,8 +401,8 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
                  check: bool = True,
                  progress: Callable[[int, int], None] | None = None,
                  gpus_per_node: int = 1, nvlink: bool = True, nvlink_bps: int = NVLINK_BPS,
-                 nvlink_latency_ps: int = NVLINK_LATENCY_PS, pxn: bool = True
-                 ) -> CollectiveRun:
+                 nvlink_latency_ps: int = NVLINK_LATENCY_PS, pxn: bool = True,
+                 delay_ps: Mapping[int, int] | None = None) -> CollectiveRun:
     """Drive ``sch`` through ``fabric`` (rank ``r`` on host ``hosts[r]``) from the fabric's
     current time until every transfer is received; see the module docstring.
 
@@ -406,7 +419,7 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
     runner = CollectiveJob(sch, fabric, hosts, tc=tc, mtu_bytes=mtu_bytes,
                            header_bytes=header_bytes, gpus_per_node=gpus_per_node,
                            nvlink=nvlink, nvlink_bps=nvlink_bps,
-                           nvlink_latency_ps=nvlink_latency_ps, pxn=pxn)
+                           nvlink_latency_ps=nvlink_latency_ps, pxn=pxn, delay_ps=delay_ps)
     eng = fabric.engine
     t0 = eng.now_ps
     step = slice_ps if slice_ps is not None else DEFAULT_SLICE_PS
