@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sim.events import Dequeued, Dropped
 from sim.fabric.faults import Fault, Reroute, schedule_faults
@@ -266,3 +268,26 @@ def test_straggler_rank_starts_every_transfer_late() -> None:
     assert late.time_ps >= base.time_ps + 10 * US
     with pytest.raises(ValueError, match="delay_ps"):
         go({7: 1})
+
+
+@settings(max_examples=15)
+@given(at=st.integers(1, 300), dur=st.integers(1, 200), port=st.sampled_from([2, 3]))
+def test_every_frame_delivered_or_dropped_in_the_window(at, dur, port) -> None:
+    """Any down interval on either uplink: frames are conserved (sent = delivered + dropped,
+    after the flows stop and the fabric drains) and every drop is inside
+    [down, reroute) for the down and the link-up reroute does not lose frames."""
+    t0, t1 = at * US, (at + dur) * US
+    tr = ListTracer()
+    t = leaf_spine(2, 2, 2, RATE, PROP, _cfg(), ecmp=True, tracer=tr)
+    fab = t.fabric
+    for fid, s, d in ((1, 4, 6), (2, 5, 7)):
+        fab.add_flow(Flow(fid, s, d, gbps(50), stop_ps=600 * US))
+    log = schedule_faults(fab, [Fault("link_down", 2, port, at_ps=t0, until_ps=t1)],
+                          reroute=RR)
+    fab.run(700 * US)
+    sent = sum(fab.nodes[h].sent_packets[f] for f, h in ((1, 4), (2, 5)))
+    got = sum(fab.nodes[d].rx_packets.get(f, 0) for f, d in ((1, 6), (2, 7)))
+    drops = _drops(tr)
+    assert sent == got + len(drops)
+    assert all(t0 <= e.t_ps < t0 + RR.delay_ps and e.reason == "link_down" for e in drops)
+    assert len(drops) == log.drops.get("link_down", 0)
