@@ -291,3 +291,21 @@ def test_every_frame_delivered_or_dropped_in_the_window(at, dur, port) -> None:
     assert sent == got + len(drops)
     assert all(t0 <= e.t_ps < t0 + RR.delay_ps and e.reason == "link_down" for e in drops)
     assert len(drops) == log.drops.get("link_down", 0)
+
+
+def test_deadlock_detector_and_watchdog_keep_working_through_faults() -> None:
+    """The PFC ring deadlock of tests/test_sim_pfc_failures.py with frame loss and a degraded
+    link on the hosts' links: still found (the same cycle) and broken by the watchdog."""
+    from sim.scenarios import pfc_deadlock_ring
+    sc = pfc_deadlock_ring.build({"rate_frac": 0.6, "duration_ms": 1.2, "stop_ms": 0.3,
+                                  "deadlock_confirm_us": 50.0, "watchdog": True,
+                                  "wd_poll_ms": 0.05, "wd_detect_polls": 2,
+                                  "wd_restore_ms": 0.2})
+    log = schedule_faults(sc.fabric, [Fault("loss", 4, 0, loss_rate=0.01),
+                                      Fault("degrade", 5, 0, at_ps=100 * US, rate_gbps=50)])
+    sc.fabric.run(sc.duration_ps)
+    det = sc.info["deadlock_detector"]
+    assert det.deadlocks and det.deadlocks[0].cycle == tuple((s, 1, 3) for s in range(4))
+    assert all(d.cleared_ps is not None for d in det.deadlocks)
+    assert sum(w.triggers for w in sc.info["watchdogs"]) >= 4
+    assert log.drops["corrupt"] > 0
