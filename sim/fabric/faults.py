@@ -48,7 +48,7 @@ from sim.trace import interest
 from sim.units import frame_ser_time_ps, wire_bytes
 
 __all__ = ["KINDS", "Fault", "FaultLog", "Reroute", "schedule_faults",
-           "DETECT_PS", "CONVERGE_PS", "IB_REROUTE_PS"]
+           "DETECT_PS", "CONVERGE_PS", "IB_REROUTE_PS", "loss_probability"]
 
 KINDS = ("link_down", "flap", "loss", "degrade", "nic_down", "switch_down")
 
