@@ -204,3 +204,61 @@ def test_any_loss_pattern_in_order_exactly_once(mode, first, n, losses, back_los
     if not tx.error:
         assert delivered == list(range(n)) and tx.acked_bytes == n
     assert tx.sent_frames == len(delivered) + dropped + len(rx._held)
+
+
+# ---------------------------------------------------------------- in the fabric
+def _two_switches(**hosts):
+    import tomllib
+
+    from sim.scenarios.description import build
+
+    with open("docs/examples/two_switches.toml", "rb") as fh:
+        doc = tomllib.load(fh)
+    doc["hosts"].update(hosts)
+    doc["switch"]["pfc"] = False
+    return build(doc, "f.toml")
+
+
+def test_fabric_file_hosts_reliable_and_summary():
+    sc = _two_switches(reliable=True, retransmit="sr", ack_timeout=5, retry_cnt=3)
+    h = sc.fabric.nodes[10]
+    assert (h.reliable, h.retransmit, h.rc_timeout_ps, h.retry_cnt) == (
+        True, "sr", ack_timeout_ps(5), 3)
+    sc.fabric.run(sc.duration_ps)
+    flows = sc.fabric.summary()["flows"]
+    assert all("rc" in f for f in flows)
+    for f in flows:  # lossy (pfc off) and congested: frames are resent, none unaccounted
+        rc = f["rc"]
+        assert rc["retransmitted_frames"] > 0 and rc["network_or_in_flight_frames"] >= 0
+        assert f["bytes_delivered"] <= rc["sent_bytes"] - rc["retransmitted_bytes"]
+    off = _two_switches()
+    assert off.fabric.nodes[10].reliable is False and "reliable" not in off.params["hosts"]
+    off.fabric.run(10**8)
+    assert all("rc" not in f for f in off.fabric.summary()["flows"])
+
+
+def test_fabric_file_bad_retransmit_one_line():
+    from sim.scenarios.base import ScenarioError
+
+    with pytest.raises(ScenarioError, match=r"f.toml: \[hosts\] .*retransmit.*gbn, sr") as e:
+        _two_switches(reliable=True, retransmit="xyz")
+    assert "\n" not in str(e.value)
+
+
+def test_lossy_collective_completes_with_reliable():
+    """alltoall over a rail fabric without PFC: frames are dropped at the switches; without
+    RC the collective never completes, with it every byte arrives (resent)."""
+    from sim.scenarios.base import resolve_params
+    from sim.scenarios.collective import run_size
+    from sim.scenarios.common import collective_params
+
+    base = {"nodes": 2, "gpus_per_node": 4, "spines": 1, "pxn": False, "pfc": False,
+            "buffer_kb": 400.0, "limit_ms": 5.0}
+    lossy = run_size("alltoall", 4 << 20, "rail", resolve_params(collective_params(), base),
+                     channels=4, inplace=False)
+    assert lossy["error"] is not None and "incomplete" in lossy["error"]
+    p = resolve_params(collective_params(), {**base, "reliable": True, "ack_timeout": 4})
+    row = run_size("alltoall", 4 << 20, "rail", p, channels=4, inplace=False)
+    assert row["error"] is None and row["wrong"] == 0
+    c = row["counters"]
+    assert c["drops"] > 0 and c["retransmitted_bytes"] > 0 and c["qp_errors"] == 0

@@ -18,7 +18,7 @@ from sim.flowctl.ib import IbConfig, attach_ib
 from sim.net.mmu import Mmu, MmuConfig
 from sim.net.port import QUANTUM_BYTES, CreditPort
 from sim.net.switch import EcnConfig, Route, Switch
-from sim.nic.host import Flow, Host
+from sim.nic.host import Flow, Host, rc_conservation
 from sim.packet import PacketIds
 from sim.trace import NullTracer, Tracer
 
@@ -142,6 +142,14 @@ class Fabric:
                 "fct_ps": dst.fct_ps.get(f.id), "first_rx_ps": first,
                 "ce_received": dst.rx_ce.get(f.id, 0), "ooo_packets": dst.rx_ooo.get(f.id, 0),
             })
+            src = self.nodes[f.src]
+            if getattr(src, "reliable", False):  # RC counters only when reliable is on
+                assert isinstance(src, Host)
+                # sent - delivered - dropped by the NIC - held (SR): in flight or dropped
+                # by a switch (per-flow switch drops: the Dropped events)
+                flows[-1]["rc"] = {**src.rc_stats(f.id), **dst.rc_stats(f.id),
+                                   "network_or_in_flight_frames": rc_conservation(
+                                       src, dst, f.id)["in_flight"]}
         ports = []
         for nid, node in sorted(self.nodes.items()):
             for idx, p in sorted(node.ports.items()):

@@ -655,11 +655,18 @@ class Host:
             self.engine.schedule(self.engine.now_ps, self._send, self._flows[fid])
 
     def _rc_arm(self, fid: int) -> None:
-        """Make sure a timer runs for the flow's ACK deadline (lazy: an expiry before the
-        deadline, which moves with every send and ACK, just sleeps again)."""
+        """Make sure a timer runs for the flow's ACK deadline (lazy: a timer that fires
+        before the deadline, which moves later with resends and ACKs, sleeps again)."""
         due = self._rc_tx[fid].deadline_ps
-        if due is not None and fid not in self._rc_timer:
-            self._rc_timer[fid] = self.engine.schedule(due, self._rc_timer_due, fid)
+        if due is None:
+            return
+        old = self._rc_timer.get(fid)
+        if old is not None:
+            if old.at_ps <= due:
+                return
+            old.cancel()  # the deadline moved earlier (an older frame is now the oldest)
+        self._rc_timer[fid] = self.engine.schedule(max(due, self.engine.now_ps),
+                                                   self._rc_timer_due, fid)
 
     def _rc_timer_due(self, fid: int) -> None:
         del self._rc_timer[fid]
@@ -678,6 +685,10 @@ class Host:
         self.qp_error_ps[fid] = now
         if QpError in self._int.types:
             self.tracer.emit(QpError(now, self.node_id, fid, rc.retries, rc.outstanding))
+
+    def rc_flows(self) -> list[int]:
+        """The reliable flows this host sends or receives, by id."""
+        return sorted({*self._rc_tx, *self._rc_rx})
 
     def rc_stats(self, fid: int) -> dict[str, int]:
         """RC counters of flow ``fid`` at this host: its sender's if it sends it, its

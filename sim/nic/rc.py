@@ -19,10 +19,10 @@ RoCEv2 uses the same transport, IBA Annex A17):
 * Sender (requester): keeps every unacknowledged frame; an ACK frees the frames up to its
   PSN; a NAK frees those before its PSN and resends from it (``"gbn"``: that frame and every
   later one; ``"sr"``: that frame only).  The local ACK timeout (IBA 9.7.6.1.3, table 63:
-  4.096 µs x 2^``ack_timeout``) runs while frames are unacknowledged, restarted by every
-  transmission (a model choice: an ACK that frees only some frames does not restart it, one
-  that frees all of them stops it), so it expires ``timeout`` after the last frame sent if no
-  ACK covered it; then the sender resends from
+  4.096 µs x 2^``ack_timeout``) expires when the oldest unacknowledged frame has waited
+  that long since it was last sent (or since the last expiry, until its resend goes: a
+  model of IBA's one timer per QP that neither a steady stream of new frames nor ACKs of
+  later frames keep from expiring); then the sender resends from
   the oldest unacknowledged frame (``"gbn"``: all of them; ``"sr"``: that one) and counts a
   retry; ``retry_cnt`` retries without progress are allowed (IBA 9.7.6.1.3 "Retry Count"),
   the next expiry puts the QP in the error state (it stops).  Progress (an ACK that frees a
@@ -92,9 +92,10 @@ class RcSender:
         self.base = first_psn  # oldest unacknowledged PSN (unwrapped)
         self.next_psn = first_psn
         self._sizes: deque[int] = deque()  # nbytes of PSNs base..next_psn-1
+        self._sent_at: deque[int] = deque()  # when each of them was last sent
+        self._expired_ps = -1  # the last expiry
         self._gbn: list[int] | None = None  # [next PSN to resend, end) (go-back-N)
         self._sr: deque[int] = deque()  # PSNs to resend (selective repeat)
-        self.deadline_ps: int | None = None
         self.retries = 0
         self.error = False
         self.acked_bytes = 0
@@ -109,6 +110,13 @@ class RcSender:
     def outstanding(self) -> int:
         """Frames sent and not yet acknowledged."""
         return self.next_psn - self.base
+
+    @property
+    def deadline_ps(self) -> int | None:
+        """When the ACK timer expires (None: nothing unacknowledged or the QP is in error)."""
+        if not self._sent_at or self.error:
+            return None
+        return max(self._sent_at[0], self._expired_ps) + self.timeout_ps
 
     def has_resend(self) -> bool:
         return bool(self._sr) or self._gbn is not None
@@ -126,9 +134,9 @@ class RcSender:
         psn = self.next_psn
         self.next_psn += 1
         self._sizes.append(nbytes)
+        self._sent_at.append(now)
         self.sent_frames += 1
         self.sent_bytes += nbytes
-        self.deadline_ps = now + self.timeout_ps
         return psn
 
     def pop_resend(self, now: int) -> tuple[int, int] | None:
@@ -144,11 +152,11 @@ class RcSender:
         if psn is None:
             return None
         nbytes = self._sizes[psn - self.base]
+        self._sent_at[psn - self.base] = now
         self.sent_frames += 1
         self.sent_bytes += nbytes
         self.retransmitted_frames += 1
         self.retransmitted_bytes += nbytes
-        self.deadline_ps = now + self.timeout_ps
         return psn, nbytes
 
     def _ack_through(self, psn: int, now: int) -> int:
@@ -158,14 +166,13 @@ class RcSender:
             return 0
         for _ in range(n):
             self.acked_bytes += self._sizes.popleft()
+            self._sent_at.popleft()
         self.base = psn + 1
         self.retries = 0
         if self._gbn is not None and self._gbn[0] < self.base:
             self._gbn[0] = self.base
             if self._gbn[0] >= self._gbn[1]:
                 self._gbn = None
-        if not self.outstanding:
-            self.deadline_ps = None
         return n
 
     def on_ack(self, wire_psn: int, now: int) -> int:
@@ -195,12 +202,10 @@ class RcSender:
         """The timer expired (``now >= deadline_ps``): resend from the oldest unacked, or
         the QP error after ``retry_cnt`` retries (False)."""
         if not self.outstanding or self.error:
-            self.deadline_ps = None
             return not self.error
         self.timeouts += 1
         if self.retries >= self.retry_cnt:
             self.error = True
-            self.deadline_ps = None
             self._gbn = None
             self._sr.clear()
             return False
@@ -209,7 +214,7 @@ class RcSender:
             self._gbn = [self.base, self.next_psn]
         else:
             self._sr.appendleft(self.base)
-        self.deadline_ps = now + self.timeout_ps
+        self._expired_ps = now
         return True
 
 

@@ -148,6 +148,24 @@ def _ib_counters(fab: Any) -> dict[str, int]:
     return {"credit_stall_ps": sum(ib.stall_ps() for ib in links), "ooo_packets": ooo}
 
 
+def _rc_counters(fab: Any) -> dict[str, int]:
+    """RC transport counters summed over the hosts ({} unless ``reliable``: other results
+    keep their keys): :meth:`sim.nic.host.Host.rc_stats` of every flow."""
+    hosts = [n for n in fab.nodes.values() if getattr(n, "reliable", False)]
+    if not hosts:
+        return {}
+    keys = ("retransmitted_frames", "retransmitted_bytes", "timeouts", "naks_sent",
+            "duplicates", "out_of_sequence", "qp_error")
+    out = dict.fromkeys(keys, 0)
+    for h in hosts:
+        for fid in h.rc_flows():
+            for k, v in h.rc_stats(fid).items():
+                if k in out:
+                    out[k] += v
+    out["qp_errors"] = out.pop("qp_error")
+    return out
+
+
 def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric | FatTree | SuperPod | FileFabric:
     """The fabric of ``--fabric kind`` for resolved parameters ``p`` (a
     :class:`sim.fabric.rail.RailFabric`, :class:`sim.fabric.fattree.FatTree`,
@@ -158,7 +176,7 @@ def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric | FatTree | SuperPo
         return fabric_file(kind, p.get("file_overrides"))
     from sim.fabric.fattree import fat_tree, superpod
     from sim.fabric.rail import collective_star, rail_optimized
-    from sim.scenarios.common import fabric_setup
+    from sim.scenarios.common import fabric_setup, rc_kw
     from sim.units import gbps
 
     rate = gbps(p["link_gbps"])
@@ -171,7 +189,7 @@ def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric | FatTree | SuperPo
         # the fabric choice (roce | ib) of every generated kind: sim.scenarios.common
         made.append(fabric_setup(p, ports, rate))
         fs = made[0]
-        return {"ecn": fs.ecn, "mmu_config": fs.mmu, "host_kw": fs.host_kw,
+        return {"ecn": fs.ecn, "mmu_config": fs.mmu, "host_kw": {**fs.host_kw, **rc_kw(p)},
                 "switch_kw": fs.switch_kw, "link_kw": fs.link_kw}
 
     def done(rf: Any) -> Any:
@@ -343,7 +361,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     row: dict[str, Any] = {
         "size_bytes": counts.size_bytes, "count": counts.param_count,
         "nchannels": sch.nchannels, "transfers": len(sch.transfers),
-        "counters": {**fabric_counters(rf.fabric), **_ib_counters(rf.fabric)},
+        "counters": {**fabric_counters(rf.fabric), **_ib_counters(rf.fabric),
+                     **_rc_counters(rf.fabric)},
         "nvlink_bytes": nvlink_domain(rf.fabric).nbytes, "error": error, "wrong": wrong,
         "iteration_times_ps": times, "inplace": None,
     }

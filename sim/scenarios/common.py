@@ -21,7 +21,8 @@ __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABR
            "cc_params", "check_cc", "duration_ps", "ecn_config", "host_kw", "mmu_config",
            "param_set", "parse_cc_opts", "fabric_params", "FABRIC_NAMES", "with_default",
            "pos", "nonneg", "frac", "rate_check", "share", "in_range", "PCIE_NAMES",
-           "pcie_params", "pcie_kw", "collective_params", "FABRICS", "IB_NAMES", "FabricSetup",
+           "pcie_params", "pcie_kw", "collective_params", "rc_params", "rc_kw", "FABRICS",
+           "IB_NAMES", "FabricSetup",
            "fabric_setup", "ib_vl_buffer_bytes", "roce_only"]
 
 KB = BYTES_PER_KB
@@ -425,7 +426,35 @@ def collective_params() -> tuple[Param, ...]:
         *cc_params(),
         # Gen5 x16 (the ConnectX-7 NICs of a DGX H100, docs/collectives.md "The PCIe budget")
         *pcie_params(5),
+        *rc_params(),
     )
+
+
+def rc_params() -> tuple[Param, ...]:
+    """The RC transport reliability ``-p`` keys (:mod:`sim.nic.rc`, docs/faults.md
+    "Transport reliability (RC)"): off by default."""
+    from sim.nic.rc import ACK_TIMEOUT, RETRANSMIT_MODES, RETRY_CNT
+
+    return (
+        Param("reliable", False, "RC transport in the NICs: PSNs, NAK, retransmission, ACK "
+              "timeout (a lost frame is resent, not lost for good)", None),
+        Param("retransmit", "gbn", "reliable: 'gbn' (go-back-N) or 'sr' (selective repeat)",
+              lambda v: None if v in RETRANSMIT_MODES else
+              f"must be one of {', '.join(RETRANSMIT_MODES)}"),
+        Param("ack_timeout", ACK_TIMEOUT, "reliable: local ACK timeout exponent, 4.096 us x "
+              "2^ack_timeout (20: NCCL_IB_TIMEOUT's default, ~4.3 s)", in_range(1, 31)),
+        Param("retry_cnt", RETRY_CNT, "reliable: retries after a timeout before the QP "
+              "error (NCCL_IB_RETRY_CNT's default 7)", in_range(0, 7)),
+    )
+
+
+def rc_kw(p: Mapping[str, Any]) -> dict[str, Any]:
+    """:class:`sim.nic.host.Host` keywords of the ``rc_params`` in ``p`` ({} when
+    ``reliable`` is off or absent)."""
+    if not p.get("reliable"):
+        return {}
+    return {"reliable": True, "retransmit": p.get("retransmit", "gbn"),
+            **{k: p[k] for k in ("ack_timeout", "retry_cnt") if k in p}}
 
 
 class FabricSetup(NamedTuple):

@@ -55,6 +55,8 @@ from sim.scenarios.common import (
     nonneg,
     pcie_params,
     pos,
+    rc_kw,
+    rc_params,
     share,
 )
 from sim.units import gbps, kb_to_bytes, ms_to_ps, prop_delay_ps, us_to_ps
@@ -241,6 +243,7 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
         Param("ack_every", 0, "receivers ACK every this many frames of a flow (0: no ACKs)",
               nonneg),
         *pcie_params(),
+        *rc_params(),
     ),
     "traffic": (
         Param("pattern", "", "'' (none) or shift | random | incast | all_to_all over all "
@@ -593,6 +596,9 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
     dur = ms_to_ps(run["duration_ms"])
     params = {"file": where, **{k: v for k, v in sec.items()}, "flows": flows,
               "pcap": [{**p} for p in inputs]}
+    if not sec["hosts"]["reliable"]:  # only when on: other files keep their summary.json
+        params["hosts"] = {k: v for k, v in sec["hosts"].items()
+                           if k not in {p.name for p in rc_params()}}
     summaries: dict[str, Any] = {}
     if faults:  # only then: a file without [[faults]] keeps its summary.json as it was
         params["faults"] = faults
@@ -887,6 +893,7 @@ def _host_kw(knobs: dict[str, Any], rate: int, where: str) -> dict[str, Any]:
     kw["cnp_tc"] = knobs["cnp_tc"]
     kw["cnp_mode"] = knobs["cnp_mode"]
     kw["ack_every"] = knobs["ack_every"]
+    kw.update(rc_kw(knobs))  # RC transport reliability (sim.nic.rc), off by default
     return kw
 
 
