@@ -42,7 +42,6 @@ __all__ = ["ACK_TIMEOUT", "PSN_BITS", "PSN_MOD", "RETRANSMIT_MODES", "RETRY_CNT"
 
 PSN_BITS = 24
 PSN_MOD = 1 << PSN_BITS
-_HALF = PSN_MOD >> 1
 RETRANSMIT_MODES = ("gbn", "sr")
 #: NCCL_IB_TIMEOUT default (NCCL docs, "Environment Variables").
 ACK_TIMEOUT = 20
@@ -58,11 +57,11 @@ def ack_timeout_ps(ack_timeout: int) -> int:
     return 4_096_000 << ack_timeout
 
 
-def unwrap_psn(wire_psn: int, ref: int) -> int:
-    """The unwrapped PSN nearest ``ref`` (within -2^23..2^23-1) whose low 24 bits are
-    ``wire_psn``."""
-    d = (wire_psn - ref) % PSN_MOD
-    return ref + d - PSN_MOD if d >= _HALF else ref + d
+def unwrap_psn(wire_psn: int, ref: int, mod: int = PSN_MOD) -> int:
+    """The unwrapped PSN nearest ``ref`` (within -mod/2..mod/2-1) whose wire value (modulo
+    ``mod``: 2^24 for IBA, 2^16 for SUE's, :mod:`sim.scaleup.xpu`) is ``wire_psn``."""
+    d = (wire_psn - ref) % mod
+    return ref + d - mod if d >= mod >> 1 else ref + d
 
 
 def _check_mode(mode: str) -> None:

@@ -25,6 +25,7 @@ from sim.events import Dropped, TxnPacked
 from sim.flowctl.credit import CbfcConfig, CreditFlowControl, cbfc_free, cbfc_lose
 from sim.flowctl.pfc import apply_pause, is_mac_control
 from sim.net.port import Port
+from sim.nic.rc import unwrap_psn
 from sim.packet import SimPacket
 from sim.scaleup.framing import PSN_MOD, SueConfig, SueFramer, SuePacket, max_frame_bytes
 from sim.scaleup.packing import Packer, Pdu, Txn
@@ -86,11 +87,9 @@ class _Rx:
 
 
 def _unwrap(wire_psn: int, ref: int) -> int:
-    """The PSN nearest to ``ref`` whose low 16 bits are ``wire_psn``."""
-    d = (wire_psn - ref) % PSN_MOD
-    if d >= PSN_MOD // 2:
-        d -= PSN_MOD
-    return ref + d
+    """The PSN nearest to ``ref`` whose low 16 bits are ``wire_psn`` (the RC rule,
+    :func:`sim.nic.rc.unwrap_psn`)."""
+    return unwrap_psn(wire_psn, ref, PSN_MOD)
 
 
 class Xpu:
