@@ -686,6 +686,12 @@ class Host:
         if QpError in self._int.types:
             self.tracer.emit(QpError(now, self.node_id, fid, rc.retries, rc.outstanding))
 
+    def rc_held(self, fid: int) -> tuple[int, int]:
+        """(frames, bytes) of flow ``fid`` that this receiver holds out of order (SR)."""
+        rx = self._rc_rx.get(fid)
+        held = [] if rx is None else rx.held()
+        return len(held), sum(p.nbytes for p in held)
+
     def rc_flows(self) -> list[int]:
         """The reliable flows this host sends or receives, by id."""
         return sorted({*self._rc_tx, *self._rc_rx})
@@ -1031,7 +1037,7 @@ def rc_conservation(sender: Host, receiver: Host, fid: int, network_dropped: int
     rx = receiver._rc_rx.get(fid)
     delivered = receiver.rx_packets.get(fid, 0)
     nic = sum(receiver.rc_drops.get(fid, {}).values())
-    held = len(rx._held) if rx is not None else 0
+    held = len(rx.held()) if rx is not None else 0
     dropped = nic + network_dropped
     return {"sent": tx.sent_frames, "delivered": delivered, "dropped": dropped, "held": held,
             "in_flight": tx.sent_frames - delivered - dropped - held}

@@ -234,6 +234,10 @@ class RcReceiver:
         self.duplicates = 0
         self.out_of_sequence = 0
 
+    def held(self) -> list:
+        """The items kept out of order (SR), not yet delivered."""
+        return list(self._held.values())
+
     def on_frame(self, wire_psn: int, item: object
                  ) -> tuple[str, list, tuple[str, int] | None]:
         psn = unwrap_psn(wire_psn, self.expected)

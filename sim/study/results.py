@@ -549,6 +549,9 @@ def _run_into(sc: Any, out: str, wanted: list[tuple[int, int]], opts: Mapping[st
     if ib_routed:  # [topology] routing (static LFT, adaptive, ecmp): out-of-order arrivals
         for f, b in zip(flows, base["flows"], strict=True):
             f["ooo_packets"] = b["ooo_packets"]
+    for f, b in zip(flows, base["flows"], strict=True):
+        if "rc" in b:  # only with [hosts] reliable (sim.nic.rc)
+            f["rc"] = b["rc"]
     bnode, bport = sc.bottleneck
     bp = fab.nodes[bnode].ports[bport]
     totals = base["totals"]
@@ -668,6 +671,11 @@ def flow_conservation(fab: Any, rec: Recorder) -> dict[int, dict[str, int]]:
             "dropped_packets": d[0], "dropped_bytes": d[1],
             "in_flight_packets": fl[0], "in_flight_bytes": fl[1],
         }
+        if getattr(src, "reliable", False):  # RC (sim.nic.rc): every transmission is sent,
+            rc = src.rc_stats(fid)  # resends too; frames SR holds are still on their way
+            held = dst.rc_held(fid)
+            out[fid].update(sent_packets=rc["sent_frames"], sent_bytes=rc["sent_bytes"],
+                            in_flight_packets=fl[0] + held[0], in_flight_bytes=fl[1] + held[1])
     return out
 
 
