@@ -278,3 +278,27 @@ def test_replay_summary_conservation_with_resends(mode, tmp_path):
                                      + f["in_flight_packets"])
         assert f["sent_bytes"] == (f["delivered_bytes"] + f["dropped_bytes"]
                                    + f["in_flight_bytes"])
+
+
+def test_run_schedule_reliable_on_an_existing_fabric():
+    """run_schedule(reliable={...}) turns RC on in the job's hosts of a fabric built without
+    it: the lossy alltoall completes."""
+    from sim.scenarios.base import resolve_params
+    from sim.scenarios.collective import build_fabric
+    from sim.scenarios.common import collective_params
+    from sim.workloads.collective import run_schedule
+    from sim.workloads.nccl import schedule
+
+    p = resolve_params(collective_params(), {"nodes": 2, "gpus_per_node": 4, "spines": 1,
+                                             "pxn": False, "pfc": False, "buffer_kb": 400.0})
+    rf = build_fabric("rail", p)
+    assert not any(getattr(n, "reliable", False) for n in rf.fabric.nodes.values())
+    sch = schedule("alltoall", 8, (4 << 20) // 4 // 8, "float", nchannels=4,
+                   gpus_per_node=4)
+    run = run_schedule(sch, rf.fabric, rf.ranks, mtu_bytes=4096, limit_ps=5 * 10**9,
+                       gpus_per_node=4, nvlink=True, pxn=False,
+                       reliable={"retransmit": "gbn", "ack_timeout": 4})
+    assert run.counters["drops"] > 0
+    assert all(rf.fabric.nodes[h].reliable for h in rf.ranks)
+    with pytest.raises(ValueError, match="retransmit"):
+        run_schedule(sch, rf.fabric, rf.ranks, reliable={"retransmit": "x"})

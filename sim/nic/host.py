@@ -302,12 +302,7 @@ class Host:
         #: RC reliability (module docstring): options, per-flow sender/receiver state, the
         #: flows with nothing to send (a resend wakes them), the ACK timers, drops by reason
         #: of reliable frames this NIC received, flows whose QP went to error.
-        self.reliable = reliable
-        self.retransmit = retransmit
-        self.ack_timeout = ack_timeout
-        self.rc_timeout_ps = ack_timeout_ps(ack_timeout)
-        RcSender(retransmit, self.rc_timeout_ps, retry_cnt)  # checks the options
-        self.retry_cnt = retry_cnt
+        self.set_reliable(reliable, retransmit, ack_timeout, retry_cnt)
         self._rc_tx: dict[int, RcSender] = {}
         self._rc_rx: dict[int, RcReceiver] = {}
         self._rc_idle: set[int] = set()
@@ -685,6 +680,18 @@ class Host:
         self.qp_error_ps[fid] = now
         if QpError in self._int.types:
             self.tracer.emit(QpError(now, self.node_id, fid, rc.retries, rc.outstanding))
+
+    def set_reliable(self, reliable: bool = True, retransmit: str = "gbn",
+                     ack_timeout: int = ACK_TIMEOUT, retry_cnt: int = RETRY_CNT) -> None:
+        """Turn RC reliability on (or off) for the flows this host adds from now on, and set
+        the mode its receiver uses (module docstring); ValueError for a bad option."""
+        timeout_ps = ack_timeout_ps(ack_timeout)
+        RcSender(retransmit, timeout_ps, retry_cnt)  # checks the options
+        self.reliable = reliable
+        self.retransmit = retransmit
+        self.ack_timeout = ack_timeout
+        self.rc_timeout_ps = timeout_ps
+        self.retry_cnt = retry_cnt
 
     def rc_held(self, fid: int) -> tuple[int, int]:
         """(frames, bytes) of flow ``fid`` that this receiver holds out of order (SR)."""

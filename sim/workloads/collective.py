@@ -52,6 +52,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from weakref import WeakKeyDictionary
 
 from sim.fabric import Fabric
@@ -202,14 +203,23 @@ class CollectiveJob:
     Several jobs may share hosts (each QP's deliveries go to its own job).
 
     ``gpus_per_node`` (default 1: every rank its own node), ``nvlink``, ``nvlink_bps``,
-    ``nvlink_latency_ps`` and ``pxn``: see the module docstring."""
+    ``nvlink_latency_ps`` and ``pxn``: see the module docstring.  ``reliable`` (True, or
+    the options of :meth:`sim.nic.host.Host.set_reliable`: ``retransmit``, ``ack_timeout``,
+    ``retry_cnt``) turns RC reliability on in the job's hosts (sim.nic.rc); None leaves
+    them as they are."""
 
     def __init__(self, sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int = 3,
                  mtu_bytes: int = DEFAULT_MTU_BYTES, header_bytes: int = ROCE_HEADER_BYTES,
                  on_done: Callable[[CollectiveJob], None] | None = None,
                  gpus_per_node: int = 1, nvlink: bool = True, nvlink_bps: int = NVLINK_BPS,
                  nvlink_latency_ps: int = NVLINK_LATENCY_PS, pxn: bool = True,
-                 delay_ps: Mapping[int, int] | None = None) -> None:
+                 delay_ps: Mapping[int, int] | None = None,
+                 reliable: Mapping[str, Any] | bool | None = None) -> None:
+        if reliable is not None:  # RC in the job's hosts (Host.set_reliable)
+            opts = {} if isinstance(reliable, bool) else dict(reliable)
+            on = reliable if isinstance(reliable, bool) else bool(opts.pop("reliable", True))
+            for h in dict.fromkeys(hosts):
+                fabric.nodes[h].set_reliable(on, **opts)
         #: Stragglers (issue 21): rank -> ps every transfer it sends starts late by.
         self.delay_ps = {r: d for r, d in (delay_ps or {}).items() if d}
         if any(d < 0 or not 0 <= r < sch.nranks for r, d in self.delay_ps.items()):
@@ -402,7 +412,8 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
                  progress: Callable[[int, int], None] | None = None,
                  gpus_per_node: int = 1, nvlink: bool = True, nvlink_bps: int = NVLINK_BPS,
                  nvlink_latency_ps: int = NVLINK_LATENCY_PS, pxn: bool = True,
-                 delay_ps: Mapping[int, int] | None = None) -> CollectiveRun:
+                 delay_ps: Mapping[int, int] | None = None,
+                 reliable: Mapping[str, Any] | bool | None = None) -> CollectiveRun:
     """Drive ``sch`` through ``fabric`` (rank ``r`` on host ``hosts[r]``) from the fabric's
     current time until every transfer is received; see the module docstring.
 
@@ -415,11 +426,13 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
     received so far (a progress line; it must not touch the fabric).  ``gpus_per_node``,
     ``nvlink``, ``nvlink_bps``, ``nvlink_latency_ps``, ``pxn``: as for
     :class:`CollectiveJob` (the default, one GPU per node, sends everything over the
-    network).  The NVLink bytes are in ``nvlink_domain(fabric).nbytes``."""
+    network); ``reliable``: as for :class:`CollectiveJob`.  The NVLink bytes are in
+    ``nvlink_domain(fabric).nbytes``."""
     runner = CollectiveJob(sch, fabric, hosts, tc=tc, mtu_bytes=mtu_bytes,
                            header_bytes=header_bytes, gpus_per_node=gpus_per_node,
                            nvlink=nvlink, nvlink_bps=nvlink_bps,
-                           nvlink_latency_ps=nvlink_latency_ps, pxn=pxn, delay_ps=delay_ps)
+                           nvlink_latency_ps=nvlink_latency_ps, pxn=pxn, delay_ps=delay_ps,
+                           reliable=reliable)
     eng = fabric.engine
     t0 = eng.now_ps
     step = slice_ps if slice_ps is not None else DEFAULT_SLICE_PS
