@@ -809,6 +809,8 @@ class Host:
         if self.rx_stalled:
             self.rx_stall_dropped_packets += 1
             self.rx_stall_dropped_bytes += pkt.nbytes
+            if pkt.psn is not None:
+                self._rc_count(pkt.flow, "rx_stalled")
             if Dropped in self._int.types:
                 self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, 0, pkt.tc, pkt.id,
                                          pkt.flow, pkt.nbytes, "rx_stalled"))
@@ -868,9 +870,13 @@ class Host:
         if reply is not None:
             self._send_ack(f, pkt.tc, reply[1], pkt.src, "NAK" if reply[0] == "nak" else "ACK")
 
-    def _rc_drop(self, pkt: SimPacket, reason: str, now: int) -> None:
-        by = self.rc_drops.setdefault(pkt.flow, {})
+    def _rc_count(self, fid: int, reason: str) -> None:
+        """A reliable frame of flow ``fid`` dropped by this NIC (``rc_drops``, by reason)."""
+        by = self.rc_drops.setdefault(fid, {})
         by[reason] = by.get(reason, 0) + 1
+
+    def _rc_drop(self, pkt: SimPacket, reason: str, now: int) -> None:
+        self._rc_count(pkt.flow, reason)
         if Dropped in self._int.types:
             self.tracer.emit(Dropped(now, self.node_id, 0, pkt.tc, pkt.id, pkt.flow, pkt.nbytes,
                                      reason))
@@ -926,6 +932,8 @@ class Host:
         if used > cap:
             self.rx_buffer_dropped_packets += 1
             self.rx_buffer_dropped_bytes += n
+            if pkt.psn is not None:
+                self._rc_count(pkt.flow, "rx_buffer_full")
             if Dropped in self._int.types:
                 self.tracer.emit(Dropped(now, self.node_id, 0, pkt.tc, pkt.id, pkt.flow, n,
                                          "rx_buffer_full"))
