@@ -307,7 +307,7 @@ def test_run_schedule_reliable_on_an_existing_fabric():
 def test_receive_buffer_drops_counted_and_recovered():
     """A NIC whose receive buffer overflows (slow PCIe, no PFC) drops reliable frames: they
     are counted by reason in rc_stats and resent; at the end nothing is unaccounted."""
-    a, b, fwd, _ = pair(lambda p: False, n=40, ack_timeout=4, pcie_write_bps=20 * 10**9,
+    a, b, _, _ = pair(lambda p: False, n=40, ack_timeout=4, pcie_write_bps=20 * 10**9,
                         rx_buffer_bytes=8 * FRAME, rx_pause_tcs=())
     r = b.rc_stats(0)
     assert r["dropped_rx_buffer_full"] == b.rx_buffer_dropped_packets > 0
