@@ -100,7 +100,7 @@ def test_without_reroute_everything_after_down_is_lost() -> None:
     assert log.drops["link_down"] > 0 and delivered < 2 * gbps(50) * 300 * US // 8 // 10**12
 
 
-@pytest.mark.parametrize("rate,want", [(1.0, "all"), (0.0, 0), (0.5, 2261)])
+@pytest.mark.parametrize("rate,want", [(1.0, "all"), (0.0, 0), (0.5, "half")])
 def test_loss_rate(rate, want) -> None:
     fab, log, tr, _ = _run([Fault("loss", 2, 3, at_ps=0, loss_rate=rate)],
                            until_ps=400 * US)
@@ -109,11 +109,18 @@ def test_loss_rate(rate, want) -> None:
     delivered = sum(f["bytes_delivered"] for f in fab.summary()["flows"]) // 1082
     if want == "all":
         assert delivered == 0 and got > 0
-    else:
-        assert got == want  # seed 0: exact
+    elif want == 0:
+        assert got == 0
     assert got + delivered <= crossed
-    if rate == 0.5:
-        assert abs(got - delivered) < 0.1 * crossed  # about half
+    if want == "half":
+        # binomial: n draws at p = 0.5, within 4 standard deviations of n / 2
+        n = got + delivered
+        assert abs(got - n / 2) < 4 * (n * 0.25) ** 0.5
+        # seeded: the same seed draws the same losses, another seed others
+        again = _run([Fault("loss", 2, 3, at_ps=0, loss_rate=rate)], until_ps=400 * US)[1]
+        other = _run([Fault("loss", 2, 3, at_ps=0, loss_rate=rate)], until_ps=400 * US,
+                     seed=1)[1]
+        assert again.drops["corrupt"] == got != other.drops.get("corrupt", 0)
 
 
 def test_ber_is_per_frame_probability() -> None:

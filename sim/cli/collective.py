@@ -405,11 +405,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser(
         "collective", help="run an NCCL collective on a simulated fabric (nccl-tests table)",
         description="Run an NCCL collective (NCCL's channels, chunks, slices, in-flight "
-                    "limit, protocol and QPs) through a simulated RoCE fabric for each size "
-                    "and print the nccl-tests table, then PFC pauses, CE marks, CNPs, drops, "
-                    "the deepest queue and the busiest link per size (docs/collectives.md).  "
-                    "Exit 1 when a size does not complete (e.g. drops without PFC: nothing "
-                    "retransmits).")
+                    "limit, protocol and QPs) through a simulated RoCE or InfiniBand "
+                    "fabric (-p fabric=ib) for each size and print the nccl-tests table, "
+                    "then PFC pauses, CE marks, CNPs, drops, the deepest queue and the "
+                    "busiest link per size (docs/collectives.md).  Exit 1 when a size does "
+                    "not complete (e.g. drops without PFC and without -p reliable=true, "
+                    "which retransmits).")
     c.add_argument("collective", metavar="COLLECTIVE",
                    help=f"{', '.join(str(x) for x in Collective)}")
     c.add_argument("-b", "--minbytes", type=_SIZE, default=1 << 20, metavar="SIZE",

@@ -50,8 +50,9 @@ ACKs (``ack_every`` > 0): the receiver of a flow it was told about (``expect``) 
 RoCEv2 RC ACKNOWLEDGE frame (opcode 0x11 + AETH, kind ACK, credit 31 = none, MSN = completed
 messages) every ``ack_every`` data frames of the flow and on its last frame, with PSN = the
 number of the frame acknowledged (from 0), on ``ack_tc`` (default: the flow's own class).  The
-sender counts ``acked_bytes`` per flow; nothing is retransmitted.  CNPs and ACKs are told from
-data by their UDP port 4791 and BTH opcode (:func:`roce_bth`).
+sender counts ``acked_bytes`` per flow; nothing is retransmitted unless the flow is reliable
+(``reliable=True``: RC PSNs, NAKs and retransmission, :mod:`sim.nic.rc`).  CNPs and ACKs are
+told from data by their UDP port 4791 and BTH opcode (:func:`roce_bth`).
 
 PCIe (issue 18; docs/collectives.md "The PCIe budget"), both off by default (None):
 

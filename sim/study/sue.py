@@ -83,6 +83,9 @@ def plot_study(rows: Sequence[Mapping[str, Any]], path: str, x: str = "load") ->
     ax1.legend(fontsize="x-small")
     ax2.legend(fontsize="x-small")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    from wire.atomic import atomic_file
+
+    with atomic_file(path, "wb") as f:  # temp + rename: an earlier figure stays whole
+        fig.savefig(f, format="png", dpi=100)
     plt.close(fig)
     return path
