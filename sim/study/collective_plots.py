@@ -463,11 +463,12 @@ def _timeline_figure(doc: Mapping[str, Any]) -> Any:
         (True, "reduce\n(receiver combines)"), (False, "copy")) if k in kinds],
               loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     extra = f"; {more} more rows not shown" if more > 0 else ""
-    ax.set_title(f"rank {rank}: {len(events)} transfers (posted -> last byte received), "
+    # one title of two lines: a suptitle is not counted by tight_layout and overlapped the
+    # axes' title on tall figures (many rows)
+    ax.set_title(f"{_common_title(doc)}: step timeline of rank {rank}, "
+                 f"{size_text(row['size_bytes'])} ({row['time_ps'] / 1e6:.4g} µs)\n"
+                 f"{len(events)} transfers (posted -> last byte received), "
                  f"stacked where they overlap{extra}", fontsize="medium")
-    fig.suptitle(f"{_common_title(doc)}: step timeline of rank {rank}, "
-                 f"{size_text(row['size_bytes'])} ({row['time_ps'] / 1e6:.4g} µs)",
-                 fontweight="bold")
     return fig
 
 
