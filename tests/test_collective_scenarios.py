@@ -310,6 +310,7 @@ def test_collective_fabric_file_errors_are_one_line(tmp_path):
         (["--fabric", "nope"], "--fabric: expected one of"),
         (["--fabric", ex, "-p", "links.link_gbps=nan"], "link_gbps"),
         (["--fabric", str(bad)], "bad.toml"),
+        (["--fabric", ex, "-p", "collective.qps=4"], "the file's traffic"),
     ):
         rc, _out, err = run_cli(["collective", "allreduce", "-b", "1M", "-e", "1M", *args])
         assert rc == 2 and want in err and len(err.strip().splitlines()) == 1, (args, err)

@@ -91,6 +91,10 @@ def split_file_params(given: Mapping[str, str]) -> tuple[dict[str, str], dict[st
     goes."""
     over, own = {}, {}
     for k, v in given.items():
+        if k.partition(".")[0] in _TRAFFIC:
+            raise ValueError(f"-p {k}: with --fabric FILE.toml the file's traffic "
+                             f"({', '.join(_TRAFFIC)}) is left out; the collective is this "
+                             f"command's (its options: --qps, --channels, -b ...)")
         if "." in k or k in ("seed", "duration_ms"):
             over[k] = v
         elif k in FILE_KEYS:
