@@ -130,7 +130,7 @@ from sim.units import frame_ser_time_ps, ser_time_ps
 from wire import build
 from wire.bth import BTH
 from wire.ecn import ip_offset
-from wire.ib_ext import AETH, AethKind
+from wire.ib_ext import AETH, AethKind, aeth_decode
 from wire.ipv4 import IPV4
 from wire.ipv6 import IPV6
 from wire.pfc import quanta_to_ps
@@ -1065,7 +1065,8 @@ def roce_aeth_kind(frame: bytes | bytearray) -> int | None:
     loc = _bth_offset(frame)
     if loc is None or len(frame) < loc + BTH.size_bytes + AETH.size_bytes:
         return None
-    return (AETH.unpack_raw(frame, loc + BTH.size_bytes)["syndrome"] >> 5) & 3
+    syndrome = AETH.unpack_raw(frame, loc + BTH.size_bytes)["syndrome"]
+    return int(AethKind[aeth_decode(syndrome)["kind"]])  # wire.ib_ext: the one layout
 
 
 def _bth_offset(frame: bytes | bytearray) -> int | None:
