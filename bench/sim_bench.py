@@ -1,10 +1,12 @@
 """Simulator speed benchmarks: ours beside ns.py, simpy and a bare heapq loop, same run.
 
-Workload ``fifo``: one sender at line rate (100 Gb/s, 1082-byte frames = 1106 bytes on the
-wire with FCS, preamble/SFD and IFG, so one frame every 88,480 ps) into one FIFO egress port
-that serialises at 100 Gb/s, a 10 m wire (50 ns) and a sink.  Every model does the same work:
-``packets`` frames generated, queued, serialised, propagated and counted at the sink (the
-count is checked).  Packet-hops = link traversals (frames that finished leaving an egress port).
+Workload ``fifo`` (line rate): one sender at line rate (100 Gb/s, 1082-byte frames = 1106
+bytes on the wire with FCS, preamble/SFD and IFG, so one frame every 88,480 ps) into one FIFO
+egress port that serialises at 100 Gb/s, a 10 m wire (50 ns) and a sink.  Every model does
+the same work: ``packets`` frames generated, queued, serialised, propagated and counted at
+the sink (the count is checked).  Packet-hops = link traversals (frames that finished leaving
+an egress port).
+Every frame finds the port idle, so ours takes the idle-port fast path (``Port._cut_through``).
 
 * ``ours host->port->sink``: a :class:`sim.nic.host.Host` (fixed-rate flow) whose port feeds a
   counting sink: 1 hop per packet, the exact shape of the peers' models.
@@ -15,6 +17,15 @@ count is checked).  Packet-hops = link traversals (frames that finished leaving 
   serialisation time) -> a timeout of the propagation delay -> a sink callback.
 * ``heapq floor``: the same three events per packet (generate, end of serialisation,
   arrival) in a bare ``heapq`` loop with integer ps: the Python floor for this event count.
+
+Workload ``poisson`` (the peers' workload): 16 flows with Poisson arrivals whose total load is
+0.9 of the 100 Gb/s port (fixed 1082-byte frames; mean gap between frames 88,480 / 0.9 ps),
+so frames queue behind each other.  The arrival times are drawn once (:func:`poisson_arrivals`,
+integer ps, seeded) and the SAME times are fed to every model: ours (one source per flow that
+enqueues into a :class:`sim.net.port.Port` at its times, a 10 m wire, a counting sink), ns.py
+(a ``DistPacketGenerator`` per flow whose gaps land on the drawn times), simpy (a generator
+process per flow) and the heapq floor (the same generate / end-of-serialisation / arrival events
+with 16 pending generators).  Per-flow counts are checked for every model.
 
 Workload ``incast``: 8:1 incast through one switch with PFC (static XOFF) and ECN marking on
 (``Kmin`` 5 KB, ``Kmax`` 200 KB, ``Pmax`` 1 %); ours only; packet-hops/s and events/s.
@@ -34,6 +45,7 @@ import argparse
 import datetime
 import heapq
 import platform
+import random
 import statistics
 import sys
 import time
@@ -190,6 +202,217 @@ FIFO_MODELS: list[tuple[str, Callable[[int], tuple[int, int]], str | None]] = [
     ("heapq floor", heapq_floor, None),
 ]
 
+# ------------------------------------------------------------------- poisson (peers' workload)
+
+POISSON_FLOWS = 16
+POISSON_LOAD = 0.9
+POISSON_SEED = 19
+
+
+def poisson_arrivals(n: int, flows: int = POISSON_FLOWS, load: float = POISSON_LOAD,
+                     seed: int = POISSON_SEED) -> list[list[int]]:
+    """The arrival times (integer ps) of ``n`` frames from ``flows`` Poisson sources whose
+    total rate is ``load`` of the port's frame rate (1 / ``SER_PS``): the merged stream has
+    exponential gaps of mean ``SER_PS / load`` (rounded to whole ps, at least 1, so no two
+    frames arrive at the same ps and every model sees the same order) and each frame belongs to
+    a flow drawn uniformly, which makes each flow a Poisson process of ``load / flows``
+    (superposition / thinning of Poisson processes).  Returns one sorted list per flow."""
+    if n < 1 or flows < 1 or not 0 < load:
+        raise ValueError("n and flows must be >= 1 and load > 0")
+    rng = random.Random(seed)
+    mean_ps = SER_PS / load
+    per: list[list[int]] = [[] for _ in range(flows)]
+    expo, pick = rng.expovariate, rng.randrange
+    t = 0
+    for _ in range(n):
+        t += max(1, round(expo(1.0) * mean_ps))
+        per[pick(flows)].append(t)
+    return per
+
+
+def _merged(arrivals: list[list[int]]) -> list[tuple[int, int]]:
+    """(t_ps, flow) of every arrival in time order."""
+    return sorted((t, f) for f, ts in enumerate(arrivals) for t in ts)
+
+
+class _FlowSink:
+    """Counts frames per flow (the check of every Poisson model)."""
+
+    node_id = -1
+
+    def __init__(self, flows: int) -> None:
+        self.per_flow = [0] * flows
+
+    def receive(self, port: int, pkt) -> None:
+        self.per_flow[pkt.flow] += 1
+
+
+class _Source:
+    """Enqueues flow ``flow``'s frames into ``port`` at the pre-drawn times (one pending event
+    per source, like the peers' generators)."""
+
+    def __init__(self, engine, port, flow: int, times: list[int], ids, record) -> None:
+        self.engine, self.port, self.flow, self.times = engine, port, flow, times
+        self.ids, self.record, self.i = ids, record, 0
+        if times:
+            engine.call_at(times[0], self.fire)
+
+    def fire(self) -> None:
+        from sim.packet import SimPacket
+
+        now = self.engine.now_ps
+        if self.record is not None:
+            self.record.append((now, self.flow))
+        self.port.enqueue(SimPacket.trusted(next(self.ids), now, FRAME, self.flow, 0, 0, 1, 2))
+        self.i = i = self.i + 1
+        if i < len(self.times):
+            self.engine.call_at(self.times[i], self.fire)
+
+
+def ours_poisson(arrivals: list[list[int]], record: list | None = None
+                 ) -> tuple[list[int], int]:
+    """Sources -> one FIFO :class:`sim.net.port.Port` -> 10 m wire -> counting sink.
+    Returns (frames delivered per flow, packet-hops); ``record`` gets (t_ps, flow) per
+    injected frame."""
+    import itertools
+
+    from sim.engine import Engine
+    from sim.net.port import Port
+
+    eng = Engine()
+    port = Port(eng, 1, 0, RATE)
+    sink = _FlowSink(len(arrivals))
+    port.connect(sink, 0, PROP_PS)
+    ids = itertools.count()
+    for f, ts in enumerate(arrivals):
+        _Source(eng, port, f, ts, ids, record)
+    eng.run()
+    return sink.per_flow, port.tx_packets
+
+
+def nspy_poisson(arrivals: list[list[int]], record: list | None = None
+                 ) -> tuple[list[int], int]:
+    """A ``DistPacketGenerator`` per flow (its gap lands on the drawn time) -> ``Port`` ->
+    ``Wire`` -> ``PacketSink`` (ns-py).  ``record`` gets (t_s, flow) per injected frame."""
+    import simpy
+    from ns.packet.dist_generator import DistPacketGenerator
+    from ns.packet.sink import PacketSink
+    from ns.port.port import Port
+    from ns.port.wire import Wire
+
+    env = simpy.Environment()
+    port = Port(env, rate=100e9)
+    wire = Wire(env, lambda: PROP_S)
+    sink = PacketSink(env, rec_arrivals=False, rec_waits=False)
+    port.out, wire.out = wire, sink
+    entry = port
+    if record is not None:
+        class _Rec:
+            def put(self, pkt) -> None:
+                record.append((env.now, pkt.flow_id))
+                port.put(pkt)
+        entry = _Rec()  # type: ignore[assignment]
+    for f, ts in enumerate(arrivals):
+        it = iter([t * 1e-12 for t in ts])
+        gen = DistPacketGenerator(env, f"flow{f}", lambda it=it: next(it) - env.now,
+                                  lambda: WIRE, size=len(ts) * WIRE, flow_id=f)
+        gen.out = entry
+    env.run()
+    got = [sink.packets_received.get(f, 0) for f in range(len(arrivals))]
+    return got, sum(got)
+
+
+def simpy_poisson(arrivals: list[list[int]], record: list | None = None
+                  ) -> tuple[list[int], int]:
+    """A generator process per flow -> ``Store`` FIFO -> server process -> propagation
+    timeout -> sink callback (simpy).  ``record`` gets (t_s, flow) per injected frame."""
+    import simpy
+
+    env = simpy.Environment()
+    fifo = simpy.Store(env)
+    got = [0] * len(arrivals)
+
+    def sink(event) -> None:
+        got[event.value] += 1
+
+    def generator(f: int, times_s: list[float]):
+        for t in times_s:
+            yield env.timeout(t - env.now)
+            if record is not None:
+                record.append((env.now, f))
+            fifo.put(f)
+
+    def server():
+        while True:
+            f = yield fifo.get()
+            yield env.timeout(SER_S)
+            env.timeout(PROP_S, f).callbacks.append(sink)
+
+    for f, ts in enumerate(arrivals):
+        env.process(generator(f, [t * 1e-12 for t in ts]))
+    env.process(server())
+    env.run()
+    return got, sum(got)
+
+
+def heapq_poisson(arrivals: list[list[int]], record: list | None = None
+                  ) -> tuple[list[int], int]:
+    """The same events in a bare heap (integer ps): per flow a chained generate event, end of
+    serialisation, arrival.  ``record`` gets (t_ps, flow) per generated frame."""
+    GEN, DONE, ARRIVE = 0, 1, 2
+    push, pop = heapq.heappush, heapq.heappop
+    heap: list[tuple[int, int, int, int]] = []
+    seq = 0
+    for f, ts in enumerate(arrivals):
+        if ts:
+            heap.append((ts[0], seq, GEN, f))
+            seq += 1
+    heapq.heapify(heap)
+    nxt = [1] * len(arrivals)
+    queue: list[int] = []
+    head = 0
+    busy = False
+    got = [0] * len(arrivals)
+    hops = 0
+    while heap:
+        now, _, kind, f = pop(heap)
+        if kind == GEN:
+            if record is not None:
+                record.append((now, f))
+            ts = arrivals[f]
+            i = nxt[f]
+            if i < len(ts):
+                push(heap, (ts[i], seq, GEN, f))
+                seq += 1
+                nxt[f] = i + 1
+            if busy:
+                queue.append(f)
+            else:
+                busy = True
+                push(heap, (now + SER_PS, seq, DONE, f))
+                seq += 1
+        elif kind == DONE:
+            hops += 1
+            push(heap, (now + PROP_PS, seq, ARRIVE, f))
+            seq += 1
+            if head < len(queue):
+                push(heap, (now + SER_PS, seq, DONE, queue[head]))
+                seq += 1
+                head += 1
+            else:
+                busy = False
+        else:
+            got[f] += 1
+    return got, hops
+
+
+POISSON_MODELS: list[tuple[str, Callable[..., tuple[list[int], int]], str | None]] = [
+    ("ours source->port->sink", ours_poisson, None),
+    ("ns.py", nspy_poisson, "ns"),
+    ("simpy", simpy_poisson, "simpy"),
+    ("heapq floor", heapq_poisson, None),
+]
+
 # ------------------------------------------------------------------------------ incast
 
 
@@ -265,6 +488,7 @@ def _median_time(fn: Callable[[], tuple], runs: int) -> tuple[float, tuple]:
 
 
 def run_fifo(packets: int, runs: int, only: set[str] | None = None) -> dict[str, dict]:
+    """The line-rate workload: every model, median of ``runs``; the count is checked."""
     rows: dict[str, dict] = {}
     for name, fn, module in FIFO_MODELS:
         if only and not any(o in name for o in only):
@@ -281,16 +505,53 @@ def run_fifo(packets: int, runs: int, only: set[str] | None = None) -> dict[str,
     return rows
 
 
-def print_fifo(rows: dict[str, dict], packets: int, runs: int) -> None:
-    print(f"\nSingle FIFO, {packets:,} packets at 100 Gb/s, 1082-byte frames; median of {runs}")
+def check_poisson(name: str, arrivals: list[list[int]], per_flow: list[int], hops: int) -> None:
+    """Every flow's frames all delivered and one hop per frame, else AssertionError."""
+    want = [len(ts) for ts in arrivals]
+    if per_flow != want or hops != sum(want):
+        raise AssertionError(f"{name}: delivered {per_flow} ({hops} hops) of {want} per flow")
+
+
+def run_poisson(packets: int, runs: int, only: set[str] | None = None) -> dict[str, dict]:
+    """The peers' workload: the same pre-drawn arrivals into every model (drawing not timed),
+    median of ``runs``; every flow's count is checked."""
+    arrivals = poisson_arrivals(packets)
+    rows: dict[str, dict] = {}
+    for name, fn, module in POISSON_MODELS:
+        if only and not any(o in name for o in only):
+            continue
+        if not _available(module):
+            print(f"  skip {name}: `{module}` not installed (pip install ns-py simpy)")
+            continue
+        wall, (per_flow, hops) = _median_time(lambda fn=fn: fn(arrivals), runs)
+        check_poisson(name, arrivals, per_flow, hops)
+        rows[name] = {"wall_s": wall, "pkts_s": packets / wall, "hops_s": hops / wall,
+                      "hops": hops}
+        print(f"  poisson {name}: {wall:.3f} s", file=sys.stderr)
+    return rows
+
+
+def print_fifo(rows: dict[str, dict], packets: int, runs: int, title: str | None = None) -> None:
+    """The table: wall time, packets/s, packet-hops/s and ratios to ns.py, simpy and the
+    heapq floor of the same run."""
+    print("\n" + (title or f"Single FIFO, line rate, {packets:,} packets at 100 Gb/s, 1082-byte "
+                           "frames\n(one sender: every frame finds the port idle, the idle-port "
+                           "fast path)") + f"; median of {runs}")
     print(f"{'model':<26}{'wall s':>9}{'packets/s':>13}{'pkt-hops/s':>13}"
-          f"{'vs ns.py':>10}{'vs simpy':>10}")
-    ref = {k: rows[k]["pkts_s"] for k in ("ns.py", "simpy") if k in rows}
+          f"{'vs ns.py':>10}{'vs simpy':>10}{'vs heapq':>10}")
+    refs = ("ns.py", "simpy", "heapq floor")
+    ref = {k: rows[k]["pkts_s"] for k in refs if k in rows}
     for name, r in rows.items():
-        ratios = [f"{r['pkts_s'] / ref[k]:.2f}x" if k in ref else "-" for k in ("ns.py", "simpy")]
+        ratios = [f"{r['pkts_s'] / ref[k]:.2f}x" if k in ref else "-" for k in refs]
         print(f"{name:<26}{r['wall_s']:>9.3f}{r['pkts_s']:>13,.0f}{r['hops_s']:>13,.0f}"
-              f"{ratios[0]:>10}{ratios[1]:>10}")
+              f"{ratios[0]:>10}{ratios[1]:>10}{ratios[2]:>10}")
     print("(ratios are packets/s over the peer's packets/s, same run)")
+
+
+def poisson_title(packets: int) -> str:
+    return (f"Single FIFO, Poisson, {packets:,} packets at 100 Gb/s, 1082-byte frames\n"
+            f"(the peers' workload: {POISSON_FLOWS} flows, total load {POISSON_LOAD:g}, the "
+            f"same pre-drawn arrivals for every model)")
 
 
 def run_incast(duration_ps: int, runs: int) -> None:
@@ -324,7 +585,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--incast-ms", type=float, default=20.0, help="simulated incast time")
     ap.add_argument("--only", action="append", help="FIFO models whose name contains this")
     ap.add_argument("--skip-incast", action="store_true")
-    ap.add_argument("--skip-fifo", action="store_true")
+    ap.add_argument("--skip-fifo", action="store_true", help="skip the line-rate FIFO table")
+    ap.add_argument("--skip-poisson", action="store_true", help="skip the Poisson FIFO table")
     ap.add_argument("--replay-ms", type=float, default=5.0,
                     help="simulated time of the incast scenario, library vs lossless replay")
     ap.add_argument("--skip-replay", action="store_true")
@@ -342,6 +604,9 @@ def main(argv: list[str] | None = None) -> int:
     if not a.skip_fifo:
         print_fifo(run_fifo(a.packets, a.runs, set(a.only) if a.only else None),
                    a.packets, a.runs)
+    if not a.skip_poisson:
+        print_fifo(run_poisson(a.packets, a.runs, set(a.only) if a.only else None),
+                   a.packets, a.runs, poisson_title(a.packets))
     if not a.skip_incast:
         run_incast(int(a.incast_ms * 1e9), a.runs)
     if not a.skip_replay:
