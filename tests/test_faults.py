@@ -232,7 +232,7 @@ def test_fabric_file_faults_timeline_and_drops(tmp_path) -> None:
     out = tmp_path / "o"
     assert main(["replay", str(f), "--out", str(out), "--no-plots", "--no-capture"]) == 0
     s = json.loads((out / "summary.json").read_text())
-    assert [(e["t_ps"], e["what"]) for e in s["faults"]] == [
+    assert [(e["t_ps"], e["what"]) for e in s["faults"]["events"]] == [
         (T_DOWN, "link_down"), (T_DOWN + RR.delay_ps, "reroute"), (T_UP, "link_up"),
         (T_UP + RR.delay_ps, "reroute")]
     assert set(s["totals"]["dropped_packets_by_reason"]) == {"link_down"}

@@ -25,6 +25,8 @@ def _node_port(text: str) -> tuple[int, int]:
 
 
 EXIT_SKIPPED = 1
+#: Exit status when summary.json has ``problems`` (sim.study.fault_report.conservation_problems).
+EXIT_PROBLEMS = 1
 #: Exit status after Ctrl-C (128 + SIGINT, the shell's convention).
 EXIT_INTERRUPTED = 130
 
@@ -79,6 +81,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     for line in summary_lines(s, wall, out):
         _err(line)
     rp = s.get("replay")
+    if s.get("problems"):  # a flow that does not balance (run_scenario warned, one line each)
+        return EXIT_PROBLEMS
     return EXIT_SKIPPED if rp is not None and rp.get("skipped") else EXIT_OK
 
 

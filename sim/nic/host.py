@@ -700,6 +700,11 @@ class Host:
         held = [] if rx is None else rx.held()
         return len(held), sum(p.nbytes for p in held)
 
+    def rx_buffered(self) -> list[SimPacket]:
+        """The data frames in the NIC's receive buffer, waiting for their PCIe write: arrived
+        at the NIC, not yet received (in flight, for the conservation checks)."""
+        return list(self._rx_q) if self._rx_q else []
+
     def rc_flows(self) -> list[int]:
         """The reliable flows this host sends or receives, by id."""
         return sorted({*self._rc_tx, *self._rc_rx})

@@ -614,6 +614,12 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
     if colls:
         sc.info["collectives"] = colls
     sc.info.update(ranks=tuple(ranks), gpus_per_node=gpn, mtu_bytes=sw["mtu_bytes"])
+    if getattr(fab, "fault_log", None) is not None:  # the fault-free twin, same seed: the
+        from copy import deepcopy  # baseline of sim.study.fault_report.run_baseline
+
+        clean = deepcopy({k: v for k, v in doc.items() if k != "faults"})
+        sc.info["fault_free"] = lambda: build(deepcopy(clean), where, base_dir,
+                                              need_traffic=need_traffic)
     return sc
 
 

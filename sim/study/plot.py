@@ -85,6 +85,10 @@ def figures(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
     timeline = _timeline_figure(ctx)
     if timeline is not None:
         figs["pfc_timeline.png"] = timeline
+    from sim.study.fault_plot import fault_figure, has_faults
+
+    if has_faults(summary):  # a run with faults (sim.study.fault_report)
+        figs["faults_timeline.png"] = fault_figure(summary, ts, ctx)
     return figs
 
 

@@ -359,7 +359,8 @@ def run_scenario(name_or_path: Any, params: Mapping[str, Any] | None = None,
                  capture_limit_bytes: int | object | None = _SCENARIO,
                  snaplen_bytes: int | object | None = _SCENARIO,
                  write_captures: bool | object = _SCENARIO,
-                 warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+                 warn: Callable[[str], None] | None = None,
+                 baseline: bool = True) -> dict[str, Any]:
     """Build, run and record a scenario; returns the summary (also in summary.json).
 
     ``name_or_path`` is a built-in's name, a scenario file, or a :class:`Scenario` built
@@ -381,7 +382,12 @@ def run_scenario(name_or_path: Any, params: Mapping[str, Any] | None = None,
     (default :func:`warnings.warn`) gets one message before the run when the captures are
     estimated to exceed :data:`CAPTURE_WARN_BYTES` or the limit.
     ``owners`` maps capture addresses (IP or MAC text) to host ids for ``pcaps``
-    (default: the simulator's own addresses, :mod:`sim.addresses`)."""
+    (default: the simulator's own addresses, :mod:`sim.addresses`).
+
+    With faults (``fabric.fault_log``), summary.json ``faults`` is the report of
+    :mod:`sim.study.fault_report`; ``baseline`` (default True) first runs the fault-free twin
+    of the scenario (same seed) for its completion figures.  A flow that does not balance
+    (sent != delivered + dropped + in flight) is a ``problems`` entry and one ``warn`` line."""
     from sim.scenarios.base import Scenario
     from sim.scenarios.loader import build
     from wire.atomic import atomic_dir, check_output_dir
@@ -416,9 +422,23 @@ def run_scenario(name_or_path: Any, params: Mapping[str, Any] | None = None,
                 warnings.warn(msg, stacklevel=2)
             else:
                 warn(msg)
+    fault_base = None
+    if baseline and getattr(fab, "fault_log", None) is not None:  # sim.study.fault_report
+        from sim.study.fault_report import run_baseline
+
+        sources = [*(("[[pcap]]", p) for p in sc.pcaps), *(("--pcap", p) for p in pcaps)]
+        fault_base = run_baseline(sc, lambda f: _inject_pcaps(f, sources, owners))
     with atomic_dir(out, force=force) as tmp:
-        return _run_into(sc, tmp, wanted if opts["enabled"] else [], opts, replay, plots,
-                         progress)
+        summary = _run_into(sc, tmp, wanted if opts["enabled"] else [], opts, replay, plots,
+                            progress, fault_base)
+    for problem in summary.get("problems", ()):
+        if warn is None:
+            import warnings
+
+            warnings.warn(problem, stacklevel=2)
+        else:
+            warn(problem)
+    return summary
 
 
 def _capture_options(sc: Any, limit: Any, snaplen: Any, enabled: Any) -> dict[str, Any]:
@@ -469,8 +489,8 @@ def _capture_warning(fab: Any, ports: list[tuple[int, int]], duration_ps: int,
 
 
 def _run_into(sc: Any, out: str, wanted: list[tuple[int, int]], opts: Mapping[str, Any],
-              replay: dict[str, Any] | None, plots: bool, progress: bool | None
-              ) -> dict[str, Any]:
+              replay: dict[str, Any] | None, plots: bool, progress: bool | None,
+              fault_base: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run the built scenario, writing every output file into ``out`` (a fresh folder)."""
     import numpy as np
 
@@ -494,6 +514,11 @@ def _run_into(sc: Any, out: str, wanted: list[tuple[int, int]], opts: Mapping[st
             if isinstance(p.peer, Host) and p.peer.node_id in receivers:
                 p.taps.append(rx.tap_for(p))
 
+    probe = None
+    if getattr(fab, "fault_log", None) is not None:  # counters for the faults block and plot
+        from sim.study.fault_report import FaultProbe
+
+        probe = FaultProbe(fab, bin_ps, THROUGHPUT_BINS, dur)
     show = sys.stderr.isatty() if progress is None else progress
     bar = None
     if show:
@@ -527,6 +552,8 @@ def _run_into(sc: Any, out: str, wanted: list[tuple[int, int]], opts: Mapping[st
             for cap in caps.values():
                 cap.close()
 
+    if probe is not None:
+        probe.finish()
     base = fab.summary()
     means = rec.mean_queue_bytes(dur)
     ports = []
@@ -587,6 +614,13 @@ def _run_into(sc: Any, out: str, wanted: list[tuple[int, int]], opts: Mapping[st
             b for n in fab.nodes.values() if isinstance(n, Host)
             for f, b in n.rx_bytes.items() if f >= REPLAY_FLOW_BASE)
         summary["replay"] = replay
+    from sim.study.fault_report import conservation_problems
+
+    if probe is not None:  # replaces the scenario's timeline with the whole report
+        summary["faults"] = probe.report(summary, sc, fault_base)
+    problems = conservation_problems(flows)
+    if problems:  # nothing lost silently: one line each on stderr too (run_scenario)
+        summary["problems"] = problems
     with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=2, sort_keys=False)
         f.write("\n")
@@ -618,6 +652,8 @@ def _run_into(sc: Any, out: str, wanted: list[tuple[int, int]], opts: Mapping[st
     from sim.health.deadlock import pfc_failure_arrays
 
     arrays.update(pfc_failure_arrays(sc))  # deadlock onsets, watchdog triggers (if any)
+    if probe is not None:
+        arrays.update(probe.arrays(summary["faults"]["links"]))
     np.savez_compressed(os.path.join(out, "timeseries.npz"), **arrays)
 
     if plots:
@@ -656,6 +692,9 @@ def flow_conservation(fab: Any, rec: Recorder) -> dict[int, dict[str, int]]:
             for q in port.queues:
                 for pkt in q:
                     note(pkt)
+        if isinstance(node, Host):  # in its receive buffer, not yet written over PCIe
+            for pkt in node.rx_buffered():
+                note(pkt)
     for args in fab.engine.pending_args():  # frames being serialised or on a wire
         for a in args:
             note(a)

@@ -1,0 +1,207 @@
+"""``faults_timeline.png``: what the faults of a run did, on one time axis (issue 21;
+docs/faults.md "Outputs").  Drawn by :func:`sim.study.plot.figures` when summary.json's
+``faults`` is the report of :mod:`sim.study.fault_report` (a run with faults), from it and the
+``fault_*`` arrays of timeseries.npz.
+
+Panels, top to bottom, sharing the time axis:
+
+1. the faults: one row per faulted link or node, a bar per interval coloured by kind (link
+   down, frame loss, degraded, NIC down, switch down, slow PCIe); reroutes are grey dashed
+   lines through every panel;
+2. throughput (Gb/s, per throughput bin) of the faulted links, both directions (solid), and of
+   their ECMP siblings (dashed), with the delivered goodput of all flows (black);
+3. retransmitted frames per bin (RC) and frames lost to the faults per bin; ACK timeouts per
+   bin (triangles) and QP errors (red lines);
+4. PFC: the pause state of the transmitters that were paused (the most paused first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["fault_figure", "has_faults", "KIND_COLORS", "MAX_PAUSE_ROWS"]
+
+#: Colour and legend text per fault kind.
+KIND_COLORS = {"link_down": ("tab:red", "link down"), "loss": ("tab:orange", "frame loss"),
+               "degrade": ("tab:purple", "degraded rate"), "nic_down": ("tab:brown",
+                                                                       "NIC down"),
+               "switch_down": ("black", "switch down"), "slow_pcie": ("tab:olive",
+                                                                      "slow PCIe")}
+#: At most this many paused transmitters in the PFC panel.
+MAX_PAUSE_ROWS = 8
+
+
+def has_faults(summary: Mapping[str, Any]) -> bool:
+    """True for the summary of a run with faults (its ``faults`` is the report)."""
+    return isinstance(summary.get("faults"), dict) and "intervals" in summary["faults"]
+
+
+def _target(ctx: Any, iv: Mapping[str, Any]) -> str:
+    n = iv["node"]
+    if iv["kind"] in ("nic_down", "switch_down", "slow_pcie"):
+        return ctx.node(n)
+    p = iv.get("port", 0)
+    return f"{ctx.node(n)}:p{p} <-> {ctx.peer(n, p)}"
+
+
+def fault_figure(summary: Mapping[str, Any], ts: Mapping[str, Any], ctx: Any) -> Any:
+    """The figure (not saved; module docstring); ``ctx`` is :mod:`sim.study.plot`'s context
+    of the results (names, time unit)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    rep = summary["faults"]
+    intervals = rep["intervals"]
+    bin_ps = int(ts["bin_ps"])
+    nb = len(ts["bin_t_ps"])
+    mid = ctx.t(np.arange(nb) * bin_ps + bin_ps / 2)
+    left = ctx.t(np.arange(nb) * bin_ps)
+    end = ctx.dur_ps
+    rows: list[str] = []
+    for iv in intervals:
+        name = _target(ctx, iv)
+        if name not in rows:
+            rows.append(name)
+    pauses = _pause_rows(ctx)
+    h_strip = 0.9 + 0.32 * max(len(rows), 1)
+    h_pfc = 0.9 + 0.3 * max(len(pauses), 1)
+    fig, axes = plt.subplots(4, 1, figsize=(11, h_strip + 3.2 + 2.4 + h_pfc), sharex=True,
+                             gridspec_kw={"height_ratios": [h_strip, 3.2, 2.4, h_pfc]})
+    ax_f, ax_l, ax_r, ax_p = axes
+    title = f"{summary.get('scenario', '')}: faults and what they did"
+    comp = rep.get("completion", {})
+    w = comp.get("workload", {})
+    if w.get("extra_ps") is not None and w.get("ratio") is not None:
+        title += (f"\nlast delivery {ctx.span(w['faulted_ps'])} vs {ctx.span(w['baseline_ps'])}"
+                  f" fault-free (x{w['ratio']:.3g})")
+    got = sum(f.get("delivered_bytes") or 0 for f in comp.get("flows", ()))
+    base = [f.get("baseline_delivered_bytes") for f in comp.get("flows", ())]
+    if base and None not in base and sum(base):
+        title += (f"; delivered {got / 1e6:.4g} MB vs {sum(base) / 1e6:.4g} MB fault-free "
+                  f"({(got - sum(base)) / sum(base):+.1%})")
+    for c in comp.get("collectives", ()):
+        if c.get("ratio") is not None:
+            title += (f"; collective #{c['entry']} {ctx.span(c['faulted_ps'])} vs "
+                      f"{ctx.span(c['baseline_ps'])} (x{c['ratio']:.3g})")
+    ax_f.set_title(title, fontsize="medium", loc="left")
+
+    # 1. fault intervals
+    seen: set[str] = set()
+    for iv in intervals:
+        y = len(rows) - 1 - rows.index(_target(ctx, iv))
+        color, text = KIND_COLORS.get(iv["kind"], ("tab:gray", iv["kind"]))
+        t1 = iv["end_ps"] if iv["end_ps"] is not None else end
+        ax_f.broken_barh([(ctx.t(iv["start_ps"]), max(ctx.t(t1 - iv["start_ps"]),
+                                                      ctx.t(end) * 0.002))],
+                         (y + 0.15, 0.7), facecolors=color,
+                         label=text if text not in seen else None)
+        seen.add(text)
+    ax_f.set_yticks([len(rows) - 1 - i + 0.5 for i in range(len(rows))], rows,
+                    fontsize="small")
+    ax_f.set_ylim(0, max(len(rows), 1))
+    reroutes = [e["t_ps"] for e in rep.get("events", ()) if e.get("what") == "reroute"]
+    for ax in axes:
+        for i, t in enumerate(reroutes):
+            ax.axvline(ctx.t(t), color="0.45", linestyle="--", linewidth=1.0,
+                       label="reroute" if ax is ax_f and i == 0 else None)
+    ax_f.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small",
+                frameon=False)
+
+    # 2. link throughput
+    to_gbps = 8 * 10**12 / bin_ps / 1e9
+    for ln in rep.get("links", ()):
+        key = f"fault_link_n{ln['node']}_p{ln['port']}_tx_bytes"
+        if key not in ts:
+            continue
+        style = "-" if ln["role"] == "faulted" else "--"
+        ax_l.plot(mid, ts[key] * to_gbps, style, linewidth=1.3, drawstyle="steps-mid",
+                  label=f"{ctx.port(ln['node'], ln['port'])}"
+                        + ("" if ln["role"] == "faulted" else " (ECMP sibling)"))
+    if "fault_delivered_bytes" in ts:
+        ax_l.plot(mid, ts["fault_delivered_bytes"] * to_gbps, color="black", linewidth=1.8,
+                  drawstyle="steps-mid", label="goodput, all flows")
+    ax_l.set_ylabel("throughput (Gb/s)")
+    ax_l.set_ylim(bottom=0)
+    ax_l.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small",
+                frameon=False)
+    for iv in intervals:
+        r = iv.get("time_to_recover_ps")
+        if r:
+            ax_l.axvspan(ctx.t(iv["start_ps"]), ctx.t(iv["start_ps"] + r), color="tab:red",
+                         alpha=0.07, linewidth=0)
+    if any(iv.get("time_to_recover_ps") for iv in intervals):
+        ax_l.text(0.0, 1.01, "shaded: from each fault to the recovery of its flows' goodput",
+                  transform=ax_l.transAxes, fontsize="x-small", color="0.3", va="bottom")
+
+    # 3. retransmissions, losses, timeouts, QP errors
+    width = ctx.t(bin_ps) * 0.9
+    retx = ts.get("fault_retx_frames")
+    lost = ts.get("fault_lost_frames")
+    if retx is not None and retx.any():
+        ax_r.bar(left, retx, width=width, align="edge", color="tab:blue",
+                 label="frames retransmitted (RC)")
+    if lost is not None and lost.any():
+        ax_r.step(mid, lost, where="mid", color="tab:red", linewidth=1.3,
+                  label="frames lost to the faults")
+    tmo = ts.get("fault_timeouts")
+    top = max([1, *(int(a.max()) for a in (retx, lost) if a is not None and len(a))])
+    if tmo is not None and tmo.any():
+        i = np.flatnonzero(tmo)
+        ax_r.plot(mid[i], np.full(len(i), top * 1.08), "v", color="tab:green", markersize=6,
+                  label=f"ACK timeouts ({int(tmo.sum())})")
+    for k, t in enumerate(ts.get("fault_qp_error_t_ps", ())):
+        ax_r.axvline(ctx.t(int(t)), color="red", linewidth=1.6,
+                     label="QP error" if k == 0 else None)
+    rc_on = bool(summary.get("faults", {}).get("retransmitted", {}).get("flows"))
+    if not ax_r.get_legend_handles_labels()[0]:
+        ax_r.text(0.5, 0.5, "no frame lost or retransmitted", transform=ax_r.transAxes,
+                  ha="center", va="center", color="0.35")
+    else:
+        ax_r.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small",
+                    frameon=False)
+    if not rc_on:
+        ax_r.text(0.0, 1.01, "RC reliability off: lost frames are not resent",
+                  transform=ax_r.transAxes, fontsize="x-small", color="0.3", va="bottom")
+    ax_r.set_ylabel(f"frames per bin\n({ctx.span(bin_ps)})")
+    ax_r.set_ylim(0, top * 1.2)
+
+    # 4. PFC pause state
+    if pauses:
+        n = len(pauses)
+        for i, (_label, t, s) in enumerate(pauses):
+            y = n - 1 - i
+            x, v = ctx.steps(t, s)
+            ax_p.fill_between(x, y + 0.1, y + 0.1 + 0.8 * v, step="post", color="tab:cyan",
+                              linewidth=0)
+        ax_p.set_yticks([n - 1 - i + 0.5 for i in range(n)], [r[0] for r in pauses],
+                        fontsize="x-small")
+        ax_p.set_ylim(0, n)
+        ax_p.set_ylabel("PFC: paused")
+    else:
+        ax_p.text(0.5, 0.5, "no PFC pause", transform=ax_p.transAxes, ha="center",
+                  va="center", color="0.35")
+        ax_p.set_yticks([])
+    ax_p.set_xlabel(ctx.t_label)
+    ax_p.set_xlim(0, ctx.t_end())
+    fig.align_ylabels(axes)
+    return fig
+
+
+def _pause_rows(ctx: Any) -> list[tuple[str, Any, Any]]:
+    """(label, t_ps, state) of the transmitters that were paused (``pfc_rx_*``), the
+    :data:`MAX_PAUSE_ROWS` most paused, in order of the first pause."""
+    import numpy as np
+
+    rows = []
+    for mid, t, s in ctx.series("pfc_rx_", "_state"):
+        if not len(s) or not s.any():
+            continue
+        n, p, r = (int(x.lstrip("npriog")) for x in mid.split("_"))
+        x = [*list(t), ctx.dur_ps]
+        paused = sum(x[i + 1] - x[i] for i in range(len(s)) if s[i])
+        rows.append((f"{ctx.port(n, p)} prio {r} ({paused / ctx.dur_ps:.0%})", t, s, paused,
+                     int(t[np.nonzero(s)[0][0]])))
+    rows = sorted(rows, key=lambda r: -r[3])[:MAX_PAUSE_ROWS]
+    rows.sort(key=lambda r: r[4])
+    return [(lab, t, s) for lab, t, s, _, _ in rows]

@@ -1,0 +1,446 @@
+"""What the faults of a run cost: the ``faults`` block of summary.json and the series of
+``faults_timeline.png`` (issue 21; docs/faults.md "Outputs").
+
+:class:`FaultProbe` is installed by :func:`sim.study.results.run_scenario` on a fabric with
+faults (``fabric.fault_log``, :mod:`sim.fabric.faults`) before the run.  It samples counters at
+every throughput-bin edge (an engine event that runs after every other event of that instant,
+so it changes nothing in the run): the bytes each flow's receiver has delivered, the bytes each
+port has sent, the RC senders' retransmitted frames and bytes and their timeouts
+(:meth:`sim.nic.host.Host.rc_stats`) and the frames the faults destroyed
+(:class:`sim.fabric.faults.FaultLog`).  After the run :meth:`FaultProbe.report` gives the
+``faults`` block:
+
+* ``events``: the timeline of :class:`sim.fabric.faults.FaultLog` (``t_ps``, ``what``, ...);
+* ``intervals``: one per fault occurrence (:func:`fault_intervals`), with its
+  ``time_to_recover_ps`` (:func:`recovery`) and ``reroute_done_ps``;
+* ``completion``: completion against the fault-free run of the same scenario and seed
+  (:func:`run_baseline`; per flow its last delivery, the workload's last delivery, and each
+  ``[[collective]]`` entry's mean iteration time);
+* ``retransmitted``: RC bytes and frames resent, per flow and in total;
+* ``drops``: the frames the faults destroyed, by reason (every drop of the run, by reason,
+  is ``totals.dropped_packets_by_reason``);
+* ``conservation``: per flow sent = delivered + dropped + in flight (RC: every transmission is
+  sent, resends too, which are also given on their own), and the flows that do not balance.
+
+:func:`conservation_problems` is the check every run makes (faults or not): a flow that does
+not balance is a ``problems`` entry of summary.json and one warning line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["FaultProbe", "RECOVERY_TOLERANCE", "PRE_FAULT_BINS", "fault_intervals",
+           "recovery", "run_baseline", "completion_figures", "compare_completion",
+           "conservation_problems", "MAX_LINKS"]
+
+#: Goodput is "back" when it is within this fraction of the pre-fault rate (10 %) [A: a
+#: choice of this model, not a published figure].
+RECOVERY_TOLERANCE = 0.10
+#: The pre-fault rate is the mean goodput over this many throughput bins before the fault's
+#: bin (fewer when the fault starts earlier) [A].
+PRE_FAULT_BINS = 10
+#: At most this many links in the timeline plot (the faulted ones first).
+MAX_LINKS = 12
+#: Link-state events: what opens an interval -> what closes it (sim.fabric.faults).
+_OPEN = {"link_down": "link_up", "nic_down": "nic_up", "switch_down": "switch_up",
+         "loss_start": "loss_end"}
+_KIND = {"link_down": "link_down", "nic_down": "nic_down", "switch_down": "switch_down",
+         "loss_start": "loss", "rate": "degrade", "pcie": "slow_pcie"}
+#: Events that open an interval on their target and, the next time, close it (a rate back).
+_TOGGLE = ("rate", "pcie")
+#: Kinds after which the switches reroute (a link changed state).
+_LINK_STATE = ("link_down", "nic_down", "switch_down")
+
+
+def _real(peer: Any) -> Any:
+    """The node behind a port's peer (a faulted link's peer is a wrapper with ``real``)."""
+    return getattr(peer, "real", peer)
+
+
+class FaultProbe:
+    """Counters sampled at every bin edge of a run with faults (module docstring).
+    ``bin_ps`` x ``nbins`` must cover the run (:data:`sim.study.results.THROUGHPUT_BINS`)."""
+
+    def __init__(self, fab: Any, bin_ps: int, nbins: int, duration_ps: int) -> None:
+        import numpy as np
+
+        from sim.net.switch import Switch
+        from sim.nic.host import Host
+
+        self.fab = fab
+        self.bin_ps = bin_ps
+        self.nbins = nbins
+        self.duration_ps = duration_ps
+        self.ports = [(nid, idx, p) for nid, node in sorted(fab.nodes.items())
+                      for idx, p in sorted(node.ports.items())]
+        self.flows = sorted(fab.flows)
+        self.hosts = [n for n in fab.nodes.values() if isinstance(n, Host)]
+        #: ECMP / adaptive groups of every switch before the run (the original routes).
+        self.groups: dict[int, list[tuple[int, ...]]] = {
+            nid: sorted({tuple(r) for r in s.routes.values() if not isinstance(r, int)})
+            for nid, s in fab.nodes.items() if isinstance(s, Switch)}
+        self.tx = np.zeros((nbins, len(self.ports)), dtype=np.int64)
+        self.rx = np.zeros((nbins, len(self.flows)), dtype=np.int64)
+        self.rc = np.zeros((nbins, 3), dtype=np.int64)  # retx frames, retx bytes, timeouts
+        self.lost = np.zeros(nbins, dtype=np.int64)
+        self.row = 0
+        eng = fab.engine
+        for b in range(1, nbins):
+            if b * bin_ps < duration_ps:  # the last sample is taken after the run
+                eng.call_at(b * bin_ps, self.sample, priority=1 << 30)
+
+    def sample(self) -> None:
+        """Cumulative counters now, into the next row."""
+        r = self.row
+        if r >= self.nbins:
+            return
+        self.row = r + 1
+        fab = self.fab
+        self.tx[r] = [p.tx_bytes for _, _, p in self.ports]
+        nodes = fab.nodes
+        self.rx[r] = [nodes[fab.flows[f].dst].rx_bytes.get(f, 0) for f in self.flows]
+        fr = by = to = 0
+        for h in self.hosts:
+            for f in h.rc_flows():
+                s = h.rc_stats(f)
+                fr += s.get("retransmitted_frames", 0)
+                by += s.get("retransmitted_bytes", 0)
+                to += s.get("timeouts", 0)
+        self.rc[r] = (fr, by, to)
+        log = getattr(fab, "fault_log", None)
+        self.lost[r] = sum(log.drops.values()) if log is not None else 0
+
+    def finish(self) -> None:
+        """The last sample (end of the run); rows never reached copy it."""
+        self.sample()
+        last = self.row - 1
+        for a in (self.tx, self.rx, self.rc):
+            a[last + 1:] = a[last]
+        self.lost[last + 1:] = self.lost[last]
+
+    @staticmethod
+    def _per_bin(a: Any) -> Any:
+        import numpy as np
+
+        return np.diff(a, axis=0, prepend=np.zeros_like(a[:1]))
+
+    # ------------------------------------------------------------------ outputs
+    def plotted_links(self, intervals: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """The egress ports of the faulted links (both directions) and of their ECMP siblings
+        (the other members of a group holding a faulted port), at most :data:`MAX_LINKS`."""
+        nodes = self.fab.nodes
+        faulted: list[tuple[int, int]] = []
+
+        def add(lst: list, key: tuple[int, int]) -> None:
+            if key not in lst and key[0] in nodes and key[1] in nodes[key[0]].ports:
+                lst.append(key)
+
+        for iv in intervals:
+            node = nodes.get(iv["node"])
+            if node is None:
+                continue
+            idxs = sorted(node.ports) if iv["kind"] == "switch_down" else \
+                [iv.get("port", 0)]
+            for idx in idxs:
+                p = node.ports.get(idx)
+                if p is None:
+                    continue
+                add(faulted, (iv["node"], idx))
+                if p.peer is not None:
+                    add(faulted, (_real(p.peer).node_id, p.peer_port))
+        siblings: list[tuple[int, int]] = []
+        for nid, idx in faulted:
+            for g in self.groups.get(nid, ()):
+                if idx in g:
+                    for o in g:
+                        if (nid, o) not in faulted:
+                            add(siblings, (nid, o))
+        out = [{"node": n, "port": p, "role": "faulted"} for n, p in faulted]
+        out += [{"node": n, "port": p, "role": "ecmp sibling"} for n, p in siblings]
+        return out[:MAX_LINKS]
+
+    def arrays(self, links: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """timeseries.npz arrays (per bin; only in runs with faults): ``fault_link_n<N>_p<P>
+        _tx_bytes`` for the plotted links, ``fault_retx_frames``, ``fault_retx_bytes``,
+        ``fault_timeouts``, ``fault_lost_frames`` (frames the faults destroyed),
+        ``fault_delivered_bytes`` (all flows), ``fault_qp_error_t_ps``."""
+        import numpy as np
+
+        col = {(n, i): k for k, (n, i, _) in enumerate(self.ports)}
+        tx = self._per_bin(self.tx)
+        out: dict[str, Any] = {}
+        for ln in links:
+            out[f"fault_link_n{ln['node']}_p{ln['port']}_tx_bytes"] = \
+                tx[:, col[(ln["node"], ln["port"])]].copy()
+        rc = self._per_bin(self.rc)
+        out["fault_retx_frames"] = rc[:, 0].copy()
+        out["fault_retx_bytes"] = rc[:, 1].copy()
+        out["fault_timeouts"] = rc[:, 2].copy()
+        out["fault_lost_frames"] = self._per_bin(self.lost)
+        out["fault_delivered_bytes"] = self._per_bin(self.rx).sum(axis=1).astype(np.int64)
+        qp = sorted(t for h in self.hosts for t in getattr(h, "qp_error_ps", {}).values())
+        out["fault_qp_error_t_ps"] = np.array(qp, dtype=np.int64)
+        return out
+
+    def report(self, summary: Mapping[str, Any], sc: Any,
+               baseline: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The summary.json ``faults`` block (module docstring); ``baseline`` from
+        :func:`run_baseline` (None: not run, ``completion.baseline`` says why)."""
+        log = self.fab.fault_log
+        events = list(log.events)
+        intervals = fault_intervals(events, self.duration_ps)
+        good = self._per_bin(self.rx)
+        done_at = {}
+        for f in summary["flows"]:
+            fl = self.fab.flows[f["id"]]
+            if f.get("fct_ps") is not None:
+                done_at[f["id"]] = fl.start_ps + f["fct_ps"]
+        ends = [done_at.get(f) for f in self.flows]
+        for iv in intervals:
+            iv.update(recovery(good, self.bin_ps, iv["start_ps"], ends, self.flows))
+        links = self.plotted_links(intervals)
+        flows_rc = {f["id"]: f["rc"] for f in summary["flows"] if "rc" in f}
+        retx = [{"id": fid, "retransmitted_packets": rc.get("retransmitted_frames", 0),
+                 "retransmitted_bytes": rc.get("retransmitted_bytes", 0),
+                 "timeouts": rc.get("timeouts", 0), "qp_error": rc.get("qp_error", 0)}
+                for fid, rc in sorted(flows_rc.items())]
+        cons = []
+        for f in summary["flows"]:
+            rc = flows_rc.get(f["id"], {})
+            cons.append({"id": f["id"], **_balance(f),
+                         "retransmitted_packets": rc.get("retransmitted_frames", 0),
+                         "retransmitted_bytes": rc.get("retransmitted_bytes", 0)})
+        bad = [c["id"] for c in cons if c["unaccounted_packets"] or c["unaccounted_bytes"]]
+        return {
+            "events": events,
+            "intervals": intervals,
+            "completion": compare_completion(completion_figures(sc), baseline),
+            "retransmitted": {
+                "packets": sum(r["retransmitted_packets"] for r in retx),
+                "bytes": sum(r["retransmitted_bytes"] for r in retx),
+                "timeouts": sum(r["timeouts"] for r in retx),
+                "qp_errors": sum(r["qp_error"] for r in retx),
+                "flows": retx,
+            },
+            "drops": {"packets_by_reason": dict(sorted(log.drops.items())),
+                      "bytes_by_reason": dict(sorted(log.dropped_bytes.items())),
+                      "all_drops": "totals.dropped_packets_by_reason"},
+            "recovery_tolerance": RECOVERY_TOLERANCE,
+            "pre_fault_bins": PRE_FAULT_BINS,
+            "bin_ps": self.bin_ps,
+            "links": links,
+            "conservation": {"balanced": not bad, "unbalanced_flows": bad, "flows": cons},
+        }
+
+
+def _balance(f: Mapping[str, Any]) -> dict[str, int]:
+    """sent - delivered - dropped - in flight of one summary.json flow, packets and bytes."""
+    return {f"unaccounted_{u}": f[f"sent_{u}"] - f[f"delivered_{u}"] - f[f"dropped_{u}"]
+            - f[f"in_flight_{u}"] for u in ("packets", "bytes")}
+
+
+def conservation_problems(flows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One phrase per summary.json flow whose sent != delivered + dropped + in flight
+    (packets or bytes): nothing may be lost silently.  Empty when every flow balances."""
+    out = []
+    for f in flows:
+        if "sent_packets" not in f:
+            continue
+        b = _balance(f)
+        if b["unaccounted_packets"] or b["unaccounted_bytes"]:
+            out.append(
+                f"flow {f['id']}: conservation: sent {f['sent_packets']} packets / "
+                f"{f['sent_bytes']} bytes != delivered {f['delivered_packets']} / "
+                f"{f['delivered_bytes']} + dropped {f['dropped_packets']} / "
+                f"{f['dropped_bytes']} + in flight {f['in_flight_packets']} / "
+                f"{f['in_flight_bytes']} ({b['unaccounted_packets']} packets / "
+                f"{b['unaccounted_bytes']} bytes unaccounted)")
+    return out
+
+
+def fault_intervals(events: Iterable[Mapping[str, Any]], end_ps: int) -> list[dict[str, Any]]:
+    """One interval per fault occurrence, from the timeline ``events``: ``kind``
+    (``link_down``, ``nic_down``, ``switch_down``, ``loss``, ``degrade``), ``node`` (and
+    ``port`` for a link), ``start_ps``, ``end_ps`` (null: lasted to the end of the run, which
+    is ``end_ps``) and, after a link-state change, ``reroute_done_ps``: the time from the
+    start to the first reroute at or after it (null: none in the run).  A ``rate`` event opens
+    a ``degrade`` interval on a link and the next one on the same link closes it (``pcie``:
+    ``slow_pcie`` on a host, likewise).  In order of start."""
+    out: list[dict[str, Any]] = []
+    open_: dict[tuple, dict[str, Any]] = {}
+    reroutes = []
+    for e in events:
+        what = e["what"]
+        if what == "reroute":
+            reroutes.append(e["t_ps"])
+            continue
+        target = (e.get("node"), e.get("port"))
+        if what in _OPEN or what in _TOGGLE:
+            key = (_KIND[what], *target)
+            iv = open_.pop(key, None) if what in _TOGGLE else None
+            if iv is not None:  # the old rate back: the degrade / slow PCIe ends
+                iv["end_ps"] = e["t_ps"]
+                continue
+            iv = {"kind": _KIND[what], "node": e.get("node")}
+            if e.get("port") is not None:
+                iv["port"] = e["port"]
+            for k in ("rate_bps", "write_bps", "read_bps"):
+                if k in e:
+                    iv[k] = e[k]
+            iv.update(start_ps=e["t_ps"], end_ps=None)
+            open_[key] = iv
+            out.append(iv)
+            continue
+        closes = {v: k for k, v in _OPEN.items()}.get(what)
+        if closes is not None:
+            iv = open_.pop((_KIND[closes], *target), None)
+            if iv is not None:
+                iv["end_ps"] = e["t_ps"]
+    for iv in out:
+        r = None
+        if iv["kind"] in _LINK_STATE:
+            r = next((t - iv["start_ps"] for t in reroutes if t >= iv["start_ps"]), None)
+        iv["reroute_done_ps"] = r
+    del end_ps  # an open interval's end is the run's: end_ps null says so
+    return out
+
+
+def recovery(good: Any, bin_ps: int, start_ps: int, done_at: Sequence[int | None],
+             flows: Sequence[int], tolerance: float = RECOVERY_TOLERANCE,
+             pre_bins: int = PRE_FAULT_BINS) -> dict[str, Any]:
+    """Time to recover from a fault starting at ``start_ps`` (docs/faults.md "Outputs").
+
+    ``good[b][i]`` is the bytes flow ``flows[i]`` delivered in bin ``b`` (``bin_ps`` wide),
+    ``done_at[i]`` when it completed (None: it did not).  Fault bin s = start // bin.
+    Pre-fault rate of a flow: its mean over bins [s - pre_bins, s) (fewer at the start of the
+    run).  A bin counts for a flow while the flow is not complete at the bin's start.  The
+    *affected* flows: those with a pre-fault rate > 0 that have a counted bin b >= s with
+    goodput < (1 - tolerance) x that rate.  Recovery bin r: the first bin after the first such
+    dip in which the affected flows' goodput together (the flows still counted there) is at
+    least (1 - tolerance) x their pre-fault rates together (or none is counted any more).
+    ``time_to_recover_ps`` = max(0, r x bin - start): 0 when no flow dipped, null when the
+    run ended first.  One bin of resolution."""
+    import numpy as np
+
+    g = np.asarray(good, dtype=np.float64)
+    nb = g.shape[0]
+    s = min(start_ps // bin_ps, nb - 1) if nb else 0
+    lo = max(0, s - pre_bins)
+    base = {"affected_flows": [], "pre_fault_bps": None, "time_to_recover_ps": None,
+            "recovered": False}
+    if s == lo or not len(flows):
+        return {**base, "why": "no throughput bin before the fault: no pre-fault rate"}
+    pre = g[lo:s].mean(axis=0)
+    starts = np.arange(nb) * bin_ps
+    counted = np.ones_like(g, dtype=bool)
+    for i, t in enumerate(done_at):
+        if t is not None:
+            counted[:, i] = starts < t
+    thr = (1.0 - tolerance) * pre
+    dip = (g < thr[None, :]) & counted & (pre[None, :] > 0)
+    dip[:s] = False
+    hit = dip.any(axis=0)
+    aff = np.flatnonzero(hit)
+    if not len(aff):
+        return {**base, "pre_fault_bps": _bps(pre.sum(), bin_ps), "time_to_recover_ps": 0,
+                "recovered": True}
+    first = int(np.flatnonzero(dip[:, aff].any(axis=1))[0])
+    r = None
+    for b in range(first + 1, nb):
+        live = aff[counted[b, aff]]
+        if not len(live) or g[b, live].sum() >= (1.0 - tolerance) * pre[live].sum():
+            r = b
+            break
+    out = {**base, "affected_flows": [int(flows[i]) for i in aff],
+           "pre_fault_bps": _bps(pre[aff].sum(), bin_ps)}
+    if r is not None:
+        out.update(time_to_recover_ps=max(0, r * bin_ps - start_ps), recovered=True)
+    return out
+
+
+def _bps(nbytes_per_bin: float, bin_ps: int) -> int:
+    return round(nbytes_per_bin * 8 * 10**12 / bin_ps)
+
+
+# ---------------------------------------------------------------- the fault-free run
+def completion_figures(sc: Any) -> dict[str, Any]:
+    """Completion of a scenario after its run: per flow the last delivery (``rx_last_ps``,
+    null: nothing delivered), its bytes delivered and whether it completed; the workload's
+    last delivery; each ``[[collective]]`` entry's ``time_ps`` (mean iteration time) and
+    ``complete``."""
+    fab = sc.fabric
+    flows = {}
+    for fid in sorted(fab.flows):
+        f = fab.flows[fid]
+        dst = fab.nodes[f.dst]
+        flows[fid] = {"last_delivery_ps": dst.rx_last_ps.get(fid),
+                      "delivered_bytes": dst.rx_bytes.get(fid, 0),
+                      "complete": dst.fct_ps.get(fid) is not None}
+    last = [v["last_delivery_ps"] for v in flows.values() if v["last_delivery_ps"] is not None]
+    out: dict[str, Any] = {"flows": flows, "last_delivery_ps": max(last) if last else None}
+    coll = sc.summaries.get("collectives") if getattr(sc, "summaries", None) else None
+    if coll is not None:
+        out["collectives"] = [{"entry": c.get("entry", i + 1), "time_ps": c.get("time_ps"),
+                               "complete": c.get("complete")}
+                              for i, c in enumerate(coll(sc))]
+    return out
+
+
+def run_baseline(sc: Any, inject: Callable[[Any], Any] | None = None
+                 ) -> dict[str, Any] | None:
+    """Run the fault-free twin of ``sc`` (``sc.info["fault_free"]``: a function building the
+    same scenario, same seed, without its faults; set by the fabric-file builder) for the same
+    duration, nothing recorded, and return its :func:`completion_figures`.  ``inject`` puts
+    the same replayed captures into its fabric.  None when ``sc`` has no such function."""
+    build = (getattr(sc, "info", None) or {}).get("fault_free")
+    if build is None:
+        return None
+    twin = build()
+    if inject is not None:
+        inject(twin.fabric)
+    twin.fabric.run(twin.duration_ps)
+    return completion_figures(twin)
+
+
+def _vs(faulted: int | None, base: int | None) -> dict[str, Any]:
+    return {"faulted_ps": faulted, "baseline_ps": base,
+            "extra_ps": None if faulted is None or base is None else faulted - base,
+            "ratio": None if faulted is None or not base else round(faulted / base, 6)}
+
+
+def compare_completion(faulted: Mapping[str, Any], baseline: Mapping[str, Any] | None
+                       ) -> dict[str, Any]:
+    """Faulted completion against the fault-free one (:func:`completion_figures` of both):
+    ``workload`` (last delivery of any flow), per flow (``flows``: last delivery, bytes
+    delivered, complete) and per collective entry (mean iteration time), each
+    ``{faulted_ps, baseline_ps, extra_ps, ratio}``.  ``baseline`` None: ``baseline`` is
+    ``"not run"`` and only the faulted figures are given.  A workload that did not complete
+    in the faulted run has ``complete`` false: its last delivery is not a completion time."""
+    b = baseline or {}
+    bf = b.get("flows", {})
+    flows = []
+    for fid, f in faulted["flows"].items():
+        g = bf.get(fid, {})
+        flows.append({"id": fid, **_vs(f["last_delivery_ps"], g.get("last_delivery_ps")),
+                      "delivered_bytes": f["delivered_bytes"],
+                      "baseline_delivered_bytes": g.get("delivered_bytes"),
+                      "complete": f["complete"], "baseline_complete": g.get("complete")})
+    out: dict[str, Any] = {
+        "baseline": "run" if baseline is not None else "not run",
+        "workload": {**_vs(faulted["last_delivery_ps"], b.get("last_delivery_ps")),
+                     "complete": all(f["complete"] for f in faulted["flows"].values()),
+                     "baseline_complete": None if baseline is None else
+                     all(f["complete"] for f in bf.values())},
+        "flows": flows,
+    }
+    if "collectives" in faulted:
+        bc = {c["entry"]: c for c in b.get("collectives", ())}
+        out["collectives"] = [
+            {"entry": c["entry"], **_vs(c["time_ps"], bc.get(c["entry"], {}).get("time_ps")),
+             "complete": c["complete"],
+             "baseline_complete": bc.get(c["entry"], {}).get("complete")}
+            for c in faulted["collectives"]]
+    return out
+
