@@ -303,3 +303,15 @@ def test_plot_reads_as_a_network_engineer_would(tmp_path) -> None:
                  "RC reliability off: lost frames are not resent"):
         assert want in t, (want, t)
     assert any("ECMP sibling" in x for x in t) and any("<->" in x for x in t)
+
+
+def test_cli_no_baseline(tmp_path) -> None:
+    from sim.cli import main
+
+    f = _file(tmp_path, dur=0.15)
+    for flag, want in (([], "run"), (["--no-baseline"], "not run")):
+        out = tmp_path / f"o{len(flag)}"
+        assert main(["replay", str(f), "--out", str(out), "--no-plots", "--no-capture",
+                     *flag]) == 0
+        s = json.loads((out / "summary.json").read_text())
+        assert s["faults"]["completion"]["baseline"] == want

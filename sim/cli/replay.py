@@ -69,7 +69,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         s = run_scenario(args.scenario, params=dict(args.param or ()), seed=args.seed,
                          out_dir=out, plots=not args.no_plots, captures=args.capture or (),
                          pcaps=[(f, scale_fraction(args.time_scale)) for f in args.pcap or ()],
-                         owners=dict(args.map or ()), force=args.force, warn=_err, **knobs)
+                         owners=dict(args.map or ()), force=args.force, warn=_err,
+                         baseline=not args.no_baseline, **knobs)
     except ValueError as e:
         _err(str(e))
         return EXIT_USAGE
@@ -271,6 +272,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--time-scale", type=finite_float(1e-6, 1e6), default=1.0, metavar="X",
                    help="multiply the --pcap frames' time offsets by X (0.5: twice as fast)")
     r.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    r.add_argument("--no-baseline", action="store_true",
+                   help="with faults: do not run the scenario once more without them "
+                        "(summary.json faults.completion then has no fault-free figures)")
     r.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("plot", help="PNG plots of a replay or collective results directory")
