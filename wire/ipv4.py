@@ -36,8 +36,24 @@ IPV4 = HeaderSpec(
 )
 
 
+#: Byte offset of the header checksum (from the field table).
+_CSUM_AT = IPV4.byte_field("checksum")[0]
+
+
 def ipv4_checksum(header: bytes | bytearray) -> int:
-    """Checksum of an IPv4 header (options included) with its checksum field taken as 0."""
-    h = bytearray(header)
-    h[10:12] = b"\0\0"
-    return internet_checksum(h)
+    """Checksum of an IPv4 header (options included) with its checksum field taken as 0.
+
+    RFC 1071 over the header read as one big-endian integer with the checksum's 16 bits
+    subtracted (no copy of the header; :func:`wire.checksum.ones_sum`'s method)."""
+    n = len(header)
+    if n < _CSUM_AT + 2:  # not a header: the field does not fit (zero-extended, as before)
+        h = bytearray(header)
+        h[_CSUM_AT:_CSUM_AT + 2] = b"\0\0"
+        return internet_checksum(h)
+    v = int.from_bytes(header, "big")
+    shift = 8 * (n - _CSUM_AT - 2)
+    v -= ((v >> shift) & 0xFFFF) << shift
+    if n % 2:
+        v <<= 8
+    r = v % 0xFFFF
+    return ~(r if r or not v else 0xFFFF) & 0xFFFF

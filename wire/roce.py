@@ -20,6 +20,10 @@ from __future__ import annotations
 
 import zlib
 
+from .bth import BTH
+from .ipv4 import IPV4
+from .udp import UDP
+
 __all__ = ["icrc", "icrc_bytes", "icrc_state", "ICRC_BYTES", "CNP_OPCODE"]
 
 ICRC_BYTES = 4
@@ -46,6 +50,20 @@ def icrc(ip_header: bytes | bytearray | memoryview, udp_datagram: bytes | bytear
 _MASKED_END = 13
 
 
+def _masked_bytes() -> tuple[int, int, int, int, int]:
+    # the masked bytes' offsets, from the field tables: IPv4 TOS (DSCP+ECN), TTL, checksum;
+    # the UDP checksum; the BTH byte of FECN/BECN/Resv6 (at 8 + its offset in the datagram)
+    tos, ttl, csum = (IPV4.byte_field(f)[0] for f in ("ecn", "ttl", "checksum"))
+    assert IPV4.byte_field("dscp")[0] == tos
+    flags = UDP.size_bytes + BTH.byte_field("fecn")[0]
+    assert BTH.byte_field("resv6")[0] == flags - UDP.size_bytes < _MASKED_END
+    return tos, ttl, csum, UDP.byte_field("checksum")[0], flags
+
+
+_IP4_TOS, _IP4_TTL, _IP4_CSUM, _UDP_CSUM, _BTH_FLAGS = _masked_bytes()
+_IP4_MIN = _IP4_CSUM + 2
+
+
 def icrc_state(ip_header: bytes | bytearray | memoryview,
                udp_head: bytes | bytearray | memoryview) -> int:
     """The ICRC's running CRC after the pseudo-LRH, the masked IP header and ``udp_head``
@@ -54,8 +72,16 @@ def icrc_state(ip_header: bytes | bytearray | memoryview,
     that differ only after ``udp_head`` computes this once."""
     if len(udp_head) < _MASKED_END:
         raise ValueError(f"udp_head must hold at least {_MASKED_END} bytes")
+    if ip_header and ip_header[0] >> 4 == 4 and len(ip_header) >= _IP4_MIN:
+        # one buffer, one CRC call: the IPv4 header then the UDP head, masked in place
+        buf = bytearray(ip_header)
+        k = len(buf)
+        buf += udp_head
+        buf[_IP4_TOS] = buf[_IP4_TTL] = buf[_IP4_CSUM] = buf[_IP4_CSUM + 1] = 0xFF
+        buf[k + _UDP_CSUM] = buf[k + _UDP_CSUM + 1] = buf[k + _BTH_FLAGS] = 0xFF
+        return zlib.crc32(buf, _CRC_LRH)
     ip = bytearray(ip_header)
-    if ip[0] >> 4 == 4:
+    if ip and ip[0] >> 4 == 4:
         ip[1] = 0xFF            # TOS: DSCP + ECN
         ip[8] = 0xFF            # TTL
         ip[10] = ip[11] = 0xFF  # header checksum

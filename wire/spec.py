@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
 from .errors import BadValue, Truncated
 
-__all__ = ["Field", "HeaderSpec", "Layer", "format_value", "parse_value"]
+__all__ = ["Field", "HeaderSpec", "Layer", "format_value", "parse_value", "stack_getter"]
 
 FMTS = ("int", "mac", "ipv4", "ipv6", "hex")
 
@@ -174,6 +175,7 @@ class HeaderSpec:
     size_bytes: int = field(init=False)
     _unpack_raw: object = field(init=False, repr=False)
     _unpack: object = field(init=False, repr=False)
+    _layer: object = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.fields = tuple(self.fields)
@@ -224,7 +226,8 @@ class HeaderSpec:
         total = self.size_bytes * 8
         ns: dict[str, object] = {
             "_Truncated": Truncated, "_mac": _fmt_mac, "_ip4": _fmt_ipv4, "_ip6": _fmt_ipv6,
-            "_from": int.from_bytes,
+            "_from": int.from_bytes, "_new": dict.__new__, "_init": dict.__init__,
+            "_Layer": Layer,
         }
         raw_items, shown_items = [], []
         by_field: dict[str, list[str]] = {}
@@ -259,10 +262,18 @@ class HeaderSpec:
             + "    return {" + ", ".join(raw_items) + "}\n"
             "def unpack(buf, off=0):\n" + head
             + "    return {" + ", ".join(shown_items) + "}\n"
+            # a Layer without the Python-level Layer.__init__ (a dict's own, in C)
+            "def layer(buf, off=0):\n"
+            f"    v = _from(buf[off:off + {n}], 'big')\n"
+            "    out = _new(_Layer)\n"
+            f"    out.name = {self.name!r}\n"
+            "    _init(out, {" + ", ".join(shown_items) + "})\n"
+            "    return out\n"
         )
         exec(compile(src, f"<spec {self.name}>", "exec"), ns)
         self._unpack_raw = ns["unpack_raw"]
         self._unpack = ns["unpack"]
+        self._layer = ns["layer"]
 
     def getter(self, *names: str) -> Callable[..., tuple[int, ...]]:
         """A compiled ``f(buf, off=0) -> tuple`` of the raw integer values of ``names`` (in that
@@ -305,6 +316,11 @@ class HeaderSpec:
     def decode(self, buf: bytes | bytearray | memoryview, offset: int = 0) -> Layer:
         return Layer(self.name, self._unpack(buf, offset))  # type: ignore[operator]
 
+    def layer_at(self, buf: bytes, offset: int = 0) -> Layer:
+        """:meth:`decode` without the length check, for a header known to fit (dissectors
+        call the compiled code directly: no Python-level ``Layer.__init__``)."""
+        return self._layer(buf, offset)  # type: ignore[operator]
+
     def pack(self, values: Mapping[str, object] | None = None, /, **kw: object) -> bytes:
         """Build the header from field values (shown or raw); missing fields take defaults.
 
@@ -339,3 +355,75 @@ class HeaderSpec:
             v = raw[f.name]
             out[f.name] = [format_value(f, x) for x in v] if f.count > 1 else format_value(f, v)
         return out
+
+
+#: struct codes of the byte units one ``unpack_from`` reads as integers.
+_STRUCT_CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
+
+
+def stack_getter(*parts: tuple[HeaderSpec, Sequence[str]]
+                 ) -> Callable[..., tuple[int, ...]]:
+    """A compiled ``f(buf, off=0) -> tuple`` of raw field values of headers laid end to end
+    (each ``spec.size_bytes`` long, in the order given): for every ``(spec, names)``, the
+    values of ``names`` in that order, all in one flat tuple.  One ``struct.unpack_from``
+    reads every byte unit that holds a wanted field and skips the others; no bit position is
+    written here, they come from the specs' layouts.  No length check (the caller has checked
+    that every header fits), scalar fields only.  For a dissector's fast path over a common
+    stack of headers (``wire.stack``: Ethernet + IPv4 + UDP + BTH)."""
+    fmt = [">"]
+    units: list[str] = []   # struct items that are kept, by variable
+    conv: list[str] = []    # lines turning a wide unit's bytes into an int
+    exprs: list[str] = []
+    base = 0                # bit offset of the current header in the stack
+    for spec, names in parts:
+        fields: dict[str, tuple[Field, int]] = {}
+        for f, i, pos in spec.layout():
+            if i == 0 and f.count == 1:
+                fields[f.name] = (f, base + pos)
+        for name in names:
+            if name not in fields:
+                raise KeyError(f"{spec.name} has no scalar field {name!r}")
+        want = {fields[n][1]: n for n in names}
+        # the header's smallest byte-aligned units (a unit ends where a field ends on a byte)
+        start = base
+        where: dict[str, tuple[str, int, int]] = {}  # field -> (unit variable, start, end bit)
+        for f, _i, pos in spec.layout():
+            end = base + pos + f.bits
+            if end % 8:
+                continue
+            inside = [n for p, n in want.items() if start <= p < end]
+            nbytes = (end - start) // 8
+            if not inside:
+                fmt.append(f"{nbytes}x")
+            else:
+                var = f"u{len(units)}"
+                units.append(var)
+                code = _STRUCT_CODES.get(nbytes)
+                if code is None:
+                    fmt.append(f"{nbytes}s")
+                    conv.append(f"    {var} = _from({var}, 'big')\n")
+                else:
+                    fmt.append(code)
+                for n in inside:
+                    where[n] = (var, start, end)
+            start = end
+        for name in names:
+            f, pos = fields[name]
+            var, ustart, end = where[name]
+            shift = end - pos - f.bits
+            if pos == ustart and shift == 0:  # the field is the whole unit
+                exprs.append(var)
+            else:
+                exprs.append(f"({var} >> {shift}) & {f.max_value:#x}" if shift else
+                             f"{var} & {f.max_value:#x}")
+        base += spec.size_bytes * 8
+    s = struct.Struct("".join(fmt))
+    head = f"    {', '.join(units)}{',' if len(units) == 1 else ''} = _unpack(buf, off)\n"
+    src = (f"def get(buf, off=0):\n{head}{''.join(conv)}"
+           f"    return ({', '.join(exprs)},)\n")
+    ns: dict[str, object] = {"_from": int.from_bytes, "_unpack": s.unpack_from}
+    exec(compile(src, "<stack getter>", "exec"), ns)
+    fn = ns["get"]
+    fn.size_bytes = s.size  # type: ignore[attr-defined]
+    fn.source = src  # type: ignore[attr-defined]
+    return fn  # type: ignore[return-value]

@@ -35,7 +35,7 @@ from .pfc import MAC_CONTROL, PAUSE, PAUSE_DST, PFC, MacControlOpcode
 from .roce import _MASKED_END as _ICRC_HEAD
 from .roce import CNP_OPCODE, ICRC_BYTES, icrc, icrc_bytes, icrc_state
 from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
-from .spec import Field, HeaderSpec, Layer, format_value, parse_value
+from .spec import Field, HeaderSpec, Layer, format_value, parse_value, stack_getter
 from .sue import (
     AFH_FORMS,
     AFH_GEN1,
@@ -73,8 +73,9 @@ _EXTRA_KEYS = ("raw", "trailer", "problems")
 
 
 class _Lazy(tuple):
-    """A layer found but not decoded yet: ``(fn, *args)``; ``fn(*args)`` makes it, on first
-    access.
+    """A layer found but not decoded yet: ``(fn, *args)``; ``fn(name, *args)`` makes the layer
+    stored under ``name``, on first access (one deferred object may stand for several layers:
+    the fast path stores one for the whole frame).
 
     Dissection finds every header's boundaries and does every check that decides
     ``problems`` eagerly, reading only the raw fields it needs (:meth:`HeaderSpec.getter`);
@@ -85,8 +86,8 @@ class _Lazy(tuple):
 
     __slots__ = ()
 
-    def make(self) -> object:
-        return self[0](*self[1:])
+    def make(self, name: str) -> object:
+        return self[0](name, *self[1:])
 
 
 class Decoded:
@@ -99,18 +100,24 @@ class Decoded:
     true when dissection stopped inside a header (``to_dict`` then always shows ``raw``, so
     that :func:`build` stops at the same place).
 
-    Layers are decoded on first access (``d["bth"]``, ``d.layers``, ``to_dict()``); ``names``,
-    ``in`` and ``problems`` need no decoding.
+    Layers are decoded on first access (``d["bth"]``, ``d.layers``, ``to_dict()``); ``names``
+    and ``in`` need no decoding.  The checks that cost a pass over bytes (the IPv4 header
+    checksum, the UDP checksum, the ICRC) run when their result is first needed: reading
+    ``problems`` (or ``to_dict()``, ``==``, pickling), or the layer that shows it
+    (``ipv4.checksum_ok``, ``icrc.valid``); each runs once per frame, and ``problems`` lists
+    what it finds at the place it would have had if run at once (see :class:`_Check`).
     """
 
-    __slots__ = ("_layers", "caplen", "cut", "orig_len", "problems", "raw", "trailer")
+    __slots__ = ("_layers", "_pending", "_problems", "caplen", "cut", "orig_len", "raw",
+                 "trailer")
 
     def __init__(self, layers: dict[str, object] | None = None,
                  problems: list[str] | None = None, raw: bytes = b"",
                  trailer: bytes | None = None, cut: bool = False, caplen: int = 0,
                  orig_len: int = 0) -> None:
         self._layers: dict[str, object] = {} if layers is None else layers
-        self.problems: list[str] = [] if problems is None else problems
+        self._problems: list = [] if problems is None else problems
+        self._pending = False
         self.raw = raw
         self.trailer = trailer
         self.cut = cut
@@ -118,12 +125,28 @@ class Decoded:
         self.orig_len = orig_len
 
     @property
+    def problems(self) -> list[str]:
+        """One line per thing wrong with the frame (the list itself: changes to it are kept).
+        Deferred checks run on first access."""
+        p = self._problems
+        if self._pending:
+            self._pending = False
+            p[:] = [m for m in (x if type(x) is str else _check_message(x) for x in p)
+                    if m is not None]
+        return p
+
+    @problems.setter
+    def problems(self, value: list[str]) -> None:
+        self._problems = value
+        self._pending = False
+
+    @property
     def layers(self) -> dict[str, object]:
         """Every layer, decoded (the dict itself: changes to it are kept)."""
         store = self._layers
         for name, v in store.items():
             if type(v) is _Lazy:
-                store[name] = v.make()
+                store[name] = v[0](name, *v[1:])
         return store
 
     @layers.setter
@@ -133,14 +156,17 @@ class Decoded:
     def __getitem__(self, name: str):
         v = self._layers[name]
         if type(v) is _Lazy:
-            v = self._layers[name] = v.make()
+            v = self._layers[name] = v[0](name, *v[1:])
         return v
 
     def __contains__(self, name: object) -> bool:
         return name in self._layers
 
     def get(self, name: str, default: Any = None) -> Any:
-        return self[name] if name in self._layers else default
+        v = self._layers.get(name, default)
+        if type(v) is _Lazy:
+            v = self._layers[name] = v[0](name, *v[1:])
+        return v
 
     def __getattr__(self, name: str):
         if name.startswith("_"):
@@ -179,7 +205,7 @@ class Decoded:
         store = self._layers
         for name, layer in store.items():
             if type(layer) is _Lazy:
-                layer = store[name] = layer.make()
+                layer = store[name] = layer[0](name, *layer[1:])
             if isinstance(layer, list):
                 out[name] = [dict(t) for t in layer]
             else:
@@ -191,6 +217,53 @@ class Decoded:
         if self.problems:
             out["problems"] = list(self.problems)
         return out
+
+
+# ====================================================================== checks
+# A deferred check is a plain list (the cheapest mutable object to make): ``[fn, *args]``
+# until it has run, ``[None, ok, message]`` after; ``fn(*args)`` returns ``(ok, message or
+# None)``.  The same cell sits in ``Decoded._problems`` (where its message goes) and in the
+# deferred layer that shows ``ok``, so it runs once whichever is read first.  The frame is an
+# immutable ``bytes``: running later gives what running at once would have.
+
+def _check_ok(cell: list) -> bool:
+    if cell[0] is not None:
+        cell[:] = (None, *cell[0](*cell[1:]))
+    return cell[1]
+
+
+def _check_message(cell: list) -> str | None:
+    if cell[0] is not None:
+        cell[:] = (None, *cell[0](*cell[1:]))
+    return cell[2]
+
+
+def _ipv4_check(ip_header: bytes, checksum: int) -> tuple[bool, str | None]:
+    calc = ipv4_checksum(ip_header)
+    if calc == checksum:
+        return True, None
+    return False, f"ipv4.checksum: 0x{checksum:04x} on the wire, 0x{calc:04x} computed"
+
+
+def _udp_check(version: int, ip_header: bytes, datagram: bytes, checksum: int
+               ) -> tuple[bool, str | None]:
+    src, dst = (ip_header[12:16], ip_header[16:20]) if version == 4 else (
+        ip_header[8:24], ip_header[24:40])
+    calc = udp_checksum(version, src, dst, datagram)
+    if calc == checksum:
+        return True, None
+    return False, f"udp.checksum: 0x{checksum:04x} on the wire, 0x{calc:04x} computed"
+
+
+def _icrc_check(frame: bytes, uoff: int, icrc_at: int, ip_header: bytes
+                ) -> tuple[bool, str | None]:
+    wire_val = int.from_bytes(frame[icrc_at:icrc_at + ICRC_BYTES], "little")
+    # icrc() of the datagram, without copying the payload twice (roce.icrc_state's use)
+    calc = zlib.crc32(memoryview(frame)[uoff + _ICRC_HEAD:icrc_at],
+                      icrc_state(ip_header, frame[uoff:uoff + _ICRC_HEAD]))
+    if calc == wire_val:
+        return True, None
+    return False, f"icrc: 0x{wire_val:08x} on the wire, 0x{calc:08x} computed"
 
 
 # ====================================================================== dissect
@@ -216,7 +289,7 @@ class _Ctx:
         self.d.raw = bytes(self.frame[off:end])
         self.d.cut = True
         if not self.snapped:
-            self.d.problems.append(
+            self.d._problems.append(
                 f"{layer}: truncated at byte {off}: needs {need} bytes, {max(have, 0)} present")
 
 
@@ -234,29 +307,35 @@ _PAUSE_DST_RAW = parse_value(_ETH_DST, PAUSE_DST)
 _MAC_CONTROL_SPECS = {MacControlOpcode.PFC: PFC, MacControlOpcode.PAUSE: PAUSE}
 
 
-def _spec_layer(spec: HeaderSpec, frame: bytes, off: int, extra: dict | None) -> Layer:
+def _spec_layer(_name: str, spec: HeaderSpec, frame: bytes, off: int, extra: dict | None
+                ) -> Layer:
     """``spec`` decoded at ``off``, then the derived keys of ``extra`` (in their order).
     (The layer makers call the compiled ``HeaderSpec._unpack`` directly: one call less per
     layer; the header is known to fit.)"""
-    layer = Layer(spec.name, spec._unpack(frame, off))
+    layer = spec._layer(frame, off)
     if extra:
         layer.update(extra)
     return layer
 
 
-def _eth_tagged(frame: bytes, type_off: int) -> Layer:
+def _eth_tagged(_name: str, frame: bytes, type_off: int) -> Layer:
     """The Ethernet header of a tagged frame: addresses, then the EtherType after the tags."""
     return Layer("eth", ETHERNET._unpack(frame[:12] + frame[type_off:type_off + 2]))
 
 
-def _bth_layer(frame: bytes, off: int) -> Layer:
-    bth = Layer("bth", BTH._unpack(frame, off))
-    bth["opcode_name"] = opcode_name(bth["opcode"])
+#: opcode_name of every opcode, by opcode.
+_OPCODE_NAMES = tuple(opcode_name(op) for op in range(256))
+
+
+def _bth_layer(_name: str, frame: bytes, off: int) -> Layer:
+    bth = BTH._layer(frame, off)
+    bth["opcode_name"] = _OPCODE_NAMES[bth["opcode"]]
     return bth
 
 
 def _ext_layer(name: str, spec: HeaderSpec, frame: bytes, off: int) -> Layer:
-    layer = Layer(name, spec._unpack(frame, off))
+    layer = spec._layer(frame, off)
+    layer.name = name
     if spec is AETH:
         layer.update(aeth_decode(layer["syndrome"]))
     elif spec is CNP and layer["reserved"] == "00" * 16:
@@ -264,11 +343,20 @@ def _ext_layer(name: str, spec: HeaderSpec, frame: bytes, off: int) -> Layer:
     return layer
 
 
-def _icrc_layer(value: int, valid: bool) -> Layer:
-    return Layer("icrc", {"value": value, "valid": valid})
+def _ipv4_layer(_name: str, frame: bytes, off: int, hlen: int, check: list) -> Layer:
+    layer = IPV4._layer(frame, off)
+    if hlen > 20:
+        layer["options"] = frame[off + 20:off + hlen].hex()
+    layer["checksum_ok"] = _check_ok(check)
+    return layer
 
 
-def _payload_layer(frame: bytes, start: int, end: int, pad: int, n: int) -> Layer:
+def _icrc_layer(_name: str, frame: bytes, icrc_at: int, check: list) -> Layer:
+    return Layer("icrc", {"value": int.from_bytes(frame[icrc_at:icrc_at + ICRC_BYTES], "little"),
+                          "valid": _check_ok(check)})
+
+
+def _payload_layer(_name: str, frame: bytes, start: int, end: int, pad: int, n: int) -> Layer:
     data = frame[start:min(end - pad, n)]
     p = Layer("payload", {"length": end - pad - start, "data": data.hex()})
     if pad:
@@ -284,18 +372,124 @@ def dissect(frame: bytes | bytearray | memoryview, orig_len: int | None = None, 
     ``orig_len`` is the length on the wire (a pcap record's orig_len); when larger than the
     frame, missing bytes are reported as not captured rather than as errors.  ``scaleup``
     says where the scale-up headers (ESUN, SUNH, AFH, SUE) are found (placeholder EtherTypes).
-    Boundaries and ``problems`` are found at once; each layer's fields are decoded when first
-    read (see :class:`Decoded`).
+    Boundaries and the cheap checks are done at once; each layer's fields are decoded when
+    first read, the checksums and the ICRC checked when first needed (see :class:`Decoded`).
+    A whole untagged RoCEv2-over-IPv4 frame whose lengths agree takes a fast path
+    (:func:`_fast_roce4`) with the same result.
     """
     frame = bytes(frame)
     ports = roce_ports if isinstance(roce_ports, frozenset) else frozenset(roce_ports)
-    c = _Ctx(frame, len(frame) if orig_len is None else orig_len, ports, scaleup)
+    n = len(frame)
+    if orig_len is None:
+        orig_len = n
+    if n >= _FAST_MIN_BYTES and orig_len <= n:
+        d = _fast_roce4(frame, n, orig_len, ports, scaleup)
+        if d is not None:
+            return d
+    return _dissect(frame, orig_len, ports, scaleup)
+
+
+# The fast path's stack: Ethernet (untagged) + IPv4 without options + UDP + BTH, read by one
+# struct.unpack_from compiled from the four field tables (wire.spec.stack_getter).
+_ROCE4_GET = stack_getter(
+    (ETHERNET, ("type",)),
+    (IPV4, ("version", "ihl", "flags", "frag_offset", "total_length", "protocol", "checksum")),
+    (UDP, ("dport", "length", "checksum")),
+    (BTH, ("opcode", "pad_count")))
+_IP_OFF = ETHERNET.size_bytes
+_IP_WORDS = IPV4.size_bytes // 4          # IHL of a header without options
+_UDP_OFF = _IP_OFF + IPV4.size_bytes
+_BTH_OFF = _UDP_OFF + UDP.size_bytes
+_PAY_OFF = _BTH_OFF + BTH.size_bytes
+_MIN_ULEN = UDP.size_bytes + BTH.size_bytes + ICRC_BYTES
+_FAST_MIN_BYTES = max(MIN_FRAME_BYTES, _PAY_OFF + ICRC_BYTES)
+_ETHERTYPE_IPV4 = int(EtherType.IPV4)
+
+
+def _ext_plan(op: int) -> tuple[int, dict[str, tuple[HeaderSpec, int]], tuple[str, ...],
+                                 tuple[str, ...]]:
+    """For opcode ``op`` after a BTH at ``_BTH_OFF``: where the payload starts, the extended
+    headers' (spec, offset) by name, and the frame's layer names with and without a
+    payload."""
+    exts, pos = {}, _PAY_OFF
+    for h in EXT_HEADERS.get(op, ("", ()))[1]:
+        exts[h] = (EXT_SPECS[h], pos)
+        pos += EXT_SPECS[h].size_bytes
+    names = ("eth", "ipv4", "udp", "bth", *exts)
+    return pos, exts, (*names, "payload", "icrc"), (*names, "icrc")
+
+
+def _roce4_layer(name: str, frame: bytes, icrc_at: int, pos: int, pad: int,
+                 exts: dict[str, tuple[HeaderSpec, int]], ip_check: list, icrc_check: list
+                 ) -> Layer:
+    """Any layer of a frame the fast path decoded (the makers of the general path)."""
+    if name == "bth":
+        return _bth_layer(name, frame, _BTH_OFF)
+    if name == "eth":
+        return _spec_layer(name, ETHERNET, frame, 0, None)
+    if name == "ipv4":
+        return _ipv4_layer(name, frame, _IP_OFF, IPV4.size_bytes, ip_check)
+    if name == "udp":
+        return _spec_layer(name, UDP, frame, _UDP_OFF, None)
+    if name == "payload":
+        return _payload_layer(name, frame, pos, icrc_at, pad, len(frame))
+    if name == "icrc":
+        return _icrc_layer(name, frame, icrc_at, icrc_check)
+    spec, at = exts[name]
+    return _ext_layer(name, spec, frame, at)
+
+
+_EXT_PLANS = {op: _ext_plan(op) for op in range(256)}
+_new = object.__new__
+
+
+def _fast_roce4(frame: bytes, n: int, orig_len: int, ports: frozenset[int],
+                sc: ScaleUpConfig) -> Decoded | None:
+    """:func:`dissect` of a frame that is Ethernet + IPv4 (no options, not a fragment) + UDP
+    to a RoCEv2 port + BTH + its extended headers + payload + ICRC with every length in
+    agreement and nothing cut; None for any other frame (the general path then decodes it).
+    Gives what the general path gives (``tests/test_dissect_speed_paths.py``)."""
+    (etype, version, ihl, flags, frag_offset, total, proto, ip_sum, dport, ulen, udp_sum, op,
+     pad) = _ROCE4_GET(frame)
+    ip_end = _IP_OFF + total
+    if (etype != _ETHERTYPE_IPV4 or version != 4 or ihl != _IP_WORDS or proto != IPPROTO_UDP
+            or frag_offset or flags & 1 or ip_end > n or ulen != ip_end - _UDP_OFF
+            or ulen < _MIN_ULEN or dport not in ports or dport == sc.sue_udp_port):
+        return None
+    pos, exts, with_payload, without_payload = _EXT_PLANS[op]
+    icrc_at = ip_end - ICRC_BYTES
+    if pos > icrc_at or pad > icrc_at - pos:
+        return None
+    ip_header = frame[_IP_OFF:_UDP_OFF]
+    ip_check = [_ipv4_check, ip_header, ip_sum]
+    icrc_check = [_icrc_check, frame, _UDP_OFF, icrc_at, ip_header]
+    # one deferred object stands for every layer of the frame (dict.fromkeys: built in C)
+    layers = dict.fromkeys(with_payload if icrc_at > pos else without_payload,
+                           _Lazy((_roce4_layer, frame, icrc_at, pos, pad, exts, ip_check,
+                                  icrc_check)))
+    d = _new(Decoded)
+    d._layers = layers
+    d._problems = [ip_check, [_udp_check, 4, ip_header, frame[_UDP_OFF:ip_end], udp_sum],
+                   icrc_check] if udp_sum else [ip_check, icrc_check]
+    d._pending = True
+    d.raw = b""
+    d.trailer = frame[ip_end:] if ip_end < n else None
+    d.cut = False
+    d.caplen = n
+    d.orig_len = orig_len
+    return d
+
+
+def _dissect(frame: bytes, orig_len: int, ports: frozenset[int], scaleup: ScaleUpConfig
+             ) -> Decoded:
+    """The general path of :func:`dissect` (every frame; ``frame`` is ``bytes``)."""
+    c = _Ctx(frame, orig_len, ports, scaleup)
     d = c.d
     layers = d._layers
     n = c.n
     if n == 0:
         if not c.snapped:
-            d.problems.append("empty record (0 bytes)")
+            d._problems.append("empty record (0 bytes)")
         d.trailer = b""
         return d
     if n < 14:
@@ -364,27 +558,23 @@ def _ipv4(c: _Ctx, off: int) -> None:
     version, ihl, flags, frag_offset, total, proto, checksum = _IP4_GET(frame, off)
     hlen = ihl * 4
     if version != 4:
-        d.problems.append(f"ipv4.version: {version} (expected 4)")
+        d._problems.append(f"ipv4.version: {version} (expected 4)")
     if hlen < 20:
         d._layers["ipv4"] = _Lazy((_spec_layer, IPV4, frame, off, None))
-        d.problems.append(f"ipv4.ihl: {ihl} is below the minimum 5")
+        d._problems.append(f"ipv4.ihl: {ihl} is below the minimum 5")
         d.raw = frame[off + 20:]
         return
     if n - off < hlen:
         c.short("ipv4", hlen, n - off, off)
         return
     ip_header = frame[off:off + hlen]
-    extra: dict[str, object] = {}
-    if hlen > 20:
-        extra["options"] = frame[off + 20:off + hlen].hex()
-    calc = ipv4_checksum(ip_header)
-    extra["checksum_ok"] = ok = calc == checksum
-    d._layers["ipv4"] = _Lazy((_spec_layer, IPV4, frame, off, extra))
-    if not ok:
-        d.problems.append(f"ipv4.checksum: 0x{checksum:04x} on the wire, 0x{calc:04x} computed")
+    check = [_ipv4_check, ip_header, checksum]
+    d._layers["ipv4"] = _Lazy((_ipv4_layer, frame, off, hlen, check))
+    d._problems.append(check)
+    d._pending = True
     end = off + total
     if total < hlen:
-        d.problems.append(f"ipv4.total_length: {total} is less than the header length {hlen}")
+        d._problems.append(f"ipv4.total_length: {total} is less than the header length {hlen}")
         _mark_ambiguous(c)
         end = n
     else:
@@ -404,7 +594,7 @@ def _ipv6(c: _Ctx, off: int) -> None:
     version, payload_length, next_header = _IP6_GET(frame, off)
     d._layers["ipv6"] = _Lazy((_spec_layer, IPV6, frame, off, None))
     if version != 6:
-        d.problems.append(f"ipv6.version: {version} (expected 6)")
+        d._problems.append(f"ipv6.version: {version} (expected 6)")
     pay = off + 40
     end = _ip_extent(c, pay + payload_length, "ipv6.payload_length", payload_length, pay,
                      "IPv6")
@@ -421,7 +611,7 @@ def _ip_extent(c: _Ctx, end: int, field: str, value: int, after: int, header: st
         return end
     if c.snapped and end <= c.orig_len:
         return end
-    c.d.problems.append(f"{field}: {value} but only {c.n - after} bytes follow the {header} "
+    c.d._problems.append(f"{field}: {value} but only {c.n - after} bytes follow the {header} "
                         f"header")
     _mark_ambiguous(c)
     return c.n
@@ -449,7 +639,7 @@ def _udp(c: _Ctx, off: int, ip_end: int, ip_header: bytes, version: int) -> None
     avail = min(ip_end, n)
     if avail - off < 8:
         if ip_end - off < 8 and not c.snapped:
-            d.problems.append(f"udp: the IP payload has {ip_end - off} bytes, a UDP header "
+            d._problems.append(f"udp: the IP payload has {ip_end - off} bytes, a UDP header "
                               f"needs 8")
             d.raw = frame[off:avail]
         else:
@@ -459,27 +649,23 @@ def _udp(c: _Ctx, off: int, ip_end: int, ip_header: bytes, version: int) -> None
     dport, ulen, checksum = _UDP_GET(frame, off)
     d._layers["udp"] = _Lazy((_spec_layer, UDP, frame, off, None))
     if ulen < 8:
-        d.problems.append(f"udp.length: {ulen} is less than the 8-byte header")
+        d._problems.append(f"udp.length: {ulen} is less than the 8-byte header")
         d.raw = frame[off + 8:avail]
         return
     end = off + ulen
     if end > ip_end:
-        d.problems.append(f"udp.length: {ulen} exceeds the IP payload ({ip_end - off} bytes)")
+        d._problems.append(f"udp.length: {ulen} exceeds the IP payload ({ip_end - off} bytes)")
         _mark_ambiguous(c)
         end = ip_end
     elif end < ip_end:
-        d.problems.append(f"udp.length: {ulen} is less than the IP payload "
+        d._problems.append(f"udp.length: {ulen} is less than the IP payload "
                           f"({ip_end - off} bytes)")
         _mark_ambiguous(c)
         if end < n:
             c.d.trailer = frame[end:]
     if checksum and end <= n and version:  # SUNH (version 0): no pseudo-header
-        src, dst = (ip_header[12:16], ip_header[16:20]) if version == 4 else (
-            ip_header[8:24], ip_header[24:40])
-        calc = udp_checksum(version, src, dst, frame[off:end])
-        if calc != checksum:
-            d.problems.append(f"udp.checksum: 0x{checksum:04x} on the wire, "
-                              f"0x{calc:04x} computed")
+        d._problems.append([_udp_check, version, ip_header, frame[off:end], checksum])
+        d._pending = True
     if dport == c.sc.sue_udp_port:
         _sue(c, off + 8, end, rh=True)
     elif dport in c.roce_ports and version:
@@ -515,9 +701,9 @@ def _roce(c: _Ctx, uoff: int, udp_end: int, ip_header: bytes) -> None:
     cap_end = min(udp_end, n)
     if udp_end - boff < 12 + ICRC_BYTES:
         if udp_end - boff < 12:
-            d.problems.append(f"bth: the UDP payload has {udp_end - boff} bytes, a BTH needs 12")
+            d._problems.append(f"bth: the UDP payload has {udp_end - boff} bytes, a BTH needs 12")
         else:
-            d.problems.append(f"icrc: the UDP payload has {udp_end - boff} bytes, no room for "
+            d._problems.append(f"icrc: the UDP payload has {udp_end - boff} bytes, no room for "
                               f"a BTH and a 4-byte ICRC")
         d.raw = frame[boff:cap_end]
         return
@@ -531,7 +717,7 @@ def _roce(c: _Ctx, uoff: int, udp_end: int, ip_header: bytes) -> None:
     for hname in EXT_HEADERS.get(op, ("", ()))[1]:
         spec = EXT_SPECS[hname]
         if pos + spec.size_bytes > icrc_at:
-            d.problems.append(f"{hname}: {opcode_name(op)} needs {spec.size_bytes} bytes "
+            d._problems.append(f"{hname}: {opcode_name(op)} needs {spec.size_bytes} bytes "
                               f"here, the datagram has {max(icrc_at - pos, 0)} before the ICRC")
             d.raw = frame[pos:cap_end]
             d.cut = True
@@ -539,10 +725,10 @@ def _roce(c: _Ctx, uoff: int, udp_end: int, ip_header: bytes) -> None:
         if pos + spec.size_bytes > n:
             c.short(hname, spec.size_bytes, n - pos, pos)
             return
-        layers[hname] = _Lazy((_ext_layer, hname, spec, frame, pos))
+        layers[hname] = _Lazy((_ext_layer, spec, frame, pos))
         pos += spec.size_bytes
     if pad > icrc_at - pos:
-        d.problems.append(f"bth.pad_count: {pad} but the payload has {icrc_at - pos} bytes")
+        d._problems.append(f"bth.pad_count: {pad} but the payload has {icrc_at - pos} bytes")
         pad = icrc_at - pos
         # Keep the (clamped) pad explicit so build() reproduces these bytes exactly.
         layers["payload"] = Layer("payload", length=0, data="",
@@ -557,12 +743,10 @@ def _roce(c: _Ctx, uoff: int, udp_end: int, ip_header: bytes) -> None:
         layers["icrc"] = Layer("icrc", value=wire_val, valid=None, reason="length fields "
                                "disagree with the frame; extent of the datagram unknown")
     else:
-        # icrc() of the datagram, without copying the payload twice (roce.icrc_state's use)
-        calc = zlib.crc32(memoryview(frame)[uoff + _ICRC_HEAD:icrc_at],
-                          icrc_state(ip_header, frame[uoff:uoff + _ICRC_HEAD]))
-        layers["icrc"] = _Lazy((_icrc_layer, wire_val, calc == wire_val))
-        if calc != wire_val:
-            d.problems.append(f"icrc: 0x{wire_val:08x} on the wire, 0x{calc:08x} computed")
+        check = [_icrc_check, frame, uoff, icrc_at, ip_header]
+        layers["icrc"] = _Lazy((_icrc_layer, frame, icrc_at, check))
+        d._problems.append(check)
+        d._pending = True
 
 
 def _mac_control(c: _Ctx, off: int) -> None:
@@ -579,7 +763,7 @@ def _mac_control(c: _Ctx, off: int) -> None:
         return
     (dst,) = _ETH_DST_GET(frame)
     if dst != _PAUSE_DST_RAW:
-        d.problems.append(f"eth.dst: {format_value(_ETH_DST, dst)} is not the MAC Control "
+        d._problems.append(f"eth.dst: {format_value(_ETH_DST, dst)} is not the MAC Control "
                           f"address {PAUSE_DST}")
     if n - off < spec.size_bytes:
         c.short(spec.name, spec.size_bytes, n - off, off)
@@ -588,7 +772,7 @@ def _mac_control(c: _Ctx, off: int) -> None:
     if spec is PFC:
         (class_enable,) = _PFC_GET(frame, off)
         if class_enable & 0xFF00:
-            d.problems.append(f"pfc.class_enable: reserved high byte is 0x{class_enable >> 8:02x}"
+            d._problems.append(f"pfc.class_enable: reserved high byte is 0x{class_enable >> 8:02x}"
                               f", not 0")
     c.d.trailer = frame[off + spec.size_bytes:]
 
@@ -667,7 +851,7 @@ def _sue(c: _Ctx, off: int, end: int | None, *, rh: bool) -> None:
     if rh:
         if limit - off < SUE_RH.size_bytes:
             if end is not None and end - off < SUE_RH.size_bytes and not c.snapped:
-                d.problems.append(f"sue_rh: the datagram has {end - off} bytes, an RH needs 8")
+                d._problems.append(f"sue_rh: the datagram has {end - off} bytes, an RH needs 8")
                 d.raw, d.cut = frame[off:limit], True
             else:
                 c.short("sue_rh", SUE_RH.size_bytes, limit - off, off, end and limit)
@@ -692,7 +876,7 @@ def _sue(c: _Ctx, off: int, end: int | None, *, rh: bool) -> None:
                 return
             t = Layer("sue_txn", spec.unpack(frame, off))
             if t["opcode"] == 0:
-                d.problems.append(f"sue_txn[{i}].opcode: 0 is not a transaction (no descriptor "
+                d._problems.append(f"sue_txn[{i}].opcode: 0 is not a transaction (no descriptor "
                                   f"with last=1 before byte {off})")
                 d.raw, d.cut = frame[off:limit], True
                 return
@@ -700,14 +884,14 @@ def _sue(c: _Ctx, off: int, end: int | None, *, rh: bool) -> None:
             dstart = off + h
             explained = c.snapped and (end is None or dstart + length <= end)
             if dstart + length > limit and not explained:
-                d.problems.append(f"sue_txn[{i}].length: {length} but only "
+                d._problems.append(f"sue_txn[{i}].length: {length} but only "
                                   f"{max(limit - dstart, 0)} bytes follow the descriptor")
                 d.raw, d.cut = frame[off:limit], True
                 return
             t["data"] = frame[dstart:min(dstart + length, limit)].hex()
             txns.append(t)
             if length > MAX_TXN_DATA_BYTES:
-                d.problems.append(f"sue_txn[{i}].length: {length} exceeds the "
+                d._problems.append(f"sue_txn[{i}].length: {length} exceeds the "
                                   f"{MAX_TXN_DATA_BYTES}-byte SUE limit")
             pdu_bytes += h + length
             off = dstart + length
@@ -718,7 +902,7 @@ def _sue(c: _Ctx, off: int, end: int | None, *, rh: bool) -> None:
                 break
         cap = sc.max_pdu_bytes if rh else sc.max_pdu_lite_bytes
         if pdu_bytes > cap:
-            d.problems.append(f"sue: {pdu_bytes} bytes of transactions exceed the {cap}-byte "
+            d._problems.append(f"sue: {pdu_bytes} bytes of transactions exceed the {cap}-byte "
                               f"{'SUE' if rh else 'SUE-Lite'} PDU limit")
     if rh:
         if limit - off < RCRC.size_bytes:
@@ -728,12 +912,12 @@ def _sue(c: _Ctx, off: int, end: int | None, *, rh: bool) -> None:
         calc = rcrc(frame[start:off])
         d._layers["rcrc"] = Layer("rcrc", value=val, valid=calc == val)
         if calc != val:
-            d.problems.append(f"rcrc: 0x{val:08x} on the wire, 0x{calc:08x} computed")
+            d._problems.append(f"rcrc: 0x{val:08x} on the wire, 0x{calc:08x} computed")
         off += RCRC.size_bytes
     if end is None:
         _set_trailer(c, off)
     elif off < limit:
-        d.problems.append(f"sue: {limit - off} bytes after the end of the PDU inside the UDP "
+        d._problems.append(f"sue: {limit - off} bytes after the end of the PDU inside the UDP "
                           f"datagram")
         d.raw = frame[off:limit]
 
