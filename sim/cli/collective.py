@@ -90,13 +90,28 @@ def cmd_collective(args: argparse.Namespace) -> int:
         _err(f"COLLECTIVE: expected one of {', '.join(str(x) for x in Collective)}, got "
              f"{args.collective!r}")
         return EXIT_USAGE
-    given: dict[str, str] = {}
+    from sim.scenarios.common import (
+        apply_faults,
+        check_stragglers,
+        fault_entries,
+        resolve_faults,
+        split_fault_params,
+    )
+
+    given: dict[str, Any] = {}
     for key, value in args.param or ():
+        if key == "fault":  # repeatable: one fault each
+            given.setdefault(key, []).append(value)
+            continue
         if key in given:
             _err(f"-p {key}: given twice")
             return EXIT_USAGE
         given[key] = value
     try:
+        fault_keys, given = split_fault_params(given)
+        given.update({k: v for k, v in fault_keys.items() if k in ("detect_us", "converge_us")})
+        plan = resolve_faults(fault_entries(fault_keys), reroute_params=fault_keys,
+                              ib=given.get("fabric", "roce") == "ib")
         if is_fabric_file(args.fabric):
             over, given = split_file_params(given)
             params = resolve_params(collective_params(), given)
@@ -113,6 +128,10 @@ def cmd_collective(args: argparse.Namespace) -> int:
             raise ValueError("nodes x gpus_per_node: a collective needs at least 2 GPUs")
         rf = build_fabric(args.fabric, params)  # a bad fabric is refused before any run
         params.update(getattr(rf, "settings", {}))  # a fabric file's own settings
+        if plan.entries:  # faults (-p fault=): checked on this fabric, run on each size's
+            apply_faults(plan, rf.fabric, rf.ranks)
+            check_stragglers(plan, [rf.ranks])
+            params["faults"] = plan.entries
         nranks, shape = len(rf.ranks), (rf.nodes, rf.gpus_per_node)
         channels = args.channels or default_channels(*shape)
     except (ScenarioError, ValueError) as e:
@@ -197,6 +216,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
                                 body, in_body))
             else:
                 emit(f"# {row['size_bytes']:10d}  {row['error']}")
+                if row.get("failed"):  # a QP error stopped the collective, as NCCL's
+                    _err(f"size {row['size_bytes']}: {row['error']}")
     except KeyboardInterrupt:
         if progress:
             progress.close()

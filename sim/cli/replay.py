@@ -66,7 +66,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     try:
         check_output_dir(out, force=args.force)  # refuse before running
-        s = run_scenario(args.scenario, params=dict(args.param or ()), seed=args.seed,
+        from sim.scenarios.common import collect_params  # -p fault= is repeatable
+
+        s = run_scenario(args.scenario, params=collect_params(args.param), seed=args.seed,
                          out_dir=out, plots=not args.no_plots, captures=args.capture or (),
                          pcaps=[(f, scale_fraction(args.time_scale)) for f in args.pcap or ()],
                          owners=dict(args.map or ()), force=args.force, warn=_err,

@@ -23,6 +23,11 @@ down port's ``enqueue`` is shadowed by a dropping one), so the fault-free hot pa
 * ``degrade``: both ports of the link run at ``rate_gbps`` from ``at`` (e.g. a 400G link
   with half its lanes down at 200G), back to the old rate at ``until``.
 * ``nic_down``: the host's link down.  ``switch_down``: every link of the switch down.
+* ``slow_pcie``: the host's GPU-NIC PCIe link (``Host.pcie_write_bps`` / ``pcie_read_bps``,
+  sim.nic.pcie) runs at ``rate_gbps`` both ways, or at the rates of PCIe generation
+  ``pcie_gen`` with ``pcie_lanes`` lanes (:class:`sim.nic.pcie.PcieLink`, 256-byte MPS), from
+  ``at`` to ``until`` (e.g. a Gen5 x16 slot trained down to Gen3 x8).  The host must model
+  PCIe (built with ``pcie_write_bps``); the NIC's receive buffer and its thresholds stay.
 
 Reaction (:class:`Reroute`): ``detect_ps + converge_ps`` after a link goes down (or comes back),
 every switch's routes are recomputed from its original routes: an ECMP / adaptive group keeps
@@ -50,7 +55,7 @@ from sim.units import frame_ser_time_ps, wire_bytes
 __all__ = ["KINDS", "Fault", "FaultLog", "Reroute", "schedule_faults",
            "DETECT_PS", "CONVERGE_PS", "IB_REROUTE_PS", "loss_probability"]
 
-KINDS = ("link_down", "flap", "loss", "degrade", "nic_down", "switch_down")
+KINDS = ("link_down", "flap", "loss", "degrade", "nic_down", "switch_down", "slow_pcie")
 
 #: Failure detection: BFD with a 50 ms detection time (3 x 16.7 ms; RFC 5880 section 6.8.4
 #: defines detection time = multiplier x interval; 3 x ~16 ms is the common sub-50 ms
@@ -79,6 +84,8 @@ class Fault:
     loss_rate: float | None = None
     ber: float | None = None
     rate_gbps: float | None = None
+    pcie_gen: int | None = None
+    pcie_lanes: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -98,6 +105,25 @@ class Fault:
                 raise ValueError(f"loss_rate/ber must be in [0, 1], got {x}")
         if self.kind == "degrade" and not (self.rate_gbps and self.rate_gbps > 0):
             raise ValueError("degrade needs a positive rate_gbps")
+        if self.kind == "slow_pcie":
+            if (self.rate_gbps is None) == (self.pcie_gen is None):
+                raise ValueError("slow_pcie needs exactly one of rate_gbps and pcie_gen")
+            if self.rate_gbps is not None and not self.rate_gbps > 0:
+                raise ValueError("slow_pcie needs a positive rate_gbps")
+            if self.pcie_gen is not None:
+                from sim.nic.pcie import PcieLink
+
+                PcieLink(self.pcie_gen, self.pcie_lanes or 16)  # ValueError for a bad one
+
+    def pcie_rates_bps(self) -> tuple[int, int]:
+        """slow_pcie: (write, read) b/s of the slowed link."""
+        if self.rate_gbps is not None:
+            r = round(self.rate_gbps * 10**9)
+            return r, r
+        from sim.nic.pcie import PcieLink
+
+        link = PcieLink(self.pcie_gen, self.pcie_lanes or 16)  # type: ignore[arg-type]
+        return link.write_bps(), link.read_bps()
 
 
 @dataclass(frozen=True)
@@ -310,8 +336,20 @@ class _Engine:
         self.set_down(ports, down)
 
     def install(self, i: int, f: Fault) -> None:
-        target = {"node": f.node} if f.kind in ("nic_down", "switch_down") else {
+        target = {"node": f.node} if f.kind in ("nic_down", "switch_down", "slow_pcie") else {
             "node": f.node, "port": f.port}
+        if f.kind == "slow_pcie":
+            host = self.fabric.nodes.get(f.node)
+            if host is None or isinstance(host, Switch) or not hasattr(host, "pcie_write_bps"):
+                raise ValueError(f"node {f.node}: not a host")
+            if host.pcie_write_bps is None or host.pcie_read_bps is None:
+                raise ValueError(f"node {f.node}: the host has no PCIe model (give its hosts "
+                                 f"a PCIe generation, pcie_gen)")
+            old = (host.pcie_write_bps, host.pcie_read_bps)
+            self.at(f.at_ps, self._pcie, host, f.pcie_rates_bps(), target)
+            if f.until_ps is not None:
+                self.at(f.until_ps, self._pcie, host, old, target)
+            return
         if f.kind == "switch_down":
             sw = self.fabric.nodes.get(f.node)
             if not isinstance(sw, Switch):
@@ -366,6 +404,11 @@ class _Engine:
         for p in ports:
             self.wire(p).loss = loss
 
+    def _pcie(self, host: Any, rates: tuple[int, int], target: dict) -> None:
+        self.log.note(self.engine.now_ps, "pcie", write_bps=rates[0], read_bps=rates[1],
+                      **target)
+        host.pcie_write_bps, host.pcie_read_bps = rates
+
     def _rate(self, ports: tuple[Port, ...], rate_bps: int, target: dict) -> None:
         self.log.note(self.engine.now_ps, "rate", rate_bps=rate_bps, **target)
         for p in ports:
@@ -377,9 +420,12 @@ def schedule_faults(fabric: Any, faults: list[Fault] | tuple[Fault, ...], seed: 
                     reroute: Reroute | None = None) -> FaultLog:
     """Install ``faults`` on ``fabric`` (before or during a run); returns the log that fills
     as the run goes (also ``fabric.fault_log``, read by ``Fabric.summary()``).  ``seed``
-    (default the engine's) seeds the random processes.  Raises ValueError naming a bad
-    target."""
+    (default the engine's) seeds the random processes.  ``reroute`` on a fabric that has
+    faults already replaces its reaction times (for the link changes still to come).  Raises
+    ValueError naming a bad target."""
     eng = getattr(fabric, "_fault_engine", None)
+    if eng is not None and reroute is not None:
+        eng.reroute = reroute
     if eng is None:
         if reroute is None:
             reroute = Reroute(0, IB_REROUTE_PS) if getattr(fabric, "flow_control", "") == "ib" \

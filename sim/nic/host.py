@@ -114,6 +114,7 @@ the conservation check :func:`rc_conservation`.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sim import cc as cc_registry
@@ -310,6 +311,8 @@ class Host:
         self._rc_timer: dict[int, Timer] = {}
         self.rc_drops: dict[int, dict[str, int]] = {}
         self.qp_error_ps: dict[int, int] = {}
+        #: Called as ``on_qp_error(flow id, now)`` when a QP this host sends goes to error.
+        self.on_qp_error: Callable[[int, int], None] | None = None
         self.pcie_write_bps = pcie_write_bps
         self.pcie_read_bps = pcie_read_bps
         self.pcie_header_bytes = pcie_header_bytes
@@ -681,6 +684,8 @@ class Host:
         self.qp_error_ps[fid] = now
         if QpError in self._int.types:
             self.tracer.emit(QpError(now, self.node_id, fid, rc.retries, rc.outstanding))
+        if self.on_qp_error is not None:
+            self.on_qp_error(fid, now)
 
     def set_reliable(self, reliable: bool = True, retransmit: str = "gbn",
                      ack_timeout: int = ACK_TIMEOUT, retry_cnt: int = RETRY_CNT) -> None:

@@ -57,7 +57,8 @@ def check_fabric_keys(kind: str, given: Mapping[str, Any]) -> None:
 
 #: ``-p`` keys (no dot) that still apply with ``--fabric FILE.toml``: the node model and the
 #: run's bound; the fabric's own settings are the file's (``-p TABLE.KEY=VALUE``).
-FILE_KEYS = ("nvlink", "nvlink_gbps", "nvlink_latency_ns", "pxn", "limit_ms")
+FILE_KEYS = ("nvlink", "nvlink_gbps", "nvlink_latency_ns", "pxn", "limit_ms", "failover",
+             "detect_us", "converge_us")
 #: The sections of a fabric file that are traffic: left out when the file is only the
 #: fabric of ``lossless collective``.
 _TRAFFIC = ("traffic", "flows", "pcap", "collective")
@@ -222,11 +223,12 @@ def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric | FatTree | SuperPo
 
 
 def _iterations(sch, rf, n: int, warmup: int, mtu: int, limit_ps: int, progress=None,
-                before=None, job_kw=None):
+                before=None, job_kw=None, failed=None, moved=None):
     """``warmup`` then ``n`` timed iterations back to back: (times_ps, last run, error).
     ``progress(done)``: transfers received so far over these iterations; ``before()`` is
-    called before each iteration."""
-    from sim.workloads.collective import RunError, run_schedule
+    called before each iteration; ``failed`` (a list) gets the QP failure of the
+    iteration that stopped on one (:class:`sim.workloads.collective.QpFailure`)."""
+    from sim.workloads.collective import QpFailure, RunError, run_schedule
 
     times, run = [], None
     ntr = len(sch.transfers)
@@ -239,7 +241,11 @@ def _iterations(sch, rf, n: int, warmup: int, mtu: int, limit_ps: int, progress=
             run = run_schedule(sch, rf.fabric, rf.ranks, mtu_bytes=mtu, limit_ps=limit_ps,
                                progress=prog, **(job_kw or {}))
         except RunError as e:
+            if isinstance(e, QpFailure) and failed is not None:
+                failed.append({**e.failed, "iteration": it + 1})
             return times, run, f"iteration {it + 1}: {e}"
+        if moved is not None:
+            moved += [{**m, "iteration": it + 1} for m in run.failovers]
         if it >= warmup:
             times.append(run.time_ps)
     return times, run, None
@@ -329,6 +335,20 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
               "nvlink_bps": gbps(params["nvlink_gbps"]),
               "nvlink_latency_ps": round(params["nvlink_latency_ns"] * 1000),
               "pxn": params["pxn"]}
+    if params.get("reliable"):
+        job_kw["failover"] = params.get("failover", False)
+    if params.get("faults") or params.get("detect_us", -1) >= 0 or \
+            params.get("converge_us", -1) >= 0:  # -p fault= (issue 21), on this size's fabric
+        from sim.scenarios.common import apply_faults, resolve_faults, straggler_delays
+
+        plan = resolve_faults([(f"-p fault #{i + 1}", e) for i, e in
+                               enumerate(params.get("faults") or [])],
+                              ib=params.get("fabric") == "ib", reroute_params=params)
+        apply_faults(plan, rf.fabric, rf.ranks)
+        if plan.stragglers:
+            job_kw["delay_ps"] = straggler_delays(plan, rf.ranks)
+    failed: list[dict[str, Any]] = []
+    moved: list[dict[str, Any]] = []  # failover: the QPs moved, every iteration
     ntr = len(sch.transfers)
     total = ntr * (warmup_iters + iters + (iters if inplace else 0))
     snap: list[Any] = [None]
@@ -339,7 +359,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     times, run, error = _iterations(
         sch, rf, iters, warmup_iters, mtu, limit_ps,
         None if progress is None else (lambda done: progress(done, total)),
-        before if details else None, job_kw)
+        before if details else None, job_kw, failed, moved)
     links = timeline = None
     if details and error is None and run is not None:
         links = link_usage(rf.fabric, run.first_start_ps, run.last_finish_ps, since=snap[0],
@@ -359,7 +379,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         in_times, _, in_error = _iterations(
             sch, rf, iters, 0, mtu, limit_ps,
             None if progress is None else (lambda done: progress(base + done, total)),
-            job_kw=job_kw)
+            job_kw=job_kw, failed=failed, moved=moved)
         if in_error is not None:
             error = f"in-place {in_error}"
     row: dict[str, Any] = {
@@ -370,6 +390,10 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         "nvlink_bytes": nvlink_domain(rf.fabric).nbytes, "error": error, "wrong": wrong,
         "iteration_times_ps": times, "inplace": None,
     }
+    if failed:  # a QP error stopped it (issue 21): when and which QP
+        row["failed"] = failed[0]
+    if moved:
+        row["failovers"] = moved
     if details:
         row["links"], row["timeline"] = links, timeline
         row["busiest_link"] = busiest_link(links)

@@ -427,6 +427,10 @@ def collective_params() -> tuple[Param, ...]:
         # Gen5 x16 (the ConnectX-7 NICs of a DGX H100, docs/collectives.md "The PCIe budget")
         *pcie_params(5),
         *rc_params(),
+        Param("failover", False, "reliable: on a QP error move the QP's unfinished messages "
+              "to another rail and re-send what did not arrive (false: the collective fails, "
+              "as NCCL's does)", None),
+        *REROUTE_PARAMS,
     )
 
 
@@ -554,3 +558,280 @@ def roce_only(p: Mapping[str, Any], why: str) -> None:
     """Refuse ``fabric = "ib"`` in a scenario that is about RoCE alone (``why``: one clause)."""
     if p.get("fabric", "roce") != "roce":
         raise ScenarioError(f"parameter 'fabric': only roce here: {why}")
+
+
+# ------------------------------------------------------------------------------ faults
+#: Fault kinds of ``[[faults]]`` entries and ``-p fault=``: the fabric's
+#: (:data:`sim.fabric.faults.KINDS`) and ``straggler`` (a rank of a collective that starts
+#: each step late: :class:`sim.workloads.collective.CollectiveJob` ``delay_ps``).
+FAULT_KINDS = ("link_down", "flap", "loss", "degrade", "nic_down", "switch_down", "slow_pcie",
+               "straggler")
+
+
+def _kind(v: str) -> str | None:
+    return None if v in FAULT_KINDS else f"must be one of {', '.join(FAULT_KINDS)}"
+
+
+#: The keys of one fault (``[[faults]]`` entries, ``-p fault=KIND:KEY=VALUE,...`` and
+#: ``-p fault.KEY=VALUE``): one list, so one parser serves the file and the command line.
+FAULT_PARAMS: tuple[Param, ...] = (
+    Param("kind", "link_down", "link_down, flap, loss, degrade, nic_down, switch_down, "
+          "slow_pcie or straggler", _kind),
+    Param("node", -1, "the node (a link: one end, with port; nic_down, slow_pcie, straggler: "
+          "a host)", in_range(-1, 1 << 20)),
+    Param("rank", -1, "nic_down, slow_pcie, straggler: a rank of the collective instead of "
+          "node (-1: none)", in_range(-1, 1 << 20)),
+    Param("port", 0, "the node's port (one end of the link)", in_range(0, 1 << 16)),
+    Param("at_us", 0.0, "when the fault starts (us)", nonneg),
+    Param("until_us", 0.0, "when it ends (us; 0: never)", nonneg),
+    Param("mtbf_us", 0.0, "flap: mean time between failures (us)", nonneg),
+    Param("mttr_us", 0.0, "flap: mean time to repair (us)", nonneg),
+    Param("loss_rate", 0.0, "loss: probability a frame is lost", frac),
+    Param("ber", 0.0, "loss: bit error rate (instead of loss_rate when > 0)", frac),
+    Param("rate_gbps", 0.0, "degrade: the link's rate while degraded; slow_pcie: the PCIe "
+          "link's rate both ways (Gb/s)", nonneg),
+    Param("pcie_gen", 0, "slow_pcie: the PCIe generation the link runs at (instead of "
+          "rate_gbps)", in_range(0, 6)),
+    Param("pcie_lanes", 16, "slow_pcie: its lanes (with pcie_gen)", _pcie_lanes),
+    Param("delay_us", 0.0, "straggler: every transfer the rank sends starts this late (us)",
+          nonneg),
+    Param("detect_us", -1.0, "failure detection time of the switches (us; -1: the default, "
+          "sim.fabric.faults.DETECT_PS); the largest over the entries applies to all"),
+    Param("converge_us", -1.0, "routing convergence time after detection (us; -1: the "
+          "default); the largest over the entries applies to all"),
+)
+#: The reroute ``-p`` keys (plain, beside ``fault``): they win over the entries' own.
+REROUTE_PARAMS: tuple[Param, ...] = FAULT_PARAMS[-2:]
+#: ``-p`` keys that are faults, not a scenario's parameters: ``fault`` (repeatable),
+#: ``fault.KEY`` (one more fault, key by key: what ``lossless sweep`` can sweep) and the
+#: reroute keys.
+FAULT_KEY = "fault"
+
+
+def is_fault_key(key: str) -> bool:
+    """``key`` is a fault ``-p`` key (:data:`FAULT_KEY`, ``fault.KEY``, ``detect_us``,
+    ``converge_us``)."""
+    return key == FAULT_KEY or key.startswith(FAULT_KEY + ".") or key in (
+        "detect_us", "converge_us")
+
+
+def collect_params(pairs: Any) -> dict[str, Any]:
+    """``-p KEY=VALUE`` pairs as a dict: a repeated ``fault`` gathers its values in a list
+    (in order); another repeated key keeps its last value."""
+    out: dict[str, Any] = {}
+    for key, value in pairs or ():
+        if key == FAULT_KEY:
+            out.setdefault(key, []).append(value)
+        else:
+            out[key] = value
+    return out
+
+
+def split_fault_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the fault keys of ``params``, the others)."""
+    faults = {k: v for k, v in params.items() if is_fault_key(k)}
+    return faults, {k: v for k, v in params.items() if not is_fault_key(k)}
+
+
+def parse_fault(text: str) -> dict[str, Any]:
+    """``"link_down:node=2,port=3,at_us=200,until_us=600"`` -> the raw ``[[faults]]`` entry
+    {"kind": "link_down", "node": 2, ...} (values TOML-style); ValueError for bad syntax."""
+    from sim.scenarios.base import parse_text
+
+    kind, colon, rest = str(text).strip().partition(":")
+    if not colon or not kind.strip() or "=" in kind:
+        raise ValueError(f"expected KIND:KEY=VALUE,... (e.g. link_down:node=2,port=3,"
+                         f"at_us=200), got {text!r}; in lossless sweep, whose commas "
+                         f"separate values, give one fault as fault.KEY=VALUE keys")
+    out: dict[str, Any] = {"kind": kind.strip()}
+    for item in filter(None, (t.strip() for t in rest.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"expected KEY=VALUE after {kind.strip()}:, got {item!r}")
+        if key.strip() in out:
+            raise ValueError(f"{key.strip()} given twice")
+        out[key.strip()] = parse_text(value.strip())
+    return out
+
+
+def fault_entries(params: Mapping[str, Any], label: str = "-p") -> list[tuple[str, dict]]:
+    """The faults of ``-p`` keys (:func:`split_fault_params`): (label, raw entry) for each
+    ``fault`` value (a string or a list of them) and one for the ``fault.KEY`` keys; a bad
+    one is a ScenarioError naming it."""
+    vals = params.get(FAULT_KEY, [])
+    vals = [vals] if isinstance(vals, str) else list(vals)
+    out = []
+    for i, text in enumerate(vals):
+        try:
+            out.append((f"{label} fault #{i + 1}", parse_fault(text)))
+        except ValueError as e:
+            raise ScenarioError(f"{label} fault #{i + 1}: {e}") from None
+    keyed = {k.partition(".")[2]: v for k, v in params.items() if k.startswith(FAULT_KEY + ".")}
+    if keyed:
+        out.append((f"{label} fault.KEY", keyed))
+    return out
+
+
+class FaultPlan(NamedTuple):
+    """Resolved faults (:func:`resolve_faults`): the fabric's (:class:`sim.fabric.faults.Fault`
+    with each entry's label), the stragglers (label, resolved entry), the reaction times
+    (None: the fabric's default) and every resolved entry (summary.json ``params``)."""
+
+    faults: list[tuple[str, Any, dict[str, Any]]]
+    stragglers: list[tuple[str, dict[str, Any]]]
+    reroute: Any
+    entries: list[dict[str, Any]]
+
+    def __bool__(self) -> bool:
+        return bool(self.entries) or self.reroute is not None
+
+
+def _fault_problem(f: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(key, why) of what a resolved entry lacks for its kind, or None."""
+    kind = f["kind"]
+    need = {"flap": ("mtbf_us", "mttr_us"), "degrade": ("rate_gbps",),
+            "straggler": ("delay_us",)}.get(kind, ())
+    for key in need:
+        if key not in raw or f[key] <= 0:
+            return key, f"kind {kind!r} needs a positive {key}"
+    if kind == "loss" and "loss_rate" not in raw and "ber" not in raw:
+        return "loss_rate", "kind 'loss' needs loss_rate or ber"
+    if kind == "slow_pcie" and (f["rate_gbps"] > 0) == (f["pcie_gen"] > 0):
+        return "rate_gbps", "kind 'slow_pcie' needs rate_gbps or pcie_gen (one of them)"
+    hosty = kind in ("nic_down", "slow_pcie", "straggler")
+    if f["rank"] >= 0 and not hosty:
+        return "rank", f"only nic_down, slow_pcie and straggler name a rank, not {kind!r}"
+    if hosty and (f["rank"] >= 0) == (f["node"] >= 0):
+        return "node", f"kind {kind!r} needs a host: node or rank (one of them)"
+    if not hosty and f["node"] < 0:
+        return "node", f"kind {kind!r} needs node (and port for a link)"
+    if f["until_us"] and f["until_us"] <= f["at_us"]:
+        return "until_us", f"must be after at_us ({f['at_us']})"
+    return None
+
+
+def resolve_faults(entries: list[tuple[str, Mapping[str, Any]]], *, ib: bool = False,
+                   reroute_params: Mapping[str, Any] | None = None) -> FaultPlan:
+    """Check raw fault entries ((label, entry) pairs, :data:`FAULT_PARAMS`) and make the
+    :class:`sim.fabric.faults.Fault` objects; one-line ScenarioErrors ``LABEL KEY: why``.
+    The reaction times: ``reroute_params`` (``detect_us``, ``converge_us``; -1 or absent:
+    not given) win, else the largest over the entries, else the defaults (``ib``: the
+    subnet manager's, :data:`sim.fabric.faults.IB_REROUTE_PS`)."""
+    from sim.fabric.faults import IB_REROUTE_PS, Fault, Reroute
+    from sim.scenarios.base import resolve_params
+
+    rp = {k: v for k, v in (reroute_params or {}).items() if k in ("detect_us", "converge_us")}
+    try:
+        rp = resolve_params(REROUTE_PARAMS, rp)
+    except ScenarioError as e:
+        raise ScenarioError(f"-p: {e}") from None
+    faults, stragglers, built = [], [], []
+    for label, raw in entries:
+        if not isinstance(raw, Mapping):
+            raise ScenarioError(f"{label}: must be a table")
+        try:
+            f = resolve_params(FAULT_PARAMS, raw)
+        except ScenarioError as e:
+            raise ScenarioError(f"{label} {e}") from None
+        why = _fault_problem(f, raw)
+        if why:
+            raise ScenarioError(f"{label} {why[0]}: {why[1]}")
+        built.append(dict(f))
+        kind = f["kind"]
+        if kind == "straggler":
+            stragglers.append((label, dict(f)))
+            continue
+        try:
+            fault = Fault(kind, f["node"], f["port"], at_ps=us_to_ps(f["at_us"]),
+                          until_ps=us_to_ps(f["until_us"]) or None,
+                          mtbf_ps=us_to_ps(f["mtbf_us"]) or None,
+                          mttr_ps=us_to_ps(f["mttr_us"]) or None,
+                          loss_rate=None if kind != "loss" or f["ber"] > 0 else f["loss_rate"],
+                          ber=f["ber"] if kind == "loss" and f["ber"] > 0 else None,
+                          rate_gbps=f["rate_gbps"] or None,
+                          pcie_gen=f["pcie_gen"] or None if kind == "slow_pcie" else None,
+                          pcie_lanes=f["pcie_lanes"] if kind == "slow_pcie" else None)
+        except ValueError as e:
+            raise ScenarioError(f"{label} {kind}: {e}") from None
+        faults.append((label, fault, dict(f)))
+    reroute = None
+    d = rp["detect_us"] if rp["detect_us"] >= 0 else max(
+        (e["detect_us"] for e in built), default=-1.0)
+    c = rp["converge_us"] if rp["converge_us"] >= 0 else max(
+        (e["converge_us"] for e in built), default=-1.0)
+    if d >= 0 or c >= 0 or faults:
+        dflt = Reroute(0, IB_REROUTE_PS) if ib else Reroute()
+        reroute = Reroute(us_to_ps(d) if d >= 0 else dflt.detect_ps,
+                          us_to_ps(c) if c >= 0 else dflt.converge_ps)
+    return FaultPlan(faults, stragglers, reroute, built)
+
+
+def apply_faults(plan: FaultPlan, fabric: Any, ranks: Any = None) -> None:
+    """Schedule ``plan``'s fabric faults on ``fabric`` (a ``rank`` is ``ranks[rank]``, the
+    host of that rank); a bad target is a ScenarioError ``LABEL node|port|rank: why``."""
+    import dataclasses
+
+    from sim.fabric.faults import schedule_faults
+
+    if plan.reroute is not None and (plan.faults or getattr(fabric, "_fault_engine", None)):
+        schedule_faults(fabric, [], reroute=plan.reroute)
+    for label, fault, f in plan.faults:
+        if f["rank"] >= 0:
+            if ranks is None or f["rank"] >= len(ranks):
+                n = 0 if ranks is None else len(ranks)
+                raise ScenarioError(f"{label} rank: {f['rank']} is not a rank (0..{n - 1})"
+                                    if n else f"{label} rank: no collective here: give node")
+            fault = dataclasses.replace(fault, node=ranks[f["rank"]])
+        try:
+            schedule_faults(fabric, [fault])
+        except ValueError as e:
+            key = "port" if "port" in str(e) else ("rank" if f["rank"] >= 0 else "node")
+            raise ScenarioError(f"{label} {key}: {e}") from None
+
+
+def straggler_delays(plan: FaultPlan, hosts: Any) -> dict[int, tuple[int, int, int | None]]:
+    """The stragglers of ``plan`` among the ranks of a collective on ``hosts`` (rank ->
+    host): rank -> (delay_ps, at_ps, until_ps or None), the ``delay_ps`` of
+    :class:`sim.workloads.collective.CollectiveJob` (a straggler named by ``node`` is the
+    rank on that host; two on one rank add up)."""
+    hosts = list(hosts)
+    out: dict[int, tuple[int, int, int | None]] = {}
+    for _label, f in plan.stragglers:
+        r = f["rank"] if f["rank"] >= 0 else (hosts.index(f["node"]) if f["node"] in hosts
+                                              else None)
+        if r is None or r >= len(hosts):
+            continue
+        d, at, until = us_to_ps(f["delay_us"]), us_to_ps(f["at_us"]), us_to_ps(f["until_us"])
+        old = out.get(r)
+        out[r] = (d + (old[0] if old else 0), at, until or None)
+    return out
+
+
+def check_stragglers(plan: FaultPlan, ranks_of: list[Any], where: str = "") -> None:
+    """Every straggler names a rank or host of one of the collectives (``ranks_of``: each
+    collective's hosts in rank order); else a ScenarioError naming it."""
+    for label, f in plan.stragglers:
+        if not ranks_of:
+            raise ScenarioError(f"{label} kind: a straggler is a rank of a collective; "
+                                f"there is none here")
+        if f["rank"] >= 0:
+            if not any(f["rank"] < len(h) for h in ranks_of):
+                raise ScenarioError(f"{label} rank: {f['rank']} is not a rank (0.."
+                                    f"{max(len(h) for h in ranks_of) - 1})")
+        elif not any(f["node"] in h for h in ranks_of):
+            raise ScenarioError(f"{label} node: {f['node']} is not a host of a collective")
+
+
+def add_faults(sc: Any, fault_params: Mapping[str, Any], label: str = "-p") -> None:
+    """The ``-p`` fault keys (:func:`split_fault_params`) on a built scenario ``sc`` (a
+    built-in's): scheduled on its fabric, listed in its summary.json ``params["faults"]``
+    and timeline ``faults`` (only when there are faults: other runs keep their outputs)."""
+    fab = sc.fabric
+    plan = resolve_faults(fault_entries(fault_params, label),
+                          ib=getattr(fab, "flow_control", "") == "ib",
+                          reroute_params=fault_params)
+    check_stragglers(plan, [])
+    apply_faults(plan, fab)
+    if plan.entries:
+        sc.params["faults"] = [*sc.params.get("faults", []), *plan.entries]
+        sc.summaries["faults"] = lambda _sc: fab.fault_log.summary()["events"]

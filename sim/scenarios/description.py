@@ -44,10 +44,12 @@ from sim.nic.host import Flow
 from sim.scenarios.base import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from sim.scenarios.common import (
     FABRIC_PARAMS,
+    FAULT_PARAMS,
     KB,
     RESERVED_BYTES,
     TC,
     cc_params,
+    check_stragglers,
     ecn_config,
     host_kw,
     in_range,
@@ -58,6 +60,7 @@ from sim.scenarios.common import (
     rc_kw,
     rc_params,
     share,
+    straggler_delays,
 )
 from sim.units import gbps, kb_to_bytes, ms_to_ps, prop_delay_ps, us_to_ps
 from sim.workloads.patterns import PATTERNS, pairs
@@ -341,6 +344,7 @@ def _collective_params() -> tuple[Param, ...]:
         Param("tc", TC, "traffic class of the data", in_range(0, 7)),
         Param("packet_bytes", 0, "largest frame without FCS (0: [switch] mtu_bytes); payload "
               "= packet_bytes - 58 RoCEv2 header bytes", in_range(0, 9216)),
+        cli["failover"],
     )
 
 
@@ -348,24 +352,9 @@ def _collective_params() -> tuple[Param, ...]:
 #: Kept out of :data:`SECTIONS` (whose tables ``-p`` sets one by one): ``-p collective.KEY``
 #: sets KEY in every entry.
 COLLECTIVE: tuple[Param, ...] = _collective_params()
-#: ``[[faults]]`` entries: faults over time (issue 21, sim.fabric.faults, docs/faults.md).
-FAULTS: tuple[Param, ...] = (
-    Param("kind", "link_down", "link_down, flap, loss, degrade, nic_down or switch_down",
-          _choice("link_down", "flap", "loss", "degrade", "nic_down", "switch_down")),
-    Param("node", 0, "the node (a link: one end, with port)", in_range(0, 1 << 20)),
-    Param("port", 0, "the node's port (one end of the link)", in_range(0, 1 << 16)),
-    Param("at_us", 0.0, "when the fault starts (us)"),
-    Param("until_us", 0.0, "when it ends (us; 0: never)"),
-    Param("mtbf_us", 0.0, "flap: mean time between failures (us)"),
-    Param("mttr_us", 0.0, "flap: mean time to repair (us)"),
-    Param("loss_rate", 0.0, "loss: probability a frame is lost"),
-    Param("ber", 0.0, "loss: bit error rate (instead of loss_rate when > 0)"),
-    Param("rate_gbps", 0.0, "degrade: the link's rate while degraded (Gb/s)"),
-    Param("detect_us", -1.0, "failure detection time of the switches (us; -1: the default, "
-          "sim.fabric.faults.DETECT_PS); the largest over the entries applies to all"),
-    Param("converge_us", -1.0, "routing convergence time after detection (us; -1: the "
-          "default); the largest over the entries applies to all"),
-)
+#: ``[[faults]]`` entries: faults over time (issue 21, sim.fabric.faults, docs/faults.md);
+#: the same keys as ``-p fault=`` (:data:`sim.scenarios.common.FAULT_PARAMS`).
+FAULTS: tuple[Param, ...] = FAULT_PARAMS
 _SPECS: dict[str, tuple[Param, ...]] = {**SECTIONS, "collective": COLLECTIVE,
                                         "faults": FAULTS}
 _TOP = {"description", *_SPECS}
@@ -448,12 +437,15 @@ def _array(doc: Mapping[str, Any], name: str, where: str) -> list[dict[str, Any]
 
 
 def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
-          need_traffic: bool = True) -> Scenario:
+          need_traffic: bool = True, fault_params: Mapping[str, Any] | None = None
+          ) -> Scenario:
     """A :class:`Scenario` from a parsed fabric file (``where`` names it in errors).
     ``need_traffic=False`` accepts a file without traffic (``lossless collective --fabric
     FILE.toml`` brings its own).  ``info`` holds ``ranks`` (the hosts in rank order: a
     generated fabric's ranks, else every host in group order), ``gpus_per_node`` (the
-    topology's, 1 for the hand-made kinds) and ``mtu_bytes``."""
+    topology's, 1 for the hand-made kinds) and ``mtu_bytes``.  ``fault_params``: the
+    ``-p`` fault keys (``fault``, ``fault.KEY``, ``detect_us``, ``converge_us``), faults
+    besides the file's ``[[faults]]``."""
     unknown = sorted(set(doc) - _TOP)
     if unknown:
         raise ScenarioError(f"{where}: unknown key(s) {unknown}; known: {sorted(_TOP)}")
@@ -569,7 +561,10 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
         fid += 1
     colls = _collectives(doc, fab, ranks, gpn, sw["mtu_bytes"], labels, where)
     _check_routes(fab, labels, where)
-    faults = _faults(doc, fab, where)
+    plan = _faults(doc, fab, where, fault_params, ranks)
+    check_stragglers(plan, [c.hosts for c in colls])
+    for c in colls:
+        c.delay_ps = straggler_delays(plan, c.hosts)
 
     pcaps = []
     for i, p in enumerate(inputs):
@@ -600,11 +595,14 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
         params["hosts"] = {k: v for k, v in sec["hosts"].items()
                            if k not in {p.name for p in rc_params()}}
     summaries: dict[str, Any] = {}
-    if faults:  # only then: a file without [[faults]] keeps its summary.json as it was
-        params["faults"] = faults
-        summaries["faults"] = lambda _sc: fab.fault_log.summary()["events"]
+    if plan.entries:  # only then: a file without [[faults]] keeps its summary.json as it was
+        params["faults"] = plan.entries
+        summaries["faults"] = lambda _sc: (fab.fault_log.summary()["events"]
+                                           if getattr(fab, "fault_log", None) else [])
     if colls:  # only then: a file without [[collective]] keeps its summary.json as it was
-        params["collective"] = [dict(c.spec) for c in colls]
+        # failover only when on: other files keep their summary.json params as they were
+        params["collective"] = [{k: v for k, v in c.spec.items() if k != "failover" or v}
+                                for c in colls]
         summaries["collectives"] = lambda _sc: [c.summary() for c in colls]
     sc = Scenario(name=os.path.splitext(os.path.basename(where))[0], params=params,
                   seed=seed, duration_ps=dur, fabric=fab, bottleneck=bottleneck,
@@ -623,53 +621,22 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
     return sc
 
 
-def _faults(doc: Mapping[str, Any], fab: Fabric, where: str) -> list[dict[str, Any]]:
-    """The ``[[faults]]`` entries scheduled on ``fab`` (sim.fabric.faults); one-line errors
-    naming the entry and the key."""
-    from sim.fabric.faults import IB_REROUTE_PS, Fault, Reroute, schedule_faults
-    entries = _array(doc, "faults", where)
-    built: list[dict[str, Any]] = []
-    if not entries:
-        return built
-    ib = fab.flow_control == "ib"
-    d = max(e["detect_us"] for e in entries)
-    c = max(e["converge_us"] for e in entries)
-    dflt = Reroute(0, IB_REROUTE_PS) if ib else Reroute()
-    reroute = Reroute(us_to_ps(d) if d >= 0 else dflt.detect_ps,
-                      us_to_ps(c) if c >= 0 else dflt.converge_ps)
-    for i, f in enumerate(entries):
-        label = f"{where}: [[faults]] #{i + 1}"
-        raw = doc["faults"][i]
-        kind = f["kind"]
-        need = {"flap": ("mtbf_us", "mttr_us"), "degrade": ("rate_gbps",)}.get(kind, ())
-        for key in need:
-            if key not in raw or f[key] <= 0:
-                raise ScenarioError(f"{label} {key}: kind {kind!r} needs a positive {key}")
-        if kind == "loss":
-            if "loss_rate" not in raw and "ber" not in raw:
-                raise ScenarioError(f"{label} loss_rate: kind 'loss' needs loss_rate or ber")
-            for key in ("loss_rate", "ber"):
-                if not 0.0 <= f[key] <= 1.0:
-                    raise ScenarioError(f"{label} {key}: must be in [0, 1], got {f[key]}")
-        for key in ("at_us", "until_us", "mtbf_us", "mttr_us", "rate_gbps"):
-            if f[key] < 0:
-                raise ScenarioError(f"{label} {key}: must be >= 0, got {f[key]}")
-        if f["until_us"] and f["until_us"] <= f["at_us"]:
-            raise ScenarioError(f"{label} until_us: must be after at_us ({f['at_us']})")
-        try:
-            fault = Fault(kind, f["node"], f["port"], at_ps=us_to_ps(f["at_us"]),
-                          until_ps=us_to_ps(f["until_us"]) or None,
-                          mtbf_ps=us_to_ps(f["mtbf_us"]) or None,
-                          mttr_ps=us_to_ps(f["mttr_us"]) or None,
-                          loss_rate=None if kind != "loss" or f["ber"] > 0 else f["loss_rate"],
-                          ber=f["ber"] if kind == "loss" and f["ber"] > 0 else None,
-                          rate_gbps=f["rate_gbps"] or None)
-            schedule_faults(fab, [fault], reroute=reroute)
-        except ValueError as e:
-            key = "port" if "port" in str(e) else "node"
-            raise ScenarioError(f"{label} {key}: {e}") from None
-        built.append(dict(f))
-    return built
+def _faults(doc: Mapping[str, Any], fab: Fabric, where: str,
+            from_params: Mapping[str, Any] | None = None, ranks: Any = None) -> Any:
+    """The ``[[faults]]`` entries and the ``-p`` fault keys (``from_params``:
+    ``fault``, ``fault.KEY``, ``detect_us``, ``converge_us``) scheduled on ``fab``
+    (sim.fabric.faults); their :class:`sim.scenarios.common.FaultPlan` (stragglers are the
+    collectives'); one-line errors naming the entry and the key."""
+    from sim.scenarios.common import apply_faults, fault_entries, resolve_faults
+
+    raw = doc.get("faults", [])
+    if not isinstance(raw, list):
+        raise ScenarioError(f"{where}: faults must be an array of tables ([[faults]])")
+    entries = [(f"{where}: [[faults]] #{i + 1}", e) for i, e in enumerate(raw)]
+    entries += fault_entries(from_params or {}, "-p")
+    plan = resolve_faults(entries, ib=fab.flow_control == "ib", reroute_params=from_params)
+    apply_faults(plan, fab, ranks)
+    return plan
 
 
 class CollectiveEntry:
@@ -693,6 +660,11 @@ class CollectiveEntry:
         self.times_ps: list[int] = []
         self.wrong = 0
         self.error: str | None = None
+        #: stragglers of this entry (rank -> (delay_ps, at_ps, until_ps)), set by build
+        self.delay_ps: dict[int, Any] = {}
+        #: the QP error that stopped it (CollectiveJob.failed), and the QPs moved (failover)
+        self.failed: dict[str, Any] | None = None
+        self.failovers: list[dict[str, Any]] = []
         self.job = self._job()
         qpns = [q for c in sch.connections.values() for q in c.qpns]
         self.qp_first, self.qp_last = min(qpns), max(qpns)
@@ -706,10 +678,20 @@ class CollectiveEntry:
                              gpus_per_node=self.gpus_per_node, nvlink=sp["nvlink"],
                              nvlink_bps=gbps(sp["nvlink_gbps"]),
                              nvlink_latency_ps=round(sp["nvlink_latency_ns"] * 1000),
-                             pxn=sp["pxn"])
+                             pxn=sp["pxn"], delay_ps=getattr(self, "delay_ps", None),
+                             failover=sp["failover"], on_fail=self._fail)
 
     def start(self) -> None:
+        if self.delay_ps and not self.job.delay_ps:
+            self.job = self._job()  # the stragglers were set after the first job was made
         self.job.start()
+
+    def _fail(self, job: Any) -> None:
+        from sim.workloads.collective import failure_text
+
+        self.failed = dict(job.failed)
+        self.error = self.error or f"iteration {len(self.times_ps) + 1}: " \
+            f"{failure_text(job.failed)}"
 
     def _done(self, job: Any) -> None:
         from sim.workloads.nccl import ScheduleError, verify
@@ -724,6 +706,7 @@ class CollectiveEntry:
             self.wrong += 1
             if self.error is None:
                 self.error = f"iteration {len(self.times_ps)}: wrong result: {e}"
+        self.failovers += job.run.failovers
         if len(self.times_ps) < self.spec["iters"]:
             try:
                 self.job = self._job()
@@ -756,6 +739,9 @@ class CollectiveEntry:
             "time_ps": t_ps, "time_us": None if t_ps is None else t_ps / 1e6,
             "algbw_GB_per_s": alg, "busbw_GB_per_s": bus, "complete": len(times) == sp["iters"],
             "wrong": self.wrong, "error": self.error,
+            **({"failed": self.failed} if self.failed else {}),
+            **({"failovers": moved} if (moved := self.failovers + (
+                [] if self.job.done else self.job.run.failovers)) else {}),
         }
 
 

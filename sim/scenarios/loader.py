@@ -116,7 +116,10 @@ def build(name_or_path: str, params: dict[str, Any] | None = None,
     is a ScenarioError starting with ``params_from`` (the command line's ``-p``); one in the
     file names the file and its table.
     """
-    params = dict(params or {})
+    from sim.scenarios.common import add_faults, split_fault_params
+
+    # -p fault=, fault.KEY, detect_us, converge_us: faults on any scenario (issue 21)
+    faults, params = split_fault_params(params or {})
     if is_file_ref(name_or_path):
         data = read_toml(name_or_path)
         if "scenario" not in data:
@@ -127,7 +130,7 @@ def build(name_or_path: str, params: dict[str, Any] | None = None,
                 params["seed"] = seed
             apply_overrides(data, params, str(name_or_path), params_from)
             base = os.path.dirname(os.path.abspath(name_or_path))
-            return build_description(data, str(name_or_path), base)
+            return build_description(data, str(name_or_path), base, fault_params=faults)
     seed_kw = {"seed": seed} if seed is not None else {}
     if is_file_ref(name_or_path):
         where: str | None = str(name_or_path)
@@ -137,16 +140,24 @@ def build(name_or_path: str, params: dict[str, Any] | None = None,
     info = get(name)
     # Each value is checked where it came from, so a message names the file's [params] key
     # or the command line's -p; what only the builder can check is prefixed with the file.
+    base_faults, base = split_fault_params(base)
     if where is not None:
         _check(info.params_doc, base, f"{where}: [params]")
     _check(info.params_doc, params, f"{params_from}:")
     merged = {**base, **params, **seed_kw}
     try:
-        return info.builder(merged)
+        sc = info.builder(merged)
     except ScenarioError as e:
         if where is None:
             raise
         raise ScenarioError(f"{where}: {e}") from None
+    if base_faults:
+        add_faults(sc, base_faults, f"{where}: [params]")
+    if faults:
+        add_faults(sc, faults, params_from)
+    if base_faults or faults:  # the fault-free twin (same parameters and seed)
+        sc.info.setdefault("fault_free", lambda: info.builder(dict(merged)))
+    return sc
 
 
 def _check(spec, params: dict[str, Any], label: str) -> None:

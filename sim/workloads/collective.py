@@ -22,6 +22,30 @@
   been posted (sends leave in ``seq`` order).  It is received when the last frame of each of
   its QP pieces has arrived (:attr:`sim.nic.host.Host.on_data`).
 
+Faults (issue 21, docs/faults.md "The collective's reaction"):
+
+* A straggler: ``delay_ps={rank: ps}`` (or ``{rank: (ps, at_ps, until_ps)}``: only for the
+  transfers that become ready in ``[at_ps, until_ps)``, ``until_ps`` None: to the end): every
+  transfer the rank sends becomes ready that much later than its dependencies allow.
+* A QP error (RC reliability on, the retries used up: :mod:`sim.nic.rc`): NCCL's IB
+  transport sees the work completion with an error status (``IBV_WC_RETRY_EXC_ERR``) in
+  ``ncclIbTest`` (src/transport/net_ib.cc: "NET/IB: Got completion from peer ... with
+  status=..." and returns ``ncclRemoteError``); the proxy stops, the communicator is in
+  error (``ncclCommGetAsyncError``) and the framework aborts it (PyTorch's ProcessGroupNCCL
+  watchdog).  So the job stops at that moment: :attr:`CollectiveJob.failed` holds the time
+  and the QP, nothing more is posted, ``on_fail(job)`` is called and :func:`run_schedule`
+  raises :class:`QpFailure`.  The transport's timeout *is* NCCL's timeout here: the QP errs
+  ``(retry_cnt + 1)`` local ACK timeouts after the last progress (``NCCL_IB_TIMEOUT`` 20,
+  ``NCCL_IB_RETRY_CNT`` 7: about 34 s).  The framework's own watchdog poll (PyTorch: about
+  100 ms) is not added [A].
+* ``failover=True`` [A: an option, not NCCL's default behaviour]: the failed QP's unfinished
+  messages move to a new QP on another rail of the same nodes: from the NIC of the next GPU
+  of the sending node (rail ``(r + 1) mod G``) to the NIC on that rail of the receiving node,
+  with NVLink hops from the sender's GPU and to the receiver's GPU; only the bytes that did
+  not arrive (in order) are re-sent (:attr:`CollectiveRun.failovers`, ``resent_bytes``), and
+  later sends of that QP take the new one (also in later iterations on the fabric).  With
+  one GPU per node, or every rail tried, the job fails as above.
+
 PFC, ECN and DCQCN act as the fabric and its hosts are configured (flows use the hosts'
 ``cc``; data goes on class ``tc``, 3 by default, the lossless class of the MMU defaults).
 The collective's time is the last delivery minus the first start.  NCCL's own latencies
@@ -61,8 +85,8 @@ from sim.nic.host import ROCE_HEADER_BYTES, Flow, Host
 from sim.workloads.nccl import Schedule, Transfer, send_nic_rank
 
 __all__ = ["ROCE_HEADER_BYTES", "NVLINK_BPS", "NVLINK_LATENCY_PS", "CollectiveJob",
-           "CollectiveRun", "NvlinkDomain", "RunError", "frames_bytes", "nvlink_domain",
-           "run_schedule", "fabric_counters"]
+           "CollectiveRun", "NvlinkDomain", "QpFailure", "RunError", "frames_bytes",
+           "nvlink_domain", "run_schedule", "fabric_counters"]
 
 # ROCE_HEADER_BYTES (58, from the field tables) is sim.nic.host's, re-exported here.
 #: RoCE payload per frame at a 1024-byte MTU (the simulator's default packet).
@@ -80,6 +104,23 @@ NVLINK_LATENCY_PS = 1_000_000
 
 class RunError(RuntimeError):
     """The collective did not complete (e.g. a deadlock, drops without retransmission)."""
+
+
+class QpFailure(RunError):
+    """The collective failed on a QP error (module docstring): ``failed`` is
+    :attr:`CollectiveJob.failed`."""
+
+    def __init__(self, msg: str, failed: dict[str, Any]) -> None:
+        super().__init__(msg)
+        self.failed = failed
+
+
+def failure_text(failed: Mapping[str, Any]) -> str:
+    """One line about a failed collective (:attr:`CollectiveJob.failed`)."""
+    return (f"failed at {failed['t_ps'] / 1e6:g} us: QP {failed['qp']} (rank "
+            f"{failed['src_rank']} -> {failed['dst_rank']}, channel {failed['channel']}, "
+            f"host {failed['host']} -> {failed['peer']}) in error after its retries"
+            + (f"; {failed['why']}" if failed.get("why") else ""))
 
 
 def frames_bytes(payload_bytes: int, mtu_bytes: int = DEFAULT_MTU_BYTES,
@@ -104,6 +145,9 @@ class CollectiveRun:
     #: flow id -> frame bytes posted by this run (what the receiver must get)
     posted_bytes: dict[int, int] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
+    #: failover (issue 21): one dict per QP moved: t_ps, qp, to_qp, from_host, to_host,
+    #: resent_bytes (frame bytes re-sent: what had not arrived)
+    failovers: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -169,6 +213,9 @@ class NvlinkDomain:
 
 
 _DOMAINS: WeakKeyDictionary[Fabric, NvlinkDomain] = WeakKeyDictionary()
+#: failover: per fabric, a failed QP -> (its replacement QP, sending rank's NIC, receiving
+#: rank's NIC), so that later iterations send on the replacement
+_MOVED: WeakKeyDictionary[Fabric, dict[int, tuple[int, int, int]]] = WeakKeyDictionary()
 
 
 def nvlink_domain(fabric: Fabric) -> NvlinkDomain:
@@ -194,6 +241,20 @@ class _Dispatch:
             cb(fid, got, now)
 
 
+class _QpDispatch:
+    """A host's ``on_qp_error`` shared by the jobs whose QPs it sends: flow id -> job."""
+
+    __slots__ = ("jobs",)
+
+    def __init__(self) -> None:
+        self.jobs: dict[int, Callable[[int, int], None]] = {}
+
+    def __call__(self, fid: int, now: int) -> None:
+        cb = self.jobs.get(fid)
+        if cb is not None:
+            cb(fid, now)
+
+
 class CollectiveJob:
     """One schedule driven through a fabric by the fabric's own events (no engine loop of
     its own): :meth:`start` posts the transfers without dependencies at the engine's current
@@ -213,18 +274,30 @@ class CollectiveJob:
                  on_done: Callable[[CollectiveJob], None] | None = None,
                  gpus_per_node: int = 1, nvlink: bool = True, nvlink_bps: int = NVLINK_BPS,
                  nvlink_latency_ps: int = NVLINK_LATENCY_PS, pxn: bool = True,
-                 delay_ps: Mapping[int, int] | None = None,
-                 reliable: Mapping[str, Any] | bool | None = None) -> None:
+                 delay_ps: Mapping[int, Any] | None = None,
+                 reliable: Mapping[str, Any] | bool | None = None,
+                 failover: bool = False,
+                 on_fail: Callable[[CollectiveJob], None] | None = None) -> None:
         if reliable is not None:  # RC in the job's hosts (Host.set_reliable)
             opts = {} if isinstance(reliable, bool) else dict(reliable)
             on = reliable if isinstance(reliable, bool) else bool(opts.pop("reliable", True))
             for h in dict.fromkeys(hosts):
                 fabric.nodes[h].set_reliable(on, **opts)
-        #: Stragglers (issue 21): rank -> ps every transfer it sends starts late by.
-        self.delay_ps = {r: d for r, d in (delay_ps or {}).items() if d}
-        if any(d < 0 or not 0 <= r < sch.nranks for r, d in self.delay_ps.items()):
+        #: Stragglers (issue 21): rank -> (ps every transfer it sends starts late by, from,
+        #: until or None).
+        self.delay_ps = {r: (d, 0, None) if isinstance(d, int) else tuple(d)
+                         for r, d in (delay_ps or {}).items() if d}
+        if any(len(d) != 3 or d[0] < 0 or not 0 <= r < sch.nranks
+               for r, d in self.delay_ps.items()):
             raise ValueError(f"delay_ps: ranks 0..{sch.nranks - 1}, delays >= 0; got "
                              f"{dict(delay_ps or {})}")
+        self.failover, self.on_fail = bool(failover), on_fail
+        #: None, or why the job stopped: t_ps, qp, src_rank, dst_rank, channel, qp_index,
+        #: host, peer (the QP's NICs), why
+        self.failed: dict[str, Any] | None = None
+        #: flow id -> (rank whose NIC receives it, rank it is for): an NVLink hop after it
+        self.hop: dict[int, tuple[int, int]] = {}
+        self.tried: dict[tuple[int, int, int, int], int] = {}
         if len(hosts) < sch.nranks:
             raise ValueError(f"{sch.nranks} ranks need {sch.nranks} hosts, got {len(hosts)}")
         hosts = tuple(hosts[:sch.nranks])
@@ -275,8 +348,14 @@ class CollectiveJob:
             if relay >= sch.nranks:  # a last node with fewer GPUs has no NIC on that rail
                 relay = src
             self.nic[key] = relay
-            sh, dh = self._host(relay), self._host(dst)
+            moved = _MOVED.get(fabric, {})
             for q, (qpn, sport) in enumerate(zip(conn.qpns, conn.udp_sports, strict=True)):
+                sh, dh = self._host(relay), self._host(dst)
+                while qpn in moved:  # failed in an earlier iteration: its replacement
+                    qpn, a, b = moved[qpn]
+                    sh, dh = self._host(a), self._host(b)
+                    if b != dst:
+                        self.hop[qpn] = (b, dst)
                 old = fabric.flows.get(qpn)
                 if old is None:
                     flow = Flow(qpn, sh.node_id, dh.node_id, sh.port.rate_bps, tc=tc,
@@ -297,6 +376,7 @@ class CollectiveJob:
                         raise ValueError(f"host {dh.node_id} already has an on_data callback")
                     disp = dh.on_data = _Dispatch()
                 disp.jobs[qpn] = self._on_data
+                self._watch(sh, qpn)
                 self.qp_flow[(src, dst, ch, q)] = qpn
                 self.run.flows[qpn] = (src, dst, ch, q, sport)
                 self.base[qpn] = dh.rx_bytes.get(qpn, 0)
@@ -330,12 +410,16 @@ class CollectiveJob:
 
     def _ready(self, t: Transfer) -> None:
         late = self.delay_ps.get(t.src) if self.delay_ps else None
-        if late:  # a straggler: its transfer becomes ready delay_ps later
-            self.fabric.engine.call_in(late, self._ready_now, t)
-            return
+        if late:  # a straggler: its transfer becomes ready delay_ps later (in its window)
+            now = self.fabric.engine.now_ps
+            if late[1] <= now and (late[2] is None or now < late[2]):
+                self.fabric.engine.call_in(late[0], self._ready_now, t)
+                return
         self._ready_now(t)
 
     def _ready_now(self, t: Transfer) -> None:
+        if self.failed is not None:
+            return
         self.data_ready[t.id] = True
         key = (t.src, t.dst, t.channel)
         sends, i = self.conn_sends[key], self.conn_next[key]
@@ -345,6 +429,8 @@ class CollectiveJob:
         self.conn_next[key] = i
 
     def _post(self, t: Transfer) -> None:
+        if self.failed is not None:
+            return
         eng = self.fabric.engine
         now = eng.now_ps
         self.run.start_ps[t.id] = now
@@ -369,6 +455,8 @@ class CollectiveJob:
 
     def _post_net(self, t: Transfer, nic: int) -> None:
         """Post ``t``'s QP pieces on the NIC of rank ``nic`` (now)."""
+        if self.failed is not None:
+            return
         now = self.fabric.engine.now_ps
         src = self.fabric.nodes[self.hosts[nic]]
         pieces = 0
@@ -377,22 +465,139 @@ class CollectiveJob:
             if not nbytes:
                 continue
             fid = self.qp_flow[(t.src, t.dst, t.channel, q)]
-            end = self.run.posted_bytes[fid] + nbytes
-            self.run.posted_bytes[fid] = end
-            self.rx_ends[fid].append((self.base[fid] + end, t.id))
-            src.post(fid, nbytes)
+            host = self.fabric.nodes[self.fabric.flows[fid].src]
             pieces += 1
+            if host is src:
+                self._send_piece(fid, src, nbytes, t.id)
+                continue
+            # a QP moved by failover: over NVLink to its NIC first
+            at = nvlink_domain(self.fabric).reserve(
+                src.node_id, host.node_id, nbytes, self.nvlink_bps, self.nvlink_latency_ps, now)
+            self.fabric.engine.call_at(at, self._send_piece, fid, host, nbytes, t.id)
         self.pieces_left[t.id] = pieces
         if not pieces:
             self._finish(t.id, now)
 
+    def _send_piece(self, fid: int, src: Host, nbytes: int, tid: int) -> None:
+        if self.failed is not None:
+            return
+        end = self.run.posted_bytes[fid] + nbytes
+        self.run.posted_bytes[fid] = end
+        self.rx_ends[fid].append((self.base[fid] + end, tid))
+        src.post(fid, nbytes)
+
     def _on_data(self, fid: int, got: int, now: int) -> None:
         ends = self.rx_ends.get(fid)
+        hop = self.hop.get(fid) if self.hop else None
         while ends and got >= ends[0][0]:
             _, tid = ends.popleft()
-            self.pieces_left[tid] -= 1
-            if not self.pieces_left[tid]:
-                self._finish(tid, now)
+            if hop is not None:  # received by another GPU's NIC: NVLink to the receiver
+                nvl = nvlink_domain(self.fabric)
+                at = nvl.reserve(self.hosts[hop[0]], self.hosts[hop[1]],
+                                 self.sch.transfers[tid].qp_bytes[self.run.flows[fid][3]],
+                                 self.nvlink_bps, self.nvlink_latency_ps, now)
+                self.fabric.engine.call_at(at, self._piece_done, tid)
+                continue
+            self._piece_done(tid, now)
+
+    def _piece_done(self, tid: int, now: int | None = None) -> None:
+        if self.failed is not None:
+            return
+        self.pieces_left[tid] -= 1
+        if not self.pieces_left[tid]:
+            self._finish(tid, self.fabric.engine.now_ps if now is None else now)
+
+    # ------------------------------------------------------------ QP errors
+    def _watch(self, host: Host, fid: int) -> None:
+        """Be told when QP ``fid``, sent by ``host``, goes to error."""
+        disp = host.on_qp_error
+        if not isinstance(disp, _QpDispatch):
+            if disp is not None:
+                raise ValueError(f"host {host.node_id} already has an on_qp_error callback")
+            disp = host.on_qp_error = _QpDispatch()
+        disp.jobs[fid] = self._qp_error
+
+    def _qp_error(self, fid: int, now: int) -> None:
+        if self.failed is not None or self.done or fid not in self.rx_ends:
+            return  # a collective done before its QP erred completed
+        key = next(k for k, v in self.qp_flow.items() if v == fid)
+        why = self._failover(key, fid, now) if self.failover else None
+        if why is None and self.failover:
+            return
+        src_h = self.fabric.flows[fid].src
+        dst_h = self.fabric.flows[fid].dst
+        self.failed = {"t_ps": now, "qp": fid, "src_rank": key[0], "dst_rank": key[1],
+                       "channel": key[2], "qp_index": key[3], "host": src_h, "peer": dst_h,
+                       "why": why}
+        if self.on_fail is not None:
+            self.on_fail(self)
+
+    def _failover(self, key: tuple[int, int, int, int], fid: int, now: int) -> str | None:
+        """Move QP ``fid`` of ``key`` (src, dst, channel, QP index) to another rail; None
+        when done, else why it could not be."""
+        src, dst, _ch, q = key
+        g = self.gpn
+        if g < 2:
+            return "failover: no other rail (one GPU per node)"
+        n = self.sch.nranks
+        tries = self.tried.get(key, 0) + 1
+        self.tried[key] = tries
+        fab = self.fabric
+        rail = self.hosts.index(fab.flows[fid].src) % g
+        if tries >= g:
+            return f"failover: every rail tried ({g})"
+        new_rail = (rail + tries) % g
+        a = (src // g) * g + new_rail
+        b = (dst // g) * g + new_rail
+        if a >= n or b >= n:
+            return "failover: the nodes have no NIC on the next rail"
+        sh, dh = self._host(a), self._host(b)
+        old = fab.flows[fid]
+        nfid = max(fab.flows) + 1
+        flow = Flow(nfid, sh.node_id, dh.node_id, sh.port.rate_bps, tc=old.tc,
+                    packet_bytes=old.packet_bytes, start_ps=now)
+        fab.flows[nfid] = flow
+        sh.add_posted_flow(flow)
+        dh.expect(flow)
+        disp = dh.on_data
+        if not isinstance(disp, _Dispatch):
+            if disp is not None:
+                raise ValueError(f"host {dh.node_id} already has an on_data callback")
+            disp = dh.on_data = _Dispatch()
+        disp.jobs[nfid] = self._on_data
+        self._watch(sh, nfid)
+        _MOVED.setdefault(fab, {})[fid] = (nfid, a, b)
+        self.qp_flow[key] = nfid
+        if b != dst:
+            self.hop[nfid] = (b, dst)
+        self.run.flows[nfid] = (*self.run.flows[fid][:3], q, self.run.flows[fid][4])
+        self.base[nfid], self.run.posted_bytes[nfid] = 0, 0
+        self.rx_ends[nfid] = deque()
+        # re-send what did not arrive, in order, from the sender's GPU over NVLink to a
+        got = self._host(self.hop[fid][0] if fid in self.hop else dst).rx_bytes.get(fid, 0)
+        prev = self.base[fid]
+        resend = []
+        for end, tid in self.rx_ends.pop(fid):
+            left = end - max(prev, got)
+            prev = end
+            if left > 0:
+                resend.append((tid, left))
+        total = sum(x for _, x in resend)
+        self.run.failovers.append({"t_ps": now, "qp": fid, "to_qp": nfid,
+                                   "from_host": sh.node_id, "to_host": dh.node_id,
+                                   "resent_bytes": total})
+        if total:
+            at = now if a == src else nvlink_domain(fab).reserve(
+                self.hosts[src], self.hosts[a], total, self.nvlink_bps, self.nvlink_latency_ps,
+                now)
+            fab.engine.call_at(at, self._resend, nfid, sh, resend)
+        return None
+
+    def _resend(self, nfid: int, sh: Host, resend: list[tuple[int, int]]) -> None:
+        if self.failed is not None:
+            return
+        for tid, nbytes in resend:
+            self._send_piece(nfid, sh, nbytes, tid)
 
     def _finish(self, tid: int, now: int) -> None:
         self.run.finish_ps[tid] = now
@@ -412,8 +617,9 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
                  progress: Callable[[int, int], None] | None = None,
                  gpus_per_node: int = 1, nvlink: bool = True, nvlink_bps: int = NVLINK_BPS,
                  nvlink_latency_ps: int = NVLINK_LATENCY_PS, pxn: bool = True,
-                 delay_ps: Mapping[int, int] | None = None,
-                 reliable: Mapping[str, Any] | bool | None = None) -> CollectiveRun:
+                 delay_ps: Mapping[int, Any] | None = None,
+                 reliable: Mapping[str, Any] | bool | None = None,
+                 failover: bool = False) -> CollectiveRun:
     """Drive ``sch`` through ``fabric`` (rank ``r`` on host ``hosts[r]``) from the fabric's
     current time until every transfer is received; see the module docstring.
 
@@ -426,24 +632,27 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
     received so far (a progress line; it must not touch the fabric).  ``gpus_per_node``,
     ``nvlink``, ``nvlink_bps``, ``nvlink_latency_ps``, ``pxn``: as for
     :class:`CollectiveJob` (the default, one GPU per node, sends everything over the
-    network); ``reliable``: as for :class:`CollectiveJob`.  The NVLink bytes are in
-    ``nvlink_domain(fabric).nbytes``."""
+    network); ``reliable``, ``delay_ps``, ``failover``: as for :class:`CollectiveJob`.  A
+    QP error stops the run at once: :class:`QpFailure` (with ``check``; else the partial
+    run).  The NVLink bytes are in ``nvlink_domain(fabric).nbytes``."""
     runner = CollectiveJob(sch, fabric, hosts, tc=tc, mtu_bytes=mtu_bytes,
                            header_bytes=header_bytes, gpus_per_node=gpus_per_node,
                            nvlink=nvlink, nvlink_bps=nvlink_bps,
                            nvlink_latency_ps=nvlink_latency_ps, pxn=pxn, delay_ps=delay_ps,
-                           reliable=reliable)
+                           reliable=reliable, failover=failover)
     eng = fabric.engine
     t0 = eng.now_ps
     step = slice_ps if slice_ps is not None else DEFAULT_SLICE_PS
     runner.start()
     total = len(sch.transfers)
-    while runner.ndone < total and eng.now_ps - t0 < limit_ps:
+    while runner.ndone < total and eng.now_ps - t0 < limit_ps and runner.failed is None:
         fabric.run(min(eng.now_ps + step, t0 + limit_ps))
         if progress is not None:
             progress(runner.ndone, total)
     run = runner.run
     run.counters = fabric_counters(fabric)
+    if check and runner.failed is not None:
+        raise QpFailure(f"collective {failure_text(runner.failed)}", runner.failed)
     if check and runner.ndone < total:
         raise RunError(f"collective incomplete after {limit_ps} ps: {runner.ndone} of {total} "
                        f"transfers received (pauses {run.counters['pfc_pauses']}, drops "
