@@ -17,6 +17,8 @@ import importlib.util
 import sys
 import warnings
 
+from sim import _core
+
 #: Old module name -> its home since issue 17 (kept for one release).
 MOVED: dict[str, str] = {
     "sim.port": "sim.net.port",
@@ -61,3 +63,10 @@ class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 if not any(isinstance(f, _MovedFinder) for f in sys.meta_path):
     sys.meta_path.append(_MovedFinder())
+
+# The compiled core's switch (issue 19): LOSSLESS_PURE_PYTHON=1, or a stale build, loads the
+# compiled modules from their .py (sim/_core.py).  Before any of them is imported.
+_core.install()
+
+#: Which simulator core runs: "compiled (Cython X.Y.Z)" or "interpreted (...)" (sim/_core.py).
+core = _core.core

@@ -31,7 +31,7 @@ RANKS = {
     "study": 7,
     "cli": 8,
 }
-KERNEL = {"engine", "units", "packet", "events", "trace", "addresses"}
+KERNEL = {"engine", "units", "packet", "events", "trace", "addresses", "_core"}
 
 
 def module_name(path: Path) -> str:

@@ -1,13 +1,17 @@
 """The public API is typed (issue 15): a PEP 561 ``py.typed`` marker in ``wire/`` and ``sim/``
-that the wheel ships, and annotations on every parameter and return of every public function
-and method (``wire.__all__`` and the ``__all__`` of every module of ``wire`` and ``sim``)."""
+that the wheel ships (built by setuptools since issue 19), and annotations on every parameter
+and return of every public function and method (``wire.__all__`` and the ``__all__`` of every
+module of ``wire`` and ``sim``)."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import pkgutil
-import tomllib
+import subprocess
+import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -88,14 +92,44 @@ def test_py_typed_marker(pkg: str) -> None:
     assert (REPO / pkg / "py.typed").is_file()
 
 
-def test_wheel_ships_py_typed(tmp_path: Path) -> None:
-    """The wheel's file selection keeps the markers: every file of the packages is shipped
-    unless excluded, and nothing excludes them (built with hatchling when it is installed)."""
-    cfg = tomllib.loads((REPO / "pyproject.toml").read_text())
-    wheel = cfg["tool"]["hatch"]["build"]["targets"]["wheel"]
-    assert {"wire", "sim"} <= set(wheel["packages"])
-    assert not any("typed" in x for x in wheel.get("exclude", []))
-    builder = pytest.importorskip("hatchling.builders.wheel")
-    path = next(iter(builder.WheelBuilder(str(REPO)).build(directory=str(tmp_path))))
-    names = zipfile.ZipFile(path).namelist()
-    assert "wire/py.typed" in names and "sim/py.typed" in names
+def _build(what: str, src: Path, out: Path) -> Path:
+    """Build the sdist or the wheel of ``src`` into ``out`` with setuptools' PEP 517 backend
+    in a subprocess, without compiling (``LOSSLESS_BUILD_PURE=1``: the file selection is the
+    same, the compiled modules are tested in tests/test_compiled_core.py)."""
+    code = (f"from setuptools import build_meta as b; import sys; "
+            f"print(b.build_{what}(sys.argv[1]))")
+    env = dict(os.environ, LOSSLESS_BUILD_PURE="1")
+    r = subprocess.run([sys.executable, "-c", code, str(out)], cwd=src, env=env,
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out / r.stdout.strip().splitlines()[-1]
+
+
+def _setuptools_builds_this() -> None:
+    setuptools = pytest.importorskip("setuptools")
+    if int(setuptools.__version__.split(".")[0]) < 77:  # pyproject.toml's build-system
+        pytest.skip(f"setuptools {setuptools.__version__} < 77 cannot read pyproject.toml")
+
+
+def test_sdist_and_wheel_contents(tmp_path: Path) -> None:
+    """The sdist has the sources, the .pxd files, setup.py, tests, docs and the reference
+    captures but no build product; the wheel built from it ships both packages with their
+    py.typed markers, the .pxd files and the Wireshark dissector."""
+    _setuptools_builds_this()
+    sdist = _build("sdist", REPO, tmp_path)
+    with tarfile.open(sdist) as tf:
+        names = [n.split("/", 1)[1] for n in tf.getnames() if "/" in n]
+        tf.extractall(tmp_path / "src", filter="data")
+    for want in ("setup.py", "pyproject.toml", "MANIFEST.in", "README.md", "sim/engine.py",
+                 "sim/engine.pxd", "sim/py.typed", "wire/py.typed", "tests/test_public_api.py",
+                 "docs/performance.md", "wire/wireshark/lossless_scaleup.lua"):
+        assert want in names, want
+    assert any(n.startswith("pcaps/") for n in names)
+    assert not [n for n in names if n.endswith((".so", ".c", ".pyc"))]
+    root = next((tmp_path / "src").iterdir())
+    wheel = _build("wheel", root, tmp_path / "wheel")
+    names = zipfile.ZipFile(wheel).namelist()
+    for want in ("wire/py.typed", "sim/py.typed", "sim/engine.py", "sim/engine.pxd",
+                 "sim/_core.py", "wire/wireshark/lossless_scaleup.lua"):
+        assert want in names, want
+    assert not [n for n in names if n.startswith(("tests/", "bench/", "docs/"))]

@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 clean, 1 records with problems, 2 unreadable input or usage "
                "error. See docs/cli.md.",
     )
-    p.add_argument("--version", action="version", version=f"lossless {_version()}")
+    p.add_argument("--version", action=_VersionAction, nargs=0,
+                   help="print the version and which simulator core runs, then exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     wire_cmd.add_parsers(sub)
@@ -50,6 +51,17 @@ def build_parser() -> argparse.ArgumentParser:
     collective_cmd.add_parsers(sub)
     ib_vs_roce_cmd.add_parsers(sub)
     return p
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the package version and the simulator core (compiled or interpreted,
+    sim._core.core(); issue 19), worked out only when asked (it imports the core)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        from sim import core
+
+        print(f"lossless {_version()} (core: {core()})")
+        parser.exit()
 
 
 def _version() -> str:

@@ -1,0 +1,137 @@
+"""Which simulator core runs: the compiled one (Cython) or the interpreted ``.py`` files.
+
+Issue 19: the hot path (:data:`COMPILED`) has one source of truth, the ``.py`` files.  When a C
+compiler is there at install time, ``setup.py`` compiles each of them with Cython in pure-Python
+mode, typed by the ``.pxd`` file next to it (docs/performance.md, "Compiled core (issue 19)");
+the compiled module (``engine.cpython-311-x86_64-linux-gnu.so``) then sits beside its ``.py``
+and Python's import system prefers it.  Without a compiler the build prints one line and the
+``.py`` files run as they are.
+
+At run time :func:`install` (called by ``sim/__init__.py`` before any of these modules is
+imported) puts a finder in front of ``sys.meta_path`` that loads a listed module from its
+``.py`` instead of its compiled form when
+
+* ``LOSSLESS_PURE_PYTHON=1`` is set (forced: e.g. to compare the two cores, or to debug), or
+* the compiled file is older than its ``.py`` or ``.pxd`` (an edited checkout not rebuilt yet:
+  running the stale build would silently run old code).
+
+:func:`core` says which core runs ("compiled (Cython 3.1.8)" or "interpreted ..."), and
+``lossless --version`` prints it.
+
+This module imports nothing but the standard library: ``setup.py`` reads :data:`COMPILED`
+from it without importing ``sim``.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+__all__ = ["COMPILED", "PURE_ENV", "compiled_modules", "core", "install"]
+
+#: The modules of the compiled core, each a ``.py`` with a ``.pxd`` beside it (setup.py).
+COMPILED: tuple[str, ...] = (
+    "sim.engine",
+)
+
+#: Set to ``1`` to run the interpreted core even when the compiled one is installed.
+PURE_ENV = "LOSSLESS_PURE_PYTHON"
+
+_SIM_DIR = os.path.dirname(os.path.abspath(__file__))
+
+#: Why a listed module was loaded from its ``.py`` (module name -> reason), filled by the finder.
+_why_pure: dict[str, str] = {}
+
+
+def _forced() -> bool:
+    return os.environ.get(PURE_ENV, "").strip() not in ("", "0")
+
+
+def _source_paths(name: str) -> tuple[str, str]:
+    """(``.py``, ``.pxd``) of a listed module, from this package's folder."""
+    base = os.path.join(_SIM_DIR, *name.split(".")[1:])
+    return base + ".py", base + ".pxd"
+
+
+def _compiled_path(name: str) -> str | None:
+    """The compiled file of ``name`` next to its ``.py``, or None."""
+    base = os.path.join(_SIM_DIR, *name.split(".")[1:])
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        if os.path.isfile(base + suffix):
+            return base + suffix
+    return None
+
+
+def _stale(name: str, so: str) -> bool:
+    so_mtime = os.stat(so).st_mtime
+    return any(os.path.isfile(src) and os.stat(src).st_mtime > so_mtime
+               for src in _source_paths(name))
+
+
+class _PureFinder(importlib.abc.MetaPathFinder):
+    """Loads a module of :data:`COMPILED` from its ``.py`` when forced or when its compiled
+    file is stale (module docstring); otherwise leaves it to the normal finders."""
+
+    def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
+        if fullname not in COMPILED:
+            return None
+        so = _compiled_path(fullname)
+        if so is None:
+            return None  # nothing compiled: the normal import finds the .py
+        if _forced():
+            _why_pure[fullname] = f"{PURE_ENV}=1"
+        elif _stale(fullname, so):
+            _why_pure[fullname] = "stale build: a .py or .pxd is newer; rerun pip install -e ."
+        else:
+            return None
+        py = _source_paths(fullname)[0]
+        return importlib.util.spec_from_file_location(fullname, py)
+
+
+def install() -> None:
+    """Put the finder first on ``sys.meta_path`` (once)."""
+    if not any(isinstance(f, _PureFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PureFinder())
+
+
+def _is_compiled(module: object) -> bool:
+    path = getattr(module, "__file__", None) or ""
+    return path.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+
+
+def compiled_modules() -> dict[str, bool]:
+    """Each module of :data:`COMPILED` (imported if needed) -> True when it runs compiled."""
+    out = {}
+    for name in COMPILED:
+        out[name] = _is_compiled(importlib.import_module(name))
+    return out
+
+
+def _cython_version() -> str | None:
+    """The Cython version the loaded modules were built with: Cython 3 modules share their
+    function and generator types through one module named ``_cython_X_Y_Z`` in
+    ``sys.modules``."""
+    for name in sys.modules:
+        if name.startswith("_cython_") and name[8:9].isdigit():
+            parts = name[8:].split("_")
+            return ".".join(parts[:3])
+    return None
+
+
+def core() -> str:
+    """``"compiled (Cython X.Y.Z)"`` when every module of :data:`COMPILED` runs compiled,
+    ``"interpreted"`` (with the reason when a compiled build exists but is not used) when none
+    does, else ``"mixed: ..."`` naming the interpreted ones."""
+    status = compiled_modules()
+    if all(status.values()):
+        version = _cython_version()
+        return f"compiled (Cython {version})" if version else "compiled (Cython)"
+    pure = [name for name, ok in status.items() if not ok]
+    reasons = sorted({_why_pure[n] for n in pure if n in _why_pure})
+    why = f" ({'; '.join(reasons)})" if reasons else ""
+    if len(pure) == len(status):
+        return f"interpreted{why}"
+    return f"mixed: interpreted {', '.join(pure)}{why}"
