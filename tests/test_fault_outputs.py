@@ -315,3 +315,11 @@ def test_cli_no_baseline(tmp_path) -> None:
                      *flag]) == 0
         s = json.loads((out / "summary.json").read_text())
         assert s["faults"]["completion"]["baseline"] == want
+
+
+def test_recovery_dips_after_the_fault_belong_to_a_later_one() -> None:
+    g = np.full((40, 1), 100, dtype=np.int64)
+    g[30:32, 0] = 0  # a later fault's dip: not this one's (it ended at 120 ps)
+    r = recovery(g, 10, 105, [None], [1], until_ps=120)
+    assert r["affected_flows"] == [] and r["time_to_recover_ps"] == 0
+    assert recovery(g, 10, 105, [None], [1])["time_to_recover_ps"] == 320 - 105

@@ -163,7 +163,7 @@ def fault_figure(summary: Mapping[str, Any], ts: Mapping[str, Any], ctx: Any) ->
     if not rc_on:
         ax_r.text(0.0, 1.01, "RC reliability off: lost frames are not resent",
                   transform=ax_r.transAxes, fontsize="x-small", color="0.3", va="bottom")
-    ax_r.set_ylabel(f"frames per bin\n({ctx.span(bin_ps)})")
+    ax_r.set_ylabel(f"frames per bin\n({bin_ps / 1e6:.3g} µs)")
     ax_r.set_ylim(0, top * 1.2)
 
     # 4. PFC pause state

@@ -199,7 +199,10 @@ class FaultProbe:
                 done_at[f["id"]] = fl.start_ps + f["fct_ps"]
         ends = [done_at.get(f) for f in self.flows]
         for iv in intervals:
-            iv.update(recovery(good, self.bin_ps, iv["start_ps"], ends, self.flows))
+            until = max(self.duration_ps if iv["end_ps"] is None else iv["end_ps"],
+                        iv["start_ps"] + (iv["reroute_done_ps"] or 0)) + self.bin_ps
+            iv.update(recovery(good, self.bin_ps, iv["start_ps"], ends, self.flows,
+                               until_ps=until))
         links = self.plotted_links(intervals)
         flows_rc = {f["id"]: f["rc"] for f in summary["flows"] if "rc" in f}
         retx = [{"id": fid, "retransmitted_packets": rc.get("retransmitted_frames", 0),
@@ -309,15 +312,17 @@ def fault_intervals(events: Iterable[Mapping[str, Any]], end_ps: int) -> list[di
 
 def recovery(good: Any, bin_ps: int, start_ps: int, done_at: Sequence[int | None],
              flows: Sequence[int], tolerance: float = RECOVERY_TOLERANCE,
-             pre_bins: int = PRE_FAULT_BINS) -> dict[str, Any]:
+             pre_bins: int = PRE_FAULT_BINS, until_ps: int | None = None) -> dict[str, Any]:
     """Time to recover from a fault starting at ``start_ps`` (docs/faults.md "Outputs").
 
     ``good[b][i]`` is the bytes flow ``flows[i]`` delivered in bin ``b`` (``bin_ps`` wide),
     ``done_at[i]`` when it completed (None: it did not).  Fault bin s = start // bin.
     Pre-fault rate of a flow: its mean over bins [s - pre_bins, s) (fewer at the start of the
     run).  A bin counts for a flow while the flow is not complete at the bin's start.  The
-    *affected* flows: those with a pre-fault rate > 0 that have a counted bin b >= s with
-    goodput < (1 - tolerance) x that rate.  Recovery bin r: the first bin after the first such
+    *affected* flows: those with a pre-fault rate > 0 that have a counted bin b >= s, and
+    up to the bin of ``until_ps`` (None: to the end of the run), with goodput < (1 -
+    tolerance) x that rate (:meth:`FaultProbe.report` passes the fault's end or the end of its
+    reroute, whichever is later, plus one bin).  Recovery bin r: the first bin after the first such
     dip in which the affected flows' goodput together (the flows still counted there) is at
     least (1 - tolerance) x their pre-fault rates together (or none is counted any more).
     ``time_to_recover_ps`` = max(0, r x bin - start): 0 when no flow dipped, null when the
@@ -341,6 +346,8 @@ def recovery(good: Any, bin_ps: int, start_ps: int, done_at: Sequence[int | None
     thr = (1.0 - tolerance) * pre
     dip = (g < thr[None, :]) & counted & (pre[None, :] > 0)
     dip[:s] = False
+    if until_ps is not None:
+        dip[until_ps // bin_ps + 1:] = False
     hit = dip.any(axis=0)
     aff = np.flatnonzero(hit)
     if not len(aff):
