@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from sim.addresses import node_ip, node_mac
@@ -38,6 +38,8 @@ from sim.events import (
     WatchdogTriggered,
 )
 from sim.nic.host import Host
+from sim.study.series import Series, SeriesStore, step_integral
+from sim.study.series import write_npz as _write_npz
 from sim.trace import JsonlTracer
 from sim.units import frame_ser_time_ps
 from sim.workloads.replay import REPLAY_FLOW_BASE
@@ -76,13 +78,32 @@ _HDR_BYTES = (ETHERNET.size_bytes + IPV4.size_bytes + UDP.size_bytes + BTH.size_
               + ICRC_BYTES)
 
 
+#: Above this many remembered control-frame ids the Recorder forgets those no longer in
+#: flight (:meth:`Recorder.host_tap`); the threshold then doubles past what is left.
+CONTROL_IDS_PRUNE = 4096
+
+
 class Recorder:
     """Tracer collecting queue series, per-port counters and PFC state; forwards the logged
-    event types (PFC, CE marks, drops, CNPs, rate changes) to ``log``."""
+    event types (PFC, CE marks, drops, CNPs, rate changes) to ``log``.
 
-    def __init__(self, log: Any = None) -> None:
+    Every series (``queues``, ``pfc_tx``, ``pfc_rx``, ``ingress``, ``rates``) is a
+    :class:`sim.study.series.Series` of ``store`` (typed columns, read like tuples of
+    sequences); with a store that spills (``SeriesStore(dir)``, what ``run_scenario`` uses) a
+    run of any duration records them in bounded memory (issue 19).  The default store keeps
+    everything in memory.  With ``fabric`` set, the ids of control frames no longer in flight
+    are forgotten (:meth:`host_tap`), so nothing here grows with the run's length but the
+    spilled series."""
+
+    def __init__(self, log: Any = None, store: SeriesStore | None = None) -> None:
         self.log = log
-        self.queues: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
+        self.store = store if store is not None else SeriesStore()
+        self._cap = self.store.cap_rows
+        #: The fabric whose queues and pending events say which frames are in flight.
+        self.fabric: Any = None
+        self._prune_at = CONTROL_IDS_PRUNE
+        #: (node, port, queue) -> columns t_ps, queue bytes after every change.
+        self.queues: dict[tuple[int, int, int], Series] = {}
         self.drops: dict[tuple[int, int], int] = {}
         #: Every Dropped event (switches, hosts, XPUs): reason -> [packets, bytes].
         self.drops_by_reason: dict[str, list[int]] = {}
@@ -93,12 +114,18 @@ class Recorder:
         self.control_ids: set[int] = set()
         self.ce: dict[tuple[int, int], int] = {}
         self.cnps = 0
-        self.pfc_tx: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
-        self.pfc_rx: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
+        #: (node, port, priority) -> columns t_ps, state (int8: 1 paused, 0 not).
+        self.pfc_tx: dict[tuple[int, int, int], Series] = {}
+        self.pfc_rx: dict[tuple[int, int, int], Series] = {}
         #: (node, port, pg) -> (t_ps, bytes held for that ingress) after every change.
-        self.ingress: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
+        self.ingress: dict[tuple[int, int, int], Series] = {}
         #: flow -> (t_ps, rate_bps, target_rate_bps, alpha) series from RateChanged events.
-        self.rates: dict[int, tuple[list[int], list[int], list[int], list[float]]] = {}
+        self.rates: dict[int, Series] = {}
+
+    def _new(self, typecodes: str) -> Series:
+        s = self.store.new(typecodes)
+        self._cap = self.store.cap_rows  # the budget is shared by one series more
+        return s
 
     #: The event types read as objects (sim.trace.Interest): queue depths come as samples
     #: through ``on_enqueued`` / ``on_dequeued`` instead, so no Enqueued / Dequeued is built.
@@ -110,9 +137,12 @@ class Recorder:
         key = (node, port, queue)
         s = self.queues.get(key)
         if s is None:
-            s = self.queues[key] = ([], [])
-        s[0].append(t_ps)
+            s = self.queues[key] = self._new("qq")
+        t = s[0]
+        t.append(t_ps)
         s[1].append(queue_bytes)
+        if len(t) >= self._cap:
+            self.store.spill(s)
 
     #: A queue sample: the fields of :class:`sim.events.Dequeued`, in order.
     on_dequeued = on_enqueued
@@ -151,7 +181,7 @@ class Recorder:
         elif cls is RateChanged:
             r = self.rates.get(e.flow)
             if r is None:
-                r = self.rates[e.flow] = ([], [], [], [])
+                r = self.rates[e.flow] = self._new("qqqd")
             elif r[1][-1] == e.rate_bps and r[2][-1] == e.target_rate_bps:
                 # alpha-only change (vendor DCQCN clocks alpha every 1 us): kept in the
                 # time series, left out of events.jsonl
@@ -163,26 +193,39 @@ class Recorder:
 
     def host_tap(self, t_ps: int, pkt: Any) -> None:
         """Tap on a host's port: remember the ids of the frames it sends with real bytes (its
-        CNPs and ACKs; replayed frames are told apart by their flow ids)."""
+        CNPs and ACKs; replayed frames are told apart by their flow ids).  Past
+        :data:`CONTROL_IDS_PRUNE` ids (and each time their number doubles) the ids of frames
+        no longer in ``fabric``'s queues or pending events are forgotten: a frame delivered or
+        dropped already is never dropped again, so the set stays the size of what is in
+        flight instead of growing with every CNP and ACK of the run."""
         if pkt.frame is not None and pkt.flow < REPLAY_FLOW_BASE:
-            self.control_ids.add(pkt.id)
+            ids = self.control_ids
+            ids.add(pkt.id)
+            if len(ids) > self._prune_at:
+                if self.fabric is not None:
+                    ids.intersection_update(p.id for p in _live_packets(self.fabric)
+                                            if p.frame is not None)
+                self._prune_at = max(CONTROL_IDS_PRUNE, 2 * len(ids))
 
     def ingress_sample(self, t_ps: int, node: int, port: int, pg: int, nbytes: int) -> None:
         """``Switch.ingress_tap``: one sample of an ingress (port, PG) counter."""
         s = self.ingress.get((node, port, pg))
         if s is None:
-            s = self.ingress[(node, port, pg)] = ([], [])
-        elif s[1][-1] == nbytes and s[0][-1] == t_ps:
+            s = self.ingress[(node, port, pg)] = self._new("qq")
+        elif s[1][-1] == nbytes and s[0][-1] == t_ps:  # a spill keeps the last row
             return
         s[0].append(t_ps)
         s[1].append(nbytes)
+        if len(s[0]) >= self._cap:
+            self.store.spill(s)
 
-    @staticmethod
-    def _rate_sample(r: tuple, e: Any) -> None:
+    def _rate_sample(self, r: Series, e: Any) -> None:
         r[0].append(e.t_ps)
         r[1].append(e.rate_bps)
         r[2].append(e.target_rate_bps)
         r[3].append(e.alpha)
+        if len(r[0]) >= self._cap:
+            self.store.spill(r)
 
     def start_rates(self, fabric: Any) -> None:
         """Initial samples of every flow whose rate control can change its rate."""
@@ -191,26 +234,51 @@ class Recorder:
                 continue
             for fid, ctl in sorted(node.cc.items()):
                 f = fabric.flows.get(fid)
-                self.rates[fid] = ([f.start_ps if f else 0], [ctl.rate_bps],
-                                   [ctl.target_rate_bps], [float(ctl.alpha)])
+                r = self.rates[fid] = self._new("qqqd")
+                for col, value in zip(r, (f.start_ps if f else 0, ctl.rate_bps,
+                                          ctl.target_rate_bps, float(ctl.alpha)), strict=True):
+                    col.append(value)
 
-    @staticmethod
-    def _state(table: dict, e: Any, value: int) -> None:
+    def _state(self, table: dict, e: Any, value: int) -> None:
         key = (e.node, e.port, e.priority)
         s = table.get(key)
         if s is None:
-            s = table[key] = ([], [])
+            s = table[key] = self._new("qb")
         s[0].append(e.t_ps)
         s[1].append(value)
+        if len(s[0]) >= self._cap:
+            self.store.spill(s)
 
     def mean_queue_bytes(self, duration_ps: int) -> dict[tuple[int, int], float]:
-        """Time-weighted mean depth per (node, port), all queues summed, over [0, duration]."""
+        """Time-weighted mean depth per (node, port), all queues summed, over [0, duration]
+        (each queue's exact integral, read back in chunks, over the duration)."""
         out: dict[tuple[int, int], float] = {}
         if duration_ps <= 0:
             return out
-        for (node, port, _q), (ts, qs) in self.queues.items():
-            out[(node, port)] = out.get((node, port), 0.0) + step_mean(ts, qs, 0, duration_ps)
+        st = self.store
+        for (node, port, _q), s in self.queues.items():
+            area = step_integral(zip(st.chunks(s, 0), st.chunks(s, 1), strict=True), 0,
+                                 duration_ps)
+            out[(node, port)] = out.get((node, port), 0.0) + area / duration_ps
         return out
+
+    def arrays(self) -> Iterator[tuple[str, Any]]:
+        """(timeseries.npz key, column) of every series, in the file's order; a column is a
+        (dtype, rows, chunks) triple for :func:`sim.study.series.write_npz`."""
+        col = self.store.column
+        for (n, p, q), s in sorted(self.queues.items()):
+            yield f"queue_n{n}_p{p}_q{q}_t_ps", col(s, 0)
+            yield f"queue_n{n}_p{p}_q{q}_bytes", col(s, 1)
+        for kind, table in (("tx", self.pfc_tx), ("rx", self.pfc_rx)):
+            for (n, p, pr), s in sorted(table.items()):
+                yield f"pfc_{kind}_n{n}_p{p}_prio{pr}_t_ps", col(s, 0)
+                yield f"pfc_{kind}_n{n}_p{p}_prio{pr}_state", col(s, 1)
+        for (n, p, g), s in sorted(self.ingress.items()):
+            yield f"ingress_n{n}_p{p}_pg{g}_t_ps", col(s, 0)
+            yield f"ingress_n{n}_p{p}_pg{g}_bytes", col(s, 1)
+        for fid, s in sorted(self.rates.items()):
+            for i, suffix in enumerate(("t_ps", "bps", "target_bps", "alpha")):
+                yield f"rate_f{fid}_{suffix}", col(s, i)
 
 
 class CaptureBudget:
@@ -526,8 +594,11 @@ def _run_into(sc: Any, out: str, wanted: list[tuple[int, int]], opts: Mapping[st
 
         bar = tqdm(total=dur / 1e6, unit="us", desc=name, file=sys.stderr, leave=False,
                    bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} us simulated [{elapsed}]")
+    # the series spill to an anonymous temporary file in ``out`` (bounded memory, issue 19)
+    store = SeriesStore(out)
     with JsonlTracer(os.path.join(out, "events.jsonl")) as log:
-        rec = Recorder(log)
+        rec = Recorder(log, store)
+        rec.fabric = fab
         rec.start_rates(fab)
         for node in fab.nodes.values():
             if hasattr(node, "ingress_tap"):
@@ -551,6 +622,8 @@ def _run_into(sc: Any, out: str, wanted: list[tuple[int, int]], opts: Mapping[st
                 bar.close()
             for cap in caps.values():
                 cap.close()
+            if sys.exc_info()[0] is not None:  # an error or Ctrl-C: the spill file goes now
+                store.close()
 
     if probe is not None:
         probe.finish()
@@ -631,30 +704,21 @@ def _run_into(sc: Any, out: str, wanted: list[tuple[int, int]], opts: Mapping[st
         "bin_ps": np.array(bin_ps, dtype=np.int64),
         "bin_t_ps": np.arange(THROUGHPUT_BINS, dtype=np.int64) * bin_ps,
     }
-    for (n, p, q), (ts, qs) in sorted(rec.queues.items()):
-        arrays[f"queue_n{n}_p{p}_q{q}_t_ps"] = np.array(ts, dtype=np.int64)
-        arrays[f"queue_n{n}_p{p}_q{q}_bytes"] = np.array(qs, dtype=np.int64)
+    series = list(rec.arrays())  # (key, (dtype, rows, chunks)): streamed by _write_npz
+    arrays.update(kv for kv in series if kv[0].startswith("queue_"))
     for fid in sorted(fab.flows):
         arrays[f"flow_{fid}_rx_bytes"] = np.array(rx.bins.get(fid, [0] * THROUGHPUT_BINS),
                                                  dtype=np.int64)
-    for kind, table in (("tx", rec.pfc_tx), ("rx", rec.pfc_rx)):
-        for (n, p, pr), (ts, vs) in sorted(table.items()):
-            arrays[f"pfc_{kind}_n{n}_p{p}_prio{pr}_t_ps"] = np.array(ts, dtype=np.int64)
-            arrays[f"pfc_{kind}_n{n}_p{p}_prio{pr}_state"] = np.array(vs, dtype=np.int8)
-    for (n, p, g), (ts, qs) in sorted(rec.ingress.items()):
-        arrays[f"ingress_n{n}_p{p}_pg{g}_t_ps"] = np.array(ts, dtype=np.int64)
-        arrays[f"ingress_n{n}_p{p}_pg{g}_bytes"] = np.array(qs, dtype=np.int64)
-    for fid, (ts, rs, tg, al) in sorted(rec.rates.items()):
-        arrays[f"rate_f{fid}_t_ps"] = np.array(ts, dtype=np.int64)
-        arrays[f"rate_f{fid}_bps"] = np.array(rs, dtype=np.int64)
-        arrays[f"rate_f{fid}_target_bps"] = np.array(tg, dtype=np.int64)
-        arrays[f"rate_f{fid}_alpha"] = np.array(al, dtype=np.float64)
+    arrays.update(kv for kv in series if not kv[0].startswith("queue_"))
     from sim.health.deadlock import pfc_failure_arrays
 
     arrays.update(pfc_failure_arrays(sc))  # deadlock onsets, watchdog triggers (if any)
     if probe is not None:
         arrays.update(probe.arrays(summary["faults"]["links"]))
-    np.savez_compressed(os.path.join(out, "timeseries.npz"), **arrays)
+    try:  # as np.savez_compressed, each spilled column copied through in chunks
+        _write_npz(os.path.join(out, "timeseries.npz"), arrays.items())
+    finally:
+        store.close()
 
     if plots:
         from sim.study.plot import plot_dir
@@ -675,29 +739,14 @@ def flow_conservation(fab: Any, rec: Recorder) -> dict[int, dict[str, int]]:
     watchdog, stalled receiver, ...) and in flight at the end (in a port queue, being
     serialised or on a wire: found by walking the queues and the pending events).  Each is
     counted independently, so ``sent = delivered + dropped + in_flight`` is a real check."""
-    from sim.packet import SimPacket
-
     flight: dict[int, list[int]] = {}
-
-    def note(pkt: Any) -> None:
-        if isinstance(pkt, SimPacket) and pkt.frame is None and pkt.flow in fab.flows:
+    for pkt in _live_packets(fab):
+        if pkt.frame is None and pkt.flow in fab.flows:
             c = flight.get(pkt.flow)
             if c is None:
                 c = flight[pkt.flow] = [0, 0]
             c[0] += 1
             c[1] += pkt.nbytes
-
-    for node in fab.nodes.values():
-        for port in node.ports.values():
-            for q in port.queues:
-                for pkt in q:
-                    note(pkt)
-        if isinstance(node, Host):  # in its receive buffer, not yet written over PCIe
-            for pkt in node.rx_buffered():
-                note(pkt)
-    for args in fab.engine.pending_args():  # frames being serialised or on a wire
-        for a in args:
-            note(a)
     out: dict[int, dict[str, int]] = {}
     for fid, f in fab.flows.items():
         src, dst = fab.nodes[f.src], fab.nodes[f.dst]
@@ -716,6 +765,25 @@ def flow_conservation(fab: Any, rec: Recorder) -> dict[int, dict[str, int]]:
             out[fid].update(sent_packets=rc["sent_frames"], sent_bytes=rc["sent_bytes"],
                             in_flight_packets=fl[0] + held[0], in_flight_bytes=fl[1] + held[1])
     return out
+
+
+def _live_packets(fab: Any) -> Iterator[Any]:
+    """Every packet still in ``fab``: in a port queue, in a NIC's receive buffer, or an
+    argument of a pending event (being serialised or on a wire)."""
+    from sim.packet import SimPacket
+
+    for node in fab.nodes.values():
+        for port in node.ports.values():
+            for q in port.queues:
+                for pkt in q:
+                    if isinstance(pkt, SimPacket):
+                        yield pkt
+        if isinstance(node, Host):  # in its receive buffer, not yet written over PCIe
+            yield from node.rx_buffered()
+    for args in fab.engine.pending_args():
+        for a in args:
+            if isinstance(a, SimPacket):
+                yield a
 
 
 def _inject_pcaps(fab, pcaps: Iterable[tuple[str, Any]], owners: Mapping[str, int] | None
