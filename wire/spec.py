@@ -418,9 +418,9 @@ def stack_getter(*parts: tuple[HeaderSpec, Sequence[str]]
                              f"{var} & {f.max_value:#x}")
         base += spec.size_bytes * 8
     s = struct.Struct("".join(fmt))
-    head = f"    {', '.join(units)}{',' if len(units) == 1 else ''} = _unpack(buf, off)\n"
+    head = f"    {', '.join(units)}, = _unpack(buf, off)\n" if units else ""
     src = (f"def get(buf, off=0):\n{head}{''.join(conv)}"
-           f"    return ({', '.join(exprs)},)\n")
+           f"    return ({''.join(e + ', ' for e in exprs)})\n")
     ns: dict[str, object] = {"_from": int.from_bytes, "_unpack": s.unpack_from}
     exec(compile(src, "<stack getter>", "exec"), ns)
     fn = ns["get"]

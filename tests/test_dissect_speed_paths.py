@@ -1,0 +1,287 @@
+"""Issue 19's cheaper ``wire.dissect`` gives what it gave, on every path.
+
+* The fast path (untagged Ethernet + IPv4 + UDP + BTH, one ``struct.unpack_from``) and the
+  general path agree on every committed pcap record (whole and cut at every byte, with and
+  without a snaplen), every :mod:`wire.strategies` strategy and mutated frames: problems,
+  layer names, every layer in any order of access, raw/trailer/cut and ``to_dict()``.
+* The checksums and the ICRC are checked when ``problems`` (or the layer showing the result)
+  is first read, once; a bad ICRC or IPv4 checksum is still reported.
+* The helpers made faster (``spec.stack_getter``, ``ipv4_checksum``, ``icrc_state``) equal
+  their definitions.
+* ``lossless decode`` prints what it printed before (``tests/data/decode_before``: recorded
+  with the commit before this change, d96bae0, on pcaps/ and pcaps/ib/).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import wire.stack as stack
+from wire import build, dissect, read
+from wire.bth import BTH
+from wire.checksum import internet_checksum
+from wire.ethernet import ETHERNET, VLAN_TAG
+from wire.ipv4 import IPV4, ipv4_checksum
+from wire.ipv6 import IPV6
+from wire.roce import icrc, icrc_state
+from wire.spec import stack_getter
+from wire.strategies import frames, scaleup_frames
+from wire.udp import UDP
+
+ROOT = Path(__file__).resolve().parent.parent
+PCAPS = sorted((ROOT / "pcaps").glob("*.pcap")) + sorted((ROOT / "pcaps" / "ib").glob("*.pcap"))
+BEFORE = Path(__file__).resolve().parent / "data" / "decode_before"
+
+
+def _general(frame: bytes, orig_len: int | None = None, **kw) -> stack.Decoded:
+    ports = frozenset(kw.get("roce_ports", stack.ROCE_PORTS))
+    return stack._dissect(bytes(frame), len(frame) if orig_len is None else orig_len, ports,
+                          kw.get("scaleup", stack.DEFAULT_SCALEUP))
+
+
+def _same(a: stack.Decoded, b: stack.Decoded, access: int, problems_first: bool) -> None:
+    if problems_first:
+        assert a.problems == b.problems
+    assert a.names == b.names
+    names = b.names
+    if names:  # one layer first: the result must not depend on the order of access
+        first = names[access % len(names)]
+        assert a[first] == b[first]
+    for name in names:
+        x, y = a[name], b[name]
+        assert type(x) is type(y) and x == y, name
+        if not isinstance(x, list):
+            assert x.name == y.name and list(x) == list(y), name
+    assert a.problems == b.problems
+    assert (a.raw, a.trailer, a.cut, a.caplen, a.orig_len) == (
+        b.raw, b.trailer, b.cut, b.caplen, b.orig_len)
+    assert json.dumps(a.to_dict()) == json.dumps(b.to_dict())
+
+
+def _check(frame: bytes, orig_len: int | None = None, access: int = 0, **kw) -> bool:
+    """dissect() (fast path when it applies) == the general path; True if the fast path
+    decoded it."""
+    frame = bytes(frame)
+    n = len(frame)
+    o = n if orig_len is None else orig_len
+    fast = (n >= stack._FAST_MIN_BYTES and o <= n and stack._fast_roce4(
+        frame, n, o, frozenset(kw.get("roce_ports", stack.ROCE_PORTS)),
+        kw.get("scaleup", stack.DEFAULT_SCALEUP)) is not None)
+    _same(dissect(frame, orig_len, **kw), _general(frame, orig_len, **kw), access,
+          access % 2 == 0)
+    return fast
+
+
+@pytest.mark.parametrize("path", PCAPS, ids=lambda p: p.name)
+def test_fast_and_general_paths_agree_on_pcaps(path: Path) -> None:
+    for i, rec in enumerate(read(path)):
+        if rec.linktype != 1:
+            continue
+        data = bytes(rec.data)
+        _check(data, rec.orig_len, i)
+        for cut in range(len(data)):
+            _check(data[:cut], None, cut)
+            _check(data[:cut], len(data), cut)
+
+
+def test_the_fast_path_is_taken() -> None:
+    # else the comparisons above prove nothing about it
+    taken = [_check(bytes(r.data), r.orig_len) for p in PCAPS for r in read(p)
+             if r.linktype == 1]
+    assert sum(taken) >= 10
+    roce = build({"ipv4": {}, "udp": {}, "bth": {"opcode": "RC_RDMA_WRITE_FIRST"},
+                  "reth": {"va": 7}, "payload": {"length": 100}})
+    assert _check(roce)
+    d = dissect(roce)
+    assert all(type(v) is stack._Lazy for v in d._layers.values())
+    assert d.names == ["eth", "ipv4", "udp", "bth", "reth", "payload", "icrc"]
+
+
+@given(frames(), st.data())
+def test_strategy_frames(frame: bytes, data) -> None:
+    _check(frame, access=data.draw(st.integers(0, 30)))
+    n = data.draw(st.integers(0, len(frame)))
+    _check(frame[:n], data.draw(st.sampled_from([None, len(frame)])),
+           access=data.draw(st.integers(0, 30)))
+
+
+@given(frames(kinds=["roce"]), st.integers(0, 0xFFFF), st.integers(0, 30))
+def test_roce_frames_other_ports(frame: bytes, port: int, access: int) -> None:
+    _check(frame, access=access)
+    _check(frame, access=access, roce_ports={4791, port})
+    _check(frame, access=access, roce_ports=frozenset({port}))
+
+
+@given(scaleup_frames(), st.integers(0, 30))
+def test_scaleup_frames(frame: bytes, access: int) -> None:
+    _check(frame, access=access)
+
+
+@st.composite
+def _mutated_roce(draw) -> bytes:
+    """RoCEv2 frames with one field of the fast path's stack set to anything (lengths,
+    version, IHL, flags, protocol, port, opcode, PadCnt, checksums, EtherType)."""
+    data = bytearray(draw(frames(kinds=["roce"])))
+    for _ in range(draw(st.integers(1, 3))):
+        at = draw(st.integers(12, min(len(data), 58) - 1))
+        kind = draw(st.sampled_from(["byte", "u16", "flip"]))
+        if kind == "byte":
+            data[at] = draw(st.integers(0, 255))
+        elif kind == "u16":
+            data[at:at + 2] = draw(st.integers(0, 0xFFFF)).to_bytes(2, "big")
+        else:
+            data[at] ^= 1 << draw(st.integers(0, 7))
+    return bytes(data)
+
+
+@given(_mutated_roce(), st.sampled_from([None, 0, 1, 64]), st.integers(0, 30))
+def test_mutated_roce_frames(frame: bytes, extra: int | None, access: int) -> None:
+    _check(frame, None if extra is None else len(frame) + extra, access)
+
+
+# ------------------------------------------------------------------ deferred checks
+def _roce(**bth) -> bytes:
+    return build({"ipv4": {"ecn": 2}, "udp": {}, "bth": {"opcode": "RC_SEND_ONLY", **bth},
+                  "payload": {"length": 256}})
+
+
+def _counting(monkeypatch) -> dict[str, int]:
+    calls = {"icrc": 0, "ipv4": 0}
+
+    def icrc_state_counted(*a):
+        calls["icrc"] += 1
+        return icrc_state(*a)
+
+    def ipv4_counted(*a):
+        calls["ipv4"] += 1
+        return ipv4_checksum(*a)
+
+    monkeypatch.setattr(stack, "icrc_state", icrc_state_counted)
+    monkeypatch.setattr(stack, "ipv4_checksum", ipv4_counted)
+    return calls
+
+
+@pytest.mark.parametrize("path", ["fast", "general"])
+def test_checks_wait_until_problems_are_read(monkeypatch, path: str) -> None:
+    frame = _roce(psn=5)
+    calls = _counting(monkeypatch)
+    d = dissect(frame) if path == "fast" else _general(frame)
+    assert d["bth"].psn == 5 and d["payload"]["length"] == 256 and d["udp"].dport == 4791
+    assert calls == {"icrc": 0, "ipv4": 0}   # nothing read needed them
+    assert d.problems == []
+    assert calls == {"icrc": 1, "ipv4": 1}
+    assert d["icrc"]["valid"] is True and d["ipv4"]["checksum_ok"] is True
+    d.to_dict()
+    assert calls == {"icrc": 1, "ipv4": 1}   # each ran once
+
+
+@pytest.mark.parametrize("path", ["fast", "general"])
+def test_bad_icrc_and_ipv4_checksum_reported(monkeypatch, path: str) -> None:
+    good = bytearray(_roce(psn=9))
+    good[-1] ^= 0x40                                   # the ICRC's last byte
+    csum, _, _ = IPV4.byte_field("checksum")
+    good[14 + csum] ^= 0x01                            # the IPv4 header checksum
+    frame = bytes(good)
+    for layer_first in (False, True):
+        calls = _counting(monkeypatch)
+        d = dissect(frame) if path == "fast" else _general(frame)
+        if layer_first:  # the layer showing a check's result runs it; problems reuses it
+            assert d["icrc"]["valid"] is False and d["ipv4"]["checksum_ok"] is False
+            assert calls == {"icrc": 1, "ipv4": 1}
+        assert [p.split(":")[0] for p in d.problems] == ["ipv4.checksum", "icrc"]
+        assert "on the wire" in d.problems[1] and d.to_dict()["icrc"]["valid"] is False
+        assert calls == {"icrc": 1, "ipv4": 1}
+        assert d.problems == _general(frame).problems
+        assert build(d.to_dict()) == frame
+
+
+def test_problems_list_is_live_and_settable() -> None:
+    d = dissect(_roce())
+    d.problems.append("mine")
+    assert d.problems == ["mine"] and d.to_dict()["problems"] == ["mine"]
+    d.problems = ["other"]
+    assert d.problems == ["other"]
+
+
+# ------------------------------------------------------------ the faster helpers
+_SPECS = (ETHERNET, VLAN_TAG, IPV4, IPV6, UDP, BTH)
+
+
+@given(st.lists(st.sampled_from(_SPECS), min_size=1, max_size=4), st.data())
+def test_stack_getter_matches_each_spec(specs, data) -> None:
+    parts, want = [], []
+    for spec in specs:
+        scalars = [f.name for f in spec.fields if f.count == 1]
+        names = data.draw(st.lists(st.sampled_from(scalars), unique=True, max_size=6))
+        parts.append((spec, tuple(names)))
+        want.append(names)
+    total = sum(s.size_bytes for s in specs)
+    off = data.draw(st.integers(0, 5))
+    buf = data.draw(st.binary(min_size=off + total, max_size=off + total + 8))
+    got = stack_getter(*parts)(buf, off)
+    expect, at = [], off
+    for spec, names in zip(specs, want, strict=True):
+        raw = spec.unpack_raw(buf, at)
+        expect += [raw[n] for n in names]
+        at += spec.size_bytes
+    assert got == tuple(expect)
+
+
+def _ipv4_checksum_by_definition(header: bytes) -> int:
+    h = bytearray(header)
+    h[10:12] = b"\0\0"
+    return internet_checksum(h)
+
+
+@given(st.one_of(st.binary(max_size=64), st.binary(min_size=20, max_size=20),
+                 st.integers(0, 64).map(lambda n: b"\xff" * n)))
+def test_ipv4_checksum_is_the_definition(header: bytes) -> None:
+    assert ipv4_checksum(header) == _ipv4_checksum_by_definition(header)
+    assert ipv4_checksum(bytearray(header)) == ipv4_checksum(header)
+
+
+def _icrc_by_definition(ip: bytes, udp: bytes) -> int:
+    # IBA Annex A17.8, literally: pseudo-LRH of ones, then the masked headers and the rest
+    ip, udp = bytearray(ip), bytearray(udp)
+    if ip[0] >> 4 == 4:
+        ip[1] = ip[8] = ip[10] = ip[11] = 0xFF
+    else:
+        ip[0] |= 0x0F
+        ip[1] = ip[2] = ip[3] = ip[7] = 0xFF
+    udp[6] = udp[7] = udp[12] = 0xFF
+    return zlib.crc32(b"\xff" * 8 + ip + udp)
+
+
+@given(st.sampled_from([4, 6]), st.integers(0, 10), st.binary(min_size=13, max_size=80),
+       st.binary(min_size=40, max_size=60))
+def test_icrc_is_the_definition(version: int, words: int, udp: bytes, raw_ip: bytes) -> None:
+    if version == 4:
+        ip = bytes([0x40 | (5 + words) & 0xF]) + raw_ip[1:20] + raw_ip[:4 * words][:40]
+    else:
+        ip = bytes([0x60 | raw_ip[0] & 0xF]) + raw_ip[1:40]
+    assert icrc(ip, udp) == _icrc_by_definition(ip, udp)
+    assert zlib.crc32(udp[13:], icrc_state(memoryview(ip), udp[:13])) == icrc(ip, udp)
+
+
+# --------------------------------------------------------- lossless decode's output
+@pytest.mark.parametrize("path", PCAPS, ids=lambda p: p.name)
+def test_decode_output_unchanged(path: Path, capsys) -> None:
+    from sim.cli import main
+
+    rcs = {"broken": 1, "pfc_pause": 1, "scaleup": 1, "ib_erf": 1, "ib_native": 1}
+    for flag, suffix in (([], ".txt"), (["-v"], ".v.txt")):
+        rc = main(["decode", *flag, str(path)])
+        out, _ = capsys.readouterr()
+        assert rc == rcs.get(path.stem, 0)
+        assert out == (BEFORE / f"{path.stem}{suffix}").read_text()
+    rc = main(["decode", "-f", "jsonl", str(path)])
+    out, _ = capsys.readouterr()
+    assert hashlib.sha256(out.encode()).hexdigest() == (
+        BEFORE / f"{path.stem}.jsonl.sha256").read_text().strip()
