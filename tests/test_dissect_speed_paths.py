@@ -271,6 +271,39 @@ def test_icrc_is_the_definition(version: int, words: int, udp: bytes, raw_ip: by
 
 
 # --------------------------------------------------------- lossless decode's output
+def _summaries_agree(frame: bytes, orig_len: int | None = None, ts_ns: int = 1) -> None:
+    from wire.stats import summary_line
+
+    n = len(frame) if orig_len is None else orig_len
+    want = summary_line(3, ts_ns, _general(frame, orig_len), n)
+    assert summary_line(3, ts_ns, dissect(frame, orig_len), n) == want
+    d = dissect(frame, orig_len)  # a layer read first: the general summary of it
+    if d.names:
+        d[d.names[-1]]
+    assert summary_line(3, ts_ns, d, n) == want
+
+
+@given(st.one_of(frames(), frames(kinds=["roce"]), _mutated_roce()), st.integers(0, 2**63))
+def test_summary_of_fast_path_frames(frame: bytes, ts_ns: int) -> None:
+    _summaries_agree(frame, ts_ns=ts_ns)
+
+
+def test_summary_of_pcap_records_and_edited_frames() -> None:
+    for p in PCAPS:
+        for r in read(p):
+            if r.linktype == 1:
+                _summaries_agree(bytes(r.data), r.orig_len, r.ts_ns)
+    from wire.stats import summary_line
+
+    frame = _roce(psn=3)
+    d = dissect(frame)
+    d.layers["pfc"] = stack.Layer("pfc", {"class_enable": 1, "quanta": [5] + [0] * 7})
+    assert summary_line(0, 0, d, len(frame)).split()[6] == "PFC"  # the added layer is shown
+    d = dissect(frame)
+    del d.layers["icrc"]
+    assert "payload=256" in summary_line(0, 0, d, len(frame))
+
+
 @pytest.mark.parametrize("path", PCAPS, ids=lambda p: p.name)
 def test_decode_output_unchanged(path: Path, capsys) -> None:
     from sim.cli import main

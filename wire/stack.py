@@ -480,6 +480,24 @@ def _fast_roce4(frame: bytes, n: int, orig_len: int, ports: frozenset[int],
     return d
 
 
+def _roce4_untouched(d: Decoded) -> _Lazy | None:
+    """The fast path's deferred object of ``d`` if ``d`` came from :func:`_fast_roce4` and no
+    layer of it has been read, replaced, added or removed since (its layers are then exactly
+    what the frame's bytes say); else None.  For readers of a few fields of many frames
+    (``wire.stats.summary_line``) that can take them from the bytes at once."""
+    store = d._layers
+    lz = store.get("icrc")
+    if type(lz) is not _Lazy or lz[0] is not _roce4_layer:
+        return None
+    for v in store.values():
+        if v is not lz:
+            return None
+    pos, exts = lz[3], lz[5]
+    if len(store) != 5 + len(exts) + (lz[2] > pos):
+        return None
+    return lz
+
+
 def _dissect(frame: bytes, orig_len: int, ports: frozenset[int], scaleup: ScaleUpConfig
              ) -> Decoded:
     """The general path of :func:`dissect` (every frame; ``frame`` is ``bytes``)."""

@@ -15,17 +15,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .bth import EXT_HEADERS, opcode_name
+from .bth import BTH, EXT_HEADERS, opcode_name
 from .ecn import Ecn
+from .ethernet import ETHERNET
 from .ib import LINKTYPE_ERF, LINKTYPE_INFINIBAND
 from .ib_ext import EXT_SPECS
 from .ib_stack import dissect_record
+from .ipv4 import IPV4
 from .pcapio import Record
 from .pfc import PAUSE_DST, quanta_to_ns
 from .roce import CNP_OPCODE, ICRC_BYTES
 from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
-from .spec import format_value, parse_value
-from .stack import ROCE_PORTS, SPECS, Decoded
+from .spec import _fmt_ipv4, format_value, parse_value, stack_getter
+from .stack import _OPCODE_NAMES, ROCE_PORTS, SPECS, Decoded, _check_ok, _roce4_untouched
+from .udp import UDP
 
 if TYPE_CHECKING:  # numpy is only imported by the batch path
     from .batch import Columns
@@ -44,9 +47,18 @@ _ECN_NAMES = {0: "Not-ECT", 1: "ECT(1)", 2: "ECT(0)", 3: "CE"}
 _SUE_OPS = {0: "ACK", 1: "NACK", 2: "DATA", 3: "RSVD"}
 
 
+# What a summary shows of a frame wire.stack's fast path decoded, straight from its bytes.
+_ROCE4_SUMMARY = stack_getter((ETHERNET, ()), (IPV4, ("ecn", "src", "dst")),
+                              (UDP, ("sport", "dport")),
+                              (BTH, ("opcode", "becn", "dest_qp", "psn")))
+
+
 def summary_line(index: int, ts_ns: int, d: Decoded, orig_len: int) -> str:
     """One readable line per packet, like Wireshark's packet list."""
     ts = f"{ts_ns // 10**9}.{ts_ns % 10**9:09d}"
+    lz = _roce4_untouched(d)
+    if lz is not None:
+        return _roce4_summary(index, ts, d, orig_len, lz)
     src = dst = ""
     proto = "Ethernet"
     info: list[str] = []
@@ -159,6 +171,31 @@ def summary_line(index: int, ts_ns: int, d: Decoded, orig_len: int) -> str:
     if d.problems:
         info.append(f"[{len(d.problems)} problem{'s' * (len(d.problems) > 1)}]")
     return f"{index:>7} {ts} {orig_len:>5} {src:>17} > {dst:<17} {proto:<8} {' '.join(info)}"
+
+
+def _roce4_summary(index: int, ts: str, d: Decoded, orig_len: int, lz: tuple) -> str:
+    """:func:`summary_line` of an untouched fast-path frame (Ethernet + IPv4 + UDP + BTH,
+    nothing cut): the same line, from the few fields it shows, without decoding the layers
+    (``tests/test_dissect_speed_paths.py`` compares the two)."""
+    _fn, frame, icrc_at, pos, pad, exts, _ip_check, icrc_check = lz
+    ecn, src, dst, sport, dport, op, becn, qp, psn = _ROCE4_SUMMARY(frame)
+    info = [_OPCODE_NAMES[op], f"QP=0x{qp:06x}", f"PSN={psn}", f"{sport} > {dport}",
+            f"ECN={_ECN_NAMES[ecn]}"]
+    if becn:
+        info.append("BECN")
+    if "aeth" in exts:
+        aeth = d["aeth"]
+        extra = f" {aeth['nak']}" if "nak" in aeth else ""
+        info.append(f"AETH={aeth['kind']}{extra} MSN={aeth['msn']}")
+    if icrc_at > pos:
+        info.append(f"payload={icrc_at - pad - pos}")
+    if not _check_ok(icrc_check):
+        info.append("ICRC BAD")
+    problems = d.problems
+    if problems:
+        info.append(f"[{len(problems)} problem{'s' * (len(problems) > 1)}]")
+    return (f"{index:>7} {ts} {orig_len:>5} {_fmt_ipv4(src):>17} > {_fmt_ipv4(dst):<17} "
+            f"RoCEv2   {' '.join(info)}")
 
 
 @dataclass
