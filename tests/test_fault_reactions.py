@@ -153,12 +153,14 @@ def test_p_fault_cli_one_line_exit_2(tmp_path, capsys) -> None:
 def test_p_fault_cli_repeated_and_summary(tmp_path) -> None:
     from sim.cli import main
     out = tmp_path / "o"
-    main(["replay", "leaf_spine", "-p", "duration_ms=0.25", "-p", f"fault={_SPINE_DOWN}",
-          "-p", "fault=degrade:node=3,port=4,rate_gbps=50,at_us=10", "-p", "detect_us=20",
-          "-p", "converge_us=5", "--out", str(out), "--no-plots", "--no-capture"])
+    rc = main(["replay", "leaf_spine", "-p", "duration_ms=0.25", "-p", f"fault={_SPINE_DOWN}",
+               "-p", "fault=degrade:node=3,port=4,rate_gbps=50,at_us=10", "-p", "detect_us=20",
+               "-p", "converge_us=5", "--out", str(out), "--no-plots", "--no-capture"])
     s = json.loads((out / "summary.json").read_text())
     assert [f["kind"] for f in s["params"]["faults"]] == ["link_down", "degrade"]
     assert s["totals"]["dropped_packets_by_reason"]["link_down"] > 0
+    # PFC frames lost on the dead link belong to no flow: every flow still balances
+    assert rc == 0 and not s.get("problems"), s.get("problems")
 
 
 def test_sweep_sweeps_a_fault_key(tmp_path) -> None:
@@ -309,6 +311,30 @@ def test_qp_error_job_posts_nothing_after_failing() -> None:
     host = rf.fabric.nodes[f["host"]]
     assert host.qp_error_ps[f["qp"]] == f["t_ps"]  # the moment the QP erred
     assert 8_192_000 <= f["t_ps"] <= 5 * US + 8_192_000 + 20_000  # one timeout, no retry
+
+
+@pytest.mark.parametrize("opts,want_ps", [
+    ({"ack_timeout": 1, "retry_cnt": 1}, 2 * 8_192_000),  # 2 x 4.096 us x 2^1
+    ({}, 8 * 4_096_000 * 2**20),  # NCCL's defaults: 8 x 4.295 s = 34.36 s
+])
+def test_qp_error_exact_time_on_a_dead_receiver(opts, want_ps) -> None:
+    """Rank 1's NIC is down from 0: rank 0's first frame, sent at 0, is never ACKed; each
+    timeout (4.096 us x 2^ack_timeout after it was last sent) resends it, and the one after
+    retry_cnt retries puts the QP in error: at (retry_cnt + 1) timeouts exactly, when the
+    collective fails."""
+    from sim.fabric.faults import Fault, schedule_faults
+    from sim.fabric.rail import collective_star
+    from sim.workloads.collective import QpFailure, run_schedule
+    from sim.workloads.nccl import schedule
+    f = collective_star(2, link_gbps=100, prop_ps=500_000)
+    schedule_faults(f.fabric, [Fault("nic_down", f.ranks[1])])
+    sch = schedule("allreduce", 2, 1024, "float", nchannels=1)
+    with pytest.raises(QpFailure) as e:
+        run_schedule(sch, f.fabric, f.ranks, reliable=opts or True, limit_ps=want_ps + 1,
+                     slice_ps=10**12)
+    assert e.value.failed["t_ps"] == want_ps
+    assert (e.value.failed["src_rank"], e.value.failed["dst_rank"]) == (0, 1)
+    assert f"failed at {want_ps / 1e6:.3f} us" in str(e.value)
 
 
 def test_failover_moves_the_qp_and_resends_only_what_did_not_arrive(tmp_path) -> None:

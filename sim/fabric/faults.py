@@ -12,7 +12,8 @@ down port's ``enqueue`` is shadowed by a dropping one), so the fault-free hot pa
 * ``link_down`` (``at_ps``..``until_ps``): both directions.  Frames queued for the link at ``at``
   and frames given to it while down are lost; a frame on the wire (being serialised or
   propagating) when the link goes down, or sent while it is down, is lost at the receiving end.
-  All counted by reason ``"link_down"`` (a ``Dropped`` event at the node that lost it).
+  All counted by reason ``"link_down"`` (a ``Dropped`` event at the node that lost it; a
+  lost PFC frame, link-local, has flow -1).
 * ``flap``: ``link_down`` intervals drawn from the fault rng (``random.Random`` seeded with the
   run's seed and the fault's index: deterministic per seed, and the engine rng's other users
   (ECN marking) are not disturbed): up for Exp(mtbf), down for Exp(mttr), repeated to ``until``.
@@ -47,6 +48,7 @@ from typing import Any
 
 from sim.events import Dropped
 from sim.flowctl.credit import cbfc_free
+from sim.flowctl.pfc import is_mac_control
 from sim.net.port import Port
 from sim.net.switch import Switch
 from sim.trace import interest
@@ -206,7 +208,9 @@ class _Engine:
         log.dropped_bytes[reason] = log.dropped_bytes.get(reason, 0) + pkt.nbytes
         tracer = self.fabric.tracer
         if Dropped in interest(tracer).types:
-            tracer.emit(Dropped(self.engine.now_ps, node, port, pkt.tc, pkt.id, pkt.flow,
+            # a lost PFC frame (a switch's, link-local) belongs to no flow: flow -1
+            flow = -1 if pkt.frame is not None and is_mac_control(pkt.frame) else pkt.flow
+            tracer.emit(Dropped(self.engine.now_ps, node, port, pkt.tc, pkt.id, flow,
                                 pkt.nbytes, reason))
         if getattr(pkt, "fc", None) is not None:
             cbfc_free(pkt)

@@ -117,7 +117,7 @@ class QpFailure(RunError):
 
 def failure_text(failed: Mapping[str, Any]) -> str:
     """One line about a failed collective (:attr:`CollectiveJob.failed`)."""
-    return (f"failed at {failed['t_ps'] / 1e6:g} us: QP {failed['qp']} (rank "
+    return (f"failed at {failed['t_ps'] / 1e6:.3f} us: QP {failed['qp']} (rank "
             f"{failed['src_rank']} -> {failed['dst_rank']}, channel {failed['channel']}, "
             f"host {failed['host']} -> {failed['peer']}) in error after its retries"
             + (f"; {failed['why']}" if failed.get("why") else ""))
