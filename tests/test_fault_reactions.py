@@ -446,3 +446,55 @@ def test_deadlock_detector_finds_the_ring_deadlock_through_a_flapping_host_link(
     assert len(dls) == len(clean.info["deadlock_detector"].deadlocks)
     assert sc.fabric.fault_log.drops["link_down"] > 0
     assert sum(w.triggers for w in sc.info["watchdogs"]) >= 4
+
+
+_RAIL_FILE = """[run]
+duration_ms = 0.3
+[topology]
+kind = "rail"
+nodes = 2
+gpus_per_node = 2
+spines = 1
+[hosts]
+reliable = true
+ack_timeout = 1
+retry_cnt = 1
+[[collective]]
+size = "1M"
+iters = 2
+failover = true
+[[faults]]
+kind = "nic_down"
+rank = 1
+at_us = 5.0
+"""
+
+
+def test_fabric_file_collective_failover_key(tmp_path) -> None:
+    f = tmp_path / "r.toml"
+    f.write_text(_RAIL_FILE)
+    sc = build(str(f))
+    sc.fabric.run(sc.duration_ps)
+    s = sc.info["collectives"][0].summary()
+    assert s["complete"] and s["iterations_done"] == 2 and s["error"] is None
+    assert len(s["failovers"]) == 2 and "failed" not in s
+    assert sc.params["collective"][0]["failover"] is True
+    off = tmp_path / "o.toml"
+    off.write_text(_RAIL_FILE.replace("failover = true\n", ""))
+    sc = build(str(off))
+    sc.fabric.run(sc.duration_ps)
+    s = sc.info["collectives"][0].summary()
+    assert "failovers" not in s and s["failed"]["t_ps"] > 5 * US
+    assert "failover" not in sc.params["collective"][0]  # off: params as before
+
+
+def test_lossless_collective_p_fault_with_a_fabric_file(tmp_path) -> None:
+    from sim.cli import main
+    f = tmp_path / "r.toml"
+    f.write_text(_RAIL_FILE.split("[[collective]]")[0])
+    path = tmp_path / "r.json"
+    rc = main(["collective", "allreduce", "-b", "1M", "-e", "1M", "--fabric", str(f),
+               "-p", "fault=nic_down:rank=1,at_us=5", "-p", "failover=true",
+               "--json", str(path)])
+    r = json.loads(path.read_text())["results"][0]
+    assert rc == 0 and r["error"] is None and len(r["failovers"]) == 2

@@ -465,7 +465,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "k, oversubscription, sus, superpod_nodes, nvlink, nvlink_gbps, "
                         "nvlink_latency_ns, pxn, link_gbps, pfc, cc, preset, buffer_kb, "
                         "xoff_kb, kmin_kb, kmax_kb, pmax, packet_bytes, prop_ns, seed, "
-                        "limit_ms ... (docs/cli.md)")
+                        "limit_ms, reliable, failover, detect_us, converge_us ...; "
+                        "fault=KIND:KEY=VALUE,... (repeatable, docs/faults.md) "
+                        "(docs/cli.md)")
     c.add_argument("--algo", choices=[str(a) for a in Algorithm], default="ring")
     c.add_argument("--proto", choices=[str(p) for p in Protocol], default="simple")
     c.add_argument("--channels", type=integer(1, MAXCHANNELS), default=None, metavar="N",

@@ -335,8 +335,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
               "nvlink_bps": gbps(params["nvlink_gbps"]),
               "nvlink_latency_ps": round(params["nvlink_latency_ns"] * 1000),
               "pxn": params["pxn"]}
-    if params.get("reliable"):
-        job_kw["failover"] = params.get("failover", False)
+    if params.get("failover"):  # acts on QP errors: with RC on (-p reliable, a file's [hosts])
+        job_kw["failover"] = True
     if params.get("faults") or params.get("detect_us", -1) >= 0 or \
             params.get("converge_us", -1) >= 0:  # -p fault= (issue 21), on this size's fabric
         from sim.scenarios.common import apply_faults, resolve_faults, straggler_delays
