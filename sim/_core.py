@@ -35,6 +35,7 @@ __all__ = ["COMPILED", "PURE_ENV", "compiled_modules", "core", "install"]
 #: The modules of the compiled core, each a ``.py`` with a ``.pxd`` beside it (setup.py).
 COMPILED: tuple[str, ...] = (
     "sim.engine",
+    "sim.net.port",
 )
 
 #: Set to ``1`` to run the interpreted core even when the compiled one is installed.

@@ -16,3 +16,4 @@ cdef class Engine:
     cdef public list _heap
     cdef public long long _seq
     cdef public bint _running
+    cdef public long long _compact_at

@@ -1,0 +1,51 @@
+# Types of sim/net/port.py for the compiled core (issue 19; Cython pure-Python mode: the .py is
+# the source, this file only declares).  Port is a cdef class whose hot attributes are C fields;
+# it keeps a __dict__, so the attributes set only by some schedulers or by add_gate, and the
+# per-instance overrides (``_pick``, sim/fabric/faults.py's ``enqueue``), stay as in Python.
+# Counters and times are C int64 (picoseconds fit for 106 days); all are public so that
+# interpreted code (tests, study, cli) reads and writes them as before.
+from sim.engine cimport Engine
+
+cdef class Port:
+    cdef dict __dict__
+    cdef public object scheduler
+    cdef public object weights
+    cdef public object quantum_bytes
+    cdef public Engine engine
+    cdef public object node_id
+    cdef public object index
+    cdef public object rate_bps
+    cdef public object tracer
+    cdef public object _int
+    cdef public list strict_tcs
+    cdef public frozenset _strict
+    cdef public list _rr_orders
+    cdef public long long _queued
+    cdef public long long _last_tc
+    cdef public dict _ser_cache
+    cdef public object on_dequeue
+    cdef public object peer
+    cdef public object peer_port
+    cdef public object prop_ps
+    cdef public list queues
+    cdef public list queue_bytes
+    cdef public list max_queue_bytes
+    cdef public object control
+    cdef public bint busy
+    cdef public long long _rr
+    cdef public list _paused_until_ps
+    cdef public list _pause_start_ps
+    cdef public list _paused_acc_ps
+    cdef public list _expiry
+    cdef public object _wake
+    cdef public list taps
+    cdef public long long tx_bytes
+    cdef public long long tx_packets
+    cdef public long long pause_received
+    cdef public long long busy_ps
+    cdef public long long _tx_end_ps
+    cdef public bint _rr_fast
+    cdef public object _call_in
+    cdef public object _done_cb
+    cdef public object deficit
+    cdef public object _vl_of
