@@ -498,3 +498,24 @@ def test_lossless_collective_p_fault_with_a_fabric_file(tmp_path) -> None:
                "--json", str(path)])
     r = json.loads(path.read_text())["results"][0]
     assert rc == 0 and r["error"] is None and len(r["failovers"]) == 2
+
+
+def test_slow_pcie_on_flows_in_a_fabric_file(tmp_path) -> None:
+    """A 100 Gb/s flow into a Gen5 x16 host whose PCIe runs at 20 Gb/s from 100 to 200 us:
+    the NIC writes one 1024-byte payload (a 1082-byte frame less 58 header bytes) every
+    1024 x 8 / 20 Gb/s = 409.6 ns, so 50 us / 409.6 ns = 122.07 frames per 50 us (PFC holds
+    the sender back); after 200 us the flow is back near line rate."""
+    f = tmp_path / "p.toml"
+    f.write_text('[run]\nduration_ms = 0.3\n[topology]\nkind = "star"\nhosts = 2\n'
+                 '[hosts]\npcie_gen = 5\n[[flows]]\nsrc = 1\ndst = 2\n'
+                 '[[faults]]\nkind = "slow_pcie"\nnode = 2\nrate_gbps = 20.0\n'
+                 'at_us = 100.0\nuntil_us = 200.0\n')
+    sc = build(str(f))
+    fab, h = sc.fabric, sc.fabric.nodes[2]
+    got = []
+    for t_us in (150, 200, 250, 300):
+        fab.run(t_us * US)
+        got.append(sum(h.rx_bytes.values()))
+    assert abs((got[1] - got[0]) / 1082 - 50 * US / 409_600) <= 1
+    assert (got[3] - got[2]) * 8 / (50 * US) * 1e3 > 90  # Gb/s
+    assert [e["what"] for e in fab.fault_log.events] == ["pcie", "pcie"]
