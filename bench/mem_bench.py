@@ -3,7 +3,8 @@
 Each case runs in a fresh subprocess what ``lossless replay SCENARIO -p KEY=VALUE ...`` runs
 with its default outputs (summary.json, timeseries.npz, events.jsonl, bottleneck.pcap within
 the default 1024 MB capture limit, the PNG plots) into a temporary folder, and reports the
-packet-hops (frames that left an egress port, switch or NIC), the wall time, the peak resident
+packet-hops (frames that left an egress port, switch or NIC), the wall and CPU time
+(``ru_utime + ru_stime``: the machine is shared, CPU time is the steadier), the peak resident
 set size of the process (``resource.getrusage(RUSAGE_SELF).ru_maxrss``, build, run, outputs
 and plots included) and the peak over hops.  Memory bounded in the duration shows as a peak
 that stays about flat while the hops double; the issue's target is a 10M-hop run under 500 MB.
@@ -37,8 +38,10 @@ sc = loader.build(name, params)
 run_scenario(sc, out_dir=out, force=True, progress=False, warn=lambda _m: None)
 wall = time.perf_counter() - t0
 hops = sum(p.tx_packets for n in sc.fabric.nodes.values() for p in n.ports.values())
-peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-print(json.dumps({"hops": hops, "wall_s": wall, "peak_bytes": peak_kb * 1024}))
+ru = resource.getrusage(resource.RUSAGE_SELF)
+peak_kb = ru.ru_maxrss  # KiB on Linux
+print(json.dumps({"hops": hops, "wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime,
+                  "peak_bytes": peak_kb * 1024}))
 """
 
 #: About 10M packet-hops: the 8-host leaf_spine at load 0.9 moves ~176k hops per simulated ms.
@@ -73,12 +76,14 @@ def main(argv: list[str]) -> int:
     if a.big or a.only_big:
         cases.append(BIG)
     print(f"lossless replay with default outputs, peak RSS per run ({a.tree})")
-    print(f"{'case':<40}{'pkt-hops':>12}{'wall s':>9}{'peak MB':>10}{'bytes/hop':>11}")
+    print(f"{'case':<40}{'pkt-hops':>12}{'wall s':>9}{'cpu s':>8}{'peak MB':>10}"
+          f"{'bytes/hop':>11}")
     for name, params in cases:
         r = run_case(name, params, a.tree)
         label = name + " " + " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                                       for k, v in params.items())
-        print(f"{label:<40}{r['hops']:>12,}{r['wall_s']:>9.1f}{r['peak_bytes'] / 1e6:>10.1f}"
+        print(f"{label:<40}{r['hops']:>12,}{r['wall_s']:>9.1f}{r['cpu_s']:>8.1f}"
+              f"{r['peak_bytes'] / 1e6:>10.1f}"
               f"{r['peak_bytes'] / max(r['hops'], 1):>11.1f}", flush=True)
     return 0
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 __all__ = ["cluster_window", "figures", "plot_dir", "texts"]
@@ -41,6 +42,14 @@ MAX_ROWS = 24
 MAX_FLOW_LINES = 12
 #: Runs up to this long (ps) are plotted in µs, longer ones in ms.
 _US_AXIS_MAX_PS = 5 * 10**9
+#: A series of more samples than this is drawn decimated (issue 19): it is read in chunks and
+#: only the samples holding the minimum, the maximum and the last value of each of
+#: DECIMATE_COLUMNS time columns over the run are kept, so every peak and every pause is still
+#: drawn; figures computed from it (paused fractions, maxima, first pauses, the zoom windows'
+#: change times) come from the exact series.
+DECIMATE_ROWS = 20_000
+#: Time columns of a decimated series (more than the pixel columns of the widest plot).
+DECIMATE_COLUMNS = 2048
 
 
 def plot_dir(out_dir: str | os.PathLike[str]) -> list[str]:
@@ -69,13 +78,17 @@ def figures(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
     import matplotlib
 
     matplotlib.use("Agg")
-    import numpy as np
-
     out = os.fspath(out_dir)
     with open(os.path.join(out, "summary.json"), encoding="utf-8") as f:
         summary = json.load(f)
-    with np.load(os.path.join(out, "timeseries.npz")) as z:
-        ts = {k: z[k] for k in z.files}
+    ts = _Arrays(os.path.join(out, "timeseries.npz"))
+    try:
+        return _figures(summary, ts)
+    finally:
+        ts.close()
+
+
+def _figures(summary: dict[str, Any], ts: _Arrays) -> dict[str, Any]:
     ctx = _Context(summary, ts)
     figs = {"queue_depth.png": _queue_figure(ctx), "throughput.png": _throughput_figure(ctx),
             "pfc.png": _pfc_figure(ctx)}
@@ -135,6 +148,102 @@ def cluster_window(times_ps: Any, duration_ps: int, *, width_frac: float = 0.1,
     return lo, hi
 
 
+# ----------------------------------------------------------------------------- arrays
+
+
+class _Arrays(Mapping):
+    """The arrays of a ``timeseries.npz`` read one at a time when first asked for (the small
+    ones are kept), never all together; :meth:`pair` gives a long series decimated for
+    drawing, with its exact integral and change times beside it (``area``, ``changes``)."""
+
+    def __init__(self, path: str) -> None:
+        import numpy as np
+
+        self.path = path
+        self._z = np.load(path, allow_pickle=False)
+        self._keys = list(self._z.files)
+        self._small: dict[str, Any] = {}
+        #: t_ps key -> exact integral (value x ps over [0, duration]) of an integer series.
+        self.area: dict[str, int] = {}
+        #: t_ps key -> times where a 0/1 state series changes value (the first 1 included).
+        self.changes: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        a = self._small.get(key)
+        if a is None:
+            a = self._small[key] = self._z[key]
+        return a
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def close(self) -> None:
+        self._z.close()
+
+    def pair(self, t_key: str, v_key: str, dur_ps: int) -> tuple[Any, Any]:
+        """(t_ps, values) of a series: whole up to DECIMATE_ROWS samples, else decimated
+        (min, max and last sample per time column), read in chunks; fills ``area`` and, for
+        int8 state series, ``changes`` from the exact samples."""
+        import numpy as np
+
+        from sim.study.series import iter_npy_chunks, npy_header, step_integral
+
+        if npy_header(self.path, t_key)[0] <= (DECIMATE_ROWS,):
+            t, v = self._z[t_key], self._z[v_key]
+            if v.dtype.kind in "iu":
+                self.area[t_key] = step_integral([(t, v)], 0, dur_ps)
+                if v.dtype == np.int8:
+                    self.changes[t_key] = _changes(t, v)
+            return t, v
+        col_ps = max(-(-dur_ps // DECIMATE_COLUMNS), 1)
+        keep_t, keep_v, changes = [], [], []
+
+        def chunks() -> Iterator[tuple[Any, Any]]:  # decimates as the integral reads on
+            prev = 0
+            for t, v in zip(iter_npy_chunks(self.path, t_key),
+                            iter_npy_chunks(self.path, v_key), strict=True):
+                idx = _column_extremes(t, v, col_ps)
+                keep_t.append(t[idx])
+                keep_v.append(v[idx])
+                if v.dtype == np.int8 and len(v):
+                    changes.append(t[v != np.concatenate(([prev], v[:-1]))])
+                    prev = v[-1]
+                yield t, v
+
+        dtype = npy_header(self.path, v_key)[2]
+        if dtype.kind in "iu":
+            self.area[t_key] = step_integral(chunks(), 0, dur_ps)
+            if dtype == np.int8:
+                self.changes[t_key] = np.concatenate(changes) if changes \
+                    else np.zeros(0, dtype=np.int64)
+        else:
+            for _ in chunks():
+                pass
+        return np.concatenate(keep_t), np.concatenate(keep_v)
+
+
+def _column_extremes(t: Any, v: Any, col_ps: int) -> Any:
+    """Indices (sorted) of the first sample, the first minimum, the first maximum and the
+    last sample of each time column ``col_ps`` wide (t in time order)."""
+    import numpy as np
+
+    if not len(t):
+        return np.zeros(0, dtype=np.int64)
+    col = t // col_ps
+    starts = np.flatnonzero(np.concatenate(([True], col[1:] != col[:-1])))
+    lengths = np.diff(np.append(starts, len(t)))
+    idx = np.arange(len(t))
+    big = len(t)
+    keep = [starts, starts + lengths - 1]
+    for reduce in (np.minimum, np.maximum):
+        ext = np.repeat(reduce.reduceat(v, starts), lengths)
+        keep.append(np.minimum.reduceat(np.where(v == ext, idx, big), starts))
+    return np.unique(np.concatenate(keep))
+
+
 # ----------------------------------------------------------------------------- context
 
 
@@ -142,7 +251,7 @@ class _Context:
     """The run's data and the names of its nodes, ports and flows (from summary.json's
     ``labels``; fallbacks for older results)."""
 
-    def __init__(self, summary: dict[str, Any], ts: dict[str, Any]) -> None:
+    def __init__(self, summary: dict[str, Any], ts: _Arrays) -> None:
         self.summary = summary
         self.ts = ts
         self.scenario = summary.get("scenario", "run")
@@ -237,15 +346,28 @@ class _Context:
         return self.t(x), y
 
     def series(self, prefix: str, suffix: str) -> list[tuple[str, Any, Any]]:
-        """(middle of the key, t_ps, values) for keys ``prefix + middle + '_t_ps'``."""
+        """(middle of the key, t_ps, values) for keys ``prefix + middle + '_t_ps'``; long
+        series decimated for drawing (:meth:`_Arrays.pair`)."""
         out = []
         for key in sorted(self.ts):
             if key.startswith(prefix) and key.endswith("_t_ps"):
                 mid = key[len(prefix):-len("_t_ps")]
-                val = self.ts.get(f"{prefix}{mid}{suffix}")
-                if val is not None:
-                    out.append((mid, self.ts[key], val))
+                vkey = f"{prefix}{mid}{suffix}"
+                if vkey in self.ts:
+                    out.append((mid, *self.pair(key, vkey)))
         return out
+
+    def pair(self, t_key: str, v_key: str) -> tuple[Any, Any]:
+        """One series (t_ps, values), decimated when long (:meth:`_Arrays.pair`)."""
+        return self.ts.pair(t_key, v_key, self.dur_ps)
+
+    def area(self, t_key: str) -> int:
+        """Exact integral over the run (value x ps) of an integer series read by pair."""
+        return self.ts.area[t_key]
+
+    def changes(self, t_key: str) -> Any:
+        """Exact times where a 0/1 state series read by pair changes value."""
+        return self.ts.changes[t_key]
 
     def mark_events(self, ax: Any, *, legend: bool = True) -> None:
         """Scripted moments (a NIC stalls, a flow joins) as grey dotted lines; deadlock onsets
@@ -499,11 +621,6 @@ def _changes(t: Any, s: Any) -> Any:
     return t[s != prev]
 
 
-def _paused_ps(ctx: _Context, t: Any, s: Any) -> int:
-    x = [*list(t), ctx.dur_ps]
-    return int(sum(x[i + 1] - x[i] for i in range(len(s)) if s[i]))
-
-
 def _bars(ctx: _Context, ax: Any, rows: list[tuple[str, Any, Any]], color: str) -> None:
     """One filled row per (label, t_ps, state), top row first."""
     n = len(rows)
@@ -516,9 +633,11 @@ def _bars(ctx: _Context, ax: Any, rows: list[tuple[str, Any, Any]], color: str) 
     ax.set_ylim(-0.2, max(n, 1))
 
 
-def _pfc_rows(ctx: _Context, kind: str) -> tuple[list[tuple[str, Any, Any]], int, set[int]]:
+def _pfc_rows(ctx: _Context, kind: str
+              ) -> tuple[list[tuple[str, Any, Any]], int, set[int], list[Any]]:
     """Rows of the ``pfc_<kind>_*`` series that ever paused, the busiest MAX_ROWS kept:
-    (label, t_ps, state); also how many rows there were and the priorities seen."""
+    (label, t_ps, state); also how many rows there were, the priorities seen and the exact
+    change times of each row kept."""
     import numpy as np
 
     rows, prios = [], set()
@@ -527,17 +646,18 @@ def _pfc_rows(ctx: _Context, kind: str) -> tuple[list[tuple[str, Any, Any]], int
             continue
         n, p, r = _parse_npp(mid)
         prios.add(r)
-        paused = _paused_ps(ctx, t, s)
+        key = f"pfc_{kind}_{mid}_t_ps"
+        paused = ctx.area(key)  # exact, also when t and s are decimated for drawing
         label = (f"{ctx.node(n)} pauses {ctx.peer(n, p)} (p{p})" if kind == "tx"
                  else f"{ctx.port(n, p)} ({paused / ctx.dur_ps:.0%} paused)")
-        rows.append((label, r, t, s, paused, int(t[np.nonzero(s)[0][0]])))
+        rows.append((label, r, t, s, paused, int(t[np.nonzero(s)[0][0]]), ctx.changes(key)))
     total = len(rows)
     if total > MAX_ROWS:
         rows = sorted(rows, key=lambda r: -r[4])[:MAX_ROWS]
     rows.sort(key=lambda r: (r[5], r[0], r[1]))  # first paused at top
     multi = len(prios) > 1
-    out = [(f"{lab}, priority {r}" if multi else lab, t, s) for lab, r, t, s, _, _ in rows]
-    return out, total, prios
+    out = [(f"{lab}, priority {r}" if multi else lab, t, s) for lab, r, t, s, *_ in rows]
+    return out, total, prios, [row[6] for row in rows]
 
 
 def _prio_text(prios: set[int]) -> str:
@@ -549,15 +669,15 @@ def _pfc_figure(ctx: _Context) -> Any:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    tx, n_tx, p_tx = _pfc_rows(ctx, "tx")
-    rx, n_rx, p_rx = _pfc_rows(ctx, "rx")
+    tx, n_tx, p_tx, c_tx = _pfc_rows(ctx, "tx")
+    rx, n_rx, p_rx, c_rx = _pfc_rows(ctx, "rx")
     if not tx and not rx:
         fig, ax = plt.subplots(figsize=(9, 3))
         ax.set(xlim=(0, ctx.t_end()), xlabel=ctx.t_label,
                title=f"{ctx.scenario}: PFC pause state")
         _no_data(ax, "no PFC activity: no PAUSE frame sent, no transmitter paused")
         return fig
-    changes = np.concatenate([_changes(t, s) for _, t, s in tx + rx])
+    changes = np.concatenate(c_tx + c_rx)  # exact, not the decimated series drawn
     win = cluster_window(changes, ctx.dur_ps)
     panels = [(rows, total, prios, what) for rows, total, prios, what in (
         (tx, n_tx, p_tx, "PAUSE (XOFF) sent, first at top"),
@@ -639,15 +759,16 @@ def _rates_figure(ctx: _Context) -> Any | None:
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 6.5), sharex=True,
                                   gridspec_kw={"height_ratios": [2, 1]})
     for fid in fids:
-        t = ts[f"rate_f{fid}_t_ps"]
-        x, y = ctx.steps(t, ts[f"rate_f{fid}_bps"] / 1e9)
+        t, bps = ctx.pair(f"rate_f{fid}_t_ps", f"rate_f{fid}_bps")
+        x, y = ctx.steps(t, bps / 1e9)
         x, y = x[1:], y[1:]  # the first sample is the flow's start
         line = ax.step(x, y, where="post", linewidth=1.1, label=f"{ctx.flow(fid)} rate")
         color = line[0].get_color()
-        xt, yt = ctx.steps(t, ts[f"rate_f{fid}_target_bps"] / 1e9)
+        tt, target = ctx.pair(f"rate_f{fid}_t_ps", f"rate_f{fid}_target_bps")
+        xt, yt = ctx.steps(tt, target / 1e9)
         ax.step(xt[1:], yt[1:], where="post", linestyle=":", linewidth=1, color=color,
                 label=f"{ctx.flow(fid)} target" if len(fids) <= 4 else None)
-        xa, ya = ctx.steps(t, ts[f"rate_f{fid}_alpha"])
+        xa, ya = ctx.steps(*ctx.pair(f"rate_f{fid}_t_ps", f"rate_f{fid}_alpha"))
         ax2.step(xa[1:], ya[1:], where="post", linewidth=1, color=color)
     srcs = {ctx.flow_src(f) for f in fids}
     line_rates = {ctx.port_rate_bps(s, 0) for s in srcs if s is not None}

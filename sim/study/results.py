@@ -556,10 +556,18 @@ def _capture_warning(fab: Any, ports: list[tuple[int, int]], duration_ps: int,
     return msg + "; --snaplen BYTES keeps only headers, --no-capture writes none"
 
 
-def _run_into(sc: Any, out: str, wanted: list[tuple[int, int]], opts: Mapping[str, Any],
-              replay: dict[str, Any] | None, plots: bool, progress: bool | None,
-              fault_base: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Run the built scenario, writing every output file into ``out`` (a fresh folder)."""
+def _run_into(sc: Any, out: str, *args: Any, **kw: Any) -> dict[str, Any]:
+    """Run the built scenario, writing every output file into ``out`` (a fresh folder).  The
+    time series spill to an anonymous temporary file there (:class:`SeriesStore`, bounded
+    memory, issue 19), closed and so deleted when this returns or raises."""
+    with SeriesStore(out) as store:
+        return _record_into(store, sc, out, *args, **kw)
+
+
+def _record_into(store: SeriesStore, sc: Any, out: str, wanted: list[tuple[int, int]],
+                 opts: Mapping[str, Any], replay: dict[str, Any] | None, plots: bool,
+                 progress: bool | None, fault_base: dict[str, Any] | None = None
+                 ) -> dict[str, Any]:
     import numpy as np
 
     name = sc.name
@@ -594,8 +602,6 @@ def _run_into(sc: Any, out: str, wanted: list[tuple[int, int]], opts: Mapping[st
 
         bar = tqdm(total=dur / 1e6, unit="us", desc=name, file=sys.stderr, leave=False,
                    bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} us simulated [{elapsed}]")
-    # the series spill to an anonymous temporary file in ``out`` (bounded memory, issue 19)
-    store = SeriesStore(out)
     with JsonlTracer(os.path.join(out, "events.jsonl")) as log:
         rec = Recorder(log, store)
         rec.fabric = fab
@@ -622,8 +628,6 @@ def _run_into(sc: Any, out: str, wanted: list[tuple[int, int]], opts: Mapping[st
                 bar.close()
             for cap in caps.values():
                 cap.close()
-            if sys.exc_info()[0] is not None:  # an error or Ctrl-C: the spill file goes now
-                store.close()
 
     if probe is not None:
         probe.finish()
@@ -715,10 +719,9 @@ def _run_into(sc: Any, out: str, wanted: list[tuple[int, int]], opts: Mapping[st
     arrays.update(pfc_failure_arrays(sc))  # deadlock onsets, watchdog triggers (if any)
     if probe is not None:
         arrays.update(probe.arrays(summary["faults"]["links"]))
-    try:  # as np.savez_compressed, each spilled column copied through in chunks
-        _write_npz(os.path.join(out, "timeseries.npz"), arrays.items())
-    finally:
-        store.close()
+    # as np.savez_compressed, each spilled column copied through in chunks
+    _write_npz(os.path.join(out, "timeseries.npz"), arrays.items())
+    store.close()  # the spill file is not needed by the plots
 
     if plots:
         from sim.study.plot import plot_dir

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
 __all__ = ["MIN_ROWS", "SPILL_BUDGET_BYTES", "Series", "SeriesStore", "iter_npy_chunks",
-           "npy_rows", "step_integral", "write_npz"]
+           "npy_header", "step_integral", "write_npz"]
 
 #: Bytes all the series of one store may hold in memory together before they spill (a
 #: 10M-hop run records about 320 MB of samples; this keeps 16 MiB of them).
@@ -47,16 +47,17 @@ _DTYPES = {"q": "int64", "b": "int8", "d": "float64"}
 
 class Series(tuple):
     """The columns of one series (``array.array`` objects, equal lengths), plus the segments
-    already spilled (``segs``: (file offset, rows), in order) and ``rows_spilled``."""
+    already spilled (``segs``: file offset, rows, offset, rows, ... in order, int64) and
+    ``rows_spilled``."""
 
     typecodes: str
-    segs: list[tuple[int, int]]
+    segs: array
     rows_spilled: int
 
     def __new__(cls, typecodes: str) -> Series:
         s = super().__new__(cls, tuple(array(c) for c in typecodes))
         s.typecodes = typecodes
-        s.segs = []
+        s.segs = array("q")
         s.rows_spilled = 0
         return s
 
@@ -71,10 +72,10 @@ class SeriesStore:
     never) so that together they hold about ``budget_bytes`` in memory."""
 
     def __init__(self, spill_dir: str | os.PathLike[str] | None = None,
-                 budget_bytes: int = SPILL_BUDGET_BYTES, min_rows: int = MIN_ROWS) -> None:
+                 budget_bytes: int | None = None, min_rows: int | None = None) -> None:
         self.spill_dir = None if spill_dir is None else os.fspath(spill_dir)
-        self.budget_bytes = budget_bytes
-        self.min_rows = max(int(min_rows), 2)
+        self.budget_bytes = SPILL_BUDGET_BYTES if budget_bytes is None else budget_bytes
+        self.min_rows = max(int(MIN_ROWS if min_rows is None else min_rows), 2)
         self._row_bytes = 0  # one row of every series together
         self._file: IO[bytes] | None = None
         self.spilled_bytes = 0
@@ -102,7 +103,7 @@ class SeriesStore:
         for col in s:
             f.write(memoryview(col)[:n])
             del col[:n]
-        s.segs.append((off, n))
+        s.segs.extend((off, n))
         s.rows_spilled += n
         self.spilled_bytes += f.tell() - off
 
@@ -112,7 +113,9 @@ class SeriesStore:
 
         dtype = np.dtype(_DTYPES[s.typecodes[col]])
         before = sum(array(c).itemsize for c in s.typecodes[:col])
-        for off, n in s.segs:
+        segs = s.segs
+        for i in range(0, len(segs), 2):
+            off, n = segs[i], segs[i + 1]
             f = self._file
             assert f is not None
             f.seek(off + before * n)
@@ -180,14 +183,10 @@ def _read_header(fp: IO[bytes]) -> tuple[tuple[int, ...], bool, Any]:
     return read(fp)
 
 
-def npy_rows(npz: str | os.PathLike[str], key: str) -> int:
-    """Number of elements of array ``key`` of an ``.npz`` (read from its header only)."""
+def npy_header(npz: str | os.PathLike[str], key: str) -> tuple[tuple[int, ...], bool, Any]:
+    """(shape, fortran_order, dtype) of array ``key`` of an ``.npz``, from its header only."""
     with zipfile.ZipFile(os.fspath(npz)) as zf, zf.open(key + ".npy") as fp:
-        shape, _fortran, _dtype = _read_header(fp)
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+        return _read_header(fp)
 
 
 def iter_npy_chunks(npz: str | os.PathLike[str], key: str,
