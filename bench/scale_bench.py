@@ -7,8 +7,10 @@ hop at 8 and at 2,048 hosts) on ``hosts / 32`` hosts per leaf (at least 4; the b
 32 leaves) and half as many spines (at least 2), 32 MB of switch buffer, built and run from the
 library (nothing traced) for ``--warmup-us`` untimed, then ``--sim-us`` timed; and a ring
 AllReduce on the rail-optimised fabric of ``lossless collective`` (2 nodes x 8 GPUs, 8
-channels).  For each: wall time of the run (``time.perf_counter``, median of ``--runs``; the
-leaf-spine build is left out, the AllReduce includes its fabric and schedule), packet-hops
+channels).  For each: CPU time of the run (``time.process_time``: on a shared machine the wall
+time of the same run varies 2x with the other jobs, the CPU time far less; median of
+``--runs``; the leaf-spine build is left out, the AllReduce includes its fabric and schedule),
+packet-hops
 (frames that left an egress port, switch or NIC, in the timed part) and the cost per hop in µs,
 and the engine's pending events at the end (heap entries; in brackets the cancelled timers
 still in it).
@@ -56,22 +58,30 @@ def pending(engine) -> tuple[int, int]:
     return total, total - len(engine.pending_args())
 
 
-def leaf_spine_case(hosts: int, sim_us: float, warmup_us: float = 0.0
-                    ) -> tuple[float, int, int, int]:
-    """(wall s, packet-hops, heap entries, cancelled entries) of ``sim_us`` of the leaf_spine
-    scenario with ``hosts`` hosts, after ``warmup_us`` run untimed (the start-up: first frames
-    of every flow, route resolution), so the hops counted are steady-state ones at every size.
-    The build is not timed either: it grows with the fabric, not with the hops."""
-    sc = _build(hosts, warmup_us + sim_us)
-    warm_ps = round(warmup_us * 1e6)
-    if warm_ps:
-        sc.fabric.run(warm_ps)
-    before = _hops(sc.fabric)
-    t0 = time.perf_counter()
-    sc.fabric.run(sc.duration_ps)
-    wall = time.perf_counter() - t0
+def leaf_spine_case(hosts: int, sim_us: float, warmup_us: float = 0.0, min_hops: int = 0
+                    ) -> tuple[float, int, int, int, float]:
+    """(CPU s, packet-hops, heap entries, cancelled entries, simulated µs timed) of the
+    leaf_spine scenario with ``hosts`` hosts: ``warmup_us`` run untimed (the start-up: first
+    frames of every flow, route resolution), so the hops counted are steady-state ones at every
+    size, then ``sim_us`` timed, repeated until at least ``min_hops`` hops were timed (a small
+    fabric makes few hops per µs: timing 3,000 hops measures noise).  The build is not timed
+    either: it grows with the fabric, not with the hops."""
+    steps = 1
+    while True:
+        sc = _build(hosts, warmup_us + steps * sim_us)
+        warm_ps = round(warmup_us * 1e6)
+        if warm_ps:
+            sc.fabric.run(warm_ps)
+        before = _hops(sc.fabric)
+        t0 = time.process_time()
+        sc.fabric.run(sc.duration_ps)
+        wall = time.process_time() - t0
+        hops = _hops(sc.fabric) - before
+        if hops >= min_hops or hops == 0:
+            break
+        steps = max(steps + 1, -(-min_hops * steps // hops))
     heap, dead = pending(sc.fabric.engine)
-    return wall, _hops(sc.fabric) - before, heap, dead
+    return wall, hops, heap, dead, steps * sim_us
 
 
 def profile(hosts: int, sim_us: float, top: int = 14) -> None:
@@ -155,16 +165,41 @@ def synthetic_heap(size: int, ops: int = 200_000, seed: int = 1) -> float:
     steps = [rng.randrange(1, 2 * span) for _ in range(1024)]
     pop, push = heapq.heappop, heapq.heappush
     seq = size
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for i in range(ops):
         at, prio, _s, fn, args = pop(heap)
         seq += 1
         push(heap, (at + steps[i & 1023], prio, seq, fn, args))
-    return (time.perf_counter() - t0) / ops * 1e9
+    return (time.process_time() - t0) / ops * 1e9
 
 
 def _noop() -> None:
     pass
+
+
+class _Obj:
+    __slots__ = ("a", "b", "c", "d")
+
+    def __init__(self) -> None:
+        self.a = self.b = self.c = self.d = 0
+
+
+def synthetic_objects(count: int, ops: int = 400_000, seed: int = 1) -> float:
+    """ns per read-modify-write of one attribute of a random one of ``count`` small objects
+    (visited in a pre-drawn random order): what an access costs when the objects a simulation
+    touches are ``count`` apart in memory, i.e. the working set alone."""
+    import random
+
+    rng = random.Random(seed)
+    objs = [_Obj() for _ in range(count)]
+    rng.shuffle(objs)  # allocation order is not visit order
+    order = [objs[rng.randrange(count)] for _ in range(min(ops, 1 << 16))]
+    n = len(order)
+    t0 = time.process_time()
+    for i in range(ops):
+        o = order[i % n]
+        o.a += 1
+    return (time.process_time() - t0) / ops * 1e9
 
 
 def anatomy(hosts: int, sim_us: float, top: int = 12) -> None:
@@ -200,14 +235,14 @@ def anatomy(hosts: int, sim_us: float, top: int = 12) -> None:
 
 
 def allreduce_case() -> tuple[float, int]:
-    """(wall s, packet-hops) of a 64 MiB ring AllReduce on rail 2 x 8 (8 channels)."""
+    """(CPU s, packet-hops) of a 64 MiB ring AllReduce on rail 2 x 8 (8 channels)."""
     from sim.scenarios.base import resolve_params
     from sim.scenarios.collective import collective_params, run_size
 
     p = resolve_params(collective_params(), {"gpus_per_node": "8"})
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     row = run_size("allreduce", 64 << 20, "rail", p, inplace=False, details=True)
-    wall = time.perf_counter() - t0
+    wall = time.process_time() - t0
     return wall, sum(x["tx_packets"] for x in row["links"])
 
 
@@ -220,6 +255,8 @@ def main(argv: list[str]) -> int:
                     help="simulated time timed in each leaf-spine run, µs (default 20)")
     ap.add_argument("--warmup-us", type=float, default=5.0,
                     help="simulated time run untimed before it, µs (default 5)")
+    ap.add_argument("--min-hops", type=int, default=100_000,
+                    help="time a longer window where --sim-us gives fewer hops (default 100000)")
     ap.add_argument("--runs", type=int, default=3, help="median of N runs (default 3)")
     ap.add_argument("--quick", action="store_true", help="8 and 64 hosts, 10 µs, 1 run")
     ap.add_argument("--profile", type=int, metavar="HOSTS",
@@ -228,7 +265,8 @@ def main(argv: list[str]) -> int:
                     help="instead: the pending heap by callback, cancelled entries, per-node "
                          "container sizes and memory at HOSTS hosts (repeatable)")
     ap.add_argument("--synthetic", type=int, metavar="ENTRIES", action="append",
-                    help="instead: ns per pop+push of a bare heapq loop of ENTRIES entries")
+                    help="instead: ns per pop+push of a bare heapq loop of ENTRIES entries, "
+                         "and per access to one of ENTRIES x 100 objects")
     args = ap.parse_args(argv)
     if args.profile:
         profile(args.profile, args.sim_us)
@@ -238,31 +276,36 @@ def main(argv: list[str]) -> int:
             anatomy(n, args.sim_us)
         for n in args.synthetic or ():
             print(f"synthetic heapq hold loop, {n:,} entries: "
-                  f"{min(synthetic_heap(n) for _ in range(3)):.0f} ns per pop+push (best of 3)")
+                  f"{min(synthetic_heap(n) for _ in range(3)):.0f} ns per pop+push; random "
+                  f"access to one of {100 * n:,} objects: "
+                  f"{min(synthetic_objects(100 * n) for _ in range(3)):.0f} ns (best of 3)",
+                  flush=True)
         return 0
     sizes = args.hosts or ([8, 64] if args.quick else [8, 128, 512, 2048])
     runs = 1 if args.quick else max(1, args.runs)
     sim_us = 10.0 if args.quick else args.sim_us
     warm_us = 2.0 if args.quick else args.warmup_us
+    min_hops = 5_000 if args.quick else args.min_hops
     print(f"## Fabric scale: cost per packet-hop (median of {runs}; leaf-spine {sim_us:g} µs "
-          f"simulated after {warm_us:g} µs untimed, shift at load 0.5)")
-    print("| fabric | hosts | packet-hops | wall s | µs per hop | vs smallest | "
+          f"simulated, or more for {min_hops:,} hops, after {warm_us:g} µs untimed, shift at "
+          "load 0.5)")
+    print("| fabric | hosts | timed µs | packet-hops | CPU s | µs per hop | vs smallest | "
           "pending events (cancelled) |")
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     base = None
     for n in sizes:
-        res = [leaf_spine_case(n, sim_us, warm_us) for _ in range(runs)]
+        res = [leaf_spine_case(n, sim_us, warm_us, min_hops) for _ in range(runs)]
         wall = statistics.median(r[0] for r in res)
-        hops, heap, dead = res[0][1:]
+        hops, heap, dead, timed_us = res[0][1:]
         per = wall / max(hops, 1) * 1e6
         base = base or per
-        print(f"| leaf-spine | {n} | {hops:,} | {wall:.2f} | {per:.2f} | {per / base:.2f} | "
-              f"{heap:,} ({dead:,}) |", flush=True)
+        print(f"| leaf-spine | {n} | {timed_us:g} | {hops:,} | {wall:.2f} | {per:.2f} | "
+              f"{per / base:.2f} | {heap:,} ({dead:,}) |", flush=True)
     if not args.quick:
         res = [allreduce_case() for _ in range(runs)]
         wall = statistics.median(r[0] for r in res)
         hops = res[0][1]
         per = wall / max(hops, 1) * 1e6
-        print(f"| rail 2x8, ring AllReduce 64M | 16 | {hops:,} | {wall:.2f} | {per:.2f} | "
+        print(f"| rail 2x8, ring AllReduce 64M | 16 | - | {hops:,} | {wall:.2f} | {per:.2f} | "
               f"{per / base:.2f} | - |", flush=True)
     return 0
