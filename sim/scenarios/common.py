@@ -23,7 +23,10 @@ __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABR
            "pos", "nonneg", "frac", "rate_check", "share", "in_range", "PCIE_NAMES",
            "pcie_params", "pcie_kw", "collective_params", "rc_params", "rc_kw", "FABRICS",
            "IB_NAMES", "FabricSetup",
-           "fabric_setup", "ib_vl_buffer_bytes", "roce_only"]
+           "fabric_setup", "ib_vl_buffer_bytes", "roce_only", "FAULT_KINDS", "FAULT_PARAMS",
+           "REROUTE_PARAMS", "FaultPlan", "add_faults", "apply_faults", "check_stragglers",
+           "collect_params", "fault_entries", "is_fault_key", "parse_fault", "resolve_faults",
+           "split_fault_params", "straggler_delays"]
 
 KB = BYTES_PER_KB
 #: The lossless data class of the built-ins (RoCEv2 data on priority 3: the HPCC simulator's

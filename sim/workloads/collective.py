@@ -85,7 +85,8 @@ from sim.nic.host import ROCE_HEADER_BYTES, Flow, Host
 from sim.workloads.nccl import Schedule, Transfer, send_nic_rank
 
 __all__ = ["ROCE_HEADER_BYTES", "NVLINK_BPS", "NVLINK_LATENCY_PS", "CollectiveJob",
-           "CollectiveRun", "NvlinkDomain", "QpFailure", "RunError", "frames_bytes",
+           "CollectiveRun", "NvlinkDomain", "QpFailure", "RunError", "failure_text",
+           "frames_bytes",
            "nvlink_domain", "run_schedule", "fabric_counters"]
 
 # ROCE_HEADER_BYTES (58, from the field tables) is sim.nic.host's, re-exported here.
