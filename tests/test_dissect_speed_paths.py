@@ -318,3 +318,32 @@ def test_decode_output_unchanged(path: Path, capsys) -> None:
     out, _ = capsys.readouterr()
     assert hashlib.sha256(out.encode()).hexdigest() == (
         BEFORE / f"{path.stem}.jsonl.sha256").read_text().strip()
+
+
+def test_records_made_by_the_reader_are_records() -> None:
+    import dataclasses
+
+    from wire.pcapio import Record, _make_record
+
+    r = _make_record(5, b"ab", 7, 1, 0)
+    assert r == Record(5, b"ab", 7, 1, 0) and type(r) is Record and r.options == b""
+    assert _make_record(5, b"ab", 7, 1, 2, b"o") == Record(5, b"ab", 7, 1, 2, b"o")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.ts_ns = 1  # type: ignore[misc]
+    recs = list(read(PCAPS[0]))
+    assert all(type(x) is Record for x in recs)
+
+
+def test_decode_batches_stdout_but_keeps_order_with_stderr(tmp_path, capfd) -> None:
+    # a capture cut inside a record: the records before it are printed before the error
+    import subprocess
+    import sys
+
+    src = (ROOT / "pcaps" / "roce_rc.pcap").read_bytes()
+    bad = tmp_path / "cut.pcap"
+    bad.write_bytes(src[:-5])
+    p = subprocess.run([sys.executable, "-m", "sim", "decode", str(bad)], cwd=ROOT,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = p.stdout.splitlines()
+    assert p.returncode == 2 and lines[-1].startswith("lossless: ") and len(lines) > 2
+    assert all(not x.startswith("lossless: ") for x in lines[:-1])

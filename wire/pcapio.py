@@ -55,7 +55,7 @@ import itertools
 import os
 import struct
 from collections.abc import Generator, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import BinaryIO
 
 from .errors import BadMagic, BadValue, CaptureError, TruncatedFile
@@ -158,6 +158,30 @@ class Record:
     #: data, before the trailing length; file byte order), kept by a reader made with
     #: ``keep_blocks=True`` and written back by :class:`CaptureWriter`.
     options: bytes = b""
+
+
+def _record_maker():
+    """``make(ts_ns, data, orig_len, linktype, interface, options=b"")`` -> :class:`Record`,
+    what ``Record(...)`` gives, without the frozen dataclass's ``__init__`` (a Python frame and
+    six ``object.__setattr__`` lookups): the slots' own setters, for readers' hot loops."""
+    new = object.__new__
+    s_ts, s_data, s_orig, s_lt, s_if, s_opt = (
+        getattr(Record, f.name).__set__ for f in fields(Record))
+
+    def make(ts_ns: int, data: bytes, orig_len: int, linktype: int, interface: int,
+             options: bytes = b"") -> Record:
+        r = new(Record)
+        s_ts(r, ts_ns)
+        s_data(r, data)
+        s_orig(r, orig_len)
+        s_lt(r, linktype)
+        s_if(r, interface)
+        s_opt(r, options)
+        return r
+    return make
+
+
+_make_record = _record_maker()
 
 
 @dataclass(slots=True, frozen=True)
@@ -454,6 +478,7 @@ class CaptureReader:
         path = self.path
         index = self.records_read
         offset = self._offset
+        make = _make_record
         while True:
             header = read(16)
             if len(header) != 16:
@@ -480,7 +505,7 @@ class CaptureReader:
             offset += 16 + incl_len
             self.records_read = index
             self._offset = offset
-            yield Record(sec * _NS_PER_S + frac * frac_ns, data, orig_len, linktype, 0)
+            yield make(sec * _NS_PER_S + frac * frac_ns, data, orig_len, linktype, 0)
 
     # --- pcapng -------------------------------------------------------------------
     def _prime_pcapng(self) -> None:

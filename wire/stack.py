@@ -131,8 +131,16 @@ class Decoded:
         p = self._problems
         if self._pending:
             self._pending = False
-            p[:] = [m for m in (x if type(x) is str else _check_message(x) for x in p)
-                    if m is not None]
+            out = []
+            for x in p:
+                if type(x) is str:
+                    out.append(x)
+                    continue
+                if x[0] is not None:  # a deferred check (see _check_ok), run now
+                    x[:] = (None, *x[0](*x[1:]))
+                if x[2] is not None:
+                    out.append(x[2])
+            p[:] = out
         return p
 
     @problems.setter
@@ -487,14 +495,12 @@ def _roce4_untouched(d: Decoded) -> _Lazy | None:
     (``wire.stats.summary_line``) that can take them from the bytes at once."""
     store = d._layers
     lz = store.get("icrc")
-    if type(lz) is not _Lazy or lz[0] is not _roce4_layer:
+    if type(lz) is not _Lazy or lz[0] is not _roce4_layer or len(store) != (
+            5 + len(lz[5]) + (lz[2] > lz[3])):
         return None
     for v in store.values():
         if v is not lz:
             return None
-    pos, exts = lz[3], lz[5]
-    if len(store) != 5 + len(exts) + (lz[2] > pos):
-        return None
     return lz
 
 

@@ -55,10 +55,10 @@ _ROCE4_SUMMARY = stack_getter((ETHERNET, ()), (IPV4, ("ecn", "src", "dst")),
 
 def summary_line(index: int, ts_ns: int, d: Decoded, orig_len: int) -> str:
     """One readable line per packet, like Wireshark's packet list."""
-    ts = f"{ts_ns // 10**9}.{ts_ns % 10**9:09d}"
     lz = _roce4_untouched(d)
     if lz is not None:
-        return _roce4_summary(index, ts, d, orig_len, lz)
+        return _roce4_summary(index, ts_ns, d, orig_len, lz)
+    ts = f"{ts_ns // 10**9}.{ts_ns % 10**9:09d}"
     src = dst = ""
     proto = "Ethernet"
     info: list[str] = []
@@ -173,29 +173,39 @@ def summary_line(index: int, ts_ns: int, d: Decoded, orig_len: int) -> str:
     return f"{index:>7} {ts} {orig_len:>5} {src:>17} > {dst:<17} {proto:<8} {' '.join(info)}"
 
 
-def _roce4_summary(index: int, ts: str, d: Decoded, orig_len: int, lz: tuple) -> str:
+#: "src > dst" of the IPv4 address pairs seen (raw ints -> text), for _roce4_summary;
+#: emptied when it reaches _PAIRS_MAX entries (captures have few pairs; memory stays bounded).
+_PAIRS: dict[tuple[int, int], str] = {}
+_PAIRS_MAX = 4096
+_ECN_TEXT = tuple(f"ECN={_ECN_NAMES[e]}" for e in range(4))
+
+
+def _roce4_summary(index: int, ts_ns: int, d: Decoded, orig_len: int, lz: tuple) -> str:
     """:func:`summary_line` of an untouched fast-path frame (Ethernet + IPv4 + UDP + BTH,
     nothing cut): the same line, from the few fields it shows, without decoding the layers
     (``tests/test_dissect_speed_paths.py`` compares the two)."""
     _fn, frame, icrc_at, pos, pad, exts, _ip_check, icrc_check = lz
     ecn, src, dst, sport, dport, op, becn, qp, psn = _ROCE4_SUMMARY(frame)
-    info = [_OPCODE_NAMES[op], f"QP=0x{qp:06x}", f"PSN={psn}", f"{sport} > {dport}",
-            f"ECN={_ECN_NAMES[ecn]}"]
-    if becn:
-        info.append("BECN")
+    pair = _PAIRS.get((src, dst))
+    if pair is None:
+        if len(_PAIRS) >= _PAIRS_MAX:
+            _PAIRS.clear()
+        pair = _PAIRS[src, dst] = f"{_fmt_ipv4(src):>17} > {_fmt_ipv4(dst):<17}"
+    tail = " BECN" if becn else ""
     if "aeth" in exts:
         aeth = d["aeth"]
         extra = f" {aeth['nak']}" if "nak" in aeth else ""
-        info.append(f"AETH={aeth['kind']}{extra} MSN={aeth['msn']}")
+        tail += f" AETH={aeth['kind']}{extra} MSN={aeth['msn']}"
     if icrc_at > pos:
-        info.append(f"payload={icrc_at - pad - pos}")
+        tail += f" payload={icrc_at - pad - pos}"
     if not _check_ok(icrc_check):
-        info.append("ICRC BAD")
+        tail += " ICRC BAD"
     problems = d.problems
     if problems:
-        info.append(f"[{len(problems)} problem{'s' * (len(problems) > 1)}]")
-    return (f"{index:>7} {ts} {orig_len:>5} {_fmt_ipv4(src):>17} > {_fmt_ipv4(dst):<17} "
-            f"RoCEv2   {' '.join(info)}")
+        tail += f" [{len(problems)} problem{'s' * (len(problems) > 1)}]"
+    sec, ns = divmod(ts_ns, 1_000_000_000)
+    return (f"{index:>7} {sec}.{ns:09d} {orig_len:>5} {pair} RoCEv2   {_OPCODE_NAMES[op]} "
+            f"QP=0x{qp:06x} PSN={psn} {sport} > {dport} {_ECN_TEXT[ecn]}{tail}")
 
 
 @dataclass

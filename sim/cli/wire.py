@@ -21,7 +21,7 @@ from sim.cli.argtypes import ETHERTYPE, UDP_PORT, csv_ints, finite_float, intege
 from sim.cli.argtypes import err as _err
 from wire.atomic import OutputError, atomic_file
 from wire.errors import CaptureError, DecodeError
-from wire.ib_stack import dissect_record
+from wire.ib_stack import LINKTYPE_ETHERNET, dissect_record
 from wire.overhead import MAX_DATA_BYTES, STACKS, table
 from wire.pcapio import Block, CaptureReader, CaptureWriter, Record
 from wire.records import (
@@ -34,7 +34,7 @@ from wire.records import (
     record_to_dict,
 )
 from wire.scaleup import DEFAULT_SCALEUP, TRANSPORTS, ScaleUpConfig
-from wire.stack import ROCE_PORTS
+from wire.stack import ROCE_PORTS, dissect
 from wire.stats import STATS_FIELDS, CaptureStats, summary_line
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE = 0, 1, 2
@@ -53,10 +53,11 @@ def _progress(path: str, total_bytes: int | None):
 
 
 @contextlib.contextmanager
-def _capture_source(path: str, state: dict):
+def _capture_source(path: str, state: dict, before_err=None):
     """(source, progress bar or None) for a capture path ('-' = stdin).  A file-level error
     inside the block prints one line and sets state['status'] = EXIT_UNREADABLE (what was
-    read before it stays counted)."""
+    read before it stays counted).  ``before_err()`` is called before any line goes to
+    stderr (a caller that batches its stdout writes flushes them, keeping the order)."""
     src = sys.stdin.buffer if path == "-" else path
     size = None
     if path != "-":
@@ -66,9 +67,13 @@ def _capture_source(path: str, state: dict):
     try:
         yield src, bar
     except CaptureError as e:
+        if before_err is not None:
+            before_err()
         _err(str(e))
         state["status"] = EXIT_UNREADABLE
     except OSError as e:
+        if before_err is not None:
+            before_err()
         _err(f"{path}: {e.strerror or e}")
         state["status"] = EXIT_UNREADABLE
     finally:
@@ -76,13 +81,14 @@ def _capture_source(path: str, state: dict):
             bar.close()
 
 
-def _records(path: str, state: dict, *, meta: bool = False
+def _records(path: str, state: dict, *, meta: bool = False, before_err=None
              ) -> Iterator[tuple[int | None, Record | dict]]:
     """Yield (index, record) from a capture; on a file-level error print one line and set
     state['status'] = EXIT_UNREADABLE (the records before it were already yielded).
     ``meta=True`` also yields (None, format line) for the file's format (wire.records: a
-    non-default pcap File Header; every pcapng SHB, IDB and other block, in file order)."""
-    with _capture_source(path, state) as (src, bar), \
+    non-default pcap File Header; every pcapng SHB, IDB and other block, in file order).
+    ``before_err``: see :func:`_capture_source`."""
+    with _capture_source(path, state, before_err) as (src, bar), \
             CaptureReader(src, keep_blocks=meta) as reader:
         if meta:
             head = pcap_header_to_dict(reader)
@@ -97,7 +103,10 @@ def _records(path: str, state: dict, *, meta: bool = False
                 bar.update(len(rec.data) + 16)
             yield i, rec
             i += 1
-        for idx, msg in getattr(reader, "warnings", []):
+        warnings = getattr(reader, "warnings", [])
+        if warnings and before_err is not None:
+            before_err()
+        for idx, msg in warnings:
             _err(f"{path}: record {idx}: {msg}")
 
 
@@ -135,6 +144,11 @@ _GBPS = finite_float(1e-9, 1e6, name="gbps")
 
 
 # ---------------------------------------------------------------------- decode
+#: Lines ``decode`` writes to stdout at once (one write call per batch, not per line: with
+#: PYTHONUNBUFFERED or a pipe each write can be a system call); 1 on a terminal.
+_DECODE_BATCH_LINES = 1024
+
+
 def cmd_decode(args: argparse.Namespace) -> int:
     state = {"status": EXIT_OK}
     ports = _ports(args)
@@ -142,24 +156,43 @@ def cmd_decode(args: argparse.Namespace) -> int:
     out = sys.stdout
     problems = 0
     jsonl = args.format == "jsonl"
+    verbose = args.verbose
     fix = int_strings if args.int_strings else (lambda o: o)
+    dumps = json.dumps
+    pending: list[str] = []
+    write = out.write
+    isatty = getattr(out, "isatty", None)
+    batch = 1 if isatty is not None and isatty() else _DECODE_BATCH_LINES
+
+    def flush() -> None:
+        if pending:
+            write("".join(pending))
+            pending.clear()
+
+    add = pending.append
     for path in args.files:
-        for i, rec in _records(path, state, meta=jsonl):
+        for i, rec in _records(path, state, meta=jsonl, before_err=flush):
             if i is None:  # a format line (jsonl only)
-                out.write(json.dumps(fix(rec), separators=(",", ":")) + "\n")
+                add(dumps(fix(rec), separators=(",", ":")) + "\n")
             elif jsonl:
                 obj = record_to_dict(i, rec, roce_ports=ports, scaleup=sc)
                 if "problems" in obj:
                     problems += 1
-                out.write(json.dumps(fix(obj), separators=(",", ":")) + "\n")
+                add(dumps(fix(obj), separators=(",", ":")) + "\n")
             else:
-                d = dissect_record(rec, roce_ports=ports, scaleup=sc)
+                if rec.linktype == LINKTYPE_ETHERNET:  # dissect_record's first case, inline
+                    d = dissect(rec.data, rec.orig_len, roce_ports=ports, scaleup=sc)
+                else:
+                    d = dissect_record(rec, roce_ports=ports, scaleup=sc)
+                add(summary_line(i, rec.ts_ns, d, rec.orig_len) + "\n")
                 if d.problems:
                     problems += 1
-                out.write(summary_line(i, rec.ts_ns, d, rec.orig_len) + "\n")
-                if args.verbose:
-                    for p in d.problems:
-                        out.write(f"{'':>8}! {p}\n")
+                    if verbose:
+                        for p in d.problems:
+                            add(f"{'':>8}! {p}\n")
+            if len(pending) >= batch:
+                flush()
+    flush()
     if state["status"] != EXIT_OK:
         return state["status"]
     return EXIT_PROBLEMS if problems else EXIT_OK
