@@ -558,3 +558,16 @@ def test_failover_property_any_nic_any_time(rank, at_us, retry) -> None:
         posted, got = seen[m["qp"]]
         assert m["resent_bytes"] == posted - got
         assert dead not in (m["from_host"], m["to_host"])
+
+
+def test_control_frames_lost_at_a_dead_nic_belong_to_no_flow(tmp_path) -> None:
+    """RC ACKs queued at a NIC when it goes down never left it: their Dropped events have
+    flow -1, so every data flow (the failed QPs too) balances and replay exits 0."""
+    from sim.cli import main
+    f = tmp_path / "r.toml"
+    f.write_text(_RAIL_FILE)
+    out = tmp_path / "o"
+    assert main(["replay", str(f), "--out", str(out), "--no-plots", "--no-capture",
+                 "--no-baseline"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert not s.get("problems") and s["totals"]["dropped_packets_by_reason"]["link_down"]

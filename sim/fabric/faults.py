@@ -13,7 +13,7 @@ down port's ``enqueue`` is shadowed by a dropping one), so the fault-free hot pa
   and frames given to it while down are lost; a frame on the wire (being serialised or
   propagating) when the link goes down, or sent while it is down, is lost at the receiving end.
   All counted by reason ``"link_down"`` (a ``Dropped`` event at the node that lost it; a
-  lost PFC frame, link-local, has flow -1).
+  lost control frame -- PFC, CNP, RC ACK/NAK -- has flow -1: :func:`_control`).
 * ``flap``: ``link_down`` intervals drawn from the fault rng (``random.Random`` seeded with the
   run's seed and the fault's index: deterministic per seed, and the engine rng's other users
   (ECN marking) are not disturbed): up for Exp(mtbf), down for Exp(mttr), repeated to ``until``.
@@ -51,8 +51,10 @@ from sim.flowctl.credit import cbfc_free
 from sim.flowctl.pfc import is_mac_control
 from sim.net.port import Port
 from sim.net.switch import Switch
+from sim.nic.host import ACK_OPCODE, roce_bth
 from sim.trace import interest
 from sim.units import frame_ser_time_ps, wire_bytes
+from wire.roce import CNP_OPCODE
 
 __all__ = ["KINDS", "Fault", "FaultLog", "Reroute", "schedule_faults",
            "DETECT_PS", "CONVERGE_PS", "IB_REROUTE_PS", "loss_probability"]
@@ -160,6 +162,21 @@ class FaultLog:
                 "dropped_bytes": dict(self.dropped_bytes)}
 
 
+def _control(pkt: Any) -> bool:
+    """A control frame, which belongs to no flow's data: a PFC frame (link-local), a CNP or
+    an RC ACK/NAK (``sim.nic.host``: real bytes, the data flow's id).  The engine drops them
+    with flow -1 in their ``Dropped`` event: one lost before it left its NIC (queued at a
+    port going down) was never seen as sent, so counting it against the flow would break
+    the flow's conservation (sent = delivered + dropped + in flight)."""
+    frame = pkt.frame
+    if frame is None:
+        return False
+    if is_mac_control(frame):
+        return True
+    bth = roce_bth(frame)
+    return bth is not None and bth[0] in (ACK_OPCODE, CNP_OPCODE)
+
+
 class _FaultyWire:
     """The ``peer`` of a faulted link's port: delivers to the real node unless the frame is
     lost (link down during its flight, or corrupt)."""
@@ -208,8 +225,7 @@ class _Engine:
         log.dropped_bytes[reason] = log.dropped_bytes.get(reason, 0) + pkt.nbytes
         tracer = self.fabric.tracer
         if Dropped in interest(tracer).types:
-            # a lost PFC frame (a switch's, link-local) belongs to no flow: flow -1
-            flow = -1 if pkt.frame is not None and is_mac_control(pkt.frame) else pkt.flow
+            flow = -1 if _control(pkt) else pkt.flow
             tracer.emit(Dropped(self.engine.now_ps, node, port, pkt.tc, pkt.id, flow,
                                 pkt.nbytes, reason))
         if getattr(pkt, "fc", None) is not None:
