@@ -12,7 +12,9 @@ runs:
 * Scapy's ``PcapReader`` on the first 20,000 frames, extrapolated (labelled so);
 * ``tshark -T fields`` with ``infiniband.bth.opcode``, ``.destqp`` and ``.psn`` (the same
   three fields; Wireshark's names for them) end to end, if installed;
-* ``lossless stats`` end to end (a subprocess: interpreter start and imports included).
+* ``lossless stats`` end to end (a subprocess: interpreter start and imports included);
+* ``lossless decode`` (one summary line per frame, every check done) against ``tshark -r``
+  (its default one-line-per-packet summary), both end to end, output to /dev/null.
 
 Prints the median and spread (min..max) of each, frames per second, peak RSS (in-process:
 growth of this process's max RSS is not measurable after the first run, so the in-process
@@ -170,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
             sub["tshark -T fields opcode,QP,PSN (end to end)"] = [
                 tshark, "-r", path, "-T", "fields", "-e", "infiniband.bth.opcode",
                 "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn"]
+        sub["lossless decode (summary lines, end to end)"] = [
+            sys.executable, "-m", "sim", "decode", path]
+        if tshark:
+            sub["tshark -r (summary lines, end to end)"] = [tshark, "-r", path]
         times: dict[str, list[float]] = {k: [] for k in [*inproc, *sub]}
         rss: dict[str, int] = {}
         counted: dict[str, int] = {}
@@ -224,6 +230,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  lossless stats vs tshark, end to end: {med[tk] / ls:.1f}x (target >= 5x)")
         else:
             print("  tshark not installed: no end-to-end comparison")
+        dec = med["lossless decode (summary lines, end to end)"]
+        if tk:
+            ts = med["tshark -r (summary lines, end to end)"]
+            print(f"  lossless decode vs tshark -r, end to end: {ts / dec:.2f}x "
+                  f"(target >= 1x, issue 19)")
         if frames < FULL_FRAMES:
             print(f"  (--quick: {frames} frames; the targets are set on {FULL_FRAMES}; fixed "
                   "costs such as interpreter start weigh more here)")

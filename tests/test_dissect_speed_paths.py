@@ -69,13 +69,9 @@ def _check(frame: bytes, orig_len: int | None = None, access: int = 0, **kw) -> 
     """dissect() (fast path when it applies) == the general path; True if the fast path
     decoded it."""
     frame = bytes(frame)
-    n = len(frame)
-    o = n if orig_len is None else orig_len
-    fast = (n >= stack._FAST_MIN_BYTES and o <= n and stack._fast_roce4(
-        frame, n, o, frozenset(kw.get("roce_ports", stack.ROCE_PORTS)),
-        kw.get("scaleup", stack.DEFAULT_SCALEUP)) is not None)
-    _same(dissect(frame, orig_len, **kw), _general(frame, orig_len, **kw), access,
-          access % 2 == 0)
+    d = dissect(frame, orig_len, **kw)
+    fast = stack._roce4_untouched(d) is not None
+    _same(d, _general(frame, orig_len, **kw), access, access % 2 == 0)
     return fast
 
 

@@ -382,19 +382,48 @@ def dissect(frame: bytes | bytearray | memoryview, orig_len: int | None = None, 
     says where the scale-up headers (ESUN, SUNH, AFH, SUE) are found (placeholder EtherTypes).
     Boundaries and the cheap checks are done at once; each layer's fields are decoded when
     first read, the checksums and the ICRC checked when first needed (see :class:`Decoded`).
-    A whole untagged RoCEv2-over-IPv4 frame whose lengths agree takes a fast path
-    (:func:`_fast_roce4`) with the same result.
+    A whole untagged RoCEv2-over-IPv4 frame whose lengths agree takes a fast path with the
+    same result (below; every other frame the general path, :func:`_dissect`).
     """
     frame = bytes(frame)
     ports = roce_ports if isinstance(roce_ports, frozenset) else frozenset(roce_ports)
     n = len(frame)
     if orig_len is None:
         orig_len = n
-    if n >= _FAST_MIN_BYTES and orig_len <= n:
-        d = _fast_roce4(frame, n, orig_len, ports, scaleup)
-        if d is not None:
-            return d
-    return _dissect(frame, orig_len, ports, scaleup)
+    if n < _FAST_MIN_BYTES or orig_len > n:
+        return _dissect(frame, orig_len, ports, scaleup)
+    # The fast path: Ethernet + IPv4 (no options, not a fragment) + UDP to a RoCEv2 port +
+    # BTH + its extended headers + payload + ICRC, every length in agreement, nothing cut.
+    # It gives what the general path gives (tests/test_dissect_speed_paths.py).
+    (etype, version, ihl, flags, frag_offset, total, proto, ip_sum, dport, ulen, udp_sum, op,
+     pad) = _ROCE4_GET(frame)
+    ip_end = _IP_OFF + total
+    if (etype != _ETHERTYPE_IPV4 or version != 4 or ihl != _IP_WORDS or proto != IPPROTO_UDP
+            or frag_offset or flags & 1 or ip_end > n or ulen != ip_end - _UDP_OFF
+            or ulen < _MIN_ULEN or dport not in ports or dport == scaleup.sue_udp_port):
+        return _dissect(frame, orig_len, ports, scaleup)
+    pos, exts, with_payload, without_payload = _EXT_PLANS[op]
+    icrc_at = ip_end - ICRC_BYTES
+    if pos > icrc_at or pad > icrc_at - pos:
+        return _dissect(frame, orig_len, ports, scaleup)
+    ip_header = frame[_IP_OFF:_UDP_OFF]
+    ip_check = [_ipv4_check, ip_header, ip_sum]
+    icrc_check = [_icrc_check, frame, _UDP_OFF, icrc_at, ip_header]
+    # one deferred object stands for every layer of the frame (dict.fromkeys: built in C)
+    layers = dict.fromkeys(with_payload if icrc_at > pos else without_payload,
+                           _Lazy((_roce4_layer, frame, icrc_at, pos, pad, exts, ip_check,
+                                  icrc_check)))
+    d = _new(Decoded)
+    d._layers = layers
+    d._problems = [ip_check, [_udp_check, 4, ip_header, frame[_UDP_OFF:ip_end], udp_sum],
+                   icrc_check] if udp_sum else [ip_check, icrc_check]
+    d._pending = True
+    d.raw = b""
+    d.trailer = frame[ip_end:] if ip_end < n else None
+    d.cut = False
+    d.caplen = n
+    d.orig_len = orig_len
+    return d
 
 
 # The fast path's stack: Ethernet (untagged) + IPv4 without options + UDP + BTH, read by one
@@ -431,8 +460,10 @@ def _roce4_layer(name: str, frame: bytes, icrc_at: int, pos: int, pad: int,
                  exts: dict[str, tuple[HeaderSpec, int]], ip_check: list, icrc_check: list
                  ) -> Layer:
     """Any layer of a frame the fast path decoded (the makers of the general path)."""
-    if name == "bth":
-        return _bth_layer(name, frame, _BTH_OFF)
+    if name == "bth":  # _bth_layer, inline (the layer most read)
+        bth = _BTH_LAYER(frame, _BTH_OFF)
+        bth["opcode_name"] = _OPCODE_NAMES[bth["opcode"]]
+        return bth
     if name == "eth":
         return _spec_layer(name, ETHERNET, frame, 0, None)
     if name == "ipv4":
@@ -449,43 +480,7 @@ def _roce4_layer(name: str, frame: bytes, icrc_at: int, pos: int, pad: int,
 
 _EXT_PLANS = {op: _ext_plan(op) for op in range(256)}
 _new = object.__new__
-
-
-def _fast_roce4(frame: bytes, n: int, orig_len: int, ports: frozenset[int],
-                sc: ScaleUpConfig) -> Decoded | None:
-    """:func:`dissect` of a frame that is Ethernet + IPv4 (no options, not a fragment) + UDP
-    to a RoCEv2 port + BTH + its extended headers + payload + ICRC with every length in
-    agreement and nothing cut; None for any other frame (the general path then decodes it).
-    Gives what the general path gives (``tests/test_dissect_speed_paths.py``)."""
-    (etype, version, ihl, flags, frag_offset, total, proto, ip_sum, dport, ulen, udp_sum, op,
-     pad) = _ROCE4_GET(frame)
-    ip_end = _IP_OFF + total
-    if (etype != _ETHERTYPE_IPV4 or version != 4 or ihl != _IP_WORDS or proto != IPPROTO_UDP
-            or frag_offset or flags & 1 or ip_end > n or ulen != ip_end - _UDP_OFF
-            or ulen < _MIN_ULEN or dport not in ports or dport == sc.sue_udp_port):
-        return None
-    pos, exts, with_payload, without_payload = _EXT_PLANS[op]
-    icrc_at = ip_end - ICRC_BYTES
-    if pos > icrc_at or pad > icrc_at - pos:
-        return None
-    ip_header = frame[_IP_OFF:_UDP_OFF]
-    ip_check = [_ipv4_check, ip_header, ip_sum]
-    icrc_check = [_icrc_check, frame, _UDP_OFF, icrc_at, ip_header]
-    # one deferred object stands for every layer of the frame (dict.fromkeys: built in C)
-    layers = dict.fromkeys(with_payload if icrc_at > pos else without_payload,
-                           _Lazy((_roce4_layer, frame, icrc_at, pos, pad, exts, ip_check,
-                                  icrc_check)))
-    d = _new(Decoded)
-    d._layers = layers
-    d._problems = [ip_check, [_udp_check, 4, ip_header, frame[_UDP_OFF:ip_end], udp_sum],
-                   icrc_check] if udp_sum else [ip_check, icrc_check]
-    d._pending = True
-    d.raw = b""
-    d.trailer = frame[ip_end:] if ip_end < n else None
-    d.cut = False
-    d.caplen = n
-    d.orig_len = orig_len
-    return d
+_BTH_LAYER = BTH._layer
 
 
 def _roce4_untouched(d: Decoded) -> _Lazy | None:
