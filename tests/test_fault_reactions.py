@@ -571,3 +571,17 @@ def test_control_frames_lost_at_a_dead_nic_belong_to_no_flow(tmp_path) -> None:
                  "--no-baseline"]) == 0
     s = json.loads((out / "summary.json").read_text())
     assert not s.get("problems") and s["totals"]["dropped_packets_by_reason"]["link_down"]
+
+
+def test_replay_of_a_failed_collective_exits_1_with_one_line(tmp_path, capsys) -> None:
+    from sim.cli import main
+    f = tmp_path / "r.toml"
+    f.write_text(_RAIL_FILE.replace("failover = true\n", ""))
+    out = tmp_path / "o"
+    assert main(["replay", str(f), "--out", str(out), "--no-plots", "--no-capture",
+                 "--no-baseline"]) == 1
+    last = capsys.readouterr().err.splitlines()[-1]
+    s = json.loads((out / "summary.json").read_text())
+    c = s["collectives"][0]
+    assert last == f"lossless: [[collective]] #1: {c['error']}"
+    assert c["error"].startswith("iteration 1: failed at ") and c["failed"]["qp"] == 257

@@ -84,8 +84,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     for line in summary_lines(s, wall, out):
         _err(line)
     rp = s.get("replay")
-    if s.get("problems"):  # a flow that does not balance (run_scenario warned, one line each)
-        return EXIT_PROBLEMS
+    failed = [c for c in s.get("collectives") or () if c.get("failed")]
+    for c in failed:  # a QP error stopped a [[collective]] entry, as NCCL's (docs/faults.md)
+        _err(f"[[collective]] #{c['entry']}: {c['error']}")
+    if s.get("problems") or failed:  # a flow that does not balance (run_scenario warned,
+        return EXIT_PROBLEMS  # one line each) or a collective that failed
     return EXIT_SKIPPED if rp is not None and rp.get("skipped") else EXIT_OK
 
 
