@@ -155,7 +155,8 @@ def test_p_fault_cli_repeated_and_summary(tmp_path) -> None:
     out = tmp_path / "o"
     rc = main(["replay", "leaf_spine", "-p", "duration_ms=0.25", "-p", f"fault={_SPINE_DOWN}",
                "-p", "fault=degrade:node=3,port=4,rate_gbps=50,at_us=10", "-p", "detect_us=20",
-               "-p", "converge_us=5", "--out", str(out), "--no-plots", "--no-capture"])
+               "-p", "converge_us=5", "--out", str(out), "--no-plots", "--no-capture",
+               "--no-baseline"])
     s = json.loads((out / "summary.json").read_text())
     assert [f["kind"] for f in s["params"]["faults"]] == ["link_down", "degrade"]
     assert s["totals"]["dropped_packets_by_reason"]["link_down"] > 0
@@ -165,13 +166,16 @@ def test_p_fault_cli_repeated_and_summary(tmp_path) -> None:
 
 def test_sweep_sweeps_a_fault_key(tmp_path) -> None:
     from sim.study.sweep import sweep
-    rows = sweep("leaf_spine", {"duration_ms": [0.15], "fault.kind": ["link_down"],
+    rows = sweep("leaf_spine", {"duration_ms": [0.04], "fault.kind": ["link_down"],
                                 "fault.node": [2], "fault.port": [3],
-                                "fault.at_us": [50, 100], "detect_us": [10],
+                                "fault.at_us": [10, 20], "detect_us": [10],
                                 "converge_us": [0]},
                  out_dir=str(tmp_path / "s"), workers=0, progress=False)
     assert [r["status"] for r in rows] == ["ok", "ok"]
-    assert sorted(r["params"]["fault.at_us"] for r in rows) == [50, 100]
+    assert sorted(r["params"]["fault.at_us"] for r in rows) == [10, 20]
+    drops = {r["params"]["fault.at_us"]: r["figures"]["totals.dropped_packets_by_reason.link_down"]
+             for r in rows}
+    assert drops[10] > drops[20] > 0  # down earlier in the same run: more lost
 
 
 # ------------------------------------------------------ 2. straggler and slow PCIe
