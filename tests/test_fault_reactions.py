@@ -589,3 +589,18 @@ def test_replay_of_a_failed_collective_exits_1_with_one_line(tmp_path, capsys) -
     c = s["collectives"][0]
     assert last == f"lossless: [[collective]] #1: {c['error']}"
     assert c["error"].startswith("iteration 1: failed at ") and c["failed"]["qp"] == 257
+
+
+def test_a_fabric_files_straggler_applies_to_lossless_collective(tmp_path) -> None:
+    from sim.cli import main
+    f = tmp_path / "s.toml"
+    f.write_text('[topology]\nkind = "star"\nhosts = 4\n[[faults]]\nkind = "straggler"\n'
+                 'node = 2\ndelay_us = 7.0\n')  # host 2 is rank 1
+    path = tmp_path / "r.json"
+    assert main(["collective", "allreduce", "-b", "256K", "-e", "256K", "--fabric", str(f),
+                 "--timeline-rank", "1", "--json", str(path)]) == 0
+    tl = json.loads(path.read_text())["results"][0]["timeline"]
+    assert min(x["start_ps"] for x in tl if x["dir"] == "send") == 7 * US
+    f.write_text(f.read_text().replace("node = 2", "node = 99"))
+    assert main(["collective", "allreduce", "-b", "256K", "-e", "256K", "--fabric",
+                 str(f)]) == 2

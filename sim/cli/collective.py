@@ -130,8 +130,10 @@ def cmd_collective(args: argparse.Namespace) -> int:
         params.update(getattr(rf, "settings", {}))  # a fabric file's own settings
         if plan.entries:  # faults (-p fault=): checked on this fabric, run on each size's
             apply_faults(plan, rf.fabric, rf.ranks)
-            check_stragglers(plan, [rf.ranks])
             params["faults"] = plan.entries
+        # with the stragglers of a fabric file's [[faults]]: ranks of this collective
+        check_stragglers(plan._replace(stragglers=[*getattr(rf, "stragglers", ()),
+                                                   *plan.stragglers]), [rf.ranks])
         nranks, shape = len(rf.ranks), (rf.nodes, rf.gpus_per_node)
         channels = args.channels or default_channels(*shape)
     except (ScenarioError, ValueError) as e:

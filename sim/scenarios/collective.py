@@ -79,6 +79,9 @@ class FileFabric:
     gpus_per_node: int
     packet_bytes: int
     settings: dict[str, Any]
+    #: the file's straggler ``[[faults]]`` (label, resolved entry): on the command's
+    #: collective (sim.scenarios.common.straggler_delays)
+    stragglers: tuple[Any, ...] = ()
 
 
 def is_fabric_file(kind: str) -> bool:
@@ -107,10 +110,13 @@ def split_file_params(given: Mapping[str, str]) -> tuple[dict[str, str], dict[st
     return over, own
 
 
-def fabric_file(path: str, overrides: Mapping[str, str] | None = None) -> FileFabric:
+def fabric_file(path: str, overrides: Mapping[str, str] | None = None, *,
+                tracer: Any = None, faults: bool = True) -> FileFabric:
     """Build the fabric of fabric file ``path`` with ``-p TABLE.KEY`` ``overrides``, without
     its traffic (``[traffic]``, ``[[flows]]``, ``[[pcap]]``, ``[[collective]]``):
-    :class:`sim.scenarios.ScenarioError` naming the file for a bad file."""
+    :class:`sim.scenarios.ScenarioError` naming the file for a bad file.  ``tracer`` reads
+    the fabric's events; ``faults=False`` leaves the file's ``[[faults]]`` out (the
+    fault-free run of a size)."""
     import copy
     import os
 
@@ -123,10 +129,12 @@ def fabric_file(path: str, overrides: Mapping[str, str] | None = None) -> FileFa
         raise ScenarioError(f"{path}: --fabric needs a fabric file (a [topology] and its "
                             f"settings), not a reference to a built-in scenario")
     doc = copy.deepcopy(data)
-    for k in _TRAFFIC:
+    for k in (*_TRAFFIC, *(() if faults else ("faults",))):
         doc.pop(k, None)
     apply_overrides(doc, dict(overrides or {}), path)
     sc = build(doc, path, os.path.dirname(os.path.abspath(path)), need_traffic=False)
+    if tracer is not None:
+        sc.tracer_slot.target = tracer
     ranks, g = sc.info["ranks"], sc.info["gpus_per_node"]
     if len(ranks) < 2:
         raise ScenarioError(f"{path}: a collective needs at least 2 hosts, the file has "
@@ -138,7 +146,8 @@ def fabric_file(path: str, overrides: Mapping[str, str] | None = None) -> FileFa
                 "pcie_gen": h["pcie_gen"], "pcie_lanes": h["pcie_lanes"],
                 "pcie_mps_bytes": h["pcie_mps_bytes"], "packet_bytes": sw["mtu_bytes"]}
     return FileFabric(sc.fabric, tuple(ranks), len(ranks) // g, g, sc.info["mtu_bytes"],
-                      settings)
+                      settings,
+                      stragglers=sc.info.get("stragglers", ()))
 
 
 def _ib_counters(fab: Any) -> dict[str, int]:
@@ -171,14 +180,16 @@ def _rc_counters(fab: Any) -> dict[str, int]:
     return out
 
 
-def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric | FatTree | SuperPod | FileFabric:
+def build_fabric(kind: str, p: dict[str, Any], *, tracer: Any = None, faults: bool = True
+                 ) -> RailFabric | FatTree | SuperPod | FileFabric:
     """The fabric of ``--fabric kind`` for resolved parameters ``p`` (a
     :class:`sim.fabric.rail.RailFabric`, :class:`sim.fabric.fattree.FatTree`,
     :class:`sim.fabric.fattree.SuperPod`, or for a ``*.toml`` path a :class:`FileFabric`
     built with ``p["file_overrides"]``; each has ``fabric``, ``ranks``, ``nodes`` and
-    ``gpus_per_node``)."""
+    ``gpus_per_node``).  ``tracer`` (None: none) reads its events; ``faults=False``: a
+    fabric file without its ``[[faults]]``."""
     if is_fabric_file(kind):
-        return fabric_file(kind, p.get("file_overrides"))
+        return fabric_file(kind, p.get("file_overrides"), tracer=tracer, faults=faults)
     from sim.fabric.fattree import fat_tree, superpod
     from sim.fabric.rail import collective_star, rail_optimized
     from sim.scenarios.common import fabric_setup, rc_kw
@@ -195,7 +206,8 @@ def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric | FatTree | SuperPo
         made.append(fabric_setup(p, ports, rate))
         fs = made[0]
         return {"ecn": fs.ecn, "mmu_config": fs.mmu, "host_kw": {**fs.host_kw, **rc_kw(p)},
-                "switch_kw": fs.switch_kw, "link_kw": fs.link_kw}
+                "switch_kw": fs.switch_kw, "link_kw": fs.link_kw,
+                **({"tracer": tracer} if tracer is not None else {})}
 
     def done(rf: Any) -> Any:
         made[0].apply(rf.fabric)  # ib_routing, once the fabric exists
@@ -223,11 +235,12 @@ def build_fabric(kind: str, p: dict[str, Any]) -> RailFabric | FatTree | SuperPo
 
 
 def _iterations(sch, rf, n: int, warmup: int, mtu: int, limit_ps: int, progress=None,
-                before=None, job_kw=None, failed=None, moved=None):
+                before=None, job_kw=None, failed=None, moved=None, after=None):
     """``warmup`` then ``n`` timed iterations back to back: (times_ps, last run, error).
     ``progress(done)``: transfers received so far over these iterations; ``before()`` is
-    called before each iteration; ``failed`` (a list) gets the QP failure of the
-    iteration that stopped on one (:class:`sim.workloads.collective.QpFailure`)."""
+    called before each iteration, ``after(run)`` after each one that completed; ``failed``
+    (a list) gets the QP failure of the iteration that stopped on one
+    (:class:`sim.workloads.collective.QpFailure`)."""
     from sim.workloads.collective import QpFailure, RunError, run_schedule
 
     times, run = [], None
@@ -246,6 +259,8 @@ def _iterations(sch, rf, n: int, warmup: int, mtu: int, limit_ps: int, progress=
             return times, run, f"iteration {it + 1}: {e}"
         if moved is not None:
             moved += [{**m, "iteration": it + 1} for m in run.failovers]
+        if after is not None:
+            after(run)
         if it >= warmup:
             times.append(run.time_ps)
     return times, run, None
@@ -283,7 +298,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
              qps: int = 1, datatype: str = "float", root: int = 0, iters: int = 1,
              warmup_iters: int = 0, inplace: bool = True, details: bool = False,
              timeline_rank: int = 0,
-             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+             progress: Callable[[int, int], None] | None = None,
+             observer: Any = None, faults: bool = True) -> dict[str, Any]:
     """One size of ``lossless collective`` (``nbytes`` is nccl-tests' ``-b`` size): a fresh
     fabric of kind ``fabric`` for resolved ``params`` (:func:`collective_params`), the
     schedule of nccl-tests' count, ``warmup_iters`` + ``iters`` out-of-place iterations back
@@ -307,7 +323,15 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     ``timeline_rank``,
     :func:`sim.workloads.collective_stats.rank_timeline`) of the last out-of-place
     iteration (None when the size failed).  ``progress(done, total)`` is called as the
-    transfers of all iterations of this size are received."""
+    transfers of all iterations of this size are received.
+
+    Output hooks (issue 21; ``lossless collective`` passes
+    :class:`sim.study.fault_report.CollectiveProbe`'s): ``observer.tracer`` (if any) reads the
+    fabric's events, ``observer.attach(rf)`` is called once the fabric is built and its
+    faults scheduled, ``observer.iteration(run)`` after each iteration that completed, and
+    ``observer.done(rf)`` at the end.  ``faults=False`` runs the size without any fault
+    (``params["faults"]``, the reroute keys, a fabric file's ``[[faults]]``): the fault-free
+    run it is compared with."""
     from sim.units import gbps
     from sim.workloads.collective import ROCE_HEADER_BYTES, fabric_counters, nvlink_domain
     from sim.workloads.collective_stats import (
@@ -319,7 +343,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     from sim.workloads.nccl import ScheduleError, default_channels, schedule, verify
     from sim.workloads.nccl_tests import coll_counts
 
-    rf = build_fabric(fabric, dict(params))
+    rf = build_fabric(fabric, dict(params), tracer=getattr(observer, "tracer", None),
+                      faults=faults)
     nranks = len(rf.ranks)
     counts = coll_counts(collective, nbytes, datatype, nranks)
     if not channels:
@@ -337,16 +362,21 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
               "pxn": params["pxn"]}
     if params.get("failover"):  # acts on QP errors: with RC on (-p reliable, a file's [hosts])
         job_kw["failover"] = True
-    if params.get("faults") or params.get("detect_us", -1) >= 0 or \
-            params.get("converge_us", -1) >= 0:  # -p fault= (issue 21), on this size's fabric
+    if faults and (params.get("faults") or params.get("detect_us", -1) >= 0 or
+                   params.get("converge_us", -1) >= 0 or getattr(rf, "stragglers", ())):
+        # -p fault= (issue 21) on this size's fabric, and a fabric file's stragglers
         from sim.scenarios.common import apply_faults, resolve_faults, straggler_delays
 
         plan = resolve_faults([(f"-p fault #{i + 1}", e) for i, e in
                                enumerate(params.get("faults") or [])],
                               ib=params.get("fabric") == "ib", reroute_params=params)
         apply_faults(plan, rf.fabric, rf.ranks)
+        plan = plan._replace(stragglers=[*getattr(rf, "stragglers", ()), *plan.stragglers])
         if plan.stragglers:
             job_kw["delay_ps"] = straggler_delays(plan, rf.ranks)
+    if observer is not None:
+        observer.attach(rf)
+    after = getattr(observer, "iteration", None)
     failed: list[dict[str, Any]] = []
     moved: list[dict[str, Any]] = []  # failover: the QPs moved, every iteration
     ntr = len(sch.transfers)
@@ -359,7 +389,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     times, run, error = _iterations(
         sch, rf, iters, warmup_iters, mtu, limit_ps,
         None if progress is None else (lambda done: progress(done, total)),
-        before if details else None, job_kw, failed, moved)
+        before if details else None, job_kw, failed, moved, after)
     links = timeline = None
     if details and error is None and run is not None:
         links = link_usage(rf.fabric, run.first_start_ps, run.last_finish_ps, since=snap[0],
@@ -379,7 +409,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         in_times, _, in_error = _iterations(
             sch, rf, iters, 0, mtu, limit_ps,
             None if progress is None else (lambda done: progress(base + done, total)),
-            job_kw=job_kw, failed=failed, moved=moved)
+            job_kw=job_kw, failed=failed, moved=moved, after=after)
         if in_error is not None:
             error = f"in-place {in_error}"
     row: dict[str, Any] = {
@@ -405,4 +435,6 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
             row["inplace"] = {"iteration_times_ps": in_times,
                               **_figures(collective, counts.param_count, datatype, nranks,
                                          in_times)}
+    if observer is not None:
+        observer.done(rf)
     return row

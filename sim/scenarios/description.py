@@ -562,7 +562,8 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
     colls = _collectives(doc, fab, ranks, gpn, sw["mtu_bytes"], labels, where)
     _check_routes(fab, labels, where)
     plan = _faults(doc, fab, where, fault_params, ranks)
-    check_stragglers(plan, [c.hosts for c in colls])
+    if need_traffic:  # else the collective is lossless collective's: sc.info["stragglers"]
+        check_stragglers(plan, [c.hosts for c in colls])
     for c in colls:
         c.delay_ps = straggler_delays(plan, c.hosts)
 
@@ -611,7 +612,8 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
                   snaplen_bytes=cap["snaplen"] or None, capture_enabled=cap["enabled"])
     if colls:
         sc.info["collectives"] = colls
-    sc.info.update(ranks=tuple(ranks), gpus_per_node=gpn, mtu_bytes=sw["mtu_bytes"])
+    sc.info.update(ranks=tuple(ranks), gpus_per_node=gpn, mtu_bytes=sw["mtu_bytes"],
+                   stragglers=tuple(plan.stragglers))
     if getattr(fab, "fault_log", None) is not None:  # the fault-free twin, same seed: the
         from copy import deepcopy  # baseline of sim.study.fault_report.run_baseline
 
