@@ -29,8 +29,9 @@ Faults (issue 21, docs/faults.md "The collective's reaction"):
   transfer the rank sends becomes ready that much later than its dependencies allow.
 * A QP error (RC reliability on, the retries used up: :mod:`sim.nic.rc`): NCCL's IB
   transport sees the work completion with an error status (``IBV_WC_RETRY_EXC_ERR``) in
-  ``ncclIbTest`` (src/transport/net_ib.cc: "NET/IB: Got completion from peer ... with
-  status=..." and returns ``ncclRemoteError``); the proxy stops, the communicator is in
+  ``ncclIbTest`` (src/transport/net_ib.cc of github.com/NVIDIA/nccl: a completion whose
+  status is not ``IBV_WC_SUCCESS`` logs "NET/IB : Got completion from peer ... with error
+  12" and returns ``ncclRemoteError``); the proxy stops, the communicator is in
   error (``ncclCommGetAsyncError``) and the framework aborts it (PyTorch's ProcessGroupNCCL
   watchdog).  So the job stops at that moment: :attr:`CollectiveJob.failed` holds the time
   and the QP, nothing more is posted, ``on_fail(job)`` is called and :func:`run_schedule`
