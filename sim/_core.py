@@ -36,6 +36,10 @@ __all__ = ["COMPILED", "PURE_ENV", "compiled_modules", "core", "install"]
 COMPILED: tuple[str, ...] = (
     "sim.engine",
     "sim.net.port",
+    "sim.net.mmu",
+    "sim.net.switch",
+    "sim.nic.host",
+    "sim.cc.dcqcn",
 )
 
 #: Set to ``1`` to run the interpreted core even when the compiled one is installed.

@@ -1,0 +1,30 @@
+# Types of sim/net/switch.py for the compiled core (issue 19; Cython pure-Python mode: the .py
+# is the source, this file only declares).  Switch is a cdef class whose forwarding-path
+# attributes are C fields; it keeps a __dict__ (the routing tables set by set_routes, the rare
+# attributes, subclasses such as sim.scaleup.switch.EsunSwitch, per-instance overrides).
+# Counters are C int64; every field is public, read and written from interpreted code as before.
+from sim.engine cimport Engine
+
+cdef class Switch:
+    cdef dict __dict__
+    cdef public Engine engine
+    cdef public object node_id
+    cdef public object mmu
+    cdef public dict _fwd
+    cdef public dict ecmp_choices
+    cdef public long long adaptive_moves
+    cdef public object ecn
+    cdef public bint _ib_marking
+    cdef public object tracer
+    cdef public object _int
+    cdef public dict ports
+    cdef public dict _ingress
+    cdef public object ids
+    cdef public object pfc
+    cdef public long long drops
+    cdef public long long ce_marked
+    cdef public object max_hops
+    cdef public object ingress_tap
+    cdef public object watchdog
+    cdef public set _wd_drop
+    cdef public set _wd_ignore
