@@ -46,7 +46,7 @@ from sim.scenarios.collective import (
 from sim.workloads.nccl import Collective, default_channels
 
 __all__ = ["add_parsers", "FABRICS", "build_fabric", "collective_params", "csv_table",
-           "cmd_plot_collective", "Progress"]
+           "cmd_plot_collective", "Progress", "fault_lines"]
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 #: Exit status after Ctrl-C (128 + SIGINT, the shell's convention).
@@ -134,6 +134,9 @@ def cmd_collective(args: argparse.Namespace) -> int:
         # with the stragglers of a fabric file's [[faults]]: ranks of this collective
         check_stragglers(plan._replace(stragglers=[*getattr(rf, "stragglers", ()),
                                                    *plan.stragglers]), [rf.ranks])
+        # a fault report per size (issue 21): -p faults, a fabric file's [[faults]]
+        faulty = bool(plan.entries) or getattr(rf.fabric, "fault_log", None) is not None \
+            or bool(getattr(rf, "stragglers", ()))
         nranks, shape = len(rf.ranks), (rf.nodes, rf.gpus_per_node)
         channels = args.channels or default_channels(*shape)
     except (ScenarioError, ValueError) as e:
@@ -184,22 +187,38 @@ def cmd_collective(args: argparse.Namespace) -> int:
     progress = Progress(len(sizes), sys.stderr) if show else None
     rows: list[dict[str, Any]] = []
     kept: dict[str, Any] | None = None  # the largest completed size keeps links, timeline
+    fault_series: dict[str, Any] | None = None  # faults_timeline.png: the largest size's
+    problems = 0
     try:
         for i, nbytes in enumerate(sizes):
+            kw = dict(algorithm=args.algo, protocol=args.proto, channels=channels,
+                      qps=args.qps, datatype=args.datatype, root=args.root, iters=args.iters,
+                      warmup_iters=args.warmup_iters)
             try:
-                row = run_size(args.collective, nbytes, args.fabric, params,
-                               algorithm=args.algo, protocol=args.proto,
-                               channels=channels, qps=args.qps, datatype=args.datatype,
-                               root=args.root, iters=args.iters,
-                               warmup_iters=args.warmup_iters,
+                obs = base_obs = base_row = None
+                if faulty:
+                    from sim.study.fault_report import CollectiveObserver
+
+                    obs = CollectiveObserver()
+                    if not args.no_baseline:  # the same size without its faults, same seed
+                        base_obs = CollectiveObserver()
+                        base_row = run_size(args.collective, nbytes, args.fabric, params,
+                                            **kw, observer=base_obs, faults=False)
+                row = run_size(args.collective, nbytes, args.fabric, params, **kw,
                                details=True,
                                timeline_rank=args.timeline_rank,
-                               progress=progress.size(i, nbytes) if progress else None)
+                               progress=progress.size(i, nbytes) if progress else None,
+                               observer=obs)
             except (ScenarioError, ValueError) as e:
                 if progress:
                     progress.close()
                 _err(f"size {nbytes}: {e}")
                 return EXIT_USAGE
+            if obs is not None:
+                row["faults"] = rep = obs.report(row, base_obs, base_row,
+                                                 params.get("faults") or ())
+                fault_series = {"size_bytes": row["size_bytes"],
+                                "arrays": obs.series(rep, base_obs), "names": obs.names}
             rows.append(row)
             if row["error"] is None:
                 if kept is not None:
@@ -220,6 +239,11 @@ def cmd_collective(args: argparse.Namespace) -> int:
                 emit(f"# {row['size_bytes']:10d}  {row['error']}")
                 if row.get("failed"):  # a QP error stopped the collective, as NCCL's
                     _err(f"size {row['size_bytes']}: {row['error']}")
+            bad = (row.get("faults") or {}).get("problems")
+            if bad:  # a QP that does not balance: nothing may be lost silently
+                problems += 1
+                more = f" (and {len(bad) - 1} more QPs)" if len(bad) > 1 else ""
+                _err(f"size {row['size_bytes']}: {bad[0]}{more}")
     except KeyboardInterrupt:
         if progress:
             progress.close()
@@ -242,6 +266,9 @@ def cmd_collective(args: argparse.Namespace) -> int:
         emit(f"# {r['size_bytes']:10d}  {r['nchannels']:8d}  {r['transfers']:9d}  "
              f"{c['pfc_pauses']:10d}  {c['ce_marks']:9d}  {c['cnps']:7d}  {c['drops']:7d}  "
              f"{c['max_queue_bytes']:10d}  {busiest}")
+    if any("faults" in r for r in rows):
+        for line in fault_lines(rows):
+            emit(line)
     doc = {"collective": str(coll), "nranks": nranks, "nodes": shape[0],
            "gpus_per_node": shape[1], "fabric": args.fabric,
            "params": params, "algorithm": args.algo, "protocol": args.proto,
@@ -270,6 +297,10 @@ def cmd_collective(args: argparse.Namespace) -> int:
                     from sim.study.collective_plots import plot_results
 
                     plot_results(doc, tmp)
+                    if fault_series is not None:  # the largest size's (docs/faults.md)
+                        from sim.study.fault_plot import write_collective_figure
+
+                        write_collective_figure(doc, fault_series, tmp)
     except OutputError as e:
         _err(str(e))
         return EXIT_USAGE
@@ -279,7 +310,45 @@ def cmd_collective(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         _err("interrupted while writing: the outputs not yet in place were left as they were")
         return EXIT_INTERRUPTED
-    return EXIT_OK if len(ok) == len(rows) else EXIT_FAIL
+    return EXIT_OK if len(ok) == len(rows) and not problems else EXIT_FAIL
+
+
+def _us(ps: int | None) -> str:
+    return "-" if ps is None else f"{ps / 1e6:.3f}"
+
+
+def fault_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The table footer of a run with faults, one line per size (its ``faults`` block,
+    :func:`sim.study.fault_report.collective_report`): the out-of-place time against the
+    fault-free run and the stall (µs), bytes retransmitted (RC), the frames the faults
+    destroyed by reason, the longest time to recover (µs), the QPs' conservation, and the
+    QP error / failovers."""
+    out = ["#", f"# {'faults':>10}  {'time':>12}  {'fault-free':>12}  {'stall':>12}  "
+                f"{'retx':>10}  {'recover':>10}  {'QPs':>9}  drops by reason; QP error, "
+                f"failover",
+           f"# {'size (B)':>10}  {'(us)':>12}  {'(us)':>12}  {'(us)':>12}  {'(B)':>10}  "
+           f"{'(us)':>10}  {'balance':>9}"]
+    for r in rows:
+        f = r.get("faults")
+        if f is None:
+            continue
+        t = f["time"]
+        rec = [iv["time_to_recover_ps"] for iv in f["intervals"]
+               if iv.get("time_to_recover_ps") is not None]
+        cons = f["conservation"]
+        bal = "ok" if cons["balanced"] else f"{len(cons['unbalanced_flows'])} bad"
+        drops = ", ".join(f"{k} {v}" for k, v in f["drops"]["packets_by_reason"].items())
+        what = [drops or "no drop"]
+        if f["failed"]:
+            what.append(f"QP {f['failed']['qp']} error at {_us(f['failed']['t_ps'])} us")
+        if f["failovers"]["count"]:
+            what.append(f"{f['failovers']['count']} QPs moved, "
+                        f"{f['failovers']['resent_bytes']} B re-sent")
+        base = "not run" if f["baseline"] != "run" else _us(t["baseline_ps"])
+        out.append(f"# {r['size_bytes']:10d}  {_us(t['faulted_ps']):>12}  {base:>12}  "
+                   f"{_us(t['stall_ps']):>12}  {f['retransmitted']['bytes']:10d}  "
+                   f"{_us(max(rec)) if rec else '-':>10}  {bal:>9}  {'; '.join(what)}")
+    return out
 
 
 def _write_json(doc: Mapping[str, Any], fp: TextIO) -> None:
@@ -487,6 +556,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--force", action="store_true",
                    help="replace --out even if it is a non-empty folder lossless did not write")
     c.add_argument("--no-plots", action="store_true", help="no PNGs in --out")
+    c.add_argument("--no-baseline", action="store_true",
+                   help="with faults: do not run each size once more without them (the "
+                        "fault-free time, the stall, are then not given)")
     c.add_argument("--timeline-rank", type=integer(0, 1 << 16), default=0, metavar="RANK",
                    help="the rank of step_timeline.png (default 0)")
     c.add_argument("--progress", action="store_true",

@@ -33,7 +33,9 @@ from typing import Any
 
 __all__ = ["FaultProbe", "RECOVERY_TOLERANCE", "PRE_FAULT_BINS", "fault_intervals",
            "recovery", "run_baseline", "completion_figures", "compare_completion",
-           "conservation_problems", "MAX_LINKS"]
+           "conservation_problems", "MAX_LINKS", "COLLECTIVE_BINS", "COLLECTIVE_FIRST_BIN_PS",
+           "CollectiveObserver", "CollectiveProbe", "DropCounter", "collective_report",
+           "straggler_intervals"]
 
 #: Goodput is "back" when it is within this fraction of the pre-fault rate (10 %) [A: a
 #: choice of this model, not a published figure].
@@ -312,7 +314,8 @@ def fault_intervals(events: Iterable[Mapping[str, Any]], end_ps: int) -> list[di
 
 def recovery(good: Any, bin_ps: int, start_ps: int, done_at: Sequence[int | None],
              flows: Sequence[int], tolerance: float = RECOVERY_TOLERANCE,
-             pre_bins: int = PRE_FAULT_BINS, until_ps: int | None = None) -> dict[str, Any]:
+             pre_bins: int = PRE_FAULT_BINS, until_ps: int | None = None,
+             active: Any = None) -> dict[str, Any]:
     """Time to recover from a fault starting at ``start_ps`` (docs/faults.md "Outputs").
 
     ``good[b][i]`` is the bytes flow ``flows[i]`` delivered in bin ``b`` (``bin_ps`` wide),
@@ -326,7 +329,12 @@ def recovery(good: Any, bin_ps: int, start_ps: int, done_at: Sequence[int | None
     dip in which the affected flows' goodput together (the flows still counted there) is at
     least (1 - tolerance) x their pre-fault rates together (or none is counted any more).
     ``time_to_recover_ps`` = max(0, r x bin - start): 0 when no flow dipped, null when the
-    run ended first.  One bin of resolution."""
+    run ended first.  One bin of resolution.
+
+    ``active`` (a collective, :class:`CollectiveProbe`): per bin, whether the workload runs
+    in it; only active bins count (between a collective's iterations the fabric is idle), the
+    pre-fault rate is the mean over the ``pre_bins`` active bins before s, and the recovery
+    bin is the first active one back at the rate (or the first after the last active bin)."""
     import numpy as np
 
     g = np.asarray(good, dtype=np.float64)
@@ -335,14 +343,25 @@ def recovery(good: Any, bin_ps: int, start_ps: int, done_at: Sequence[int | None
     lo = max(0, s - pre_bins)
     base = {"affected_flows": [], "pre_fault_bps": None, "time_to_recover_ps": None,
             "recovered": False}
-    if s == lo or not len(flows):
+    act = None if active is None else np.asarray(active, dtype=bool)
+    if act is not None:
+        before = np.flatnonzero(act[:s])[-pre_bins:]
+        if not len(before) or not len(flows):
+            return {**base, "why": "no active throughput bin before the fault: no pre-fault "
+                                   "rate"}
+        pre = g[before].mean(axis=0)
+    elif s == lo or not len(flows):
         return {**base, "why": "no throughput bin before the fault: no pre-fault rate"}
-    pre = g[lo:s].mean(axis=0)
+    else:
+        pre = g[lo:s].mean(axis=0)
     starts = np.arange(nb) * bin_ps
     counted = np.ones_like(g, dtype=bool)
     for i, t in enumerate(done_at):
         if t is not None:
             counted[:, i] = starts < t
+    if act is not None:
+        counted &= act[:, None]
+        later = np.flip(np.cumsum(np.flip(act))) > 0  # an active bin at or after b
     thr = (1.0 - tolerance) * pre
     dip = (g < thr[None, :]) & counted & (pre[None, :] > 0)
     dip[:s] = False
@@ -356,6 +375,8 @@ def recovery(good: Any, bin_ps: int, start_ps: int, done_at: Sequence[int | None
     first = int(np.flatnonzero(dip[:, aff].any(axis=1))[0])
     r = None
     for b in range(first + 1, nb):
+        if act is not None and not act[b] and later[b]:
+            continue  # idle between two iterations
         live = aff[counted[b, aff]]
         if not len(live) or g[b, live].sum() >= (1.0 - tolerance) * pre[live].sum():
             r = b
@@ -451,3 +472,384 @@ def compare_completion(faulted: Mapping[str, Any], baseline: Mapping[str, Any] |
             for c in faulted["collectives"]]
     return out
 
+
+
+# ------------------------------------------------------------ lossless collective (issue 21)
+#: The first bin of a collective's fault series: 10 ns [A: a choice of this model].  The run's
+#: length is not known in advance (a QP error may stop it, a retransmission timeout may
+#: stretch it to seconds), so the bin doubles whenever 2 x :data:`COLLECTIVE_BINS` bins are
+#: filled: a collective of any length ends with COLLECTIVE_BINS..2 x COLLECTIVE_BINS bins,
+#: the same with or without the fault-free run.
+COLLECTIVE_FIRST_BIN_PS = 10_000
+#: At least this many bins over a collective's run (once it is 2 x 10 ns x this long).
+COLLECTIVE_BINS = 200
+
+
+class DropCounter:
+    """A tracer reading only :class:`sim.events.Dropped`: every drop by reason, and the data
+    frames dropped per flow (``flow_drops``, what :func:`sim.study.results.flow_conservation`
+    reads).  A control frame (CNP, ACK/NAK: real bytes, its data flow's id) is told apart by
+    the ids :meth:`host_tap` saw leave the hosts, as :class:`sim.study.results.Recorder`
+    does; ids no longer in ``fabric`` are forgotten when they double."""
+
+    def __init__(self) -> None:
+        from sim.events import Dropped
+
+        self.wants = frozenset({Dropped})
+        #: reason -> [packets, bytes] of every Dropped event.
+        self.drops_by_reason: dict[str, list[int]] = {}
+        #: flow -> [packets, bytes] of its data frames dropped.
+        self.flow_drops: dict[int, list[int]] = {}
+        self.control_ids: set[int] = set()
+        self.fabric: Any = None
+        self._prune_at = 4096
+
+    def emit(self, e: Any) -> None:
+        r = self.drops_by_reason.setdefault(e.reason, [0, 0])
+        r[0] += 1
+        r[1] += e.nbytes
+        if e.flow >= 0 and e.packet_id not in self.control_ids:
+            f = self.flow_drops.setdefault(e.flow, [0, 0])
+            f[0] += 1
+            f[1] += e.nbytes
+
+    def host_tap(self, t_ps: int, pkt: Any) -> None:
+        """Tap on a host's port: the ids of the frames with real bytes it sends."""
+        if pkt.frame is not None:
+            ids = self.control_ids
+            ids.add(pkt.id)
+            if len(ids) > self._prune_at and self.fabric is not None:
+                from sim.study.conservation import live_packets as _live_packets
+
+                ids.intersection_update(p.id for p in _live_packets(self.fabric)
+                                        if p.frame is not None)
+                self._prune_at = max(4096, 2 * len(ids))
+
+
+class CollectiveProbe(FaultProbe):
+    """The counters of :class:`FaultProbe` for ``lossless collective``, sampled from time 0
+    of a size's fabric at every bin edge while its iterations run, the bin doubling as
+    :data:`COLLECTIVE_FIRST_BIN_PS` says.  One goodput column: the bytes every QP's receiver
+    has delivered (NVLink transfers are not network traffic), and the PFC pauses sent
+    (switches and NICs).  :meth:`iteration` is told each iteration's span: only the bins
+    inside one count for the time to recover (between iterations the fabric is idle)."""
+
+    def __init__(self, fab: Any, nbins: int = COLLECTIVE_BINS,
+                 first_bin_ps: int = COLLECTIVE_FIRST_BIN_PS) -> None:
+        import numpy as np
+
+        from sim.net.switch import Switch
+        from sim.nic.host import Host
+
+        self.fab = fab
+        self.bin_ps = first_bin_ps
+        self.nbins = nbins
+        self.ports = [(nid, idx, p) for nid, node in sorted(fab.nodes.items())
+                      for idx, p in sorted(node.ports.items())]
+        self.flows = [-1]
+        self.hosts = [n for n in fab.nodes.values() if isinstance(n, Host)]
+        self.switches = [n for n in fab.nodes.values() if isinstance(n, Switch)]
+        self.groups = {nid: sorted({tuple(r) for r in s.routes.values() if not isinstance(r, int)})
+                       for nid, s in fab.nodes.items() if isinstance(s, Switch)}
+        cap = 2 * nbins + 1
+        self.tx = np.zeros((cap, len(self.ports)), dtype=np.int64)
+        self.rx = np.zeros((cap, 1), dtype=np.int64)
+        self.rc = np.zeros((cap, 3), dtype=np.int64)
+        self.lost = np.zeros(cap, dtype=np.int64)
+        self.pauses = np.zeros(cap, dtype=np.int64)
+        self.row = 0
+        self.end_ps: int | None = None
+        #: (first start, last delivery) of every iteration that completed, in order.
+        self.spans: list[tuple[int, int]] = []
+        fab.engine.call_at(first_bin_ps, self._tick, priority=1 << 30)
+
+    def _take(self, r: int) -> None:
+        fab = self.fab
+        nodes = fab.nodes
+        self.tx[r] = [p.tx_bytes for _, _, p in self.ports]
+        self.rx[r, 0] = sum(nodes[f.dst].rx_bytes.get(fid, 0) for fid, f in fab.flows.items())
+        fr = by = to = 0
+        for h in self.hosts:
+            for f in h.rc_flows():
+                s = h.rc_stats(f)
+                fr += s.get("retransmitted_frames", 0)
+                by += s.get("retransmitted_bytes", 0)
+                to += s.get("timeouts", 0)
+        self.rc[r] = (fr, by, to)
+        log = getattr(fab, "fault_log", None)
+        self.lost[r] = sum(log.drops.values()) if log is not None else 0
+        self.pauses[r] = (sum(sum(s.pause_sent.values()) for s in self.switches)
+                          + sum(h.pause_sent_count for h in self.hosts))
+
+    def _tick(self) -> None:
+        if self.end_ps is not None:
+            return
+        self._take(self.row)
+        self.row += 1
+        if self.row == 2 * self.nbins:  # merge pairs of bins: keep every other edge
+            n = self.nbins
+            for a in (self.tx, self.rx, self.rc, self.lost, self.pauses):
+                a[:n] = a[1:2 * n:2]
+            self.row = n
+            self.bin_ps *= 2
+        self.fab.engine.call_at((self.row + 1) * self.bin_ps, self._tick, priority=1 << 30)
+
+    def iteration(self, run: Any) -> None:
+        """A completed iteration (:class:`sim.workloads.collective.CollectiveRun`)."""
+        if run.schedule.transfers:
+            self.spans.append((run.first_start_ps, run.last_finish_ps))
+
+    def finish(self, end_ps: int | None = None) -> None:  # type: ignore[override]
+        """Stop sampling; the last row is the counters now (a partial bin when the clock is
+        not on a bin edge).  ``end_ps``: the run's end (default: the engine's time)."""
+        now = self.fab.engine.now_ps
+        self.full = self.row  # whole bins
+        self.last_ps = now
+        if now > self.row * self.bin_ps:
+            self._take(self.row)
+            self.row += 1
+        self.end_ps = now if end_ps is None else end_ps
+
+    def edges_ps(self) -> Any:
+        """The bin edges (ps): 0, bin, 2 bin, ..., and the last sample's time."""
+        import numpy as np
+
+        e = np.arange(self.row + 1, dtype=np.int64) * self.bin_ps
+        if self.row > self.full:
+            e[-1] = self.last_ps
+        return e
+
+    def active(self) -> Any:
+        """Per whole bin: it lies inside an iteration's span."""
+        import numpy as np
+
+        starts = np.arange(self.full, dtype=np.int64) * self.bin_ps
+        on = np.zeros(self.full, dtype=bool)
+        for a, b in self.spans:
+            on |= (starts >= a) & (starts + self.bin_ps <= b)
+        return on
+
+    def delivered(self) -> tuple[list[int], list[int]]:
+        """(t_ps, cumulative bytes delivered) at every edge from 0: the progress curve."""
+        e = self.edges_ps()
+        return [int(x) for x in e], [0, *(int(x) for x in self.rx[:self.row, 0])]
+
+    def arrays(self, links: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """:meth:`FaultProbe.arrays` of the sampled rows, with ``bin_edges_ps`` and
+        ``fault_pauses`` (PFC pauses sent per bin)."""
+        import numpy as np
+
+        full = (self.tx, self.rx, self.rc, self.lost)
+        self.tx, self.rx, self.rc, self.lost = (a[:self.row] for a in full)
+        try:
+            out = super().arrays(links)
+        finally:
+            self.tx, self.rx, self.rc, self.lost = full
+        out["fault_pauses"] = self._per_bin(self.pauses[:self.row])
+        out["bin_edges_ps"] = self.edges_ps()
+        out["bin_ps"] = np.array(self.bin_ps, dtype=np.int64)
+        return out
+
+
+def _stall(faulted: int | None, base: int | None) -> dict[str, Any]:
+    """``{faulted_ps, baseline_ps, stall_ps, ratio}``: stall = faulted - fault-free."""
+    v = _vs(faulted, base)
+    v["stall_ps"] = v.pop("extra_ps")
+    return v
+
+
+def straggler_intervals(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The ``straggler`` entries of ``params.faults`` as intervals (kind, rank or node,
+    delay_ps, start_ps, end_ps: null for no end): they are the collective's, not the
+    fabric's timeline."""
+    out = []
+    for f in entries:
+        if f.get("kind") != "straggler":
+            continue
+        iv: dict[str, Any] = {"kind": "straggler"}
+        if f.get("rank", -1) >= 0:
+            iv["rank"] = f["rank"]
+        else:
+            iv["node"] = f["node"]
+        iv.update(delay_ps=round(f["delay_us"] * 10**6), start_ps=round(f["at_us"] * 10**6),
+                  end_ps=round(f["until_us"] * 10**6) or None, reroute_done_ps=None)
+        out.append(iv)
+    return out
+
+
+class CollectiveObserver:
+    """The ``observer`` of :func:`sim.scenarios.collective.run_size` for one size of
+    ``lossless collective`` with faults: a :class:`DropCounter` as the fabric's tracer
+    (and on the hosts' ports), a :class:`CollectiveProbe` from the start, the names of the
+    nodes and ports (:func:`sim.workloads.collective_stats.link_usage`'s) at the end.
+    :meth:`report` gives the size's ``faults`` block, :meth:`series` the arrays of its
+    ``faults_timeline.png``."""
+
+    def __init__(self) -> None:
+        self.tracer = DropCounter()
+        self.probe: CollectiveProbe | None = None
+        self.ranks: tuple[int, ...] = ()
+        self.names: dict[str, Any] = {}
+
+    def attach(self, rf: Any) -> None:
+        self.ranks = tuple(rf.ranks)
+        self.tracer.fabric = rf.fabric
+        self.probe = CollectiveProbe(rf.fabric)
+        for h in self.probe.hosts:
+            h.port.taps.append(self.tracer.host_tap)
+
+    def iteration(self, run: Any) -> None:
+        assert self.probe is not None
+        self.probe.iteration(run)
+
+    def done(self, rf: Any) -> None:
+        from sim.workloads.collective_stats import link_usage
+
+        assert self.probe is not None
+        self.probe.finish()
+        fab = rf.fabric
+        ports, nodes, peers = {}, {}, {}
+        for ln in link_usage(fab, 0, max(fab.engine.now_ps, 1), ranks=rf.ranks):
+            ports[(ln["node"], ln["port"])] = ln["name"]
+            nodes[ln["node"]] = ln["name"].split(":")[0]
+            nodes[ln["peer"]] = ln["peer_name"]
+            peers[(ln["node"], ln["port"])] = ln["peer"]
+        self.names = {"nodes": nodes, "ports": ports, "peers": peers}
+
+    def end_ps(self, row: Mapping[str, Any]) -> int | None:
+        """The size's end: its last delivery (every iteration complete), else the QP
+        error's time, else (a run cut by its time limit) the clock's."""
+        p = self.probe
+        assert p is not None
+        if row.get("failed"):
+            return row["failed"]["t_ps"]
+        if row.get("error") is None and p.spans:
+            return p.spans[-1][1]
+        return p.end_ps
+
+    def report(self, row: Mapping[str, Any], baseline: CollectiveObserver | None,
+               baseline_row: Mapping[str, Any] | None, entries: Sequence[Mapping[str, Any]]
+               ) -> dict[str, Any]:
+        """:func:`collective_report` of this size against the fault-free run's observer
+        and row (None: not run)."""
+        assert self.probe is not None
+        base = None
+        if baseline is not None and baseline_row is not None:
+            base = {"row": baseline_row, "end_ps": baseline.end_ps(baseline_row),
+                    "total_ps": baseline.total_ps(baseline_row)}
+        return collective_report(self.probe, self.tracer, row, base, entries, self.ranks,
+                                 end_ps=self.end_ps(row), total_ps=self.total_ps(row))
+
+    def total_ps(self, row: Mapping[str, Any]) -> int | None:
+        """The time of all the size's iterations together (warm-up, timed, in place: first
+        start to last delivery of each), None when one did not complete."""
+        assert self.probe is not None
+        if row.get("error") is not None:
+            return None
+        return sum(b - a for a, b in self.probe.spans)
+
+    def series(self, report: Mapping[str, Any], baseline: CollectiveObserver | None
+               ) -> dict[str, Any]:
+        """The arrays of the figure (:meth:`CollectiveProbe.arrays` of the report's links),
+        with the fault-free run's progress (``baseline_t_ps``, ``baseline_delivered_bytes``:
+        cumulative) and the iterations' spans (``iteration_spans_ps``)."""
+        import numpy as np
+
+        assert self.probe is not None
+        out = self.probe.arrays(report["links"])
+        t, d = self.probe.delivered()
+        out["delivered_t_ps"], out["delivered_bytes"] = np.array(t), np.array(d)
+        if baseline is not None and baseline.probe is not None:
+            bt, bd = baseline.probe.delivered()
+            out["baseline_t_ps"], out["baseline_delivered_bytes"] = np.array(bt), np.array(bd)
+        out["iteration_spans_ps"] = np.array(self.probe.spans, dtype=np.int64).reshape(-1, 2)
+        out["duration_ps"] = np.array(self.probe.end_ps, dtype=np.int64)
+        return out
+
+
+def collective_report(probe: CollectiveProbe, counter: DropCounter, row: Mapping[str, Any],
+                      baseline: Mapping[str, Any] | None, entries: Sequence[Mapping[str, Any]],
+                      ranks: Sequence[int], end_ps: int | None = None,
+                      total_ps: int | None = None) -> dict[str, Any]:
+    """The ``faults`` block of one size of ``lossless collective`` (docs/faults.md
+    "Outputs: lossless collective"): ``row`` is the size's results row, ``baseline`` the
+    fault-free run's (``{"row", "end_ps", "total_ps"}``; None: not run), ``entries`` the
+    resolved ``params.faults``, ``end_ps`` the size's end on its fabric's clock (default: the
+    probe's), ``total_ps`` the time of all its iterations (:meth:`CollectiveObserver.total_ps`).
+    Call after the run (``probe.finish()`` done)."""
+    import numpy as np
+
+    from sim.study.conservation import flow_conservation
+
+    fab = probe.fab
+    log = getattr(fab, "fault_log", None)
+    events = list(log.events) if log is not None else []
+    end = probe.end_ps if end_ps is None else end_ps
+    intervals = fault_intervals(events, end) + straggler_intervals(entries)
+    intervals.sort(key=lambda iv: iv["start_ps"])
+    for iv in intervals:
+        if "rank" in iv:
+            iv["node"] = ranks[iv["rank"]] if iv["rank"] < len(ranks) else None
+    full = probe.full
+    good = probe._per_bin(probe.rx[:full])
+    # one empty bin after the whole ones, not counted: "none counted any more" at the end
+    good = np.vstack([good, np.zeros((1, 1), dtype=good.dtype)])
+    active = np.append(probe.active(), False)
+    for iv in intervals:
+        until = max(end if iv["end_ps"] is None else iv["end_ps"],
+                    iv["start_ps"] + (iv["reroute_done_ps"] or 0)) + probe.bin_ps
+        rec = recovery(good, probe.bin_ps, iv["start_ps"], [None], [0], until_ps=until,
+                       active=active)
+        rec.pop("affected_flows")
+        iv.update(rec)
+    links = probe.plotted_links([iv for iv in intervals if iv.get("node") is not None])
+    cons = flow_conservation(fab, counter)
+    hosts = {h.node_id: h for h in probe.hosts}
+    qps = []
+    for fid in sorted(cons):
+        c = cons[fid]
+        src = hosts.get(fab.flows[fid].src)
+        rc = src.rc_stats(fid) if src is not None and getattr(src, "reliable", False) else {}
+        qps.append({"id": fid, **c, **_balance(c),
+                    "retransmitted_packets": rc.get("retransmitted_frames", 0),
+                    "retransmitted_bytes": rc.get("retransmitted_bytes", 0),
+                    "timeouts": rc.get("timeouts", 0), "qp_error": rc.get("qp_error", 0)})
+    bad = [q["id"] for q in qps if q["unaccounted_packets"] or q["unaccounted_bytes"]]
+    keys = ("sent", "delivered", "dropped", "in_flight")
+    totals = {f"{k}_{u}": sum(q[f"{k}_{u}"] for q in qps) for k in keys
+              for u in ("packets", "bytes")}
+    b = (baseline or {}).get("row") or {}
+    ip, bip = row.get("inplace") or {}, b.get("inplace") or {}
+    moved = row.get("failovers") or []
+    return {
+        "baseline": "run" if baseline is not None else "not run",
+        "complete": row.get("error") is None,
+        "time": _stall(row.get("time_ps"), b.get("time_ps")),
+        "inplace_time": _stall(ip.get("time_ps"), bip.get("time_ps")) if ip else None,
+        "total_time": _stall(total_ps, (baseline or {}).get("total_ps")),
+        "end_ps": end,
+        "failed": row.get("failed"),
+        "failovers": {"count": len(moved), "resent_bytes": sum(m["resent_bytes"] for m in moved)},
+        "events": events,
+        "intervals": intervals,
+        "retransmitted": {
+            "packets": sum(q["retransmitted_packets"] for q in qps),
+            "bytes": sum(q["retransmitted_bytes"] for q in qps),
+            "timeouts": sum(q["timeouts"] for q in qps),
+            "qp_errors": sum(q["qp_error"] for q in qps)},
+        "drops": {"packets_by_reason": dict(sorted(log.drops.items())) if log else {},
+                  "bytes_by_reason": dict(sorted(log.dropped_bytes.items())) if log else {},
+                  "all_packets_by_reason": {k: v[0] for k, v in
+                                            sorted(counter.drops_by_reason.items())},
+                  "all_bytes_by_reason": {k: v[1] for k, v in
+                                          sorted(counter.drops_by_reason.items())}},
+        "recovery_tolerance": RECOVERY_TOLERANCE,
+        "pre_fault_bins": PRE_FAULT_BINS,
+        "bin_ps": probe.bin_ps,
+        "links": links,
+        "conservation": {
+            "balanced": not bad, "unbalanced_flows": bad, **totals,
+            "flows": [q for q in qps if q["id"] in bad or q["dropped_packets"]
+                      or q["retransmitted_packets"] or q["qp_error"]]},
+        "problems": conservation_problems(q for q in qps if q["id"] in bad),
+    }

@@ -38,6 +38,8 @@ from sim.events import (
     WatchdogTriggered,
 )
 from sim.nic.host import Host
+from sim.study.conservation import flow_conservation
+from sim.study.conservation import live_packets as _live_packets
 from sim.study.series import Series, SeriesStore, step_integral
 from sim.study.series import write_npz as _write_npz
 from sim.trace import JsonlTracer
@@ -734,59 +736,6 @@ def _record_into(store: SeriesStore, sc: Any, out: str, wanted: list[tuple[int, 
 #: + in flight, each counted on its own.
 _CONSERVED = tuple(f"{k}_{u}" for k in ("sent", "delivered", "dropped", "in_flight")
                    for u in ("packets", "bytes"))
-
-
-def flow_conservation(fab: Any, rec: Recorder) -> dict[int, dict[str, int]]:
-    """Per flow of ``fab.flows``, its data frames: sent (by the source NIC), delivered (at the
-    destination), dropped (``Dropped`` events, wherever: switch buffer, TTL, no route,
-    watchdog, stalled receiver, ...) and in flight at the end (in a port queue, being
-    serialised or on a wire: found by walking the queues and the pending events).  Each is
-    counted independently, so ``sent = delivered + dropped + in_flight`` is a real check."""
-    flight: dict[int, list[int]] = {}
-    for pkt in _live_packets(fab):
-        if pkt.frame is None and pkt.flow in fab.flows:
-            c = flight.get(pkt.flow)
-            if c is None:
-                c = flight[pkt.flow] = [0, 0]
-            c[0] += 1
-            c[1] += pkt.nbytes
-    out: dict[int, dict[str, int]] = {}
-    for fid, f in fab.flows.items():
-        src, dst = fab.nodes[f.src], fab.nodes[f.dst]
-        d = rec.flow_drops.get(fid, (0, 0))
-        fl = flight.get(fid, (0, 0))
-        out[fid] = {
-            "sent_packets": src.sent_packets.get(fid, 0), "sent_bytes": src.sent_bytes.get(fid, 0),
-            "delivered_packets": dst.rx_packets.get(fid, 0),
-            "delivered_bytes": dst.rx_bytes.get(fid, 0),
-            "dropped_packets": d[0], "dropped_bytes": d[1],
-            "in_flight_packets": fl[0], "in_flight_bytes": fl[1],
-        }
-        if getattr(src, "reliable", False):  # RC (sim.nic.rc): every transmission is sent,
-            rc = src.rc_stats(fid)  # resends too; frames SR holds are still on their way
-            held = dst.rc_held(fid)
-            out[fid].update(sent_packets=rc["sent_frames"], sent_bytes=rc["sent_bytes"],
-                            in_flight_packets=fl[0] + held[0], in_flight_bytes=fl[1] + held[1])
-    return out
-
-
-def _live_packets(fab: Any) -> Iterator[Any]:
-    """Every packet still in ``fab``: in a port queue, in a NIC's receive buffer, or an
-    argument of a pending event (being serialised or on a wire)."""
-    from sim.packet import SimPacket
-
-    for node in fab.nodes.values():
-        for port in node.ports.values():
-            for q in port.queues:
-                for pkt in q:
-                    if isinstance(pkt, SimPacket):
-                        yield pkt
-        if isinstance(node, Host):  # in its receive buffer, not yet written over PCIe
-            yield from node.rx_buffered()
-    for args in fab.engine.pending_args():
-        for a in args:
-            if isinstance(a, SimPacket):
-                yield a
 
 
 def _inject_pcaps(fab, pcaps: Iterable[tuple[str, Any]], owners: Mapping[str, int] | None
