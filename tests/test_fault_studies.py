@@ -41,13 +41,23 @@ def test_flap_stall_follows_the_ack_timeout():
     # t=8 (1.05 ms) is far longer than the flap: one timeout, the stall about one timeout
     assert ack_timeout_ps(8) - 50 * US <= long_["stall_ps"] <= ack_timeout_ps(8) + 100 * US
     assert long_["outcome"].qp_error_ps is None
-    # retry_cnt 1 with a 65.5 µs timeout: two expiries while the link is still down -> error
+    assert "failover" not in short  # no QP error, nothing to fail over
+
+
+def test_flap_longer_than_the_retries_fails_and_failover_finishes():
+    """Study 1: a flap longer than (retry_cnt + 1) timeouts puts the QPs in error while the
+    link is still down (the operation fails, as NCCL's does); with failover the failed QPs'
+    messages move to the next rail and the operation completes soon after the error."""
     res = fs.flap(4 * MIB, flaps_ps=(1000 * US,), timeouts=(4,), retry_cnt=1, at_ps=20 * US,
                   given=SMALL)
     (row,) = res["rows"]
     assert row["outcome"].time_ps is None and row["stall_ps"] is None
     err = row["outcome"].qp_error_ps
-    assert err is not None and 20 * US + ack_timeout_ps(4) < err < 1020 * US
+    # 2 expiries (retry_cnt + 1) after the last frame sent before the link went down
+    assert err is not None and 20 * US + ack_timeout_ps(4) < err <= 20 * US + 2 * ack_timeout_ps(4)
+    moved = row["failover"]["outcome"]
+    assert moved.time_ps is not None and moved.failovers >= 1 and moved.resent_bytes > 0
+    assert err - 20 * US < row["failover"]["stall_ps"] < 1000 * US  # before the link is back
 
 
 def test_loss_selective_repeat_resends_less_than_go_back_n():

@@ -62,6 +62,9 @@ class Outcome:
     nbytes: int = 0
     busbw_GB_per_s: float = 0.0
     wall_s: float = 0.0
+    #: QPs moved by failover and the bytes they re-sent (``CollectiveJob(failover=True)``)
+    failovers: int = 0
+    resent_bytes: int = 0
 
 
 def rail(given: Mapping[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
@@ -116,24 +119,28 @@ def _drops_text(d: dict[str, int]) -> str:
     return ", ".join(f"{v} {k}" for k, v in sorted(d.items())) or "0"
 
 
-def _drive(fab: Any, done: Any, limit_ps: int) -> None:
-    """Run the engine in slices until ``done()``, a QP error, or ``limit_ps``; the slice
-    grows while nothing arrives (a stall of seconds costs few slices)."""
+def _drive(fab: Any, done: Any, limit_ps: int, stop_on_qp_error: bool = True) -> None:
+    """Run the engine in slices until ``done()``, a QP error (``stop_on_qp_error``), or
+    ``limit_ps``; the slice doubles up to 50 ms (a stall of seconds costs few slices; the
+    times measured are the events', not the slices')."""
     eng = fab.engine
     step = 20 * US_PS
-    while not done() and eng.now_ps < limit_ps and first_qp_error(fab) is None:
+    while not done() and eng.now_ps < limit_ps and not (
+            stop_on_qp_error and first_qp_error(fab) is not None):
         fab.run(min(eng.now_ps + step, limit_ps))
         step = min(step * 2, 50 * MS_PS)
 
 
 def allreduce(nbytes: int, *, given: Mapping[str, Any] | None = None,
               faults: Callable[[Any], Sequence[Fault]] | None = None,
-              delay_ps: Mapping[int, int] | None = None,
+              delay_ps: Mapping[int, int] | None = None, failover: bool = False,
               limit_ps: int = 60 * S_PS, channels: int | None = None) -> Outcome:
     """One ring AllReduce of ``nbytes`` (nccl-tests' ``-b``) on a fresh :func:`rail` fabric
     with ``faults(rail_fabric)`` scheduled from time 0 (the start of the operation), stragglers
-    ``delay_ps`` ({rank: ps}); stops at the last delivery, the first QP error or
-    ``limit_ps``."""
+    ``delay_ps`` ({rank: ps}) and, with ``failover``, a failed QP's messages moved to the
+    next rail (:class:`sim.workloads.collective.CollectiveJob`); stops at the last delivery,
+    the first QP error (without ``failover``; NCCL's communicator is then in error), the
+    job's failure or ``limit_ps``."""
     from sim.units import gbps
     from sim.workloads.collective import CollectiveJob
     from sim.workloads.nccl import default_channels, schedule
@@ -152,11 +159,15 @@ def allreduce(nbytes: int, *, given: Mapping[str, Any] | None = None,
     job = CollectiveJob(sch, fab, rf.ranks, mtu_bytes=p["packet_bytes"] - ROCE_HEADER_BYTES,
                         gpus_per_node=rf.gpus_per_node, nvlink_bps=gbps(p["nvlink_gbps"]),
                         nvlink_latency_ps=round(p["nvlink_latency_ns"] * 1000),
-                        pxn=p["pxn"], delay_ps=delay_ps)
+                        pxn=p["pxn"], delay_ps=delay_ps,
+                        **({"failover": True} if failover else {}))
     job.start()
-    _drive(fab, lambda: job.done, limit_ps)
+    _drive(fab, lambda: job.done or getattr(job, "failed", None) is not None, limit_ps,
+           stop_on_qp_error=not failover)
     out = Outcome(job.run.time_ps if job.done else None, first_qp_error(fab),
                   rc_totals(fab), _drops(fab), counts.size_bytes)
+    moved = getattr(job.run, "failovers", [])
+    out.failovers, out.resent_bytes = len(moved), sum(m["resent_bytes"] for m in moved)
     if out.time_ps:
         out.busbw_GB_per_s = algbw_busbw("allreduce", counts.param_count, "float", n,
                                          out.time_ps / 1e12)[1]
@@ -183,22 +194,30 @@ TIMEOUTS = (4, 6, 8, 10, 12, 14, 16, 18, 20)
 
 def flap(nbytes: int = FLAP_NBYTES, flaps_ps: Sequence[int] = FLAPS_PS,
          timeouts: Sequence[int] = TIMEOUTS, retry_cnt: int = 7, at_ps: int = FLAP_AT_PS,
-         given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+         given: Mapping[str, Any] | None = None, failover: bool = True) -> dict[str, Any]:
     """Study 1: rank 0's NIC link down from ``at_ps`` for each of ``flaps_ps`` during a ring
     AllReduce of ``nbytes`` (fabric :data:`SHAPE` and ``given``), RC go-back-N with each
-    local ACK timeout exponent of ``timeouts`` and ``retry_cnt``; returns the fault-free run
-    and the rows."""
-    base = allreduce(nbytes, given=given)
+    local ACK timeout exponent of ``timeouts`` and ``retry_cnt``; a run that ends in a QP
+    error is run again with ``failover`` (row key ``failover``: its outcome and stall).
+    Returns the fault-free run (RC on: its ACKs cost a little) and the rows."""
+    rc = {"reliable": "true", "retry_cnt": retry_cnt}
+    base = allreduce(nbytes, given={**(given or {}), **rc})
     rows = []
     for d in flaps_ps:
         for t in timeouts:
-            o = allreduce(nbytes, faults=lambda rf, d=d: [Fault(
-                "link_down", *nic_link(rf, 0), at_ps=at_ps, until_ps=at_ps + d)],
-                given={**(given or {}), "reliable": "true", "ack_timeout": t,
-                       "retry_cnt": retry_cnt})
-            rows.append({"flap_ps": d, "ack_timeout": t, "timeout_ps": ack_timeout_ps(t),
-                         "outcome": o,
-                         "stall_ps": None if o.time_ps is None else o.time_ps - base.time_ps})
+            kw: dict[str, Any] = {
+                "faults": lambda rf, d=d: [Fault("link_down", *nic_link(rf, 0), at_ps=at_ps,
+                                                 until_ps=at_ps + d)],
+                "given": {**(given or {}), **rc, "ack_timeout": t}}
+            o = allreduce(nbytes, **kw)
+            row = {"flap_ps": d, "ack_timeout": t, "timeout_ps": ack_timeout_ps(t),
+                   "outcome": o,
+                   "stall_ps": None if o.time_ps is None else o.time_ps - base.time_ps}
+            if failover and o.qp_error_ps is not None:
+                f = allreduce(nbytes, failover=True, **kw)
+                row["failover"] = {"outcome": f, "stall_ps": None if f.time_ps is None
+                                   else f.time_ps - base.time_ps}
+            rows.append(row)
     return {"base": base, "rows": rows, "nbytes": nbytes, "retry_cnt": retry_cnt,
             "at_ps": at_ps}
 
@@ -215,6 +234,18 @@ def print_flap(res: dict[str, Any]) -> None:
               f"{_fmt_ps(o.time_ps)} | {_fmt_ps(r['stall_ps'])} | {o.rc['timeouts']} | "
               f"{o.rc['retransmitted_bytes'] / 1e6:.2f} | {_drops_text(o.drops)} | "
               f"{_fmt_ps(o.qp_error_ps)} | {o.wall_s:.1f} |", flush=True)
+    moved = [r for r in res["rows"] if "failover" in r]
+    if moved:
+        print("\nthe QP errors again with failover (the failed QP's messages to the next rail)")
+        print("| flap | ack_timeout | QP error at | operation time | stall | QPs moved | "
+              "re-sent (MB) | wall (s) |")
+        print("|---|---|---|---|---|---|---|---|")
+    for r in moved:
+        f = r["failover"]["outcome"]
+        print(f"| {_fmt_ps(r['flap_ps'])} | {r['ack_timeout']} | "
+              f"{_fmt_ps(r['outcome'].qp_error_ps)} | {_fmt_ps(f.time_ps)} | "
+              f"{_fmt_ps(r['failover']['stall_ps'])} | {f.failovers} | "
+              f"{f.resent_bytes / 1e6:.2f} | {f.wall_s:.1f} |", flush=True)
 
 
 # ------------------------------------------------------------------------------- study 2
@@ -255,18 +286,23 @@ def goodput_gbps(o: Outcome, payload_bytes: int) -> float:
 
 def loss(rates: Sequence[float] = LOSS_RATES, nframes: int = LOSS_FRAMES,
          allreduce_rates: Sequence[float] = (1e-4, 1e-3), allreduce_bytes: int = 64 * MIB,
-         seed: int = 0, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+         seed: int = 0, given: Mapping[str, Any] | None = None,
+         short_rates: Sequence[float] = (1e-4, 1e-3, 1e-2), short_timeout: int = 4
+         ) -> dict[str, Any]:
     """Study 2: :func:`single_flow` of ``nframes`` frames without loss and at each rate, with
-    go-back-N and selective repeat; then the ring AllReduce of ``allreduce_bytes`` with the
-    same loss on rank 0's NIC link at ``allreduce_rates`` (fabric :data:`SHAPE` and
-    ``given``)."""
+    go-back-N and selective repeat, NCCL's ACK timeout (20) and, at ``short_rates``, a short
+    one (``short_timeout``); then the ring AllReduce of ``allreduce_bytes`` (RC on) without
+    loss and with the same loss on rank 0's NIC link at ``allreduce_rates`` (fabric
+    :data:`SHAPE` and ``given``)."""
     _, p = rail(given)
     payload = nframes * (p["packet_bytes"] - ROCE_HEADER_BYTES)
     base = single_flow(nframes, seed=seed, given=given)
-    rows = [{"rate": r, "mode": m, "outcome": single_flow(nframes, loss_rate=r, retransmit=m,
-                                                          seed=seed, given=given)}
-            for r in rates for m in ("gbn", "sr")]
-    ar_base = allreduce(allreduce_bytes, given=given)
+    rows = [{"rate": r, "mode": m, "ack_timeout": t, "outcome": single_flow(
+        nframes, loss_rate=r, retransmit=m, ack_timeout=t, seed=seed, given=given)}
+        for t, rs in ((20, rates), (short_timeout, short_rates)) for r in rs
+        for m in ("gbn", "sr")]
+    ar_base = allreduce(allreduce_bytes, given={**(given or {}), "reliable": "true",
+                                                "seed": seed})
     ar = []
     for r in allreduce_rates:
         for m in ("gbn", "sr"):
@@ -284,19 +320,20 @@ def print_loss(res: dict[str, Any]) -> None:
     b = res["base"]
     print(f"single flow, {res['nframes']} frames, no loss: {_fmt_ps(b.time_ps)}, goodput "
           f"{goodput_gbps(b, pay):.2f} Gb/s")
-    print("| loss rate | mode | frames lost (data + ACK/NAK) | goodput (Gb/s) | of loss-free | "
-          "retransmitted frames (MB) | NAKs | timeouts | wall (s) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| loss rate | ack_timeout | mode | frames lost (data, ACK, NAK) | goodput (Gb/s) | "
+          "of loss-free | retransmitted frames (MB) | NAKs | timeouts | wall (s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     g0 = goodput_gbps(b, pay)
     for r in res["rows"]:
         o = r["outcome"]
         g = goodput_gbps(o, pay)
-        print(f"| {r['rate']:.0e} | {r['mode']} | {sum(o.drops.values())} | {g:.2f} | "
+        print(f"| {r['rate']:.0e} | {r['ack_timeout']} | {r['mode']} | "
+              f"{sum(o.drops.values())} | {g:.2f} | "
               f"{g / g0:.2%} | {o.rc['retransmitted_frames']} "
               f"({o.rc['retransmitted_bytes'] / 1e6:.2f}) | {o.rc['naks_sent']} | "
               f"{o.rc['timeouts']} | {o.wall_s:.1f} |", flush=True)
     a0 = res["ar_base"]
-    print(f"\nring AllReduce {res['allreduce_bytes'] // MIB} MiB, no loss: "
+    print(f"\nring AllReduce {res['allreduce_bytes'] // MIB} MiB, RC on, no loss: "
           f"{_fmt_ps(a0.time_ps)}, busbw {a0.busbw_GB_per_s:.2f} GB/s")
     print("| loss rate | mode | frames lost | time | busbw (GB/s) | retransmitted (MB) | "
           "NAKs | timeouts | wall (s) |")
@@ -338,7 +375,24 @@ def slow(nbytes: int = SLOW_NBYTES, rates_gbps: Sequence[float] = DEGRADED_GBPS,
     rf, p = rail(given)
     return {"base": base, "degraded": deg, "late": late, "nbytes": nbytes,
             "link_gbps": p["link_gbps"], "packet_bytes": p["packet_bytes"],
-            "nranks": len(rf.ranks), "channels": rf.gpus_per_node}
+            "nranks": len(rf.ranks), "channels": rf.gpus_per_node,
+            "slice_ps": slice_time_ps(nbytes, rf, p)}
+
+
+def slice_time_ps(nbytes: int, rf: Any, p: Mapping[str, Any]) -> int:
+    """Time one ring send (a slice: the largest transfer of the schedule, in RoCEv2 frames)
+    takes on a NIC link at ``link_gbps``."""
+    from sim.workloads.collective import frames_bytes
+    from sim.workloads.nccl import default_channels, schedule
+    from sim.workloads.nccl_tests import coll_counts
+
+    n = len(rf.ranks)
+    sch = schedule("allreduce", n, coll_counts("allreduce", nbytes, "float", n).param_count,
+                   "float", nchannels=default_channels(rf.nodes, rf.gpus_per_node),
+                   gpus_per_node=rf.gpus_per_node)
+    big = max(t.nbytes for t in sch.transfers)
+    wire = frames_bytes(big, p["packet_bytes"] - ROCE_HEADER_BYTES)
+    return round(wire * 8 * 1e12 / (p["link_gbps"] * 1e9))
 
 
 def ring_bound_GB_per_s(link_gbps: float, packet_bytes: int, channels: int) -> float:
@@ -411,6 +465,12 @@ def plot_flap(res: dict[str, Any], path: str) -> None:
                     "x" if i % 2 else "+", color=c, ms=ms + 5, mew=2, ls="none",
                     label=f"link down {_fmt_ps(d)}: QP error (operation fails), "
                           f"time after the link went down")
+        moved = [r for r in bad if "failover" in r and r["failover"]["stall_ps"] is not None]
+        if moved:
+            ax.plot([r["timeout_ps"] / S_PS for r in moved],
+                    [r["failover"]["stall_ps"] / S_PS for r in moved], "--", marker="D",
+                    ms=ms - 1, color=c, mfc="white", lw=0.8,
+                    label=f"link down {_fmt_ps(d)}: stall with failover to the next rail")
         ax.axhline(d / S_PS, color=c, lw=0.8, ls=":")
     ax.plot([x / S_PS for x in xs_all], [x / S_PS for x in xs_all], "k--", lw=0.8,
             label="one timeout")
@@ -439,27 +499,36 @@ def plot_flap(res: dict[str, Any], path: str) -> None:
 
 
 def plot_loss(res: dict[str, Any], path: str) -> None:
-    fig, (a1, a2) = _figure(1, 2, figsize=(11, 4.5))
+    fig, (a1, a2) = _figure(1, 2, figsize=(11, 4.8))
     pay = res["payload_bytes"]
     g0 = goodput_gbps(res["base"], pay)
+    timeouts = sorted({r["ack_timeout"] for r in res["rows"]}, reverse=True)
     for m, c, name in (("gbn", "tab:red", "go-back-N"), ("sr", "tab:blue", "selective repeat")):
-        rows = [r for r in res["rows"] if r["mode"] == m]
-        xs = [r["rate"] for r in rows]
-        a1.plot(xs, [goodput_gbps(r["outcome"], pay) for r in rows], "o-", color=c, label=name)
-        a2.plot(xs, [max(r["outcome"].rc["retransmitted_bytes"], 1) for r in rows], "o-",
-                color=c, label=name)
-    a1.axhline(g0, color="k", lw=0.8, ls="--", label=f"no loss ({g0:.1f} Gb/s)")
-    a1.set_ylabel("goodput (payload Gb/s)")
+        for t in timeouts:
+            rows = [r for r in res["rows"] if r["mode"] == m and r["ack_timeout"] == t]
+            ls = "-" if t == timeouts[0] else "--"
+            lab = f"{name}, ack_timeout {t} ({_fmt_ps(ack_timeout_ps(t))})"
+            xs = [r["rate"] for r in rows]
+            a1.plot(xs, [max(goodput_gbps(r["outcome"], pay), 1e-3) for r in rows], ls,
+                    marker="o" if t == timeouts[0] else "s", color=c, label=lab,
+                    mfc=c if t == timeouts[0] else "white")
+            a2.plot(xs, [max(r["outcome"].rc["retransmitted_bytes"], 1) for r in rows], ls,
+                    marker="o" if t == timeouts[0] else "s", color=c, label=lab,
+                    mfc=c if t == timeouts[0] else "white")
+    a1.axhline(g0, color="k", lw=0.8, ls=":", label=f"no loss ({g0:.1f} Gb/s)")
+    a1.set_yscale("log")
+    a1.set_ylabel("goodput (payload Gb/s, log)")
+    a1.set_title("goodput", fontsize=10)
     a2.set_ylabel("retransmitted bytes (1 = none)")
     a2.set_yscale("log")
+    a2.set_title("bytes retransmitted", fontsize=10)
     for a in (a1, a2):
         a.set_xscale("log")
         a.set_xlabel("frame loss rate on the NIC link (both directions)")
         a.grid(True, alpha=0.3)
-        a.legend(fontsize=8)
-    a1.set_ylim(bottom=0)
-    fig.suptitle(f"One RC flow of {res['nframes']:,} frames ({pay / 2**20:.0f} MiB) over a "
-                 f"lossy 400G NIC link (rail 2 x 4, same rail), ack_timeout 20", fontsize=10)
+        a.legend(fontsize=7, loc="lower left" if a is a1 else "upper left")
+    fig.suptitle(f"One RC flow of {res['nframes']:,} frames ({pay / 2**20:.0f} MiB) at 400 "
+                 f"Gb/s over a lossy NIC link (rail 2 x 4, NIC - leaf - NIC)", fontsize=10)
     _save(fig, path)
 
 
@@ -469,10 +538,12 @@ def plot_slow(res: dict[str, Any], path: str) -> None:
     b0 = res["base"].busbw_GB_per_s
     rates = sorted({r["gbps"] for r in res["degraded"]} | {lk})
     sets = sorted({r["ranks"] for r in res["degraded"]}, key=len)
-    for s in sets:
+    sizes = (12, 9, 6, 3)
+    for i, s in enumerate(sets):
         rows = sorted((r for r in res["degraded"] if r["ranks"] == s), key=lambda r: r["gbps"])
         a1.plot([r["gbps"] for r in rows] + [lk],
                 [r["outcome"].busbw_GB_per_s for r in rows] + [b0], "o-",
+                ms=sizes[i % 4], mfc="none" if i == 0 else None,
                 label=f"{len(s)} slow NIC link{'s' if len(s) > 1 else ''}")
     a1.plot(rates, [ring_bound_GB_per_s(g, pk, ch) for g in rates], "k--", lw=0.8,
             label="min-link bound (every ring at the slowest link)")
@@ -487,7 +558,13 @@ def plot_slow(res: dict[str, Any], path: str) -> None:
         a2.plot([0] + [r["delay_us"] for r in rows],
                 [b0] + [r["outcome"].busbw_GB_per_s for r in rows], "o-",
                 label=f"{len(s)} late rank{'s' if len(s) > 1 else ''}")
+    if res.get("slice_ps"):
+        w = 3 * res["slice_ps"] / US_PS
+        a2.axvline(w, color="grey", lw=0.8, ls=":")
+        a2.text(w * 0.93, 20, f"3 slice times\n({w:.0f} µs)", fontsize=8, ha="right",
+                color="dimgrey")
     a2.set_xscale("symlog", linthresh=1)
+    a2.set_xlim(0, 1.3 * max([r["delay_us"] for r in res["late"]] or [1]))
     a2.set_xlabel("delay of every send of the late ranks (µs)")
     a2.set_ylabel("busbw (GB/s)")
     a2.set_title("stragglers", fontsize=10)
