@@ -198,9 +198,9 @@ def _roce4_summary(index: int, ts_ns: int, d: Decoded, orig_len: int, lz: tuple)
         tail += f" AETH={aeth['kind']}{extra} MSN={aeth['msn']}"
     if icrc_at > pos:
         tail += f" payload={icrc_at - pad - pos}"
-    if not _check_ok(icrc_check):
+    problems = d.problems  # runs the deferred checks, the ICRC's among them
+    if not (icrc_check[1] if icrc_check[0] is None else _check_ok(icrc_check)):
         tail += " ICRC BAD"
-    problems = d.problems
     if problems:
         tail += f" [{len(problems)} problem{'s' * (len(problems) > 1)}]"
     sec, ns = divmod(ts_ns, 1_000_000_000)
