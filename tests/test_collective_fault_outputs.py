@@ -1,0 +1,252 @@
+"""Fault outputs of ``lossless collective`` (issue 21, docs/faults.md "Outputs of lossless
+collective"): per size the ``faults`` block of results.json (the time against the same size
+without the faults, the stall, bytes retransmitted, drops by reason, time to recover, per-QP
+conservation, QP error and failover), the footer of the table, and ``faults_timeline.png``
+in ``--out`` only with faults."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sim.cli import main
+
+US = 10**6
+#: a 2-node x 2-GPU rail fabric: ranks 0..3 on hosts 3..6; node 4 port 0 is r1 <-> leaf1
+RAIL = ["-p", "nodes=2", "-p", "gpus_per_node=2"]
+#: RC with a short timer: 4.096 us x 2^1 = 8.192 us, three retries
+RC = ["-p", "reliable=true", "-p", "ack_timeout=1", "-p", "retry_cnt=3"]
+#: rank 1's link down from 5 to 8 us
+DOWN = ["-p", "fault=link_down:node=4,port=0,at_us=5,until_us=8"]
+#: the out-of-place time of AllReduce 1 MiB on RAIL without faults (docs/faults.md)
+FAULT_FREE_PS = 18_938_820
+#: payload bytes of one frame (4154-byte frames, 58 bytes of RoCEv2 headers)
+PAYLOAD_BYTES = 4096
+
+
+def _run(tmp_path, *extra, name="r.json", size="1M"):
+    path = tmp_path / name
+    rc = main(["collective", "allreduce", "-b", size, "-e", size, *RAIL, *extra,
+               "--json", str(path)])
+    return rc, json.loads(path.read_text())
+
+
+def test_no_fault_no_faults_block(tmp_path) -> None:
+    rc, doc = _run(tmp_path, *RC)
+    r = doc["results"][0]
+    assert rc == 0 and "faults" not in r and r["time_ps"] == FAULT_FREE_PS
+
+
+def test_link_down_stall_against_the_fault_free_run(tmp_path, capsys) -> None:
+    rc, doc = _run(tmp_path, *RC, *DOWN)
+    out = capsys.readouterr().out
+    r = doc["results"][0]
+    f = r["faults"]
+    assert rc == 0 and f["baseline"] == "run" and f["complete"]
+    t = f["time"]
+    # the fault-free run is the run without -p fault: same seed, same time
+    assert t["baseline_ps"] == FAULT_FREE_PS
+    assert t["faulted_ps"] == r["time_ps"] == 24_726_412
+    assert t["stall_ps"] == t["faulted_ps"] - t["baseline_ps"] == 5_787_592 > 0
+    # the in-place iteration starts after the link is back: no stall
+    assert f["inplace_time"] == {"faulted_ps": FAULT_FREE_PS, "baseline_ps": FAULT_FREE_PS,
+                                 "ratio": 1.0, "stall_ps": 0}
+    assert f["total_time"]["stall_ps"] == t["stall_ps"]
+    assert [(e["t_ps"], e["what"]) for e in f["events"]] == [(5 * US, "link_down"),
+                                                             (8 * US, "link_up")]
+    # every frame lost is a drop by reason link_down; the data frames are all resent
+    assert f["drops"]["packets_by_reason"] == {"link_down": 113}
+    cons = f["conservation"]
+    assert cons["balanced"] and not cons["unbalanced_flows"] and f["problems"] == []
+    assert cons["dropped_packets"] == f["retransmitted"]["packets"] == 95
+    assert cons["dropped_bytes"] == f["retransmitted"]["bytes"] == 394_630
+    assert cons["sent_packets"] == cons["delivered_packets"] + cons["dropped_packets"]
+    assert cons["in_flight_packets"] == 0
+    # two iterations x 3 MiB across the nodes (2 ring edges x 1.5 MiB), whole frames
+    assert cons["delivered_packets"] == 2 * 3 * 2**20 // PAYLOAD_BYTES
+    assert {q["id"] for q in cons["flows"]} == {257, 260}  # the two QPs through rank 1's link
+    [iv] = f["intervals"]
+    assert (iv["kind"], iv["node"], iv["port"], iv["start_ps"], iv["end_ps"]) == \
+        ("link_down", 4, 0, 5 * US, 8 * US)
+    # one bin of resolution: recovered on a bin edge, after the link came back
+    assert iv["recovered"] and iv["time_to_recover_ps"] == 6_520_000
+    assert (iv["start_ps"] + iv["time_to_recover_ps"]) % f["bin_ps"] == 0
+    assert f["failed"] is None and f["failovers"] == {"count": 0, "resent_bytes": 0}
+    # the footer: time, fault-free, stall (us), bytes resent, recovery, balance, drops
+    line = next(x for x in out.splitlines() if x.startswith("#    1048576") and "link_down" in x)
+    assert line.split()[1:8] == ["1048576", "24.726", "18.939", "5.788", "394630", "6.520",
+                                 "ok"]
+
+
+def test_baseline_is_fault_free_and_no_baseline_skips_it(tmp_path) -> None:
+    import sim.cli.collective as cli
+    import sim.scenarios.collective as sc
+
+    calls = []
+    real = sc.run_size
+
+    def spy(*a, **kw):
+        calls.append(kw.get("faults", True))
+        return real(*a, **kw)
+
+    cli_run = cli.run_size
+    cli.run_size = spy
+    try:
+        _, doc = _run(tmp_path, *RC, *DOWN, name="a.json")
+        assert calls == [False, True]  # the fault-free run first, then the faulted one
+        calls.clear()
+        rc, nob = _run(tmp_path, *RC, *DOWN, "--no-baseline", name="b.json")
+        assert calls == [True]
+    finally:
+        cli.run_size = cli_run
+    f = nob["results"][0]["faults"]
+    assert rc == 0 and f["baseline"] == "not run"
+    assert f["time"]["baseline_ps"] is None and f["time"]["stall_ps"] is None
+    # the same faulted run either way
+    assert f["time"]["faulted_ps"] == doc["results"][0]["faults"]["time"]["faulted_ps"]
+    assert f["intervals"] == doc["results"][0]["faults"]["intervals"]
+
+
+def test_qp_error_and_failover_figures(tmp_path, capsys) -> None:
+    nic = ["-p", "reliable=true", "-p", "ack_timeout=1", "-p", "retry_cnt=1",
+           "-p", "fault=nic_down:rank=1,at_us=5"]
+    rc, doc = _run(tmp_path, *nic, name="a.json")
+    f = doc["results"][0]["faults"]
+    assert rc == 1 and not f["complete"] and f["failed"]["qp"] == 257
+    assert f["time"]["faulted_ps"] is None and f["time"]["stall_ps"] is None
+    assert f["end_ps"] == f["failed"]["t_ps"]
+    assert f["retransmitted"]["qp_errors"] >= 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "QP 257" in err  # the failure line, no conservation one
+    rc, doc = _run(tmp_path, *nic, "-p", "failover=true", name="b.json")
+    f = doc["results"][0]["faults"]
+    # docs/faults.md: 2 QPs moved, 182,776 + 211,854 bytes re-sent
+    assert rc == 0 and f["complete"] and f["failovers"] == {"count": 2,
+                                                             "resent_bytes": 394_630}
+    assert f["conservation"]["balanced"]
+    assert f["time"]["stall_ps"] == f["time"]["faulted_ps"] - FAULT_FREE_PS > 0
+
+
+def test_straggler_only_is_reported(tmp_path) -> None:
+    rc, doc = _run(tmp_path, "-p", "fault=straggler:rank=1,delay_us=10")
+    f = doc["results"][0]["faults"]
+    assert rc == 0 and f["events"] == [] and f["drops"]["packets_by_reason"] == {}
+    [iv] = f["intervals"]
+    assert (iv["kind"], iv["rank"], iv["node"], iv["delay_ps"], iv["start_ps"]) == \
+        ("straggler", 1, 4, 10 * US, 0)
+    _, plain = _run(tmp_path, name="plain.json")  # no RC here: another fault-free time
+    assert f["time"]["baseline_ps"] == plain["results"][0]["time_ps"] == 18_637_820
+    assert f["time"]["stall_ps"] >= 10 * US  # its first sends start 10 us late
+
+
+def test_unbalanced_qp_is_one_line_and_exit_1(tmp_path, capsys, monkeypatch) -> None:
+    """A drop the counters miss (here: the drop counter made blind) leaves a QP whose sent
+    != delivered + dropped + in flight: one stderr line, exit 1, the results written."""
+    from sim.study.fault_report import DropCounter
+
+    monkeypatch.setattr(DropCounter, "emit", lambda self, e: None)
+    rc, doc = _run(tmp_path, *RC, *DOWN)
+    f = doc["results"][0]["faults"]
+    assert rc == 1 and not f["conservation"]["balanced"]
+    assert f["conservation"]["unbalanced_flows"] == [257, 260]
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("lossless: size 1048576: flow 257: conservation: sent ")
+    assert err[0].endswith("(and 1 more QPs)")
+
+
+def test_faults_timeline_png_only_with_faults_and_atomic(tmp_path, monkeypatch) -> None:
+    base = ["collective", "allreduce", "-b", "1M", "-e", "1M", *RAIL, *RC]
+    assert main([*base, "--out", str(tmp_path / "plain")]) == 0
+    assert "faults_timeline.png" not in os.listdir(tmp_path / "plain")
+    assert main([*base, *DOWN, "--out", str(tmp_path / "f")]) == 0
+    png = tmp_path / "f" / "faults_timeline.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # written whole or not at all: a failing figure leaves no folder and no temp file
+    import sim.study.fault_plot as fp
+
+    def boom(*a, **kw):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fp, "collective_fault_figure", boom)
+    before = set(os.listdir(tmp_path))
+    assert main([*base, *DOWN, "--out", str(tmp_path / "g")]) == 2
+    assert set(os.listdir(tmp_path)) == before
+
+
+def test_faults_timeline_texts(tmp_path) -> None:
+    """The figure names the link, the stall and the fault-free run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import sim.study.fault_plot as fp
+    from sim.study.plot import texts
+
+    seen = {}
+    real = fp.collective_fault_figure
+
+    def keep(*a, **kw):
+        fig = real(*a, **kw)
+        seen["texts"] = texts(fig)
+        return fig
+
+    fp.collective_fault_figure = keep
+    try:
+        assert main(["collective", "allreduce", "-b", "1M", "-e", "1M", *RAIL, *RC, *DOWN,
+                     "--out", str(tmp_path / "f")]) == 0
+    finally:
+        fp.collective_fault_figure = real
+        plt.close("all")
+    t = seen["texts"]
+    assert "r1 <-> leaf1" in t and "fault-free run" in t and "link down" in t
+    assert any("stall +5.788 µs" in x for x in t)
+    assert "frames lost to the faults (113)" in t and "frames retransmitted (RC, 95)" in t
+
+
+# ------------------------------------------------------------------ the probe's bins
+class _Node:
+    def __init__(self, eng, per_ps):
+        self.eng, self.per_ps, self.ports = eng, per_ps, {}
+
+    @property
+    def rx_bytes(self):
+        return {1: self.eng.now_ps // self.per_ps}
+
+
+class _Flow:
+    dst = 0
+
+
+class _Fab:
+    def __init__(self, per_ps):
+        from sim.engine import Engine
+
+        self.engine = Engine()
+        self.nodes = {0: _Node(self.engine, per_ps)}
+        self.flows = {1: _Flow()}
+
+
+@given(end_ps=st.integers(1, 10**8), first=st.integers(1, 5000), nbins=st.integers(2, 12),
+       per=st.integers(1, 997))
+def test_probe_bins_double_and_keep_exact_samples(end_ps, first, nbins, per) -> None:
+    """Whatever the run's length: nbins..2 nbins whole bins of first x 2^k, each row the
+    counter at its bin's end, the last one at the end of the run."""
+    from sim.study.fault_report import CollectiveProbe
+
+    fab = _Fab(per)
+    p = CollectiveProbe(fab, nbins=nbins, first_bin_ps=first)
+    fab.engine.run(until_ps=end_ps)
+    p.finish()
+    b = p.bin_ps
+    assert b % first == 0 and (b // first) & (b // first - 1) == 0  # first x 2^k
+    assert p.full == end_ps // b and (b == first or nbins <= p.full < 2 * nbins)
+    edges = p.edges_ps()
+    assert int(edges[-1]) == end_ps and len(edges) == p.row + 1
+    t, got = p.delivered()
+    assert got == [x // per for x in t]
+
