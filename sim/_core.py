@@ -12,8 +12,11 @@ imported) puts a finder in front of ``sys.meta_path`` that loads a listed module
 ``.py`` instead of its compiled form when
 
 * ``LOSSLESS_PURE_PYTHON=1`` is set (forced: e.g. to compare the two cores, or to debug), or
-* the compiled file is older than its ``.py`` or ``.pxd`` (an edited checkout not rebuilt yet:
-  running the stale build would silently run old code).
+* a compiled file is older than its ``.py`` or ``.pxd`` (an edited checkout not rebuilt yet:
+  running the stale build would silently run old code), or a listed module has no compiled
+  file while others have (a build that compiled only some).
+
+It is all or none (:func:`pure_reason`): the compiled modules share their declared types.
 
 :func:`core` says which core runs ("compiled (Cython 3.1.8)" or "interpreted ..."), and
 ``lossless --version`` prints it.
@@ -30,7 +33,7 @@ import importlib.util
 import os
 import sys
 
-__all__ = ["COMPILED", "PURE_ENV", "compiled_modules", "core", "install"]
+__all__ = ["COMPILED", "PURE_ENV", "compiled_modules", "core", "install", "pure_reason"]
 
 #: The modules of the compiled core, each a ``.py`` with a ``.pxd`` beside it (setup.py).
 COMPILED: tuple[str, ...] = (
@@ -45,11 +48,9 @@ COMPILED: tuple[str, ...] = (
 #: Set to ``1`` to run the interpreted core even when the compiled one is installed.
 PURE_ENV = "LOSSLESS_PURE_PYTHON"
 
+_CORE_NAMES = frozenset(COMPILED)
+
 _SIM_DIR = os.path.dirname(os.path.abspath(__file__))
-
-#: Why a listed module was loaded from its ``.py`` (module name -> reason), filled by the finder.
-_why_pure: dict[str, str] = {}
-
 
 def _forced() -> bool:
     return os.environ.get(PURE_ENV, "").strip() not in ("", "0")
@@ -76,24 +77,41 @@ def _stale(name: str, so: str) -> bool:
                for src in _source_paths(name))
 
 
+def pure_reason() -> str | None:
+    """Why the listed modules load from their ``.py`` although a compiled build exists, or
+    None (compiled, or nothing compiled at all).  All or none: the compiled modules declare
+    each other's types (``port.pxd`` cimports ``Engine``), so a compiled port next to an
+    interpreted engine would not import.  Worked out once per process."""
+    if _reason:
+        return _reason[0]
+    built = {name: _compiled_path(name) for name in _CORE_NAMES}
+    why: str | None = None
+    if any(built.values()):
+        missing = [n for n, so in built.items() if so is None]
+        stale = [n for n, so in built.items() if so is not None and _stale(n, so)]
+        if _forced():
+            why = f"{PURE_ENV}=1"
+        elif missing:
+            why = f"incomplete build: {', '.join(missing)} not compiled"
+        elif stale:
+            why = (f"stale build: {', '.join(stale)} edited since compiled; rerun "
+                   f"pip install -e .")
+    _reason.append(why)
+    return why
+
+
+#: pure_reason()'s answer, once worked out (a list so that tests can clear it).
+_reason: list[str | None] = []
+
+
 class _PureFinder(importlib.abc.MetaPathFinder):
-    """Loads a module of :data:`COMPILED` from its ``.py`` when forced or when its compiled
-    file is stale (module docstring); otherwise leaves it to the normal finders."""
+    """Loads the modules of :data:`COMPILED` from their ``.py`` when :func:`pure_reason` says
+    so (module docstring); otherwise leaves them to the normal finders."""
 
     def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
-        if fullname not in COMPILED:
+        if fullname not in _CORE_NAMES or pure_reason() is None:
             return None
-        so = _compiled_path(fullname)
-        if so is None:
-            return None  # nothing compiled: the normal import finds the .py
-        if _forced():
-            _why_pure[fullname] = f"{PURE_ENV}=1"
-        elif _stale(fullname, so):
-            _why_pure[fullname] = "stale build: a .py or .pxd is newer; rerun pip install -e ."
-        else:
-            return None
-        py = _source_paths(fullname)[0]
-        return importlib.util.spec_from_file_location(fullname, py)
+        return importlib.util.spec_from_file_location(fullname, _source_paths(fullname)[0])
 
 
 def install() -> None:
@@ -135,8 +153,8 @@ def core() -> str:
         version = _cython_version()
         return f"compiled (Cython {version})" if version else "compiled (Cython)"
     pure = [name for name, ok in status.items() if not ok]
-    reasons = sorted({_why_pure[n] for n in pure if n in _why_pure})
-    why = f" ({'; '.join(reasons)})" if reasons else ""
+    why = pure_reason()
+    why = f" ({why})" if why else ""
     if len(pure) == len(status):
         return f"interpreted{why}"
     return f"mixed: interpreted {', '.join(pure)}{why}"

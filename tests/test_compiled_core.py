@@ -38,12 +38,7 @@ def _run(args: list[str], **extra: str) -> subprocess.CompletedProcess[str]:
                           timeout=300, check=False)
 
 
-def _has_compiled_build() -> bool:
-    return all(_core._compiled_path(n) is not None and not _core._stale(n, _core._compiled_path(n))
-               for n in _core.COMPILED)
-
-
-COMPILED_BUILD = _has_compiled_build()
+COMPILED_BUILD = all(_core.compiled_modules().values())
 needs_build = pytest.mark.skipif(not COMPILED_BUILD, reason="no compiled core built here "
                                  "(pip install -e . with a C compiler builds it)")
 
@@ -80,19 +75,43 @@ def test_version_says_compiled() -> None:
     assert _core.core().startswith("compiled (Cython 3.")
 
 
-def test_stale_build_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A compiled file older than its .py (an edited checkout not rebuilt) is not loaded: the
-    finder hands out the .py, and core() says why."""
-    name = _core.COMPILED[0]
-    py, _ = _core._source_paths(name)
-    fake_so = tmp_path / ("engine" + importlib.machinery.EXTENSION_SUFFIXES[0])
-    fake_so.write_bytes(b"")
-    os.utime(fake_so, (1, 1))  # 1970: older than any source
-    monkeypatch.setattr(_core, "_compiled_path", lambda n: str(fake_so))
+def _fake_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...],
+                 mtime: float) -> None:
+    """Pretend ``names`` have a compiled file (dated ``mtime``) and the others none."""
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    files = {}
+    for name in names:
+        f = tmp_path / (name + suffix)
+        f.write_bytes(b"")
+        os.utime(f, (mtime, mtime))
+        files[name] = str(f)
+    monkeypatch.setattr(_core, "_compiled_path", files.get)
+    monkeypatch.setattr(_core, "_reason", [])
     monkeypatch.delenv(_core.PURE_ENV, raising=False)
-    spec = _core._PureFinder().find_spec(name, None)
-    assert spec is not None and spec.origin == py
-    assert "stale" in _core._why_pure[name]
+
+
+def test_stale_build_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compiled files older than their .py (an edited checkout not rebuilt) are not loaded:
+    the finder hands out the .py, and the reason says why."""
+    _fake_builds(tmp_path, monkeypatch, _core.COMPILED, 1)  # 1970: older than any source
+    spec = _core._PureFinder().find_spec(_core.COMPILED[-1], None)
+    assert spec is not None and spec.origin == _core._source_paths(_core.COMPILED[-1])[0]
+    assert "stale build" in _core.pure_reason()
+
+
+def test_partial_build_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """All or none: if only some modules were compiled (the others failed), every listed
+    module loads from its .py (a compiled port cannot run on an interpreted Engine)."""
+    if len(_core.COMPILED) < 2:
+        pytest.skip("one compiled module")
+    _fake_builds(tmp_path, monkeypatch, _core.COMPILED[:1], 4e9)  # fresh, but not all
+    for name in _core.COMPILED:
+        spec = _core._PureFinder().find_spec(name, None)
+        assert spec is not None and spec.origin == _core._source_paths(name)[0]
+    assert "incomplete build" in _core.pure_reason()
+    _fake_builds(tmp_path, monkeypatch, _core.COMPILED, 4e9)  # complete and fresh: left alone
+    assert _core._PureFinder().find_spec(_core.COMPILED[0], None) is None
+    assert _core.pure_reason() is None
 
 
 @needs_build
