@@ -469,7 +469,7 @@ def plot_flap(res: dict[str, Any], path: str) -> None:
         if moved:
             ax.plot([r["timeout_ps"] / S_PS for r in moved],
                     [r["failover"]["stall_ps"] / S_PS for r in moved], "--", marker="D",
-                    ms=ms - 1, color=c, mfc="white", lw=0.8,
+                    ms=14 - 2 * i, color=c, mfc="none", lw=0.8,
                     label=f"link down {_fmt_ps(d)}: stall with failover to the next rail")
         ax.axhline(d / S_PS, color=c, lw=0.8, ls=":")
     ax.plot([x / S_PS for x in xs_all], [x / S_PS for x in xs_all], "k--", lw=0.8,
