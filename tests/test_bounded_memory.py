@@ -258,7 +258,19 @@ def test_plots_decimate_long_series_keeping_every_figure(tmp_path, monkeypatch):
         return idx
 
     monkeypatch.setattr(plot, "_column_extremes", spy)
+    loaded = []
+    real_get = np.lib.npyio.NpzFile.__getitem__
+
+    def get(self, key):
+        a = real_get(self, key)
+        loaded.append((key, a.size))
+        return a
+
+    monkeypatch.setattr(np.lib.npyio.NpzFile, "__getitem__", get)
     assert _figure_texts(out) == exact
+    long_ones = [(k, n) for k, n in loaded if n > 50 and k.split("_")[0] in
+                 ("queue", "ingress", "pfc", "rate")]
+    assert loaded and long_ones == []  # read only in chunks, never whole
     assert seen and sum(n for n, _ in seen) > 5 * sum(k for _, k in seen)
 
 

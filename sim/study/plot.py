@@ -47,8 +47,9 @@ _US_AXIS_MAX_PS = 5 * 10**9
 #: DECIMATE_COLUMNS time columns over the run are kept, so every peak and every pause is still
 #: drawn; figures computed from it (paused fractions, maxima, first pauses, the zoom windows'
 #: change times) come from the exact series.
-DECIMATE_ROWS = 20_000
-#: Time columns of a decimated series (more than the pixel columns of the widest plot).
+DECIMATE_ROWS = 8192
+#: Time columns of a decimated series (more than the pixel columns of the widest plot; a
+#: decimated series has at most 4 x DECIMATE_COLUMNS = DECIMATE_ROWS samples).
 DECIMATE_COLUMNS = 2048
 
 
@@ -162,6 +163,7 @@ class _Arrays(Mapping):
         self.path = path
         self._z = np.load(path, allow_pickle=False)
         self._keys = list(self._z.files)
+        self._names = frozenset(self._keys)
         self._small: dict[str, Any] = {}
         #: t_ps key -> exact integral (value x ps over [0, duration]) of an integer series.
         self.area: dict[str, int] = {}
@@ -173,6 +175,9 @@ class _Arrays(Mapping):
         if a is None:
             a = self._small[key] = self._z[key]
         return a
+
+    def __contains__(self, key: object) -> bool:  # from the names: no array is read
+        return key in self._names
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._keys)
