@@ -246,6 +246,13 @@ class _Names:
         return f"time from the start of the size's run ({self.t_unit})"
 
 
+def _dur(ps: float) -> str:
+    """A duration in the unit that reads best: µs below 1 ms, ms below 1 s, else s."""
+    a = abs(ps)
+    unit, div = (("µs", 1e6) if a < 1e9 else ("ms", 1e9) if a < 1e12 else ("s", 1e12))
+    return f"{ps / div:.4g} {unit}"
+
+
 def _collective_target(nm: _Names, iv: Mapping[str, Any]) -> str:
     if iv["kind"] == "straggler":
         who = f"r{iv['rank']}" if "rank" in iv else nm.node(iv["node"])
@@ -300,11 +307,12 @@ def collective_fault_figure(doc: Mapping[str, Any], row: Mapping[str, Any],
     if row.get("failed"):
         title += f"\nfailed: QP {row['failed']['qp']} in error at {nm.span(row['failed']['t_ps'])}"
     elif t.get("stall_ps") is not None:
-        title += (f"\nout-of-place time {t['faulted_ps'] / 1e6:.4g} µs vs "
-                  f"{t['baseline_ps'] / 1e6:.4g} µs fault-free: stall "
-                  f"{t['stall_ps'] / 1e6:+.4g} µs (x{t['ratio']:.3g})")
+        title += (f"\nout-of-place time {_dur(t['faulted_ps'])} vs "
+                  f"{_dur(t['baseline_ps'])} fault-free: stall "
+                  f"{'+' if t['stall_ps'] >= 0 else ''}{_dur(t['stall_ps'])} "
+                  f"(x{t['ratio']:.3g})")
     elif t.get("faulted_ps") is not None:
-        title += f"\nout-of-place time {t['faulted_ps'] / 1e6:.4g} µs (no fault-free run)"
+        title += f"\nout-of-place time {_dur(t['faulted_ps'])} (no fault-free run)"
     ax_f.set_title(title, fontsize="medium", loc="left")
 
     # 1. faults, stragglers, QP errors, failovers
@@ -314,7 +322,7 @@ def collective_fault_figure(doc: Mapping[str, Any], row: Mapping[str, Any],
         color, text = KIND_COLORS.get(iv["kind"], ("tab:gray", iv["kind"]))
         t1 = iv["end_ps"] if iv["end_ps"] is not None else end
         ax_f.broken_barh([(nm.t(iv["start_ps"]), max(nm.t(t1 - iv["start_ps"]),
-                                                     nm.t(end) * 0.002))],
+                                                     nm.t(end) * 0.005))],
                          (y + 0.15, 0.7), facecolors=color,
                          label=text if text not in seen else None)
         seen.add(text)
@@ -350,9 +358,23 @@ def collective_fault_figure(doc: Mapping[str, Any], row: Mapping[str, Any],
     ax_g.plot(nm.t(np.asarray(ts["delivered_t_ps"])), np.asarray(ts["delivered_bytes"]) / 1e6,
               color="black", linewidth=1.8, label="with the faults")
     if "baseline_t_ps" in ts:
-        ax_g.plot(nm.t(np.asarray(ts["baseline_t_ps"])),
-                  np.asarray(ts["baseline_delivered_bytes"]) / 1e6, color="tab:green",
-                  linestyle="--", linewidth=1.4, label="fault-free run")
+        # each fault-free iteration drawn from the start of the same iteration here (the
+        # runs start their iterations at different times once one of them was slower)
+        bt = np.asarray(ts["baseline_t_ps"])
+        bd = np.asarray(ts["baseline_delivered_bytes"]) / 1e6
+        bspans = np.asarray(ts.get("baseline_spans_ps", np.zeros((0, 2))), dtype=np.int64)
+        for k, ((a, b), (ba, bb)) in enumerate(zip(spans, bspans, strict=False)):
+            x = np.concatenate(([ba], bt[(bt > ba) & (bt < bb)], [bb]))
+            ax_g.plot(nm.t(x - ba + a), np.interp(x, bt, bd), color="tab:green", linestyle="--",
+                      linewidth=1.4, label="fault-free run, same iteration" if k == 0 else None)
+            late = (b - a) - (bb - ba)
+            if late > 0.01 * (bb - ba):  # the stall of this iteration
+                y = float(np.interp(b, np.asarray(ts["delivered_t_ps"]),
+                                    np.asarray(ts["delivered_bytes"]))) / 1e6
+                ax_g.annotate("", xy=(nm.t(b), y), xytext=(nm.t(a + bb - ba), y),
+                              arrowprops={"arrowstyle": "<->", "color": "tab:red"})
+                ax_g.text(nm.t(b - late / 2), y, f"+{_dur(late)}", ha="center",
+                          va="bottom", fontsize="small", color="tab:red")
     ax_g.set_ylabel("network bytes\ndelivered (MB)")
     ax_g.set_ylim(bottom=0)
     ax_g.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small",
@@ -408,7 +430,7 @@ def collective_fault_figure(doc: Mapping[str, Any], row: Mapping[str, Any],
     if not doc.get("params", {}).get("reliable") and not rep["retransmitted"]["packets"]:
         ax_r.text(0.0, 1.01, "RC reliability off: lost frames are not resent",
                   transform=ax_r.transAxes, fontsize="x-small", color="0.3", va="bottom")
-    ax_r.set_ylabel(f"frames per bin\n({per * int(ts['bin_ps']) / 1e6:.3g} µs)")
+    ax_r.set_ylabel(f"frames per bin\n({_dur(per * int(ts['bin_ps']))})")
     ax_r.set_ylim(0, top * 1.2)
 
     # 5. PFC pauses sent per bin

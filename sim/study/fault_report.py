@@ -752,7 +752,8 @@ class CollectiveObserver:
                ) -> dict[str, Any]:
         """The arrays of the figure (:meth:`CollectiveProbe.arrays` of the report's links),
         with the fault-free run's progress (``baseline_t_ps``, ``baseline_delivered_bytes``:
-        cumulative) and the iterations' spans (``iteration_spans_ps``)."""
+        cumulative) and the iterations' spans (``iteration_spans_ps``, ``baseline_spans_ps``:
+        first start, last delivery)."""
         import numpy as np
 
         assert self.probe is not None
@@ -762,6 +763,8 @@ class CollectiveObserver:
         if baseline is not None and baseline.probe is not None:
             bt, bd = baseline.probe.delivered()
             out["baseline_t_ps"], out["baseline_delivered_bytes"] = np.array(bt), np.array(bd)
+            out["baseline_spans_ps"] = np.array(baseline.probe.spans,
+                                                dtype=np.int64).reshape(-1, 2)
         out["iteration_spans_ps"] = np.array(self.probe.spans, dtype=np.int64).reshape(-1, 2)
         out["duration_ps"] = np.array(self.probe.end_ps, dtype=np.int64)
         return out
