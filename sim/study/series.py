@@ -190,7 +190,7 @@ def npy_header(npz: str | os.PathLike[str], key: str) -> tuple[tuple[int, ...], 
 
 
 def iter_npy_chunks(npz: str | os.PathLike[str], key: str,
-                    chunk_rows: int = 1 << 20) -> Iterator[Any]:
+                    chunk_rows: int = 1 << 18) -> Iterator[Any]:
     """Array ``key`` of an ``.npz`` (1-D, as :func:`write_npz` and savez write them) in
     chunks of at most ``chunk_rows`` elements, decompressed as they are read."""
     import numpy as np
