@@ -77,12 +77,12 @@ def test_loss_selective_repeat_resends_less_than_go_back_n():
     assert fs.goodput_gbps(sr, payload) >= fs.goodput_gbps(gbn, payload)
 
 
-@settings(max_examples=5)
+@settings(max_examples=3)
 @given(st.integers(0, 2**16))
 def test_loss_any_seed_sr_no_worse(seed):
-    """Whatever frames the seed loses (1e-3, 4000 frames), SR resends no more than GBN and
-    both complete; no loss is the same for both and resends nothing."""
-    n = 4000
+    """Whatever frames the seed loses (1e-3, 3000 frames), SR resends no more than GBN and
+    both complete."""
+    n = 3000
     out = {m: fs.single_flow(n, loss_rate=1e-3, retransmit=m, ack_timeout=4, seed=seed,
                              given=SMALL) for m in ("gbn", "sr")}
     assert all(o.time_ps for o in out.values())
