@@ -196,6 +196,9 @@ class _Arrays(Mapping):
 
         from sim.study.series import iter_npy_chunks, npy_header, step_integral
 
+        for key in (t_key, v_key):
+            if key not in self._names:  # as numpy's NpzFile says it (lossless plot names it)
+                raise KeyError(f"{key} is not a file in the archive")
         if npy_header(self.path, t_key)[0] <= (DECIMATE_ROWS,):
             t, v = self._z[t_key], self._z[v_key]
             if v.dtype.kind in "iu":
