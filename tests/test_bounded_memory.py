@@ -299,3 +299,10 @@ def test_store_without_folder_never_spills():
         if len(s[0]) >= store.cap_rows:
             store.spill(s)
     assert s.rows == 5000 and not s.segs and store.spilled_bytes == 0
+
+
+def test_mem_bench_reports_one_run():
+    from bench import mem_bench
+
+    r = mem_bench.run_case("incast", {"duration_ms": 0.05}, mem_bench._ROOT)
+    assert r["hops"] > 1000 and r["peak_bytes"] > 10**6 and r["cpu_s"] > 0
