@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.cli import main
@@ -27,9 +27,10 @@ FAULT_FREE_PS = 18_938_820
 PAYLOAD_BYTES = 4096
 
 
-def _run(tmp_path, *extra, name="r.json", size="1M"):
+def _run(tmp_path, *extra, name="r.json", size="1M", rail=True):
     path = tmp_path / name
-    rc = main(["collective", "allreduce", "-b", size, "-e", size, *RAIL, *extra,
+    rc = main(["collective", "allreduce", "-b", size, "-e", size, *(RAIL if rail else ()),
+               *extra,
                "--json", str(path)])
     return rc, json.loads(path.read_text())
 
@@ -250,3 +251,66 @@ def test_probe_bins_double_and_keep_exact_samples(end_ps, first, nbins, per) -> 
     t, got = p.delivered()
     assert got == [x // per for x in t]
 
+
+
+_FILE = """[run]
+duration_ms = 0.3
+[topology]
+kind = "rail"
+nodes = 2
+gpus_per_node = 2
+spines = 1
+[hosts]
+reliable = true
+ack_timeout = 1
+retry_cnt = 3
+[[faults]]
+kind = "link_down"
+node = 4
+port = 0
+at_us = 5.0
+until_us = 8.0
+[[faults]]
+kind = "straggler"
+rank = 2
+delay_us = 3.0
+at_us = 30.0
+"""
+
+
+def test_fabric_file_faults_and_stragglers_are_reported(tmp_path) -> None:
+    """--fabric FILE.toml with [[faults]]: the fault-free run leaves them all out (the same
+    time as the file without them), the link fault and the file's straggler are intervals."""
+    f = tmp_path / "f.toml"
+    f.write_text(_FILE)
+    g = tmp_path / "g.toml"
+    g.write_text(_FILE.split("[[faults]]")[0])
+    rc, doc = _run(tmp_path, "--fabric", str(f), name="a.json", rail=False)
+    _, clean = _run(tmp_path, "--fabric", str(g), name="b.json", rail=False)
+    r, c = doc["results"][0], clean["results"][0]
+    assert "faults" not in c
+    t = r["faults"]["time"]
+    assert rc == 0 and t["baseline_ps"] == c["time_ps"] and t["stall_ps"] > 0
+    assert r["faults"]["inplace_time"]["baseline_ps"] == c["inplace"]["time_ps"]
+    assert [(iv["kind"], iv["start_ps"]) for iv in r["faults"]["intervals"]] == [
+        ("link_down", 5 * US), ("straggler", 30 * US)]
+    assert r["faults"]["conservation"]["balanced"]
+
+
+@settings(max_examples=5)
+@given(at_ns=st.integers(0, 12_000), down_ns=st.integers(100, 4_000))
+def test_any_link_down_window_balances_and_stalls_only_after_it(tmp_path_factory, at_ns,
+                                                                down_ns) -> None:
+    """Rank 1's link down at any time of the first iteration, for any length: every QP
+    balances (sent = delivered + dropped + in flight), the data frames lost are all resent
+    (RC), the fault-free time is the one without faults, and the stall is never negative."""
+    tmp = tmp_path_factory.mktemp("w")
+    fault = (f"fault=link_down:node=4,port=0,at_us={at_ns / 1000},"
+             f"until_us={(at_ns + down_ns) / 1000}")
+    rc, doc = _run(tmp, *RC, "-p", fault)
+    f = doc["results"][0]["faults"]
+    cons = f["conservation"]
+    assert rc == 0 and cons["balanced"] and f["problems"] == []
+    assert cons["dropped_packets"] <= f["retransmitted"]["packets"]
+    assert cons["delivered_packets"] == 2 * 3 * 2**20 // PAYLOAD_BYTES
+    assert f["time"]["baseline_ps"] == FAULT_FREE_PS and f["time"]["stall_ps"] >= 0

@@ -137,6 +137,10 @@ def cmd_collective(args: argparse.Namespace) -> int:
         # a fault report per size (issue 21): -p faults, a fabric file's [[faults]]
         faulty = bool(plan.entries) or getattr(rf.fabric, "fault_log", None) is not None \
             or bool(getattr(rf, "stragglers", ()))
+        # the resolved entries: -p faults, then a fabric file's stragglers (its other
+        # [[faults]] are in the fabric's timeline)
+        fault_list = [*(params.get("faults") or ()),
+                      *(e for _, e in getattr(rf, "stragglers", ()))]
         nranks, shape = len(rf.ranks), (rf.nodes, rf.gpus_per_node)
         channels = args.channels or default_channels(*shape)
     except (ScenarioError, ValueError) as e:
@@ -215,8 +219,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
                 _err(f"size {nbytes}: {e}")
                 return EXIT_USAGE
             if obs is not None:
-                row["faults"] = rep = obs.report(row, base_obs, base_row,
-                                                 params.get("faults") or ())
+                row["faults"] = rep = obs.report(row, base_obs, base_row, fault_list)
                 fault_series = {"size_bytes": row["size_bytes"],
                                 "arrays": obs.series(rep, base_obs), "names": obs.names}
             rows.append(row)
