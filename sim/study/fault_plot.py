@@ -376,7 +376,8 @@ def collective_fault_figure(doc: Mapping[str, Any], row: Mapping[str, Any],
                 ax_g.text(nm.t(b - late / 2), y, f"+{_dur(late)}", ha="center",
                           va="bottom", fontsize="small", color="tab:red")
     ax_g.set_ylabel("network bytes\ndelivered (MB)")
-    ax_g.set_ylim(bottom=0)
+    top_mb = float(np.max(np.asarray(ts["delivered_bytes"]), initial=0)) / 1e6
+    ax_g.set_ylim(0, max(top_mb, 1e-6) * 1.15)  # room for the stall labels
     ax_g.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small",
                 frameon=False)
 
