@@ -314,3 +314,23 @@ def test_any_link_down_window_balances_and_stalls_only_after_it(tmp_path_factory
     assert cons["dropped_packets"] <= f["retransmitted"]["packets"]
     assert cons["delivered_packets"] == 2 * 3 * 2**20 // PAYLOAD_BYTES
     assert f["time"]["baseline_ps"] == FAULT_FREE_PS and f["time"]["stall_ps"] >= 0
+
+
+def test_csv_fault_columns_only_with_faults(tmp_path) -> None:
+    import csv
+
+    def table(*extra):
+        path = tmp_path / "t.csv"
+        assert main(["collective", "allreduce", "-b", "1M", "-e", "1M", *RAIL, *RC, *extra,
+                     "--csv", str(path)]) == 0
+        return list(csv.DictReader(path.open()))
+
+    [plain] = table()
+    assert "stall_us" not in plain
+    [row] = table(*DOWN)
+    assert {k: row[k] for k in ("fault_free_time_us", "stall_us", "retransmitted_bytes",
+                                "fault_drops", "time_to_recover_us", "unbalanced_qps")} == {
+        "fault_free_time_us": "18.93882", "stall_us": "5.787592",
+        "retransmitted_bytes": "394630", "fault_drops": "113", "time_to_recover_us": "6.52",
+        "unbalanced_qps": "0"}
+    assert row["time_us"] == "24.726412"

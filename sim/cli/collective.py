@@ -378,7 +378,8 @@ def csv_table(doc: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
     #wrong, the same in place (``inplace_*``; empty without in-place iterations), channels,
     transfers, the fabric's counters (and any further counter a row has, e.g.
     ``nvlink_bytes``), the busiest link, the transfers' time p50/p99/max (µs: the step time and
-    its tail) and ``error`` (empty when the size completed)."""
+    its tail) and ``error`` (empty when the size completed); with faults also the columns of
+    :data:`_CSV_FAULTS`."""
     rows = doc["results"]
     extra: list[str] = []
     for r in rows:
@@ -391,6 +392,9 @@ def csv_table(doc: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
               "channels", "transfers", *_CSV_COUNTERS, *extra, "busiest_link",
               "busiest_link_utilisation", "transfer_p50_us", "transfer_p99_us",
               "transfer_max_us", "error"]
+    faulty = any("faults" in r for r in rows)
+    if faulty:  # only with faults: other runs keep their columns
+        header += list(_CSV_FAULTS)
     out = []
     for r in rows:
         ip = r.get("inplace") or {}
@@ -412,7 +416,29 @@ def csv_table(doc: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:
                     *((tt["p50"], tt["p99"], tt["max"]) if (tt := r.get("transfer_time_us"))
                       else ("", "", "")),
                     r.get("error") or ""])
+        if faulty:
+            out[-1] += _fault_cells(r.get("faults"))
     return header, out
+
+
+#: results.csv columns of a run with faults (the row's ``faults`` block; µs, bytes, frames).
+_CSV_FAULTS = ("fault_free_time_us", "stall_us", "retransmitted_bytes", "fault_drops",
+               "time_to_recover_us", "unbalanced_qps")
+
+
+def _fault_cells(f: Mapping[str, Any] | None) -> list[Any]:
+    """The :data:`_CSV_FAULTS` cells of one row (empty where there is no figure)."""
+    if f is None:
+        return [""] * len(_CSV_FAULTS)
+
+    def us(ps: int | None) -> Any:
+        return "" if ps is None else ps / 1e6
+
+    rec = [iv["time_to_recover_ps"] for iv in f["intervals"]
+           if iv.get("time_to_recover_ps") is not None]
+    return [us(f["time"]["baseline_ps"]), us(f["time"]["stall_ps"]),
+            f["retransmitted"]["bytes"], sum(f["drops"]["packets_by_reason"].values()),
+            us(max(rec)) if rec else "", len(f["conservation"]["unbalanced_flows"])]
 
 
 class Progress:
