@@ -32,10 +32,16 @@ def _modules() -> list[str]:
     return out
 
 
+def _is_function(obj: object) -> bool:
+    """A Python function, or a function of the compiled core (Cython's own type: same
+    signature and annotations, docs/performance.md "Compiled core (issue 19)")."""
+    return inspect.isfunction(obj) or type(obj).__name__ == "cython_function_or_method"
+
+
 def _functions(owner: str, obj: object) -> list[tuple[str, object]]:
     """(qualified name, function) for a public function, or a public class's own methods
     (``__init__``/``__call__`` included, properties' getters)."""
-    if inspect.isfunction(obj):
+    if _is_function(obj):
         return [(owner, obj)]
     if not inspect.isclass(obj):
         return []
@@ -47,7 +53,7 @@ def _functions(owner: str, obj: object) -> list[tuple[str, object]]:
             v = v.__func__
         if isinstance(v, property):
             v = v.fget
-        if inspect.isfunction(v):
+        if _is_function(v):
             out.append((f"{owner}.{k}", v))
     return out
 
