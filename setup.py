@@ -66,8 +66,14 @@ def extensions() -> list[Extension]:
             "Python (slower, same results)")
         return []
     exts = [Extension(name, [name.replace(".", "/") + ".py"]) for name in compiled_names()]
-    return cythonize(exts, compiler_directives=DIRECTIVES, build_dir="build/cython",
-                     quiet=True)
+    try:
+        return cythonize(exts, compiler_directives=DIRECTIVES, build_dir="build/cython",
+                         quiet=True)
+    except Exception as e:  # Cython's own errors (CompileError) derive from Exception
+        # The core is used whole or not at all (sim/_core.py), so nothing is compiled.
+        say(f"Cython could not translate the simulator core ({_why(e)}); it runs as pure "
+            f"Python (slower, same results)")
+        return []
 
 
 class OptionalBuildExt(build_ext):
