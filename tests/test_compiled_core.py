@@ -11,8 +11,10 @@ typed by their ``.pxd``), compiled by Cython when a compiler works, interpreted 
 
 from __future__ import annotations
 
+import ast
 import importlib.machinery
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +49,43 @@ def test_every_listed_module_has_its_pxd() -> None:
     for name in _core.COMPILED:
         py, pxd = _core._source_paths(name)
         assert os.path.isfile(py) and os.path.isfile(pxd), name
+
+
+def _pxd_classes(pxd: str) -> dict[str, tuple[set[str], bool]]:
+    """cdef class name -> (declared attribute names, has a __dict__) of a .pxd file."""
+    out: dict[str, tuple[set[str], bool]] = {}
+    cls = None
+    for line in Path(pxd).read_text().splitlines():
+        m = re.match(r"cdef class (\w+)", line)
+        if m:
+            cls = m.group(1)
+            out[cls] = (set(), False)
+            continue
+        m = re.match(r"    cdef (?:public |readonly )?[\w ]*?(\w+)\s*$", line)
+        if cls and m:
+            names, has_dict = out[cls]
+            out[cls] = (names | {m.group(1)}, has_dict or m.group(1) == "__dict__")
+    return out
+
+
+def test_pxd_declares_every_slot() -> None:
+    """Each cdef class of a .pxd is a class of its .py, and a class without a __dict__
+    declares every name of its __slots__ (a slot added to the .py alone would fail only once
+    compiled; this catches it in an interpreted checkout too)."""
+    for name in _core.COMPILED:
+        py, pxd = _core._source_paths(name)
+        tree = ast.parse(Path(py).read_text())
+        classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+        for cls, (declared, has_dict) in _pxd_classes(pxd).items():
+            assert cls in classes, f"{pxd}: cdef class {cls} is not in {py}"
+            if has_dict:
+                continue
+            slots: set[str] = set()
+            for node in classes[cls].body:
+                if (isinstance(node, ast.Assign)
+                        and any(getattr(t, "id", "") == "__slots__" for t in node.targets)):
+                    slots |= set(ast.literal_eval(node.value))
+            assert slots <= declared, f"{pxd}: {cls} does not declare {sorted(slots - declared)}"
 
 
 def test_forced_fallback_runs_interpreted(tmp_path: Path) -> None:
