@@ -296,7 +296,10 @@ def test_cli_refuses_bad_placeholders(cmd: str, opt: str, value: str, capsys) ->
 def test_version(capsys) -> None:
     rc, out, err = run(["--version"], capsys)
     assert rc == 0 and err == ""
-    assert out == f"lossless {importlib.metadata.version('lossless')}\n"
+    # and which simulator core runs (issue 19; tests/test_compiled_core.py)
+    from sim import core
+
+    assert out == f"lossless {importlib.metadata.version('lossless')} (core: {core()})\n"
 
 
 def test_version_console_script() -> None:
