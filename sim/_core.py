@@ -12,9 +12,9 @@ imported) puts a finder in front of ``sys.meta_path`` that loads a listed module
 ``.py`` instead of its compiled form when
 
 * ``LOSSLESS_PURE_PYTHON=1`` is set (forced: e.g. to compare the two cores, or to debug), or
-* a compiled file is older than its ``.py`` or ``.pxd`` (an edited checkout not rebuilt yet:
-  running the stale build would silently run old code), or a listed module has no compiled
-  file while others have (a build that compiled only some).
+* in a source checkout, a compiled file is older than its ``.py`` or ``.pxd`` (edited, not
+  rebuilt yet: running the stale build would silently run old code), or
+* a listed module has no compiled file while others have (a build that compiled only some).
 
 It is all or none (:func:`pure_reason`): the compiled modules share their declared types.
 
@@ -52,6 +52,11 @@ _CORE_NAMES = frozenset(COMPILED)
 
 _SIM_DIR = os.path.dirname(os.path.abspath(__file__))
 
+#: Staleness is looked for only in a source checkout (setup.py beside the package: an
+#: editable install or an in-place build), where a .py can be edited after the build; an
+#: installed wheel's file times are the installer's, not the build's.
+_IN_CHECKOUT = os.path.isfile(os.path.join(os.path.dirname(_SIM_DIR), "setup.py"))
+
 def _forced() -> bool:
     return os.environ.get(PURE_ENV, "").strip() not in ("", "0")
 
@@ -88,7 +93,8 @@ def pure_reason() -> str | None:
     why: str | None = None
     if any(built.values()):
         missing = [n for n, so in built.items() if so is None]
-        stale = [n for n, so in built.items() if so is not None and _stale(n, so)]
+        stale = [n for n, so in built.items()
+                 if so is not None and _IN_CHECKOUT and _stale(n, so)]
         if _forced():
             why = f"{PURE_ENV}=1"
         elif missing:

@@ -136,6 +136,10 @@ def test_stale_build_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     spec = _core._PureFinder().find_spec(_core.COMPILED[-1], None)
     assert spec is not None and spec.origin == _core._source_paths(_core.COMPILED[-1])[0]
     assert "stale build" in _core.pure_reason()
+    # an installed wheel (no setup.py beside the package): its file times are the installer's
+    monkeypatch.setattr(_core, "_IN_CHECKOUT", False)
+    monkeypatch.setattr(_core, "_reason", [])
+    assert _core.pure_reason() is None
 
 
 def test_partial_build_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
