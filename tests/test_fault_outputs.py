@@ -87,11 +87,11 @@ def test_link_down_gives_an_interval_from_its_start_with_the_reroute() -> None:
           {"t_ps": 270 * US, "what": "rate", "node": 1, "port": 0, "rate_bps": 10**11}]
     assert fault_intervals(ev, 300 * US) == [
         {"kind": "link_down", "node": 2, "port": 3, "start_ps": 100 * US, "end_ps": 200 * US,
-         "reroute_done_ps": 20 * US},
+         "time_to_reroute_ps": 20 * US},
         {"kind": "degrade", "node": 1, "port": 0, "rate_bps": 50 * 10**9,
-         "start_ps": 250 * US, "end_ps": 270 * US, "reroute_done_ps": None},
+         "start_ps": 250 * US, "end_ps": 270 * US, "time_to_reroute_ps": None},
         {"kind": "loss", "node": 1, "port": 1, "start_ps": 260 * US, "end_ps": None,
-         "reroute_done_ps": None}]
+         "time_to_reroute_ps": None}]
 
 
 def test_fabric_file_link_down_report(tmp_path) -> None:
@@ -102,7 +102,7 @@ def test_fabric_file_link_down_report(tmp_path) -> None:
         (220 * US, "reroute")]
     (iv,) = f["intervals"]
     assert (iv["kind"], iv["node"], iv["port"], iv["start_ps"], iv["end_ps"],
-            iv["reroute_done_ps"]) == ("link_down", 2, 3, 100 * US, 200 * US, 20 * US)
+            iv["time_to_reroute_ps"]) == ("link_down", 2, 3, 100 * US, 200 * US, 20 * US)
     # flow 0 hashes to spine 1: it loses everything until the reroute, then shares spine 0
     # with flow 1 at its full 50G (flow 1 is not affected): back within a bin or two (1.5 us)
     assert iv["affected_flows"] == [0] and iv["recovered"]

@@ -12,7 +12,7 @@ port has sent, the RC senders' retransmitted frames and bytes and their timeouts
 
 * ``events``: the timeline of :class:`sim.fabric.faults.FaultLog` (``t_ps``, ``what``, ...);
 * ``intervals``: one per fault occurrence (:func:`fault_intervals`), with its
-  ``time_to_recover_ps`` (:func:`recovery`) and ``reroute_done_ps``;
+  ``time_to_recover_ps`` (:func:`recovery`) and ``time_to_reroute_ps``;
 * ``completion``: completion against the fault-free run of the same scenario and seed
   (:func:`run_baseline`; per flow its last delivery, the workload's last delivery, and each
   ``[[collective]]`` entry's mean iteration time);
@@ -202,7 +202,7 @@ class FaultProbe:
         ends = [done_at.get(f) for f in self.flows]
         for iv in intervals:
             until = max(self.duration_ps if iv["end_ps"] is None else iv["end_ps"],
-                        iv["start_ps"] + (iv["reroute_done_ps"] or 0)) + self.bin_ps
+                        iv["start_ps"] + (iv["time_to_reroute_ps"] or 0)) + self.bin_ps
             iv.update(recovery(good, self.bin_ps, iv["start_ps"], ends, self.flows,
                                until_ps=until))
         links = self.plotted_links(intervals)
@@ -269,7 +269,7 @@ def fault_intervals(events: Iterable[Mapping[str, Any]], end_ps: int) -> list[di
     """One interval per fault occurrence, from the timeline ``events``: ``kind``
     (``link_down``, ``nic_down``, ``switch_down``, ``loss``, ``degrade``), ``node`` (and
     ``port`` for a link), ``start_ps``, ``end_ps`` (null: lasted to the end of the run, which
-    is ``end_ps``) and, after a link-state change, ``reroute_done_ps``: the time from the
+    is ``end_ps``) and, after a link-state change, ``time_to_reroute_ps``: the time from the
     start to the first reroute at or after it (null: none in the run).  A ``rate`` event opens
     a ``degrade`` interval on a link and the next one on the same link closes it (``pcie``:
     ``slow_pcie`` on a host, likewise).  In order of start."""
@@ -307,7 +307,7 @@ def fault_intervals(events: Iterable[Mapping[str, Any]], end_ps: int) -> list[di
         r = None
         if iv["kind"] in _LINK_STATE:
             r = next((t - iv["start_ps"] for t in reroutes if t >= iv["start_ps"]), None)
-        iv["reroute_done_ps"] = r
+        iv["time_to_reroute_ps"] = r
     del end_ps  # an open interval's end is the run's: end_ps null says so
     return out
 
@@ -672,7 +672,7 @@ def straggler_intervals(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, 
         else:
             iv["node"] = f["node"]
         iv.update(delay_ps=round(f["delay_us"] * 10**6), start_ps=round(f["at_us"] * 10**6),
-                  end_ps=round(f["until_us"] * 10**6) or None, reroute_done_ps=None)
+                  end_ps=round(f["until_us"] * 10**6) or None, time_to_reroute_ps=None)
         out.append(iv)
     return out
 
@@ -800,7 +800,7 @@ def collective_report(probe: CollectiveProbe, counter: DropCounter, row: Mapping
     active = np.append(probe.active(), False)
     for iv in intervals:
         until = max(end if iv["end_ps"] is None else iv["end_ps"],
-                    iv["start_ps"] + (iv["reroute_done_ps"] or 0)) + probe.bin_ps
+                    iv["start_ps"] + (iv["time_to_reroute_ps"] or 0)) + probe.bin_ps
         rec = recovery(good, probe.bin_ps, iv["start_ps"], [None], [0], until_ps=until,
                        active=active)
         rec.pop("affected_flows")
