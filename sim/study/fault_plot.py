@@ -37,6 +37,24 @@ MAX_PAUSE_ROWS = 8
 PLOT_BINS = 150
 
 
+
+def _fault_strip(ax: Any, intervals: list, rows: list[str], target: Any, t: Any, end: int,
+                 min_frac: float) -> None:
+    """The top strip of a timeline: one bar per fault interval on its target's row (``target(
+    iv)`` names the row, ``t`` converts ps to the axis unit), at least ``min_frac`` of the axis
+    wide so an instant fault shows; one legend entry per kind."""
+    seen: set[str] = set()
+    for iv in intervals:
+        y = len(rows) - 1 - rows.index(target(iv))
+        color, text = KIND_COLORS.get(iv["kind"], ("tab:gray", iv["kind"]))
+        t1 = iv["end_ps"] if iv["end_ps"] is not None else end
+        ax.broken_barh([(t(iv["start_ps"]), max(t(t1 - iv["start_ps"]), t(end) * min_frac))],
+                       (y + 0.15, 0.7), facecolors=color,
+                       label=text if text not in seen else None)
+        seen.add(text)
+    ax.set_yticks([len(rows) - 1 - i + 0.5 for i in range(len(rows))], rows, fontsize="small")
+    ax.set_ylim(0, max(len(rows), 1))
+
 def has_faults(summary: Mapping[str, Any]) -> bool:
     """True for the summary of a run with faults (its ``faults`` is the report)."""
     return isinstance(summary.get("faults"), dict) and "intervals" in summary["faults"]
@@ -92,19 +110,7 @@ def fault_figure(summary: Mapping[str, Any], ts: Mapping[str, Any], ctx: Any) ->
     ax_f.set_title(title, fontsize="medium", loc="left")
 
     # 1. fault intervals
-    seen: set[str] = set()
-    for iv in intervals:
-        y = len(rows) - 1 - rows.index(_target(ctx, iv))
-        color, text = KIND_COLORS.get(iv["kind"], ("tab:gray", iv["kind"]))
-        t1 = iv["end_ps"] if iv["end_ps"] is not None else end
-        ax_f.broken_barh([(ctx.t(iv["start_ps"]), max(ctx.t(t1 - iv["start_ps"]),
-                                                      ctx.t(end) * 0.002))],
-                         (y + 0.15, 0.7), facecolors=color,
-                         label=text if text not in seen else None)
-        seen.add(text)
-    ax_f.set_yticks([len(rows) - 1 - i + 0.5 for i in range(len(rows))], rows,
-                    fontsize="small")
-    ax_f.set_ylim(0, max(len(rows), 1))
+    _fault_strip(ax_f, intervals, rows, lambda iv: _target(ctx, iv), ctx.t, end, 0.002)
     reroutes = [e["t_ps"] for e in rep.get("events", ()) if e.get("what") == "reroute"]
     for ax in axes:
         for i, t in enumerate(reroutes):
@@ -316,19 +322,8 @@ def collective_fault_figure(doc: Mapping[str, Any], row: Mapping[str, Any],
     ax_f.set_title(title, fontsize="medium", loc="left")
 
     # 1. faults, stragglers, QP errors, failovers
-    seen: set[str] = set()
-    for iv in intervals:
-        y = len(rows) - 1 - rows.index(_collective_target(nm, iv))
-        color, text = KIND_COLORS.get(iv["kind"], ("tab:gray", iv["kind"]))
-        t1 = iv["end_ps"] if iv["end_ps"] is not None else end
-        ax_f.broken_barh([(nm.t(iv["start_ps"]), max(nm.t(t1 - iv["start_ps"]),
-                                                     nm.t(end) * 0.005))],
-                         (y + 0.15, 0.7), facecolors=color,
-                         label=text if text not in seen else None)
-        seen.add(text)
-    ax_f.set_yticks([len(rows) - 1 - i + 0.5 for i in range(len(rows))], rows,
-                    fontsize="small")
-    ax_f.set_ylim(0, max(len(rows), 1))
+    _fault_strip(ax_f, intervals, rows, lambda iv: _collective_target(nm, iv), nm.t, end,
+                 0.005)
     reroutes = [e["t_ps"] for e in rep.get("events", ()) if e.get("what") == "reroute"]
     qp_err = [int(x) for x in ts.get("fault_qp_error_t_ps", ())]
     moves = [m["t_ps"] for m in row.get("failovers") or ()]

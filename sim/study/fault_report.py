@@ -61,6 +61,25 @@ def _real(peer: Any) -> Any:
     return getattr(peer, "real", peer)
 
 
+
+def _rc_totals(hosts: Any) -> tuple[int, int, int]:
+    """(frames retransmitted, bytes retransmitted, ACK timeouts) over every RC flow of
+    ``hosts``: one sample of the probes' RC columns."""
+    fr = by = to = 0
+    for h in hosts:
+        for f in h.rc_flows():
+            s = h.rc_stats(f)
+            fr += s.get("retransmitted_frames", 0)
+            by += s.get("retransmitted_bytes", 0)
+            to += s.get("timeouts", 0)
+    return fr, by, to
+
+
+def _fault_lost(fab: Any) -> int:
+    """Frames the fabric's faults have lost so far (0 without a fault log)."""
+    log = getattr(fab, "fault_log", None)
+    return sum(log.drops.values()) if log is not None else 0
+
 class FaultProbe:
     """Counters sampled at every bin edge of a run with faults (module docstring).
     ``bin_ps`` x ``nbins`` must cover the run (:data:`sim.study.results.THROUGHPUT_BINS`)."""
@@ -103,16 +122,8 @@ class FaultProbe:
         self.tx[r] = [p.tx_bytes for _, _, p in self.ports]
         nodes = fab.nodes
         self.rx[r] = [nodes[fab.flows[f].dst].rx_bytes.get(f, 0) for f in self.flows]
-        fr = by = to = 0
-        for h in self.hosts:
-            for f in h.rc_flows():
-                s = h.rc_stats(f)
-                fr += s.get("retransmitted_frames", 0)
-                by += s.get("retransmitted_bytes", 0)
-                to += s.get("timeouts", 0)
-        self.rc[r] = (fr, by, to)
-        log = getattr(fab, "fault_log", None)
-        self.lost[r] = sum(log.drops.values()) if log is not None else 0
+        self.rc[r] = _rc_totals(self.hosts)
+        self.lost[r] = _fault_lost(fab)
 
     def finish(self) -> None:
         """The last sample (end of the run); rows never reached copy it."""
@@ -568,16 +579,8 @@ class CollectiveProbe(FaultProbe):
         nodes = fab.nodes
         self.tx[r] = [p.tx_bytes for _, _, p in self.ports]
         self.rx[r, 0] = sum(nodes[f.dst].rx_bytes.get(fid, 0) for fid, f in fab.flows.items())
-        fr = by = to = 0
-        for h in self.hosts:
-            for f in h.rc_flows():
-                s = h.rc_stats(f)
-                fr += s.get("retransmitted_frames", 0)
-                by += s.get("retransmitted_bytes", 0)
-                to += s.get("timeouts", 0)
-        self.rc[r] = (fr, by, to)
-        log = getattr(fab, "fault_log", None)
-        self.lost[r] = sum(log.drops.values()) if log is not None else 0
+        self.rc[r] = _rc_totals(self.hosts)
+        self.lost[r] = _fault_lost(fab)
         self.pauses[r] = (sum(sum(s.pause_sent.values()) for s in self.switches)
                           + sum(h.pause_sent_count for h in self.hosts))
 
