@@ -243,6 +243,17 @@ class _Dispatch:
             cb(fid, got, now)
 
 
+def _dispatch(host: Any) -> _Dispatch:
+    """The :class:`_Dispatch` on ``host.on_data`` (installed on first use), through which every
+    job's QPs receive their data; ValueError if the host has another ``on_data`` callback."""
+    disp = host.on_data
+    if not isinstance(disp, _Dispatch):
+        if disp is not None:
+            raise ValueError(f"host {host.node_id} already has an on_data callback")
+        disp = host.on_data = _Dispatch()
+    return disp
+
+
 class _QpDispatch:
     """A host's ``on_qp_error`` shared by the jobs whose QPs it sends: flow id -> job."""
 
@@ -372,12 +383,7 @@ class CollectiveJob:
                                      f"fabric")
                 elif sh.sent_bytes[qpn] != dh.rx_bytes.get(qpn, 0):
                     raise ValueError(f"QP {qpn} of {key} still has bytes in flight")
-                disp = dh.on_data
-                if not isinstance(disp, _Dispatch):
-                    if disp is not None:
-                        raise ValueError(f"host {dh.node_id} already has an on_data callback")
-                    disp = dh.on_data = _Dispatch()
-                disp.jobs[qpn] = self._on_data
+                _dispatch(dh).jobs[qpn] = self._on_data
                 self._watch(sh, qpn)
                 self.qp_flow[(src, dst, ch, q)] = qpn
                 self.run.flows[qpn] = (src, dst, ch, q, sport)
@@ -561,12 +567,7 @@ class CollectiveJob:
         fab.flows[nfid] = flow
         sh.add_posted_flow(flow)
         dh.expect(flow)
-        disp = dh.on_data
-        if not isinstance(disp, _Dispatch):
-            if disp is not None:
-                raise ValueError(f"host {dh.node_id} already has an on_data callback")
-            disp = dh.on_data = _Dispatch()
-        disp.jobs[nfid] = self._on_data
+        _dispatch(dh).jobs[nfid] = self._on_data
         self._watch(sh, nfid)
         _MOVED.setdefault(fab, {})[fid] = (nfid, a, b)
         self.qp_flow[key] = nfid
