@@ -38,6 +38,7 @@ __all__ = ["COMPILED", "PURE_ENV", "compiled_modules", "core", "install", "pure_
 #: The modules of the compiled core, each a ``.py`` with a ``.pxd`` beside it (setup.py).
 COMPILED: tuple[str, ...] = (
     "sim.engine",
+    "sim.packet",
     "sim.net.port",
     "sim.net.mmu",
     "sim.net.switch",

@@ -17,3 +17,6 @@ cdef class Engine:
     cdef public long long _seq
     cdef public bint _running
     cdef public long long _compact_at
+
+    # Port's per-frame events: a C call from code that holds a typed Engine (port.pxd).
+    cpdef _push(self, delay_ps, callback, tuple args)

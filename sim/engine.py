@@ -163,6 +163,18 @@ class Engine:
         self._seq = seq = self._seq + 1
         heappush(self._heap, (self.now_ps + delay_ps, priority, seq, callback, args))
 
+    def _push(self, delay_ps: int, callback: Callable[..., Any], args: tuple) -> None:
+        """``call_in(delay_ps, callback, *args)`` for the compiled core's own per-frame events
+        (Port): the arguments come as one tuple, and in the compiled core this is a C call
+        (engine.pxd) instead of a Python call with ``*args``.  The same heap entry and ``seq``
+        as :meth:`call_in`; a delay that is not a non-negative int goes through
+        :meth:`call_in` (the same conversion or error)."""
+        if delay_ps.__class__ is not int or delay_ps < 0:
+            self.call_in(delay_ps, callback, *args)
+            return
+        self._seq = seq = self._seq + 1
+        heappush(self._heap, (self.now_ps + delay_ps, 0, seq, callback, args))
+
     def _compact(self) -> None:
         """Drop the cancelled timers from the heap if they are at least half of it; look again
         when the heap has doubled (so the scans cost O(1) per scheduled timer).  In place:

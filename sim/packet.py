@@ -30,9 +30,6 @@ class PacketIds:
         self.next += 1
         return self.next
 
-_new = object.__new__
-
-
 class SimPacket:
     """One packet: ``nbytes`` is the Ethernet frame length WITHOUT FCS.
 
@@ -85,7 +82,7 @@ class SimPacket:
         known good (``0 <= tc <= 7``, ``0 <= ecn <= 3``, ``nbytes >= 0``, ``frame`` None or a
         bytearray: it is stored as is, not copied).  Positional arguments: several times
         cheaper than ``SimPacket(...)`` with keywords on the per-packet path."""
-        pkt = _new(cls)
+        pkt = SimPacket.__new__(cls)  # no __init__ (compiled: the type's tp_new at C level)
         pkt.id = id
         pkt.t_ps = t_ps
         pkt.nbytes = nbytes
@@ -99,6 +96,17 @@ class SimPacket:
         pkt.fc = None
         pkt.psn = None
         return pkt
+
+    def __reduce__(self) -> tuple:
+        """Pickle (and copy) every slot that is set, a subclass's (SuePacket's ``pdu``)
+        included: the same state whether SimPacket is a Python class or compiled (a compiled
+        class's own pickling would know only the fields of packet.pxd)."""
+        state = {}
+        for klass in type(self).__mro__:
+            for name in klass.__dict__.get("__slots__", ()):
+                if name not in state and hasattr(self, name):
+                    state[name] = getattr(self, name)
+        return _restore, (type(self), state)
 
     @property
     def ecn_capable(self) -> bool:
@@ -127,3 +135,11 @@ class SimPacket:
             f"frame={'None' if self.frame is None else f'<{len(self.frame)} B>'}, "
             f"hops={self.hops})"
         )
+
+
+def _restore(cls: type, state: dict) -> SimPacket:
+    """A pickled packet back (:meth:`SimPacket.__reduce__`)."""
+    pkt = SimPacket.__new__(cls)
+    for name, value in state.items():
+        setattr(pkt, name, value)
+    return pkt

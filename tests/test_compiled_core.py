@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sim import _core
 
@@ -210,3 +212,67 @@ def test_build_falls_back_with_one_line_when_the_compiler_fails(tmp_path: Path) 
     assert r.returncode == 0, r.stderr
     assert "lossless:" not in r.stdout + r.stderr
     assert list(tmp_path.glob("tiny*.so"))
+
+
+# ------------------------------------------------ step 2: SimPacket compiled, Engine._push
+def test_simpacket_is_part_of_the_compiled_core() -> None:
+    """sim.packet is compiled with the rest (packet.pxd: SimPacket a cdef class whose fields
+    Port and Switch read from the struct); compiled, the class is an extension type."""
+    from sim.packet import SimPacket
+
+    assert "sim.packet" in _core.COMPILED
+    if COMPILED_BUILD:
+        assert _core.compiled_modules()["sim.packet"]
+        assert not SimPacket.__flags__ & (1 << 9)  # Py_TPFLAGS_HEAPTYPE: not a Python class
+        assert not hasattr(SimPacket(1, 0, 64), "__dict__")
+
+
+def _roundtrip(obj):  # type: ignore[no-untyped-def]
+    import copy
+    import pickle
+
+    return [pickle.loads(pickle.dumps(obj, protocol=p)) for p in (2, pickle.HIGHEST_PROTOCOL)] + [
+        copy.copy(obj), copy.deepcopy(obj)]
+
+
+def test_packets_pickle_and_copy_with_every_slot() -> None:
+    """A packet and a subclass's packet (SuePacket: slots of its own) pickle and copy whole,
+    compiled (the compiled class's own pickling would lose ``pdu``) or not."""
+    from sim.packet import SimPacket
+    from sim.scaleup.framing import SuePacket
+
+    pkt = SimPacket(7, 10, 1082, flow=3, tc=5, ecn=1, src=2, dst=9, frame=b"\x00" * 64, hops=1)
+    pkt.fc, pkt.psn = ("port", 1), 42
+    for back in _roundtrip(pkt):
+        assert type(back) is SimPacket and repr(back) == repr(pkt)
+        assert (back.fc, back.psn, back.frame) == (pkt.fc, pkt.psn, pkt.frame)
+    sue = SuePacket(1, 2, 300, tc=1, pdu=("txn", 5), psn=11)
+    for back in _roundtrip(sue):
+        assert type(back) is SuePacket and repr(back) == repr(sue)
+        assert (back.pdu, back.psn, back.fc) == (("txn", 5), 11, None)
+
+
+_delays = st.one_of(st.integers(-3, 10**15), st.just(2**70), st.sampled_from([1.0, 2.5, True]))
+
+
+@given(st.lists(_delays, min_size=1, max_size=20))
+def test_push_schedules_exactly_like_call_in(delays: list) -> None:  # type: ignore[type-arg]
+    """Engine._push (Port's per-frame events; a C call in the compiled core) makes the same
+    heap entries as call_in, and for a delay call_in converts or refuses, the same."""
+    from sim.engine import Engine
+
+    def noop(*_args: object) -> None:
+        pass
+
+    a, b = Engine(), Engine()
+    for i, d in enumerate(delays):
+        outcome = []
+        for fn, args in ((a.call_in, (d, noop, i, "x")), (b._push, (d, noop, (i, "x")))):
+            try:
+                fn(*args)
+                outcome.append(None)
+            except (TypeError, ValueError) as e:
+                outcome.append((type(e), str(e)))
+        assert outcome[0] == outcome[1]
+    assert a._heap == b._heap and a._seq == b._seq
+    assert a.run() == b.run() and a.now_ps == b.now_ps

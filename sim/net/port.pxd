@@ -4,7 +4,10 @@
 # per-instance overrides (``_pick``, sim/fabric/faults.py's ``enqueue``), stay as in Python.
 # Counters and times are C int64 (picoseconds fit for 106 days); all are public so that
 # interpreted code (tests, study, cli) reads and writes them as before.
+cimport cython
+
 from sim.engine cimport Engine
+from sim.packet cimport SimPacket
 
 cdef class Port:
     cdef dict __dict__
@@ -49,3 +52,17 @@ cdef class Port:
     cdef public object _done_cb
     cdef public object deficit
     cdef public object _vl_of
+
+    # The private per-frame methods, cpdef so that a frame's fields are read from its struct
+    # (``pkt`` typed SimPacket; None passes, any other type is a TypeError) and Port's calls of
+    # its own ``_start`` / ``_cut_through`` are C calls.  Still overridable by subclasses and
+    # per instance (the instance's __dict__ is looked at first, as in Python).  A cpdef's
+    # Python signature loses the .py's return annotation: port.py puts it back for ``enqueue``.
+    @cython.locals(pkt=SimPacket)
+    cpdef enqueue(self, pkt)
+    @cython.locals(pkt=SimPacket)
+    cpdef _cut_through(self, pkt, tc)
+    @cython.locals(pkt=SimPacket)
+    cpdef _start(self)
+    @cython.locals(pkt=SimPacket)
+    cpdef _done(self, pkt)

@@ -298,7 +298,7 @@ class Port:
             t = self._ser_cache[nbytes] = frame_ser_time_ps(nbytes, self.rate_bps)
         self.busy_ps += t
         self._tx_end_ps = now + t
-        self._call_in(t, self._done_cb, pkt)
+        self.engine._push(t, self._done_cb, (pkt,))
 
     def send_control(self, pkt: SimPacket) -> None:
         """A MAC Control frame (PFC): ahead of all data, never paused."""
@@ -506,7 +506,7 @@ class Port:
             t = self._ser_cache[nbytes] = frame_ser_time_ps(nbytes, self.rate_bps)
         self.busy_ps += t
         self._tx_end_ps = now + t
-        self._call_in(t, self._done_cb, pkt)
+        self.engine._push(t, self._done_cb, (pkt,))
 
     def _done(self, pkt: SimPacket) -> None:
         """End of a frame's serialisation: count it, send it down the wire, start the next."""
@@ -515,7 +515,7 @@ class Port:
         self.tx_packets += 1
         peer = self.peer
         if peer is not None:
-            self._call_in(self.prop_ps, peer.receive, self.peer_port, pkt)
+            self.engine._push(self.prop_ps, peer.receive, (self.peer_port, pkt))
         if self._queued or self.control:  # else _start would find nothing to send or wait for
             self._start()
 
@@ -626,3 +626,8 @@ class Port:
 class CreditPort(CreditFlowControl, Port):
     """An egress :class:`Port` under credit-based flow control
     (:class:`sim.flowctl.credit.CreditFlowControl`: its gate and the link's credit counters)."""
+
+
+# Compiled (port.pxd), a cpdef method's Python signature has lost its return annotation: put
+# back the one written above (interpreted, it is there already and this does nothing).
+vars(Port)["enqueue"].__annotations__.setdefault("return", "None")

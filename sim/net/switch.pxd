@@ -3,7 +3,10 @@
 # attributes are C fields; it keeps a __dict__ (the routing tables set by set_routes, the rare
 # attributes, subclasses such as sim.scaleup.switch.EsunSwitch, per-instance overrides).
 # Counters are C int64; every field is public, read and written from interpreted code as before.
+cimport cython
+
 from sim.engine cimport Engine
+from sim.packet cimport SimPacket
 
 cdef class Switch:
     cdef dict __dict__
@@ -28,3 +31,11 @@ cdef class Switch:
     cdef public object watchdog
     cdef public set _wd_drop
     cdef public set _wd_ignore
+
+    # The per-frame methods, cpdef with ``pkt`` typed SimPacket (its fields read from the struct;
+    # see port.pxd), overridable by subclasses (EsunSwitch.receive) as in Python; switch.py puts
+    # back ``receive``'s return annotation (port.pxd).
+    @cython.locals(pkt=SimPacket)
+    cpdef receive(self, port, pkt)
+    @cython.locals(pkt=SimPacket)
+    cpdef _on_dequeue(self, port, pkt)

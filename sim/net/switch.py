@@ -443,3 +443,8 @@ class Switch:
     # -------------------------------------------------------------------- PFC
     def _pfc(self, changes) -> None:
         self.pfc.changes(changes)
+
+
+# Compiled (port.pxd), a cpdef method's Python signature has lost its return annotation: put
+# back the one written above (interpreted, it is there already and this does nothing).
+vars(Switch)["receive"].__annotations__.setdefault("return", "None")

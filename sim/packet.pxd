@@ -1,0 +1,20 @@
+# Types of sim/packet.py for the compiled core (issue 19; Cython pure-Python mode: the .py is
+# the source, this file only declares).  SimPacket is a cdef class: its fields (the names of its
+# ``__slots__``) are C struct members, so compiled code that knows a packet's type (Port's and
+# Switch's hot methods, port.pxd and switch.pxd) reads them without an attribute lookup.  They
+# stay Python objects (a frame's ``nbytes`` or ``id`` can be any int) and public, so interpreted
+# code reads and writes them as before; subclasses (sim.scaleup.framing.SuePacket) add slots.
+
+cdef class SimPacket:
+    cdef public object dst
+    cdef public object ecn
+    cdef public object fc
+    cdef public object flow
+    cdef public object frame
+    cdef public object hops
+    cdef public object id
+    cdef public object nbytes
+    cdef public object psn
+    cdef public object src
+    cdef public object t_ps
+    cdef public object tc
