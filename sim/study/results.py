@@ -283,6 +283,11 @@ class Recorder:
                 yield f"rate_f{fid}_{suffix}", col(s, i)
 
 
+#: A Capture holds this many frames before writing them at once (bounded memory: at most
+#: this many frames of at most 9 KB each per capture, ~9 MB; typically ~1 MB).
+CAPTURE_BATCH_FRAMES = 1024
+
+
 class CaptureBudget:
     """The bytes all the pcap files of one run may take together (``limit_bytes``; None: no
     limit).  The first frame that would go over it stops every capture of the run
@@ -309,6 +314,10 @@ class Capture:
         self.frames = 0
         self.bytes = PCAP_FILE_HEADER_BYTES
         self.budget.used_bytes += PCAP_FILE_HEADER_BYTES
+        #: Frames (and their times, ns) not written yet: written in batches of
+        #: :data:`CAPTURE_BATCH_FRAMES` through the writer's bulk path, and at close.
+        self._frames: list[bytes | bytearray] = []
+        self._ts_ns: list[int] = []
         self._psn: dict[int, int] = {}
         self._templates: dict[tuple[int, int, int, int], RoceTemplate] = {}
 
@@ -324,8 +333,20 @@ class Capture:
             return
         b.used_bytes += n
         self.bytes += n
-        self.writer.write(bytes(frame), ts_ns=t_ps // 1000)
+        # a frame of the fabric may be shared: written as it is now; a synthesised one is new
+        self._frames.append(frame if type(frame) is bytearray and pkt.frame is None
+                            else bytes(frame))
+        self._ts_ns.append(t_ps // 1000)
         self.frames += 1
+        if len(self._frames) >= CAPTURE_BATCH_FRAMES:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write the frames held so far (:meth:`wire.pcapio.CaptureWriter.write_frames`)."""
+        if self._frames:
+            self.writer.write_frames(self._frames, self._ts_ns)
+            self._frames = []
+            self._ts_ns = []
 
     def _synth(self, pkt: Any) -> bytes:
         psn = self._psn.get(pkt.flow, 0)
@@ -344,7 +365,10 @@ class Capture:
         return tpl.make(**{"bth.psn": psn, "ipv4.ecn": pkt.ecn})
 
     def close(self) -> None:
-        self.writer.close()
+        try:
+            self._flush()
+        finally:
+            self.writer.close()
 
 
 class _RxBins:
