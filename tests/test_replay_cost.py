@@ -85,3 +85,52 @@ def test_capture_uses_the_bulk_path(tmp_path, monkeypatch) -> None:
     assert cap.frames == 3000
     assert calls["write"] == 0
     assert calls["write_frames"] <= 3000 // results.CAPTURE_BATCH_FRAMES + 1
+
+
+def _old_synth(pkt, psn: int) -> bytes:
+    """The frame the capture synthesised before (one template, PSN and ECN patched)."""
+    from sim.addresses import node_ip, node_mac
+    from wire.template import RoceTemplate
+
+    tpl = RoceTemplate({
+        "eth": {"dst": node_mac(pkt.dst), "src": node_mac(pkt.src)},
+        "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": 0},
+        "udp": {"sport": 49152 + (pkt.flow & 0x3FFF)},
+        "bth": {"opcode": "RC_RDMA_WRITE_MIDDLE", "dest_qp": pkt.flow & 0xFFFFFF},
+        "payload": {"data": "00" * max(pkt.nbytes - results._HDR_BYTES, 0)},
+    }, patch=("bth.psn", "ipv4.ecn"))
+    return bytes(tpl.make(**{"bth.psn": psn, "ipv4.ecn": pkt.ecn}))
+
+
+@given(pkts=st.lists(_pkt.map(lambda p: SimpleNamespace(**{**vars(p), "frame": None})),
+                     max_size=30))
+def test_synthesised_frames_are_those_of_one_patched_template(tmp_path_factory, pkts) -> None:
+    """A template per ECN codepoint gives the very frames (IPv4 checksum, ICRC) of patching
+    ECN into one template, frame after frame of each flow's PSN sequence."""
+    cap = Capture(str(tmp_path_factory.mktemp("syn") / "x.pcap"))
+    psn: dict[int, int] = {}
+    for p in pkts:
+        n = psn.get(p.flow, 0)
+        psn[p.flow] = n + 1
+        assert bytes(cap._synth(p)) == _old_synth(p, n)
+    cap.close()
+
+
+def test_synthesised_frames_reuse_the_ipv4_checksum(tmp_path, monkeypatch) -> None:
+    """Per synthesised frame only the PSN changes: the IPv4 header checksum is computed when
+    a template is made, not once per frame (it was, ECN being patched into each)."""
+    import wire.template as template
+
+    calls = [0]
+    real = template.internet_checksum
+
+    def counted(*a):
+        calls[0] += 1
+        return real(*a)
+
+    monkeypatch.setattr(template, "internet_checksum", counted)
+    cap = Capture(str(tmp_path / "x.pcap"))
+    for i in range(2000):
+        cap._synth(SimpleNamespace(frame=None, flow=1, src=0, dst=4, nbytes=1082, ecn=i % 2))
+    cap.close()
+    assert calls[0] <= 2 * 2  # the two templates (ECN 0 and 1), at most twice each

@@ -319,7 +319,7 @@ class Capture:
         self._frames: list[bytes | bytearray] = []
         self._ts_ns: list[int] = []
         self._psn: dict[int, int] = {}
-        self._templates: dict[tuple[int, int, int, int], RoceTemplate] = {}
+        self._templates: dict[tuple[int, int, int, int, int], RoceTemplate] = {}
 
     def __call__(self, t_ps: int, pkt: Any) -> None:
         b = self.budget
@@ -351,18 +351,20 @@ class Capture:
     def _synth(self, pkt: Any) -> bytes:
         psn = self._psn.get(pkt.flow, 0)
         self._psn[pkt.flow] = (psn + 1) & 0xFFFFFF
-        key = (pkt.flow, pkt.src, pkt.dst, pkt.nbytes)
+        # one template per ECN codepoint too: only the PSN is patched per frame, so the IPv4
+        # checksum is the template's and the ICRC continues its precomputed prefix
+        key = (pkt.flow, pkt.src, pkt.dst, pkt.nbytes, pkt.ecn)
         tpl = self._templates.get(key)
         if tpl is None:
             pay = max(pkt.nbytes - _HDR_BYTES, 0)
             tpl = self._templates[key] = RoceTemplate({
                 "eth": {"dst": node_mac(pkt.dst), "src": node_mac(pkt.src)},
-                "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": 0},
+                "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": pkt.ecn},
                 "udp": {"sport": 49152 + (pkt.flow & 0x3FFF)},
                 "bth": {"opcode": "RC_RDMA_WRITE_MIDDLE", "dest_qp": pkt.flow & 0xFFFFFF},
                 "payload": {"data": "00" * pay},
-            }, patch=("bth.psn", "ipv4.ecn"))
-        return tpl.make(**{"bth.psn": psn, "ipv4.ecn": pkt.ecn})
+            }, patch=("bth.psn",))
+        return tpl.make(**{"bth.psn": psn})
 
     def close(self) -> None:
         try:
