@@ -134,3 +134,33 @@ def test_synthesised_frames_reuse_the_ipv4_checksum(tmp_path, monkeypatch) -> No
         cap._synth(SimpleNamespace(frame=None, flow=1, src=0, dst=4, nbytes=1082, ecn=i % 2))
     cap.close()
     assert calls[0] <= 2 * 2  # the two templates (ECN 0 and 1), at most twice each
+
+
+def test_rx_bins_compute_a_serialisation_time_once_per_size_and_rate(monkeypatch) -> None:
+    """The receivers' throughput bins: a frame's arrival time needs its serialisation time,
+    computed once per (size, port rate) and not per frame; a changed rate (a fault) is
+    honoured, and every frame lands in the bin of its arrival."""
+    from sim.units import frame_ser_time_ps
+
+    calls = [0]
+
+    def counted(*a):
+        calls[0] += 1
+        return frame_ser_time_ps(*a)
+
+    monkeypatch.setattr(results, "frame_ser_time_ps", counted)
+    port = SimpleNamespace(rate_bps=100 * 10**9, prop_ps=500_000)
+    bins = results._RxBins(1_000_000, 1000)
+    tap = bins.tap_for(port)
+    want = [0] * 1000
+    for i in range(3000):
+        if i == 1500:
+            port.rate_bps = 25 * 10**9  # degraded link
+        pkt = SimpleNamespace(frame=None, flow=1, nbytes=(64, 1082)[i % 2])
+        t_ps = i * 300_000
+        at = t_ps + frame_ser_time_ps(pkt.nbytes, port.rate_bps) + port.prop_ps
+        if at // 1_000_000 < 1000:
+            want[at // 1_000_000] += pkt.nbytes
+        tap(t_ps, pkt)
+    assert bins.bins[1] == want
+    assert calls[0] == 4

@@ -382,10 +382,17 @@ class _RxBins:
         self.bins: dict[int, list[int]] = {}
 
     def tap_for(self, port: Any):
+        # (frame bytes, rate) -> serialisation time: a few sizes, a rate a fault may change
+        ser: dict[tuple[int, int], int] = {}
+
         def tap(t_ps: int, pkt: Any) -> None:
             if pkt.frame is not None:
                 return
-            at = t_ps + frame_ser_time_ps(pkt.nbytes, port.rate_bps) + port.prop_ps
+            k = (pkt.nbytes, port.rate_bps)
+            d = ser.get(k)
+            if d is None:
+                d = ser[k] = frame_ser_time_ps(*k)
+            at = t_ps + d + port.prop_ps
             b = at // self.bin_ps
             if b >= self.nbins:
                 return
