@@ -246,10 +246,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("replay", help="run a scenario and write its results",
                        description="Run a built-in scenario or a TOML scenario file; write "
                                    "summary.json, timeseries.npz, events.jsonl, "
-                                   "bottleneck.pcap and PNG plots (docs/scenarios.md).")
+                                   "bottleneck.pcap and PNG plots (docs/scenarios.md); "
+                                   "with faults ([[faults]] or -p fault=KIND:KEY=V,...) also "
+                                   "faults_timeline.png and a faults report in summary.json, "
+                                   "against a fault-free run (docs/faults.md).")
     r.add_argument("scenario", metavar="SCENARIO", help="built-in name or TOML file")
     r.add_argument("-p", "--param", type=_kv, action="append", metavar="KEY=VALUE",
-                   help="override a parameter (repeatable); see 'lossless scenarios'")
+                   help="override a parameter (repeatable); see 'lossless scenarios'; "
+                        "a fault: -p fault=link_down:node=2,port=4,at_us=50,until_us=120")
     r.add_argument("--seed", type=integer(0, 2**63 - 1),
                    help="RNG seed (overrides the seed parameter)")
     r.add_argument("--out", metavar="DIR",
