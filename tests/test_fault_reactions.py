@@ -133,6 +133,8 @@ def test_p_fault_on_a_fabric_file_equals_its_faults_entry(tmp_path) -> None:
      "collective; there is none here"),
     ({"fault": "slow_pcie:node=4,rate_gbps=8"}, "-p fault #1 node: node 4: the host has no "
      "PCIe model"),
+    ({"fault": "loss:node=2,port=3,loss_rate=0.1,ber=1e-9"},
+     "-p fault #1 ber: kind 'loss' takes loss_rate or ber, not both"),
     ({"detect_us": "soon"}, "-p: parameter 'detect_us': expected float"),
 ])
 def test_p_fault_errors_name_the_key(params, msg) -> None:

@@ -590,7 +590,7 @@ FAULT_PARAMS: tuple[Param, ...] = (
     Param("mtbf_us", 0.0, "flap: mean time between failures (us)", nonneg),
     Param("mttr_us", 0.0, "flap: mean time to repair (us)", nonneg),
     Param("loss_rate", 0.0, "loss: probability a frame is lost", frac),
-    Param("ber", 0.0, "loss: bit error rate (instead of loss_rate when > 0)", frac),
+    Param("ber", 0.0, "loss: bit error rate (instead of loss_rate)", frac),
     Param("rate_gbps", 0.0, "degrade: the link's rate while degraded; slow_pcie: the PCIe "
           "link's rate both ways (Gb/s)", nonneg),
     Param("pcie_gen", 0, "slow_pcie: the PCIe generation the link runs at (instead of "
@@ -699,6 +699,8 @@ def _fault_problem(f: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[str, s
             return key, f"kind {kind!r} needs a positive {key}"
     if kind == "loss" and "loss_rate" not in raw and "ber" not in raw:
         return "loss_rate", "kind 'loss' needs loss_rate or ber"
+    if kind == "loss" and "loss_rate" in raw and "ber" in raw:
+        return "ber", "kind 'loss' takes loss_rate or ber, not both"
     if kind == "slow_pcie" and (f["rate_gbps"] > 0) == (f["pcie_gen"] > 0):
         return "rate_gbps", "kind 'slow_pcie' needs rate_gbps or pcie_gen (one of them)"
     hosty = kind in ("nic_down", "slow_pcie", "straggler")
