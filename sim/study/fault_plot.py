@@ -55,6 +55,20 @@ def _fault_strip(ax: Any, intervals: list, rows: list[str], target: Any, t: Any,
     ax.set_yticks([len(rows) - 1 - i + 0.5 for i in range(len(rows))], rows, fontsize="small")
     ax.set_ylim(0, max(len(rows), 1))
 
+
+def _shade_recovery(ax: Any, intervals: list, t: Any, what: str, alpha: float) -> None:
+    """Shade, on the throughput axis `ax`, each fault's span from its start to the recovery of
+    `what` (its time_to_recover_ps; none when it did not recover), with one note above the axis."""
+    spans = [(iv["start_ps"], iv["time_to_recover_ps"]) for iv in intervals
+             if iv.get("time_to_recover_ps")]
+    for start_ps, recover_ps in spans:
+        ax.axvspan(t(start_ps), t(start_ps + recover_ps), color="tab:red", alpha=alpha,
+                   linewidth=0)
+    if spans:
+        ax.text(0.0, 1.01, f"shaded: from each fault to the recovery of {what}",
+                transform=ax.transAxes, fontsize="x-small", color="0.3", va="bottom")
+
+
 def has_faults(summary: Mapping[str, Any]) -> bool:
     """True for the summary of a run with faults (its ``faults`` is the report)."""
     return isinstance(summary.get("faults"), dict) and "intervals" in summary["faults"]
@@ -136,14 +150,7 @@ def fault_figure(summary: Mapping[str, Any], ts: Mapping[str, Any], ctx: Any) ->
     ax_l.set_ylim(bottom=0)
     ax_l.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small",
                 frameon=False)
-    for iv in intervals:
-        r = iv.get("time_to_recover_ps")
-        if r:
-            ax_l.axvspan(ctx.t(iv["start_ps"]), ctx.t(iv["start_ps"] + r), color="tab:red",
-                         alpha=0.07, linewidth=0)
-    if any(iv.get("time_to_recover_ps") for iv in intervals):
-        ax_l.text(0.0, 1.01, "shaded: from each fault to the recovery of its flows' goodput",
-                  transform=ax_l.transAxes, fontsize="x-small", color="0.3", va="bottom")
+    _shade_recovery(ax_l, intervals, ctx.t, "its flows' goodput", alpha=0.07)
 
     # 3. retransmissions, losses, timeouts, QP errors
     width = ctx.t(bin_ps) * 0.9
@@ -388,14 +395,7 @@ def collective_fault_figure(doc: Mapping[str, Any], row: Mapping[str, Any],
                         + ("" if ln["role"] == "faulted" else " (ECMP sibling)"))
     ax_l.plot(mid, rb(ts["fault_delivered_bytes"]) * to_gbps, color="black", linewidth=1.8,
               drawstyle="steps-mid", label="goodput, all QPs")
-    for iv in intervals:
-        r = iv.get("time_to_recover_ps")
-        if r:
-            ax_l.axvspan(nm.t(iv["start_ps"]), nm.t(iv["start_ps"] + r), color="tab:red",
-                         alpha=0.08, linewidth=0)
-    if any(iv.get("time_to_recover_ps") for iv in intervals):
-        ax_l.text(0.0, 1.01, "shaded: from each fault to the recovery of the goodput",
-                  transform=ax_l.transAxes, fontsize="x-small", color="0.3", va="bottom")
+    _shade_recovery(ax_l, intervals, nm.t, "the goodput", alpha=0.08)
     ax_l.set_ylabel("throughput (Gb/s)")
     ax_l.set_ylim(bottom=0)
     ax_l.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small",
