@@ -46,6 +46,13 @@ def shape(hosts: int) -> dict[str, object]:
             "hosts_per_leaf": per_leaf, "pattern": "shift", "load": 0.5, "buffer_kb": 32000}
 
 
+def _built_hosts(hosts: int) -> int:
+    """How many hosts :func:`shape` of ``hosts`` really builds (not ``hosts`` for a count
+    that is not a multiple of its hosts per leaf, or below 8)."""
+    sh = shape(hosts)
+    return int(sh["leaves"]) * int(sh["hosts_per_leaf"])  # type: ignore[call-overload]
+
+
 def _build(hosts: int, until_us: float):
     from sim.scenarios import loader
 
@@ -250,7 +257,8 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench scale", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hosts", type=int, action="append",
-                    help="leaf-spine host counts (repeatable; default 8, 128, 512, 2048)")
+                    help="leaf-spine host counts (repeatable; default 8, 128, 512, 2048); each a "
+                         "multiple of its hosts per leaf (max(4, ceil(N / 32))), at least 8")
     ap.add_argument("--sim-us", type=float, default=20.0,
                     help="simulated time timed in each leaf-spine run, µs (default 20)")
     ap.add_argument("--warmup-us", type=float, default=5.0,
@@ -268,6 +276,15 @@ def main(argv: list[str]) -> int:
                     help="instead: ns per pop+push of a bare heapq loop of ENTRIES entries, "
                          "and per access to one of ENTRIES x 100 objects")
     args = ap.parse_args(argv)
+    for n in [*(args.hosts or ()), *(args.anatomy or ()), *([args.profile] if args.profile
+                                                             else ())]:
+        built = _built_hosts(n)
+        if built != n:
+            ap.error(f"{n} hosts: the leaf_spine shape of that size ({shape(n)['leaves']} "
+                     f"leaves x {shape(n)['hosts_per_leaf']}) has {built} hosts; give a "
+                     f"count it builds exactly (e.g. 8, 64, 128, 512, 2048)")
+    if not args.sim_us > 0 or args.warmup_us < 0 or args.min_hops < 0:
+        ap.error("--sim-us must be > 0, --warmup-us and --min-hops >= 0")
     if args.profile:
         profile(args.profile, args.sim_us)
         return 0
