@@ -31,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from sim.units import us_to_ps
+
 __all__ = ["FaultProbe", "RECOVERY_TOLERANCE", "PRE_FAULT_BINS", "fault_intervals",
            "recovery", "run_baseline", "completion_figures", "compare_completion",
            "conservation_problems", "MAX_LINKS", "COLLECTIVE_BINS", "COLLECTIVE_FIRST_BIN_PS",
@@ -674,8 +676,8 @@ def straggler_intervals(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, 
             iv["rank"] = f["rank"]
         else:
             iv["node"] = f["node"]
-        iv.update(delay_ps=round(f["delay_us"] * 10**6), start_ps=round(f["at_us"] * 10**6),
-                  end_ps=round(f["until_us"] * 10**6) or None, time_to_reroute_ps=None)
+        iv.update(delay_ps=us_to_ps(f["delay_us"]), start_ps=us_to_ps(f["at_us"]),
+                  end_ps=us_to_ps(f["until_us"]) or None, time_to_reroute_ps=None)
         out.append(iv)
     return out
 
