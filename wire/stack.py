@@ -318,8 +318,8 @@ _MAC_CONTROL_SPECS = {MacControlOpcode.PFC: PFC, MacControlOpcode.PAUSE: PAUSE}
 def _spec_layer(_name: str, spec: HeaderSpec, frame: bytes, off: int, extra: dict | None
                 ) -> Layer:
     """``spec`` decoded at ``off``, then the derived keys of ``extra`` (in their order).
-    (The layer makers call the compiled ``HeaderSpec._unpack`` directly: one call less per
-    layer; the header is known to fit.)"""
+    (The layer makers call the compiled ``HeaderSpec._layer`` directly: no length check and
+    no Python-level ``Layer.__init__``; the header is known to fit.)"""
     layer = spec._layer(frame, off)
     if extra:
         layer.update(extra)
@@ -484,10 +484,10 @@ _BTH_LAYER = BTH._layer
 
 
 def _roce4_untouched(d: Decoded) -> _Lazy | None:
-    """The fast path's deferred object of ``d`` if ``d`` came from :func:`_fast_roce4` and no
-    layer of it has been read, replaced, added or removed since (its layers are then exactly
-    what the frame's bytes say); else None.  For readers of a few fields of many frames
-    (``wire.stats.summary_line``) that can take them from the bytes at once."""
+    """The fast path's deferred object of ``d`` if ``d`` came from :func:`dissect`'s fast
+    path and no layer of it has been read, replaced, added or removed since (its layers are
+    then exactly what the frame's bytes say); else None.  For readers of a few fields of
+    many frames (``wire.stats.summary_line``) that can take them from the bytes at once."""
     store = d._layers
     lz = store.get("icrc")
     if type(lz) is not _Lazy or lz[0] is not _roce4_layer or len(store) != (
