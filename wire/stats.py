@@ -199,7 +199,7 @@ def _roce4_summary(index: int, ts_ns: int, d: Decoded, orig_len: int, lz: tuple)
     if icrc_at > pos:
         tail += f" payload={icrc_at - pad - pos}"
     problems = d.problems  # runs the deferred checks, the ICRC's among them
-    if not (icrc_check[1] if icrc_check[0] is None else _check_ok(icrc_check)):
+    if not _check_ok(icrc_check):  # already run by d.problems: reads its result
         tail += " ICRC BAD"
     if problems:
         tail += f" [{len(problems)} problem{'s' * (len(problems) > 1)}]"
