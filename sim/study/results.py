@@ -43,7 +43,7 @@ from sim.study.conservation import live_packets as _live_packets
 from sim.study.series import Series, SeriesStore, step_integral
 from sim.study.series import write_npz as _write_npz
 from sim.trace import JsonlTracer
-from sim.units import frame_ser_time_ps
+from sim.units import PS_PER_NS, frame_ser_time_ps
 from sim.workloads.replay import REPLAY_FLOW_BASE
 from wire.bth import BTH
 from wire.ethernet import ETHERNET
@@ -336,7 +336,7 @@ class Capture:
         # a frame of the fabric may be shared: written as it is now; a synthesised one is new
         self._frames.append(frame if type(frame) is bytearray and pkt.frame is None
                             else bytes(frame))
-        self._ts_ns.append(t_ps // 1000)
+        self._ts_ns.append(t_ps // PS_PER_NS)
         self.frames += 1
         if len(self._frames) >= CAPTURE_BATCH_FRAMES:
             self._flush()
