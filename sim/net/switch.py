@@ -51,6 +51,7 @@ from sim.addresses import node_mac
 from sim.engine import Engine
 from sim.events import CEMarked, Dropped
 from sim.flowctl.credit import CbfcConfig, cbfc_free
+from sim.flowctl.ib import BLOCK_BYTES
 from sim.flowctl.pfc import PfcResponder, apply_pause, is_mac_control, pfc_packet
 from sim.net.mmu import Mmu
 from sim.net.port import QUANTUM_BYTES, CreditPort, Port, check_scheduler
@@ -88,8 +89,9 @@ def ecmp_hash(src: int, dst: int, flow: int, salt: int) -> int:
 PFC_FRAME_BYTES = 60
 
 
-#: IBA 7.9.4: a flow-control credit (block) is 64 bytes; OpenSM's packet_size is in credits.
-IB_CREDIT_BYTES = 64
+#: OpenSM's packet_size is in flow-control credits: one is an IBA credit block
+#: (:data:`sim.flowctl.ib.BLOCK_BYTES`, 64 bytes, IBA 7.9.1).
+IB_CREDIT_BYTES = BLOCK_BYTES
 #: [A] ours: one step of the 4-bit IB marking threshold (see :func:`ib_threshold_bytes`).
 IB_THRESHOLD_STEP_BYTES = 4096
 
@@ -445,6 +447,6 @@ class Switch:
         self.pfc.changes(changes)
 
 
-# Compiled (port.pxd), a cpdef method's Python signature has lost its return annotation: put
+# Compiled (switch.pxd), a cpdef method's Python signature has lost its return annotation: put
 # back the one written above (interpreted, it is there already and this does nothing).
 vars(Switch)["receive"].__annotations__.setdefault("return", "None")
