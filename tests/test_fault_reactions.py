@@ -135,6 +135,8 @@ def test_p_fault_on_a_fabric_file_equals_its_faults_entry(tmp_path) -> None:
      "PCIe model"),
     ({"fault": "loss:node=2,port=3,loss_rate=0.1,ber=1e-9"},
      "-p fault #1 ber: kind 'loss' takes loss_rate or ber, not both"),
+    ({"fault": "degrade:node=2,port=3,rate_gbps=1e-12"},
+     "-p fault #1 degrade: 1e-12 Gb/s is not a whole number of b/s"),
     ({"detect_us": "soon"}, "-p: parameter 'detect_us': expected float"),
 ])
 def test_p_fault_errors_name_the_key(params, msg) -> None:

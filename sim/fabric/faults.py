@@ -53,7 +53,7 @@ from sim.net.port import Port
 from sim.net.switch import Switch
 from sim.nic.host import ACK_OPCODE, roce_bth
 from sim.trace import interest
-from sim.units import frame_ser_time_ps, wire_bytes
+from sim.units import frame_ser_time_ps, gbps, wire_bytes
 from wire.roce import CNP_OPCODE
 
 __all__ = ["KINDS", "Fault", "FaultLog", "Reroute", "schedule_faults",
@@ -109,6 +109,8 @@ class Fault:
                 raise ValueError(f"loss_rate/ber must be in [0, 1], got {x}")
         if self.kind == "degrade" and not (self.rate_gbps and self.rate_gbps > 0):
             raise ValueError("degrade needs a positive rate_gbps")
+        if self.kind in ("degrade", "slow_pcie") and self.rate_gbps:
+            gbps(self.rate_gbps)  # ValueError for a rate the ports cannot run at
         if self.kind == "slow_pcie":
             if (self.rate_gbps is None) == (self.pcie_gen is None):
                 raise ValueError("slow_pcie needs exactly one of rate_gbps and pcie_gen")
@@ -122,7 +124,7 @@ class Fault:
     def pcie_rates_bps(self) -> tuple[int, int]:
         """slow_pcie: (write, read) b/s of the slowed link."""
         if self.rate_gbps is not None:
-            r = round(self.rate_gbps * 10**9)
+            r = gbps(self.rate_gbps)
             return r, r
         from sim.nic.pcie import PcieLink
 
@@ -413,7 +415,7 @@ class _Engine:
             if f.until_ps is not None:
                 self.at(f.until_ps, self._loss, ports, None, target)
         elif f.kind == "degrade":
-            rate = round(f.rate_gbps * 10**9)  # type: ignore[operator]
+            rate = gbps(f.rate_gbps)  # type: ignore[arg-type]
             old = ports[0].rate_bps
             self.at(f.at_ps, self._rate, ports, rate, target)
             if f.until_ps is not None:
