@@ -81,22 +81,16 @@ def icrc_state(ip_header: bytes | bytearray | memoryview,
         buf[k + _UDP_CSUM] = buf[k + _UDP_CSUM + 1] = buf[k + _BTH_FLAGS] = 0xFF
         return zlib.crc32(buf, _CRC_LRH)
     ip = bytearray(ip_header)
-    if ip and ip[0] >> 4 == 4:
-        ip[1] = 0xFF            # TOS: DSCP + ECN
-        ip[8] = 0xFF            # TTL
-        ip[10] = ip[11] = 0xFF  # header checksum
+    if ip and ip[0] >> 4 == 4:  # shorter than its checksum field: IndexError, as before
+        ip[_IP4_TOS] = ip[_IP4_TTL] = ip[_IP4_CSUM] = ip[_IP4_CSUM + 1] = 0xFF
     else:
         ip[0] |= 0x0F           # traffic class, high nibble
         ip[1] = ip[2] = ip[3] = 0xFF  # traffic class low nibble + flow label
         ip[7] = 0xFF            # hop limit
     crc = zlib.crc32(ip, _CRC_LRH)
-    udp = bytes(udp_head)
-    # UDP checksum (bytes 6-7) and BTH byte 4 (datagram byte 12) are masked.
-    crc = zlib.crc32(udp[:6], crc)
-    crc = zlib.crc32(b"\xff\xff", crc)
-    crc = zlib.crc32(udp[8:12], crc)
-    crc = zlib.crc32(b"\xff", crc)
-    return zlib.crc32(udp[_MASKED_END:], crc)
+    udp = bytearray(udp_head)
+    udp[_UDP_CSUM] = udp[_UDP_CSUM + 1] = udp[_BTH_FLAGS] = 0xFF
+    return zlib.crc32(udp, crc)
 
 
 def icrc_bytes(value: int) -> bytes:
