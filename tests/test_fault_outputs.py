@@ -300,7 +300,8 @@ def test_plot_reads_as_a_network_engineer_would(tmp_path) -> None:
             plt.close(fig)
     for want in ("link down", "reroute", "throughput (Gb/s)", "time (µs)",
                  "goodput, all flows", "frames lost to the faults",
-                 "RC reliability off: lost frames are not resent"):
+                 "RC reliability off: lost frames are not resent",
+                 "shaded: from each fault to the recovery of its flows' goodput"):
         assert want in t, (want, t)
     assert any("ECMP sibling" in x for x in t) and any("<->" in x for x in t)
 
