@@ -142,6 +142,18 @@ def test_degraded_link_halves_the_rate_at_t() -> None:
     assert fab.nodes[4].port.rate_bps == fab.nodes[2].ports[0].rate_bps == gbps(50)
 
 
+def test_degrade_under_a_frame_in_flight_drops_nothing() -> None:
+    """A link never down loses no frame: a frame that left at the old rate and arrives after
+    the degrade (its serialisation time at the new rate reaching back before 0) is not
+    counted as on the wire when the link went down."""
+    ser = frame_ser_time_ps(1082, RATE)
+    # the first frames are on leaf 2 -> spine 1 from ser + PROP (after the host's link)
+    fab, log, tr, _snaps = _run([Fault("degrade", 2, 3, at_ps=ser + PROP + 1, rate_gbps=12.5)],
+                                until_ps=20 * US)
+    assert not _drops(tr) and log.drops == {}
+    assert fab.nodes[2].ports[3].rate_bps == gbps(12.5)
+
+
 def test_switch_down_reroutes_over_the_other_spine() -> None:
     t1 = T_DOWN + RR.delay_ps
     fab, log, tr, snaps = _run([Fault("switch_down", 1, at_ps=T_DOWN)],

@@ -193,8 +193,11 @@ class _FaultyWire:
     def receive(self, port: int, pkt: Any) -> None:
         now = self.eng.engine.now_ps
         # lost if the link is down now or went down since the frame's first bit left
-        if self.down or self.down_since_ps >= now - self.port.prop_ps - frame_ser_time_ps(
-                pkt.nbytes, self.port.rate_bps):
+        # (down_since_ps -1: never down; a degraded rate's longer serialisation time must not
+        # reach back past 0 and count it)
+        since = self.down_since_ps
+        if self.down or (since >= 0 and since >= now - self.port.prop_ps - frame_ser_time_ps(
+                pkt.nbytes, self.port.rate_bps)):
             self.eng.drop(self.real.node_id, port, pkt, "link_down")
             return
         loss = self.loss
