@@ -118,9 +118,10 @@ def _setuptools_builds_this() -> None:
 
 
 def test_sdist_and_wheel_contents(tmp_path: Path) -> None:
-    """The sdist has the sources, the .pxd files, setup.py, tests, docs and the reference
-    captures but no build product; the wheel built from it ships both packages with their
-    py.typed markers, the .pxd files and the Wireshark dissector."""
+    """The sdist has the sources, the .pxd files, setup.py, tests and the benchmarks they
+    import, docs and the reference captures but no build product; the wheel built from it
+    ships both packages with their py.typed markers, the .pxd files and the Wireshark
+    dissector."""
     _setuptools_builds_this()
     sdist = _build("sdist", REPO, tmp_path)
     with tarfile.open(sdist) as tf:
@@ -128,7 +129,8 @@ def test_sdist_and_wheel_contents(tmp_path: Path) -> None:
         tf.extractall(tmp_path / "src", filter="data")
     for want in ("setup.py", "pyproject.toml", "MANIFEST.in", "README.md", "sim/engine.py",
                  "sim/engine.pxd", "sim/py.typed", "wire/py.typed", "tests/test_public_api.py",
-                 "docs/performance.md", "wire/wireshark/lossless_scaleup.lua"):
+                 "docs/performance.md", "wire/wireshark/lossless_scaleup.lua",
+                 "bench/golden.py"):  # the tests run bench.golden, bench.scale_bench, ...
         assert want in names, want
     assert any(n.startswith("pcaps/") for n in names)
     assert not [n for n in names if n.endswith((".so", ".c", ".pyc"))]
