@@ -7,6 +7,8 @@
   :data:`wire.bth.EXT_HEADERS`, built with :func:`wire.build` from seeded random-ish values
   (the frame table of ``test_stack.py`` and ``test_ecn_pfc.py``).
 * :func:`posted_pair`: a two-host collective star with one posted flow between them.
+* :data:`LEAF_SPINE_FLOWS_TOML`: the ``[topology]`` and ``[[flows]]`` of a fabric file, 2
+  leaves x 2 spines x 2 hosts with ECMP and flows 4 -> 6, 5 -> 7 (the fault tests' fabric).
 * :func:`geometry`: where the headers, the ICRC and the IP datagram of a valid frame end,
   computed from the field tables (not from the dissector's own bookkeeping).
 """
@@ -26,8 +28,8 @@ from wire.spec import HeaderSpec
 from wire.stack import build, dissect
 
 __all__ = [
-    "ROCE_FRAMES", "Geometry", "assert_fields", "check_header", "frame_dict", "geometry",
-    "merge", "posted_pair", "unhex",
+    "LEAF_SPINE_FLOWS_TOML", "ROCE_FRAMES", "Geometry", "assert_fields", "check_header",
+    "frame_dict", "geometry", "merge", "posted_pair", "unhex",
 ]
 
 
@@ -192,6 +194,22 @@ def run_cli(args: list[str], stdin: bytes | None = None) -> tuple[int, str, str]
     finally:
         sys.stdin = old_stdin
     return rc, out.getvalue(), err.getvalue()
+
+
+#: A fabric file's ``[topology]`` and ``[[flows]]`` (module docstring); prepend a ``[run]``.
+LEAF_SPINE_FLOWS_TOML = """[topology]
+kind = "leaf_spine"
+leaves = 2
+spines = 2
+hosts_per_leaf = 2
+ecmp = true
+[[flows]]
+src = 4
+dst = 6
+[[flows]]
+src = 5
+dst = 7
+"""
 
 
 def posted_pair(link_gbps: float, fid: int = 7, packet_bytes: int = 1082, **star_kw):

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from sim.scenarios import ScenarioError
 from sim.scenarios.common import parse_fault
 from sim.scenarios.loader import build
+from tests.helpers import LEAF_SPINE_FLOWS_TOML
 
 US = 10**6
 FAST_WD = {"watchdog": True, "wd_poll_ms": 0.05, "wd_detect_polls": 2, "wd_restore_ms": 0.2}
@@ -81,21 +82,7 @@ def test_no_fault_keys_no_fault_outputs() -> None:
     assert not hasattr(sc.fabric, "fault_log")
 
 
-_FILE = """[run]
-duration_ms = 0.25
-[topology]
-kind = "leaf_spine"
-leaves = 2
-spines = 2
-hosts_per_leaf = 2
-ecmp = true
-[[flows]]
-src = 4
-dst = 6
-[[flows]]
-src = 5
-dst = 7
-"""
+_FILE = "[run]\nduration_ms = 0.25\n" + LEAF_SPINE_FLOWS_TOML
 
 
 def test_p_fault_on_a_fabric_file_equals_its_faults_entry(tmp_path) -> None:

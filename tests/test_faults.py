@@ -13,6 +13,7 @@ from sim.net.mmu import MmuConfig, headroom_bytes
 from sim.nic.host import Flow
 from sim.trace import ListTracer
 from sim.units import frame_ser_time_ps, gbps, prop_delay_ps
+from tests.helpers import LEAF_SPINE_FLOWS_TOML
 
 RATE = gbps(100)
 PROP = prop_delay_ps(10)
@@ -212,19 +213,7 @@ _FILE = """description = "leaf_spine, a spine link down at 200 us and up at 600 
 [run]
 duration_ms = 0.7
 seed = 1
-[topology]
-kind = "leaf_spine"
-leaves = 2
-spines = 2
-hosts_per_leaf = 2
-ecmp = true
-[[flows]]
-src = 4
-dst = 6
-[[flows]]
-src = 5
-dst = 7
-[[faults]]
+""" + LEAF_SPINE_FLOWS_TOML + """[[faults]]
 kind = "link_down"
 node = 2
 port = 3
