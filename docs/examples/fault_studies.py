@@ -37,11 +37,12 @@ from sim.nic.host import ROCE_HEADER_BYTES
 from sim.nic.rc import ack_timeout_ps
 from sim.scenarios.base import resolve_params
 from sim.scenarios.collective import build_fabric, collective_params
+from sim.units import PS_PER_S
 
 MIB = 1 << 20
 US_PS = 10**6
 MS_PS = 10**9
-S_PS = 10**12
+S_PS = PS_PER_S
 
 #: The fabric of every study: rail-optimised, 2 nodes x 4 GPUs (one NIC each, 400 Gb/s),
 #: 2 spines, PFC, no congestion control, NVLink inside the nodes and PXN (the defaults of
@@ -141,7 +142,7 @@ def allreduce(nbytes: int, *, given: Mapping[str, Any] | None = None,
     next rail (:class:`sim.workloads.collective.CollectiveJob`); stops at the last delivery,
     the first QP error (without ``failover``; NCCL's communicator is then in error), the
     job's failure or ``limit_ps``."""
-    from sim.units import gbps
+    from sim.units import gbps, ns_to_ps
     from sim.workloads.collective import CollectiveJob
     from sim.workloads.nccl import default_channels, schedule
     from sim.workloads.nccl_tests import algbw_busbw, coll_counts
@@ -158,7 +159,7 @@ def allreduce(nbytes: int, *, given: Mapping[str, Any] | None = None,
         schedule_faults(fab, list(faults(rf)))
     job = CollectiveJob(sch, fab, rf.ranks, mtu_bytes=p["packet_bytes"] - ROCE_HEADER_BYTES,
                         gpus_per_node=rf.gpus_per_node, nvlink_bps=gbps(p["nvlink_gbps"]),
-                        nvlink_latency_ps=round(p["nvlink_latency_ns"] * 1000),
+                        nvlink_latency_ps=ns_to_ps(p["nvlink_latency_ns"]),
                         pxn=p["pxn"], delay_ps=delay_ps,
                         **({"failover": True} if failover else {}))
     job.start()
