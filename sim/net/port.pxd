@@ -48,7 +48,6 @@ cdef class Port:
     cdef public long long busy_ps
     cdef public long long _tx_end_ps
     cdef public bint _rr_fast
-    cdef public object _call_in
     cdef public object _done_cb
     cdef public object deficit
     cdef public object _vl_of

@@ -217,7 +217,6 @@ class Port:
         self._tx_end_ps = 0  # end of the frame on the wire (valid while busy)
         self._rr_fast = scheduler == "rr"  # enqueue's cut-through applies to "rr" only
         # Hot-path handles, bound once (no bound-method object per frame).
-        self._call_in = engine.call_in
         self._done_cb = self._done
         self.deficit: list[int] | None = None
         if scheduler == "dwrr":
