@@ -21,7 +21,7 @@ from .ethernet import ETHERNET
 from .ib import LINKTYPE_ERF, LINKTYPE_INFINIBAND
 from .ib_ext import EXT_SPECS
 from .ib_stack import dissect_record
-from .ipv4 import IPV4
+from .ipv4 import IPPROTO_UDP, IPV4
 from .pcapio import Record
 from .pfc import PAUSE_DST, quanta_to_ns
 from .roce import CNP_OPCODE, ICRC_BYTES
@@ -33,7 +33,7 @@ from .udp import UDP
 if TYPE_CHECKING:  # numpy is only imported by the batch path
     from .batch import Columns
 
-__all__ = ["CaptureStats", "STATS_FIELDS", "summary_line"]
+__all__ = ["CaptureStats", "STATS_FIELDS", "SUMMARY_FIELDS", "summary_columns", "summary_line"]
 
 #: The batch columns :meth:`CaptureStats.add_columns` reads (``read_columns(fields=...)``).
 STATS_FIELDS = (
@@ -186,11 +186,6 @@ def _roce4_summary(index: int, ts_ns: int, d: Decoded, orig_len: int, lz: tuple)
     (``tests/test_dissect_speed_paths.py`` compares the two)."""
     _fn, frame, icrc_at, pos, pad, exts, _ip_check, icrc_check = lz
     ecn, src, dst, sport, dport, op, becn, qp, psn = _ROCE4_SUMMARY(frame)
-    pair = _PAIRS.get((src, dst))
-    if pair is None:
-        if len(_PAIRS) >= _PAIRS_MAX:
-            _PAIRS.clear()
-        pair = _PAIRS[src, dst] = f"{_fmt_ipv4(src):>17} > {_fmt_ipv4(dst):<17}"
     tail = " BECN" if becn else ""
     if "aeth" in exts:
         aeth = d["aeth"]
@@ -203,9 +198,86 @@ def _roce4_summary(index: int, ts_ns: int, d: Decoded, orig_len: int, lz: tuple)
         tail += " ICRC BAD"
     if problems:
         tail += f" [{len(problems)} problem{'s' * (len(problems) > 1)}]"
+    return _roce4_text(index, ts_ns, orig_len, ecn, src, dst, sport, dport, op, qp, psn, tail)
+
+
+def _roce4_text(index: int, ts_ns: int, orig_len: int, ecn: int, src: int, dst: int,
+                sport: int, dport: int, op: int, qp: int, psn: int, tail: str) -> str:
+    """The summary line of a fast-path frame from its fields (``src``/``dst`` as integers)
+    and the text after them (``tail``): the one place its layout is written, for
+    :func:`_roce4_summary` and :func:`summary_columns`."""
+    pair = _PAIRS.get((src, dst))
+    if pair is None:
+        if len(_PAIRS) >= _PAIRS_MAX:
+            _PAIRS.clear()
+        pair = _PAIRS[src, dst] = f"{_fmt_ipv4(src):>17} > {_fmt_ipv4(dst):<17}"
     sec, ns = divmod(ts_ns, 1_000_000_000)
     return (f"{index:>7} {sec}.{ns:09d} {orig_len:>5} {pair} RoCEv2   {_OPCODE_NAMES[op]} "
             f"QP=0x{qp:06x} PSN={psn} {sport} > {dport} {_ECN_TEXT[ecn]}{tail}")
+
+
+#: The columns :func:`summary_columns` reads (``read_columns(fields=...)``).
+SUMMARY_FIELDS = (
+    "ipv4.version", "ipv4.ihl", "ipv4.ecn", "ipv4.total_length", "ipv4.protocol",
+    "ipv4.checksum", "ipv4.src", "ipv4.dst",
+    "ipv6.version", "ipv6.payload_length", "udp.sport", "udp.dport", "udp.length",
+    "udp.checksum", "bth.opcode", "bth.becn", "bth.pad_count", "bth.dest_qp", "bth.psn",
+)
+_AETH_OPS: list = []
+
+
+def summary_columns(cols: Columns, first_index: int, *,
+                    roce_ports: Iterable[int] = ROCE_PORTS,
+                    scaleup: ScaleUpConfig = DEFAULT_SCALEUP):
+    """The :func:`summary_line` of the rows of one :func:`wire.batch.read_columns` chunk
+    (read with :data:`SUMMARY_FIELDS` at least) that can be made from the columns:
+    ``(rows, lines)``, ``rows`` ascending, ``lines[k]`` the line of row ``rows[k]`` (record
+    ``first_index + rows[k]``; no newline).
+
+    Those rows are the frames :func:`~wire.dissect` takes its fast path for (whole untagged
+    Ethernet + IPv4 without options, not a fragment + UDP to a RoCEv2 port + BTH, lengths in
+    agreement, at least a minimum frame) and finds nothing wrong with: IPv4 checksum right,
+    no UDP checksum, ICRC right (computed here, as ``lossless stats`` does), and no AETH (its
+    text needs the layer).  Every other row is the caller's: :func:`summary_line` of its
+    dissection (``tests/test_decode_batch.py`` proves the lines are the same).
+    """
+    import numpy as np
+
+    from .stack import _EXT_PLANS, _FAST_MIN_BYTES, _MIN_ULEN
+
+    if not _AETH_OPS:
+        _AETH_OPS.append(np.array(["aeth" in _EXT_PLANS[op][1] for op in range(256)]))
+    eth_rows = cols["linktype"] == 1
+    ok, bad = _clean_roce(cols, eth_rows)
+    n = cols["caplen"]
+    ok &= ~bad & cols["has.ipv4"] & ~cols["has.vlan"] & (cols["orig_len"] == n)
+    ok &= (n >= _FAST_MIN_BYTES) & (cols["ipv4.protocol"] == IPPROTO_UDP)
+    # not a fragment: wire.batch finds no UDP (so no BTH) in one
+    dport = cols["udp.dport"]
+    ok &= np.isin(dport, np.fromiter(frozenset(roce_ports), np.int64))
+    ok &= (dport != scaleup.sue_udp_port) & (cols["udp.length"] >= _MIN_ULEN)
+    op = cols["bth.opcode"]
+    ok &= ~_AETH_OPS[0][op]
+    rows = np.flatnonzero(ok)
+    if not len(rows):
+        return rows, []
+    r_op = op[rows].astype(np.int64)
+    pos = (cols["offset.udp"][rows] + (UDP.size_bytes + BTH.size_bytes)
+           + _ext_bytes()[r_op])
+    icrc_at = cols["offset.udp_end"][rows] - ICRC_BYTES
+    pay = np.where(icrc_at > pos, icrc_at - cols["bth.pad_count"][rows] - pos, -1)
+    becn = cols["bth.becn"][rows]
+    # the text after the fields: " BECN" and " payload=N" as _roce4_summary writes them
+    tails = [(" BECN" if b else "") + (f" payload={p}" if p >= 0 else "")
+             for b, p in zip(becn.tolist(), pay.tolist(), strict=True)]
+    text = _roce4_text
+    lines = list(map(
+        text, (rows + first_index).tolist(), cols["ts_ns"][rows].tolist(),
+        cols["orig_len"][rows].tolist(), cols["ipv4.ecn"][rows].tolist(),
+        cols["ipv4.src"][rows].tolist(), cols["ipv4.dst"][rows].tolist(),
+        cols["udp.sport"][rows].tolist(), dport[rows].tolist(), r_op.tolist(),
+        cols["bth.dest_qp"][rows].tolist(), cols["bth.psn"][rows].tolist(), tails))
+    return rows, lines
 
 
 @dataclass
