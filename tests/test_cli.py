@@ -296,3 +296,23 @@ def test_decode_table_shows_native_infiniband(capsys) -> None:
         lines = capsys.readouterr().out.splitlines()
         assert lines and all(" IB " in x or " IB-link " in x for x in lines), lines[:3]
         assert not any("not decoded" in x for x in lines)
+
+
+def test_wire_commands_parser_is_the_full_parsers_part(capsys) -> None:
+    """``main`` builds only the wire commands' parsers for one of sim.cli.WIRE_COMMANDS
+    (start-up, issue 19): the list is exactly the commands sim.cli.wire and
+    sim.cli.wireshark add, and each parses and helps as in the full parser."""
+    import argparse
+
+    import sim.cli as cli
+
+    def commands(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+        sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+        return dict(sub.choices)
+
+    full = commands(cli.build_parser())
+    light = commands(cli.build_parser("decode"))
+    assert set(light) == set(cli.WIRE_COMMANDS) and set(light) < set(full)
+    for name in light:
+        assert light[name].format_help() == full[name].format_help()
+    assert "collective" in full and "replay" in full

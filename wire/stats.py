@@ -198,22 +198,26 @@ def _roce4_summary(index: int, ts_ns: int, d: Decoded, orig_len: int, lz: tuple)
         tail += " ICRC BAD"
     if problems:
         tail += f" [{len(problems)} problem{'s' * (len(problems) > 1)}]"
-    return _roce4_text(index, ts_ns, orig_len, ecn, src, dst, sport, dport, op, qp, psn, tail)
+    sec, ns = divmod(ts_ns, 1_000_000_000)
+    return _ROCE4_LINE(index, sec, ns, orig_len, _pair(src, dst), _OPCODE_NAMES[op], qp, psn,
+                       sport, dport, _ECN_TEXT[ecn], tail)
 
 
-def _roce4_text(index: int, ts_ns: int, orig_len: int, ecn: int, src: int, dst: int,
-                sport: int, dport: int, op: int, qp: int, psn: int, tail: str) -> str:
-    """The summary line of a fast-path frame from its fields (``src``/``dst`` as integers)
-    and the text after them (``tail``): the one place its layout is written, for
-    :func:`_roce4_summary` and :func:`summary_columns`."""
+#: The summary line of a fast-path frame from its fields and the text after them (index,
+#: seconds, nanoseconds, orig_len, "src > dst", opcode name, QP, PSN, UDP ports, ECN text,
+#: tail): the one place its layout is written, for :func:`_roce4_summary` and
+#: :func:`summary_columns` (``str.format``: no Python frame per line).
+_ROCE4_LINE = "{:>7} {}.{:09d} {:>5} {} RoCEv2   {} QP=0x{:06x} PSN={} {} > {} {}{}".format
+
+
+def _pair(src: int, dst: int) -> str:
+    """The "src > dst" column of two IPv4 addresses (integers), cached."""
     pair = _PAIRS.get((src, dst))
     if pair is None:
         if len(_PAIRS) >= _PAIRS_MAX:
             _PAIRS.clear()
         pair = _PAIRS[src, dst] = f"{_fmt_ipv4(src):>17} > {_fmt_ipv4(dst):<17}"
-    sec, ns = divmod(ts_ns, 1_000_000_000)
-    return (f"{index:>7} {sec}.{ns:09d} {orig_len:>5} {pair} RoCEv2   {_OPCODE_NAMES[op]} "
-            f"QP=0x{qp:06x} PSN={psn} {sport} > {dport} {_ECN_TEXT[ecn]}{tail}")
+    return pair
 
 
 #: The columns :func:`summary_columns` reads (``read_columns(fields=...)``).
@@ -223,7 +227,8 @@ SUMMARY_FIELDS = (
     "ipv6.version", "ipv6.payload_length", "udp.sport", "udp.dport", "udp.length",
     "udp.checksum", "bth.opcode", "bth.becn", "bth.pad_count", "bth.dest_qp", "bth.psn",
 )
-_AETH_OPS: list = []
+#: opcode names and ECN texts as numpy arrays, whether an opcode has an AETH (made once)
+_NAMES: list = []
 
 
 def summary_columns(cols: Columns, first_index: int, *,
@@ -245,8 +250,9 @@ def summary_columns(cols: Columns, first_index: int, *,
 
     from .stack import _EXT_PLANS, _FAST_MIN_BYTES, _MIN_ULEN
 
-    if not _AETH_OPS:
-        _AETH_OPS.append(np.array(["aeth" in _EXT_PLANS[op][1] for op in range(256)]))
+    if not _NAMES:
+        _NAMES.extend((np.array(_OPCODE_NAMES, object), np.array(_ECN_TEXT, object),
+                       np.array(["aeth" in _EXT_PLANS[op][1] for op in range(256)])))
     eth_rows = cols["linktype"] == 1
     ok, bad = _clean_roce(cols, eth_rows)
     n = cols["caplen"]
@@ -257,7 +263,7 @@ def summary_columns(cols: Columns, first_index: int, *,
     ok &= np.isin(dport, np.fromiter(frozenset(roce_ports), np.int64))
     ok &= (dport != scaleup.sue_udp_port) & (cols["udp.length"] >= _MIN_ULEN)
     op = cols["bth.opcode"]
-    ok &= ~_AETH_OPS[0][op]
+    ok &= ~_NAMES[2][op]
     rows = np.flatnonzero(ok)
     if not len(rows):
         return rows, []
@@ -266,17 +272,22 @@ def summary_columns(cols: Columns, first_index: int, *,
            + _ext_bytes()[r_op])
     icrc_at = cols["offset.udp_end"][rows] - ICRC_BYTES
     pay = np.where(icrc_at > pos, icrc_at - cols["bth.pad_count"][rows] - pos, -1)
-    becn = cols["bth.becn"][rows]
-    # the text after the fields: " BECN" and " payload=N" as _roce4_summary writes them
-    tails = [(" BECN" if b else "") + (f" payload={p}" if p >= 0 else "")
-             for b, p in zip(becn.tolist(), pay.tolist(), strict=True)]
-    text = _roce4_text
+    # the text after the fields (" BECN", " payload=N" as _roce4_summary writes them), the
+    # "src > dst" column and the names: made once per distinct value
+    tail_key, tail_of = np.unique(pay * 2 + cols["bth.becn"][rows], return_inverse=True)
+    tails = np.array([(" BECN" if k & 1 else "") + (f" payload={k >> 1}" if k >= 0 else "")
+                      for k in tail_key.tolist()], object)[tail_of.ravel()]
+    src = cols["ipv4.src"][rows].astype(np.int64)
+    pair_key, pair_of = np.unique(src << 32 | cols["ipv4.dst"][rows], return_inverse=True)
+    pairs = np.array([_pair(k >> 32, k & 0xFFFFFFFF) for k in pair_key.tolist()],
+                     object)[pair_of.ravel()]
+    sec, ns = np.divmod(cols["ts_ns"][rows], 1_000_000_000)
     lines = list(map(
-        text, (rows + first_index).tolist(), cols["ts_ns"][rows].tolist(),
-        cols["orig_len"][rows].tolist(), cols["ipv4.ecn"][rows].tolist(),
-        cols["ipv4.src"][rows].tolist(), cols["ipv4.dst"][rows].tolist(),
-        cols["udp.sport"][rows].tolist(), dport[rows].tolist(), r_op.tolist(),
-        cols["bth.dest_qp"][rows].tolist(), cols["bth.psn"][rows].tolist(), tails))
+        _ROCE4_LINE, (rows + first_index).tolist(), sec.tolist(), ns.tolist(),
+        cols["orig_len"][rows].tolist(), pairs.tolist(), _NAMES[0][r_op].tolist(),
+        cols["bth.dest_qp"][rows].tolist(), cols["bth.psn"][rows].tolist(),
+        cols["udp.sport"][rows].tolist(), dport[rows].tolist(),
+        _NAMES[1][cols["ipv4.ecn"][rows]].tolist(), tails.tolist()))
     return rows, lines
 
 

@@ -19,10 +19,6 @@ import contextlib
 import os
 import sys
 
-from sim.cli import collective as collective_cmd
-from sim.cli import ib_vs_roce as ib_vs_roce_cmd
-from sim.cli import replay as replay_cmd
-from sim.cli import sweep as sweep_cmd
 from sim.cli import wire as wire_cmd
 from sim.cli import wireshark as wireshark_cmd
 from sim.cli.argtypes import Parser
@@ -30,9 +26,16 @@ from sim.cli.wire import EXIT_OK, scaleup_config
 
 __all__ = ["build_parser", "main"]
 
+#: The commands of sim.cli.wire and sim.cli.wireshark: for one of them ``main`` builds only
+#: their parsers, without importing the simulator's commands (0.13-0.16 s of start-up,
+#: issue 19: ``lossless decode`` against tshark); tests/test_cli.py checks the list.
+WIRE_COMMANDS = frozenset({"decode", "craft", "stats", "overhead", "wireshark-plugin"})
+
 
 # ------------------------------------------------------------------------ main
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``lossless`` parser; with ``command`` in :data:`WIRE_COMMANDS`, one that has
+    only the wire commands (the same parser for them)."""
     p = Parser(
         prog="lossless",
         description="Read, write and reason about RoCEv2, PFC, ECN and scale-up Ethernet "
@@ -46,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     wire_cmd.add_parsers(sub)
     wireshark_cmd.add_parser(sub)
+    if command in WIRE_COMMANDS:
+        return p
+    from sim.cli import collective as collective_cmd
+    from sim.cli import ib_vs_roce as ib_vs_roce_cmd
+    from sim.cli import replay as replay_cmd
+    from sim.cli import sweep as sweep_cmd
+
     replay_cmd.add_parsers(sub)
     sweep_cmd.add_parsers(sub)
     collective_cmd.add_parsers(sub)
@@ -77,7 +87,9 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if getattr(args, "output", None) == "-":
         args.output = sys.stdout.buffer
