@@ -62,7 +62,7 @@ from .ib import GRH, GRH_NXT_HDR_IBA, LINKTYPE_INFINIBAND, LRH, VCRC_BYTES, Lnh
 from .ib_ext import CNP
 from .ipv4 import IPPROTO_UDP, IPV4
 from .ipv6 import IPV6
-from .pcapio import _PCAP_MAGICS, CaptureReader
+from .pcapio import _PCAP_MAGICS, CaptureReader, is_classic_pcap
 from .pfc import MAC_CONTROL, PAUSE, PFC, MacControlOpcode
 from .roce import CNP_OPCODE, ICRC_BYTES
 from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
@@ -637,13 +637,11 @@ def read_columns(source: str | os.PathLike | BinaryIO, *,
     if chunk_frames < 1 or chunk_bytes < 1:
         raise ValueError("chunk_frames and chunk_bytes must be positive")
     kw = {"fields": fields, "roce_ports": frozenset(roce_ports), "scaleup": scaleup}
-    if isinstance(source, str | os.PathLike):
-        with open(source, "rb") as fp:
-            magic = fp.read(4)
-        if magic in _PCAP_MAGICS:
-            yield from _read_pcap(os.fspath(source), chunk_frames, chunk_bytes,
-                                  max_record_bytes, kw, warnings)
-            return
+    if isinstance(source, str | os.PathLike) and is_classic_pcap(source):
+        # a regular file only: a pipe's first bytes are left for the one reader below
+        yield from _read_pcap(os.fspath(source), chunk_frames, chunk_bytes,
+                              max_record_bytes, kw, warnings)
+        return
     reader = CaptureReader(source, max_record_bytes=max_record_bytes)
     with reader:
         try:

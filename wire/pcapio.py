@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import stat
 import struct
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, fields
@@ -60,7 +61,8 @@ from typing import BinaryIO
 
 from .errors import BadMagic, BadValue, CaptureError, TruncatedFile
 
-__all__ = ["Record", "Block", "CaptureReader", "CaptureWriter", "read", "write"]
+__all__ = ["Record", "Block", "CaptureReader", "CaptureWriter", "is_classic_pcap", "read",
+           "write"]
 
 _NS_PER_S = 1_000_000_000
 _US_PER_S = 1_000_000
@@ -85,6 +87,22 @@ _PCAP_MAGICS = {
     b"\x4d\x3c\xb2\xa1": ("<", 1),
     b"\xa1\xb2\x3c\x4d": (">", 1),
 }
+
+
+def is_classic_pcap(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a regular file that starts with a classic pcap magic number
+    (either byte order, micro- or nanosecond); False for pcapng, anything else, an
+    unreadable path (reading it then reports why) and a pipe or device, which is not
+    opened (its first bytes would be gone for the reader)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        with open(path, "rb") as fp:
+            return fp.read(4) in _PCAP_MAGICS
+    except OSError:
+        return False
+
+
 _PCAP_KUZNETZOV = (b"\x34\xcd\xb2\xa1", b"\xa1\xb2\xcd\x34")
 _PCAP_FILE_HEADER = {e: struct.Struct(e + "HHiIII") for e in "<>"}  # after the magic
 _PCAP_RECORD_HEADER = {e: struct.Struct(e + "IIII") for e in "<>"}

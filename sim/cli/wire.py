@@ -23,7 +23,7 @@ from wire.atomic import OutputError, atomic_file
 from wire.errors import CaptureError, DecodeError
 from wire.ib_stack import LINKTYPE_ETHERNET, dissect_record
 from wire.overhead import MAX_DATA_BYTES, STACKS, table
-from wire.pcapio import Block, CaptureReader, CaptureWriter, Record
+from wire.pcapio import Block, CaptureReader, CaptureWriter, Record, is_classic_pcap
 from wire.records import (
     int_strings,
     meta_from_dict,
@@ -196,7 +196,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
         return 1
 
     for path in args.files:
-        if not jsonl and batch > 1 and _DECODE_COLUMNS and _is_classic_pcap(path):
+        if (not jsonl and batch > 1 and _DECODE_COLUMNS and path != "-"
+                and is_classic_pcap(path)):
             problems += _decode_columns(path, state, ports, sc, table_line, add, flush)
             continue
         for i, rec in _records(path, state, meta=jsonl, before_err=flush):
@@ -215,20 +216,6 @@ def cmd_decode(args: argparse.Namespace) -> int:
     if state["status"] != EXIT_OK:
         return state["status"]
     return EXIT_PROBLEMS if problems else EXIT_OK
-
-
-def _is_classic_pcap(path: str) -> bool:
-    """Whether ``path`` (not stdin) is a file that starts with a classic pcap magic number
-    (then ``wire.batch.read_columns`` reads it by blocks; its ``ts_ns`` always fits)."""
-    from wire.batch import _PCAP_MAGICS
-
-    if path == "-":
-        return False
-    try:
-        with open(path, "rb") as fp:
-            return fp.read(4) in _PCAP_MAGICS
-    except OSError:
-        return False  # the per-record path reports it
 
 
 def _decode_columns(path: str, state: dict, ports: frozenset[int], sc: ScaleUpConfig,
