@@ -19,6 +19,12 @@ import contextlib
 import os
 import sys
 
+# numpy's OpenBLAS starts a thread per core when numpy is imported (0.1 s of CPU per command
+# on this 2-core machine, docs/performance.md) for linear algebra no command does: one
+# thread, unless the user's environment says how many.
+if not any(v in os.environ for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")):
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
 from sim.cli import wire as wire_cmd
 from sim.cli import wireshark as wireshark_cmd
 from sim.cli.argtypes import Parser
