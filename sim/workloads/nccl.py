@@ -459,6 +459,9 @@ class _Builder:
         self.comm_channels = comm_channels
         self.conn_sends: dict[tuple[int, int, int], list[int]] = defaultdict(list)
         self.last_hop: dict[tuple[int, int, int, int], int] = {}
+        #: data bytes -> (wire bytes, wire bytes per QP): a schedule has few sizes, so these
+        #: are worked out (and their tuples held) once per size, not per transfer
+        self.sizes: dict[int, tuple[int, tuple[int, ...]]] = {}
 
     def add(self, src: int, dst: int, channel: int, nbytes: int, *, step: int, loop: int,
             reduce: bool, src_block: int, dst_block: int, offset_bytes: int,
@@ -470,12 +473,15 @@ class _Builder:
         if len(sends) >= sch.max_inflight:
             deps.add(sends[len(sends) - sch.max_inflight])
         tid = len(sch.transfers)
-        wb = wire_bytes(nbytes, sch.protocol)
+        sized = self.sizes.get(nbytes)
+        if sized is None:
+            wb = wire_bytes(nbytes, sch.protocol)
+            sized = self.sizes[nbytes] = (wb, qp_split(wb, sch.qps_per_connection))
         sch.transfers.append(Transfer(
-            id=tid, src=src, dst=dst, channel=channel, nbytes=nbytes, wire_bytes=wb,
+            id=tid, src=src, dst=dst, channel=channel, nbytes=nbytes, wire_bytes=sized[0],
             step=step, loop=loop, seq=len(sends), reduce=reduce, src_block=src_block,
             dst_block=dst_block, offset_bytes=offset_bytes, depends_on=tuple(sorted(deps)),
-            qp_bytes=qp_split(wb, sch.qps_per_connection)))
+            qp_bytes=sized[1]))
         sends.append(tid)
         return tid
 
