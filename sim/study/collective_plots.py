@@ -437,11 +437,16 @@ def _timeline_figure(doc: Mapping[str, Any]) -> Any:
         evs = sorted(groups[key], key=lambda e: e["start_ps"])
         lane, n = _lanes([(e["start_ps"], e["finish_ps"]) for e in evs])
         h = 0.8 / n
+        # one collection per (lane, kind): the bars of a lane never overlap, and one
+        # broken_barh per transfer cost a re-scaling of the axes each (quadratic: 91 s of
+        # a 254-GPU 64 MiB run's 355, docs/performance.md)
+        bars: dict[tuple[int, bool], list[tuple[float, float]]] = {}
         for e, li in zip(evs, lane, strict=True):
             s, f = e["start_ps"] / 1e6, e["finish_ps"] / 1e6
-            ax.broken_barh([(s, max(f - s, 1e-6))], (y - 0.4 + li * h, h * 0.92),
-                           facecolors=colors[bool(e["reduce"])], edgecolor="white",
-                           linewidth=0.4)
+            bars.setdefault((li, bool(e["reduce"])), []).append((s, max(f - s, 1e-6)))
+        for (li, red), xr in bars.items():
+            ax.broken_barh(xr, (y - 0.4 + li * h, h * 0.92), facecolors=colors[red],
+                           edgecolor="white", linewidth=0.4)
     g = doc.get("gpus_per_node") or 1
     nvlink = bool(doc.get("params", {}).get("nvlink")) and g > 1
 
