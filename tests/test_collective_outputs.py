@@ -289,6 +289,31 @@ def test_run_size_details_links_sum_to_the_posted_bytes_of_the_last_iteration():
     assert "links" not in plain and "timeline" not in plain
 
 
+def test_run_size_runs_under_its_gc_thresholds_and_restores_them():
+    """run_size raises the collector's thresholds while it runs (GC_THRESHOLDS: a schedule's
+    millions of objects), puts the caller's back after, also when it fails."""
+    import gc
+
+    from sim.scenarios.base import resolve_params
+    from sim.scenarios.collective import GC_THRESHOLDS, collective_params, run_size
+
+    p = resolve_params(collective_params(), {"nodes": 1, "gpus_per_node": 4,
+                                             "link_gbps": 100})
+    seen = []
+    old = gc.get_threshold()
+    gc.set_threshold(700, 10, 9)
+    try:
+        run_size("allreduce", 64 << 10, "star", p, channels=1,
+                 progress=lambda d, t: seen.append(gc.get_threshold()))
+        assert seen and set(seen) == {GC_THRESHOLDS}
+        assert gc.get_threshold() == (700, 10, 9)
+        with pytest.raises(ValueError, match="fabric 'no-such-fabric': one of rail"):
+            run_size("allreduce", 64 << 10, "no-such-fabric", p)
+        assert gc.get_threshold() == (700, 10, 9)
+    finally:
+        gc.set_threshold(*old)
+
+
 # ------------------------------------------------------------------ progress
 class _Tty(io.StringIO):
     def isatty(self) -> bool:
