@@ -137,40 +137,24 @@ def test_cut_and_lying_captures(tmp_path: Path) -> None:
             assert rc == 2 and err.count("\n") == 1 and "bad.pcap" in err
 
 
-def test_a_pipe_is_read_once(tmp_path: Path) -> None:
-    """A capture given as a pipe (``lossless decode <(...)``) is not probed for its magic:
-    the record-by-record reader gets every byte."""
+@pytest.mark.parametrize(("command", "capture"), [("decode", "roce_rc.pcap"),
+                                                   ("stats", "cnp.pcap")])
+def test_a_pipe_is_read_once(tmp_path: Path, command: str, capture: str) -> None:
+    """A capture given as a pipe (``lossless decode <(...)``) is not probed for its magic,
+    by decode's batch path nor by ``wire.batch.read_columns`` (stats): the one reader gets
+    every byte, and the output is the file's."""
     import subprocess
     import sys
 
-    src = ROOT / "pcaps" / "roce_rc.pcap"
-    want = subprocess.run([sys.executable, "-m", "sim", "decode", str(src)], cwd=ROOT,
+    src = ROOT / "pcaps" / capture
+    want = subprocess.run([sys.executable, "-m", "sim", command, str(src)], cwd=ROOT,
                           capture_output=True, text=True)
     fifo = tmp_path / "cap.fifo"
     os.mkfifo(fifo)
-    p = subprocess.Popen([sys.executable, "-m", "sim", "decode", str(fifo)], cwd=ROOT,
+    p = subprocess.Popen([sys.executable, "-m", "sim", command, str(fifo)], cwd=ROOT,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     with open(fifo, "wb") as w:
         w.write(src.read_bytes())
     out, err = p.communicate(timeout=60)
     assert (p.returncode, out, err) == (want.returncode, want.stdout, want.stderr)
     assert out.count("\n") > 5
-
-
-def test_stats_reads_a_pipe_once(tmp_path: Path) -> None:
-    """``lossless stats`` (wire.batch.read_columns by path) of a pipe: the same report as of
-    the file (the magic is not read twice)."""
-    import subprocess
-    import sys
-
-    src = ROOT / "pcaps" / "cnp.pcap"
-    want = subprocess.run([sys.executable, "-m", "sim", "stats", str(src)], cwd=ROOT,
-                          capture_output=True, text=True)
-    fifo = tmp_path / "cap.fifo"
-    os.mkfifo(fifo)
-    p = subprocess.Popen([sys.executable, "-m", "sim", "stats", str(fifo)], cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    with open(fifo, "wb") as w:
-        w.write(src.read_bytes())
-    out, err = p.communicate(timeout=60)
-    assert (p.returncode, out, err) == (want.returncode, want.stdout, want.stderr)
