@@ -31,6 +31,8 @@ from .stack import _OPCODE_NAMES, ROCE_PORTS, SPECS, Decoded, _check_ok, _roce4_
 from .udp import UDP
 
 if TYPE_CHECKING:  # numpy is only imported by the batch path
+    import numpy as np
+
     from .batch import Columns
 
 __all__ = ["CaptureStats", "STATS_FIELDS", "SUMMARY_FIELDS", "summary_columns", "summary_line"]
@@ -233,7 +235,8 @@ _NAMES: list = []
 
 def summary_columns(cols: Columns, first_index: int, *,
                     roce_ports: Iterable[int] = ROCE_PORTS,
-                    scaleup: ScaleUpConfig = DEFAULT_SCALEUP):
+                    scaleup: ScaleUpConfig = DEFAULT_SCALEUP
+                    ) -> tuple[np.ndarray, list[str]]:
     """The :func:`summary_line` of the rows of one :func:`wire.batch.read_columns` chunk
     (read with :data:`SUMMARY_FIELDS` at least) that can be made from the columns:
     ``(rows, lines)``, ``rows`` ascending, ``lines[k]`` the line of row ``rows[k]`` (record
