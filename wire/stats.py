@@ -22,7 +22,7 @@ from .ib import LINKTYPE_ERF, LINKTYPE_INFINIBAND
 from .ib_ext import EXT_SPECS
 from .ib_stack import dissect_record
 from .ipv4 import IPPROTO_UDP, IPV4
-from .pcapio import Record
+from .pcapio import _NS_PER_S, Record
 from .pfc import PAUSE_DST, quanta_to_ns
 from .roce import CNP_OPCODE, ICRC_BYTES
 from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
@@ -60,7 +60,7 @@ def summary_line(index: int, ts_ns: int, d: Decoded, orig_len: int) -> str:
     lz = _roce4_untouched(d)
     if lz is not None:
         return _roce4_summary(index, ts_ns, d, orig_len, lz)
-    ts = f"{ts_ns // 10**9}.{ts_ns % 10**9:09d}"
+    ts = f"{ts_ns // _NS_PER_S}.{ts_ns % _NS_PER_S:09d}"
     src = dst = ""
     proto = "Ethernet"
     info: list[str] = []
@@ -188,27 +188,34 @@ def _roce4_summary(index: int, ts_ns: int, d: Decoded, orig_len: int, lz: tuple)
     (``tests/test_dissect_speed_paths.py`` compares the two)."""
     _fn, frame, icrc_at, pos, pad, exts, _ip_check, icrc_check = lz
     ecn, src, dst, sport, dport, op, becn, qp, psn = _ROCE4_SUMMARY(frame)
-    tail = " BECN" if becn else ""
+    aeth_text = ""
     if "aeth" in exts:
         aeth = d["aeth"]
         extra = f" {aeth['nak']}" if "nak" in aeth else ""
-        tail += f" AETH={aeth['kind']}{extra} MSN={aeth['msn']}"
-    if icrc_at > pos:
-        tail += f" payload={icrc_at - pad - pos}"
+        aeth_text = f" AETH={aeth['kind']}{extra} MSN={aeth['msn']}"
+    tail = _bth_tail(becn, aeth_text, icrc_at - pad - pos if icrc_at > pos else None)
     problems = d.problems  # runs the deferred checks, the ICRC's among them
     if not _check_ok(icrc_check):  # already run by d.problems: reads its result
         tail += " ICRC BAD"
     if problems:
         tail += f" [{len(problems)} problem{'s' * (len(problems) > 1)}]"
-    sec, ns = divmod(ts_ns, 1_000_000_000)
-    return _ROCE4_LINE(index, sec, ns, orig_len, _pair(src, dst), _OPCODE_NAMES[op], qp, psn,
-                       sport, dport, _ECN_TEXT[ecn], tail)
+    whole_s, frac_ns = divmod(ts_ns, _NS_PER_S)
+    return _ROCE4_LINE(index, whole_s, frac_ns, orig_len, _pair(src, dst), _OPCODE_NAMES[op],
+                       qp, psn, sport, dport, _ECN_TEXT[ecn], tail)
+
+
+def _bth_tail(becn: int, aeth_text: str, payload_bytes: int | None) -> str:
+    """The text of a fast-path line after its ECN: BECN, the AETH's text, the payload length
+    (None: the frame has no payload), for :func:`_roce4_summary` and
+    :func:`summary_columns`."""
+    return ((" BECN" if becn else "") + aeth_text
+            + ("" if payload_bytes is None else f" payload={payload_bytes}"))
 
 
 #: The summary line of a fast-path frame from its fields and the text after them (index,
-#: seconds, nanoseconds, orig_len, "src > dst", opcode name, QP, PSN, UDP ports, ECN text,
-#: tail): the one place its layout is written, for :func:`_roce4_summary` and
-#: :func:`summary_columns` (``str.format``: no Python frame per line).
+#: whole seconds, nanoseconds past them, orig_len, "src > dst", opcode name, QP, PSN, UDP
+#: ports, ECN text, tail): the one place its layout is written, for :func:`_roce4_summary`
+#: and :func:`summary_columns` (``str.format``: no Python frame per line).
 _ROCE4_LINE = "{:>7} {}.{:09d} {:>5} {} RoCEv2   {} QP=0x{:06x} PSN={} {} > {} {}{}".format
 
 
@@ -274,19 +281,21 @@ def summary_columns(cols: Columns, first_index: int, *,
     pos = (cols["offset.udp"][rows] + (UDP.size_bytes + BTH.size_bytes)
            + _ext_bytes()[r_op])
     icrc_at = cols["offset.udp_end"][rows] - ICRC_BYTES
-    pay = np.where(icrc_at > pos, icrc_at - cols["bth.pad_count"][rows] - pos, -1)
-    # the text after the fields (" BECN", " payload=N" as _roce4_summary writes them), the
-    # "src > dst" column and the names: made once per distinct value
-    tail_key, tail_of = np.unique(pay * 2 + cols["bth.becn"][rows], return_inverse=True)
-    tails = np.array([(" BECN" if k & 1 else "") + (f" payload={k >> 1}" if k >= 0 else "")
+    # payload bytes, -1 for none
+    payload_bytes = np.where(icrc_at > pos, icrc_at - cols["bth.pad_count"][rows] - pos, -1)
+    # the text after the fields (_bth_tail), the "src > dst" column and the names: made once
+    # per distinct value; a tail's key is payload bytes x 2 + BECN
+    tail_key, tail_of = np.unique(payload_bytes * 2 + cols["bth.becn"][rows],
+                                  return_inverse=True)
+    tails = np.array([_bth_tail(k & 1, "", k >> 1 if k >= 0 else None)
                       for k in tail_key.tolist()], object)[tail_of.ravel()]
     src = cols["ipv4.src"][rows].astype(np.int64)
     pair_key, pair_of = np.unique(src << 32 | cols["ipv4.dst"][rows], return_inverse=True)
     pairs = np.array([_pair(k >> 32, k & 0xFFFFFFFF) for k in pair_key.tolist()],
                      object)[pair_of.ravel()]
-    sec, ns = np.divmod(cols["ts_ns"][rows], 1_000_000_000)
+    whole_s, frac_ns = np.divmod(cols["ts_ns"][rows], _NS_PER_S)
     lines = list(map(
-        _ROCE4_LINE, (rows + first_index).tolist(), sec.tolist(), ns.tolist(),
+        _ROCE4_LINE, (rows + first_index).tolist(), whole_s.tolist(), frac_ns.tolist(),
         cols["orig_len"][rows].tolist(), pairs.tolist(), _NAMES[0][r_op].tolist(),
         cols["bth.dest_qp"][rows].tolist(), cols["bth.psn"][rows].tolist(),
         cols["udp.sport"][rows].tolist(), dport[rows].tolist(),
