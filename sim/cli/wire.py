@@ -15,7 +15,8 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from sim.cli.argtypes import ETHERTYPE, UDP_PORT, csv_ints, finite_float, integer
 from sim.cli.argtypes import err as _err
@@ -43,9 +44,15 @@ from wire.stats import (
     summary_line,
 )
 
+if TYPE_CHECKING:  # numpy (wire.batch) is imported only when a capture is read by columns
+    from wire.batch import Columns
+
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE = 0, 1, 2
 #: Files smaller than this never show a progress bar.
 _PROGRESS_MIN_BYTES = 8 << 20
+#: Bytes a progress bar counts per record besides its data: a classic pcap record header
+#: (draft-ietf-opsawg-pcap section 5; a pcapng block's is larger: the bar is an estimate).
+_RECORD_HEAD_BYTES = 16
 
 
 def _progress(path: str, total_bytes: int | None):
@@ -106,10 +113,30 @@ def _records(path: str, state: dict, *, meta: bool = False, before_err=None
                 yield None, meta_to_dict(rec)
                 continue
             if bar is not None:
-                bar.update(len(rec.data) + 16)
+                bar.update(len(rec.data) + _RECORD_HEAD_BYTES)
             yield i, rec
             i += 1
         warnings = getattr(reader, "warnings", [])
+        if warnings and before_err is not None:
+            before_err()
+        for idx, msg in warnings:
+            _err(f"{path}: record {idx}: {msg}")
+
+
+def _column_chunks(path: str, state: dict, fields: Iterable[str], ports: frozenset[int],
+                   sc: ScaleUpConfig, before_err=None) -> Iterator[Columns]:
+    """The :func:`wire.batch.read_columns` chunks of a capture, with its progress bar; errors
+    and warnings reported as :func:`_records` does (``before_err`` first: see
+    :func:`_capture_source`)."""
+    from wire.batch import read_columns
+
+    warnings: list[tuple[int, str]] = []
+    with _capture_source(path, state, before_err) as (src, bar):
+        for cols in read_columns(src, fields=fields, roce_ports=ports, scaleup=sc,
+                                 warnings=warnings):
+            yield cols
+            if bar is not None:
+                bar.update(int(cols["caplen"].sum()) + _RECORD_HEAD_BYTES * cols.rows)
         if warnings and before_err is not None:
             before_err()
         for idx, msg in warnings:
@@ -223,39 +250,27 @@ def _decode_columns(path: str, state: dict, ports: frozenset[int], sc: ScaleUpCo
     """``decode``'s table of one classic pcap through the numpy batch reader: the lines of
     clean RoCEv2 frames are made from the columns (``wire.stats.summary_columns``), every
     other record goes through ``table_line`` (dissect + summary_line) at its place; the
-    same output as record by record.  Returns the number of records with problems.
-    Errors and warnings are reported as ``_records`` does (what was read before first)."""
+    same output as record by record.  Returns the number of records with problems."""
     import numpy as np
 
-    from wire.batch import read_columns
-
-    warnings: list[tuple[int, str]] = []
     problems = 0
     first = 0
-    with _capture_source(path, state, before_err=flush) as (src, bar):
-        for cols in read_columns(src, fields=SUMMARY_FIELDS, roce_ports=ports, scaleup=sc,
-                                 warnings=warnings):
-            rows, lines = summary_columns(cols, first, roce_ports=ports, scaleup=sc)
-            slow = np.flatnonzero(np.isin(np.arange(cols.rows), rows, invert=True))
-            at = np.searchsorted(rows, slow).tolist()
-            ts, olen, lt = cols["ts_ns"], cols["orig_len"], cols["linktype"]
-            done = 0
-            for r, k in zip(slow.tolist(), at, strict=True):
-                if k > done:
-                    add("\n".join(lines[done:k]) + "\n")
-                    done = k
-                problems += table_line(first + r, Record(int(ts[r]), cols.frame(r),
-                                                         int(olen[r]), int(lt[r])))
-            if len(lines) > done:
-                add("\n".join(lines[done:]) + "\n")
-            flush()
-            first += cols.rows
-            if bar is not None:
-                bar.update(int(cols["caplen"].sum()) + 16 * cols.rows)
-        if warnings:
-            flush()
-        for idx, msg in warnings:
-            _err(f"{path}: record {idx}: {msg}")
+    for cols in _column_chunks(path, state, SUMMARY_FIELDS, ports, sc, before_err=flush):
+        rows, lines = summary_columns(cols, first, roce_ports=ports, scaleup=sc)
+        slow = np.flatnonzero(np.isin(np.arange(cols.rows), rows, invert=True))
+        at = np.searchsorted(rows, slow).tolist()
+        ts, olen, lt = cols["ts_ns"], cols["orig_len"], cols["linktype"]
+        done = 0
+        for r, k in zip(slow.tolist(), at, strict=True):
+            if k > done:
+                add("\n".join(lines[done:k]) + "\n")
+                done = k
+            problems += table_line(first + r, Record(int(ts[r]), cols.frame(r),
+                                                     int(olen[r]), int(lt[r])))
+        if len(lines) > done:
+            add("\n".join(lines[done:]) + "\n")
+        flush()
+        first += cols.rows
     return problems
 
 
@@ -525,17 +540,8 @@ def _stats_file(path: str, st: CaptureStats, ports: frozenset[int], sc: ScaleUpC
     """One capture into ``st`` through the numpy batch decoder (wire.batch): well-formed
     RoCEv2 and PFC/PAUSE frames are counted from columns, every other frame is dissected
     (CaptureStats.add_columns).  Errors and warnings are reported as ``_records`` does."""
-    from wire.batch import read_columns
-
-    warnings: list[tuple[int, str]] = []
-    with _capture_source(path, state) as (src, bar):
-        for cols in read_columns(src, fields=STATS_FIELDS, roce_ports=ports, scaleup=sc,
-                                 warnings=warnings):
-            st.add_columns(cols, roce_ports=ports, scaleup=sc)
-            if bar is not None:
-                bar.update(int(cols["caplen"].sum()) + 16 * cols.rows)
-        for idx, msg in warnings:
-            _err(f"{path}: record {idx}: {msg}")
+    for cols in _column_chunks(path, state, STATS_FIELDS, ports, sc):
+        st.add_columns(cols, roce_ports=ports, scaleup=sc)
 
 
 # -------------------------------------------------------------------- overhead
