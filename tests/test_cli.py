@@ -298,7 +298,7 @@ def test_decode_table_shows_native_infiniband(capsys) -> None:
         assert not any("not decoded" in x for x in lines)
 
 
-def test_wire_commands_parser_is_the_full_parsers_part(capsys) -> None:
+def test_wire_commands_parser_is_the_full_parsers_part() -> None:
     """``main`` builds only the wire commands' parsers for one of sim.cli.WIRE_COMMANDS
     (start-up, issue 19): the list is exactly the commands sim.cli.wire and
     sim.cli.wireshark add, and each parses and helps as in the full parser."""

@@ -299,9 +299,9 @@ def transfer_time_us(run: Any) -> dict[str, float] | None:
 #: A schedule is millions of small objects (transfers, their tuples, the runner's lists) that
 #: live until the size ends, and the default made the cyclic collector walk them again and
 #: again: 7,036 collections, 11 % of the CPU time of a 248-GPU 16 MiB AllReduce on this
-#: machine; with these, 40 collections, 1 % (docs/performance.md).  The results are the
-#: same (the collector only frees unreachable objects); the previous thresholds come back
-#: when the call returns.
+#: machine; with these, 40 to 161 collections (two runs), 1 % (docs/performance.md).  The
+#: results are the same (the collector only frees unreachable objects); the previous
+#: thresholds come back when the call returns.
 GC_THRESHOLDS = (100_000, 50, 100)
 
 
