@@ -83,6 +83,27 @@ _BUILTIN: dict[str, list[tuple[str, dict[str, Any]]]] = {
     ],
 }
 
+#: ``lossless collective`` runs (the transfer-level runner, sim.workloads.collective, and
+#: NCCL's schedule): case -> CLI arguments after ``collective``; compared: results.json
+#: (timeline and link usage included: ``--out``), results.csv and table.txt.
+_COLLECTIVES: dict[str, list[str]] = {
+    "coll_rail_allreduce": ["allreduce", "-b", "256K", "-e", "1M", "--fabric", "rail"],
+    "coll_superpod_allreduce": ["allreduce", "-b", "512K", "-e", "512K", "--fabric",
+                                "superpod", "-p", "sus=1"],
+    "coll_tree_ll": ["allreduce", "-b", "64K", "-e", "256K", "--algo", "tree", "--proto",
+                     "ll", "--fabric", "rail", "-p", "nodes=4"],
+    "coll_alltoall_dcqcn": ["alltoall", "-b", "1M", "-e", "1M", "--fabric", "rail", "-p",
+                            "nodes=4", "-p", "cc=dcqcn", "-p", "pxn=false", "--qps", "2"],
+    "coll_nonvlink_fattree": ["reducescatter", "-b", "512K", "-e", "512K", "--fabric",
+                              "fattree", "-p", "nvlink=false", "-n", "2", "-w", "1"],
+    "coll_failover": ["allreduce", "-b", "1M", "-e", "1M", "--fabric", "rail", "-p",
+                      "nodes=2", "-p", "gpus_per_node=2", "-p", "reliable=true", "-p",
+                      "fault=nic_down:rank=1,at_us=5", "-p", "ack_timeout=1", "-p",
+                      "retry_cnt=1", "-p", "failover=true"],
+    "coll_straggler": ["allgather", "-b", "1M", "-e", "1M", "--fabric", "rail", "-p",
+                       "fault=straggler:rank=2,delay_us=3"],
+}
+
 _EXAMPLE_VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("", {"duration_ms": 0.2}),
     ("nopfc", {"duration_ms": 0.2, "switch.pfc": False}),
@@ -90,8 +111,9 @@ _EXAMPLE_VARIANTS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def cases() -> dict[str, tuple[str, dict[str, Any]]]:
-    """Case name -> (scenario name or file, params); every built-in and example has one."""
+def cases() -> dict[str, tuple[str, Any]]:
+    """Case name -> (scenario name or file, params), or ("collective", CLI arguments); every
+    built-in and example has one."""
     import sim.scenarios as scenarios
 
     out: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -103,16 +125,29 @@ def cases() -> dict[str, tuple[str, dict[str, Any]]]:
         stem = os.path.splitext(os.path.basename(path))[0]
         for tag, params in _EXAMPLE_VARIANTS:
             out[f"ex_{stem}-{tag}" if tag else f"ex_{stem}"] = (path, params)
+    for case, args in _COLLECTIVES.items():
+        out[case] = ("collective", args)
     return out
 
 
 CASES = cases
 
 
-def _run(case: str, spec: tuple[str, dict[str, Any]], out_dir: str) -> None:
+def _run(case: str, spec: tuple[str, Any], out_dir: str) -> None:
     from sim.study.results import run_scenario
 
     name, params = spec
+    if name == "collective":  # lossless collective ARGS --out DIR, no plots, no output
+        import contextlib
+
+        from sim.cli import main as cli_main
+
+        with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+            status = cli_main(["collective", *params, "--out", out_dir, "--force",
+                               "--no-plots", "--quiet"])
+        if status not in (0, 1):
+            raise RuntimeError(f"{case}: lossless collective exited {status}")
+        return
     run_scenario(name, params=dict(params), out_dir=out_dir, plots=False, progress=False,
                  force=True, warn=lambda _msg: None)
 
@@ -129,7 +164,8 @@ def _files(d: str) -> Iterator[tuple[str, bytes]]:
     """(part name, bytes) of the compared outputs of one case folder, in a fixed order."""
     for name in sorted(os.listdir(d)):
         path = os.path.join(d, name)
-        if name in ("summary.json", "events.jsonl") or name.endswith(".pcap"):
+        if name in ("summary.json", "events.jsonl", "results.json", "results.csv",
+                    "table.txt") or name.endswith(".pcap"):
             with open(path, "rb") as f:
                 yield name, f.read()
         elif name.endswith(".npz"):
@@ -165,8 +201,9 @@ _VOLATILE_KEYS = {"out_dir", "wall_s", "wall_clock_s", "elapsed_s", "events_per_
 
 def _parts(d: str) -> dict[str, bytes]:
     parts = dict(_files(d))
-    if "summary.json" in parts:
-        parts["summary.json"] = _summary_json(parts["summary.json"])
+    for name in ("summary.json", "results.json"):
+        if name in parts:
+            parts[name] = _summary_json(parts[name])
     return parts
 
 
