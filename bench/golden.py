@@ -4,7 +4,8 @@ Runs every built-in scenario (:func:`sim.scenarios.names`) and every ``docs/exam
 at short durations, with and without a few key options (``pfc=false``, ``cc=dcqcn``,
 watchdogs, ``flow_control=cbfc``...), into ``DIR/CASE/`` and, for ``compare``, checks that a
 fresh run gives byte-identical ``summary.json``, ``events.jsonl``, every ``timeseries.npz``
-array and every ``*.pcap``.  Plots are not written (matplotlib output is not part of the
+array and every ``*.pcap``; and a few ``lossless collective`` runs (``coll_*``: their
+``results.json``, ``results.csv`` and ``table.txt``).  Plots are not written (matplotlib output is not part of the
 contract).  A restructuring of ``sim/`` must leave ``compare`` reporting identical.
 
 ``python -m bench.golden compare DIR [CASE...]`` runs only the named cases;
