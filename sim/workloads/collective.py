@@ -268,6 +268,21 @@ class _QpDispatch:
             cb(fid, now)
 
 
+class _Conn:
+    """A connection's sends in ``seq`` order, how many have been posted (``next``) and the
+    rank whose NIC sends them (``nic``; None: over NVLink to the receiver)."""
+
+    __slots__ = ("next", "nic", "sends")
+
+    def __init__(self) -> None:
+        self.sends: list[Transfer] = []
+        self.next = 0
+
+
+def _seq(t: Transfer) -> int:
+    return t.seq
+
+
 class CollectiveJob:
     """One schedule driven through a fabric by the fabric's own events (no engine loop of
     its own): :meth:`start` posts the transfers without dependencies at the engine's current
@@ -333,13 +348,23 @@ class CollectiveJob:
         self.run = CollectiveRun(sch, self.hosts, [None] * n, [None] * n)
         self.waiting = [len(t.depends_on) for t in sch.transfers]
         self.users: dict[int, list[int]] = defaultdict(list)
+        #: connection (src, dst, channel) -> its _Conn; transfer id -> its connection's _Conn
+        self.conns: dict[tuple[int, int, int], _Conn] = {}
+        self.conn_of: list[_Conn] = []
+        conns, conn_of, users = self.conns, self.conn_of, self.users
         for t in sch.transfers:
             for d in t.depends_on:
-                self.users[d].append(t.id)
-        self.conn_sends: dict[tuple[int, int, int], list[int]] = defaultdict(list)
-        for t in sorted(sch.transfers, key=lambda t: t.seq):
-            self.conn_sends[(t.src, t.dst, t.channel)].append(t.id)
-        self.conn_next: dict[tuple[int, int, int], int] = dict.fromkeys(self.conn_sends, 0)
+                users[d].append(t.id)
+            key = (t.src, t.dst, t.channel)
+            c = conns.get(key)
+            if c is None:
+                c = conns[key] = _Conn()
+            c.sends.append(t)
+            conn_of.append(c)
+        for c in conns.values():  # sends leave in seq order (a hand-made schedule's may not
+            s = c.sends           # follow its ids)
+            if any(s[i].seq > s[i + 1].seq for i in range(len(s) - 1)):
+                s.sort(key=_seq)
         self.data_ready = [False] * n
         self.pieces_left = [0] * n
         #: flow id -> deque of (cumulative frame bytes at the end of a piece, transfer id)
@@ -350,17 +375,17 @@ class CollectiveJob:
         #: flow id -> bytes the QP had delivered before this run (a QP reused by the next
         #: iteration of a collective keeps its counters and its congestion-control state)
         self.base: dict[int, int] = {}
-        #: connection -> rank whose NIC sends it, or None for NVLink inside a node
-        self.nic: dict[tuple[int, int, int], int | None] = {}
         for key, conn in sch.connections.items():
             src, dst, ch = key
+            # the rank whose NIC sends the connection, or None for NVLink inside a node
+            c = conns.get(key) or _Conn()
             if self.nvlink and src // g == dst // g:
-                self.nic[key] = None
+                c.nic = None
                 continue
             relay = send_nic_rank(src, dst, g, self.pxn) if self.nvlink else src
             if relay >= sch.nranks:  # a last node with fewer GPUs has no NIC on that rail
                 relay = src
-            self.nic[key] = relay
+            c.nic = relay
             moved = _MOVED.get(fabric, {})
             for q, (qpn, sport) in enumerate(zip(conn.qpns, conn.udp_sports, strict=True)):
                 sh, dh = self._host(relay), self._host(dst)
@@ -390,6 +415,11 @@ class CollectiveJob:
                 self.base[qpn] = dh.rx_bytes.get(qpn, 0)
                 self.run.posted_bytes[qpn] = 0
                 self.rx_ends[qpn] = deque()
+
+        for key, c in conns.items():
+            if not hasattr(c, "nic"):
+                raise ValueError(f"transfer {c.sends[0].id} is on connection {key}, which "
+                                 f"the schedule's connections do not have")
 
     def _host(self, rank: int) -> Host:
         if not 0 <= rank < len(self.hosts):
@@ -428,21 +458,23 @@ class CollectiveJob:
     def _ready_now(self, t: Transfer) -> None:
         if self.failed is not None:
             return
-        self.data_ready[t.id] = True
-        key = (t.src, t.dst, t.channel)
-        sends, i = self.conn_sends[key], self.conn_next[key]
-        while i < len(sends) and self.data_ready[sends[i]]:
-            self._post(self.sch.transfers[sends[i]])
+        data_ready = self.data_ready
+        data_ready[t.id] = True
+        c = self.conn_of[t.id]
+        sends, i = c.sends, c.next
+        while i < len(sends) and data_ready[sends[i].id]:
+            self._post(sends[i], c.nic)
             i += 1
-        self.conn_next[key] = i
+        c.next = i
 
-    def _post(self, t: Transfer) -> None:
+    def _post(self, t: Transfer, nic: int | None) -> None:
+        """Post ``t`` now; ``nic``: the rank whose NIC sends it, None over NVLink to its
+        receiver (its connection's)."""
         if self.failed is not None:
             return
         eng = self.fabric.engine
         now = eng.now_ps
         self.run.start_ps[t.id] = now
-        nic = self.nic[(t.src, t.dst, t.channel)]
         if nic == t.src:
             self._post_net(t, nic)
             return
@@ -453,13 +485,10 @@ class CollectiveJob:
         to = t.dst if nic is None else nic
         at = self.nvl.reserve(self.hosts[t.src], self.hosts[to], t.wire_bytes,
                               self.nvlink_bps, self.nvlink_latency_ps, now)
-        if nic is None:
-            eng.call_at(at, self._nvlink_done, t.id)
+        if nic is None:  # received at ``at``: _finish(t.id, at) then
+            eng.call_at(at, self._finish, t.id, at)
         else:
             eng.call_at(at, self._post_net, t, nic)
-
-    def _nvlink_done(self, tid: int) -> None:
-        self._finish(tid, self.fabric.engine.now_ps)
 
     def _post_net(self, t: Transfer, nic: int) -> None:
         """Post ``t``'s QP pieces on the NIC of rank ``nic`` (now)."""
@@ -607,10 +636,15 @@ class CollectiveJob:
         self.ndone += 1
         if self.ndone == len(self.sch.transfers) and self.on_done is not None:
             self.on_done(self)
-        for u in self.users.get(tid, ()):
-            self.waiting[u] -= 1
-            if not self.waiting[u]:
-                self._ready(self.sch.transfers[u])
+        users = self.users.get(tid)
+        if users:
+            waiting = self.waiting
+            ready = self._ready if self.delay_ps else self._ready_now
+            for u in users:
+                w = waiting[u] - 1
+                waiting[u] = w
+                if not w:
+                    ready(self.sch.transfers[u])
 
 
 def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int = 3,
