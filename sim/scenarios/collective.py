@@ -426,7 +426,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         timeline = rank_timeline(run, timeline_rank)
     wrong = None
     if error is None and run is not None:
-        order = sorted(range(len(sch.transfers)), key=lambda i: (run.start_ps[i], i))
+        # by start time, ties in id order (a stable sort)
+        order = sorted(range(len(sch.transfers)), key=run.start_ps.__getitem__)
         try:
             verify(sch, order)
             wrong = 0

@@ -701,7 +701,7 @@ class CollectiveEntry:
         run = job.run
         self.times_ps.append(run.time_ps)
         # the order the transfers started in, as sim.scenarios.collective.run_size checks it
-        order = sorted(range(len(self.sch.transfers)), key=lambda i: (run.start_ps[i], i))
+        order = sorted(range(len(self.sch.transfers)), key=run.start_ps.__getitem__)
         try:
             verify(self.sch, order)
         except ScheduleError as e:

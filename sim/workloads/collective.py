@@ -269,14 +269,16 @@ class _QpDispatch:
 
 
 class _Conn:
-    """A connection's sends in ``seq`` order, how many have been posted (``next``) and the
-    rank whose NIC sends them (``nic``; None: over NVLink to the receiver)."""
+    """A connection's sends in ``seq`` order, how many have been posted (``next``), the
+    rank whose NIC sends them (``nic``; None: over NVLink to the receiver) and its QPs'
+    flow ids (``qps``)."""
 
-    __slots__ = ("next", "nic", "sends")
+    __slots__ = ("next", "nic", "qps", "sends")
 
     def __init__(self) -> None:
         self.sends: list[Transfer] = []
         self.next = 0
+        self.qps: list[int] = []  # the flow id of each QP (a failed QP: its replacement)
 
 
 def _seq(t: Transfer) -> int:
@@ -370,6 +372,8 @@ class CollectiveJob:
         #: flow id -> deque of (cumulative frame bytes at the end of a piece, transfer id)
         self.rx_ends: dict[int, deque[tuple[int, int]]] = {}
         self.qp_flow: dict[tuple[int, int, int, int], int] = {}
+        #: QP split (wire bytes per QP) -> frame bytes per QP
+        self.frames: dict[tuple[int, ...], tuple[int, ...]] = {}
         self.ndone = 0
         self.started = False
         #: flow id -> bytes the QP had delivered before this run (a QP reused by the next
@@ -378,7 +382,9 @@ class CollectiveJob:
         for key, conn in sch.connections.items():
             src, dst, ch = key
             # the rank whose NIC sends the connection, or None for NVLink inside a node
-            c = conns.get(key) or _Conn()
+            c = conns.get(key)
+            if c is None:  # a connection without transfers
+                c = conns[key] = _Conn()
             if self.nvlink and src // g == dst // g:
                 c.nic = None
                 continue
@@ -411,6 +417,7 @@ class CollectiveJob:
                 _dispatch(dh).jobs[qpn] = self._on_data
                 self._watch(sh, qpn)
                 self.qp_flow[(src, dst, ch, q)] = qpn
+                c.qps.append(qpn)
                 self.run.flows[qpn] = (src, dst, ch, q, sport)
                 self.base[qpn] = dh.rx_bytes.get(qpn, 0)
                 self.run.posted_bytes[qpn] = 0
@@ -495,14 +502,19 @@ class CollectiveJob:
         if self.failed is not None:
             return
         now = self.fabric.engine.now_ps
-        src = self.fabric.nodes[self.hosts[nic]]
+        nodes, flows = self.fabric.nodes, self.fabric.flows
+        src = nodes[self.hosts[nic]]
+        qps = self.conn_of[t.id].qps
+        frames = self.frames.get(t.qp_bytes)
+        if frames is None:  # a schedule has few sizes: each QP split's frame bytes once
+            frames = self.frames[t.qp_bytes] = tuple(frames_bytes(p, self.mtu, self.hdr)
+                                                     for p in t.qp_bytes)
         pieces = 0
-        for q, payload in enumerate(t.qp_bytes):
-            nbytes = frames_bytes(payload, self.mtu, self.hdr)
+        for q, nbytes in enumerate(frames):
             if not nbytes:
                 continue
-            fid = self.qp_flow[(t.src, t.dst, t.channel, q)]
-            host = self.fabric.nodes[self.fabric.flows[fid].src]
+            fid = qps[q]
+            host = nodes[flows[fid].src]
             pieces += 1
             if host is src:
                 self._send_piece(fid, src, nbytes, t.id)
@@ -600,6 +612,7 @@ class CollectiveJob:
         self._watch(sh, nfid)
         _MOVED.setdefault(fab, {})[fid] = (nfid, a, b)
         self.qp_flow[key] = nfid
+        self.conns[key[:3]].qps[q] = nfid
         if b != dst:
             self.hop[nfid] = (b, dst)
         self.run.flows[nfid] = (*self.run.flows[fid][:3], q, self.run.flows[fid][4])

@@ -467,11 +467,12 @@ class _Builder:
             reduce: bool, src_block: int, dst_block: int, offset_bytes: int,
             deps: Iterable[int] = ()) -> int:
         sch = self.sch
-        key = (src, dst, channel)
-        sends = self.conn_sends[key]
-        deps = set(deps)
-        if len(sends) >= sch.max_inflight:
-            deps.add(sends[len(sends) - sch.max_inflight])
+        sends = self.conn_sends[(src, dst, channel)]
+        deps = deps if deps.__class__ is tuple else tuple(deps)
+        if len(sends) >= sch.max_inflight:  # the FIFO slot: the send max_inflight before
+            deps = (*deps, sends[len(sends) - sch.max_inflight])
+        if len(deps) > 1:  # sorted, without repeats ((), (d,) are already)
+            deps = tuple(sorted(set(deps)))
         tid = len(sch.transfers)
         sized = self.sizes.get(nbytes)
         if sized is None:
@@ -480,7 +481,7 @@ class _Builder:
         sch.transfers.append(Transfer(
             id=tid, src=src, dst=dst, channel=channel, nbytes=nbytes, wire_bytes=sized[0],
             step=step, loop=loop, seq=len(sends), reduce=reduce, src_block=src_block,
-            dst_block=dst_block, offset_bytes=offset_bytes, depends_on=tuple(sorted(deps)),
+            dst_block=dst_block, offset_bytes=offset_bytes, depends_on=deps,
             qp_bytes=sized[1]))
         sends.append(tid)
         return tid
