@@ -5,8 +5,9 @@ at short durations, with and without a few key options (``pfc=false``, ``cc=dcqc
 watchdogs, ``flow_control=cbfc``...), into ``DIR/CASE/`` and, for ``compare``, checks that a
 fresh run gives byte-identical ``summary.json``, ``events.jsonl``, every ``timeseries.npz``
 array and every ``*.pcap``; and a few ``lossless collective`` runs (``coll_*``: their
-``results.json``, ``results.csv`` and ``table.txt``).  Plots are not written (matplotlib output is not part of the
-contract).  A restructuring of ``sim/`` must leave ``compare`` reporting identical.
+``results.json``, ``results.csv`` and ``table.txt``).  Plots are not written (matplotlib
+output is not part of the contract).  A restructuring of ``sim/`` must leave ``compare``
+reporting identical.
 
 ``python -m bench.golden compare DIR [CASE...]`` runs only the named cases;
 ``python -m bench.golden list`` prints the case names.  ``digest DIR`` prints one SHA-256 per
