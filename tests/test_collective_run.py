@@ -7,6 +7,8 @@ rate), not copied from output."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -296,3 +298,39 @@ def test_default_channels_one_per_nic_of_a_node(tmp_path):
         assert rc == 0, err
         doc = json.loads(out.read_text())
         assert doc["channels"] == want and doc["results"][0]["nchannels"] == want
+
+
+def test_a_transfer_on_an_undeclared_connection_is_refused_before_the_fabric_is_touched():
+    import dataclasses
+
+    from sim.workloads.collective import CollectiveJob
+
+    sch = schedule("allreduce", 4, 2**16, "float", nchannels=1)
+    t = sch.transfers[0]
+    key = (t.src, t.dst, t.channel)
+    bad = dataclasses.replace(sch, connections={k: v for k, v in sch.connections.items()
+                                                if k != key})
+    f = collective_star(4, link_gbps=GBPS, prop_ps=PROP_PS)
+    before = dict(f.fabric.flows)
+    with pytest.raises(ValueError, match=re.escape(f"transfer {t.id} is on connection {key}")):
+        CollectiveJob(bad, f.fabric, f.ranks)
+    assert f.fabric.flows == before  # no QP was made for the refused schedule
+
+
+def test_a_hand_made_schedule_sends_each_connection_in_seq_order():
+    import dataclasses
+
+    from sim.workloads.collective import CollectiveJob
+
+    sch = schedule("allreduce", 3, 3 * 2**20, "float", nchannels=1)
+    t0 = sch.transfers[0]
+    key = (t0.src, t0.dst, t0.channel)
+    mine = [t for t in sch.transfers if (t.src, t.dst, t.channel) == key]
+    assert len(mine) > 2
+    # the same transfers, the connection's seq numbers reversed against their ids
+    flip = {t.id: len(mine) - 1 - i for i, t in enumerate(mine)}
+    ts = [dataclasses.replace(t, seq=flip[t.id]) if t.id in flip else t
+          for t in sch.transfers]
+    f = collective_star(3, link_gbps=GBPS, prop_ps=PROP_PS)
+    job = CollectiveJob(dataclasses.replace(sch, transfers=ts), f.fabric, f.ranks)
+    assert [t.id for t in job.conns[key].sends] == [t.id for t in reversed(mine)]

@@ -367,13 +367,17 @@ class CollectiveJob:
             s = c.sends           # follow its ids)
             if any(s[i].seq > s[i + 1].seq for i in range(len(s) - 1)):
                 s.sort(key=_seq)
+        for key, c in conns.items():  # before the fabric is touched
+            if key not in sch.connections:
+                raise ValueError(f"transfer {c.sends[0].id} is on connection {key} (src, dst, "
+                                 f"channel), which the schedule's connections do not have")
         self.data_ready = [False] * n
         self.pieces_left = [0] * n
         #: flow id -> deque of (cumulative frame bytes at the end of a piece, transfer id)
         self.rx_ends: dict[int, deque[tuple[int, int]]] = {}
         self.qp_flow: dict[tuple[int, int, int, int], int] = {}
         #: QP split (wire bytes per QP) -> frame bytes per QP
-        self.frames: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self.qp_frame_bytes: dict[tuple[int, ...], tuple[int, ...]] = {}
         self.ndone = 0
         self.started = False
         #: flow id -> bytes the QP had delivered before this run (a QP reused by the next
@@ -423,10 +427,6 @@ class CollectiveJob:
                 self.run.posted_bytes[qpn] = 0
                 self.rx_ends[qpn] = deque()
 
-        for key, c in conns.items():
-            if not hasattr(c, "nic"):
-                raise ValueError(f"transfer {c.sends[0].id} is on connection {key}, which "
-                                 f"the schedule's connections do not have")
 
     def _host(self, rank: int) -> Host:
         if not 0 <= rank < len(self.hosts):
@@ -505,12 +505,12 @@ class CollectiveJob:
         nodes, flows = self.fabric.nodes, self.fabric.flows
         src = nodes[self.hosts[nic]]
         qps = self.conn_of[t.id].qps
-        frames = self.frames.get(t.qp_bytes)
-        if frames is None:  # a schedule has few sizes: each QP split's frame bytes once
-            frames = self.frames[t.qp_bytes] = tuple(frames_bytes(p, self.mtu, self.hdr)
-                                                     for p in t.qp_bytes)
+        split = self.qp_frame_bytes.get(t.qp_bytes)
+        if split is None:  # a schedule has few sizes: each QP split's frame bytes once
+            split = self.qp_frame_bytes[t.qp_bytes] = tuple(
+                frames_bytes(p, self.mtu, self.hdr) for p in t.qp_bytes)
         pieces = 0
-        for q, nbytes in enumerate(frames):
+        for q, nbytes in enumerate(split):
             if not nbytes:
                 continue
             fid = qps[q]
