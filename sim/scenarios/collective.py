@@ -306,8 +306,7 @@ GC_THRESHOLDS = (100_000, 50, 100)
 
 
 def _gc_thresholds(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` run under :data:`GC_THRESHOLDS` (its signature and documentation kept); what
-    :func:`_gc_freeze` froze is unfrozen when it returns."""
+    """``fn`` run under :data:`GC_THRESHOLDS` (its signature and documentation kept)."""
     import functools
     import gc
 
@@ -315,25 +314,11 @@ def _gc_thresholds(fn: Callable[..., Any]) -> Callable[..., Any]:
     def run(*args: Any, **kw: Any) -> Any:
         old = gc.get_threshold()
         gc.set_threshold(*GC_THRESHOLDS)
-        frozen = gc.get_freeze_count()
         try:
             return fn(*args, **kw)
         finally:
             gc.set_threshold(*old)
-            if not frozen:
-                gc.unfreeze()
     return run
-
-
-def _gc_freeze() -> None:
-    """Move every object alive now (the schedule, the fabric) out of the collector's reach
-    (``gc.freeze``) until :func:`run_size` returns, so that a full collection during the
-    run does not walk them: a 1,016-GPU schedule is about 100 million objects.  Nothing is
-    done when the caller has frozen objects of its own (their unfreezing is theirs)."""
-    import gc
-
-    if not gc.get_freeze_count():
-        gc.freeze()
 
 
 @_gc_thresholds
@@ -397,7 +382,6 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
                    nchannels=channels, algorithm=algorithm, protocol=protocol,
                    root=root, gpus_per_node=rf.gpus_per_node,
                    qps_per_connection=qps)
-    _gc_freeze()
     limit_ps = int(params["limit_ms"] * 10**9)
     mtu = getattr(rf, "packet_bytes", params["packet_bytes"]) - ROCE_HEADER_BYTES
     # the fabric's nodes: NVLink inside them, PXN between them (sim.workloads.collective)
