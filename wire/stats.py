@@ -289,8 +289,10 @@ def summary_columns(cols: Columns, first_index: int, *,
                                   return_inverse=True)
     tails = np.array([_bth_tail(k & 1, "", k >> 1 if k >= 0 else None)
                       for k in tail_key.tolist()], object)[tail_of.ravel()]
-    src = cols["ipv4.src"][rows].astype(np.int64)
-    pair_key, pair_of = np.unique(src << 32 | cols["ipv4.dst"][rows], return_inverse=True)
+    # unsigned: a source address of 128.0.0.0 or above shifted into int64 went negative
+    src = cols["ipv4.src"][rows].astype(np.uint64)
+    dst = cols["ipv4.dst"][rows].astype(np.uint64)
+    pair_key, pair_of = np.unique(src << np.uint64(32) | dst, return_inverse=True)
     pairs = np.array([_pair(k >> 32, k & 0xFFFFFFFF) for k in pair_key.tolist()],
                      object)[pair_of.ravel()]
     whole_s, frac_ns = np.divmod(cols["ts_ns"][rows], _NS_PER_S)
