@@ -294,8 +294,9 @@ def test_run_size_runs_under_its_gc_thresholds_and_restores_them():
     millions of objects), puts the caller's back after, also when it fails."""
     import gc
 
+    from sim.engine import GC_THRESHOLDS
     from sim.scenarios.base import resolve_params
-    from sim.scenarios.collective import GC_THRESHOLDS, collective_params, run_size
+    from sim.scenarios.collective import collective_params, run_size
 
     p = resolve_params(collective_params(), {"nodes": 1, "gpus_per_node": 4,
                                              "link_gbps": 100})
@@ -431,23 +432,3 @@ def test_transfer_time_percentiles_by_hand():
     assert transfer_time_us(SimpleNamespace(start_ps=[None], finish_ps=[None])) is None
     one = SimpleNamespace(start_ps=[2_000_000], finish_ps=[5_000_000])
     assert transfer_time_us(one) == {"p50": 3.0, "p99": 3.0, "max": 3.0}
-
-
-def test_run_size_runs_under_its_gc_thresholds_and_restores_the_callers():
-    import gc
-
-    from sim.scenarios.base import resolve_params
-    from sim.scenarios.collective import GC_THRESHOLDS, collective_params, run_size
-
-    p = resolve_params(collective_params(), {"nodes": 1, "gpus_per_node": 2,
-                                             "link_gbps": 100})
-    old = gc.get_threshold()
-    assert old != GC_THRESHOLDS
-    seen = []
-
-    def progress(done: int, total: int) -> None:  # called while the size runs
-        seen.append(gc.get_threshold())
-
-    run_size("allreduce", 64 << 10, "star", p, channels=1, progress=progress)
-    assert seen and set(seen) == {GC_THRESHOLDS}
-    assert gc.get_threshold() == old

@@ -298,6 +298,38 @@ def test_run_not_reentrant() -> None:
     assert len(errors) == 1
 
 
+@pytest.mark.parametrize("caller", [(700, 10, 10), (700, 10, 9), (200_000, 5, 300), (0, 10, 10),
+                                    (100_000, 50, 100)])
+def test_run_raises_gc_thresholds_and_gives_the_callers_back(caller) -> None:
+    """While Engine.run runs, the collector's thresholds are at least GC_THRESHOLDS, each one
+    (a caller's higher value is kept, a threshold of 0, automatic collection off, is left
+    alone); the caller's come back afterwards, also when a callback raises."""
+    import gc
+
+    from sim.engine import GC_THRESHOLDS
+
+    expect = caller if caller[0] == 0 else tuple(map(max, caller, GC_THRESHOLDS))
+    old = gc.get_threshold()
+    seen: list[tuple[int, ...]] = []
+    gc.set_threshold(*caller)
+    try:
+        eng = Engine()
+        eng.call_at(5, lambda: seen.append(gc.get_threshold()))
+        eng.run(until_ps=10)
+        assert seen == [expect] and gc.get_threshold() == caller
+
+        def fail() -> None:
+            seen.append(gc.get_threshold())
+            raise KeyError("boom")
+
+        eng.call_at(20, fail)
+        with pytest.raises(KeyError):
+            eng.run(max_events=5)
+        assert seen == [expect, expect] and gc.get_threshold() == caller
+    finally:
+        gc.set_threshold(*old)
+
+
 # ---------------------------------------------------------------------------------------------
 # units
 

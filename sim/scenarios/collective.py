@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sim.engine import raise_gc_thresholds
 from sim.scenarios.common import collective_params
 
 if TYPE_CHECKING:
@@ -295,29 +296,25 @@ def transfer_time_us(run: Any) -> dict[str, float] | None:
     return {"p50": pct(50), "p99": pct(99), "max": d[-1] / 1e6}
 
 
-#: Garbage-collector thresholds while :func:`run_size` runs (Python's default is 700, 10, 10).
-#: A schedule is millions of small objects (transfers, their tuples, the runner's lists) that
-#: live until the size ends, and the default made the cyclic collector walk them again and
-#: again: 7,036 collections, 11 % of the CPU time of a 248-GPU 16 MiB AllReduce on this
-#: machine; with these, 40 to 161 collections (two runs), 1 % (docs/performance.md).  The
-#: results are the same (the collector only frees unreachable objects); the previous
-#: thresholds come back when the call returns.
-GC_THRESHOLDS = (100_000, 50, 100)
-
-
 def _gc_thresholds(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` run under :data:`GC_THRESHOLDS` (its signature and documentation kept)."""
+    """``fn`` run under the collector thresholds of a simulation run,
+    :data:`sim.engine.GC_THRESHOLDS` (its signature and documentation kept).  A schedule is
+    millions of small objects (transfers, their tuples, the runner's lists) built before the
+    fabric runs and alive until the size ends; with Python's default thresholds the collector
+    walked them again and again: 7,036 collections, 11 % of the CPU time of a 248-GPU 16 MiB
+    AllReduce on this machine; with these, 40 to 161 collections (two runs), 1 %
+    (docs/performance.md).  The caller's thresholds come back when the call returns."""
     import functools
     import gc
 
     @functools.wraps(fn)
     def run(*args: Any, **kw: Any) -> Any:
-        old = gc.get_threshold()
-        gc.set_threshold(*GC_THRESHOLDS)
+        old = raise_gc_thresholds()
         try:
             return fn(*args, **kw)
         finally:
-            gc.set_threshold(*old)
+            if old is not None:
+                gc.set_threshold(*old)
     return run
 
 
