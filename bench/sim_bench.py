@@ -55,6 +55,7 @@ from sim.fabric import star
 from sim.net.mmu import MmuConfig, headroom_bytes
 from sim.net.switch import EcnConfig
 from sim.nic.host import Flow, Host
+from sim.packet import SimPacket
 from sim.units import frame_ser_time_ps, gbps, prop_delay_ps, wire_bytes
 
 RATE = gbps(100)
@@ -258,8 +259,6 @@ class _Source:
             engine.call_at(times[0], self.fire)
 
     def fire(self) -> None:
-        from sim.packet import SimPacket
-
         now = self.engine.now_ps
         if self.record is not None:
             self.record.append((now, self.flow))

@@ -1,4 +1,107 @@
-# sim/nic/host.py in the compiled core (issue 19): compiled by Cython from the .py as it is.
-# Host stays a Python class: code and tests patch its methods on the class (e.g.
-# tests/test_fault_outputs.py wraps Host.add_flow), which an extension type refuses; so this
-# file declares nothing, and the module's functions and methods are compiled all the same.
+# Types of sim/nic/host.py for the compiled core (issue 19; Cython pure-Python mode: the .py is
+# the source, this file only declares).  Host is a cdef class: its attributes are fields of the
+# object, which its own methods read and write without a dictionary lookup; the per-flow
+# tables are typed dict (set, list), so a lookup in them is a direct dict call.  It keeps a
+# __dict__, so attributes set from outside and per-instance overrides of its methods work as
+# in Python; its methods stay ``def``, so a subclass or an instance can replace them, but the
+# class itself cannot be patched (an extension type: wrap an instance's method instead, as
+# tests/test_fault_outputs.py does).  Every field is public (read and written from
+# interpreted code as before); the others are objects, so they hold what the .py puts there.
+cimport cython
+
+from sim.engine cimport Engine
+from sim.net.port cimport Port
+
+cdef class Host:
+    cdef dict __dict__
+    cdef public dict _ack_templates
+    cdef public dict _acked_packets
+    cdef public list _blocked
+    cdef public dict _cc_timer
+    cdef public set _ce_in_window
+    cdef public dict _cnp_window
+    cdef public dict _expected
+    cdef public dict _flows
+    cdef public dict _gap_ps
+    cdef public object _ids
+    cdef public object _int
+    cdef public dict _last_cnp_ps
+    cdef public dict _next_send_ps
+    cdef public dict _phase
+    cdef public dict _posted
+    cdef public set _posted_idle
+    cdef public set _rc_idle
+    cdef public dict _rc_rx
+    cdef public dict _rc_timer
+    cdef public dict _rc_tx
+    cdef public object _read_free_ps
+    cdef public object _read_timer
+    cdef public object _read_wait
+    cdef public object _rx_draining
+    cdef public object _rx_headroom
+    cdef public set _rx_paused
+    cdef public object _rx_q
+    cdef public object _rx_refresh
+    cdef public dict _rx_top_id
+    cdef public object _stall_prios
+    cdef public object _stall_timers
+    cdef public list _wake_due
+    cdef public object ack_every
+    cdef public object ack_received
+    cdef public object ack_sent
+    cdef public object ack_tc
+    cdef public object ack_timeout
+    cdef public dict acked_bytes
+    cdef public dict cc
+    cdef public object cc_name
+    cdef public object cc_params
+    cdef public object cnp_interval_ps
+    cdef public object cnp_mode
+    cdef public object cnp_received
+    cdef public object cnp_sent
+    cdef public object cnp_tc
+    cdef public object delivered
+    cdef public Engine engine
+    cdef public dict fct_ps
+    cdef public object node_id
+    cdef public object on_data
+    cdef public object on_qp_error
+    cdef public object pause_sent_count
+    cdef public object pause_storm_timeout_ps
+    cdef public object pcie_header_bytes
+    cdef public object pcie_read_bps
+    cdef public object pcie_write_bps
+    cdef public Port port
+    cdef public object ports
+    cdef public dict qp_error_ps
+    cdef public object queue_limit_bytes
+    cdef public dict rc_drops
+    cdef public object rc_timeout_ps
+    cdef public object reliable
+    cdef public object retransmit
+    cdef public object retry_cnt
+    cdef public object rx_buffer_bytes
+    cdef public object rx_buffer_dropped_bytes
+    cdef public object rx_buffer_dropped_packets
+    cdef public object rx_buffer_max_bytes
+    cdef public object rx_buffer_used_bytes
+    cdef public dict rx_bytes
+    cdef public dict rx_ce
+    cdef public dict rx_first_ps
+    cdef public dict rx_last_ps
+    cdef public dict rx_message_done_ps
+    cdef public dict rx_messages
+    cdef public object rx_mtu_bytes
+    cdef public dict rx_ooo
+    cdef public dict rx_packets
+    cdef public object rx_pause_tcs
+    cdef public object rx_stall_dropped_bytes
+    cdef public object rx_stall_dropped_packets
+    cdef public object rx_stalled
+    cdef public object rx_xoff_bytes
+    cdef public object rx_xon_bytes
+    cdef public dict sent_bytes
+    cdef public dict sent_packets
+    cdef public object stall_pausing
+    cdef public object storm_stopped_ps
+    cdef public object tracer
