@@ -18,3 +18,12 @@ cdef class SimPacket:
     cdef public object src
     cdef public object t_ps
     cdef public object tc
+
+# The fields of a new packet from SimPacket.trusted, set as struct members (a classmethod's
+# ``pkt`` is not typed, so setting them there went through the attribute protocol).
+cdef SimPacket _filled(SimPacket pkt, object id, object t_ps, object nbytes, object flow,
+                       object tc, object ecn, object src, object dst, object frame, object hops)
+
+# The fabric's packet id counter, called for every frame a host or switch makes.
+cdef class PacketIds:
+    cdef public object next

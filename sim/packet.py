@@ -21,7 +21,8 @@ PRIORITIES = 8
 
 
 class PacketIds:
-    """Packet id source shared by the nodes of one fabric (deterministic)."""
+    """Packet id source shared by the nodes of one fabric (deterministic).  ``next``: the last
+    id handed out."""
 
     def __init__(self) -> None:
         self.next = 1 << 40  # control frames; data packets count from 0
@@ -82,20 +83,10 @@ class SimPacket:
         known good (``0 <= tc <= 7``, ``0 <= ecn <= 3``, ``nbytes >= 0``, ``frame`` None or a
         bytearray: it is stored as is, not copied).  Positional arguments: several times
         cheaper than ``SimPacket(...)`` with keywords on the per-packet path."""
-        pkt = SimPacket.__new__(cls)  # no __init__ (compiled: the type's tp_new at C level)
-        pkt.id = id
-        pkt.t_ps = t_ps
-        pkt.nbytes = nbytes
-        pkt.flow = flow
-        pkt.tc = tc
-        pkt.ecn = ecn
-        pkt.src = src
-        pkt.dst = dst
-        pkt.frame = frame
-        pkt.hops = hops
-        pkt.fc = None
-        pkt.psn = None
-        return pkt
+        # no __init__ (compiled: the type's tp_new at C level, and _filled sets the fields as
+        # struct members)
+        return _filled(SimPacket.__new__(cls), id, t_ps, nbytes, flow, tc, ecn, src, dst, frame,
+                       hops)
 
     def __reduce__(self) -> tuple:
         """Pickle (and copy) every slot that is set, a subclass's (SuePacket's ``pdu``)
@@ -135,6 +126,24 @@ class SimPacket:
             f"frame={'None' if self.frame is None else f'<{len(self.frame)} B>'}, "
             f"hops={self.hops})"
         )
+
+
+def _filled(pkt: SimPacket, id: int, t_ps: int, nbytes: int, flow: int, tc: int, ecn: int,
+            src: int, dst: int, frame: bytearray | None, hops: int) -> SimPacket:
+    """``pkt`` (new, no field set) with its fields set (:meth:`SimPacket.trusted`)."""
+    pkt.id = id
+    pkt.t_ps = t_ps
+    pkt.nbytes = nbytes
+    pkt.flow = flow
+    pkt.tc = tc
+    pkt.ecn = ecn
+    pkt.src = src
+    pkt.dst = dst
+    pkt.frame = frame
+    pkt.hops = hops
+    pkt.fc = None
+    pkt.psn = None
+    return pkt
 
 
 def _restore(cls: type, state: dict) -> SimPacket:
