@@ -334,3 +334,19 @@ def test_a_hand_made_schedule_sends_each_connection_in_seq_order():
     f = collective_star(3, link_gbps=GBPS, prop_ps=PROP_PS)
     job = CollectiveJob(dataclasses.replace(sch, transfers=ts), f.fabric, f.ranks)
     assert [t.id for t in job.conns[key].sends] == [t.id for t in reversed(mine)]
+
+
+@pytest.mark.parametrize("times", [[None], [None, None], [3, None, 1], [None, 5, 2], [0, 7], [4],
+                                   [None, 0], [2, 2, None]])
+def test_first_start_and_last_finish_skip_the_unset(times) -> None:
+    """CollectiveRun.first_start_ps / last_finish_ps: min / max of the times that are set
+    (None: not started or not finished), ValueError when none is."""
+    from sim.workloads.collective import _extreme
+
+    got = [t for t in times if t is not None]
+    for pick in (min, max):
+        if got:
+            assert _extreme(pick, times) == pick(got)
+        else:
+            with pytest.raises(ValueError):
+                _extreme(pick, times)

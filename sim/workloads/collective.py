@@ -157,11 +157,11 @@ class CollectiveRun:
 
     @property
     def first_start_ps(self) -> int:
-        return min(s for s in self.start_ps if s is not None)
+        return _extreme(min, self.start_ps)
 
     @property
     def last_finish_ps(self) -> int:
-        return max(f for f in self.finish_ps if f is not None)
+        return _extreme(max, self.finish_ps)
 
     @property
     def time_ps(self) -> int:
@@ -281,6 +281,16 @@ class _Conn:
         self.qps: list[int] = []  # the flow id of each QP (a failed QP: its replacement)
 
 
+def _extreme(pick: Callable[[list[int]], int], times: list[int | None]) -> int:
+    """``pick`` (min or max) of the times that are not None: of the whole list at C speed when
+    none is (a complete run), else of those that are set (ValueError when none is)."""
+    try:
+        out = pick(times)  # type: ignore[arg-type]
+    except TypeError:  # some are None (int and None do not compare)
+        out = None
+    return out if out is not None else pick([t for t in times if t is not None])
+
+
 def _seq(t: Transfer) -> int:
     return t.seq
 
@@ -365,7 +375,8 @@ class CollectiveJob:
             conn_of.append(c)
         for c in conns.values():  # sends leave in seq order (a hand-made schedule's may not
             s = c.sends           # follow its ids)
-            if any(s[i].seq > s[i + 1].seq for i in range(len(s) - 1)):
+            seqs = list(map(_seq, s))
+            if seqs != sorted(seqs):
                 s.sort(key=_seq)
         for key, c in conns.items():  # before the fabric is touched
             if key not in sch.connections:
