@@ -63,7 +63,7 @@ queue) for ECN marking, as in HPCC (egress counters are used only for ECN, never
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
@@ -239,32 +239,45 @@ _ADMITTED: dict[str, Admission] = {w: Admission(True, w, None, ())
                                    for w in ("reserved", "shared", "headroom")}
 
 
-@dataclass(slots=True)
 class _Pg:
-    reserved_bytes: int = 0
-    shared_bytes: int = 0
-    headroom_bytes: int = 0
-    state: str = XON
+    """One ingress (port, PG)'s bytes by region and its PFC state."""
+
+    __slots__ = ("headroom_bytes", "reserved_bytes", "shared_bytes", "state")
+
+    def __init__(self, reserved_bytes: int = 0, shared_bytes: int = 0, headroom_bytes: int = 0,
+                 state: str = XON) -> None:
+        self.reserved_bytes = reserved_bytes
+        self.shared_bytes = shared_bytes
+        self.headroom_bytes = headroom_bytes
+        self.state = state
+
+    def __repr__(self) -> str:
+        return (f"_Pg(reserved_bytes={self.reserved_bytes!r}, shared_bytes={self.shared_bytes!r}"
+                f", headroom_bytes={self.headroom_bytes!r}, state={self.state!r})")
 
 
-@dataclass
 class Mmu:
-    """The switch MMU state for one :class:`MmuConfig`."""
+    """The switch MMU state for one :class:`MmuConfig`.
 
-    config: MmuConfig
-    shared_used_bytes: int = 0
-    offered_bytes: int = 0
-    admitted_bytes: int = 0
-    dropped_bytes: int = 0
-    released_bytes: int = 0
-    _pgs: dict[tuple[int, int], _Pg] = field(default_factory=dict, repr=False)
-    _watch: set[tuple[int, int]] = field(default_factory=set, repr=False)
-    _drops: Counter[str] = field(default_factory=Counter, repr=False)
-    _egress: dict[tuple[int, int], int] = field(default_factory=dict, repr=False)
+    ``shared_used_bytes``: the shared pool in use; ``offered_bytes``, ``admitted_bytes``,
+    ``dropped_bytes``, ``released_bytes``: totals since construction (``resident_bytes`` is
+    admitted minus released)."""
 
-    def __post_init__(self) -> None:
-        c = self.config
-        self._pgs = {(p, g): _Pg() for p in range(c.ports) for g in range(c.pgs)}
+    def __init__(self, config: MmuConfig, shared_used_bytes: int = 0, offered_bytes: int = 0,
+                 admitted_bytes: int = 0, dropped_bytes: int = 0,
+                 released_bytes: int = 0) -> None:
+        self.config = config
+        self.shared_used_bytes = shared_used_bytes
+        self.offered_bytes = offered_bytes
+        self.admitted_bytes = admitted_bytes
+        self.dropped_bytes = dropped_bytes
+        self.released_bytes = released_bytes
+        self._watch: set[tuple[int, int]] = set()
+        self._drops: Counter[str] = Counter()
+        self._egress: dict[tuple[int, int], int] = {}
+        c = config
+        self._pgs: dict[tuple[int, int], _Pg] = {(p, g): _Pg() for p in range(c.ports)
+                                                 for g in range(c.pgs)}
         # Hot-path copies of the (frozen) configuration; ``config`` is not to be replaced
         # after construction.
         self._nports = c.ports
@@ -278,6 +291,11 @@ class Mmu:
         self._alpha_num = c.alpha.numerator
         self._alpha_den = c.alpha.denominator
         self._xon_delta = c.xon_delta_bytes
+
+    def __repr__(self) -> str:
+        return (f"Mmu(config={self.config!r}, shared_used_bytes={self.shared_used_bytes!r}, "
+                f"offered_bytes={self.offered_bytes!r}, admitted_bytes={self.admitted_bytes!r}, "
+                f"dropped_bytes={self.dropped_bytes!r}, released_bytes={self.released_bytes!r})")
 
     # -- queries ---------------------------------------------------------------------------
     def threshold_bytes(self) -> int:
@@ -496,3 +514,11 @@ class Mmu:
     def _check_port_queue(self, port: int, queue: int) -> None:
         if not (0 <= port < self.config.ports and 0 <= queue < self.config.pgs):
             raise ValueError(f"no egress (port {port}, queue {queue})")
+
+
+# Compiled (mmu.pxd), a cpdef method's Python signature has lost its return annotation: put
+# back the ones written above (interpreted, they are there already and this does nothing).
+for _name, _returns in (("admit", "Admission"), ("release", "tuple[PauseChange, ...]"),
+                        ("egress_enqueue", "int"), ("egress_dequeue", "int")):
+    vars(Mmu)[_name].__annotations__.setdefault("return", _returns)
+del _name, _returns

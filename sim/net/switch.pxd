@@ -6,13 +6,14 @@
 cimport cython
 
 from sim.engine cimport Engine
+from sim.net.mmu cimport Mmu
 from sim.packet cimport SimPacket
 
 cdef class Switch:
     cdef dict __dict__
     cdef public Engine engine
     cdef public object node_id
-    cdef public object mmu
+    cdef public Mmu mmu
     cdef public dict _fwd
     cdef public dict ecmp_choices
     cdef public long long adaptive_moves
