@@ -48,7 +48,7 @@ __all__ = ["GC_THRESHOLDS", "Engine", "Timer", "raise_gc_thresholds"]
 #: queues, routes, flows: 320,000 GC-tracked at 2,048 hosts) and a run allocates millions of
 #: short-lived ones (frames, heap entries); with the default thresholds the collector walked
 #: the fabric again and again: 738 young, 67 middle and 6 full collections in 20 µs of the
-#: 2,048-host leaf-spine (``python -m bench scale``), 16.0 µs per packet-hop against 12.9 µs
+#: 2,048-host leaf-spine (``python -m bench scale``), 15.2 µs per packet-hop against 12.8 µs
 #: with these (docs/performance.md, "Garbage collection during a run").  A collective's
 #: schedule is millions of transfers built before the run and is built under the same
 #: thresholds (``sim.scenarios.collective.run_size``).  Results are the same: the collector

@@ -22,7 +22,7 @@ PRIORITIES = 8
 
 class PacketIds:
     """Packet id source shared by the nodes of one fabric (deterministic).  ``next``: the last
-    id handed out."""
+    id handed out (each call returns ``next + 1``), or the start value before the first."""
 
     def __init__(self) -> None:
         self.next = 1 << 40  # control frames; data packets count from 0

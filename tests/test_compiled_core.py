@@ -276,3 +276,34 @@ def test_push_schedules_exactly_like_call_in(delays: list) -> None:  # type: ign
         assert outcome[0] == outcome[1]
     assert a._heap == b._heap and a._seq == b._seq
     assert a.run() == b.run() and a.now_ps == b.now_ps
+
+
+def test_public_methods_keep_the_return_annotation_of_their_source() -> None:
+    """A public method of a class of the compiled core carries the return annotation written
+    in its .py, compiled or interpreted.  A cpdef method loses it when compiled, and the module
+    puts it back by name (``vars(Mmu)[...]`` at the end of sim/net/mmu.py, port.py,
+    switch.py): this catches a return type changed in the ``def`` but not in that list, or a
+    method made cpdef without it."""
+    import importlib
+
+    checked = 0
+    for name in _core.COMPILED:
+        py, _ = _core._source_paths(name)
+        mod = importlib.import_module(name)
+        tree = ast.parse(Path(py).read_text())
+        for cls_node in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+            cls = getattr(mod, cls_node.name)
+            for fn in cls_node.body:
+                if (not isinstance(fn, ast.FunctionDef) or fn.name.startswith("_")
+                        or fn.returns is None):
+                    continue
+                if any(getattr(d, "id", "") == "property" for d in fn.decorator_list):
+                    continue
+                obj = vars(cls)[fn.name]
+                obj = getattr(obj, "__func__", obj)  # staticmethod / classmethod
+                got = getattr(obj, "__annotations__", {}).get("return")
+                assert got == ast.unparse(fn.returns), (
+                    f"{name}.{cls_node.name}.{fn.name}: return annotation {got!r}, "
+                    f"the .py says {ast.unparse(fn.returns)!r}")
+                checked += 1
+    assert checked > 50

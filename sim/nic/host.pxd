@@ -4,9 +4,11 @@
 # tables are typed dict (set, list), so a lookup in them is a direct dict call.  It keeps a
 # __dict__, so attributes set from outside and per-instance overrides of its methods work as
 # in Python; its methods stay ``def``, so a subclass or an instance can replace them, but the
-# class itself cannot be patched (an extension type: wrap an instance's method instead, as
-# tests/test_fault_outputs.py does).  Every field is public (read and written from
-# interpreted code as before); the others are objects, so they hold what the .py puts there.
+# class itself cannot be patched (an extension type: wrap an instance's method, or a Python
+# caller such as Fabric.add_flow, as tests/test_fault_outputs.py does).  Every field is public
+# (read and written from interpreted code as before).  A typed field (``port`` a Port,
+# ``engine`` an Engine, the dict/set/list tables) takes only that type or a subclass (or
+# None), compiled; the others are objects, so they hold what the .py puts there.
 cimport cython
 
 from sim.engine cimport Engine
