@@ -117,14 +117,12 @@ def _callback_name(fn) -> str:
 
 
 def heap_anatomy(engine) -> dict[str, int]:
-    """Pending heap entries by kind: ``call:NAME`` (fire-and-forget), ``timer:NAME`` (live
-    Timer) and ``cancelled`` (lazily cancelled Timers still in the heap)."""
+    """Pending heap entries by callback name, and ``cancelled`` (lazily cancelled timers still
+    in the heap)."""
     out: dict[str, int] = {}
-    for _at, _prio, _seq, fn, args in engine._heap:
-        if args is None:  # a Timer entry
-            key = "cancelled" if fn.callback is None else "timer:" + _callback_name(fn.callback)
-        else:
-            key = "call:" + _callback_name(fn)
+    for entry in engine._heap:
+        fn = entry.callback
+        key = "cancelled" if fn is None else _callback_name(fn)
         out[key] = out.get(key, 0) + 1
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 

@@ -1,10 +1,15 @@
 # Types of sim/engine.py for the compiled core (issue 19; Cython pure-Python mode: the .py is
 # the source, this file only declares).  Attributes read or written from interpreted code are
-# public.  Times stay Python ints (``now_ps``, ``at_ps``): the engine accepts any integer time,
-# 2**63 ps and later included (tests/test_sim_engine.py), which a C int64 would not.
+# public.  A heap entry's key (``at_ps``, ``priority``, ``seq``) is C int64, so the heap's
+# comparisons are C comparisons; the engine refuses a time past sim.units.MAX_PS (2**63 - 1
+# ps) in both cores.  ``now_ps`` stays a Python int object.
+cimport cython
 
+@cython.freelist(256)
 cdef class Timer:
-    cdef public object at_ps
+    cdef public long long at_ps
+    cdef public long long priority
+    cdef public long long seq
     cdef public object callback
     cdef public tuple args
 
@@ -20,3 +25,22 @@ cdef class Engine:
 
     # Port's per-frame events: a C call from code that holds a typed Engine (port.pxd).
     cpdef _push(self, delay_ps, callback, tuple args)
+
+    @cython.locals(heap=list, ev=Timer, stop_ps=cython.longlong, count=cython.longlong,
+                   limit=cython.longlong, hit_limit=cython.bint, args=tuple)
+    cpdef run(self, until_ps=*, max_events=*)
+
+@cython.locals(ev=Timer)
+cdef Timer _entry(long long at_ps, long long priority, long long seq, object callback,
+                  tuple args)
+
+cdef bint _before(Timer a, Timer b)
+
+@cython.locals(i=Py_ssize_t, up=Py_ssize_t, parent=Timer)
+cdef void _heap_push(list heap, Timer ev)
+
+@cython.locals(n=Py_ssize_t, child=Py_ssize_t, right=Py_ssize_t, ev=Timer, low=Timer)
+cdef void _sift_down(list heap, Py_ssize_t i)
+
+@cython.locals(last=Timer, top=Timer)
+cdef Timer _heap_pop(list heap)

@@ -38,8 +38,9 @@ import gc
 import operator
 import random
 from collections.abc import Callable
-from heapq import heapify, heappop, heappush
 from typing import Any
+
+from sim.units import MAX_PS
 
 __all__ = ["GC_THRESHOLDS", "Engine", "Timer", "raise_gc_thresholds"]
 
@@ -84,14 +85,20 @@ def _as_time(value: Any, name: str) -> int:
 
 
 class Timer:
-    """Handle of one scheduled callback; :meth:`cancel` stops it from running."""
+    """Handle of one scheduled callback; :meth:`cancel` stops it from running.
 
-    __slots__ = ("args", "at_ps", "callback")
+    It is also the heap's entry: ``(at_ps, priority, seq)`` is its place in the order (module
+    docstring).  The engine makes one for every event; only :meth:`Engine.schedule` and
+    :meth:`Engine.schedule_in` hand it out."""
+
+    __slots__ = ("args", "at_ps", "callback", "priority", "seq")
 
     def __init__(self, at_ps: int, callback: Callable[..., Any] | None, args: tuple) -> None:
         self.at_ps = at_ps
         self.callback = callback
         self.args = args
+        self.priority = 0
+        self.seq = 0
 
     @property
     def cancelled(self) -> bool:
@@ -108,6 +115,94 @@ class Timer:
         return f"Timer(at_ps={self.at_ps}, {state})"
 
 
+def _entry(at_ps: int, priority: int, seq: int, callback: Any, args: tuple) -> Timer:
+    """A heap entry (a :class:`Timer`) without its constructor's Python call."""
+    ev = Timer.__new__(Timer)
+    ev.at_ps = at_ps
+    ev.priority = priority
+    ev.seq = seq
+    ev.callback = callback
+    ev.args = args
+    return ev
+
+
+def _before(a: Timer, b: Timer) -> bool:
+    """True when ``a`` runs before ``b``: earlier time, then lower priority, then the one
+    scheduled first (``seq`` is unique, so two entries are never tied)."""
+    if a.at_ps != b.at_ps:
+        return a.at_ps < b.at_ps
+    if a.priority != b.priority:
+        return a.priority < b.priority
+    return a.seq < b.seq
+
+
+# The heap: a binary min-heap of Timers in a list, ordered by _before (heap[0] runs next;
+# each entry runs no later than its two children at 2i+1 and 2i+2).  Written out here instead
+# of heapq so that the compiled core compares two entries' C fields (engine.pxd) instead of
+# Python tuples; the keys are unique, so any correct heap pops the same sequence.
+
+
+def _heap_push(heap: list, ev: Timer) -> None:
+    """Add ``ev``: append it as a leaf and move it up past every later parent."""
+    heap.append(ev)
+    i = len(heap) - 1
+    while i > 0:
+        up = (i - 1) >> 1
+        parent = heap[up]
+        if not _before(ev, parent):
+            break
+        heap[i] = parent
+        i = up
+    heap[i] = ev
+
+
+def _sift_down(heap: list, i: int) -> None:
+    """Restore the order below position ``i`` (its subtrees are heaps): move the entry there
+    down past every earlier child."""
+    n = len(heap)
+    ev = heap[i]
+    child = 2 * i + 1
+    while child < n:
+        right = child + 1
+        if right < n and _before(heap[right], heap[child]):
+            child = right
+        low = heap[child]
+        if not _before(low, ev):
+            break
+        heap[i] = low
+        i = child
+        child = 2 * i + 1
+    heap[i] = ev
+
+
+def _heap_pop(heap: list) -> Timer:
+    """Remove and return the first entry (``heap`` must not be empty)."""
+    last = heap.pop()
+    if not heap:
+        return last
+    top = heap[0]
+    heap[0] = last
+    _sift_down(heap, 0)
+    return top
+
+
+def _heapify(heap: list) -> None:
+    """Order ``heap`` in place."""
+    for i in range(len(heap) // 2 - 1, -1, -1):
+        _sift_down(heap, i)
+
+
+def _check_at(at_ps: int, now_ps: int, priority: int) -> None:
+    """The checks every scheduled time and priority passes (ints already)."""
+    if at_ps < now_ps:
+        raise ValueError(f"cannot schedule at {at_ps} ps, before now ({now_ps} ps)")
+    if at_ps > MAX_PS:
+        raise ValueError(f"cannot schedule at {at_ps} ps: after the latest simulator time, "
+                         f"{MAX_PS} ps (int64, about 106 days)")
+    if not -MAX_PS <= priority <= MAX_PS:
+        raise ValueError(f"priority must fit in a 64-bit integer, got {priority}")
+
+
 class Engine:
     """Event heap, clock (``now_ps``) and the run's seeded RNG (``rng``)."""
 
@@ -119,7 +214,7 @@ class Engine:
         self.now_ps: int = 0
         self.rng = random.Random(seed)
         self.events_processed = 0
-        self._heap: list[tuple[int, int, int, Any, tuple | None]] = []
+        self._heap: list[Timer] = []
         self._seq = 0
         self._running = False
         self._compact_at = _COMPACT_MIN  # heap length at which to look for cancelled entries
@@ -130,14 +225,13 @@ class Engine:
         """Run ``callback(*args)`` at ``at_ps`` (>= ``now_ps``); lower ``priority`` runs first."""
         if at_ps.__class__ is not int:
             at_ps = _as_time(at_ps, "at_ps")
-        if at_ps < self.now_ps:
-            raise ValueError(f"cannot schedule at {at_ps} ps, before now ({self.now_ps} ps)")
         if priority.__class__ is not int:
             priority = operator.index(priority)
-        timer = Timer(at_ps, callback, args)
-        self._seq = seq = self._seq + 1
+        _check_at(at_ps, self.now_ps, priority)
+        self._seq += 1
+        timer = _entry(at_ps, priority, self._seq, callback, args)
         heap = self._heap
-        heappush(heap, (at_ps, priority, seq, timer, None))
+        _heap_push(heap, timer)
         if len(heap) > self._compact_at:
             self._compact()
         return timer
@@ -150,33 +244,23 @@ class Engine:
             delay_ps = _as_time(delay_ps, "delay_ps")
         if delay_ps < 0:
             raise ValueError(f"delay_ps must be >= 0, got {delay_ps}")
-        if priority.__class__ is not int:
-            priority = operator.index(priority)
-        at_ps = self.now_ps + delay_ps
-        timer = Timer(at_ps, callback, args)
-        self._seq = seq = self._seq + 1
-        heap = self._heap
-        heappush(heap, (at_ps, priority, seq, timer, None))
-        if len(heap) > self._compact_at:
-            self._compact()
-        return timer
+        return self.schedule(self.now_ps + delay_ps, callback, *args, priority=priority)
 
     def call_at(
         self, at_ps: int, callback: Callable[..., Any], *args: Any, priority: int = 0
     ) -> None:
         """Like :meth:`schedule` but returns no handle (the event cannot be cancelled).
 
-        The fast path for fire-and-forget events: no :class:`Timer` is made.  Ordering is the
-        same as :meth:`schedule` (time, then ``priority``, then insertion, counted together
-        with the scheduled timers)."""
+        The fast path for fire-and-forget events.  Ordering is the same as :meth:`schedule`
+        (time, then ``priority``, then insertion, counted together with the scheduled
+        timers)."""
         if at_ps.__class__ is not int:
             at_ps = _as_time(at_ps, "at_ps")
-        if at_ps < self.now_ps:
-            raise ValueError(f"cannot schedule at {at_ps} ps, before now ({self.now_ps} ps)")
         if priority.__class__ is not int:
             priority = operator.index(priority)
-        self._seq = seq = self._seq + 1
-        heappush(self._heap, (at_ps, priority, seq, callback, args))
+        _check_at(at_ps, self.now_ps, priority)
+        self._seq += 1
+        _heap_push(self._heap, _entry(at_ps, priority, self._seq, callback, args))
 
     def call_in(
         self, delay_ps: int, callback: Callable[..., Any], *args: Any, priority: int = 0
@@ -188,20 +272,27 @@ class Engine:
             raise ValueError(f"delay_ps must be >= 0, got {delay_ps}")
         if priority.__class__ is not int:
             priority = operator.index(priority)
-        self._seq = seq = self._seq + 1
-        heappush(self._heap, (self.now_ps + delay_ps, priority, seq, callback, args))
+        at_ps = self.now_ps + delay_ps
+        _check_at(at_ps, self.now_ps, priority)
+        self._seq += 1
+        _heap_push(self._heap, _entry(at_ps, priority, self._seq, callback, args))
 
     def _push(self, delay_ps: int, callback: Callable[..., Any], args: tuple) -> None:
         """``call_in(delay_ps, callback, *args)`` for the compiled core's own per-frame events
         (Port): the arguments come as one tuple, and in the compiled core this is a C call
         (engine.pxd) instead of a Python call with ``*args``.  The same heap entry and ``seq``
-        as :meth:`call_in`; a delay that is not a non-negative int goes through
-        :meth:`call_in` (the same conversion or error)."""
+        as :meth:`call_in`; a delay that is not a non-negative int, or a time past
+        :data:`~sim.units.MAX_PS`, goes through :meth:`call_in` (the same conversion or
+        error)."""
         if delay_ps.__class__ is not int or delay_ps < 0:
             self.call_in(delay_ps, callback, *args)
             return
-        self._seq = seq = self._seq + 1
-        heappush(self._heap, (self.now_ps + delay_ps, 0, seq, callback, args))
+        at_ps = self.now_ps + delay_ps
+        if at_ps > MAX_PS:
+            self.call_in(delay_ps, callback, *args)
+            return
+        self._seq += 1
+        _heap_push(self._heap, _entry(at_ps, 0, self._seq, callback, args))
 
     def _compact(self) -> None:
         """Drop the cancelled timers from the heap if they are at least half of it; look again
@@ -209,31 +300,24 @@ class Engine:
         :meth:`run` holds the list.  The live entries keep their ``(at_ps, priority, seq)``
         keys, which are unique, so the heap pops them in exactly the same order."""
         heap = self._heap
-        live = [e for e in heap if e[4] is not None or e[3].callback is not None]
+        live = [e for e in heap if e.callback is not None]
         if 2 * len(live) <= len(heap):
             heap[:] = live
-            heapify(heap)
+            _heapify(heap)
         self._compact_at = max(_COMPACT_MIN, 2 * len(heap))
 
     def peek_ps(self) -> int | None:
         """Time of the next live event, or None when nothing is pending."""
         heap = self._heap
-        while heap and heap[0][4] is None and heap[0][3].callback is None:
-            heappop(heap)
-        return heap[0][0] if heap else None
+        while heap and heap[0].callback is None:
+            _heap_pop(heap)
+        return heap[0].at_ps if heap else None
 
     def pending_args(self) -> list[tuple]:
         """The argument tuples of every live pending event (cancelled timers left out), in no
         particular order: what is still in flight, for inspection at the end of a run (e.g.
         frames being serialised or on a wire, ``sim.study.results.flow_conservation``)."""
-        out = []
-        for _, _, _, fn, args in self._heap:
-            if args is None:  # a Timer entry
-                if fn.callback is None:
-                    continue
-                args = fn.args
-            out.append(args)
-        return out
+        return [e.args for e in self._heap if e.callback is not None]
 
     def __len__(self) -> int:
         """Heap entries, cancelled ones not yet skipped included."""
@@ -258,54 +342,29 @@ class Engine:
         if limit == 0:
             return 0
         heap = self._heap
-        pop = heappop
-        # Without ``until_ps``, an int threshold (an int-int comparison is cheaper than one with
-        # float("inf")); an entry past it still runs (the ``until_ps is None`` test).
-        stop_ps = until_ps if until_ps is not None else _NO_STOP
+        # No entry is later than MAX_PS, so a later until_ps (or none) stops nothing.
+        stop_ps = MAX_PS if until_ps is None else min(until_ps, MAX_PS)
         count = 0
         hit_limit = False
         old_gc = raise_gc_thresholds()
         self._running = True
         try:
-            if limit < 0:
-                # The hot loop: no event limit.  An entry past ``stop_ps`` is put back (its
-                # unique key puts it back in the same place in the order).
-                while heap:
-                    entry = pop(heap)
-                    at_ps, _, _, fn, args = entry
-                    if at_ps > stop_ps and until_ps is not None:
-                        heappush(heap, entry)
-                        break
-                    if args is None:  # a Timer entry
-                        timer = fn
-                        fn = timer.callback
-                        if fn is None:
-                            continue  # cancelled
-                        timer.callback = None
-                        args = timer.args
-                    self.now_ps = at_ps
-                    fn(*args)
-                    count += 1
-            else:
-                while heap:
-                    entry = pop(heap)
-                    at_ps, _, _, fn, args = entry
-                    if at_ps > stop_ps and until_ps is not None:
-                        heappush(heap, entry)
-                        break
-                    if args is None:
-                        timer = fn
-                        fn = timer.callback
-                        if fn is None:
-                            continue
-                        timer.callback = None
-                        args = timer.args
-                    self.now_ps = at_ps
-                    fn(*args)
-                    count += 1
-                    if count == limit:
-                        hit_limit = True
-                        break
+            while heap:
+                ev = _heap_pop(heap)
+                if ev.at_ps > stop_ps:
+                    _heap_push(heap, ev)  # its unique key puts it back in its place
+                    break
+                fn = ev.callback
+                if fn is None:
+                    continue  # cancelled
+                args = ev.args
+                ev.callback = None  # fired: a handle now reads as cancelled
+                self.now_ps = ev.at_ps
+                fn(*args)
+                count += 1
+                if count == limit:
+                    hit_limit = True
+                    break
         finally:
             self._running = False
             self.events_processed += count
@@ -319,11 +378,6 @@ class Engine:
 #: Below this many heap entries the engine never looks for cancelled ones (a scan would cost
 #: more than the entries).
 _COMPACT_MIN = 1024
-
-#: ``Engine.run`` without ``until_ps`` compares entry times with this (2**63 ps, about 107 days)
-#: and, only when one is later, checks that there is no ``until_ps``.
-_NO_STOP = 1 << 63
-
 
 def _bench(n: int = 1_000_000, fast: bool = False) -> float:
     """Schedule-and-run ``n`` chained no-op events with ``schedule_in`` (``fast``: with
@@ -353,3 +407,8 @@ def _bench(n: int = 1_000_000, fast: bool = False) -> float:
 
 def _noop() -> None:
     pass
+
+
+# Compiled (engine.pxd), a cpdef method's Python signature has lost its return annotation: put
+# back the one written above (interpreted, it is there already and this does nothing).
+vars(Engine)["run"].__annotations__.setdefault("return", "int")

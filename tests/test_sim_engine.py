@@ -236,13 +236,27 @@ def test_call_events_with_until_max_events_and_cancelled_timers() -> None:
     assert eng.events_processed == 12
 
 
-def test_run_without_until_runs_events_beyond_2_63_ps() -> None:
+def test_times_past_max_ps_are_refused_and_until_past_it_runs_everything() -> None:
+    """Times are int64 ps (sim.units.MAX_PS, about 106 days), in both cores: a later time is
+    a ValueError naming the limit; an ``until_ps`` past it stops nothing."""
+    from sim.units import MAX_PS
+
     eng = Engine()
     seen: list[int] = []
-    eng.call_at(1 << 70, seen.append, 1)
-    eng.schedule(1 << 64, seen.append, 0)
-    assert eng.run() == 2
-    assert seen == [0, 1] and eng.now_ps == 1 << 70
+    for call in (lambda: eng.call_at(MAX_PS + 1, seen.append, 1),
+                 lambda: eng.schedule(1 << 64, seen.append, 0),
+                 lambda: eng.call_in(MAX_PS + 1, seen.append, 2),
+                 lambda: eng.schedule_in(1 << 70, seen.append, 3),
+                 lambda: eng._push(MAX_PS + 1, seen.append, (4,))):
+        with pytest.raises(ValueError, match="latest simulator time"):
+            call()
+    with pytest.raises(ValueError, match="priority must fit"):
+        eng.call_at(5, seen.append, 5, priority=1 << 63)
+    eng.call_at(MAX_PS, seen.append, 6)
+    eng.schedule(7, seen.append, 7)
+    assert len(eng) == 2
+    assert eng.run(until_ps=1 << 70) == 2
+    assert seen == [7, 6] and eng.now_ps == 1 << 70
 
 
 def _incast_trace(cut_through: bool) -> tuple[list, dict, int]:
