@@ -5,6 +5,7 @@
 # ps) in both cores.  ``now_ps`` stays a Python int object.
 cimport cython
 
+@cython.final
 @cython.freelist(256)
 cdef class Timer:
     cdef public long long at_ps
@@ -13,6 +14,8 @@ cdef class Timer:
     cdef public object callback
     cdef public tuple args
 
+# final (like Timer): Port's and Host's _push is a direct C call (port.pxd says why).
+@cython.final
 cdef class Engine:
     cdef public object seed
     cdef public object now_ps
@@ -29,6 +32,8 @@ cdef class Engine:
     @cython.locals(heap=list, ev=Timer, stop_ps=cython.longlong, count=cython.longlong,
                    limit=cython.longlong, hit_limit=cython.bint, args=tuple)
     cpdef run(self, until_ps=*, max_events=*)
+
+cdef object _check_at(object at_ps, object now_ps, object priority)
 
 @cython.locals(ev=Timer)
 cdef Timer _entry(long long at_ps, long long priority, long long seq, object callback,

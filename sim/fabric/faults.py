@@ -275,11 +275,11 @@ class _Engine:
                 changed = True
                 w.down, w.down_since_ps = True, now
                 self._flush(p)
-                p.enqueue = self._dropper(p)  # type: ignore[method-assign]
+                p._divert = self._dropper(p)
             elif not down and n == 0:
                 changed = True
                 w.down = False
-                p.__dict__.pop("enqueue", None)
+                p._divert = None
         if changed and self.reroute.enabled:
             self.engine.call_in(self.reroute.delay_ps, self.recompute)
 

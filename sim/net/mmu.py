@@ -62,6 +62,7 @@ queue) for ECN marking, as in HPCC (egress counters are used only for ECN, never
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
@@ -91,8 +92,18 @@ PFC_TRANSITIONS: dict[tuple[str, str], tuple[str, str | None]] = {
     (XOFF, "below_xon"): (XON, XON),
 }
 
+#: PFC_TRANSITIONS as state -> condition -> (new state, action): the hot path's lookup
+#: without a tuple key per packet.
+_NEXT: dict[str, dict[str, tuple[str, str | None]]] = {}
+for (_state, _cond), _to in PFC_TRANSITIONS.items():
+    _NEXT.setdefault(_state, {})[_cond] = _to
+del _state, _cond, _to
+
 Where = Literal["reserved", "shared", "headroom"]
 _REGIONS = frozenset(("reserved", "shared", "headroom"))
+#: The largest byte count (counters and sizes are C int64 in the compiled core;
+#: sim.units.MAX_BYTES).
+_MAX_BYTES = 2**63 - 1
 PauseChange = tuple[int, int, str]
 
 _PS_PER_S = 10**12
@@ -159,6 +170,8 @@ def _check_int(name: str, value: object) -> None:
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
+    if value > _MAX_BYTES:
+        raise ValueError(f"{name} must fit in a 64-bit integer, got {value}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,9 +253,10 @@ _ADMITTED: dict[str, Admission] = {w: Admission(True, w, None, ())
 
 
 class _Pg:
-    """One ingress (port, PG)'s bytes by region and its PFC state."""
+    """One ingress (port, PG)'s bytes by region and its PFC state (``watched``: in the MMU's
+    ``_watch`` set, see :meth:`Mmu._update`)."""
 
-    __slots__ = ("headroom_bytes", "reserved_bytes", "shared_bytes", "state")
+    __slots__ = ("headroom_bytes", "reserved_bytes", "shared_bytes", "state", "watched")
 
     def __init__(self, reserved_bytes: int = 0, shared_bytes: int = 0, headroom_bytes: int = 0,
                  state: str = XON) -> None:
@@ -250,6 +264,7 @@ class _Pg:
         self.shared_bytes = shared_bytes
         self.headroom_bytes = headroom_bytes
         self.state = state
+        self.watched = False
 
     def __repr__(self) -> str:
         return (f"_Pg(reserved_bytes={self.reserved_bytes!r}, shared_bytes={self.shared_bytes!r}"
@@ -274,10 +289,14 @@ class Mmu:
         self.released_bytes = released_bytes
         self._watch: set[tuple[int, int]] = set()
         self._drops: Counter[str] = Counter()
-        self._egress: dict[tuple[int, int], int] = {}
         c = config
         self._pgs: dict[tuple[int, int], _Pg] = {(p, g): _Pg() for p in range(c.ports)
                                                  for g in range(c.pgs)}
+        #: The same _Pg objects by ``port * pgs + pg`` (the hot path's lookup: no tuple key).
+        self._pg_at: list[_Pg] = [self._pgs[(p, g)] for p in range(c.ports)
+                                  for g in range(c.pgs)]
+        #: Egress bytes by ``port * pgs + queue`` (queues and PGs are both 0..pgs-1).
+        self._egress_at: list[int] = [0] * (c.ports * c.pgs)
         # Hot-path copies of the (frozen) configuration; ``config`` is not to be replaced
         # after construction.
         self._nports = c.ports
@@ -287,7 +306,7 @@ class Mmu:
         self._lossless = c.lossless_pgs
         self._pool = c.shared_pool_bytes
         self._static = c.xoff_mode == "static"
-        self._xoff = c.xoff_bytes
+        self._xoff = c.xoff_bytes if self._static else 0  # read only when static
         self._alpha_num = c.alpha.numerator
         self._alpha_den = c.alpha.denominator
         self._xon_delta = c.xon_delta_bytes
@@ -335,46 +354,45 @@ class Mmu:
     # -- ingress -----------------------------------------------------------------------------
     def admit(self, in_port: int, pg: int, nbytes: int) -> Admission:
         """Decide on a packet of ``nbytes`` arriving on ``(in_port, pg)``; update counters."""
-        if nbytes.__class__ is not int or nbytes < 0:
+        if nbytes.__class__ is not int or nbytes < 0 or nbytes > _MAX_BYTES:
             _check_int("nbytes", nbytes)
-        s = self._pgs.get((in_port, pg))
-        if s is None:
-            raise ValueError(f"no ingress (port {in_port}, PG {pg})")
-        self.offered_bytes += nbytes
+        s = self._pg(in_port, pg)
+        n = nbytes  # a C int64 in the compiled core (mmu.pxd)
+        self.offered_bytes += n
         lossless = pg in self._lossless
         where: Where | None = None
         reason: str | None = None
-        if s.reserved_bytes + nbytes <= self._reserved:
+        if s.reserved_bytes + n <= self._reserved:
             where = "reserved"
         elif lossless and s.state == XOFF:
-            where, reason = self._headroom(s, nbytes)
+            where, reason = self._headroom(s, n)
         else:
-            pool_ok = self.shared_used_bytes + nbytes <= self._pool
-            if pool_ok and s.shared_bytes + nbytes <= (
+            pool_ok = self.shared_used_bytes + n <= self._pool
+            if pool_ok and s.shared_bytes + n <= (
                     self._xoff if self._static else self.threshold_bytes()):
                 where = "shared"
             elif lossless:
-                where, reason = self._headroom(s, nbytes)
+                where, reason = self._headroom(s, n)
             elif not pool_ok:
                 reason = "shared_full"
             else:
                 reason = "lossy_over_threshold"
         if where is None:
             assert reason is not None
-            self.dropped_bytes += nbytes
-            self._drops[reason] += nbytes
+            self.dropped_bytes += n
+            self._drops[reason] += n
             return Admission(False, None, reason, ())
-        self.admitted_bytes += nbytes
+        self.admitted_bytes += n
         if where == "reserved":
-            s.reserved_bytes += nbytes
-            changes = self._update(in_port, pg, False)
+            s.reserved_bytes += n
+            changes = self._update(in_port, pg, s, False)
         elif where == "shared":
-            s.shared_bytes += nbytes
-            self.shared_used_bytes += nbytes
-            changes = self._update(in_port, pg, True)
+            s.shared_bytes += n
+            self.shared_used_bytes += n
+            changes = self._update(in_port, pg, s, True)
         else:
-            s.headroom_bytes += nbytes
-            changes = self._update(in_port, pg, False)
+            s.headroom_bytes += n
+            changes = self._update(in_port, pg, s, False)
         if not changes:
             return _ADMITTED[where]  # immutable, so one shared instance per region
         return Admission(True, where, None, changes)
@@ -396,25 +414,24 @@ class Mmu:
         headroom is empty and its shared use has fallen to ``threshold - xon_delta_bytes``,
         although its newest (headroom) frames are still queued.  ``where`` (the packet's
         ``Admission.where``) is checked but not used for the accounting."""
-        if nbytes.__class__ is not int or nbytes < 0:
+        if nbytes.__class__ is not int or nbytes < 0 or nbytes > _MAX_BYTES:
             _check_int("nbytes", nbytes)
-        s = self._pgs.get((in_port, pg))
-        if s is None:
-            raise ValueError(f"no ingress (port {in_port}, PG {pg})")
+        s = self._pg(in_port, pg)
         if where is not None and where not in _REGIONS:
             raise ValueError(f"unknown region {where!r}")
+        n = nbytes  # a C int64 in the compiled core (mmu.pxd)
         hdrm = s.headroom_bytes
         shared = s.shared_bytes
-        if nbytes > hdrm + shared + s.reserved_bytes:
+        if n > hdrm + shared + s.reserved_bytes:
             raise ValueError(
-                f"release of {nbytes} B from ({in_port}, {pg}): it holds "
+                f"release of {n} B from ({in_port}, {pg}): it holds "
                 f"{hdrm + shared + s.reserved_bytes} B"
             )
-        self.released_bytes += nbytes
-        if nbytes <= hdrm:
-            s.headroom_bytes = hdrm - nbytes
-            return self._update(in_port, pg, False)
-        rest = nbytes - hdrm
+        self.released_bytes += n
+        if n <= hdrm:
+            s.headroom_bytes = hdrm - n
+            return self._update(in_port, pg, s, False)
+        rest = n - hdrm
         s.headroom_bytes = 0
         if rest <= shared:
             from_shared = rest
@@ -422,10 +439,10 @@ class Mmu:
             from_shared = shared
             s.reserved_bytes -= rest - shared
         if not from_shared:
-            return self._update(in_port, pg, False)
+            return self._update(in_port, pg, s, False)
         s.shared_bytes = shared - from_shared
         self.shared_used_bytes -= from_shared
-        return self._update(in_port, pg, True)
+        return self._update(in_port, pg, s, True)
 
     # -- PFC state machine ---------------------------------------------------------------------
     def condition(self, port: int, pg: int) -> str:
@@ -438,17 +455,21 @@ class Mmu:
             return "below_xon"
         return "hysteresis"
 
-    def _update(self, port: int, pg: int, pool_changed: bool) -> tuple[PauseChange, ...]:
+    def _update(self, port: int, pg: int, s: _Pg, pool_changed: bool
+                ) -> tuple[PauseChange, ...]:
+        """The PFC transitions after ``(port, pg)`` (its :class:`_Pg` ``s``) changed.  The
+        PGs that may pause or resume are in ``_watch`` (each flagged ``watched``): a lossless
+        PG from its first change until it is XON and empty again."""
         dynamic_sweep = pool_changed and not self._static
-        key = (port, pg)
         watch = self._watch
         if pg in self._lossless:
-            watch.add(key)
-        elif not dynamic_sweep and key not in watch:
+            if not s.watched:
+                s.watched = True
+                watch.add((port, pg))
+        elif not dynamic_sweep and not s.watched:
             return ()  # a lossy PG never pauses and moved no one else's threshold
         if not dynamic_sweep:
-            # Only this PG can change (``key`` is watched here): :meth:`condition` inlined.
-            s = self._pgs[key]
+            # Only this PG can change (it is watched here): :meth:`condition` inlined.
             shared = s.shared_bytes
             threshold = self._xoff if self._static else self.threshold_bytes()
             if s.headroom_bytes > 0 or shared > threshold:
@@ -457,52 +478,49 @@ class Mmu:
                 cond = "below_xon"
             else:
                 cond = "hysteresis"
-            new_state, action = PFC_TRANSITIONS[(s.state, cond)]
+            new_state, action = _NEXT[s.state][cond]
             s.state = new_state
             if new_state == XON and shared == 0 and s.headroom_bytes == 0:
-                watch.discard(key)
+                s.watched = False
+                watch.discard((port, pg))
             return () if action is None else ((port, pg, action),)
         changes: list[PauseChange] = []
         for key in sorted(watch):
             s = self._pgs[key]
-            new_state, action = PFC_TRANSITIONS[(s.state, self.condition(*key))]
+            new_state, action = _NEXT[s.state][self.condition(*key)]
             s.state = new_state
             if action is not None:
                 changes.append((key[0], key[1], action))
             if s.state == XON and s.shared_bytes == 0 and s.headroom_bytes == 0:
+                s.watched = False
                 watch.discard(key)
         return tuple(changes)
 
     # -- egress (ECN) ---------------------------------------------------------------------------
     def egress_enqueue(self, port: int, queue: int, nbytes: int) -> int:
         """Count ``nbytes`` into egress ``(port, queue)``; returns the new queue bytes."""
-        if nbytes.__class__ is not int or nbytes < 0:
+        if nbytes.__class__ is not int or nbytes < 0 or nbytes > _MAX_BYTES:
             _check_int("nbytes", nbytes)
-        if not (0 <= port < self._nports and 0 <= queue < self._npgs):
-            raise ValueError(f"no egress (port {port}, queue {queue})")
-        key = (port, queue)
-        egress = self._egress
-        new = egress.get(key, 0) + nbytes
-        egress[key] = new
+        i = self._egress_index(port, queue)
+        new = self._egress_at[i] + nbytes
+        if new > _MAX_BYTES:
+            raise ValueError(f"egress ({port}, {queue}) would hold more than {_MAX_BYTES} B")
+        self._egress_at[i] = new
         return new
 
     def egress_dequeue(self, port: int, queue: int, nbytes: int) -> int:
         """Remove ``nbytes`` from egress ``(port, queue)``; returns the new queue bytes."""
-        if nbytes.__class__ is not int or nbytes < 0:
+        if nbytes.__class__ is not int or nbytes < 0 or nbytes > _MAX_BYTES:
             _check_int("nbytes", nbytes)
-        if not (0 <= port < self._nports and 0 <= queue < self._npgs):
-            raise ValueError(f"no egress (port {port}, queue {queue})")
-        key = (port, queue)
-        egress = self._egress
-        held = egress.get(key, 0)
+        i = self._egress_index(port, queue)
+        held = self._egress_at[i]
         if nbytes > held:
             raise ValueError(f"egress ({port}, {queue}) holds {held} B, cannot dequeue {nbytes}")
-        egress[key] = held - nbytes
+        self._egress_at[i] = held - nbytes
         return held - nbytes
 
     def egress_bytes(self, port: int, queue: int) -> int:
-        self._check_port_queue(port, queue)
-        return self._egress.get((port, queue), 0)
+        return self._egress_at[self._egress_index(port, queue)]
 
     # -- helpers -------------------------------------------------------------------------------
     def _get(self, port: int, pg: int) -> _Pg:
@@ -511,9 +529,25 @@ class Mmu:
         except KeyError:
             raise ValueError(f"no ingress (port {port}, PG {pg})") from None
 
-    def _check_port_queue(self, port: int, queue: int) -> None:
-        if not (0 <= port < self.config.ports and 0 <= queue < self.config.pgs):
+    def _pg(self, port: int, pg: int) -> _Pg:
+        """The :class:`_Pg` of ingress ``(port, pg)``, else ValueError."""
+        if (type(port) is not int or type(pg) is not int
+                or not (0 <= port < self._nports and 0 <= pg < self._npgs)):
+            return self._get(port, pg)  # the dict's answer for anything else
+        i = port * self._npgs + pg
+        return self._pg_at[i]
+
+    def _egress_index(self, port: int, queue: int) -> int:
+        """Where egress ``(port, queue)`` is counted; ValueError for no such queue."""
+        if type(port) is not int or type(queue) is not int:
+            try:
+                port, queue = operator.index(port), operator.index(queue)
+            except TypeError:
+                raise ValueError(f"no egress (port {port}, queue {queue})") from None
+        if not (0 <= port < self._nports and 0 <= queue < self._npgs):
             raise ValueError(f"no egress (port {port}, queue {queue})")
+        i = port * self._npgs + queue
+        return i
 
 
 # Compiled (mmu.pxd), a cpdef method's Python signature has lost its return annotation: put

@@ -51,17 +51,22 @@ cdef class Port:
     cdef public object _done_cb
     cdef public object deficit
     cdef public object _vl_of
+    cdef public object _divert
 
-    # The private per-frame methods, cpdef so that a frame's fields are read from its struct
-    # (``pkt`` typed SimPacket; None passes, any other type is a TypeError) and Port's calls of
-    # its own ``_start`` / ``_cut_through`` are C calls.  Still overridable by subclasses and
-    # per instance (the instance's __dict__ is looked at first, as in Python).  A cpdef's
-    # Python signature loses the .py's return annotation: port.py puts it back for ``enqueue``.
+    # The per-frame work, typed so that a frame's fields are read from its struct (``pkt`` a
+    # SimPacket; None passes, any other type is a TypeError).  ``_enq`` (the body of the public
+    # ``enqueue``), ``_cut_through`` and ``_send_next`` (the body of ``_start``) are cdef: the
+    # NIC's and the switch's calls and Port's own are direct C calls.  (They were cpdef, and a
+    # cpdef called from C first looks itself up on the instance, to honour a Python override;
+    # its cache of that lookup keeps one object, so with many ports it missed nearly always
+    # and made a bound method per call.)  So they cannot be overridden; nothing does, and a
+    # down link diverts frames through ``_divert`` (sim/fabric/faults.py).  ``_done`` is the
+    # engine's callback, called through Python, so cpdef costs it nothing.
     @cython.locals(pkt=SimPacket)
-    cpdef enqueue(self, pkt)
+    cdef _enq(self, pkt)
     @cython.locals(pkt=SimPacket)
-    cpdef _cut_through(self, pkt, tc)
+    cdef _cut_through(self, pkt, tc)
     @cython.locals(pkt=SimPacket)
-    cpdef _start(self)
+    cdef _send_next(self)
     @cython.locals(pkt=SimPacket)
     cpdef _done(self, pkt)

@@ -218,6 +218,11 @@ class Port:
         self._rr_fast = scheduler == "rr"  # enqueue's cut-through applies to "rr" only
         # Hot-path handles, bound once (no bound-method object per frame).
         self._done_cb = self._done
+        #: When set, ``enqueue`` hands every frame to it instead of queueing it (the dropper of
+        #: a link that is down, sim/fabric/faults.py).  Port's per-frame methods are final in
+        #: the compiled core, so this is how a frame's way in is changed, not by replacing
+        #: ``enqueue`` on the instance.
+        self._divert: Callable[[SimPacket], None] | None = None
         self.deficit: list[int] | None = None
         if scheduler == "dwrr":
             assert w is not None
@@ -249,6 +254,15 @@ class Port:
 
     # ------------------------------------------------------------------ queues
     def enqueue(self, pkt: SimPacket) -> None:
+        """Queue ``pkt`` on its class (``pkt.tc``) and start it if the port is idle."""
+        self._enq(pkt)
+
+    def _enq(self, pkt: SimPacket) -> None:
+        """:meth:`enqueue`; in the compiled core a C method that the NIC and the switch call
+        directly (port.pxd)."""
+        if self._divert is not None:
+            self._divert(pkt)
+            return
         tc = pkt.tc
         if (not self.busy and not self._queued and not self.control and self._rr_fast
                 and self._paused_until_ps[tc] <= self.engine.now_ps):
@@ -264,7 +278,7 @@ class Port:
         if f is not None:
             f(self.engine.now_ps, self.node_id, self.index, tc, pkt.id, pkt.flow, pkt.nbytes, qb)
         if not self.busy:
-            self._start()
+            self._send_next()
 
     def _cut_through(self, pkt: SimPacket, tc: int) -> None:
         """Enqueue on an idle ``"rr"`` port with nothing queued, ``tc`` not paused: the frame
@@ -303,7 +317,7 @@ class Port:
         """A MAC Control frame (PFC): ahead of all data, never paused."""
         self.control.append(pkt)
         if not self.busy:
-            self._start()
+            self._send_next()
 
     def busy_ps_until(self, now_ps: int) -> int:
         """Time spent serialising up to ``now_ps`` (``busy_ps`` counts a frame whole when it
@@ -477,6 +491,11 @@ class Port:
         return tc
 
     def _start(self) -> None:
+        """Start the next frame if one may go (the port must be idle)."""
+        self._send_next()
+
+    def _send_next(self) -> None:
+        """:meth:`_start`; a C method in the compiled core (port.pxd)."""
         now = self.engine.now_ps
         if self.control:
             pkt = self.control.popleft()
@@ -516,7 +535,7 @@ class Port:
         if peer is not None:
             self.engine._push(self.prop_ps, peer.receive, (self.peer_port, pkt))
         if self._queued or self.control:  # else _start would find nothing to send or wait for
-            self._start()
+            self._send_next()
 
     def _sleep_until_unpaused(self) -> None:
         """Nothing eligible: wake when the earliest pause on a non-empty queue ends."""
@@ -537,7 +556,7 @@ class Port:
     def _wakeup(self) -> None:
         self._wake = None
         if not self.busy:
-            self._start()
+            self._send_next()
 
     # ------------------------------------------------- link-level flow control
     def add_gate(self, gate: Gate) -> None:
@@ -570,7 +589,7 @@ class Port:
     def wake(self, tc: int) -> None:
         """A gate reopened class ``tc`` (e.g. credits came back): start a frame if idle."""
         if not self.busy:
-            self._start()
+            self._send_next()
 
     # -------------------------------------------------------------------- PFC
     def pause(self, prio: int, quanta: int) -> None:
@@ -593,7 +612,7 @@ class Port:
             old.cancel()
         self._expiry[prio] = self.engine.schedule(until, self._expire, prio) if quanta else None
         if not quanta and not self.busy:
-            self._start()
+            self._send_next()
 
     def _close_pause(self, prio: int) -> None:
         start = self._pause_start_ps[prio]
@@ -607,7 +626,7 @@ class Port:
         if PauseExpired in self._int.types:
             self.tracer.emit(PauseExpired(self.engine.now_ps, self.node_id, self.index, prio))
         if not self.busy:
-            self._start()
+            self._send_next()
 
     def paused_ps(self, prio: int | None = None) -> int:
         """Time paused so far (one priority, or the sum over priorities)."""
@@ -626,7 +645,3 @@ class CreditPort(CreditFlowControl, Port):
     """An egress :class:`Port` under credit-based flow control
     (:class:`sim.flowctl.credit.CreditFlowControl`: its gate and the link's credit counters)."""
 
-
-# Compiled (port.pxd), a cpdef method's Python signature has lost its return annotation: put
-# back the one written above (interpreted, it is there already and this does nothing).
-vars(Port)["enqueue"].__annotations__.setdefault("return", "None")

@@ -7,6 +7,7 @@ cimport cython
 
 from sim.engine cimport Engine
 from sim.net.mmu cimport Mmu
+from sim.net.port cimport Port
 from sim.packet cimport SimPacket
 
 cdef class Switch:
@@ -36,7 +37,15 @@ cdef class Switch:
     # The per-frame methods, cpdef with ``pkt`` typed SimPacket (its fields read from the struct;
     # see port.pxd), overridable by subclasses (EsunSwitch.receive) as in Python; switch.py puts
     # back ``receive``'s return annotation (port.pxd).
-    @cython.locals(pkt=SimPacket)
+    @cython.locals(pkt=SimPacket, egress=Port)
     cpdef receive(self, port, pkt)
     @cython.locals(pkt=SimPacket)
     cpdef _on_dequeue(self, port, pkt)
+    # ECN marking (the body of ``_maybe_mark``): a direct C call from receive / _on_dequeue.
+    @cython.locals(pkt=SimPacket, p=cython.double)
+    cdef _mark(self, port, pkt, queue_bytes)
+
+# The RED curve (EcnConfig.probability); C arithmetic gives the same doubles as Python's:
+# the byte differences are exact int64, each converted to double once, as float() does.
+cdef double _red_probability(long long queue_bytes, long long kmin_bytes, long long kmax_bytes,
+                             double pmax) except? -1.0

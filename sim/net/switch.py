@@ -151,12 +151,18 @@ class EcnConfig:
                 raise ValueError(f"{name} must be >= 0")
 
     def probability(self, queue_bytes: int) -> float:
-        if queue_bytes <= self.kmin_bytes:
-            return 0.0
-        if queue_bytes > self.kmax_bytes:
-            return 1.0
-        span = self.kmax_bytes - self.kmin_bytes
-        return self.pmax * (queue_bytes - self.kmin_bytes) / span if span else 1.0
+        """The RED marking probability at ``queue_bytes`` (``mode="red"``)."""
+        return _red_probability(queue_bytes, self.kmin_bytes, self.kmax_bytes, self.pmax)
+
+
+def _red_probability(queue_bytes: int, kmin_bytes: int, kmax_bytes: int, pmax: float) -> float:
+    """0 up to ``kmin_bytes``, rising linearly to ``pmax`` at ``kmax_bytes``, 1 above."""
+    if queue_bytes <= kmin_bytes:
+        return 0.0
+    if queue_bytes > kmax_bytes:
+        return 1.0
+    span = kmax_bytes - kmin_bytes
+    return pmax * (queue_bytes - kmin_bytes) / span if span else 1.0
 
 
 Route = int | tuple[int, ...] | list[int]
@@ -368,15 +374,15 @@ class Switch:
         pkt.hops += 1
         self.mmu.egress_enqueue(out, pkt.tc, pkt.nbytes)
         if self.ecn is not None and self.ecn.mark_at == "enqueue":
-            self._maybe_mark(out, pkt, self.mmu.egress_bytes(out, pkt.tc))
-        egress.enqueue(pkt)
+            self._mark(out, pkt, self.mmu.egress_bytes(out, pkt.tc))
+        egress._enq(pkt)
 
     def _on_dequeue(self, port: int, pkt: SimPacket) -> None:
         if pkt.fc is not None:
             cbfc_free(pkt)  # leaves the buffer: the ingress link's credits go back upstream
         left = self.mmu.egress_dequeue(port, pkt.tc, pkt.nbytes)
         if self.ecn is not None and self.ecn.mark_at == "dequeue":
-            self._maybe_mark(port, pkt, left)
+            self._mark(port, pkt, left)
         ing = self._ingress.pop(pkt.id, None)
         if ing is not None:
             changes = self.mmu.release(ing[0], ing[1], pkt.nbytes, ing[2])
@@ -392,6 +398,12 @@ class Switch:
                              self.mmu.ingress_bytes(port, pg))
 
     def _maybe_mark(self, port: int, pkt: SimPacket, queue_bytes: int) -> None:
+        """ECN-mark ``pkt`` leaving (or joining) egress ``port`` whose queue holds
+        ``queue_bytes``, as ``ecn`` says."""
+        self._mark(port, pkt, queue_bytes)
+
+    def _mark(self, port: int, pkt: SimPacket, queue_bytes: int) -> None:
+        """:meth:`_maybe_mark`; a C method in the compiled core (switch.pxd)."""
         assert self.ecn is not None
         if not pkt.ecn_capable or pkt.ecn == 3:
             return
@@ -406,7 +418,8 @@ class Switch:
                 return
             self._ib_skip[key] = cfg.marking_rate
         else:
-            p = self.ecn.probability(queue_bytes)
+            cfg = self.ecn
+            p = _red_probability(queue_bytes, cfg.kmin_bytes, cfg.kmax_bytes, cfg.pmax)
             if not p or (p < 1.0 and self.engine.rng.random() >= p):
                 return
         pkt.mark_ce()

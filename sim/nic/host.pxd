@@ -21,6 +21,8 @@ cdef class Host:
     cdef public list _blocked
     cdef public dict _cc_timer
     cdef public set _ce_in_window
+    cdef public dict _cnp_frames
+    cdef public object _send_cb
     cdef public dict _cnp_window
     cdef public dict _expected
     cdef public dict _flows

@@ -376,6 +376,8 @@ class Host:
         self._int: Interest = interest(self.tracer)
         self.port: Port = Port(engine, node_id, 0, rate_bps, tracer=self.tracer,
                                on_dequeue=self._dequeued)
+        #: The pacing event's callback, bound once (no bound-method object per frame).
+        self._send_cb = self._send
         self.ports = {0: self.port}
         self.queue_limit_bytes = queue_limit_bytes
         self._ids = ids if ids is not None else PacketIds()
@@ -390,6 +392,8 @@ class Host:
         self._phase: dict[int, list] = {}  # exponential on/off: [on?, phase end ps]
         self._gap_ps: dict[tuple[int, int], int] = {}
         self._ack_templates: dict[tuple[int, int, int, str], RoceTemplate] = {}
+        #: The CNP frame of each (flow, destination) (bytes, so shared by every CNP).
+        self._cnp_frames: dict[tuple[int, int], bytes] = {}
         # receiver
         self.rx_bytes: dict[int, int] = {}
         self.rx_packets: dict[int, int] = {}
@@ -538,10 +542,10 @@ class Host:
             self.sent_bytes[fid] = sent + nbytes
             self.sent_packets[fid] += 1
         self._next_send_ps[fid] = now + gap
-        self.port.enqueue(pkt)
+        self.port._enq(pkt)
         if getattr(ctl, "reacts_to_tx", True):
             self._cc_call(fid, ctl.on_tx, nbytes)
-        self.engine.call_in(gap, self._send, flow)
+        self.engine._push(gap, self._send_cb, (flow,))
 
     def _read_wake(self) -> None:
         """The PCIe read path is free: serve the flows waiting for it, first come first
@@ -595,13 +599,15 @@ class Host:
     def _cc_call(self, flow_id: int, method, *args) -> None:
         """Run a rate-control hook; trace a rate change; (re)arm its timer."""
         ctl = self.cc[flow_id]
-        before = (ctl.rate_bps, ctl.target_rate_bps, ctl.alpha)
         now = self.engine.now_ps
-        method(*args, now) if args else method(now)
-        after = (ctl.rate_bps, ctl.target_rate_bps, ctl.alpha)
-        if after != before:
-            if RateChanged in self._int.types:
+        if RateChanged in self._int.types:
+            before = (ctl.rate_bps, ctl.target_rate_bps, ctl.alpha)
+            method(*args, now) if args else method(now)
+            after = (ctl.rate_bps, ctl.target_rate_bps, ctl.alpha)
+            if after != before:
                 self.tracer.emit(RateChanged(now, self.node_id, flow_id, *after))
+        else:
+            method(*args, now) if args else method(now)
         due = ctl.next_timer_ps()
         old = self._cc_timer.get(flow_id)
         if due is None:
@@ -1015,16 +1021,19 @@ class Host:
 
     def _send_cnp(self, flow_id: int, to_node: int) -> None:
         now = self.engine.now_ps
-        frame = build({"eth": {"src": node_mac(self.node_id), "dst": node_mac(to_node)},
-                       "ipv4": {"src": node_ip(self.node_id), "dst": node_ip(to_node),
-                                "dscp": 48},
-                       "udp": {}, "bth": {"opcode": "CNP", "dest_qp": flow_id & _PSN_MASK}})
+        key = (flow_id, to_node)
+        frame = self._cnp_frames.get(key)
+        if frame is None:  # the same bytes every time (immutable): built once per QP
+            frame = self._cnp_frames[key] = build({
+                "eth": {"src": node_mac(self.node_id), "dst": node_mac(to_node)},
+                "ipv4": {"src": node_ip(self.node_id), "dst": node_ip(to_node), "dscp": 48},
+                "udp": {}, "bth": {"opcode": "CNP", "dest_qp": flow_id & _PSN_MASK}})
         cnp = SimPacket(self._ids(), now, len(frame), flow=flow_id, tc=self.cnp_tc,
                         src=self.node_id, dst=to_node, frame=frame)
         self.cnp_sent += 1
         if CNPSent in self._int.types:
             self.tracer.emit(CNPSent(now, self.node_id, flow_id))
-        self.port.enqueue(cnp)
+        self.port._enq(cnp)
 
     def _send_ack(self, fid: int, flow_tc: int, psn: int, to_node: int,
                   kind: str = "ACK") -> None:
@@ -1049,7 +1058,7 @@ class Host:
         ack = SimPacket(self._ids(), now, len(frame), flow=fid, tc=tc,
                         src=self.node_id, dst=to_node, frame=frame)
         self.ack_sent += 1
-        self.port.enqueue(ack)
+        self.port._enq(ack)
 
 
 def rc_conservation(sender: Host, receiver: Host, fid: int, network_dropped: int = 0,
