@@ -41,8 +41,8 @@ _ICRC_MASKED = {"ipv4": {"dscp", "ecn", "ttl"}, "ipv6": {"dscp", "ecn", "flow_la
 class RoceTemplate:
     """A RoCEv2 frame (IPv4 or IPv6, UDP 4791, BTH ...) to stamp out with some fields changed."""
 
-    __slots__ = ("_crc_from", "_crc_state", "_frame", "_ip", "_ip_patched", "_slots", "_udp",
-                 "_udp_end", "_v4", "names")
+    __slots__ = ("_crc_from", "_crc_state", "_frame", "_ip", "_ip_patched", "_lin", "_slots",
+                 "_udp", "_udp_end", "_v4", "names")
 
     def __init__(self, layers: Mapping[str, Any], patch: Iterable[str] = ("bth.psn",)) -> None:
         frame = build(layers)
@@ -84,6 +84,7 @@ class RoceTemplate:
             elif crc_from is not None:
                 crc_from = min(crc_from, at)
         self._slots = tuple(slots)
+        self._lin = None  # make_array's ICRC tables, made on first use
         # The ICRC's running CRC over everything before the first patched byte (when that is
         # past the masked bytes), computed once: each frame only adds the rest.
         self._crc_from = self._crc_state = None
@@ -112,6 +113,66 @@ class RoceTemplate:
             else:
                 f[at:at + width] = v.to_bytes(width, "big")
         return self._finish(f)
+
+    def make_array(self, values: Any) -> Any:
+        """Frames for many values of the template's one patched field, as a numpy ``uint8``
+        array of shape ``(len(values), size_bytes)``: row ``i`` is byte for byte
+        ``make(**{name: values[i]})``.
+
+        Made without a CRC pass per frame where it can be (one byte-aligned field of two or
+        more bytes after the masked bytes, such as ``bth.psn``): the ICRC is a CRC-32, affine
+        over GF(2), so for frames of one length that differ only in that field
+        ``crc(F) = crc(T) ^ L(F ^ T)`` with ``L`` linear: a table per field byte, 256
+        entries each, made once per template from ``zlib.crc32``.  Anything else is
+        :meth:`make` per value."""
+        import numpy as np
+
+        vals = np.asarray(values, dtype=np.int64).reshape(-1)
+        if len(self.names) != 1:
+            raise ValueError("make_array needs a template with one patched field")
+        name = self.names[0]
+        at, shift, mask, width = self._slots[0]
+        if len(vals) and (int(vals.min()) < 0 or int(vals.max()) > mask):
+            bad = vals[(vals < 0) | (vals > mask)][0]
+            raise ValueError(f"{name} = {int(bad)} does not fit (0..{mask})")
+        tpl = np.frombuffer(self._frame, dtype=np.uint8)
+        if width < 2 or self._crc_state is None or self._ip_patched:
+            out = np.empty((len(vals), len(tpl)), dtype=np.uint8)
+            for i, v in enumerate(vals.tolist()):
+                out[i] = np.frombuffer(self.make(**{name: v}), dtype=np.uint8)
+            return out
+        out = np.repeat(tpl[None, :], len(vals), axis=0)
+        diff = np.zeros(len(vals), dtype=np.uint32)
+        lin = self._icrc_tables()
+        for j in range(width):
+            byte = ((vals >> (8 * (width - 1 - j))) & 0xFF).astype(np.uint8)
+            out[:, at + j] = byte
+            diff ^= lin[j][byte ^ tpl[at + j]]
+        end = self._udp_end - ICRC_BYTES
+        icrc0 = int.from_bytes(self._frame[end:self._udp_end], "little")
+        out[:, end:self._udp_end] = (diff ^ np.uint32(icrc0)).astype("<u4").view(
+            np.uint8).reshape(-1, ICRC_BYTES)
+        return out
+
+    def _icrc_tables(self) -> Any:
+        """The linear part of the ICRC for each byte of the patched field: ``t[j][b]`` is what
+        changing that byte by XOR ``b`` does to the ICRC value (see :meth:`make_array`)."""
+        import numpy as np
+
+        if self._lin is None:
+            at, _shift, _mask, width = self._slots[0]
+            lo, end = self._crc_from, self._udp_end - ICRC_BYTES
+            zero = bytearray(end - lo)
+            base = zlib.crc32(zero)
+            tables = np.empty((width, 256), dtype=np.uint32)
+            for j in range(width):
+                pos = at + j - lo
+                for b in range(256):
+                    zero[pos] = b
+                    tables[j, b] = zlib.crc32(zero) ^ base
+                zero[pos] = 0
+            self._lin = tables
+        return self._lin
 
     def _finish(self, f: bytearray) -> bytearray:
         ip, udp = self._ip, self._udp

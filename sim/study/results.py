@@ -314,57 +314,118 @@ class Capture:
         self.frames = 0
         self.bytes = PCAP_FILE_HEADER_BYTES
         self.budget.used_bytes += PCAP_FILE_HEADER_BYTES
-        #: Frames (and their times, ns) not written yet: written in batches of
-        #: :data:`CAPTURE_BATCH_FRAMES` through the writer's bulk path, and at close.
-        self._frames: list[bytes | bytearray] = []
+        #: Records not written yet, written in batches of :data:`CAPTURE_BATCH_FRAMES` and at
+        #: close: a frame of the fabric's (copied: a later reuse of its buffer must not change
+        #: what is written), or None for a synthesised RoCEv2 frame, made at the flush from
+        #: its template and PSN (``_syn_tpl``, ``_syn_psn``: numpy makes a batch of them at
+        #: once, RoceTemplate.make_array); and each record's time, ns.
+        self._frames: list[bytes | None] = []
         self._ts_ns: list[int] = []
+        self._syn_tpl: list[int] = []
+        self._syn_psn: list[int] = []
         self._psn: dict[int, int] = {}
-        self._templates: dict[tuple[int, int, int, int, int], RoceTemplate] = {}
+        #: (flow, src, dst, bytes, ECN) -> index in ``_tpl`` (templates) and ``_tpl_bytes``.
+        self._templates: dict[tuple[int, int, int, int, int], int] = {}
+        self._tpl: list[RoceTemplate] = []
+        self._tpl_bytes: list[int] = []
 
     def __call__(self, t_ps: int, pkt: Any) -> None:
         b = self.budget
         if b.cut_at_ps is not None:
             return
-        frame = pkt.frame if pkt.frame is not None else self._synth(pkt)
-        n = PCAP_RECORD_HEADER_BYTES + (len(frame) if self._snap is None
-                                        else min(len(frame), self._snap))
+        frame = pkt.frame
+        if frame is None:
+            tpl, psn = self._synth(pkt)
+            size = self._tpl_bytes[tpl]
+        else:
+            size = len(frame)
+        n = PCAP_RECORD_HEADER_BYTES + (size if self._snap is None else min(size, self._snap))
         if b.limit_bytes is not None and b.used_bytes + n > b.limit_bytes:
             b.cut_at_ps = t_ps
             return
         b.used_bytes += n
         self.bytes += n
-        # a frame of the fabric may be shared: written as it is now; a synthesised one is new
-        self._frames.append(frame if type(frame) is bytearray and pkt.frame is None
-                            else bytes(frame))
+        if frame is None:
+            self._frames.append(None)
+            self._syn_tpl.append(tpl)
+            self._syn_psn.append(psn)
+        else:
+            self._frames.append(bytes(frame))
         self._ts_ns.append(t_ps // PS_PER_NS)
         self.frames += 1
         if len(self._frames) >= CAPTURE_BATCH_FRAMES:
             self._flush()
 
     def _flush(self) -> None:
-        """Write the frames held so far (:meth:`wire.pcapio.CaptureWriter.write_frames`)."""
-        if self._frames:
-            self.writer.write_frames(self._frames, self._ts_ns)
-            self._frames = []
-            self._ts_ns = []
+        """Write the records held so far: each run of synthesised frames of one size as the
+        rows of one array (:meth:`wire.pcapio.CaptureWriter.write_rows`), the others through
+        :meth:`~wire.pcapio.CaptureWriter.write_frames`, in their order."""
+        frames, ts = self._frames, self._ts_ns
+        if not frames:
+            return
+        self._frames, self._ts_ns = [], []
+        syn_tpl, syn_psn = self._syn_tpl, self._syn_psn
+        self._syn_tpl, self._syn_psn = [], []
+        w = self.writer
+        i = s = 0
+        end = len(frames)
+        while i < end:
+            j = i
+            if frames[i] is not None:
+                while j < end and frames[j] is not None:
+                    j += 1
+                w.write_frames(frames[i:j], ts[i:j])
+            else:
+                size = self._tpl_bytes[syn_tpl[s]]
+                k = s
+                while j < end and frames[j] is None and self._tpl_bytes[syn_tpl[k]] == size:
+                    j += 1
+                    k += 1
+                w.write_rows(self._rows(syn_tpl[s:k], syn_psn[s:k], size), ts[i:j])
+                s = k
+            i = j
 
-    def _synth(self, pkt: Any) -> bytes:
+    def _rows(self, tpls: list[int], psns: list[int], size: int) -> Any:
+        """The synthesised frames of one size, in order, as the rows of a uint8 array."""
+        import numpy as np
+
+        t = np.array(tpls, dtype=np.int64)
+        p = np.array(psns, dtype=np.int64)
+        first = tpls[0]
+        if t.min() == t.max():
+            return self._tpl[first].make_array(p)
+        rows = np.empty((len(t), size), dtype=np.uint8)
+        for g in np.unique(t).tolist():
+            at = t == g
+            rows[at] = self._tpl[g].make_array(p[at])
+        return rows
+
+    def _synth(self, pkt: Any) -> tuple[int, int]:
+        """(template index, PSN) of the RoCEv2 frame standing for a data packet with no
+        bytes: the flow's next PSN (24 bits, from 0)."""
         psn = self._psn.get(pkt.flow, 0)
         self._psn[pkt.flow] = (psn + 1) & 0xFFFFFF
         # one template per ECN codepoint too: only the PSN is patched per frame, so the IPv4
-        # checksum is the template's and the ICRC continues its precomputed prefix
+        # checksum is the template's and the ICRC follows from the PSN (make_array)
         key = (pkt.flow, pkt.src, pkt.dst, pkt.nbytes, pkt.ecn)
         tpl = self._templates.get(key)
         if tpl is None:
             pay = max(pkt.nbytes - _HDR_BYTES, 0)
-            tpl = self._templates[key] = RoceTemplate({
+            t = RoceTemplate({
                 "eth": {"dst": node_mac(pkt.dst), "src": node_mac(pkt.src)},
                 "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": pkt.ecn},
                 "udp": {"sport": 49152 + (pkt.flow & 0x3FFF)},
                 "bth": {"opcode": "RC_RDMA_WRITE_MIDDLE", "dest_qp": pkt.flow & 0xFFFFFF},
                 "payload": {"data": "00" * pay},
             }, patch=("bth.psn",))
-        return tpl.make(**{"bth.psn": psn})
+            tpl = self._templates[key] = len(self._tpl)
+            self._tpl.append(t)
+            self._tpl_bytes.append(t.size_bytes)
+        return tpl, psn
+
+    def _frame(self, tpl: int, psn: int) -> bytearray:
+        """One synthesised frame (what a row of :meth:`_rows` holds)."""
+        return self._tpl[tpl].make(**{"bth.psn": psn})
 
     def close(self) -> None:
         try:
