@@ -131,7 +131,7 @@ class RoceTemplate:
         if len(self.names) != 1:
             raise ValueError("make_array needs a template with one patched field")
         name = self.names[0]
-        at, shift, mask, width = self._slots[0]
+        at, _shift, mask, width = self._slots[0]
         if len(vals) and (int(vals.min()) < 0 or int(vals.max()) > mask):
             bad = vals[(vals < 0) | (vals > mask)][0]
             raise ValueError(f"{name} = {int(bad)} does not fit (0..{mask})")
