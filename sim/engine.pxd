@@ -14,11 +14,11 @@ cdef class Timer:
     cdef public object callback
     cdef public tuple args
 
-# final (like Timer): Port's and Host's _push is a direct C call (port.pxd says why).
+# final (like Timer): no subclass, so its cpdef methods are direct C calls (port.pxd says why).
 @cython.final
 cdef class Engine:
     cdef public object seed
-    cdef public object now_ps
+    cdef public long long now_ps
     cdef public object rng
     cdef public long long events_processed
     cdef public list _heap
@@ -26,8 +26,9 @@ cdef class Engine:
     cdef public bint _running
     cdef public long long _compact_at
 
-    # Port's per-frame events: a C call from code that holds a typed Engine (port.pxd).
     cpdef _push(self, delay_ps, callback, tuple args)
+    # Port's and Host's per-frame events: a direct C call with a C delay.
+    cdef _after(self, long long delay_ps, callback, tuple args)
 
     @cython.locals(heap=list, ev=Timer, stop_ps=cython.longlong, count=cython.longlong,
                    limit=cython.longlong, hit_limit=cython.bint, args=tuple)

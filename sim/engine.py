@@ -278,21 +278,24 @@ class Engine:
         _heap_push(self._heap, _entry(at_ps, priority, self._seq, callback, args))
 
     def _push(self, delay_ps: int, callback: Callable[..., Any], args: tuple) -> None:
-        """``call_in(delay_ps, callback, *args)`` for the compiled core's own per-frame events
-        (Port): the arguments come as one tuple, and in the compiled core this is a C call
-        (engine.pxd) instead of a Python call with ``*args``.  The same heap entry and ``seq``
-        as :meth:`call_in`; a delay that is not a non-negative int, or a time past
-        :data:`~sim.units.MAX_PS`, goes through :meth:`call_in` (the same conversion or
-        error)."""
-        if delay_ps.__class__ is not int or delay_ps < 0:
+        """``call_in(delay_ps, callback, *args)`` with the arguments as one tuple: the same heap
+        entry and ``seq``; a delay that is not an int goes through :meth:`call_in` (the same
+        conversion or error).  The compiled core's own per-frame events use :meth:`_after`."""
+        if type(delay_ps) is not int or not 0 <= delay_ps <= MAX_PS:
             self.call_in(delay_ps, callback, *args)
             return
-        at_ps = self.now_ps + delay_ps
-        if at_ps > MAX_PS:
+        self._after(delay_ps, callback, args)
+
+    def _after(self, delay_ps: int, callback: Callable[..., Any], args: tuple) -> None:
+        """:meth:`_push` of a delay that is an int (a C int64 in the compiled core, where
+        this is a C call from Port and Host): the same entry and ``seq`` as :meth:`call_in`;
+        a negative delay or a time past :data:`~sim.units.MAX_PS` goes through
+        :meth:`call_in` (its error)."""
+        if delay_ps < 0 or delay_ps > MAX_PS - self.now_ps:
             self.call_in(delay_ps, callback, *args)
             return
         self._seq += 1
-        _heap_push(self._heap, _entry(at_ps, 0, self._seq, callback, args))
+        _heap_push(self._heap, _entry(self.now_ps + delay_ps, 0, self._seq, callback, args))
 
     def _compact(self) -> None:
         """Drop the cancelled timers from the heap if they are at least half of it; look again
@@ -328,7 +331,8 @@ class Engine:
 
         Stops when the heap is empty, when the next event is after ``until_ps`` (events exactly
         at ``until_ps`` do run) or after ``max_events``.  Unless stopped by ``max_events``,
-        ``now_ps`` then becomes ``until_ps`` when one was given.  While it runs, the garbage
+        ``now_ps`` then becomes ``until_ps`` when one was given (:data:`~sim.units.MAX_PS` if
+        ``until_ps`` is later: the clock is an int64).  While it runs, the garbage
         collector's thresholds are at least :data:`GC_THRESHOLDS` (the caller's come back when
         it returns).
         """
@@ -371,7 +375,7 @@ class Engine:
             if old_gc is not None:
                 gc.set_threshold(*old_gc)
         if until_ps is not None and not hit_limit:
-            self.now_ps = until_ps
+            self.now_ps = stop_ps  # until_ps, or MAX_PS if it is later: the clock's last tick
         return count
 
 

@@ -29,7 +29,7 @@ cdef class Port:
     cdef public object on_dequeue
     cdef public object peer
     cdef public object peer_port
-    cdef public object prop_ps
+    cdef public long long prop_ps
     cdef public list queues
     cdef public list queue_bytes
     cdef public list max_queue_bytes
@@ -64,9 +64,10 @@ cdef class Port:
     # engine's callback, called through Python, so cpdef costs it nothing.
     @cython.locals(pkt=SimPacket)
     cdef _enq(self, pkt)
-    @cython.locals(pkt=SimPacket)
+    @cython.locals(pkt=SimPacket, now=cython.longlong, t=cython.longlong)
     cdef _cut_through(self, pkt, tc)
-    @cython.locals(pkt=SimPacket)
+    @cython.locals(pkt=SimPacket, now=cython.longlong, t=cython.longlong)
     cdef _send_next(self)
+    cdef long long _ser_ps(self, nbytes) except -1
     @cython.locals(pkt=SimPacket)
     cpdef _done(self, pkt)

@@ -306,12 +306,18 @@ class Port:
             for tap in self.taps:
                 tap(now, pkt)
         self.busy = True
+        t = self._ser_ps(nbytes)
+        self.busy_ps += t
+        self._tx_end_ps = now + t
+        self.engine._after(t, self._done_cb, (pkt,))
+
+    def _ser_ps(self, nbytes: int) -> int:
+        """Serialisation time of a frame of ``nbytes`` at this port's rate (worked out once
+        per size and kept)."""
         t = self._ser_cache.get(nbytes)
         if t is None:
             t = self._ser_cache[nbytes] = frame_ser_time_ps(nbytes, self.rate_bps)
-        self.busy_ps += t
-        self._tx_end_ps = now + t
-        self.engine._push(t, self._done_cb, (pkt,))
+        return t
 
     def send_control(self, pkt: SimPacket) -> None:
         """A MAC Control frame (PFC): ahead of all data, never paused."""
@@ -518,13 +524,10 @@ class Port:
             for tap in self.taps:
                 tap(now, pkt)
         self.busy = True
-        nbytes = pkt.nbytes
-        t = self._ser_cache.get(nbytes)
-        if t is None:
-            t = self._ser_cache[nbytes] = frame_ser_time_ps(nbytes, self.rate_bps)
+        t = self._ser_ps(pkt.nbytes)
         self.busy_ps += t
         self._tx_end_ps = now + t
-        self.engine._push(t, self._done_cb, (pkt,))
+        self.engine._after(t, self._done_cb, (pkt,))
 
     def _done(self, pkt: SimPacket) -> None:
         """End of a frame's serialisation: count it, send it down the wire, start the next."""
@@ -533,7 +536,7 @@ class Port:
         self.tx_packets += 1
         peer = self.peer
         if peer is not None:
-            self.engine._push(self.prop_ps, peer.receive, (self.peer_port, pkt))
+            self.engine._after(self.prop_ps, peer.receive, (self.peer_port, pkt))
         if self._queued or self.control:  # else _start would find nothing to send or wait for
             self._send_next()
 

@@ -545,7 +545,7 @@ class Host:
         self.port._enq(pkt)
         if getattr(ctl, "reacts_to_tx", True):
             self._cc_call(fid, ctl.on_tx, nbytes)
-        self.engine._push(gap, self._send_cb, (flow,))
+        self.engine._after(gap, self._send_cb, (flow,))
 
     def _read_wake(self) -> None:
         """The PCIe read path is free: serve the flows waiting for it, first come first
