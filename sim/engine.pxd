@@ -13,6 +13,7 @@ cdef class Timer:
     cdef public long long seq
     cdef public object callback
     cdef public tuple args
+    cdef public bint owned
 
 # final (like Timer): no subclass, so its cpdef methods are direct C calls (port.pxd says why).
 @cython.final
@@ -22,6 +23,7 @@ cdef class Engine:
     cdef public object rng
     cdef public long long events_processed
     cdef public list _heap
+    cdef public list _spare
     cdef public long long _seq
     cdef public bint _running
     cdef public long long _compact_at
@@ -29,12 +31,18 @@ cdef class Engine:
     cpdef _push(self, delay_ps, callback, tuple args)
     # Port's and Host's per-frame events: a direct C call with a C delay.
     cdef _after(self, long long delay_ps, callback, tuple args)
+    @cython.locals(ev=Timer, spare=list)
+    cdef Timer _owned(self, long long at_ps, long long priority, long long seq, callback,
+                      tuple args)
 
-    @cython.locals(heap=list, ev=Timer, stop_ps=cython.longlong, count=cython.longlong,
-                   limit=cython.longlong, hit_limit=cython.bint, args=tuple)
+    @cython.locals(heap=list, spare=list, ev=Timer, stop_ps=cython.longlong,
+                   count=cython.longlong, limit=cython.longlong, hit_limit=cython.bint,
+                   args=tuple)
     cpdef run(self, until_ps=*, max_events=*)
 
 cdef object _check_at(object at_ps, object now_ps, object priority)
+cdef long long _LAST_PS
+cdef Py_ssize_t _SPARE_MAX
 
 @cython.locals(ev=Timer)
 cdef Timer _entry(long long at_ps, long long priority, long long seq, object callback,

@@ -91,7 +91,7 @@ class Timer:
     docstring).  The engine makes one for every event; only :meth:`Engine.schedule` and
     :meth:`Engine.schedule_in` hand it out."""
 
-    __slots__ = ("args", "at_ps", "callback", "priority", "seq")
+    __slots__ = ("args", "at_ps", "callback", "owned", "priority", "seq")
 
     def __init__(self, at_ps: int, callback: Callable[..., Any] | None, args: tuple) -> None:
         self.at_ps = at_ps
@@ -99,6 +99,7 @@ class Timer:
         self.args = args
         self.priority = 0
         self.seq = 0
+        self.owned = False  # True: made by the engine for itself, reused once it ran
 
     @property
     def cancelled(self) -> bool:
@@ -123,6 +124,7 @@ def _entry(at_ps: int, priority: int, seq: int, callback: Any, args: tuple) -> T
     ev.seq = seq
     ev.callback = callback
     ev.args = args
+    ev.owned = False
     return ev
 
 
@@ -206,8 +208,8 @@ def _check_at(at_ps: int, now_ps: int, priority: int) -> None:
 class Engine:
     """Event heap, clock (``now_ps``) and the run's seeded RNG (``rng``)."""
 
-    __slots__ = ("_compact_at", "_heap", "_running", "_seq", "events_processed", "now_ps", "rng",
-                 "seed")
+    __slots__ = ("_compact_at", "_heap", "_running", "_seq", "_spare", "events_processed",
+                 "now_ps", "rng", "seed")
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
@@ -215,6 +217,8 @@ class Engine:
         self.rng = random.Random(seed)
         self.events_processed = 0
         self._heap: list[Timer] = []
+        #: Entries that ran and that nobody holds (``owned``), for reuse (:meth:`_owned`).
+        self._spare: list[Timer] = []
         self._seq = 0
         self._running = False
         self._compact_at = _COMPACT_MIN  # heap length at which to look for cancelled entries
@@ -260,7 +264,7 @@ class Engine:
             priority = operator.index(priority)
         _check_at(at_ps, self.now_ps, priority)
         self._seq += 1
-        _heap_push(self._heap, _entry(at_ps, priority, self._seq, callback, args))
+        _heap_push(self._heap, self._owned(at_ps, priority, self._seq, callback, args))
 
     def call_in(
         self, delay_ps: int, callback: Callable[..., Any], *args: Any, priority: int = 0
@@ -275,7 +279,7 @@ class Engine:
         at_ps = self.now_ps + delay_ps
         _check_at(at_ps, self.now_ps, priority)
         self._seq += 1
-        _heap_push(self._heap, _entry(at_ps, priority, self._seq, callback, args))
+        _heap_push(self._heap, self._owned(at_ps, priority, self._seq, callback, args))
 
     def _push(self, delay_ps: int, callback: Callable[..., Any], args: tuple) -> None:
         """``call_in(delay_ps, callback, *args)`` with the arguments as one tuple: the same heap
@@ -291,11 +295,29 @@ class Engine:
         this is a C call from Port and Host): the same entry and ``seq`` as :meth:`call_in`;
         a negative delay or a time past :data:`~sim.units.MAX_PS` goes through
         :meth:`call_in` (its error)."""
-        if delay_ps < 0 or delay_ps > MAX_PS - self.now_ps:
+        if delay_ps < 0 or delay_ps > _LAST_PS - self.now_ps:
             self.call_in(delay_ps, callback, *args)
             return
         self._seq += 1
-        _heap_push(self._heap, _entry(self.now_ps + delay_ps, 0, self._seq, callback, args))
+        _heap_push(self._heap, self._owned(self.now_ps + delay_ps, 0, self._seq, callback,
+                                          args))
+
+    def _owned(self, at_ps: int, priority: int, seq: int, callback: Any, args: tuple) -> Timer:
+        """A heap entry nobody else will hold (:meth:`call_at`, :meth:`call_in`,
+        :meth:`_after`): one that ran before if there is one (:meth:`run` keeps up to
+        :data:`_SPARE_MAX` of them), else a new one.  Such an entry is ``owned``."""
+        spare = self._spare
+        if spare:
+            ev = spare.pop()
+            ev.at_ps = at_ps
+            ev.priority = priority
+            ev.seq = seq
+            ev.callback = callback
+            ev.args = args
+            return ev
+        ev = _entry(at_ps, priority, seq, callback, args)
+        ev.owned = True
+        return ev
 
     def _compact(self) -> None:
         """Drop the cancelled timers from the heap if they are at least half of it; look again
@@ -346,6 +368,7 @@ class Engine:
         if limit == 0:
             return 0
         heap = self._heap
+        spare = self._spare
         # No entry is later than MAX_PS, so a later until_ps (or none) stops nothing.
         stop_ps = MAX_PS if until_ps is None else min(until_ps, MAX_PS)
         count = 0
@@ -364,6 +387,9 @@ class Engine:
                 args = ev.args
                 ev.callback = None  # fired: a handle now reads as cancelled
                 self.now_ps = ev.at_ps
+                if ev.owned and len(spare) < _SPARE_MAX:
+                    ev.args = ()  # (lets go of the frame it carried)
+                    spare.append(ev)
                 fn(*args)
                 count += 1
                 if count == limit:
@@ -378,6 +404,13 @@ class Engine:
             self.now_ps = stop_ps  # until_ps, or MAX_PS if it is later: the clock's last tick
         return count
 
+
+#: The latest time, as a C int64 in the compiled core (sim.units.MAX_PS).
+_LAST_PS = MAX_PS
+
+#: At most this many spent entries are kept for reuse (Engine._owned): the most a run keeps
+#: pending is far above it, but reuse needs only the few that each event frees and takes.
+_SPARE_MAX = 4096
 
 #: Below this many heap entries the engine never looks for cancelled ones (a scan would cost
 #: more than the entries).

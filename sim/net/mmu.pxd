@@ -1,12 +1,14 @@
 # Types of sim/net/mmu.py for the compiled core (issue 19; Cython pure-Python mode: the .py is
-# the source, this file only declares).  Mmu and _Pg are cdef classes: the counters and the
-# hot-path copies of the configuration are C int64 fields of the object (byte counts fit:
-# mmu.py refuses a size or frame above 2**63 - 1 bytes, sim.units.MAX_BYTES), so the admission
-# and release of every frame a switch takes read and write them without a dictionary lookup
-# or a Python int.  Mmu keeps a __dict__ (attributes set from outside work as in Python); _Pg
-# has none (its __slots__ said so).  Every field is public: interpreted code reads and writes
-# them as before.  The dynamic threshold stays exact Python-int arithmetic (alpha's numerator
-# and denominator are Python ints).
+# the source, this file only declares).  Mmu, _Pg and _Egress are cdef classes: the counters
+# and the hot-path copies of the configuration are C int64 fields of the object (byte counts
+# fit: mmu.py refuses a size or frame above 2**63 - 1 bytes, sim.units.MAX_BYTES).  The public
+# methods (admit, release, egress_enqueue, egress_dequeue) check their arguments and call a
+# cdef method of C ints (_admit, _release, _egress_add, _egress_sub, _queue_at), which the
+# switch calls directly: the admission and release of every frame read and write C fields,
+# with no dictionary lookup or Python int.  Mmu keeps a __dict__ (attributes set from outside
+# work as in Python); _Pg and _Egress have none (their __slots__ said so).  Every field is
+# public: interpreted code reads and writes them as before.  The dynamic threshold stays exact
+# Python-int arithmetic (alpha's numerator and denominator are Python ints).
 
 cimport cython
 
@@ -17,8 +19,10 @@ cdef class _Pg:
     cdef public object state
     cdef public bint watched
 
-# final: nothing subclasses it, so its cpdef methods are direct C calls from a switch (a cpdef
-# of a class that may be subclassed first looks itself up on the instance: see port.pxd).
+cdef class _Egress:
+    cdef public long long held_bytes
+
+# final: nothing subclasses it, so a cpdef method would be a direct C call too (port.pxd).
 @cython.final
 cdef class Mmu:
     cdef dict __dict__
@@ -38,6 +42,7 @@ cdef class Mmu:
     cdef public long long _reserved
     cdef public long long _headroom_max
     cdef public frozenset _lossless
+    cdef public long long _lossless_mask
     cdef public long long _pool
     cdef public bint _static
     cdef public long long _xoff
@@ -45,18 +50,17 @@ cdef class Mmu:
     cdef public object _alpha_den
     cdef public long long _xon_delta
 
-    @cython.locals(s=_Pg, n=cython.longlong)
-    cpdef admit(self, in_port, pg, nbytes)
-    @cython.locals(s=_Pg, n=cython.longlong, hdrm=cython.longlong, shared=cython.longlong,
-                   rest=cython.longlong, from_shared=cython.longlong)
-    cpdef release(self, in_port, pg, nbytes, where=*)
-    @cython.locals(shared=cython.longlong)
-    cpdef _update(self, port, pg, _Pg s, bint pool_changed)
-    @cython.locals(i=Py_ssize_t)
-    cpdef egress_enqueue(self, port, queue, nbytes)
-    @cython.locals(i=Py_ssize_t)
-    cpdef egress_dequeue(self, port, queue, nbytes)
-    @cython.locals(i=Py_ssize_t)
-    cdef _Pg _pg(self, port, pg)
-    @cython.locals(i=Py_ssize_t)
-    cdef Py_ssize_t _egress_index(self, port, queue) except -1
+    @cython.locals(s=_Pg, lossless=cython.bint, pool_ok=cython.bint)
+    cdef _admit(self, Py_ssize_t port, Py_ssize_t pg, long long n)
+    cdef long long _threshold(self) except? -1
+    @cython.locals(s=_Pg, hdrm=cython.longlong, shared=cython.longlong, rest=cython.longlong,
+                   from_shared=cython.longlong)
+    cdef tuple _release(self, Py_ssize_t port, Py_ssize_t pg, long long n)
+    @cython.locals(shared=cython.longlong, threshold=cython.longlong,
+                   dynamic_sweep=cython.bint)
+    cdef tuple _update(self, Py_ssize_t port, Py_ssize_t pg, _Pg s, bint pool_changed)
+    @cython.locals(eg=_Egress, new=cython.longlong)
+    cdef long long _egress_add(self, Py_ssize_t i, long long n) except -1
+    @cython.locals(eg=_Egress, held=cython.longlong)
+    cdef long long _egress_sub(self, Py_ssize_t i, long long n) except -1
+    cdef Py_ssize_t _queue_at(self, Py_ssize_t port, Py_ssize_t queue) except -1

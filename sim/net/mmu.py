@@ -271,6 +271,15 @@ class _Pg:
                 f", headroom_bytes={self.headroom_bytes!r}, state={self.state!r})")
 
 
+class _Egress:
+    """The bytes queued at one egress (port, queue)."""
+
+    __slots__ = ("held_bytes",)
+
+    def __init__(self) -> None:
+        self.held_bytes = 0
+
+
 class Mmu:
     """The switch MMU state for one :class:`MmuConfig`.
 
@@ -295,8 +304,8 @@ class Mmu:
         #: The same _Pg objects by ``port * pgs + pg`` (the hot path's lookup: no tuple key).
         self._pg_at: list[_Pg] = [self._pgs[(p, g)] for p in range(c.ports)
                                   for g in range(c.pgs)]
-        #: Egress bytes by ``port * pgs + queue`` (queues and PGs are both 0..pgs-1).
-        self._egress_at: list[int] = [0] * (c.ports * c.pgs)
+        #: Egress counters by ``port * pgs + queue`` (queues and PGs are both 0..pgs-1).
+        self._egress_at: list[_Egress] = [_Egress() for _ in range(c.ports * c.pgs)]
         # Hot-path copies of the (frozen) configuration; ``config`` is not to be replaced
         # after construction.
         self._nports = c.ports
@@ -304,6 +313,7 @@ class Mmu:
         self._reserved = c.reserved_bytes
         self._headroom_max = c.headroom_bytes
         self._lossless = c.lossless_pgs
+        self._lossless_mask = sum(1 << g for g in c.lossless_pgs)  # bit g: PG g is lossless
         self._pool = c.shared_pool_bytes
         self._static = c.xoff_mode == "static"
         self._xoff = c.xoff_bytes if self._static else 0  # read only when static
@@ -354,25 +364,41 @@ class Mmu:
     # -- ingress -----------------------------------------------------------------------------
     def admit(self, in_port: int, pg: int, nbytes: int) -> Admission:
         """Decide on a packet of ``nbytes`` arriving on ``(in_port, pg)``; update counters."""
-        if nbytes.__class__ is not int or nbytes < 0 or nbytes > _MAX_BYTES:
+        if type(nbytes) is not int or nbytes < 0 or nbytes > _MAX_BYTES:
             _check_int("nbytes", nbytes)
-        s = self._pg(in_port, pg)
-        n = nbytes  # a C int64 in the compiled core (mmu.pxd)
+        if type(in_port) is not int or type(pg) is not int:
+            in_port, pg = _ints(in_port, pg, "ingress", "PG")
+        try:
+            return self._admit(in_port, pg, nbytes)
+        except OverflowError:  # compiled: beyond a C int (interpreted: _admit's ValueError)
+            raise ValueError(f"no ingress (port {in_port}, PG {pg})") from None
+
+    def _admit(self, port: int, pg: int, n: int) -> Admission:
+        """:meth:`admit` of a checked size (ints: C ints in the compiled core, where the switch
+        calls this directly)."""
+        if not (0 <= port < self._nports and 0 <= pg < self._npgs):
+            raise ValueError(f"no ingress (port {port}, PG {pg})")
+        s = self._pg_at[port * self._npgs + pg]
         self.offered_bytes += n
-        lossless = pg in self._lossless
+        lossless = (self._lossless_mask >> pg) & 1
         where: Where | None = None
         reason: str | None = None
         if s.reserved_bytes + n <= self._reserved:
             where = "reserved"
         elif lossless and s.state == XOFF:
-            where, reason = self._headroom(s, n)
+            if s.headroom_bytes + n <= self._headroom_max:
+                where = "headroom"
+            else:
+                reason = "headroom_full"
         else:
             pool_ok = self.shared_used_bytes + n <= self._pool
-            if pool_ok and s.shared_bytes + n <= (
-                    self._xoff if self._static else self.threshold_bytes()):
+            if pool_ok and s.shared_bytes + n <= self._threshold():
                 where = "shared"
             elif lossless:
-                where, reason = self._headroom(s, n)
+                if s.headroom_bytes + n <= self._headroom_max:
+                    where = "headroom"
+                else:
+                    reason = "headroom_full"
             elif not pool_ok:
                 reason = "shared_full"
             else:
@@ -385,22 +411,24 @@ class Mmu:
         self.admitted_bytes += n
         if where == "reserved":
             s.reserved_bytes += n
-            changes = self._update(in_port, pg, s, False)
+            changes = self._update(port, pg, s, False)
         elif where == "shared":
             s.shared_bytes += n
             self.shared_used_bytes += n
-            changes = self._update(in_port, pg, s, True)
+            changes = self._update(port, pg, s, True)
         else:
             s.headroom_bytes += n
-            changes = self._update(in_port, pg, s, False)
+            changes = self._update(port, pg, s, False)
         if not changes:
             return _ADMITTED[where]  # immutable, so one shared instance per region
         return Admission(True, where, None, changes)
 
-    def _headroom(self, s: _Pg, nbytes: int) -> tuple[Where | None, str | None]:
-        if s.headroom_bytes + nbytes <= self._headroom_max:
-            return "headroom", None
-        return None, "headroom_full"
+    def _threshold(self) -> int:
+        """The XOFF threshold now (:meth:`threshold_bytes`; a dynamic one above
+        :data:`_MAX_BYTES` is that: no PG holds more)."""
+        if self._static:
+            return self._xoff
+        return min(self.threshold_bytes(), _MAX_BYTES)
 
     def release(self, in_port: int, pg: int, nbytes: int,
                 where: Where | None = None) -> tuple[PauseChange, ...]:
@@ -414,23 +442,34 @@ class Mmu:
         headroom is empty and its shared use has fallen to ``threshold - xon_delta_bytes``,
         although its newest (headroom) frames are still queued.  ``where`` (the packet's
         ``Admission.where``) is checked but not used for the accounting."""
-        if nbytes.__class__ is not int or nbytes < 0 or nbytes > _MAX_BYTES:
+        if type(nbytes) is not int or nbytes < 0 or nbytes > _MAX_BYTES:
             _check_int("nbytes", nbytes)
-        s = self._pg(in_port, pg)
+        if type(in_port) is not int or type(pg) is not int:
+            in_port, pg = _ints(in_port, pg, "ingress", "PG")
         if where is not None and where not in _REGIONS:
-            raise ValueError(f"unknown region {where!r}")
-        n = nbytes  # a C int64 in the compiled core (mmu.pxd)
+            if 0 <= in_port < self._nports and 0 <= pg < self._npgs:
+                raise ValueError(f"unknown region {where!r}")
+        try:
+            return self._release(in_port, pg, nbytes)
+        except OverflowError:  # compiled: beyond a C int (interpreted: _release's ValueError)
+            raise ValueError(f"no ingress (port {in_port}, PG {pg})") from None
+
+    def _release(self, port: int, pg: int, n: int) -> tuple[PauseChange, ...]:
+        """:meth:`release` of a checked size (C ints in the compiled core: the switch's call)."""
+        if not (0 <= port < self._nports and 0 <= pg < self._npgs):
+            raise ValueError(f"no ingress (port {port}, PG {pg})")
+        s = self._pg_at[port * self._npgs + pg]
         hdrm = s.headroom_bytes
         shared = s.shared_bytes
         if n > hdrm + shared + s.reserved_bytes:
             raise ValueError(
-                f"release of {n} B from ({in_port}, {pg}): it holds "
+                f"release of {n} B from ({port}, {pg}): it holds "
                 f"{hdrm + shared + s.reserved_bytes} B"
             )
         self.released_bytes += n
         if n <= hdrm:
             s.headroom_bytes = hdrm - n
-            return self._update(in_port, pg, s, False)
+            return self._update(port, pg, s, False)
         rest = n - hdrm
         s.headroom_bytes = 0
         if rest <= shared:
@@ -439,10 +478,10 @@ class Mmu:
             from_shared = shared
             s.reserved_bytes -= rest - shared
         if not from_shared:
-            return self._update(in_port, pg, s, False)
+            return self._update(port, pg, s, False)
         s.shared_bytes = shared - from_shared
         self.shared_used_bytes -= from_shared
-        return self._update(in_port, pg, s, True)
+        return self._update(port, pg, s, True)
 
     # -- PFC state machine ---------------------------------------------------------------------
     def condition(self, port: int, pg: int) -> str:
@@ -462,7 +501,7 @@ class Mmu:
         PG from its first change until it is XON and empty again."""
         dynamic_sweep = pool_changed and not self._static
         watch = self._watch
-        if pg in self._lossless:
+        if (self._lossless_mask >> pg) & 1:
             if not s.watched:
                 s.watched = True
                 watch.add((port, pg))
@@ -471,7 +510,7 @@ class Mmu:
         if not dynamic_sweep:
             # Only this PG can change (it is watched here): :meth:`condition` inlined.
             shared = s.shared_bytes
-            threshold = self._xoff if self._static else self.threshold_bytes()
+            threshold = self._threshold()
             if s.headroom_bytes > 0 or shared > threshold:
                 cond = "above"
             elif shared == 0 or shared + self._xon_delta <= threshold:
@@ -499,28 +538,37 @@ class Mmu:
     # -- egress (ECN) ---------------------------------------------------------------------------
     def egress_enqueue(self, port: int, queue: int, nbytes: int) -> int:
         """Count ``nbytes`` into egress ``(port, queue)``; returns the new queue bytes."""
-        if nbytes.__class__ is not int or nbytes < 0 or nbytes > _MAX_BYTES:
+        if type(nbytes) is not int or nbytes < 0 or nbytes > _MAX_BYTES:
             _check_int("nbytes", nbytes)
-        i = self._egress_index(port, queue)
-        new = self._egress_at[i] + nbytes
-        if new > _MAX_BYTES:
-            raise ValueError(f"egress ({port}, {queue}) would hold more than {_MAX_BYTES} B")
-        self._egress_at[i] = new
+        return self._egress_add(self._egress_index(port, queue), nbytes)
+
+    def _egress_add(self, i: int, n: int) -> int:
+        """:meth:`egress_enqueue` at index ``i`` (:meth:`_egress_index`) of a checked size."""
+        eg = self._egress_at[i]
+        new = eg.held_bytes + n
+        if new > _MAX_BYTES or new < 0:  # (a C int64 wraps negative)
+            raise ValueError(f"egress queue {i} would hold more than {_MAX_BYTES} B")
+        eg.held_bytes = new
         return new
 
     def egress_dequeue(self, port: int, queue: int, nbytes: int) -> int:
         """Remove ``nbytes`` from egress ``(port, queue)``; returns the new queue bytes."""
-        if nbytes.__class__ is not int or nbytes < 0 or nbytes > _MAX_BYTES:
+        if type(nbytes) is not int or nbytes < 0 or nbytes > _MAX_BYTES:
             _check_int("nbytes", nbytes)
-        i = self._egress_index(port, queue)
-        held = self._egress_at[i]
-        if nbytes > held:
-            raise ValueError(f"egress ({port}, {queue}) holds {held} B, cannot dequeue {nbytes}")
-        self._egress_at[i] = held - nbytes
-        return held - nbytes
+        return self._egress_sub(self._egress_index(port, queue), nbytes)
+
+    def _egress_sub(self, i: int, n: int) -> int:
+        """:meth:`egress_dequeue` at index ``i`` (:meth:`_egress_index`) of a checked size."""
+        eg = self._egress_at[i]
+        held = eg.held_bytes
+        if n > held:
+            raise ValueError(f"egress ({i // self._npgs}, {i % self._npgs}) holds {held} B, "
+                             f"cannot dequeue {n}")
+        eg.held_bytes = held - n
+        return held - n
 
     def egress_bytes(self, port: int, queue: int) -> int:
-        return self._egress_at[self._egress_index(port, queue)]
+        return self._egress_at[self._egress_index(port, queue)].held_bytes
 
     # -- helpers -------------------------------------------------------------------------------
     def _get(self, port: int, pg: int) -> _Pg:
@@ -529,30 +577,26 @@ class Mmu:
         except KeyError:
             raise ValueError(f"no ingress (port {port}, PG {pg})") from None
 
-    def _pg(self, port: int, pg: int) -> _Pg:
-        """The :class:`_Pg` of ingress ``(port, pg)``, else ValueError."""
-        if (type(port) is not int or type(pg) is not int
-                or not (0 <= port < self._nports and 0 <= pg < self._npgs)):
-            return self._get(port, pg)  # the dict's answer for anything else
-        i = port * self._npgs + pg
-        return self._pg_at[i]
-
     def _egress_index(self, port: int, queue: int) -> int:
         """Where egress ``(port, queue)`` is counted; ValueError for no such queue."""
         if type(port) is not int or type(queue) is not int:
-            try:
-                port, queue = operator.index(port), operator.index(queue)
-            except TypeError:
-                raise ValueError(f"no egress (port {port}, queue {queue})") from None
+            port, queue = _ints(port, queue, "egress", "queue")
+        try:
+            return self._queue_at(port, queue)
+        except OverflowError:  # compiled: beyond a C int (interpreted: _queue_at's ValueError)
+            raise ValueError(f"no egress (port {port}, queue {queue})") from None
+
+    def _queue_at(self, port: int, queue: int) -> int:
+        """:meth:`_egress_index` of ints (C ints in the compiled core: the switch's call)."""
         if not (0 <= port < self._nports and 0 <= queue < self._npgs):
             raise ValueError(f"no egress (port {port}, queue {queue})")
-        i = port * self._npgs + queue
-        return i
+        return port * self._npgs + queue
 
 
-# Compiled (mmu.pxd), a cpdef method's Python signature has lost its return annotation: put
-# back the ones written above (interpreted, they are there already and this does nothing).
-for _name, _returns in (("admit", "Admission"), ("release", "tuple[PauseChange, ...]"),
-                        ("egress_enqueue", "int"), ("egress_dequeue", "int")):
-    vars(Mmu)[_name].__annotations__.setdefault("return", _returns)
-del _name, _returns
+def _ints(port: object, index: object, what: str, name: str) -> tuple[int, int]:
+    """``(port, index)`` as ints (bools and numpy integers are ints); else ValueError, as
+    for a port or queue that does not exist."""
+    try:
+        return operator.index(port), operator.index(index)  # type: ignore[arg-type]
+    except TypeError:
+        raise ValueError(f"no {what} (port {port}, {name} {index})") from None

@@ -37,13 +37,14 @@ cdef class Switch:
     # The per-frame methods, cpdef with ``pkt`` typed SimPacket (its fields read from the struct;
     # see port.pxd), overridable by subclasses (EsunSwitch.receive) as in Python; switch.py puts
     # back ``receive``'s return annotation (port.pxd).
-    @cython.locals(pkt=SimPacket, egress=Port)
+    @cython.locals(pkt=SimPacket, egress=Port, pg=Py_ssize_t, out=Py_ssize_t,
+                   held=cython.longlong)
     cpdef receive(self, port, pkt)
-    @cython.locals(pkt=SimPacket)
+    @cython.locals(pkt=SimPacket, left=cython.longlong)
     cpdef _on_dequeue(self, port, pkt)
     # ECN marking (the body of ``_maybe_mark``): a direct C call from receive / _on_dequeue.
     @cython.locals(pkt=SimPacket, p=cython.double)
-    cdef _mark(self, port, pkt, queue_bytes)
+    cdef _mark(self, port, pkt, long long queue_bytes)
 
 # The RED curve (EcnConfig.probability); C arithmetic gives the same doubles as Python's:
 # the byte differences are exact int64, each converted to double once, as float() does.

@@ -335,7 +335,7 @@ class Switch:
             if pkt.fc is not None:
                 cbfc_free(pkt)  # credits of a dropped frame go back at once
             return
-        adm = self.mmu.admit(port, pg, pkt.nbytes)
+        adm = self.mmu._admit(port, pg, pkt.nbytes)
         if not adm.admitted:
             self.drops += 1
             if Dropped in self._int.types:
@@ -372,20 +372,20 @@ class Switch:
             return
         self._ingress[pkt.id] = (port, pg, adm.where)
         pkt.hops += 1
-        self.mmu.egress_enqueue(out, pkt.tc, pkt.nbytes)
+        held = self.mmu._egress_add(self.mmu._queue_at(out, pkt.tc), pkt.nbytes)
         if self.ecn is not None and self.ecn.mark_at == "enqueue":
-            self._mark(out, pkt, self.mmu.egress_bytes(out, pkt.tc))
+            self._mark(out, pkt, held)
         egress._enq(pkt)
 
     def _on_dequeue(self, port: int, pkt: SimPacket) -> None:
         if pkt.fc is not None:
             cbfc_free(pkt)  # leaves the buffer: the ingress link's credits go back upstream
-        left = self.mmu.egress_dequeue(port, pkt.tc, pkt.nbytes)
+        left = self.mmu._egress_sub(self.mmu._queue_at(port, pkt.tc), pkt.nbytes)
         if self.ecn is not None and self.ecn.mark_at == "dequeue":
             self._mark(port, pkt, left)
         ing = self._ingress.pop(pkt.id, None)
         if ing is not None:
-            changes = self.mmu.release(ing[0], ing[1], pkt.nbytes, ing[2])
+            changes = self.mmu._release(ing[0], ing[1], pkt.nbytes)
             if changes:
                 self._pfc(changes)
             if self.ingress_tap is not None:
