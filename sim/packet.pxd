@@ -5,6 +5,8 @@
 # stay Python objects (a frame's ``nbytes`` or ``id`` can be any int) and public, so interpreted
 # code reads and writes them as before; subclasses (sim.scaleup.framing.SuePacket) add slots.
 
+cimport cython
+
 cdef class SimPacket:
     cdef public object dst
     cdef public object ecn
@@ -19,11 +21,18 @@ cdef class SimPacket:
     cdef public object t_ps
     cdef public object tc
 
+    @staticmethod
+    cdef SimPacket _new(object id, object t_ps, object nbytes, object flow, object tc,
+                        object ecn, object src, object dst, object frame, object hops)
+
 # The fields of a new packet from SimPacket.trusted, set as struct members (a classmethod's
 # ``pkt`` is not typed, so setting them there went through the attribute protocol).
 cdef SimPacket _filled(SimPacket pkt, object id, object t_ps, object nbytes, object flow,
                        object tc, object ecn, object src, object dst, object frame, object hops)
 
-# The fabric's packet id counter, called for every frame a host or switch makes.
+# The fabric's packet id counter, called for every frame a host or switch makes (final:
+# ``take`` is a direct C call from a host).
+@cython.final
 cdef class PacketIds:
     cdef public object next
+    cpdef take(self)

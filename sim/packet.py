@@ -28,6 +28,10 @@ class PacketIds:
         self.next = 1 << 40  # control frames; data packets count from 0
 
     def __call__(self) -> int:
+        return self.take()
+
+    def take(self) -> int:
+        """The next id (``ids()`` is ``ids.take()``; in the compiled core a C call)."""
         self.next += 1
         return self.next
 
@@ -87,6 +91,14 @@ class SimPacket:
         # struct members)
         return _filled(SimPacket.__new__(cls), id, t_ps, nbytes, flow, tc, ecn, src, dst, frame,
                        hops)
+
+    @staticmethod
+    def _new(id: int, t_ps: int, nbytes: int, flow: int, tc: int, ecn: int, src: int, dst: int,
+             frame: bytearray | None, hops: int) -> SimPacket:
+        """:meth:`trusted` of a SimPacket, every argument given: a C call from compiled code
+        (packet.pxd), where ``trusted``, a classmethod, is a Python call."""
+        return _filled(SimPacket.__new__(SimPacket), id, t_ps, nbytes, flow, tc, ecn, src, dst,
+                       frame, hops)
 
     def __reduce__(self) -> tuple:
         """Pickle (and copy) every slot that is set, a subclass's (SuePacket's ``pdu``)
@@ -152,3 +164,8 @@ def _restore(cls: type, state: dict) -> SimPacket:
     for name, value in state.items():
         setattr(pkt, name, value)
     return pkt
+
+
+# Compiled (packet.pxd), a cpdef method's Python signature has lost its return annotation: put
+# back the one written above (interpreted, it is there already and this does nothing).
+vars(PacketIds)["take"].__annotations__.setdefault("return", "int")

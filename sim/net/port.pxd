@@ -48,6 +48,7 @@ cdef class Port:
     cdef public long long busy_ps
     cdef public long long _tx_end_ps
     cdef public bint _rr_fast
+    cdef public bint _rr_pick
     cdef public object _done_cb
     cdef public object deficit
     cdef public object _vl_of
@@ -69,5 +70,10 @@ cdef class Port:
     @cython.locals(pkt=SimPacket, now=cython.longlong, t=cython.longlong)
     cdef _send_next(self)
     cdef long long _ser_ps(self, nbytes) except -1
+    @cython.locals(queued=cython.longlong, now=cython.longlong, until=list, queues=list,
+                   tc=Py_ssize_t)
+    cdef _pick_rr(self)
     @cython.locals(pkt=SimPacket)
     cpdef _done(self, pkt)
+
+cdef Py_ssize_t _NPRIO

@@ -80,6 +80,8 @@ VLARB_DEFAULT = (((0, 4),), tuple((vl, 4) for vl in range(1, PRIORITIES)), 0)
 _VLARB_UNBOUNDED = 255
 #: Never-ending pause used to mask a gated class from the base scheduler for one pick.
 _FOREVER_PS = 1 << 62
+#: The number of traffic classes (PRIORITIES), a C int in the compiled core.
+_NPRIO = PRIORITIES
 #: Default DWRR quantum unit: one MTU-sized (1500-byte) frame per unit of weight.
 QUANTUM_BYTES = 1500
 
@@ -216,6 +218,7 @@ class Port:
         self.busy_ps = 0
         self._tx_end_ps = 0  # end of the frame on the wire (valid while busy)
         self._rr_fast = scheduler == "rr"  # enqueue's cut-through applies to "rr" only
+        self._rr_pick = scheduler == "rr"  # _pick is the "rr" one (not replaced per instance)
         # Hot-path handles, bound once (no bound-method object per frame).
         self._done_cb = self._done
         #: When set, ``enqueue`` hands every frame to it instead of queueing it (the dropper of
@@ -352,6 +355,13 @@ class Port:
         return pkts
 
     def _pick(self) -> int | None:
+        """The data queue to send from next (None: none may send); the "rr" scheduler's.  A
+        port with another scheduler or a gate has its own ``_pick`` (an attribute of the
+        instance: ``_send_next`` calls it through Python then)."""
+        return self._pick_rr()
+
+    def _pick_rr(self) -> int | None:
+        """:meth:`_pick` of the "rr" scheduler; a C method in the compiled core (port.pxd)."""
         queued = self._queued
         if not queued:
             return None
@@ -365,7 +375,7 @@ class Port:
             if until[tc] > now:
                 return None
             if tc not in self._strict:
-                self._rr = (tc + 1) % PRIORITIES
+                self._rr = (tc + 1) % _NPRIO
             return tc
         for tc in self.strict_tcs:
             if queues[tc] and until[tc] <= now:
@@ -373,7 +383,7 @@ class Port:
                 return tc
         for tc in self._rr_orders[self._rr]:
             if queues[tc] and until[tc] <= now:
-                self._rr = (tc + 1) % PRIORITIES
+                self._rr = (tc + 1) % _NPRIO
                 self._last_tc = tc
                 return tc
         return None
@@ -506,7 +516,7 @@ class Port:
         if self.control:
             pkt = self.control.popleft()
         else:
-            tc = self._pick()
+            tc = self._pick_rr() if self._rr_pick else self._pick()
             if tc is None:
                 self._sleep_until_unpaused()
                 return
@@ -571,6 +581,7 @@ class Port:
         self._rr_fast = False  # enqueue's cut-through knows pauses, not gates
         self._base_pick = self._pick
         self._pick = self._gated_pick  # type: ignore[method-assign]
+        self._rr_pick = False
 
     def _gated_pick(self) -> int | None:
         gate = self._gate

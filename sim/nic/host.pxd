@@ -11,7 +11,8 @@
 # None), compiled; the others are objects, so they hold what the .py puts there.
 cimport cython
 
-from sim.engine cimport Engine
+from sim.engine cimport Engine, Timer
+from sim.packet cimport PacketIds, SimPacket
 from sim.net.port cimport Port
 
 cdef class Host:
@@ -27,7 +28,7 @@ cdef class Host:
     cdef public dict _expected
     cdef public dict _flows
     cdef public dict _gap_ps
-    cdef public object _ids
+    cdef public PacketIds _ids
     cdef public object _int
     cdef public dict _last_cnp_ps
     cdef public dict _next_send_ps
@@ -109,3 +110,6 @@ cdef class Host:
     cdef public object stall_pausing
     cdef public object storm_stopped_ps
     cdef public object tracer
+
+    @cython.locals(old=Timer)
+    cdef _cc_rearm(self, flow_id, ctl, now)

@@ -534,8 +534,8 @@ class Host:
         gap = self._gap_ps.get((nbytes, rate))
         if gap is None:
             gap = self._gap_ps[(nbytes, rate)] = frame_ser_time_ps(nbytes, rate)
-        pkt = SimPacket.trusted(self._ids(), now, nbytes, fid, tc, flow.ecn, self.node_id,
-                                flow.dst)
+        pkt = SimPacket._new(self._ids.take(), now, nbytes, fid, tc, flow.ecn, self.node_id,
+                             flow.dst, None, 0)
         if psn is not None:
             pkt.psn = psn & _PSN_MASK
         if not resent:  # sent_bytes/_packets: new data only (resends: rc_stats)
@@ -544,7 +544,11 @@ class Host:
         self._next_send_ps[fid] = now + gap
         self.port._enq(pkt)
         if getattr(ctl, "reacts_to_tx", True):
-            self._cc_call(fid, ctl.on_tx, nbytes)
+            if RateChanged in self._int.types:
+                self._cc_call(fid, ctl.on_tx, nbytes)
+            else:  # _cc_call without the rates' before and after, which only a trace reads
+                ctl.on_tx(nbytes, now)
+                self._cc_rearm(fid, ctl, now)
         self.engine._after(gap, self._send_cb, (flow,))
 
     def _read_wake(self) -> None:
@@ -608,13 +612,17 @@ class Host:
                 self.tracer.emit(RateChanged(now, self.node_id, flow_id, *after))
         else:
             method(*args, now) if args else method(now)
+        self._cc_rearm(flow_id, ctl, now)
+
+    def _cc_rearm(self, flow_id: int, ctl: cc_registry.RateControl, now: int) -> None:
+        """(Re)arm the timer of ``flow_id``'s rate control after one of its hooks ran."""
         due = ctl.next_timer_ps()
         old = self._cc_timer.get(flow_id)
         if due is None:
             if old is not None:
                 old.cancel()
                 del self._cc_timer[flow_id]
-        elif old is None or old.cancelled or old.at_ps != due:
+        elif old is None or old.callback is None or old.at_ps != due:  # (None: cancelled)
             if old is not None:
                 old.cancel()
             self._cc_timer[flow_id] = self.engine.schedule(max(due, now), self._cc_timer_due,
