@@ -44,6 +44,7 @@ COMPILED: tuple[str, ...] = (
     "sim.net.switch",
     "sim.nic.host",
     "sim.cc.dcqcn",
+    "sim.flowctl.pfc",
 )
 
 #: Set to ``1`` to run the interpreted core even when the compiled one is installed.

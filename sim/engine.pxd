@@ -48,7 +48,7 @@ cdef Py_ssize_t _SPARE_MAX
 cdef Timer _entry(long long at_ps, long long priority, long long seq, object callback,
                   tuple args)
 
-cdef bint _before(Timer a, Timer b)
+cdef bint _before(Timer a, Timer b) noexcept
 
 @cython.locals(i=Py_ssize_t, up=Py_ssize_t, parent=Timer)
 cdef void _heap_push(list heap, Timer ev)

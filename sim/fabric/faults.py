@@ -437,8 +437,7 @@ class _Engine:
     def _rate(self, ports: tuple[Port, ...], rate_bps: int, target: dict) -> None:
         self.log.note(self.engine.now_ps, "rate", rate_bps=rate_bps, **target)
         for p in ports:
-            p.rate_bps = rate_bps
-            p._ser_cache.clear()
+            p.set_rate(rate_bps)
 
 
 def schedule_faults(fabric: Any, faults: list[Fault] | tuple[Fault, ...], seed: int | None = None,

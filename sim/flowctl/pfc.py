@@ -20,7 +20,7 @@ from typing import Any
 from sim.addresses import node_mac
 from sim.engine import Timer
 from sim.events import PauseSent
-from sim.packet import PRIORITIES, SimPacket
+from sim.packet import NOT_ECT, PRIORITIES, SimPacket
 from wire import build
 from wire.ethernet import EtherType, payload_start
 from wire.pfc import quanta_to_ps
@@ -43,7 +43,10 @@ def pfc_packet(pkt_id: int, now_ps: int, node_id: int, port: int, prio: int,
         frame = _PFC_FRAMES[key] = bytes(build({"eth": {"src": node_mac(node_id, port)},
                                                 "pfc": {"class_enable": 1 << prio,
                                                         "quanta": q}}))
-    return SimPacket(pkt_id, now_ps, len(frame), tc=7, src=node_id, frame=frame)
+    # SimPacket(pkt_id, now_ps, len(frame), tc=7, src=node_id, frame=frame) without the
+    # checks (the values are good) and with its own copy of the bytes, as that makes
+    return SimPacket.trusted(pkt_id, now_ps, len(frame), 0, 7, NOT_ECT, node_id, 0,
+                             bytearray(frame))
 
 
 _PFC_FRAMES: dict[tuple[int, int, int, int], bytes] = {}

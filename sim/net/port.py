@@ -195,6 +195,7 @@ class Port:
         self._queued = 0  # data frames in all queues (fast path of the scheduler)
         self._last_tc = 0  # the data queue picked last (fast path of the "rr" scheduler)
         self._ser_cache: dict[int, int] = {}
+        self._pause_ps: dict[int, int] = {}  # quanta -> pause time at rate_bps (set_rate)
         self.on_dequeue = on_dequeue
         self.peer: Receiver | None = None
         self.peer_port = 0
@@ -313,6 +314,13 @@ class Port:
         self.busy_ps += t
         self._tx_end_ps = now + t
         self.engine._after(t, self._done_cb, (pkt,))
+
+    def set_rate(self, rate_bps: int) -> None:
+        """Serialise at ``rate_bps`` from now on (a degraded link; the frame on the wire keeps
+        its time); pause quanta are counted at the new rate too."""
+        self.rate_bps = rate_bps
+        self._ser_cache.clear()
+        self._pause_ps.clear()
 
     def _ser_ps(self, nbytes: int) -> int:
         """Serialisation time of a frame of ``nbytes`` at this port's rate (worked out once
@@ -612,7 +620,10 @@ class Port:
         self.pause_received += 1
         if PauseReceived in self._int.types:
             self.tracer.emit(PauseReceived(now, self.node_id, self.index, prio, quanta))
-        until = now + quanta_to_ps(quanta, self.rate_bps)
+        t = self._pause_ps.get(quanta)
+        if t is None:
+            t = self._pause_ps[quanta] = quanta_to_ps(quanta, self.rate_bps)
+        until = now + t
         if self._pause_start_ps[prio] is not None and self._paused_until_ps[prio] <= now:
             self._close_pause(prio)  # the previous pause had already run out
         if quanta and self._pause_start_ps[prio] is None:

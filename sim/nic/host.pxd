@@ -113,3 +113,17 @@ cdef class Host:
 
     @cython.locals(old=Timer)
     cdef _cc_rearm(self, flow_id, ctl, now)
+
+    # The per-frame receive path: receive and _dequeued are the callbacks of the engine and of
+    # the NIC's port (called through Python, so cpdef costs them nothing and types ``pkt``);
+    # the helpers they call are C methods (no override: nothing outside host.py calls them).
+    @cython.locals(pkt=SimPacket)
+    cpdef receive(self, port, pkt)
+    @cython.locals(pkt=SimPacket)
+    cpdef _dequeued(self, port_index, pkt)
+    cdef _on_ce(self, f, src, now)
+    @cython.locals(p=SimPacket)
+    cdef _deliver(self, SimPacket pkt, now)
+    cdef _deliver_frame(self, SimPacket pkt, now)
+    cdef _send_cnp(self, flow_id, to_node)
+    cdef _send_ack(self, fid, flow_tc, psn, to_node, kind=*)

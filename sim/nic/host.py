@@ -1127,3 +1127,8 @@ def roce_bth(frame: bytes | bytearray) -> tuple[int, int, int] | None:
         return None
     bth = BTH.unpack_raw(frame, loc)
     return bth["opcode"], bth["dest_qp"], bth["psn"]
+
+
+# Compiled (host.pxd), a cpdef method's Python signature has lost its return annotation: put
+# back the one written above (interpreted, it is there already and this does nothing).
+vars(Host)["receive"].__annotations__.setdefault("return", "None")
