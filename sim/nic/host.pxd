@@ -15,6 +15,22 @@ from sim.engine cimport Engine, Timer
 from sim.packet cimport PacketIds, SimPacket
 from sim.net.port cimport Port
 
+cdef class _Tx:
+    cdef public object flow
+    cdef public object fid
+    cdef public object tc
+    cdef public object ecn
+    cdef public object dst
+    cdef public object stop_ps
+    cdef public bint on
+    cdef public object packet_bytes
+    cdef public object message_bytes
+    cdef public object size_bytes
+    cdef public long long next_send_ps
+
+cdef object _frame_bytes(object packet_bytes, object message_bytes, object size_bytes,
+                         object sent)
+
 cdef class Host:
     cdef dict __dict__
     cdef public dict _ack_templates
@@ -31,7 +47,7 @@ cdef class Host:
     cdef public PacketIds _ids
     cdef public object _int
     cdef public dict _last_cnp_ps
-    cdef public dict _next_send_ps
+    cdef public dict _tx
     cdef public dict _phase
     cdef public dict _posted
     cdef public set _posted_idle
@@ -127,3 +143,5 @@ cdef class Host:
     cdef _deliver_frame(self, SimPacket pkt, now)
     cdef _send_cnp(self, flow_id, to_node)
     cdef _send_ack(self, fid, flow_tc, psn, to_node, kind=*)
+    @cython.locals(tx=_Tx, now=cython.longlong, at=cython.longlong)
+    cpdef _send(self, tx, waking=*, reading=*)

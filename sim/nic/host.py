@@ -240,12 +240,7 @@ class Flow:
 
     def frame_bytes(self, sent: int) -> int:
         """Size of the next frame after ``sent`` bytes (0: the flow has sent everything)."""
-        n = self.packet_bytes
-        if self.message_bytes is not None:
-            n = min(n, self.message_bytes - sent % self.message_bytes)
-        if self.size_bytes is not None:
-            n = min(n, self.size_bytes - sent)
-        return max(n, 0)
+        return _frame_bytes(self.packet_bytes, self.message_bytes, self.size_bytes, sent)
 
     def bytes_in_packets(self, k: int) -> int:
         """Bytes in the flow's first ``k`` frames."""
@@ -257,6 +252,40 @@ class Flow:
             q, r = divmod(k, per_msg)
             b = q * m + r * p
         return b if self.size_bytes is None else min(b, self.size_bytes)
+
+
+def _frame_bytes(packet_bytes: int, message_bytes: int | None, size_bytes: int | None,
+                 sent: int) -> int:
+    """:meth:`Flow.frame_bytes` of a flow with these sizes (what the NIC calls per frame)."""
+    n = packet_bytes
+    if message_bytes is not None:
+        n = min(n, message_bytes - sent % message_bytes)
+    if size_bytes is not None:
+        n = min(n, size_bytes - sent)
+    return n if n > 0 else 0
+
+
+class _Tx:
+    """A flow this host sends: what :meth:`Host._send` reads of it for every frame (copied
+    from the frozen :class:`Flow`; fields in the compiled core, host.pxd) and when its next
+    frame may leave (pacing).  ``_send`` events, and the flows waiting for the port or for
+    PCIe, carry these."""
+
+    __slots__ = ("dst", "ecn", "fid", "flow", "message_bytes", "next_send_ps", "on",
+                 "packet_bytes", "size_bytes", "stop_ps", "tc")
+
+    def __init__(self, flow: Flow) -> None:
+        self.flow = flow
+        self.fid = flow.id
+        self.tc = flow.tc
+        self.ecn = flow.ecn
+        self.dst = flow.dst
+        self.stop_ps = flow.stop_ps
+        self.on = flow.on_ps is not None
+        self.packet_bytes = flow.packet_bytes
+        self.message_bytes = flow.message_bytes
+        self.size_bytes = flow.size_bytes
+        self.next_send_ps = flow.start_ps
 
 
 class Host:
@@ -338,7 +367,7 @@ class Host:
         self._rx_refresh: Timer | None = None
         #: Send pacer (pcie_read_bps): when the PCIe read path is free, flows waiting for it.
         self._read_free_ps = 0
-        self._read_wait: deque[Flow] = deque()
+        self._read_wait: deque[_Tx] = deque()
         self._read_timer = False
         #: Receive-pipeline stall (stall_rx): stalled now, pausing now, counters.
         self.rx_stalled = False
@@ -386,8 +415,9 @@ class Host:
         self.sent_packets: dict[int, int] = {}
         self.acked_bytes: dict[int, int] = {}
         self._acked_packets: dict[int, int] = {}
-        self._next_send_ps: dict[int, int] = {}
-        self._blocked: list[deque[Flow]] = [deque() for _ in range(PRIORITIES)]
+        #: The flows this host sends (flow id -> :class:`_Tx`).
+        self._tx: dict[int, _Tx] = {}
+        self._blocked: list[deque[_Tx]] = [deque() for _ in range(PRIORITIES)]
         self._wake_due = [False] * PRIORITIES
         self._phase: dict[int, list] = {}  # exponential on/off: [on?, phase end ps]
         self._gap_ps: dict[tuple[int, int], int] = {}
@@ -432,13 +462,13 @@ class Host:
         self.sent_bytes[flow.id] = 0
         self.sent_packets[flow.id] = 0
         self.acked_bytes[flow.id] = 0
-        self._next_send_ps[flow.id] = flow.start_ps
+        tx = self._tx[flow.id] = _Tx(flow)
         if self.reliable:
             self._rc_tx[flow.id] = RcSender(self.retransmit, self.rc_timeout_ps,
                                             self.retry_cnt)
         self.cc[flow.id] = cc_registry.create(self.cc_name, line_rate_bps=flow.rate_bps,
                                               **self.cc_params)
-        self.engine.schedule(flow.start_ps, self._send, flow)
+        self.engine.schedule(flow.start_ps, self._send, tx)
 
     def add_posted_flow(self, flow: Flow) -> None:
         """A flow that sends only what :meth:`post` gives it (an RDMA QP fed work requests):
@@ -459,7 +489,7 @@ class Host:
         ends.append((ends[-1] if ends else self.sent_bytes[flow_id]) + nbytes)
         if flow_id in self._posted_idle:
             self._posted_idle.discard(flow_id)
-            self.engine.schedule(self.engine.now_ps, self._send, self._flows[flow_id])
+            self.engine.schedule(self.engine.now_ps, self._send, self._tx[flow_id])
 
     def expect(self, flow: Flow) -> None:
         """Register a flow this host receives (for its FCT, messages and ACKs)."""
@@ -467,13 +497,13 @@ class Host:
             self._expected[flow.id] = flow.size_bytes
         self._flows.setdefault(flow.id, flow)
 
-    def _send(self, flow: Flow, waking: bool = False, reading: bool = False) -> None:
+    def _send(self, tx: _Tx, waking: bool = False, reading: bool = False) -> None:
         """Send the flow's next frame now if it may; otherwise arrange to be called again (a
         timer for pacing and off periods, a place in the class's waiter list when the port
         queue is full or other flows already wait: :meth:`_wake` serves them in order)."""
         now = self.engine.now_ps
-        fid = flow.id
-        if flow.stop_ps is not None and now >= flow.stop_ps:
+        fid = tx.fid
+        if tx.stop_ps is not None and now >= tx.stop_ps:
             return
         sent = self.sent_bytes[fid]
         rc = self._rc_tx.get(fid) if self._rc_tx else None
@@ -484,32 +514,32 @@ class Host:
         else:
             ends = self._posted.get(fid)
             if ends is None:
-                nbytes = flow.frame_bytes(sent)
+                nbytes = _frame_bytes(tx.packet_bytes, tx.message_bytes, tx.size_bytes, sent)
             else:
                 while ends and ends[0] <= sent:
                     ends.popleft()
-                nbytes = min(flow.packet_bytes, ends[0] - sent) if ends else 0
+                nbytes = min(tx.packet_bytes, ends[0] - sent) if ends else 0
                 if nbytes <= 0:
                     self._posted_idle.add(fid)
             if nbytes <= 0:
                 if rc is not None:
                     self._rc_idle.add(fid)
                 return
-        at = self._next_send_ps[fid]
-        if flow.on_ps is not None:
-            at = self._on_at(flow, max(at, now))
+        at = tx.next_send_ps
+        if tx.on:
+            at = self._on_at(tx.flow, max(at, now))
         if at > now:
-            if flow.stop_ps is None or at < flow.stop_ps:
-                self.engine.call_at(at, self._send, flow)
+            if tx.stop_ps is None or at < tx.stop_ps:
+                self.engine.call_at(at, self._send, tx)
             return
-        tc = flow.tc
+        tc = tx.tc
         waiters = self._blocked[tc]
         if (waiters and not waking) or self.port.queue_bytes[tc] >= self.queue_limit_bytes:
-            waiters.append(flow)  # served by _wake after a dequeue, in order
+            waiters.append(tx)  # served by _wake after a dequeue, in order
             return
         if self.pcie_read_bps is not None:
             if now < self._read_free_ps or (self._read_wait and not reading):
-                self._read_wait.append(flow)  # served by _read_wake, in order
+                self._read_wait.append(tx)  # served by _read_wake, in order
                 if not self._read_timer:
                     self._read_timer = True
                     self.engine.call_at(max(self._read_free_ps, now), self._read_wake)
@@ -534,14 +564,14 @@ class Host:
         gap = self._gap_ps.get((nbytes, rate))
         if gap is None:
             gap = self._gap_ps[(nbytes, rate)] = frame_ser_time_ps(nbytes, rate)
-        pkt = SimPacket._new(self._ids.take(), now, nbytes, fid, tc, flow.ecn, self.node_id,
-                             flow.dst, None, 0)
+        pkt = SimPacket._new(self._ids.take(), now, nbytes, fid, tc, tx.ecn, self.node_id,
+                             tx.dst, None, 0)
         if psn is not None:
             pkt.psn = psn & _PSN_MASK
         if not resent:  # sent_bytes/_packets: new data only (resends: rc_stats)
             self.sent_bytes[fid] = sent + nbytes
             self.sent_packets[fid] += 1
-        self._next_send_ps[fid] = now + gap
+        tx.next_send_ps = now + gap
         self.port._enq(pkt)
         if getattr(ctl, "reacts_to_tx", True):
             if RateChanged in self._int.types:
@@ -549,7 +579,7 @@ class Host:
             else:  # _cc_call without the rates' before and after, which only a trace reads
                 ctl.on_tx(nbytes, now)
                 self._cc_rearm(fid, ctl, now)
-        self.engine._after(gap, self._send_cb, (flow,))
+        self.engine._after(gap, self._send_cb, (tx,))
 
     def _read_wake(self) -> None:
         """The PCIe read path is free: serve the flows waiting for it, first come first
@@ -665,7 +695,7 @@ class Host:
         if fid in self._rc_idle:
             self._rc_idle.discard(fid)
             self._posted_idle.discard(fid)
-            self.engine.schedule(self.engine.now_ps, self._send, self._flows[fid])
+            self.engine.schedule(self.engine.now_ps, self._send, self._tx[fid])
 
     def _rc_arm(self, fid: int) -> None:
         """Make sure a timer runs for the flow's ACK deadline (lazy: a timer that fires
