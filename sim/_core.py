@@ -45,6 +45,7 @@ COMPILED: tuple[str, ...] = (
     "sim.nic.host",
     "sim.cc.dcqcn",
     "sim.flowctl.pfc",
+    "sim.trace",
 )
 
 #: Set to ``1`` to run the interpreted core even when the compiled one is installed.

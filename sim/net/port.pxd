@@ -8,6 +8,7 @@ cimport cython
 
 from sim.engine cimport Engine
 from sim.packet cimport SimPacket
+from sim.trace cimport Interest
 
 cdef class Port:
     cdef dict __dict__
@@ -19,7 +20,7 @@ cdef class Port:
     cdef public object index
     cdef public object rate_bps
     cdef public object tracer
-    cdef public object _int
+    cdef public Interest _int
     cdef public list strict_tcs
     cdef public frozenset _strict
     cdef public list _rr_orders
@@ -64,15 +65,15 @@ cdef class Port:
     # and made a bound method per call.)  So they cannot be overridden; nothing does, and a
     # down link diverts frames through ``_divert`` (sim/fabric/faults.py).  ``_done`` is the
     # engine's callback, called through Python, so cpdef costs it nothing.
-    @cython.locals(pkt=SimPacket)
+    @cython.locals(pkt=SimPacket, tc=Py_ssize_t, paused_to=cython.longlong)
     cdef _enq(self, pkt)
     @cython.locals(pkt=SimPacket, now=cython.longlong, t=cython.longlong)
-    cdef _cut_through(self, pkt, tc)
+    cdef _cut_through(self, pkt, Py_ssize_t tc)
     @cython.locals(pkt=SimPacket, now=cython.longlong, t=cython.longlong)
     cdef _send_next(self)
     cdef long long _ser_ps(self, nbytes) except -1
     @cython.locals(queued=cython.longlong, now=cython.longlong, until=list, queues=list,
-                   tc=Py_ssize_t)
+                   tc=Py_ssize_t, paused_to=cython.longlong)
     cdef _pick_rr(self)
     @cython.locals(pkt=SimPacket)
     cpdef _done(self, pkt)

@@ -268,8 +268,9 @@ class Port:
             self._divert(pkt)
             return
         tc = pkt.tc
+        paused_to = self._paused_until_ps[tc]
         if (not self.busy and not self._queued and not self.control and self._rr_fast
-                and self._paused_until_ps[tc] <= self.engine.now_ps):
+                and paused_to <= self.engine.now_ps):
             self._cut_through(pkt, tc)
             return
         self.queues[tc].append(pkt)
@@ -299,7 +300,7 @@ class Port:
         if f is not None:
             f(now, self.node_id, self.index, tc, pkt.id, pkt.flow, nbytes, qb)
         if tc not in self._strict:
-            self._rr = (tc + 1) % PRIORITIES
+            self._rr = (tc + 1) % _NPRIO
         self._last_tc = tc
         if self.on_dequeue is not None:
             self.on_dequeue(self.index, pkt)
@@ -380,7 +381,8 @@ class Port:
         if len(queues[tc]) == queued:
             # Fast path: every queued data frame is in the queue picked last, so the scans
             # below could only find this one (same result, same round-robin update).
-            if until[tc] > now:
+            paused_to = until[tc]
+            if paused_to > now:
                 return None
             if tc not in self._strict:
                 self._rr = (tc + 1) % _NPRIO

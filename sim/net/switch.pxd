@@ -9,6 +9,7 @@ from sim.engine cimport Engine
 from sim.net.mmu cimport Mmu
 from sim.net.port cimport Port
 from sim.packet cimport SimPacket
+from sim.trace cimport Interest
 
 cdef class Switch:
     cdef dict __dict__
@@ -21,7 +22,7 @@ cdef class Switch:
     cdef public object ecn
     cdef public bint _ib_marking
     cdef public object tracer
-    cdef public object _int
+    cdef public Interest _int
     cdef public dict ports
     cdef public dict _ingress
     cdef public object ids

@@ -13,6 +13,7 @@ cimport cython
 
 from sim.engine cimport Engine, Timer
 from sim.packet cimport PacketIds, SimPacket
+from sim.trace cimport Interest
 from sim.net.port cimport Port
 
 cdef class _Tx:
@@ -45,7 +46,7 @@ cdef class Host:
     cdef public dict _flows
     cdef public dict _gap_ps
     cdef public PacketIds _ids
-    cdef public object _int
+    cdef public Interest _int
     cdef public dict _last_cnp_ps
     cdef public dict _tx
     cdef public dict _phase
