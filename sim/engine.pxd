@@ -24,6 +24,7 @@ cdef class Engine:
     cdef public long long events_processed
     cdef public list _heap
     cdef public list _spare
+    cdef public Py_ssize_t _nspare
     cdef public long long _seq
     cdef public bint _running
     cdef public long long _compact_at
@@ -31,13 +32,13 @@ cdef class Engine:
     cpdef _push(self, delay_ps, callback, tuple args)
     # Port's and Host's per-frame events: a direct C call with a C delay.
     cdef _after(self, long long delay_ps, callback, tuple args)
-    @cython.locals(ev=Timer, spare=list)
+    @cython.locals(ev=Timer, n=Py_ssize_t)
     cdef Timer _owned(self, long long at_ps, long long priority, long long seq, callback,
                       tuple args)
 
     @cython.locals(heap=list, spare=list, ev=Timer, stop_ps=cython.longlong,
                    count=cython.longlong, limit=cython.longlong, hit_limit=cython.bint,
-                   args=tuple)
+                   args=tuple, n=Py_ssize_t)
     cpdef run(self, until_ps=*, max_events=*)
 
 cdef object _check_at(object at_ps, object now_ps, object priority)

@@ -208,8 +208,8 @@ def _check_at(at_ps: int, now_ps: int, priority: int) -> None:
 class Engine:
     """Event heap, clock (``now_ps``) and the run's seeded RNG (``rng``)."""
 
-    __slots__ = ("_compact_at", "_heap", "_running", "_seq", "_spare", "events_processed",
-                 "now_ps", "rng", "seed")
+    __slots__ = ("_compact_at", "_heap", "_nspare", "_running", "_seq", "_spare",
+                 "events_processed", "now_ps", "rng", "seed")
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
@@ -217,8 +217,11 @@ class Engine:
         self.rng = random.Random(seed)
         self.events_processed = 0
         self._heap: list[Timer] = []
-        #: Entries that ran and that nobody holds (``owned``), for reuse (:meth:`_owned`).
+        #: Entries that ran and that nobody holds (``owned``), for reuse (:meth:`_owned`):
+        #: the first ``_nspare`` of the list (the list is never shortened: no reallocation
+        #: as it empties and fills once per event; the rest are stale references).
         self._spare: list[Timer] = []
+        self._nspare = 0
         self._seq = 0
         self._running = False
         self._compact_at = _COMPACT_MIN  # heap length at which to look for cancelled entries
@@ -306,9 +309,11 @@ class Engine:
         """A heap entry nobody else will hold (:meth:`call_at`, :meth:`call_in`,
         :meth:`_after`): one that ran before if there is one (:meth:`run` keeps up to
         :data:`_SPARE_MAX` of them), else a new one.  Such an entry is ``owned``."""
-        spare = self._spare
-        if spare:
-            ev = spare.pop()
+        n = self._nspare
+        if n:
+            n -= 1
+            self._nspare = n
+            ev = self._spare[n]
             ev.at_ps = at_ps
             ev.priority = priority
             ev.seq = seq
@@ -387,9 +392,14 @@ class Engine:
                 args = ev.args
                 ev.callback = None  # fired: a handle now reads as cancelled
                 self.now_ps = ev.at_ps
-                if ev.owned and len(spare) < _SPARE_MAX:
+                if ev.owned and self._nspare < _SPARE_MAX:
                     ev.args = ()  # (lets go of the frame it carried)
-                    spare.append(ev)
+                    n = self._nspare
+                    if n < len(spare):
+                        spare[n] = ev
+                    else:
+                        spare.append(ev)
+                    self._nspare = n + 1
                 fn(*args)
                 count += 1
                 if count == limit:
