@@ -80,6 +80,24 @@ VLARB_DEFAULT = (((0, 4),), tuple((vl, 4) for vl in range(1, PRIORITIES)), 0)
 _VLARB_UNBOUNDED = 255
 #: Never-ending pause used to mask a gated class from the base scheduler for one pick.
 _FOREVER_PS = 1 << 62
+#: What an egress queue that never held a frame is (Port.queues): empty and shared.
+_NO_FRAMES: tuple = ()
+
+_RR_PLANS: dict[tuple[int, ...], tuple[frozenset[int], list[tuple[int, ...]]]] = {}
+
+
+def _rr_plan(strict_tcs: tuple[int, ...]) -> tuple[frozenset[int], list[tuple[int, ...]]]:
+    """(the strict classes as a set, the non-strict classes in round-robin order from each
+    class) for ports with ``strict_tcs``, made once and shared (read-only)."""
+    plan = _RR_PLANS.get(strict_tcs)
+    if plan is None:
+        strict = frozenset(strict_tcs)
+        orders = [tuple(tc for tc in ((s + i) % PRIORITIES for i in range(PRIORITIES))
+                        if tc not in strict) for s in range(PRIORITIES)]
+        plan = _RR_PLANS[strict_tcs] = (strict, orders)
+    return plan
+
+
 #: The number of traffic classes (PRIORITIES), a C int in the compiled core.
 _NPRIO = PRIORITIES
 #: Default DWRR quantum unit: one MTU-sized (1500-byte) frame per unit of weight.
@@ -188,10 +206,9 @@ class Port:
         #: What the tracer reads (sim.trace.Interest): an event is built only when it is read.
         self._int: Interest = interest(self.tracer)
         self.strict_tcs = sorted(set(strict_tcs), reverse=True)
-        self._strict = frozenset(self.strict_tcs)
-        # Round-robin visiting order of the non-strict queues, for each starting queue.
-        self._rr_orders = [tuple(tc for tc in ((s + i) % PRIORITIES for i in range(PRIORITIES))
-                                 if tc not in self._strict) for s in range(PRIORITIES)]
+        # The strict set and the round-robin visiting order of the non-strict queues for each
+        # starting queue: the same for every port with these strict classes, so shared.
+        self._strict, self._rr_orders = _rr_plan(tuple(self.strict_tcs))
         self._queued = 0  # data frames in all queues (fast path of the scheduler)
         self._last_tc = 0  # the data queue picked last (fast path of the "rr" scheduler)
         self._ser_cache: dict[int, int] = {}
@@ -200,7 +217,11 @@ class Port:
         self.peer: Receiver | None = None
         self.peer_port = 0
         self.prop_ps = 0
-        self.queues: list[deque[SimPacket]] = [deque() for _ in range(PRIORITIES)]
+        #: One FIFO per traffic class.  A class that never queued a frame holds the shared
+        #: empty tuple :data:`_NO_FRAMES` instead (len 0, false, nothing to iterate), its
+        #: deque made on its first frame: most ports queue on one or two classes, and eight
+        #: empty deques are 6 KB a port (a 2,048-host fabric has ten thousand ports).
+        self.queues: list[deque[SimPacket]] = [_NO_FRAMES] * PRIORITIES  # type: ignore[list-item]
         self.queue_bytes = [0] * PRIORITIES
         self.max_queue_bytes = [0] * PRIORITIES
         self.control: deque[SimPacket] = deque()
@@ -273,7 +294,10 @@ class Port:
                 and paused_to <= self.engine.now_ps):
             self._cut_through(pkt, tc)
             return
-        self.queues[tc].append(pkt)
+        q = self.queues[tc]
+        if q is _NO_FRAMES:
+            q = self.queues[tc] = deque()
+        q.append(pkt)
         self._queued += 1
         qb = self.queue_bytes[tc] + pkt.nbytes
         self.queue_bytes[tc] = qb
@@ -353,7 +377,8 @@ class Port:
         for the frames.  The frame on the wire, if any, is not affected."""
         q = self.queues[prio]
         pkts = list(q)
-        q.clear()
+        if pkts:
+            q.clear()
         self._queued -= len(pkts)
         self.queue_bytes[prio] = 0
         if self.deficit is not None:
