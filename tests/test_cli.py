@@ -316,3 +316,8 @@ def test_wire_commands_parser_is_the_full_parsers_part() -> None:
     for name in light:
         assert light[name].format_help() == full[name].format_help()
     assert "collective" in full and "replay" in full
+    # the replay family: its commands and the wire ones, each as in the full parser
+    middle = commands(cli.build_parser("replay"))
+    assert set(middle) == set(cli.WIRE_COMMANDS) | set(cli.REPLAY_COMMANDS) < set(full)
+    for name in middle:
+        assert middle[name].format_help() == full[name].format_help()

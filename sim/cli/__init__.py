@@ -36,12 +36,17 @@ __all__ = ["build_parser", "main"]
 #: their parsers, without importing the simulator's commands (0.13-0.16 s of start-up,
 #: issue 19: ``lossless decode`` against tshark); tests/test_cli.py checks the list.
 WIRE_COMMANDS = frozenset({"decode", "craft", "stats", "overhead", "wireshark-plugin"})
+#: The commands of sim.cli.replay: for one of them ``main`` builds the wire commands' and
+#: their parsers only, without importing the collective, sweep and ib-vs-roce commands (0.08
+#: to 0.1 s of start-up of every ``lossless replay``); tests/test_cli.py checks the list.
+REPLAY_COMMANDS = frozenset({"replay", "plot", "scenarios"})
 
 
 # ------------------------------------------------------------------------ main
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``lossless`` parser; with ``command`` in :data:`WIRE_COMMANDS`, one that has
-    only the wire commands (the same parser for them)."""
+    only the wire commands (the same parser for them), with one in :data:`REPLAY_COMMANDS`,
+    one that has only those and the wire commands."""
     p = Parser(
         prog="lossless",
         description="Read, write and reason about RoCEv2, PFC, ECN and scale-up Ethernet "
@@ -57,12 +62,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     wireshark_cmd.add_parser(sub)
     if command in WIRE_COMMANDS:
         return p
-    from sim.cli import collective as collective_cmd
-    from sim.cli import ib_vs_roce as ib_vs_roce_cmd
     from sim.cli import replay as replay_cmd
-    from sim.cli import sweep as sweep_cmd
 
     replay_cmd.add_parsers(sub)
+    if command in REPLAY_COMMANDS:
+        return p
+    from sim.cli import collective as collective_cmd
+    from sim.cli import ib_vs_roce as ib_vs_roce_cmd
+    from sim.cli import sweep as sweep_cmd
+
     sweep_cmd.add_parsers(sub)
     collective_cmd.add_parsers(sub)
     ib_vs_roce_cmd.add_parsers(sub)
