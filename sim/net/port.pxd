@@ -6,7 +6,7 @@
 # interpreted code (tests, study, cli) reads and writes them as before.
 cimport cython
 
-from sim.engine cimport Engine
+from sim.engine cimport Engine, Timer
 from sim.packet cimport SimPacket
 from sim.trace cimport Interest
 
@@ -42,7 +42,7 @@ cdef class Port:
     cdef public list _pause_start_ps
     cdef public list _paused_acc_ps
     cdef public list _expiry
-    cdef public object _wake
+    cdef public Timer _wake
     cdef public list taps
     cdef public long long tx_bytes
     cdef public long long tx_packets
@@ -72,6 +72,9 @@ cdef class Port:
     @cython.locals(pkt=SimPacket, now=cython.longlong, t=cython.longlong)
     cdef _send_next(self)
     cdef long long _ser_ps(self, nbytes) except -1
+    @cython.locals(now=cython.longlong, at=cython.longlong, tc=Py_ssize_t,
+                   paused_to=cython.longlong, wake=Timer)
+    cdef _sleep_until_unpaused(self)
     @cython.locals(queued=cython.longlong, now=cython.longlong, until=list, queues=list,
                    tc=Py_ssize_t, paused_to=cython.longlong)
     cdef _pick_rr(self)

@@ -590,15 +590,19 @@ class Port:
         if not self._queued:
             return
         now = self.engine.now_ps
-        waits = [self._paused_until_ps[tc] for tc in range(PRIORITIES)
-                 if self.queues[tc] and self._paused_until_ps[tc] > now]
-        if not waits:
+        at = 0  # the earliest pause end after now of a class with frames (0: none)
+        for tc in range(_NPRIO):
+            if self.queues[tc]:
+                paused_to = self._paused_until_ps[tc]
+                if paused_to > now and (not at or paused_to < at):
+                    at = paused_to
+        if not at:
             return
-        at = min(waits)
-        if self._wake is not None and not self._wake.cancelled and self._wake.at_ps <= at:
-            return
-        if self._wake is not None:
-            self._wake.cancel()
+        wake = self._wake
+        if wake is not None and wake.callback is not None and wake.at_ps <= at:
+            return  # (callback None: cancelled)
+        if wake is not None:
+            wake.cancel()
         self._wake = self.engine.schedule(at, self._wakeup)
 
     def _wakeup(self) -> None:
