@@ -51,11 +51,14 @@ cdef Timer _entry(long long at_ps, long long priority, long long seq, object cal
 
 cdef bint _before(Timer a, Timer b) noexcept
 
-@cython.locals(i=Py_ssize_t, up=Py_ssize_t, parent=Timer)
 cdef void _heap_push(list heap, Timer ev)
+
+@cython.locals(up=Py_ssize_t, parent=Timer)
+cdef void _sift_up(list heap, Timer ev, Py_ssize_t i)
 
 @cython.locals(n=Py_ssize_t, child=Py_ssize_t, right=Py_ssize_t, ev=Timer, low=Timer)
 cdef void _sift_down(list heap, Py_ssize_t i)
 
-@cython.locals(last=Timer, top=Timer)
+@cython.locals(last=Timer, top=Timer, n=Py_ssize_t, i=Py_ssize_t, child=Py_ssize_t,
+               right=Py_ssize_t)
 cdef Timer _heap_pop(list heap)

@@ -147,7 +147,11 @@ def _before(a: Timer, b: Timer) -> bool:
 def _heap_push(heap: list, ev: Timer) -> None:
     """Add ``ev``: append it as a leaf and move it up past every later parent."""
     heap.append(ev)
-    i = len(heap) - 1
+    _sift_up(heap, ev, len(heap) - 1)
+
+
+def _sift_up(heap: list, ev: Timer, i: int) -> None:
+    """Put ``ev`` at position ``i`` or above it: move it up past every later parent."""
     while i > 0:
         up = (i - 1) >> 1
         parent = heap[up]
@@ -178,13 +182,25 @@ def _sift_down(heap: list, i: int) -> None:
 
 
 def _heap_pop(heap: list) -> Timer:
-    """Remove and return the first entry (``heap`` must not be empty)."""
+    """Remove and return the first entry (``heap`` must not be empty).  The hole the first
+    entry leaves goes down the path of earlier children to a leaf, where the last entry is put
+    and moved up (the scheme of CPython's heapq: one comparison per level on the way down,
+    and the last entry, which belongs near the leaves, rarely moves far up)."""
     last = heap.pop()
-    if not heap:
+    n = len(heap)
+    if not n:
         return last
     top = heap[0]
-    heap[0] = last
-    _sift_down(heap, 0)
+    i = 0
+    child = 1
+    while child < n:
+        right = child + 1
+        if right < n and _before(heap[right], heap[child]):
+            child = right
+        heap[i] = heap[child]
+        i = child
+        child = 2 * i + 1
+    _sift_up(heap, last, i)
     return top
 
 
@@ -422,9 +438,12 @@ _LAST_PS = MAX_PS
 #: pending is far above it, but reuse needs only the few that each event frees and takes.
 _SPARE_MAX = 4096
 
-#: Below this many heap entries the engine never looks for cancelled ones (a scan would cost
-#: more than the entries).
-_COMPACT_MIN = 1024
+#: Below this many heap entries the engine never looks for cancelled ones.  Every PFC pause
+#: cancels the previous one's expiry timer (334 us ahead at 100 Gb/s): with 1024 here, a
+#: 3 ms DCQCN incast's heap held 166 entries (median of samples every 10 us), 141 of them
+#: cancelled, so every pop sifted through 7 levels instead of 4; with 64, 45 entries, 18
+#: cancelled (docs/performance.md).  A scan costs O(1) per scheduled timer either way.
+_COMPACT_MIN = 64
 
 def _bench(n: int = 1_000_000, fast: bool = False) -> float:
     """Schedule-and-run ``n`` chained no-op events with ``schedule_in`` (``fast``: with
