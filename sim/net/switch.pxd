@@ -21,6 +21,9 @@ cdef class Switch:
     cdef public long long adaptive_moves
     cdef public object ecn
     cdef public bint _ib_marking
+    cdef public long long _kmin
+    cdef public long long _kmax
+    cdef public double _pmax
     cdef public object tracer
     cdef public Interest _int
     cdef public dict ports
@@ -44,7 +47,7 @@ cdef class Switch:
     @cython.locals(pkt=SimPacket, left=cython.longlong)
     cpdef _on_dequeue(self, port, pkt)
     # ECN marking (the body of ``_maybe_mark``): a direct C call from receive / _on_dequeue.
-    @cython.locals(pkt=SimPacket, p=cython.double)
+    @cython.locals(pkt=SimPacket, p=cython.double, ecn=cython.int)
     cdef _mark(self, port, pkt, long long queue_bytes)
 
 # The RED curve (EcnConfig.probability); C arithmetic gives the same doubles as Python's:

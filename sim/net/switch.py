@@ -55,7 +55,7 @@ from sim.flowctl.ib import BLOCK_BYTES
 from sim.flowctl.pfc import PfcResponder, apply_pause, is_mac_control, pfc_packet
 from sim.net.mmu import Mmu
 from sim.net.port import QUANTUM_BYTES, CreditPort, Port, check_scheduler
-from sim.packet import PacketIds, SimPacket
+from sim.packet import CE, NOT_ECT, PacketIds, SimPacket
 from sim.trace import Interest, NullTracer, Tracer, interest
 
 __all__ = ["EcnConfig", "ROUTING_MODES", "Route", "Switch", "ecmp_hash", "ecmp_salt",
@@ -203,6 +203,9 @@ class Switch:
         self._salt = ecmp_salt(node_id, self.ecmp_seed)
         self.ecn = ecn
         self._ib_marking = ecn is not None and ecn.mode == "ib"
+        #: The RED curve of ``ecn`` (read per frame; ``ecn`` is not replaced after this).
+        self._kmin, self._kmax, self._pmax = ((ecn.kmin_bytes, ecn.kmax_bytes, ecn.pmax)
+                                              if ecn is not None else (0, 0, 0.0))
         #: IB marking: (port, class) -> candidates still to skip before the next mark.
         self._ib_skip: dict[tuple[int, int], int] = {}
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
@@ -405,7 +408,8 @@ class Switch:
     def _mark(self, port: int, pkt: SimPacket, queue_bytes: int) -> None:
         """:meth:`_maybe_mark`; a C method in the compiled core (switch.pxd)."""
         assert self.ecn is not None
-        if not pkt.ecn_capable or pkt.ecn == 3:
+        ecn = pkt.ecn
+        if ecn == NOT_ECT or ecn == CE:  # not ECN-capable (pkt.ecn_capable), or marked
             return
         if self._ib_marking:
             cfg = self.ecn
@@ -418,8 +422,7 @@ class Switch:
                 return
             self._ib_skip[key] = cfg.marking_rate
         else:
-            cfg = self.ecn
-            p = _red_probability(queue_bytes, cfg.kmin_bytes, cfg.kmax_bytes, cfg.pmax)
+            p = _red_probability(queue_bytes, self._kmin, self._kmax, self._pmax)
             if not p or (p < 1.0 and self.engine.rng.random() >= p):
                 return
         pkt.mark_ce()
