@@ -199,7 +199,7 @@ class _Arrays(Mapping):
         for key in (t_key, v_key):
             if key not in self._names:  # as numpy's NpzFile says it (lossless plot names it)
                 raise KeyError(f"{key} is not a file in the archive")
-        if npy_header(self.path, t_key)[0] <= (DECIMATE_ROWS,):
+        if npy_header(self._z.zip, t_key)[0] <= (DECIMATE_ROWS,):
             t, v = self._z[t_key], self._z[v_key]
             if v.dtype.kind in "iu":
                 self.area[t_key] = step_integral([(t, v)], 0, dur_ps)
@@ -211,8 +211,8 @@ class _Arrays(Mapping):
 
         def chunks() -> Iterator[tuple[Any, Any]]:  # decimates as the integral reads on
             prev = 0
-            for t, v in zip(iter_npy_chunks(self.path, t_key),
-                            iter_npy_chunks(self.path, v_key), strict=True):
+            for t, v in zip(iter_npy_chunks(self._z.zip, t_key),
+                            iter_npy_chunks(self._z.zip, v_key), strict=True):
                 idx = _column_extremes(t, v, col_ps)
                 keep_t.append(t[idx])
                 keep_v.append(v[idx])
@@ -221,7 +221,7 @@ class _Arrays(Mapping):
                     prev = v[-1]
                 yield t, v
 
-        dtype = npy_header(self.path, v_key)[2]
+        dtype = npy_header(self._z.zip, v_key)[2]
         if dtype.kind in "iu":
             self.area[t_key] = step_integral(chunks(), 0, dur_ps)
             if dtype == np.int8:

@@ -26,6 +26,7 @@ step series given as chunks (the time-weighted means of summary.json).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -191,19 +192,33 @@ def _read_header(fp: IO[bytes]) -> tuple[tuple[int, ...], bool, Any]:
     return read(fp)
 
 
-def npy_header(npz: str | os.PathLike[str], key: str) -> tuple[tuple[int, ...], bool, Any]:
-    """(shape, fortran_order, dtype) of array ``key`` of an ``.npz``, from its header only."""
-    with zipfile.ZipFile(os.fspath(npz)) as zf, zf.open(key + ".npy") as fp:
+@contextlib.contextmanager
+def _archive(npz: str | os.PathLike[str] | zipfile.ZipFile) -> Iterator[zipfile.ZipFile]:
+    """``npz`` opened (and closed after), or as it is if it is an open ZipFile already: the
+    directory of an archive of hundreds of arrays is read once per opening."""
+    if isinstance(npz, zipfile.ZipFile):
+        yield npz
+    else:
+        with zipfile.ZipFile(os.fspath(npz)) as zf:
+            yield zf
+
+
+def npy_header(npz: str | os.PathLike[str] | zipfile.ZipFile, key: str
+               ) -> tuple[tuple[int, ...], bool, Any]:
+    """(shape, fortran_order, dtype) of array ``key`` of an ``.npz`` (a path or an open
+    ZipFile), from its header only."""
+    with _archive(npz) as zf, zf.open(key + ".npy") as fp:
         return _read_header(fp)
 
 
-def iter_npy_chunks(npz: str | os.PathLike[str], key: str,
+def iter_npy_chunks(npz: str | os.PathLike[str] | zipfile.ZipFile, key: str,
                     chunk_rows: int = 1 << 18) -> Iterator[Any]:
-    """Array ``key`` of an ``.npz`` (1-D, as :func:`write_npz` and savez write them) in
-    chunks of at most ``chunk_rows`` elements, decompressed as they are read."""
+    """Array ``key`` of an ``.npz`` (a path or an open ZipFile; 1-D, as :func:`write_npz`
+    and savez write them) in chunks of at most ``chunk_rows`` elements, decompressed as they
+    are read."""
     import numpy as np
 
-    with zipfile.ZipFile(os.fspath(npz)) as zf, zf.open(key + ".npy") as fp:
+    with _archive(npz) as zf, zf.open(key + ".npy") as fp:
         shape, _fortran, dtype = _read_header(fp)
         if len(shape) > 1 or dtype.hasobject:
             raise ValueError(f"{key}: not a 1-D numeric array")
