@@ -45,6 +45,9 @@ cdef object _check_at(object at_ps, object now_ps, object priority)
 cdef long long _LAST_PS
 cdef Py_ssize_t _SPARE_MAX
 
+cdef Timer _filled(Timer ev, long long at_ps, long long priority, long long seq,
+                   object callback, tuple args)
+
 @cython.locals(ev=Timer)
 cdef Timer _entry(long long at_ps, long long priority, long long seq, object callback,
                   tuple args)

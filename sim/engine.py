@@ -119,12 +119,18 @@ class Timer:
 def _entry(at_ps: int, priority: int, seq: int, callback: Any, args: tuple) -> Timer:
     """A heap entry (a :class:`Timer`) without its constructor's Python call."""
     ev = Timer.__new__(Timer)
+    ev.owned = False
+    return _filled(ev, at_ps, priority, seq, callback, args)
+
+
+def _filled(ev: Timer, at_ps: int, priority: int, seq: int, callback: Any, args: tuple
+            ) -> Timer:
+    """``ev`` (new, or spent and reused: Engine._owned) as the entry of these."""
     ev.at_ps = at_ps
     ev.priority = priority
     ev.seq = seq
     ev.callback = callback
     ev.args = args
-    ev.owned = False
     return ev
 
 
@@ -329,13 +335,7 @@ class Engine:
         if n:
             n -= 1
             self._nspare = n
-            ev = self._spare[n]
-            ev.at_ps = at_ps
-            ev.priority = priority
-            ev.seq = seq
-            ev.callback = callback
-            ev.args = args
-            return ev
+            return _filled(self._spare[n], at_ps, priority, seq, callback, args)
         ev = _entry(at_ps, priority, seq, callback, args)
         ev.owned = True
         return ev
