@@ -46,6 +46,7 @@ COMPILED: tuple[str, ...] = (
     "sim.cc.dcqcn",
     "sim.flowctl.pfc",
     "sim.trace",
+    "sim.study.samples",
 )
 
 #: Set to ``1`` to run the interpreted core even when the compiled one is installed.

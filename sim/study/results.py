@@ -40,6 +40,7 @@ from sim.events import (
 from sim.nic.host import Host
 from sim.study.conservation import flow_conservation
 from sim.study.conservation import live_packets as _live_packets
+from sim.study.samples import SampleSink
 from sim.study.series import Series, SeriesStore, step_integral
 from sim.study.series import write_npz as _write_npz
 from sim.trace import JsonlTracer
@@ -85,9 +86,12 @@ _HDR_BYTES = (ETHERNET.size_bytes + IPV4.size_bytes + UDP.size_bytes + BTH.size_
 CONTROL_IDS_PRUNE = 4096
 
 
-class Recorder:
+class Recorder(SampleSink):
     """Tracer collecting queue series, per-port counters and PFC state; forwards the logged
-    event types (PFC, CE marks, drops, CNPs, rate changes) to ``log``.
+    event types (PFC, CE marks, drops, CNPs, rate changes) to ``log``.  The queue and
+    ingress samples (``on_enqueued``, ``on_dequeued``, ``ingress_sample``, and the series
+    ``queues`` and ``ingress``) are :class:`sim.study.samples.SampleSink`'s, compiled with the
+    core.
 
     Every series (``queues``, ``pfc_tx``, ``pfc_rx``, ``ingress``, ``rates``) is a
     :class:`sim.study.series.Series` of ``store`` (typed columns, read like tuples of
@@ -98,14 +102,11 @@ class Recorder:
     spilled series."""
 
     def __init__(self, log: Any = None, store: SeriesStore | None = None) -> None:
+        super().__init__(store if store is not None else SeriesStore())
         self.log = log
-        self.store = store if store is not None else SeriesStore()
-        self._cap = self.store.cap_rows
         #: The fabric whose queues and pending events say which frames are in flight.
         self.fabric: Any = None
         self._prune_at = CONTROL_IDS_PRUNE
-        #: (node, port, queue) -> columns t_ps, queue bytes after every change.
-        self.queues: dict[tuple[int, int, int], Series] = {}
         self.drops: dict[tuple[int, int], int] = {}
         #: Every Dropped event (switches, hosts, XPUs): reason -> [packets, bytes].
         self.drops_by_reason: dict[str, list[int]] = {}
@@ -119,35 +120,12 @@ class Recorder:
         #: (node, port, priority) -> columns t_ps, state (int8: 1 paused, 0 not).
         self.pfc_tx: dict[tuple[int, int, int], Series] = {}
         self.pfc_rx: dict[tuple[int, int, int], Series] = {}
-        #: (node, port, pg) -> (t_ps, bytes held for that ingress) after every change.
-        self.ingress: dict[tuple[int, int, int], Series] = {}
         #: flow -> (t_ps, rate_bps, target_rate_bps, alpha) series from RateChanged events.
         self.rates: dict[int, Series] = {}
-
-    def _new(self, typecodes: str) -> Series:
-        s = self.store.new(typecodes)
-        self._cap = self.store.cap_rows  # the budget is shared by one series more
-        return s
 
     #: The event types read as objects (sim.trace.Interest): queue depths come as samples
     #: through ``on_enqueued`` / ``on_dequeued`` instead, so no Enqueued / Dequeued is built.
     wants = frozenset(_LOGGED)
-
-    def on_enqueued(self, t_ps: int, node: int, port: int, queue: int, packet_id: int,
-                    flow: int, nbytes: int, queue_bytes: int) -> None:
-        """A queue sample: the fields of :class:`sim.events.Enqueued`, in order."""
-        key = (node, port, queue)
-        s = self.queues.get(key)
-        if s is None:
-            s = self.queues[key] = self._new("qq")
-        t = s[0]
-        t.append(t_ps)
-        s[1].append(queue_bytes)
-        if len(t) >= self._cap:
-            self.store.spill(s)
-
-    #: A queue sample: the fields of :class:`sim.events.Dequeued`, in order.
-    on_dequeued = on_enqueued
 
     def emit(self, e: Any) -> None:
         cls = type(e)
@@ -208,18 +186,6 @@ class Recorder:
                     ids.intersection_update(p.id for p in _live_packets(self.fabric)
                                             if p.frame is not None)
                 self._prune_at = max(CONTROL_IDS_PRUNE, 2 * len(ids))
-
-    def ingress_sample(self, t_ps: int, node: int, port: int, pg: int, nbytes: int) -> None:
-        """``Switch.ingress_tap``: one sample of an ingress (port, PG) counter."""
-        s = self.ingress.get((node, port, pg))
-        if s is None:
-            s = self.ingress[(node, port, pg)] = self._new("qq")
-        elif s[1][-1] == nbytes and s[0][-1] == t_ps:  # a spill keeps the last row
-            return
-        s[0].append(t_ps)
-        s[1].append(nbytes)
-        if len(s[0]) >= self._cap:
-            self.store.spill(s)
 
     def _rate_sample(self, r: Series, e: Any) -> None:
         r[0].append(e.t_ps)
