@@ -56,12 +56,13 @@ cdef bint _before(Timer a, Timer b) noexcept
 
 cdef void _heap_push(list heap, Timer ev)
 
-@cython.locals(up=Py_ssize_t, parent=Timer)
+@cython.locals(up=Py_ssize_t, parent=Timer, at=cython.longlong, pat=cython.longlong)
 cdef void _sift_up(list heap, Timer ev, Py_ssize_t i)
 
 @cython.locals(n=Py_ssize_t, child=Py_ssize_t, right=Py_ssize_t, ev=Timer, low=Timer)
 cdef void _sift_down(list heap, Py_ssize_t i)
 
 @cython.locals(last=Timer, top=Timer, n=Py_ssize_t, i=Py_ssize_t, child=Py_ssize_t,
-               right=Py_ssize_t)
+               right=Py_ssize_t, low=Timer, other=Timer, rat=cython.longlong,
+               lat=cython.longlong)
 cdef Timer _heap_pop(list heap)
