@@ -76,3 +76,43 @@ def test_make_array_rows_equal_make(v6, vlan, pay, opcode, field, start, values)
         assert dissect(bytes(row)).get("icrc")["valid"]
     with pytest.raises(ValueError, match="does not fit"):
         t.make_array([mask + 1])
+
+
+@given(v6=st.booleans(), vlan=st.booleans(), pay=st.integers(0, 64),
+       field=st.sampled_from(["bth.psn", "bth.dest_qp", "IP.ecn", "bth.se"]),
+       flows=st.lists(st.tuples(st.integers(0, 0xFFFFFF), st.integers(0, 3)), min_size=1,
+                      max_size=4),
+       rows=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 0xFFFFFF)), max_size=20),
+       strided=st.booleans())
+def test_make_rows_of_several_templates_equal_make(v6, vlan, pay, field, flows, rows,
+                                                   strided) -> None:
+    """make_rows (a capture's flows: templates of one length differing in addresses, QP,
+    ECN and so checksums) gives row i as templates[which[i]].make(value i), into a strided
+    view too (the frame columns of pcap records)."""
+    import numpy as np
+
+    from wire.template import make_rows
+
+    field = field.replace("IP", "ipv6" if v6 else "ipv4")
+    tpls = [RoceTemplate(_layers(v6, 0, ecn, qp, vlan, pay, "RC_RDMA_WRITE_MIDDLE"),
+                         patch=(field,)) for qp, ecn in flows]
+    mask = (1 << 24) - 1 if field in ("bth.psn", "bth.dest_qp") else \
+        3 if field.endswith("ecn") else 1
+    which = [g % len(tpls) for g, _ in rows]
+    values = [v & mask for _, v in rows]
+    size = tpls[0].size_bytes
+    if strided:
+        records = np.full((len(rows), 16 + size), 0xEE, dtype=np.uint8)
+        got = make_rows(tpls, which, values, out=records[:, 16:])
+        assert (records[:, :16] == 0xEE).all()
+    else:
+        got = make_rows(tpls, which, values)
+    assert got.shape == (len(rows), size)
+    for row, g, v in zip(got, which, values, strict=True):
+        assert bytes(row) == bytes(tpls[g].make(**{field: v}))
+    with pytest.raises(ValueError, match="out of range"):
+        make_rows(tpls, [len(tpls)], [0])
+    other = RoceTemplate(_layers(v6, 0, 0, 0, vlan, pay + 4, "RC_RDMA_WRITE_MIDDLE"),
+                         patch=(field,))
+    with pytest.raises(ValueError, match="one length"):
+        make_rows([tpls[0], other], [0], [0])

@@ -55,7 +55,7 @@ import itertools
 import os
 import stat
 import struct
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, fields
 from typing import Any, BinaryIO
 
@@ -1216,27 +1216,45 @@ class CaptureWriter:
         import numpy as np
 
         rows = np.asarray(rows)
-        ts = np.asarray(ts_ns)
-        if rows.ndim != 2 or rows.dtype != np.uint8 or len(ts) != len(rows):
+        if rows.ndim != 2 or rows.dtype != np.uint8 or len(ts_ns) != len(rows):
             raise ValueError("write_rows takes a 2-D uint8 array and one timestamp per row")
-        n, size = rows.shape
-        if (self.format != "pcap" or self.snaplen < max(size, 65536) or not n
+
+        def copy(view: Any) -> None:
+            view[...] = rows
+
+        return self.write_made_rows(ts_ns, rows.shape[1], copy)
+
+    def write_made_rows(self, ts_ns: Any, size_bytes: int, make: Callable[[Any], None]) -> int:
+        """:meth:`write_rows` for frames made in place: ``make(view)`` writes frame ``i`` into
+        row ``i`` of the ``(len(ts_ns), size_bytes)`` ``uint8`` array it is given, which is
+        (where the records allow it) the frame bytes of the records about to be written, so
+        the frames are not copied again (e.g. :func:`wire.template.make_rows`).  The same
+        records as :meth:`write_frames`.  Returns the count."""
+        import numpy as np
+
+        ts = np.asarray(ts_ns)
+        n = len(ts)
+        if ts.ndim != 1 or size_bytes < 0:
+            raise ValueError("write_made_rows takes one timestamp per row and a frame length")
+        if (self.format != "pcap" or self.snaplen < max(size_bytes, 65536) or not n
                 or ts.dtype.kind not in "iu"
                 or int(ts.min()) < 0 or int(ts.max()) >= _PCAP_TS_LIMIT_NS):
             # the per-record path: its checks and messages (a bad timestamp), cuts, pcapng
+            rows = np.empty((n, size_bytes), dtype=np.uint8)
+            make(rows)
             return self.write_frames([bytes(r) for r in rows], [int(t) for t in ts])
         if self._closed:
             raise ValueError(f"{self.path}: writer is closed")
         ts = ts.astype(np.int64)
         hb = self._record_header.size
-        out = np.empty((n, hb + size), dtype=np.uint8)
+        out = np.empty((n, hb + size_bytes), dtype=np.uint8)
         head = np.empty((n, 4), dtype=self._e + "u4")
         head[:, 0] = ts // _NS_PER_S
         head[:, 1] = ts % _NS_PER_S // (1 if self.nanosecond else 1000)
-        head[:, 2] = size
-        head[:, 3] = size
+        head[:, 2] = size_bytes
+        head[:, 3] = size_bytes
         out[:, :hb] = head.view(np.uint8)
-        out[:, hb:] = rows
+        make(out[:, hb:])
         self._write(out.data)
         self.records_written += n
         return n

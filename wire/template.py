@@ -21,7 +21,7 @@ byte-aligned.  Length fields are not patchable (the frame's size is the template
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .checksum import internet_checksum
@@ -30,7 +30,7 @@ from .pcapio import Record
 from .roce import ICRC_BYTES, icrc, icrc_bytes, icrc_state
 from .stack import SPECS, build, dissect
 
-__all__ = ["RoceTemplate", "craft_flow"]
+__all__ = ["RoceTemplate", "craft_flow", "make_rows"]
 
 _IPV4_CSUM = SPECS["ipv4"].byte_field("checksum")[0]
 #: IP fields the ICRC masks (IBA Annex A17.8): changing them leaves the ICRC as it is.
@@ -84,7 +84,7 @@ class RoceTemplate:
             elif crc_from is not None:
                 crc_from = min(crc_from, at)
         self._slots = tuple(slots)
-        self._lin = None  # make_array's ICRC tables, made on first use
+        self._lin = None  # make_rows's ICRC tables, made on first use
         # The ICRC's running CRC over everything before the first patched byte (when that is
         # past the masked bytes), computed once: each frame only adds the rest.
         self._crc_from = self._crc_state = None
@@ -117,46 +117,15 @@ class RoceTemplate:
     def make_array(self, values: Any) -> Any:
         """Frames for many values of the template's one patched field, as a numpy ``uint8``
         array of shape ``(len(values), size_bytes)``: row ``i`` is byte for byte
-        ``make(**{name: values[i]})``.
-
-        Made without a CRC pass per frame where it can be (one byte-aligned field of two or
-        more bytes after the masked bytes, such as ``bth.psn``): the ICRC is a CRC-32, affine
-        over GF(2), so for frames of one length that differ only in that field
-        ``crc(F) = crc(T) ^ L(F ^ T)`` with ``L`` linear: a table per field byte, 256
-        entries each, made once per template from ``zlib.crc32``.  Anything else is
-        :meth:`make` per value."""
+        ``make(**{name: values[i]})`` (:func:`make_rows` of this one template)."""
         import numpy as np
 
         vals = np.asarray(values, dtype=np.int64).reshape(-1)
-        if len(self.names) != 1:
-            raise ValueError("make_array needs a template with one patched field")
-        name = self.names[0]
-        at, _shift, mask, width = self._slots[0]
-        if len(vals) and (int(vals.min()) < 0 or int(vals.max()) > mask):
-            bad = vals[(vals < 0) | (vals > mask)][0]
-            raise ValueError(f"{name} = {int(bad)} does not fit (0..{mask})")
-        tpl = np.frombuffer(self._frame, dtype=np.uint8)
-        if width < 2 or self._crc_state is None or self._ip_patched:
-            out = np.empty((len(vals), len(tpl)), dtype=np.uint8)
-            for i, v in enumerate(vals.tolist()):
-                out[i] = np.frombuffer(self.make(**{name: v}), dtype=np.uint8)
-            return out
-        out = np.repeat(tpl[None, :], len(vals), axis=0)
-        diff = np.zeros(len(vals), dtype=np.uint32)
-        lin = self._icrc_tables()
-        for j in range(width):
-            byte = ((vals >> (8 * (width - 1 - j))) & 0xFF).astype(np.uint8)
-            out[:, at + j] = byte
-            diff ^= lin[j][byte ^ tpl[at + j]]
-        end = self._udp_end - ICRC_BYTES
-        icrc0 = int.from_bytes(self._frame[end:self._udp_end], "little")
-        out[:, end:self._udp_end] = (diff ^ np.uint32(icrc0)).astype("<u4").view(
-            np.uint8).reshape(-1, ICRC_BYTES)
-        return out
+        return make_rows((self,), np.zeros(len(vals), dtype=np.intp), vals)
 
     def _icrc_tables(self) -> Any:
         """The linear part of the ICRC for each byte of the patched field: ``t[j][b]`` is what
-        changing that byte by XOR ``b`` does to the ICRC value (see :meth:`make_array`)."""
+        changing that byte by XOR ``b`` does to the ICRC value (see :func:`make_rows`)."""
         import numpy as np
 
         if self._lin is None:
@@ -239,6 +208,82 @@ class RoceTemplate:
             f[at:at + width] = ((v0 + i) % modulus).to_bytes(width, "big")
             f[end:hi] = crc32(memoryview(f)[lo:end], state).to_bytes(4, "little")
             yield f
+
+
+def make_rows(templates: Sequence[RoceTemplate], which: Any, values: Any,
+              out: Any = None) -> Any:
+    """Frames of one length from a few templates that patch the same one field at the same
+    place (the flows of a capture): row ``i`` is byte for byte
+    ``templates[which[i]].make(**{name: values[i]})``, as a numpy ``uint8`` array of shape
+    ``(len(values), size_bytes)``, written into ``out`` when given (any array of that shape
+    and dtype, a strided view included: the frame columns of pcap records,
+    :meth:`wire.pcapio.CaptureWriter.write_made_rows`), else a new one.
+
+    Made without a CRC pass per frame where it can be (one byte-aligned field of two or more
+    bytes after the masked bytes, such as ``bth.psn``): the ICRC is a CRC-32, affine over
+    GF(2), so for frames of one length that differ only in that field
+    ``crc(F) = crc(T) ^ L(F ^ T)`` with ``L`` linear: a table per field byte, 256 entries
+    each, made once per template from ``zlib.crc32`` (the same for every template of one
+    layout).  Every row starts as the first template; the bytes where another template
+    differs (addresses, ports, QP, checksums: a few dozen) are then copied column by column.
+    Anything else is :meth:`RoceTemplate.make` per row."""
+    import numpy as np
+
+    tpls = tuple(templates)
+    if not tpls:
+        raise ValueError("make_rows needs at least one template")
+    first = tpls[0]
+    if len(first.names) != 1:
+        raise ValueError("make_rows needs templates with one patched field")
+    name = first.names[0]
+    slot = first._slots[0]
+    size = first.size_bytes
+    for t in tpls[1:]:
+        if t.names != first.names or t._slots[0] != slot or t.size_bytes != size:
+            raise ValueError("make_rows needs templates of one length patching one field at "
+                             "one place")
+    vals = np.asarray(values, dtype=np.int64).reshape(-1)
+    idx = np.asarray(which, dtype=np.intp).reshape(-1)
+    n = len(vals)
+    if len(idx) != n:
+        raise ValueError("make_rows takes one template index per value")
+    at, _shift, mask, width = slot
+    if n and (int(vals.min()) < 0 or int(vals.max()) > mask):
+        bad = vals[(vals < 0) | (vals > mask)][0]
+        raise ValueError(f"{name} = {int(bad)} does not fit (0..{mask})")
+    if n and (int(idx.min()) < 0 or int(idx.max()) >= len(tpls)):
+        raise ValueError(f"make_rows: template index out of range (0..{len(tpls) - 1})")
+    if out is None:
+        out = np.empty((n, size), dtype=np.uint8)
+    elif out.shape != (n, size) or out.dtype != np.uint8:
+        raise ValueError(f"make_rows: out must be a ({n}, {size}) uint8 array")
+    if not n:
+        return out
+    layout = (first._crc_from, first._udp_end)
+    if width < 2 or any(t._crc_state is None or t._ip_patched
+                        or (t._crc_from, t._udp_end) != layout for t in tpls):
+        for i, (g, v) in enumerate(zip(idx.tolist(), vals.tolist(), strict=True)):
+            out[i] = np.frombuffer(tpls[g].make(**{name: v}), dtype=np.uint8)
+        return out
+    frames = np.frombuffer(b"".join(t._frame for t in tpls), dtype=np.uint8).reshape(
+        len(tpls), size)
+    out[...] = frames[0]
+    if len(tpls) > 1:
+        cols = np.flatnonzero((frames != frames[0]).any(axis=0))
+        if len(cols):
+            out[:, cols] = np.ascontiguousarray(frames[:, cols]).take(idx, axis=0)
+    diff = np.zeros(n, dtype=np.uint32)
+    lin = first._icrc_tables()
+    for j in range(width):
+        byte = ((vals >> (8 * (width - 1 - j))) & 0xFF).astype(np.uint8)
+        out[:, at + j] = byte
+        diff ^= lin[j][byte ^ frames[:, at + j].take(idx)]
+    end = first._udp_end - ICRC_BYTES
+    icrc0 = np.array([int.from_bytes(t._frame[end:t._udp_end], "little") for t in tpls],
+                     dtype=np.uint32)
+    out[:, end:first._udp_end] = (diff ^ icrc0.take(idx)).astype("<u4").view(
+        np.uint8).reshape(-1, ICRC_BYTES)
+    return out
 
 
 def craft_flow(layers: Mapping[str, Any], count: int, *, vary: Iterable[str] = ("bth.psn",),

@@ -19,6 +19,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import pairwise
 from typing import Any
 
 from sim.addresses import node_ip, node_mac
@@ -51,7 +52,7 @@ from wire.ethernet import ETHERNET
 from wire.ipv4 import IPV4
 from wire.pcapio import CaptureWriter
 from wire.roce import ICRC_BYTES
-from wire.template import RoceTemplate
+from wire.template import RoceTemplate, make_rows
 from wire.udp import UDP
 
 __all__ = ["Recorder", "run_scenario", "THROUGHPUT_BINS", "jain_index", "queue_mean_bytes",
@@ -281,14 +282,15 @@ class Capture:
         self.bytes = PCAP_FILE_HEADER_BYTES
         self.budget.used_bytes += PCAP_FILE_HEADER_BYTES
         #: Records not written yet, written in batches of :data:`CAPTURE_BATCH_FRAMES` and at
-        #: close: a frame of the fabric's (copied: a later reuse of its buffer must not change
-        #: what is written), or None for a synthesised RoCEv2 frame, made at the flush from
-        #: its template and PSN (``_syn_tpl``, ``_syn_psn``: numpy makes a batch of them at
-        #: once, RoceTemplate.make_array); and each record's time, ns.
-        self._frames: list[bytes | None] = []
+        #: close: per record its time (ns), its template (``_which``: an index in ``_tpl``,
+        #: or -1 for a frame of the fabric, kept in ``_frames``, copied: a later reuse of its
+        #: buffer must not change what is written) and its PSN (``_psns``; 0 for a frame of
+        #: the fabric).  The synthesised RoCEv2 frames are made at the flush, a run of one
+        #: size at a time straight into the pcap records (wire.template.make_rows).
         self._ts_ns: list[int] = []
-        self._syn_tpl: list[int] = []
-        self._syn_psn: list[int] = []
+        self._which: list[int] = []
+        self._psns: list[int] = []
+        self._frames: list[bytes] = []
         self._psn: dict[int, int] = {}
         #: (flow, src, dst, bytes, ECN) -> index in ``_tpl`` (templates) and ``_tpl_bytes``.
         self._templates: dict[tuple[int, int, int, int, int], int] = {}
@@ -304,6 +306,8 @@ class Capture:
             tpl, psn = self._synth(pkt)
             size = self._tpl_bytes[tpl]
         else:
+            tpl = -1
+            psn = 0
             size = len(frame)
         n = PCAP_RECORD_HEADER_BYTES + (size if self._snap is None else min(size, self._snap))
         if b.limit_bytes is not None and b.used_bytes + n > b.limit_bytes:
@@ -311,60 +315,48 @@ class Capture:
             return
         b.used_bytes += n
         self.bytes += n
-        if frame is None:
-            self._frames.append(None)
-            self._syn_tpl.append(tpl)
-            self._syn_psn.append(psn)
-        else:
+        if frame is not None:
             self._frames.append(bytes(frame))
+        self._which.append(tpl)
+        self._psns.append(psn)
         self._ts_ns.append(t_ps // PS_PER_NS)
         self.frames += 1
-        if len(self._frames) >= CAPTURE_BATCH_FRAMES:
+        if len(self._ts_ns) >= CAPTURE_BATCH_FRAMES:
             self._flush()
 
     def _flush(self) -> None:
-        """Write the records held so far: each run of synthesised frames of one size as the
-        rows of one array (:meth:`wire.pcapio.CaptureWriter.write_rows`), the others through
-        :meth:`~wire.pcapio.CaptureWriter.write_frames`, in their order."""
-        frames, ts = self._frames, self._ts_ns
-        if not frames:
-            return
-        self._frames, self._ts_ns = [], []
-        syn_tpl, syn_psn = self._syn_tpl, self._syn_psn
-        self._syn_tpl, self._syn_psn = [], []
-        w = self.writer
-        i = s = 0
-        end = len(frames)
-        while i < end:
-            j = i
-            if frames[i] is not None:
-                while j < end and frames[j] is not None:
-                    j += 1
-                w.write_frames(frames[i:j], ts[i:j])
-            else:
-                size = self._tpl_bytes[syn_tpl[s]]
-                k = s
-                while j < end and frames[j] is None and self._tpl_bytes[syn_tpl[k]] == size:
-                    j += 1
-                    k += 1
-                w.write_rows(self._rows(syn_tpl[s:k], syn_psn[s:k], size), ts[i:j])
-                s = k
-            i = j
-
-    def _rows(self, tpls: list[int], psns: list[int], size: int) -> Any:
-        """The synthesised frames of one size, in order, as the rows of a uint8 array."""
+        """Write the records held so far, in their order: each run of synthesised frames of
+        one size made into the records of one write
+        (:meth:`wire.pcapio.CaptureWriter.write_made_rows`), each run of the fabric's frames
+        through :meth:`~wire.pcapio.CaptureWriter.write_frames`."""
         import numpy as np
 
-        t = np.array(tpls, dtype=np.int64)
-        p = np.array(psns, dtype=np.int64)
-        first = tpls[0]
-        if t.min() == t.max():
-            return self._tpl[first].make_array(p)
-        rows = np.empty((len(t), size), dtype=np.uint8)
-        for g in np.unique(t).tolist():
-            at = t == g
-            rows[at] = self._tpl[g].make_array(p[at])
-        return rows
+        if not self._ts_ns:
+            return
+        ts = np.array(self._ts_ns, dtype=np.int64)
+        which = np.array(self._which, dtype=np.intp)
+        psns = np.array(self._psns, dtype=np.int64)
+        frames = self._frames
+        self._ts_ns, self._which, self._psns, self._frames = [], [], [], []
+        sizes = np.array([*self._tpl_bytes, -1], dtype=np.int64)[which]  # -1: the fabric's
+        bounds = [0, *(np.flatnonzero(sizes[1:] != sizes[:-1]) + 1).tolist(), len(ts)]
+        w = self.writer
+        real = 0
+        for i, j in pairwise(bounds):
+            size = int(sizes[i])
+            if size < 0:
+                w.write_frames(frames[real:real + j - i], ts[i:j].tolist())
+                real += j - i
+                continue
+            used, local = np.unique(which[i:j], return_inverse=True)
+            tpls = [self._tpl[g] for g in used.tolist()]
+            vals = psns[i:j]
+
+            def make(view: Any, tpls: list[RoceTemplate] = tpls, local: Any = local,
+                     vals: Any = vals) -> None:
+                make_rows(tpls, local, vals, out=view)
+
+            w.write_made_rows(ts[i:j], size, make)
 
     def _synth(self, pkt: Any) -> tuple[int, int]:
         """(template index, PSN) of the RoCEv2 frame standing for a data packet with no
@@ -372,7 +364,7 @@ class Capture:
         psn = self._psn.get(pkt.flow, 0)
         self._psn[pkt.flow] = (psn + 1) & 0xFFFFFF
         # one template per ECN codepoint too: only the PSN is patched per frame, so the IPv4
-        # checksum is the template's and the ICRC follows from the PSN (make_array)
+        # checksum is the template's and the ICRC follows from the PSN (make_rows)
         key = (pkt.flow, pkt.src, pkt.dst, pkt.nbytes, pkt.ecn)
         tpl = self._templates.get(key)
         if tpl is None:
