@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.study import results
+from sim.study import results, samples
 from sim.study.results import Capture, CaptureBudget
 from wire.pcapio import CaptureWriter
 
@@ -159,7 +159,7 @@ def test_rx_bins_compute_a_serialisation_time_once_per_size_and_rate(monkeypatch
         calls[0] += 1
         return frame_ser_time_ps(*a)
 
-    monkeypatch.setattr(results, "frame_ser_time_ps", counted)
+    monkeypatch.setattr(samples, "frame_ser_time_ps", counted)
     port = SimpleNamespace(rate_bps=100 * 10**9, prop_ps=500_000)
     bins = results._RxBins(1_000_000, 1000)
     tap = bins.tap_for(port)

@@ -41,11 +41,17 @@ from sim.events import (
 from sim.nic.host import Host
 from sim.study.conservation import flow_conservation
 from sim.study.conservation import live_packets as _live_packets
-from sim.study.samples import SampleSink
+from sim.study.samples import (
+    PCAP_FILE_HEADER_BYTES,
+    PCAP_RECORD_HEADER_BYTES,
+    CaptureBudget,
+    FrameLog,
+    RxTap,
+    SampleSink,
+)
 from sim.study.series import Series, SeriesStore, step_integral
 from sim.study.series import write_npz as _write_npz
 from sim.trace import JsonlTracer
-from sim.units import PS_PER_NS, frame_ser_time_ps
 from sim.workloads.replay import REPLAY_FLOW_BASE
 from wire.bth import BTH
 from wire.ethernet import ETHERNET
@@ -70,10 +76,6 @@ _LOGGED += (DeadlockFound, DeadlockCleared, WatchdogTriggered, WatchdogRestored)
 DEFAULT_CAPTURE_LIMIT_BYTES = 1024 * 10**6
 #: Warn before a run whose captures are estimated to exceed this (or the cap), bytes.
 CAPTURE_WARN_BYTES = 256 * 10**6
-#: Classic pcap file header and per-record header sizes (draft-ietf-opsawg-pcap sections 4
-#: and 5), bytes: a capture file's size is 24 + the sum of (16 + captured length).
-PCAP_FILE_HEADER_BYTES = 24
-PCAP_RECORD_HEADER_BYTES = 16
 #: Frame size the capture estimate assumes with ``--snaplen`` (a 1024-B-payload RoCEv2
 #: frame, the built-in scenarios' default ``packet_bytes``), bytes.
 _ESTIMATE_FRAME_BYTES = 1082
@@ -255,76 +257,25 @@ class Recorder(SampleSink):
 CAPTURE_BATCH_FRAMES = 1024
 
 
-class CaptureBudget:
-    """The bytes all the pcap files of one run may take together (``limit_bytes``; None: no
-    limit).  The first frame that would go over it stops every capture of the run
-    (``cut_at_ps``); what was written stays a valid pcap."""
-
-    def __init__(self, limit_bytes: int | None) -> None:
-        self.limit_bytes = limit_bytes
-        self.used_bytes = 0
-        self.cut_at_ps: int | None = None
-
-
-class Capture:
+class Capture(FrameLog):
     """A :class:`sim.net.port.Port` tap writing the frames leaving the port to a pcap, within a
     :class:`CaptureBudget`; frames longer than ``snaplen_bytes`` (None: whole frames) are cut,
-    keeping their original length in the record."""
+    keeping their original length in the record.  Its per-frame half is
+    :class:`sim.study.samples.FrameLog` (compiled with the core): records are held until
+    :data:`CAPTURE_BATCH_FRAMES` of them, then written at once, the synthesised RoCEv2 frames
+    made a run of one size at a time straight into the pcap records
+    (:func:`wire.template.make_rows`)."""
 
     def __init__(self, path: str, budget: CaptureBudget | None = None,
                  snaplen_bytes: int | None = None) -> None:
         self.path = path
-        self.budget = budget if budget is not None else CaptureBudget(None)
         self.writer = (CaptureWriter(path) if snaplen_bytes is None
                        else CaptureWriter(path, snaplen=snaplen_bytes))
-        self._snap = snaplen_bytes
-        self.frames = 0
-        self.bytes = PCAP_FILE_HEADER_BYTES
-        self.budget.used_bytes += PCAP_FILE_HEADER_BYTES
-        #: Records not written yet, written in batches of :data:`CAPTURE_BATCH_FRAMES` and at
-        #: close: per record its time (ns), its template (``_which``: an index in ``_tpl``,
-        #: or -1 for a frame of the fabric, kept in ``_frames``, copied: a later reuse of its
-        #: buffer must not change what is written) and its PSN (``_psns``; 0 for a frame of
-        #: the fabric).  The synthesised RoCEv2 frames are made at the flush, a run of one
-        #: size at a time straight into the pcap records (wire.template.make_rows).
-        self._ts_ns: list[int] = []
-        self._which: list[int] = []
-        self._psns: list[int] = []
-        self._frames: list[bytes] = []
-        self._psn: dict[int, int] = {}
-        #: (flow, src, dst, bytes, ECN) -> index in ``_tpl`` (templates) and ``_tpl_bytes``.
-        self._templates: dict[tuple[int, int, int, int, int], int] = {}
-        self._tpl: list[RoceTemplate] = []
-        self._tpl_bytes: list[int] = []
+        super().__init__(budget if budget is not None else CaptureBudget(None),
+                         snaplen_bytes, CAPTURE_BATCH_FRAMES)
+        self._tpl: list[RoceTemplate] = []  # the templates of FrameLog._templates
 
-    def __call__(self, t_ps: int, pkt: Any) -> None:
-        b = self.budget
-        if b.cut_at_ps is not None:
-            return
-        frame = pkt.frame
-        if frame is None:
-            tpl, psn = self._synth(pkt)
-            size = self._tpl_bytes[tpl]
-        else:
-            tpl = -1
-            psn = 0
-            size = len(frame)
-        n = PCAP_RECORD_HEADER_BYTES + (size if self._snap is None else min(size, self._snap))
-        if b.limit_bytes is not None and b.used_bytes + n > b.limit_bytes:
-            b.cut_at_ps = t_ps
-            return
-        b.used_bytes += n
-        self.bytes += n
-        if frame is not None:
-            self._frames.append(bytes(frame))
-        self._which.append(tpl)
-        self._psns.append(psn)
-        self._ts_ns.append(t_ps // PS_PER_NS)
-        self.frames += 1
-        if len(self._ts_ns) >= CAPTURE_BATCH_FRAMES:
-            self._flush()
-
-    def _flush(self) -> None:
+    def _write_batch(self) -> None:
         """Write the records held so far, in their order: each run of synthesised frames of
         one size made into the records of one write
         (:meth:`wire.pcapio.CaptureWriter.write_made_rows`), each run of the fabric's frames
@@ -358,68 +309,44 @@ class Capture:
 
             w.write_made_rows(ts[i:j], size, make)
 
-    def _synth(self, pkt: Any) -> tuple[int, int]:
-        """(template index, PSN) of the RoCEv2 frame standing for a data packet with no
-        bytes: the flow's next PSN (24 bits, from 0)."""
-        psn = self._psn.get(pkt.flow, 0)
-        self._psn[pkt.flow] = (psn + 1) & 0xFFFFFF
-        # one template per ECN codepoint too: only the PSN is patched per frame, so the IPv4
-        # checksum is the template's and the ICRC follows from the PSN (make_rows)
-        key = (pkt.flow, pkt.src, pkt.dst, pkt.nbytes, pkt.ecn)
-        tpl = self._templates.get(key)
-        if tpl is None:
-            pay = max(pkt.nbytes - _HDR_BYTES, 0)
-            t = RoceTemplate({
-                "eth": {"dst": node_mac(pkt.dst), "src": node_mac(pkt.src)},
-                "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": pkt.ecn},
-                "udp": {"sport": 49152 + (pkt.flow & 0x3FFF)},
-                "bth": {"opcode": "RC_RDMA_WRITE_MIDDLE", "dest_qp": pkt.flow & 0xFFFFFF},
-                "payload": {"data": "00" * pay},
-            }, patch=("bth.psn",))
-            tpl = self._templates[key] = len(self._tpl)
-            self._tpl.append(t)
-            self._tpl_bytes.append(t.size_bytes)
-        return tpl, psn
+    def _new_template(self, pkt: Any) -> int:
+        """A new template for the synthesised frames of ``pkt``'s flow, size and ECN (one per
+        ECN codepoint too: only the PSN is patched per frame, so the IPv4 checksum is the
+        template's and the ICRC follows from the PSN, make_rows); its index."""
+        pay = max(pkt.nbytes - _HDR_BYTES, 0)
+        t = RoceTemplate({
+            "eth": {"dst": node_mac(pkt.dst), "src": node_mac(pkt.src)},
+            "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": pkt.ecn},
+            "udp": {"sport": 49152 + (pkt.flow & 0x3FFF)},
+            "bth": {"opcode": "RC_RDMA_WRITE_MIDDLE", "dest_qp": pkt.flow & 0xFFFFFF},
+            "payload": {"data": "00" * pay},
+        }, patch=("bth.psn",))
+        self._tpl.append(t)
+        self._tpl_bytes.append(t.size_bytes)
+        return len(self._tpl) - 1
 
     def _frame(self, tpl: int, psn: int) -> bytearray:
-        """One synthesised frame (what a row of :meth:`_rows` holds)."""
+        """One synthesised frame (what :meth:`_write_batch` writes for that record)."""
         return self._tpl[tpl].make(**{"bth.psn": psn})
 
     def close(self) -> None:
         try:
-            self._flush()
+            self._write_batch()
         finally:
             self.writer.close()
 
 
 class _RxBins:
-    """Bytes delivered per flow per bin, from taps on the ports feeding the receivers."""
+    """Bytes delivered per flow per bin, from taps on the ports feeding the receivers
+    (:class:`sim.study.samples.RxTap`, compiled with the core)."""
 
     def __init__(self, bin_ps: int, nbins: int) -> None:
         self.bin_ps = bin_ps
         self.nbins = nbins
         self.bins: dict[int, list[int]] = {}
 
-    def tap_for(self, port: Any):
-        # (frame bytes, rate) -> serialisation time: a few sizes, a rate a fault may change
-        ser: dict[tuple[int, int], int] = {}
-
-        def tap(t_ps: int, pkt: Any) -> None:
-            if pkt.frame is not None:
-                return
-            k = (pkt.nbytes, port.rate_bps)
-            d = ser.get(k)
-            if d is None:
-                d = ser[k] = frame_ser_time_ps(*k)
-            at = t_ps + d + port.prop_ps
-            b = at // self.bin_ps
-            if b >= self.nbins:
-                return
-            row = self.bins.get(pkt.flow)
-            if row is None:
-                row = self.bins[pkt.flow] = [0] * self.nbins
-            row[b] += pkt.nbytes
-        return tap
+    def tap_for(self, port: Any) -> RxTap:
+        return RxTap(port, self.bins, self.bin_ps, self.nbins)
 
 
 def queue_mean_bytes(out_dir: str | os.PathLike[str], *, queue: int = 3,

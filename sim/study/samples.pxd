@@ -1,6 +1,8 @@
 # Types of sim/study/samples.py for the compiled core (issue 19; Cython pure-Python mode: the
 # .py is the source, this file only declares).  SampleSink is a cdef class (the Recorder, a
-# Python class, subclasses it); the shared body of a queue sample is a C method.
+# Python class, subclasses it); the shared body of a queue sample is a C method.  FrameLog
+# (the Capture, a Python class, subclasses it), CaptureBudget and RxTap are cdef classes whose
+# __call__ is what a port calls per frame.
 
 cdef class SampleSink:
     cdef public object store
@@ -9,3 +11,34 @@ cdef class SampleSink:
     cdef public dict ingress
 
     cdef _queue_sample(self, t_ps, node, port, queue, queue_bytes)
+
+
+cdef class CaptureBudget:
+    cdef public object limit_bytes
+    cdef public long long used_bytes
+    cdef public object cut_at_ps
+
+
+cdef class FrameLog:
+    cdef public CaptureBudget budget
+    cdef public object _snap
+    cdef public Py_ssize_t batch_frames
+    cdef public long long frames
+    cdef public long long bytes
+    cdef public list _ts_ns
+    cdef public list _which
+    cdef public list _psns
+    cdef public list _frames
+    cdef public dict _psn
+    cdef public dict _templates
+    cdef public list _tpl_bytes
+
+    cdef tuple _next(self, pkt)
+
+
+cdef class RxTap:
+    cdef public object port
+    cdef public dict bins
+    cdef public long long bin_ps
+    cdef public Py_ssize_t nbins
+    cdef dict _ser

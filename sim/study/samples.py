@@ -1,18 +1,35 @@
-"""The per-sample half of :class:`sim.study.results.Recorder` (issue 19): a queue depth arrives
-at every enqueue and dequeue of every port and an ingress counter at every admission and
-release, one to three samples per packet-hop, so these methods are compiled with the
+"""The per-frame halves of ``lossless replay``'s outputs (issue 19), compiled with the
 simulator's core (``sim/study/samples.pxd``; the same ``.py`` runs interpreted without a
-compiler).  Each series is a :class:`sim.study.series.Series` of the sink's ``store``, which
-spills them to a temporary file past its budget (bounded memory).
+compiler):
+
+* :class:`SampleSink`, the per-sample half of :class:`sim.study.results.Recorder`: a queue
+  depth arrives at every enqueue and dequeue of every port and an ingress counter at every
+  admission and release, one to three samples per packet-hop.  Each series is a
+  :class:`sim.study.series.Series` of the sink's ``store``, which spills them to a temporary
+  file past its budget (bounded memory).
+* :class:`FrameLog`, the per-frame half of :class:`sim.study.results.Capture` (a port tap: the
+  bookkeeping of each frame leaving the captured port; the frames are made and written a
+  batch at a time by the Capture), and :class:`CaptureBudget`, the bytes all captures share.
+* :class:`RxTap`, a port tap binning the bytes delivered to a receiver per flow (the
+  throughput plot's series).
 
 May import the kernel and ``sim.study.series`` only.
 """
 
 from __future__ import annotations
 
-from sim.study.series import Series, SeriesStore
+from typing import Any
 
-__all__ = ["SampleSink"]
+from sim.study.series import Series, SeriesStore
+from sim.units import PS_PER_NS, frame_ser_time_ps
+
+__all__ = ["SampleSink", "CaptureBudget", "FrameLog", "RxTap", "PCAP_FILE_HEADER_BYTES",
+           "PCAP_RECORD_HEADER_BYTES"]
+
+#: Classic pcap file header and per-record header sizes (draft-ietf-opsawg-pcap sections 4
+#: and 5), bytes: a capture file's size is 24 + the sum of (16 + captured length).
+PCAP_FILE_HEADER_BYTES = 24
+PCAP_RECORD_HEADER_BYTES = 16
 
 
 class SampleSink:
@@ -67,3 +84,124 @@ class SampleSink:
         s[1].append(nbytes)
         if len(s[0]) >= self._cap:
             self.store.spill(s)
+
+
+class CaptureBudget:
+    """The bytes all the pcap files of one run may take together (``limit_bytes``; None: no
+    limit).  The first frame that would go over it stops every capture of the run
+    (``cut_at_ps``); what was written stays a valid pcap."""
+
+    def __init__(self, limit_bytes: int | None) -> None:
+        self.limit_bytes = limit_bytes
+        self.used_bytes = 0
+        self.cut_at_ps: int | None = None
+
+
+class FrameLog:
+    """What a capture keeps of each frame leaving its port until the next batch is written
+    (``_write_batch``, the subclass's, called when ``batch_frames`` records are held): per
+    record its time (``_ts_ns``, ns), its template (``_which``: an index in the subclass's
+    templates, or -1 for a frame of the fabric, kept in ``_frames``, copied: a later reuse of
+    its buffer must not change what is written) and its PSN (``_psns``; 0 for a frame of the
+    fabric).  A data packet with no bytes stands for a RoCEv2 frame of its flow (its
+    template: ``_templates`` (flow, src, dst, bytes, ECN) -> index, made by the subclass's
+    ``_new_template``; ``_tpl_bytes`` their sizes) with the flow's next PSN (24 bits, from
+    0).  ``snaplen_bytes`` (None: whole frames) cuts what is counted against ``budget``."""
+
+    def __init__(self, budget: CaptureBudget, snaplen_bytes: int | None,
+                 batch_frames: int) -> None:
+        self.budget = budget
+        self._snap = snaplen_bytes
+        self.batch_frames = batch_frames
+        self.frames = 0
+        self.bytes = PCAP_FILE_HEADER_BYTES
+        budget.used_bytes += PCAP_FILE_HEADER_BYTES
+        self._ts_ns: list[int] = []
+        self._which: list[int] = []
+        self._psns: list[int] = []
+        self._frames: list[bytes] = []
+        self._psn: dict[int, int] = {}
+        self._templates: dict[tuple[int, int, int, int, int], int] = {}
+        self._tpl_bytes: list[int] = []
+
+    def __call__(self, t_ps: int, pkt: Any) -> None:
+        b = self.budget
+        if b.cut_at_ps is not None:
+            return
+        frame = pkt.frame
+        if frame is None:
+            tpl, psn = self._next(pkt)
+            size = self._tpl_bytes[tpl]
+        else:
+            tpl = -1
+            psn = 0
+            size = len(frame)
+        n = PCAP_RECORD_HEADER_BYTES + (size if self._snap is None else min(size, self._snap))
+        if b.limit_bytes is not None and b.used_bytes + n > b.limit_bytes:
+            b.cut_at_ps = t_ps
+            return
+        b.used_bytes += n
+        self.bytes += n
+        if frame is not None:
+            self._frames.append(bytes(frame))
+        self._which.append(tpl)
+        self._psns.append(psn)
+        self._ts_ns.append(t_ps // PS_PER_NS)
+        self.frames += 1
+        if len(self._ts_ns) >= self.batch_frames:
+            self._write_batch()
+
+    def _synth(self, pkt: Any) -> tuple[int, int]:
+        """(template index, PSN) of the RoCEv2 frame standing for a data packet with no
+        bytes: the flow's next PSN (24 bits, from 0)."""
+        return self._next(pkt)
+
+    def _next(self, pkt: Any) -> tuple[int, int]:
+        flow = pkt.flow
+        psn = self._psn.get(flow, 0)
+        self._psn[flow] = (psn + 1) & 0xFFFFFF
+        key = (flow, pkt.src, pkt.dst, pkt.nbytes, pkt.ecn)
+        tpl = self._templates.get(key)
+        if tpl is None:
+            tpl = self._templates[key] = self._new_template(pkt)
+        return tpl, psn
+
+    def _new_template(self, pkt: Any) -> int:  # pragma: no cover - the subclass's
+        raise NotImplementedError
+
+    def _write_batch(self) -> None:  # pragma: no cover - the subclass's
+        raise NotImplementedError
+
+
+class RxTap:
+    """A tap on a port feeding a receiver: the bytes of each data packet leaving it, added to
+    its flow's row of ``bins`` (flow -> bytes per bin, shared by the run's taps; ``nbins``
+    bins of ``bin_ps``) at the bin of its arrival: the frame's serialisation time at the
+    port's rate (computed once per size and rate: a fault may change the rate) plus the
+    link's propagation delay after it leaves."""
+
+    def __init__(self, port: Any, bins: dict[int, list[int]], bin_ps: int,
+                 nbins: int) -> None:
+        self.port = port
+        self.bins = bins
+        self.bin_ps = bin_ps
+        self.nbins = nbins
+        self._ser: dict[tuple[int, int], int] = {}
+
+    def __call__(self, t_ps: int, pkt: Any) -> None:
+        if pkt.frame is not None:
+            return
+        nbytes = pkt.nbytes
+        port = self.port
+        k = (nbytes, port.rate_bps)
+        d = self._ser.get(k)
+        if d is None:
+            d = self._ser[k] = frame_ser_time_ps(nbytes, port.rate_bps)
+        b = (t_ps + d + port.prop_ps) // self.bin_ps
+        if b >= self.nbins:
+            return
+        flow = pkt.flow
+        row = self.bins.get(flow)
+        if row is None:
+            row = self.bins[flow] = [0] * self.nbins
+        row[b] += nbytes
