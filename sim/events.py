@@ -51,7 +51,9 @@ class Event:
         """``{"event": ClassName, <fields in order>}`` with plain JSON types."""
         out: dict[str, Any] = {"event": type(self).__name__}
         for name in self.__slots__:
-            out[name] = _plain(getattr(self, name))
+            v = getattr(self, name)
+            # most fields are plain ints or strings already (not bool, IntEnum or numpy)
+            out[name] = v if type(v) is int or type(v) is str else _plain(v)
         return out
 
 

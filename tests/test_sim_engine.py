@@ -487,6 +487,37 @@ def test_jsonl_tracer(tmp_path) -> None:
     assert json.loads(buf.getvalue()) == SAMPLES[0].to_dict()
 
 
+def _event_like(data, sample):
+    """``sample``'s event type with every int, float and str field drawn anew (big and
+    negative ints, bools, NaN and infinities, quotes and non-ASCII text)."""
+    import dataclasses
+
+    values = {}
+    for f in dataclasses.fields(sample):
+        v = getattr(sample, f.name)
+        if isinstance(v, bool) or isinstance(v, int):
+            v = data.draw(st.one_of(st.integers(-(2**70), 2**70), st.booleans()))
+        elif isinstance(v, float):
+            v = data.draw(st.floats(allow_nan=True, allow_infinity=True))
+        elif isinstance(v, str):
+            v = data.draw(st.text())
+        values[f.name] = v
+    return type(sample)(**values)
+
+
+@given(data=st.data())
+def test_jsonl_tracer_lines_are_the_json_of_to_dict(data) -> None:
+    """The tracer writes a line field by field (no dict built); it is exactly the JSON
+    encoder's text of ``to_dict()``, whatever the values."""
+    events = [_event_like(data, e) for e in SAMPLES]
+    buf = io.StringIO()
+    tracer = JsonlTracer(buf)
+    for e in events:
+        tracer.emit(e)
+    enc = json.JSONEncoder(separators=(",", ":")).encode
+    assert buf.getvalue() == "".join(enc(e.to_dict()) + "\n" for e in events)
+
+
 def test_list_tracer_to_arrays_and_tee() -> None:
     lst = ListTracer()
     tracer = TeeTracer(NullTracer(), lst)
