@@ -43,6 +43,7 @@ COMPILED: tuple[str, ...] = (
     "sim.net.mmu",
     "sim.net.switch",
     "sim.nic.host",
+    "sim.cc.base",
     "sim.cc.dcqcn",
     "sim.flowctl.pfc",
     "sim.trace",

@@ -78,6 +78,9 @@ def test_unknown_override_lists_valid_names():
     ({"alpha_update_order": "x"}, "alpha_update_order"),
     ({"clamp_target_rate": "yes"}, "clamp_target_rate"),
     ({"hyper_halves_period": 1}, "hyper_halves_period"),
+    # the compiled core keeps integer parameters as int64: both cores refuse what would not fit
+    ({"byte_counter_bytes": 2**63}, "byte_counter_bytes"),
+    ({"rate_ai_bps": float(2**64)}, "rate_ai_bps"),
 ])
 def test_impossible_values_name_the_parameter(kw, name):
     with pytest.raises(ValueError, match=name):
@@ -87,6 +90,19 @@ def test_impossible_values_name_the_parameter(kw, name):
 def test_line_rate_must_be_positive():
     with pytest.raises(ValueError, match="line_rate_bps"):
         cc.create("dcqcn", line_rate_bps=0)
+    with pytest.raises(ValueError, match=r"line_rate_bps.*2\*\*63"):
+        cc.create("dcqcn", line_rate_bps=2**63)
+
+
+def test_a_rate_control_without_a_rate_says_so():
+    """RateControl is not an abc.ABC (the compiled core makes it an extension type): a
+    subclass that forgets rate_bps fails when the rate is read, naming itself."""
+    class Forgot(cc.RateControl):
+        pass
+
+    with pytest.raises(NotImplementedError, match="Forgot must define rate_bps"):
+        Forgot().rate_bps  # noqa: B018
+    assert Forgot().reacts_to_tx and Forgot().next_timer_ps() is None
 
 
 def test_hpcc_min_rate_above_a_slow_line_is_rejected():

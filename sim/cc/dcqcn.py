@@ -90,6 +90,7 @@ HYPER_MULTIPLIERS = ("paper", "ns3rdma", "constant")
 ALPHA_ORDERS = ("cut_then_update", "update_then_cut")
 
 _FR, _AI, _HAI = 0, 1, 2
+_INT64_LIMIT = 2**63
 
 
 @dataclass(frozen=True)
@@ -272,12 +273,14 @@ def parameter_names() -> list[str]:
 def _as_int(name: str, v: object) -> int:
     if isinstance(v, bool) or not isinstance(v, Real):
         raise ValueError(f"dcqcn {name} must be an integer, got {v!r}")
-    if isinstance(v, int):
-        return v
-    f = float(v)
-    if not math.isfinite(f) or not f.is_integer():
-        raise ValueError(f"dcqcn {name} must be an integer, got {v!r}")
-    return int(f)
+    if not isinstance(v, int):
+        f = float(v)
+        if not math.isfinite(f) or not f.is_integer():
+            raise ValueError(f"dcqcn {name} must be an integer, got {v!r}")
+        v = int(f)
+    if not -_INT64_LIMIT <= v < _INT64_LIMIT:  # the compiled core keeps them as int64
+        raise ValueError(f"dcqcn {name} must be below 2**63 in magnitude, got {v!r}")
+    return v
 
 
 def _as_float(name: str, v: object) -> float:
