@@ -159,5 +159,6 @@ def test_tee_of_a_recorder_gets_queue_objects():
     events and the Recorder reads them through emit, as before."""
     rec = Recorder()
     _run_library(TeeTracer(rec, _Counting(wants=NOTHING)))
+    rec.flush_samples()  # the latest samples of each series wait in a buffer until then
     assert rec.queues and sum(len(t) for t, _ in rec.queues.values()) > 100
     assert Enqueued in Interest(TeeTracer(rec)).types

@@ -227,6 +227,7 @@ class Recorder(SampleSink):
         if duration_ps <= 0:
             return out
         st = self.store
+        self.flush_samples()
         for (node, port, _q), s in self.queues.items():
             area = step_integral(zip(st.chunks(s, 0), st.chunks(s, 1), strict=True), 0,
                                  duration_ps)
@@ -236,6 +237,7 @@ class Recorder(SampleSink):
     def arrays(self) -> Iterator[tuple[str, Any]]:
         """(timeseries.npz key, column) of every series, in the file's order; a column is a
         (dtype, rows, chunks) triple for :func:`sim.study.series.write_npz`."""
+        self.flush_samples()
         col = self.store.column
         for (n, p, q), s in sorted(self.queues.items()):
             yield f"queue_n{n}_p{p}_q{q}_t_ps", col(s, 0)

@@ -4,13 +4,28 @@
 # (the Capture, a Python class, subclasses it), CaptureBudget and RxTap are cdef classes whose
 # __call__ is what a port calls per frame.
 
+cimport cython
+
+
+cdef class _Pending:
+    cdef public object series
+    cdef public list t
+    cdef public list v
+
+
 cdef class SampleSink:
     cdef public object store
     cdef public Py_ssize_t _cap
     cdef public dict queues
     cdef public dict ingress
+    cdef public dict _qpend
+    cdef public dict _ipend
 
+    @cython.locals(p=_Pending)
     cdef _queue_sample(self, t_ps, node, port, queue, queue_bytes)
+    @cython.locals(p=_Pending)
+    cdef _ingress_sample(self, t_ps, node, port, pg, nbytes)
+    cdef _move(self, _Pending p)
 
 
 cdef class CaptureBudget:

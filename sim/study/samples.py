@@ -24,7 +24,7 @@ from sim.study.series import Series, SeriesStore
 from sim.units import PS_PER_NS, frame_ser_time_ps
 
 __all__ = ["SampleSink", "CaptureBudget", "FrameLog", "RxTap", "PCAP_FILE_HEADER_BYTES",
-           "PCAP_RECORD_HEADER_BYTES"]
+           "PCAP_RECORD_HEADER_BYTES", "SAMPLE_BUFFER_ROWS"]
 
 #: Classic pcap file header and per-record header sizes (draft-ietf-opsawg-pcap sections 4
 #: and 5), bytes: a capture file's size is 24 + the sum of (16 + captured length).
@@ -32,17 +32,39 @@ PCAP_FILE_HEADER_BYTES = 24
 PCAP_RECORD_HEADER_BYTES = 16
 
 
+#: A queue or ingress series takes this many samples in two Python lists before they are moved
+#: into its typed columns at once (``array.extend``): a list append is a few C instructions in
+#: the compiled core where an ``array``'s is a method call.  Small, so that many series hold
+#: little beyond their spill budget (about 2.5 KB each at most); read a sink's series after
+#: :meth:`SampleSink.flush_samples`.
+SAMPLE_BUFFER_ROWS = 32
+
+
+class _Pending:
+    """The samples of one series not moved into it yet (times ``t``, values ``v``)."""
+
+    def __init__(self, series: Series) -> None:
+        self.series = series
+        self.t: list[int] = []
+        self.v: list[int] = []
+
+
 class SampleSink:
     """Queue depths (``queues``: (node, port, queue) -> t_ps, queue bytes after every change)
     and ingress counters (``ingress``: (node, port, PG) -> t_ps, bytes held after every
     change), as series of ``store``; ``_cap`` is the rows a series may hold before it spills,
-    worked out again whenever a series is made (:meth:`_new`: the budget is shared)."""
+    worked out again whenever a series is made (:meth:`_new`: the budget is shared).  The
+    latest samples of each series wait in a buffer of up to :data:`SAMPLE_BUFFER_ROWS`
+    (``_qpend``, ``_ipend``): :meth:`flush_samples` moves them into the series before the
+    series are read."""
 
     def __init__(self, store: SeriesStore) -> None:
         self.store = store
         self._cap = store.cap_rows
         self.queues: dict[tuple[int, int, int], Series] = {}
         self.ingress: dict[tuple[int, int, int], Series] = {}
+        self._qpend: dict[tuple[int, int, int], _Pending] = {}
+        self._ipend: dict[tuple[int, int, int], _Pending] = {}
 
     def _new(self, typecodes: str) -> Series:
         s = self.store.new(typecodes)
@@ -63,27 +85,57 @@ class SampleSink:
     def _queue_sample(self, t_ps: int, node: int, port: int, queue: int,
                       queue_bytes: int) -> None:
         key = (node, port, queue)
-        s = self.queues.get(key)
-        if s is None:
-            s = self.queues[key] = self._new("qq")
-        t = s[0]
-        t.append(t_ps)
-        s[1].append(queue_bytes)
-        if len(t) >= self._cap:
-            self.store.spill(s)
+        p = self._qpend.get(key)
+        if p is None:
+            p = self._qpend[key] = _Pending(self._new("qq"))
+            self.queues[key] = p.series
+        p.t.append(t_ps)
+        p.v.append(queue_bytes)
+        if len(p.t) >= SAMPLE_BUFFER_ROWS:
+            self._move(p)
 
     def ingress_sample(self, t_ps: int, node: int, port: int, pg: int, nbytes: int) -> None:
-        """``Switch.ingress_tap``: one sample of an ingress (port, PG) counter."""
+        """``Switch.ingress_tap``: one sample of an ingress (port, PG) counter (a repeat of
+        the last one, same time and value, is left out)."""
+        self._ingress_sample(t_ps, node, port, pg, nbytes)
+
+    def _ingress_sample(self, t_ps: int, node: int, port: int, pg: int, nbytes: int) -> None:
         key = (node, port, pg)
-        s = self.ingress.get(key)
-        if s is None:
-            s = self.ingress[key] = self._new("qq")
-        elif s[1][-1] == nbytes and s[0][-1] == t_ps:  # a spill keeps the last row
-            return
-        s[0].append(t_ps)
-        s[1].append(nbytes)
+        p = self._ipend.get(key)
+        if p is None:
+            p = self._ipend[key] = _Pending(self._new("qq"))
+            self.ingress[key] = p.series
+        elif p.t:
+            if p.v[-1] == nbytes and p.t[-1] == t_ps:
+                return
+        else:  # moved already: the series holds the last row (a spill keeps it)
+            s = p.series
+            if s[1][-1] == nbytes and s[0][-1] == t_ps:
+                return
+        p.t.append(t_ps)
+        p.v.append(nbytes)
+        if len(p.t) >= SAMPLE_BUFFER_ROWS:
+            self._move(p)
+
+    def _move(self, p: _Pending) -> None:
+        """Move ``p``'s samples into its series; spill the series if it holds its share."""
+        s = p.series
+        s[0].extend(p.t)
+        s[1].extend(p.v)
+        p.t = []
+        p.v = []
         if len(s[0]) >= self._cap:
             self.store.spill(s)
+
+    def flush_samples(self) -> None:
+        """Move every buffered queue and ingress sample into its series (before reading
+        ``queues`` or ``ingress``)."""
+        for p in self._qpend.values():
+            if p.t:
+                self._move(p)
+        for p in self._ipend.values():
+            if p.t:
+                self._move(p)
 
 
 class CaptureBudget:
