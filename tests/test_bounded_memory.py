@@ -10,17 +10,19 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import sim.study.results as results
+import sim.study.samples as samples
 import sim.study.series as series
 from sim.events import PauseExpired, PauseReceived, PauseSent, RateChanged
 from sim.study.results import Recorder, run_scenario, step_mean
 from sim.study.series import SeriesStore, write_npz
 
-# one sample: (kind, key, t step, value); kinds: queue, ingress, pfc state, rate
-_sample = st.tuples(st.sampled_from(["q", "i", "ptx", "prx", "rate"]),
+# one sample: (kind, key, t step, value); kinds: queue, ingress, a repeat of the key's last
+# ingress sample (left out), pfc state, rate
+_sample = st.tuples(st.sampled_from(["q", "i", "irep", "ptx", "prx", "rate"]),
                     st.integers(0, 2), st.integers(0, 50), st.integers(0, 10**7))
 
 
@@ -35,6 +37,10 @@ def _feed(rec: Recorder, stream: list[tuple[str, int, int, int]]) -> dict[str, l
             rec.on_enqueued(t, 1, k, 3, 0, 0, 0, v)
             ref.setdefault(f"queue_n1_p{k}_q3_t_ps", []).append(t)
             ref.setdefault(f"queue_n1_p{k}_q3_bytes", []).append(v)
+        elif kind == "irep":
+            if k in last_ingress:  # the same time and value again: kept out
+                last_t, last_v = last_ingress[k]
+                rec.ingress_sample(last_t, 1, k, 3, last_v)
         elif kind == "i":
             if last_ingress.get(k) == (t, v):
                 rec.ingress_sample(t, 1, k, 3, v)  # a repeat: kept out
@@ -68,8 +74,23 @@ def _npz(rec: Recorder, path: str) -> dict[str, np.ndarray]:
         return {k: z[k] for k in z.files}
 
 
-@given(st.lists(_sample, max_size=300), st.integers(2, 9))
-def test_spilled_recorder_writes_the_same_arrays(tmp_path_factory, stream, min_rows):
+@given(st.lists(_sample, max_size=300), st.integers(2, 9), st.sampled_from([1, 2, 3, 32]))
+# an ingress repeat checked against a row moved into the series already (and spilled)
+@example(stream=[("i", 0, 5, 1), ("i", 0, 5, 2), ("i", 0, 5, 3), ("irep", 0, 0, 0)],
+         min_rows=2, buffer_rows=1)
+def test_spilled_recorder_writes_the_same_arrays(tmp_path_factory, stream, min_rows,
+                                                 buffer_rows):
+    """Spilled or not, and whatever the samples' buffer (moves into the columns, spills and
+    the ingress repeats checked against a row moved already all meet at small sizes), the
+    arrays are those of the old list-based Recorder."""
+    saved, samples.SAMPLE_BUFFER_ROWS = samples.SAMPLE_BUFFER_ROWS, buffer_rows
+    try:
+        _check_spilled(tmp_path_factory, stream, min_rows)
+    finally:
+        samples.SAMPLE_BUFFER_ROWS = saved
+
+
+def _check_spilled(tmp_path_factory, stream, min_rows):
     d = str(tmp_path_factory.mktemp("spill"))
     mem = Recorder()
     with SeriesStore(d, budget_bytes=1, min_rows=min_rows) as store:
