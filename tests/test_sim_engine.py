@@ -298,6 +298,46 @@ def test_port_cut_through_enqueue_changes_nothing() -> None:
     assert {"PauseSent", "PauseReceived", "CEMarked", "Enqueued", "Dequeued"} <= kinds
 
 
+@pytest.mark.parametrize("how", ["set_rate", "attribute"])
+def test_port_rate_change_reaches_cached_times(how) -> None:
+    """A port keeps serialisation and pause times per size and quanta; after its rate changes
+    (``set_rate``, or ``rate_bps`` set directly) frames and pauses take the new rate's."""
+    from sim.net.port import Port
+    from sim.units import frame_ser_time_ps
+    from wire.pfc import quanta_to_ps
+
+    class Sink:
+        node_id = 1
+
+        def __init__(self) -> None:
+            self.at: list[int] = []
+
+        def receive(self, port: int, pkt: SimPacket) -> None:
+            self.at.append(eng.now_ps)
+
+    eng = Engine()
+    port = Port(eng, 0, 0, 100 * 10**9)
+    sink = Sink()
+    port.connect(sink, 0, 0)
+    port.enqueue(SimPacket(1, 0, 1082))
+    eng.run()
+    port.pause(3, 100)
+    assert port._paused_until_ps[3] == eng.now_ps + quanta_to_ps(100, 100 * 10**9)
+    eng.run()
+    if how == "set_rate":
+        port.set_rate(25 * 10**9)
+    else:
+        port.rate_bps = 25 * 10**9
+    start = eng.now_ps
+    port.enqueue(SimPacket(2, start, 1082))
+    eng.run()
+    assert sink.at == [frame_ser_time_ps(1082, 100 * 10**9),
+                       start + frame_ser_time_ps(1082, 25 * 10**9)]
+    assert port.ser_time_ps(1082) == frame_ser_time_ps(1082, 25 * 10**9)
+    port.pause(3, 100)
+    assert port._paused_until_ps[3] == eng.now_ps + quanta_to_ps(100, 25 * 10**9)
+
+
 def test_run_not_reentrant() -> None:
     eng = Engine()
     errors: list[Exception] = []

@@ -48,7 +48,6 @@ from typing import Any
 
 from sim.engine import Timer
 from sim.packet import PRIORITIES, SimPacket
-from sim.units import frame_ser_time_ps
 
 __all__ = ["BLOCK_BYTES", "FC_PACKET_BYTES", "FC_PERIOD_SYMBOLS", "IbConfig", "IbLink",
            "MAX_AHEAD_BLOCKS", "MGMT_VL", "SEQ_MOD", "attach_ib", "fccl_value", "ib_blocks",
@@ -232,9 +231,7 @@ class IbLink:
         self.fctbs[v] = (self.fctbs[v] + b) % SEQ_MOD
         pkt.fc = (self, v, b)
         port = self.port
-        t = port._ser_cache.get(pkt.nbytes)
-        if t is None:
-            t = frame_ser_time_ps(pkt.nbytes, port.rate_bps)
+        t = port.ser_time_ps(pkt.nbytes)
         # the last bit reaches the receiver's buffer before the receiver handles the packet
         self.engine.call_in(t + port.prop_ps, self._arrive, v, b, priority=-1)
 

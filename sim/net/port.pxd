@@ -28,6 +28,7 @@ cdef class Port:
     cdef public long long _last_tc
     cdef public dict _ser_cache
     cdef public dict _pause_ps
+    cdef public object _cached_rate
     cdef public object on_dequeue
     cdef public object peer
     cdef public object peer_port

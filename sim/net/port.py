@@ -212,7 +212,8 @@ class Port:
         self._queued = 0  # data frames in all queues (fast path of the scheduler)
         self._last_tc = 0  # the data queue picked last (fast path of the "rr" scheduler)
         self._ser_cache: dict[int, int] = {}
-        self._pause_ps: dict[int, int] = {}  # quanta -> pause time at rate_bps (set_rate)
+        self._pause_ps: dict[int, int] = {}  # quanta -> pause time at rate_bps
+        self._cached_rate = rate_bps  # the rate of _ser_cache's and _pause_ps's times
         self.on_dequeue = on_dequeue
         self.peer: Receiver | None = None
         self.peer_port = 0
@@ -342,14 +343,26 @@ class Port:
 
     def set_rate(self, rate_bps: int) -> None:
         """Serialise at ``rate_bps`` from now on (a degraded link; the frame on the wire keeps
-        its time); pause quanta are counted at the new rate too."""
+        its time); pause quanta are counted at the new rate too.  (Setting ``rate_bps``
+        directly does the same: the times worked out at the old rate are dropped when the
+        next frame or pause finds the rate changed.)"""
         self.rate_bps = rate_bps
+
+    def ser_time_ps(self, nbytes: int) -> int:
+        """Serialisation time of a frame of ``nbytes`` at this port's rate now."""
+        return self._ser_ps(nbytes)
+
+    def _rate_changed(self) -> None:
+        """``rate_bps`` is not the one the cached times were worked out at: drop them."""
+        self._cached_rate = self.rate_bps
         self._ser_cache.clear()
         self._pause_ps.clear()
 
     def _ser_ps(self, nbytes: int) -> int:
         """Serialisation time of a frame of ``nbytes`` at this port's rate (worked out once
-        per size and kept)."""
+        per size and rate and kept)."""
+        if self.rate_bps is not self._cached_rate:
+            self._rate_changed()
         t = self._ser_cache.get(nbytes)
         if t is None:
             t = self._ser_cache[nbytes] = frame_ser_time_ps(nbytes, self.rate_bps)
@@ -651,6 +664,8 @@ class Port:
         self.pause_received += 1
         if PauseReceived in self._int.types:
             self.tracer.emit(PauseReceived(now, self.node_id, self.index, prio, quanta))
+        if self.rate_bps is not self._cached_rate:
+            self._rate_changed()
         t = self._pause_ps.get(quanta)
         if t is None:
             t = self._pause_ps[quanta] = quanta_to_ps(quanta, self.rate_bps)
