@@ -434,10 +434,14 @@ def test_egress_accounting() -> None:
     assert mmu.egress_enqueue(1, 3, 500) == 2000
     assert mmu.egress_bytes(1, 3) == 2000 and mmu.egress_bytes(0, 3) == 0
     assert mmu.egress_dequeue(1, 3, 1500) == 500
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"egress \(1, 3\) holds 500 B, cannot dequeue 501"):
         mmu.egress_dequeue(1, 3, 501)
     with pytest.raises(ValueError):
         mmu.egress_bytes(2, 0)
+    from sim.units import MAX_BYTES
+
+    with pytest.raises(ValueError, match=r"egress \(1, 3\) would hold more than"):
+        mmu.egress_enqueue(1, 3, MAX_BYTES)
 
 
 def test_release_and_admit_errors() -> None:

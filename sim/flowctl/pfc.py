@@ -44,7 +44,8 @@ def pfc_packet(pkt_id: int, now_ps: int, node_id: int, port: int, prio: int,
                                                 "pfc": {"class_enable": 1 << prio,
                                                         "quanta": q}}))
     # SimPacket(pkt_id, now_ps, len(frame), tc=7, src=node_id, frame=frame) without the
-    # checks (the values are good) and with its own copy of the bytes, as that makes
+    # constructor's checks (the values are good), and with its own copy of the bytes as the
+    # constructor would make
     return SimPacket.trusted(pkt_id, now_ps, len(frame), 0, 7, NOT_ECT, node_id, 0,
                              bytearray(frame))
 

@@ -547,7 +547,8 @@ class Mmu:
         eg = self._egress_at[i]
         new = eg.held_bytes + n
         if new > _MAX_BYTES or new < 0:  # (a C int64 wraps negative)
-            raise ValueError(f"egress queue {i} would hold more than {_MAX_BYTES} B")
+            raise ValueError(f"egress ({i // self._npgs}, {i % self._npgs}) would hold more "
+                             f"than {_MAX_BYTES} B")
         eg.held_bytes = new
         return new
 
