@@ -61,9 +61,9 @@ def _entry(**kw) -> str:
     return f"[[collective]]\n{lines}"
 
 
-def _replay(f: Path, out: Path, *extra: str) -> dict:
-    rc, _, err = run_cli(["replay", str(f), "--out", str(out), "--no-plots", *extra])
-    assert rc == 0, err
+def _replay(f: Path, out: Path, *extra: str, rc: int = 0) -> dict:
+    status, _, err = run_cli(["replay", str(f), "--out", str(out), "--no-plots", *extra])
+    assert status == rc, err
     return json.loads((out / "summary.json").read_text())
 
 
@@ -112,14 +112,40 @@ def test_numeric_size_is_the_same_as_its_text(tmp_path) -> None:
 
 
 def test_the_run_lasts_duration_ms_and_reports_unfinished_iterations(tmp_path) -> None:
-    """duration_ms bounds the run: iterations not done by then are not reported done."""
+    """duration_ms bounds the run: iterations not done by then are not reported done, and
+    the command says so (one warning line naming the entry and how far it got, exit 1)."""
     f = _file(tmp_path, _entry(size="1M", iters=50), duration_ms=0.2)
-    s = _replay(f, tmp_path / "o")
+    out = tmp_path / "o"
+    rc, _, err = run_cli(["replay", str(f), "--out", str(out), "--no-plots"])
+    s = json.loads((out / "summary.json").read_text())
     [c] = s["collectives"]
     assert s["duration_ps"] == 200_000_000
     assert not c["complete"] and 0 < c["iterations_done"] < 50
     assert c["transfers_received"] < c["transfers"]
     assert all(t > 0 for t in c["iteration_times_ps"])
+    assert rc == 1, err
+    warn = [line for line in err.splitlines() if "did not complete" in line]
+    assert warn == [
+        f"lossless: warning: [[collective]] #1 allreduce 1M on 4 ranks did not complete in "
+        f"the 200 us run: {c['iterations_done']} of 50 iteration(s) done, "
+        f"{c['transfers_received']} of {c['transfers']} transfers of iteration "
+        f"{c['iterations_done'] + 1} received; lengthen the run (-p duration_ms=...) or look "
+        f"for drops and pauses"], err
+    assert "busbw" not in err  # nothing to report for an entry that did not finish
+
+
+def test_summary_line_gives_each_complete_collective_time_and_busbw(tmp_path) -> None:
+    f = _file(tmp_path, _entry(size="1M", iters=2) + _entry(size="256K", iters=1,
+                                                             start_us=150.0))
+    out = tmp_path / "o"
+    rc, _, err = run_cli(["replay", str(f), "--out", str(out), "--no-plots"])
+    assert rc == 0, err
+    c1, c2 = json.loads((out / "summary.json").read_text())["collectives"]
+    [line] = [x for x in err.splitlines() if "results in" in x]
+    assert (f"[[collective]] #1 allreduce 1M on 4 ranks: {c1['time_us']:.2f} us (mean of 2 "
+            f"iterations), busbw {c1['busbw_GB_per_s']:.2f} GB/s; [[collective]] #2 allreduce "
+            f"256K on 4 ranks: {c2['time_us']:.2f} us, busbw {c2['busbw_GB_per_s']:.2f} GB/s; "
+            f"results in") in line, line
 
 
 def test_start_us_delays_the_first_iteration(tmp_path) -> None:

@@ -25,7 +25,9 @@ def _node_port(text: str) -> tuple[int, int]:
 
 
 EXIT_SKIPPED = 1
-#: Exit status when summary.json has ``problems`` (sim.study.fault_report.conservation_problems).
+#: Exit status when the run finished but something did not complete or balance: summary.json
+#: ``problems`` (sim.study.fault_report.conservation_problems), a ``[[collective]]`` entry
+#: that failed or was still running at the end of the run.
 EXIT_PROBLEMS = 1
 #: Exit status after Ctrl-C (128 + SIGINT, the shell's convention).
 EXIT_INTERRUPTED = 130
@@ -48,7 +50,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from sim.scenarios import ScenarioError
     from sim.scenarios.loader import scenario_name
-    from sim.study.results import run_scenario
+    from sim.study.results import collective_problem, run_scenario
     from sim.workloads.replay import scale_fraction
     from wire.atomic import check_output_dir
 
@@ -84,18 +86,22 @@ def cmd_replay(args: argparse.Namespace) -> int:
     for line in summary_lines(s, wall, out):
         _err(line)
     rp = s.get("replay")
-    failed = [c for c in s.get("collectives") or () if c.get("failed")]
+    colls = s.get("collectives") or ()
+    failed = [c for c in colls if c.get("failed")]
     for c in failed:  # a QP error stopped a [[collective]] entry, as NCCL's (docs/faults.md)
         _err(f"[[collective]] #{c['entry']}: {c['error']}")
-    if s.get("problems") or failed:  # a flow that does not balance (run_scenario warned,
-        return EXIT_PROBLEMS  # one line each) or a collective that failed
+    unfinished = [line for c in colls if (line := collective_problem(c, s["duration_ps"]))]
+    for line in unfinished:  # still running when the run ended
+        _err(f"warning: {line}")
+    if s.get("problems") or failed or unfinished:  # a flow that does not balance
+        return EXIT_PROBLEMS  # (run_scenario warned, one line each) or a collective
     return EXIT_SKIPPED if rp is not None and rp.get("skipped") else EXIT_OK
 
 
 def summary_lines(s: dict, wall_s: float, out: str) -> list[str]:
     """The replay's one-line summary (and, after a --pcap replay, one line about it): what
     ran, drops by reason, a deadlock, the watchdog, a capture cut at its limit."""
-    from sim.study.results import replay_problem
+    from sim.study.results import collective_result, replay_problem
 
     t = s["totals"]
     name = s["scenario"]
@@ -118,6 +124,7 @@ def summary_lines(s: dict, wall_s: float, out: str) -> list[str]:
     if cap.get("cut_at_ps") is not None:
         parts.append(f"captures CUT at {cap['cut_at_ps'] / 1e6:g} us (limit "
                      f"{cap['limit_bytes'] / 1e6:g} MB, --capture-limit-mb)")
+    parts += [r for c in s.get("collectives") or () if (r := collective_result(c))]
     lines = ["; ".join(parts) + f"; results in {out}"]
     rp = s.get("replay")
     if rp is not None:

@@ -765,6 +765,40 @@ def _inject_pcaps(fab, pcaps: Iterable[tuple[str, Any]], owners: Mapping[str, in
     return stats
 
 
+def collective_figures(c: Mapping[str, Any]) -> str:
+    """``"[[collective]] #1 allreduce 16M on 8 ranks"``: a ``collectives`` item of
+    summary.json named as the file gives it (entry, collective, nccl-tests size, ranks)."""
+    from sim.study.collective_plots import size_label
+
+    return (f"[[collective]] #{c['entry']} {c['collective']} {size_label(c['size_bytes'])} "
+            f"on {c['ranks']} ranks")
+
+
+def collective_result(c: Mapping[str, Any]) -> str | None:
+    """A complete ``collectives`` item in one phrase: its time (mean over its iterations,
+    µs) and busbw (GB/s); None when it did not complete."""
+    if not c.get("complete") or c.get("time_ps") is None:
+        return None
+    n = c.get("iterations_done", 1)
+    mean = f" (mean of {n} iterations)" if n > 1 else ""
+    return (f"{collective_figures(c)}: {c['time_ps'] / 1e6:.2f} us{mean}, busbw "
+            f"{c['busbw_GB_per_s']:.2f} GB/s")
+
+
+def collective_problem(c: Mapping[str, Any], duration_ps: int) -> str | None:
+    """One line saying how far a ``collectives`` item got when it did not complete within
+    the run (a QP error's ``failed`` entry has its own line); None when it completed."""
+    if c.get("complete") or c.get("failed"):
+        return None
+    done, iters = c["iterations_done"], c["iterations"]
+    line = (f"{collective_figures(c)} did not complete in the {duration_ps / 1e6:g} us run: "
+            f"{done} of {iters} iteration(s) done, {c['transfers_received']} of "
+            f"{c['transfers']} transfers of iteration {done + 1} received")
+    if c.get("error"):
+        line += f" ({c['error']})"
+    return line + "; lengthen the run (-p duration_ms=...) or look for drops and pauses"
+
+
 def replay_problem(stats: Mapping[str, Any]) -> str | None:
     """One phrase saying how many replayed frames were skipped and why (None if none)."""
     if not stats.get("skipped"):
