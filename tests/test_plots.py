@@ -187,6 +187,39 @@ def test_total_throughput_and_capacity(runs):
     assert total.get_linewidth() > 2 and 80 < float(np.median(total.get_ydata())) <= 100
 
 
+@given(st.lists(st.floats(0, 1e3), min_size=1, max_size=60), st.integers(1, 25),
+       st.integers(0, 59), st.floats(0, 1e3))
+def test_moving_average_trails(v, w, j, bump):
+    """Each point is the mean of its bin and the w-1 before it (fewer at the start): no bin
+    shows before it happens."""
+    from sim.study.plot import _moving_average
+
+    v = np.array(v)
+    m = _moving_average(v, w)
+    for i in range(len(v)):
+        assert m[i] == pytest.approx(v[max(0, i - w + 1):i + 1].mean(), rel=1e-9, abs=1e-9)
+    j %= len(v)
+    later = v.copy()
+    later[j] += bump
+    assert np.array_equal(_moving_average(later, w)[:j], m[:j])
+
+
+def test_late_joiner_does_not_rise_before_it_joins(runs):
+    """The late joiner's smoothed line is 0 until it joins (0.1 ms of 0.3), and the total
+    does not step up before then either."""
+    from sim.study.plot import figures
+
+    fig = figures(runs("late_joiner"))["throughput.png"]
+    top, per_flow = fig.axes[0], fig.axes[1]
+    late = next(ln for ln in per_flow.lines if ln.get_label().startswith("late joiner"))
+    x, y = np.asarray(late.get_xdata()), np.asarray(late.get_ydata())
+    assert x.min() < 100 < x.max()
+    assert not y[x <= 100].any() and y[x > 110].any()
+    total = next(ln for ln in top.lines if ln.get_label().startswith("total"))
+    tx, ty = np.asarray(total.get_xdata()), np.asarray(total.get_ydata())
+    assert ty[tx <= 100].max() <= 41  # one 40 Gb/s flow until the join
+
+
 def test_many_flows_are_drawn_as_bands(runs):
     t = _texts(runs("incast", senders=20))["throughput.png"]
     assert any(x.startswith("all flows: mean of 20 flows") for x in t)

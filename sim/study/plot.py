@@ -12,8 +12,8 @@ are in
   with the ECN thresholds Kmin/Kmax; below it, when the switch runs PFC, the switch's ingress
   buffer per (ingress port, priority) with the XOFF and XON thresholds.
 - ``throughput.png``: total delivered throughput with the receivers' link capacity (and per
-  role totals), and below it per-flow detail (moving average; min..max bands per role when
-  there are many flows).
+  role totals), and below it per-flow detail (trailing moving average, drawn at the end of
+  its window; min..max bands per role when there are many flows).
 - ``pfc.png``: PAUSE sent and transmitters paused, one row per (port, priority), with a zoomed
   panel where the changes cluster (:func:`cluster_window`); "no PFC activity" when nothing
   paused.
@@ -517,15 +517,17 @@ def _zoom(ctx: _Context, ax: Any, win: tuple[int, int], main: Any,
 
 
 def _moving_average(v: Any, w: int) -> Any:
-    """Centred moving average over ``w`` bins; near the ends over the bins that exist."""
+    """Trailing moving average over ``w`` bins: item i is the mean of bins i-w+1 .. i (of
+    the bins there are, at the start of the run), so nothing a bin holds shows before it (a
+    late joiner does not rise, a watchdog's victim does not recover, before the event).
+    Item i is drawn at the end of bin i."""
     import numpy as np
 
     if w <= 1:
-        return v
+        return np.asarray(v, dtype=np.float64)
     c = np.concatenate(([0.0], np.cumsum(v, dtype=np.float64)))
-    i = np.arange(len(v))
-    lo = np.maximum(i - w // 2, 0)
-    hi = np.minimum(i + (w - w // 2), len(v))
+    hi = np.arange(1, len(v) + 1)
+    lo = np.maximum(hi - w, 0)
     return (c[hi] - c[lo]) / (hi - lo)
 
 
@@ -548,12 +550,13 @@ def _throughput_figure(ctx: _Context) -> Any:
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 7), sharex=True,
                                   gridspec_kw={"height_ratios": [1, 1.2]})
     ax2.set_xlabel(ctx.t_label)
-    x = ctx.t(ts["bin_t_ps"] + bin_ps / 2)
+    edges = ctx.t(np.append(ts["bin_t_ps"], ts["bin_t_ps"][-1] + bin_ps))
+    x = edges[1:]  # a trailing average is drawn at the end of its last bin
     gbps = {fid: b * 8 * 1000 / bin_ps for fid, b in flows}  # bytes per bin -> Gb/s
     total = np.sum(list(gbps.values()), axis=0)
     mean = sum(int(b.sum()) for _, b in flows) * 8 / ctx.dur_ps * 1000  # Gb/s over the run
     w = max(1, round(len(x) / 20))  # moving-average width, bins
-    ax.plot(x, total, color="0.6", linewidth=0.8, label="all flows, per bin")
+    ax.stairs(total, edges, color="0.6", linewidth=0.8, label="all flows, per bin")
     ax.plot(x, _moving_average(total, w), color="black", linewidth=2.2,
             label=(f"total, all {len(flows)} flows" if len(flows) > 1 else "total, 1 flow")
             + f" (mean {mean:.4g} Gb/s)")
@@ -589,7 +592,7 @@ def _throughput_figure(ctx: _Context) -> Any:
     ctx.mark_events(ax)
     ax.set(ylabel="throughput (Gb/s)", xlim=(0, ctx.t_end()),
            title=f"{ctx.scenario}: delivered throughput (bins of {ctx.span(bin_ps)}, "
-                 f"moving average over {ctx.span(w * bin_ps)})"
+                 f"average over the {ctx.span(w * bin_ps)} before each point)"
                  + (f"\n{', '.join(notes)} (off scale)" if notes else ""))
     ax.set_ylim(0, 1.12 * max(top, *(r[0] / 1e9 for r in refs if r[2] not in notes), 1e-9))
     ax.legend(loc="best", fontsize="small")
@@ -613,7 +616,7 @@ def _throughput_figure(ctx: _Context) -> Any:
         ax2.legend(loc="upper right", fontsize="x-small")
     ctx.mark_events(ax2, legend=False)
     ax2.set(ylabel="throughput (Gb/s)",
-            title=f"per flow, moving average over {ctx.span(w * bin_ps)}")
+            title=f"per flow, average over the {ctx.span(w * bin_ps)} before each point")
     ax2.set_ylim(0, 1.15 * max(ax2.get_ylim()[1], 1e-9))
     return fig
 
