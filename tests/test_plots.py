@@ -279,3 +279,39 @@ def test_cluster_window_finds_a_burst(duration, where, n):
     assert lo <= burst[0] and burst[-1] <= hi
     spread = np.linspace(0, duration, n * 10).astype(np.int64)
     assert cluster_window(spread, duration) is None
+
+
+# ----------------------------------------------------------------------------- several runs
+
+
+def test_runs_are_labelled_by_what_differs():
+    from sim.study.plot import run_labels
+
+    a = {"scenario": "incast", "seed": 0, "params": {"senders": 8, "pfc": True, "seed": 0}}
+    b = {"scenario": "incast", "seed": 0, "params": {"senders": 8, "pfc": False, "seed": 0}}
+    assert run_labels([a, b], ["A", "B"]) == ["pfc true", "pfc false"]
+    assert run_labels([a, a], ["A", "B"]) == ["A", "B"]  # nothing differs: the folders
+    f1 = {"scenario": "f", "seed": 1, "params": {"switch": {"pfc": True, "xoff_kb": 20.0},
+                                                 "collective": [{"qps": 1}]}}
+    f2 = {"scenario": "f", "seed": 2, "params": {"switch": {"pfc": True, "xoff_kb": 30.0},
+                                                 "collective": [{"qps": 4}]}}
+    assert run_labels([f1, f2], ["A", "B"]) == ["switch.xoff_kb 20, collective.qps 1, seed 1",
+                                                "switch.xoff_kb 30, collective.qps 4, seed 2"]
+
+
+def test_plot_several_replay_folders_compares_them(runs, tmp_path, monkeypatch):
+    """lossless plot A B of two replay folders: one compare.png (it was a usage error naming
+    a missing results.json), curves named by the parameter that differs."""
+    from sim.cli import main
+    from sim.study.plot import compare_figure, texts
+
+    a, b = runs("incast"), runs("incast", pfc=False)
+    t = texts(compare_figure([a, b]))
+    assert "pfc true" in t and "pfc false" in t
+    assert not any(x in t for x in (a.split("/")[-1], b.split("/")[-1]))
+    monkeypatch.chdir(tmp_path)
+    assert main(["plot", a, b]) == 0
+    assert (tmp_path / "compare.png").stat().st_size > 10_000
+    assert main(["plot", a, b, "-o", str(tmp_path / "x.png")]) == 0
+    assert (tmp_path / "x.png").is_file()
+    assert main(["plot", a, "-o", str(tmp_path / "y.png")]) == 2  # -o: several folders

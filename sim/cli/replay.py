@@ -141,10 +141,16 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from sim.study.collective_plots import is_collective_results
     from sim.study.plot import plot_dir
 
-    if args.output or len(args.dir) > 1 or is_collective_results(args.dir[0]):
+    if any(is_collective_results(d) for d in args.dir):
         from sim.cli.collective import cmd_plot_collective  # lossless collective folders
 
         return cmd_plot_collective(args)
+    if len(args.dir) > 1:
+        return _plot_compare(args.dir, args.output or "compare.png")
+    if args.output:
+        _err(f"-o {args.output}: applies to several results folders (one folder's plots are "
+             f"written into it)")
+        return EXIT_USAGE
     d = args.dir[0]
     try:
         _check_results(d)
@@ -162,6 +168,30 @@ def cmd_plot(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except (OSError, ValueError, TypeError, IndexError) as e:
         _err(f"{d}: cannot plot: {e}")
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def _plot_compare(dirs: list[str], out: str) -> int:
+    """``lossless plot A B ...`` of replay results folders: one figure comparing them."""
+    import os
+
+    from sim.study.plot import write_compare
+
+    for d in dirs:
+        try:
+            _check_results(d)
+        except _BadResults as e:
+            _err(str(e))
+            return EXIT_USAGE
+    try:
+        print(write_compare(dirs, out))
+    except KeyError as e:
+        _err(f"{' '.join(dirs)}: cannot compare: missing {e}")
+        return EXIT_USAGE
+    except (OSError, ValueError, TypeError, IndexError) as e:
+        _err(f"{os.path.abspath(out) if isinstance(e, OSError) else ' '.join(dirs)}: "
+             f"cannot compare: {e}")
         return EXIT_USAGE
     return EXIT_OK
 
@@ -295,11 +325,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("plot", help="PNG plots of a replay or collective results directory")
     p.add_argument("dir", metavar="DIR", nargs="+",
-                   help="results folder; several lossless collective folders: their busbw "
-                        "curves overlaid in one plot")
+                   help="results folder; several replay folders: one compare.png of their "
+                        "throughput and bottleneck queue; several lossless collective "
+                        "folders: their busbw curves overlaid in one plot (each run named "
+                        "by the settings that differ)")
     p.add_argument("-o", "--output", metavar="FILE",
-                   help="collective folders: write the overlay here (default "
-                        "busbw_vs_size.png in the current folder when several are given)")
+                   help="several folders: write the figure here (default compare.png, or "
+                        "busbw_vs_size.png for collective folders, in the current folder)")
     p.set_defaults(func=cmd_plot)
 
     s = sub.add_parser("scenarios", help="list the built-in scenarios and their parameters, "
