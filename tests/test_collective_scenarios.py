@@ -340,3 +340,56 @@ def test_collective_fabric_file_errors_are_one_line(tmp_path):
     ):
         rc, _out, err = run_cli(["collective", "allreduce", "-b", "1M", "-e", "1M", *args])
         assert rc == 2 and want in err and len(err.strip().splitlines()) == 1, (args, err)
+
+
+_LEAF_SPINE = """\
+[run]
+duration_ms = 0.05
+[topology]
+kind = "{kind}"
+{topo}
+[links]
+link_gbps = 100.0
+[switch]
+mtu_bytes = 4154
+[[collective]]
+size = "64K"
+[capture]
+enabled = false
+"""
+
+
+@pytest.mark.parametrize(("kind", "topo"), [
+    ("leaf_spine", "leaves = 2\nspines = 2\nhosts_per_leaf = 2"),
+    ("rail", "nodes = 2\ngpus_per_node = 2\nspines = 1"),
+    ("custom", "switch_ids = [0, 1]\nhost_ids = [10, 11, 20, 21]\n"
+               "links = [[10, 0, 0, 0], [11, 0, 0, 1], [20, 0, 1, 0], [21, 0, 1, 1], "
+               "[0, 2, 1, 2]]"),
+])
+def test_one_fabric_file_one_set_of_names(tmp_path, kind, topo):
+    """The same fabric file names its nodes the same under lossless replay (summary.json
+    labels, the plots' names) and lossless collective (its links): leaf-spine leaves leafN
+    (they were sw<id> under replay), rail leaves per rail, a custom topology's sw<id>; hosts
+    h<id> (they were rN, by rank, under collective)."""
+    f = tmp_path / "f.toml"
+    f.write_text(_LEAF_SPINE.format(kind=kind, topo=topo))
+    s = _replay(f, tmp_path / "o")
+    replay = {n["id"]: n["name"] for n in s["labels"]["nodes"]}
+    out = tmp_path / "c.json"
+    rc, _, err = run_cli(["collective", "allreduce", "-b", "64K", "-e", "64K", "--fabric",
+                          str(f), "--json", str(out)])
+    assert rc == 0, err
+    links = json.loads(out.read_text())["results"][0]["links"]
+    coll = {}
+    for ln in links:
+        coll[ln["node"]] = ln["name"].split(":p")[0]
+        coll[ln["peer"]] = ln["peer_name"]
+    assert coll == replay
+    ports = {(p["node"], p["port"]): p["name"] for p in s["labels"]["ports"]}
+    for ln in links:
+        if ":p" in ln["name"]:  # a switch port: the same text in both
+            assert ports[(ln["node"], ln["port"])] == f"{ln['name']} -> {ln['peer_name']}"
+    want = {"leaf_spine": {0: "spine0", 1: "spine1", 2: "leaf0", 3: "leaf1", 4: "h4"},
+            "rail": {0: "spine0", 1: "leaf0", 2: "leaf1", 3: "h3"},
+            "custom": {0: "sw0", 1: "sw1", 10: "h10"}}[kind]
+    assert {k: replay[k] for k in want} == want

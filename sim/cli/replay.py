@@ -112,10 +112,11 @@ def summary_lines(s: dict, wall_s: float, out: str) -> list[str]:
     parts = [f"{name}: {s['duration_ps'] / 1e6:g} us simulated in {wall_s:.2f} s",
              f"bottleneck utilisation {s['bottleneck']['utilisation']:.4f}", drops,
              f"pauses {t['pauses']}", f"CE marks {t['ce_marked']}"]
+    names = {n["id"]: n["name"] for n in (s.get("labels") or {}).get("nodes", ())}
     dl = s.get("deadlock")
     if isinstance(dl, dict) and dl.get("detected"):
-        cycle = " -> ".join(f"{c[0]}:{c[1]}" for c in dl.get("cycle") or ())
-        parts.append(f"DEADLOCK at {dl['t_ps'] / 1e6:g} us (cycle of NODE:PORT {cycle})")
+        cycle = " -> ".join(f"{names.get(c[0], c[0])}:p{c[1]}" for c in dl.get("cycle") or ())
+        parts.append(f"DEADLOCK at {dl['t_ps'] / 1e6:g} us (cycle of egress ports {cycle})")
     wd = s.get("watchdog")
     if isinstance(wd, dict) and wd.get("triggers"):
         parts.append(f"PFC watchdog fired {wd['triggers']} time(s), dropped "

@@ -5,11 +5,13 @@ that the plots (:mod:`sim.study.plot`) use instead of internal ids (docs/scenari
 out
 of sweep rows):
 
-- ``nodes``: ``{id, name, kind}``; names follow the scenario's own description: ``spine0``,
-  ``leaf1`` (leaf-spine), ``sw2`` (ring, SUE, fabric files), ``switch`` and ``receiver``
-  (star), the letters of ``pfc_unfairness`` (B, A, R, L, V) and ``pfc_deadlock_loop``
-  (A, B, S, D), ``xpu3``; every other host ``h<node id>`` (the id is also in its MAC/IP,
-  sim/addresses.py).
+- ``nodes``: ``{id, name, kind}``; names are the fabric's (:meth:`sim.fabric.Fabric.node_names`,
+  the same under ``lossless collective``): ``spine0``, ``leaf1`` (leaf-spine and rail, built-in
+  or fabric file), ``edge0``/``agg0``/``core0`` (fat-tree), ``sw2`` (ring), ``switch`` (star),
+  ``sw<id>`` (a fabric file's custom topology, SUE), every host ``h<node id>`` (the id is also
+  in its MAC/IP, sim/addresses.py); the scenario's own for the nodes it names: ``receiver``
+  (star scenarios), the letters of ``pfc_unfairness`` (B, A, R, L, V) and
+  ``pfc_deadlock_loop`` (A, B, S, D), ``xpu3``.
 - ``ports``: ``{node, port, peer, peer_port, name, rate_bps}``, ``name`` like
   ``"leaf0:p3 -> h8"`` (egress port 3 of leaf0, towards h8).
 - ``flows``: ``{id, src, dst, name, role, priority, rate_bps}`` (``rate_bps``: the rate it
@@ -45,18 +47,13 @@ def role_text(role: str | None) -> str | None:
 
 
 def _node_names(sc: Any) -> dict[int, str]:
-    from sim.nic.host import Host
-
+    """The fabric's names (:meth:`sim.fabric.Fabric.node_names`: ``leaf0``, ``spine1``,
+    ``switch``, ``h4``, a fabric file's ``sw<id>``), with the scenario's own for the nodes it
+    names: the star's ``receiver``, the letters of ``pfc_unfairness`` and
+    ``pfc_deadlock_loop`` (their papers' figures), ``xpu<id>``."""
     info = sc.info
-    fab = sc.fabric
-    names: dict[int, str] = {}
-    if "spines" in info and "leaves" in info:
-        names.update({n: f"spine{i}" for i, n in enumerate(info["spines"])})
-        names.update({n: f"leaf{i}" for i, n in enumerate(info["leaves"])})
-    elif "switches" in info:
-        names.update({n: f"sw{i}" for i, n in enumerate(info["switches"])})
-    elif "receiver" in info and "senders" in info:
-        names[0] = "switch"
+    names = sc.fabric.node_names()
+    if "receiver" in info and "senders" in info:
         names[info["receiver"]] = "receiver"
     elif sc.name == "pfc_unfairness" and "roles" in info:
         from sim.scenarios.pfc_unfairness import A, B, L, R, V
@@ -68,9 +65,6 @@ def _node_names(sc: Any) -> dict[int, str]:
         names.update({A: "A", B: "B", S: "S", D: "D"})
     elif "xpus" in info:
         names.update({n: f"xpu{n}" for n in info["xpus"]})
-    for nid, node in fab.nodes.items():
-        if nid not in names:
-            names[nid] = f"h{nid}" if isinstance(node, Host) else f"sw{nid}"
     return names
 
 
