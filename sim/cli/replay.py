@@ -101,6 +101,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def summary_lines(s: dict, wall_s: float, out: str) -> list[str]:
     """The replay's one-line summary (and, after a --pcap replay, one line about it): what
     ran, drops by reason, a deadlock, the watchdog, a capture cut at its limit."""
+    from sim.study.congestion import deepest_queue
     from sim.study.results import collective_result, replay_problem
 
     t = s["totals"]
@@ -110,8 +111,15 @@ def summary_lines(s: dict, wall_s: float, out: str) -> list[str]:
         by = t.get("dropped_packets_by_reason", {})
         drops += f" ({', '.join(f'{k} {v}' for k, v in by.items())})"
     parts = [f"{name}: {s['duration_ps'] / 1e6:g} us simulated in {wall_s:.2f} s",
-             f"bottleneck utilisation {s['bottleneck']['utilisation']:.4f}", drops,
-             f"pauses {t['pauses']}", f"CE marks {t['ce_marked']}"]
+             f"bottleneck utilisation {s['bottleneck']['utilisation']:.4f}"]
+    deep = deepest_queue(s)
+    if deep is not None:
+        peak = next((p["max_queue_bytes"] for p in s.get("ports", ())
+                     if (p["node"], p["port"]) == deep), 0)
+        port = next((p["name"] for p in (s.get("labels") or {}).get("ports", ())
+                     if (p["node"], p["port"]) == deep), f"{deep[0]}:{deep[1]}")
+        parts.append(f"deepest queue {peak / 1000:.4g} KB at {port}")
+    parts += [drops, f"pauses {t['pauses']}", f"CE marks {t['ce_marked']}"]
     names = {n["id"]: n["name"] for n in (s.get("labels") or {}).get("nodes", ())}
     dl = s.get("deadlock")
     if isinstance(dl, dict) and dl.get("detected"):

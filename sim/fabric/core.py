@@ -45,6 +45,10 @@ class Fabric:
         self.flows: dict[int, Flow] = {}
         self.ids = PacketIds()
         self.ids.next = 0  # data and control packets share one deterministic counter
+        #: The flows of replayed captures by flow id (:class:`sim.workloads.replay.ReplayedFlow`,
+        #: registered by :func:`sim.workloads.replay.inject_records`): not sent by a NIC's
+        #: flow logic, so not in :attr:`flows`, but reported as flows are.
+        self.replayed: dict[int, Any] = {}
         #: Names the builder gives its nodes (``leaf0``, ``spine1``, ``switch``); the others
         #: are named by :meth:`node_names`.
         self.names: dict[int, str] = {}

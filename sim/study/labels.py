@@ -15,8 +15,10 @@ of sweep rows):
 - ``ports``: ``{node, port, peer, peer_port, name, rate_bps}``, ``name`` like
   ``"leaf0:p3 -> h8"`` (egress port 3 of leaf0, towards h8).
 - ``flows``: ``{id, src, dst, name, role, priority, rate_bps}`` (``rate_bps``: the rate it
-  offers); ``name`` like ``"h1 -> receiver"``, ``role`` the scenario's role in words
-  (``culprit (to stalled NIC)``, ``victim``, ``bystander``, ``late joiner``, ...) or null.
+  offers; a replayed flow's is its bytes over the time from its first frame to its last, null
+  for one instant); ``name`` like ``"h1 -> receiver"``, ``role`` the scenario's role in words
+  (``culprit (to stalled NIC)``, ``victim``, ``bystander``, ``late joiner``, ...),
+  ``replayed`` for a flow of a replayed capture (``--pcap``), or null.
 - ``switches``: per switch the thresholds that apply to its queues, in bytes: ECN ``kmin_bytes``
   / ``kmax_bytes`` / ``pmax`` (null without marking) on egress queues, and PFC on ingress
   (port, PG) occupancy (reserved + shared + headroom, as in the ``ingress_*`` series):
@@ -118,6 +120,10 @@ def labels(sc: Any) -> dict[str, Any]:
               "name": f"{names[f.src]} -> {names[f.dst]}", "role": _flow_role(sc, f.id),
               "priority": f.tc, "rate_bps": f.rate_bps}
              for _, f in sorted(fab.flows.items())]
+    flows += [{"id": f.id, "src": f.src, "dst": f.dst,
+               "name": f"{names[f.src]} -> {names[f.dst]}", "role": "replayed",
+               "priority": f.tc, "rate_bps": f.rate_bps}
+              for _, f in sorted((getattr(fab, "replayed", None) or {}).items())]
     switches = [_switch_thresholds(nid, n) for nid, n in sorted(fab.nodes.items())
                 if isinstance(n, Switch)]
     markers = []

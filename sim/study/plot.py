@@ -8,9 +8,10 @@ Every series is named as the scenario names things (``leaf0:p3 -> h8``, ``priori
 are in
 µs (ms for runs longer than 5 ms), sizes in KB (1000 bytes), rates in Gb/s.
 
-- ``queue_depth.png``: the bottleneck egress queue per priority, drawn to the end of the run,
-  with the ECN thresholds Kmin/Kmax; below it, when the switch runs PFC, the switch's ingress
-  buffer per (ingress port, priority) with the XOFF and XON thresholds.
+- ``queue_depth.png``: the run's deepest switch egress queue (the bottleneck unless another
+  port queued more: :func:`sim.study.congestion.deepest_queue`) per priority, drawn to the
+  end of the run, with the ECN thresholds Kmin/Kmax; below it, when the switch runs PFC, the
+  switch's ingress buffer per (ingress port, priority) with the XOFF and XON thresholds.
 - ``throughput.png``: total delivered throughput with the receivers' link capacity (and per
   role totals), and below it per-flow detail (trailing moving average, drawn at the end of
   its window; min..max bands per role when there are many flows).
@@ -274,10 +275,20 @@ class _Context:
         self._raw_flows = {f["id"]: f for f in summary.get("flows", [])}
         self.switches = {s["node"]: s for s in lab.get("switches", [])}
         self.markers = lab.get("markers", [])
+        self.queue_port = self._deepest_queue()
         if self.dur_ps <= _US_AXIS_MAX_PS:
             self.t_unit_ps, self.t_unit = 10**6, "µs"
         else:
             self.t_unit_ps, self.t_unit = 10**9, "ms"
+
+    def _deepest_queue(self) -> tuple[int, int]:
+        """Where ``queue_depth.png`` looks: the run's deepest switch egress queue
+        (:func:`sim.study.congestion.deepest_queue`), else the bottleneck."""
+        from sim.study.congestion import deepest_queue
+
+        summary = {**self.summary, "bottleneck": {"node": self.bottleneck[0],
+                                                  "port": self.bottleneck[1]}}
+        return deepest_queue(summary) or self.bottleneck
 
     # names
     def node(self, n: int) -> str:
@@ -421,7 +432,7 @@ def _queue_figure(ctx: _Context) -> Any:
     XOFF/XON below (when it runs PFC); a detail panel from the first XOFF crossing."""
     import matplotlib.pyplot as plt
 
-    bn, bp = ctx.bottleneck
+    bn, bp = ctx.queue_port
     queues = [(q, t, b) for mid, t, b in ctx.series("queue_", "_bytes")
               for n, p, q in [_parse_npp(mid)] if (n, p) == (bn, bp) and len(b) and b.max() > 0]
     thr = ctx.switches.get(bn) or {}
@@ -470,8 +481,12 @@ def _queue_figure(ctx: _Context) -> Any:
         ctx.mark_events(ax)
         ax.set_ylim(0, top)
         if j == 0:
+            where = (f"the bottleneck port {ctx.port(bn, bp)}"
+                     if (bn, bp) == ctx.bottleneck else
+                     f"{ctx.port(bn, bp)}, the run's deepest\n(bottleneck.pcap: "
+                     f"{ctx.port(*ctx.bottleneck)})")
             ax.set(ylabel="egress queue depth (KB)", xlim=(0, ctx.t_end()),
-                   title=f"egress queue of the bottleneck port {ctx.port(bn, bp)}")
+                   title=f"egress queue of {where}")
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(loc="best", fontsize="small")
         else:
@@ -933,7 +948,7 @@ def _compare(runs: list[_Context], labels: list[str]) -> Any:
     fig, (ax, axq, axt) = plt.subplots(
         3, 1, figsize=(10, 8 + 0.3 * n),
         gridspec_kw={"height_ratios": [3, 3, 0.6 + 0.35 * n]})
-    ports = {c.port(*c.bottleneck) for c in runs}
+    ports = {c.port(*c.queue_port) for c in runs}
     rows = []
     styles = ("-", "--", ":", "-.")  # curves that coincide stay visible
     for i, (c, label) in enumerate(zip(runs, labels, strict=True)):
@@ -947,7 +962,7 @@ def _compare(runs: list[_Context], labels: list[str]) -> Any:
             x = (ts["bin_t_ps"] + bin_ps) / unit_ps
             line = ax.plot(x, _moving_average(total, w), linewidth=1.6, linestyle=style,
                            label=label)[0]
-        bn, bp = c.bottleneck
+        bn, bp = c.queue_port
         t, q = _step_sum([c.pair(k, k[:-len("t_ps")] + "bytes") for k in sorted(ts)
                           if k.startswith(f"queue_n{bn}_p{bp}_q") and k.endswith("_t_ps")])
         t = np.concatenate(([0], t, [c.dur_ps]))
@@ -972,16 +987,17 @@ def _compare(runs: list[_Context], labels: list[str]) -> Any:
         ax.legend(loc="lower right", fontsize="small", framealpha=0.9)
     else:
         _no_data(ax, "no RoCE flows in these runs")
-    where = ports.pop() if len(ports) == 1 else "each run's bottleneck port"
+    what = (f"egress queue of {ports.pop()}, the deepest of every run" if len(ports) == 1
+            else "each run's deepest egress queue (legend: where)")
     axq.set(ylabel="egress queue depth (KB)", xlabel=f"time ({unit})", xlim=(0, dur / unit_ps),
-            title=f"egress queue of {where} (all priorities)")
+            title=f"{what}, all priorities")
     axq.set_ylim(bottom=0)
     axq.legend(loc="best", fontsize="small", framealpha=0.9)
     axt.axis("off")
     table = axt.table(cellText=rows, bbox=(0, 0, 1, 1), cellLoc="left",
                       colWidths=[0.42, 0.09, 0.14, 0.12, 0.07, 0.07, 0.09],
                       colLabels=["run", "mean Gb/s", "bottleneck utilisation",
-                                 "its peak queue KB", "drops", "pauses", "CE marks"])
+                                 "deepest queue KB", "drops", "pauses", "CE marks"])
     table.auto_set_font_size(False)
     table.set_fontsize(8)
     fig.suptitle(f"{name}: {n} runs compared", fontweight="bold")
