@@ -12,12 +12,16 @@ from __future__ import annotations
 
 from wire.ecn import mark_ce as _mark_frame_ce
 
-__all__ = ["SimPacket", "NOT_ECT", "CE", "PRIORITIES", "PacketIds"]
+__all__ = ["SimPacket", "NOT_ECT", "CE", "PRIORITIES", "PacketIds", "REPLAY_FLOW_BASE"]
 
 NOT_ECT = 0
 CE = 3
 #: Traffic classes / priorities 0..7 (IEEE 802.1Q PCP, 802.1Qbb PFC).
 PRIORITIES = 8
+#: Flow ids from here on are replayed captures' (:mod:`sim.workloads.replay`), apart from the
+#: simulated flows: the simulated NICs carry their frames as they are (a replayed ACK or CNP is
+#: not taken for one of their own) and send no CNP for them.
+REPLAY_FLOW_BASE = 1 << 20
 
 
 class PacketIds:

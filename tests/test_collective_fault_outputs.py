@@ -204,7 +204,7 @@ def test_faults_timeline_texts(tmp_path) -> None:
         fp.collective_fault_figure = real
         plt.close("all")
     t = seen["texts"]
-    assert "r1 <-> leaf1" in t and "fault-free run, same iteration" in t and "link down" in t
+    assert "h4 <-> leaf1" in t and "fault-free run, same iteration" in t and "link down" in t
     assert any("stall +5.788 µs (x1.31)" in x for x in t) and "+5.788 µs" in t
     assert "frames lost to the faults (113)" in t and "frames retransmitted (RC, 95)" in t
     assert "shaded: from each fault to the recovery of the goodput" in t

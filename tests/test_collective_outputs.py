@@ -185,7 +185,7 @@ def test_plots_carry_sizes_bound_tiers_and_rows(outdir):
     assert "host->switch: 4 links" in links and "switch->host: 4 links" in links
     assert "busiest link" in links and "% of line rate" in links
     assert "tx bytes / (rate x time)" in links
-    assert "r0->switch0" in t["link_utilisation.png"]
+    assert "h1->switch" in t["link_utilisation.png"]
     tl = t["step_timeline.png"]
     assert {"ch0 send to rank 1", "ch0 recv from rank 3", "copy"} <= set(tl)
     assert "time since the iteration's first send (µs)" in tl
@@ -236,19 +236,19 @@ def test_link_usage_on_a_star_counts_the_posted_frames():
     a.post(7, 10 * 1082)
     fab.run(10**7)
     links = {(x["name"], x["peer_name"]): x for x in link_usage(fab, 0, 10**7, ranks=f.ranks)}
-    assert set(links) == {("r0", "switch0"), ("r1", "switch0"), ("switch0:p1", "r0"),
-                          ("switch0:p2", "r1")}
-    up, down = links[("r0", "switch0")], links[("switch0:p2", "r1")]
+    assert set(links) == {("h1", "switch"), ("h2", "switch"), ("switch:p1", "h1"),
+                          ("switch:p2", "h2")}
+    up, down = links[("h1", "switch")], links[("switch:p2", "h2")]
     assert (up["tier"], down["tier"]) == ("host->switch", "switch->host")
     assert up["tx_bytes"] == down["tx_bytes"] == 10820 and up["tx_packets"] == 10
     assert up["utilisation"] == 10820 * 8 / (100e9 * 10**7 / 10**12)  # bytes / (rate x time)
-    assert links[("r1", "switch0")]["tx_bytes"] == links[("switch0:p1", "r0")]["tx_bytes"] == 0
+    assert links[("h2", "switch")]["tx_bytes"] == links[("switch:p1", "h1")]["tx_bytes"] == 0
     # since a snapshot: only what was sent after it
     snap = port_counters(fab)
     a.post(7, 500)
     fab.run(2 * 10**7)
     again = {x["name"]: x for x in link_usage(fab, 10**7, 2 * 10**7, since=snap)}
-    assert again[f"h{a.node_id}"]["tx_bytes"] == 500  # no ranks given: hID names
+    assert again[f"h{a.node_id}"]["tx_bytes"] == 500  # without ranks: the same names
     with pytest.raises(ValueError):
         link_usage(fab, 5, 5)
 

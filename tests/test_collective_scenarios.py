@@ -61,9 +61,9 @@ def _entry(**kw) -> str:
     return f"[[collective]]\n{lines}"
 
 
-def _replay(f: Path, out: Path, *extra: str) -> dict:
-    rc, _, err = run_cli(["replay", str(f), "--out", str(out), "--no-plots", *extra])
-    assert rc == 0, err
+def _replay(f: Path, out: Path, *extra: str, rc: int = 0) -> dict:
+    status, _, err = run_cli(["replay", str(f), "--out", str(out), "--no-plots", *extra])
+    assert status == rc, err
     return json.loads((out / "summary.json").read_text())
 
 
@@ -112,14 +112,40 @@ def test_numeric_size_is_the_same_as_its_text(tmp_path) -> None:
 
 
 def test_the_run_lasts_duration_ms_and_reports_unfinished_iterations(tmp_path) -> None:
-    """duration_ms bounds the run: iterations not done by then are not reported done."""
+    """duration_ms bounds the run: iterations not done by then are not reported done, and
+    the command says so (one warning line naming the entry and how far it got, exit 1)."""
     f = _file(tmp_path, _entry(size="1M", iters=50), duration_ms=0.2)
-    s = _replay(f, tmp_path / "o")
+    out = tmp_path / "o"
+    rc, _, err = run_cli(["replay", str(f), "--out", str(out), "--no-plots"])
+    s = json.loads((out / "summary.json").read_text())
     [c] = s["collectives"]
     assert s["duration_ps"] == 200_000_000
     assert not c["complete"] and 0 < c["iterations_done"] < 50
     assert c["transfers_received"] < c["transfers"]
     assert all(t > 0 for t in c["iteration_times_ps"])
+    assert rc == 1, err
+    warn = [line for line in err.splitlines() if "did not complete" in line]
+    assert warn == [
+        f"lossless: warning: [[collective]] #1 allreduce 1M on 4 ranks did not complete in "
+        f"the 200 us run: {c['iterations_done']} of 50 iteration(s) done, "
+        f"{c['transfers_received']} of {c['transfers']} transfers of iteration "
+        f"{c['iterations_done'] + 1} received; lengthen the run (-p duration_ms=...) or look "
+        f"for drops and pauses"], err
+    assert "busbw" not in err  # nothing to report for an entry that did not finish
+
+
+def test_summary_line_gives_each_complete_collective_time_and_busbw(tmp_path) -> None:
+    f = _file(tmp_path, _entry(size="1M", iters=2) + _entry(size="256K", iters=1,
+                                                             start_us=150.0))
+    out = tmp_path / "o"
+    rc, _, err = run_cli(["replay", str(f), "--out", str(out), "--no-plots"])
+    assert rc == 0, err
+    c1, c2 = json.loads((out / "summary.json").read_text())["collectives"]
+    [line] = [x for x in err.splitlines() if "results in" in x]
+    assert (f"[[collective]] #1 allreduce 1M on 4 ranks: {c1['time_us']:.2f} us (mean of 2 "
+            f"iterations), busbw {c1['busbw_GB_per_s']:.2f} GB/s; [[collective]] #2 allreduce "
+            f"256K on 4 ranks: {c2['time_us']:.2f} us, busbw {c2['busbw_GB_per_s']:.2f} GB/s; "
+            f"results in") in line, line
 
 
 def test_start_us_delays_the_first_iteration(tmp_path) -> None:
@@ -314,3 +340,56 @@ def test_collective_fabric_file_errors_are_one_line(tmp_path):
     ):
         rc, _out, err = run_cli(["collective", "allreduce", "-b", "1M", "-e", "1M", *args])
         assert rc == 2 and want in err and len(err.strip().splitlines()) == 1, (args, err)
+
+
+_LEAF_SPINE = """\
+[run]
+duration_ms = 0.05
+[topology]
+kind = "{kind}"
+{topo}
+[links]
+link_gbps = 100.0
+[switch]
+mtu_bytes = 4154
+[[collective]]
+size = "64K"
+[capture]
+enabled = false
+"""
+
+
+@pytest.mark.parametrize(("kind", "topo"), [
+    ("leaf_spine", "leaves = 2\nspines = 2\nhosts_per_leaf = 2"),
+    ("rail", "nodes = 2\ngpus_per_node = 2\nspines = 1"),
+    ("custom", "switch_ids = [0, 1]\nhost_ids = [10, 11, 20, 21]\n"
+               "links = [[10, 0, 0, 0], [11, 0, 0, 1], [20, 0, 1, 0], [21, 0, 1, 1], "
+               "[0, 2, 1, 2]]"),
+])
+def test_one_fabric_file_one_set_of_names(tmp_path, kind, topo):
+    """The same fabric file names its nodes the same under lossless replay (summary.json
+    labels, the plots' names) and lossless collective (its links): leaf-spine leaves leafN
+    (they were sw<id> under replay), rail leaves per rail, a custom topology's sw<id>; hosts
+    h<id> (they were rN, by rank, under collective)."""
+    f = tmp_path / "f.toml"
+    f.write_text(_LEAF_SPINE.format(kind=kind, topo=topo))
+    s = _replay(f, tmp_path / "o")
+    replay = {n["id"]: n["name"] for n in s["labels"]["nodes"]}
+    out = tmp_path / "c.json"
+    rc, _, err = run_cli(["collective", "allreduce", "-b", "64K", "-e", "64K", "--fabric",
+                          str(f), "--json", str(out)])
+    assert rc == 0, err
+    links = json.loads(out.read_text())["results"][0]["links"]
+    coll = {}
+    for ln in links:
+        coll[ln["node"]] = ln["name"].split(":p")[0]
+        coll[ln["peer"]] = ln["peer_name"]
+    assert coll == replay
+    ports = {(p["node"], p["port"]): p["name"] for p in s["labels"]["ports"]}
+    for ln in links:
+        if ":p" in ln["name"]:  # a switch port: the same text in both
+            assert ports[(ln["node"], ln["port"])] == f"{ln['name']} -> {ln['peer_name']}"
+    want = {"leaf_spine": {0: "spine0", 1: "spine1", 2: "leaf0", 3: "leaf1", 4: "h4"},
+            "rail": {0: "spine0", 1: "leaf0", 2: "leaf1", 3: "h3"},
+            "custom": {0: "sw0", 1: "sw1", 10: "h10"}}[kind]
+    assert {k: replay[k] for k in want} == want

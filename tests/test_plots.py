@@ -187,6 +187,39 @@ def test_total_throughput_and_capacity(runs):
     assert total.get_linewidth() > 2 and 80 < float(np.median(total.get_ydata())) <= 100
 
 
+@given(st.lists(st.floats(0, 1e3), min_size=1, max_size=60), st.integers(1, 25),
+       st.integers(0, 59), st.floats(0, 1e3))
+def test_moving_average_trails(v, w, j, bump):
+    """Each point is the mean of its bin and the w-1 before it (fewer at the start): no bin
+    shows before it happens."""
+    from sim.study.plot import _moving_average
+
+    v = np.array(v)
+    m = _moving_average(v, w)
+    for i in range(len(v)):
+        assert m[i] == pytest.approx(v[max(0, i - w + 1):i + 1].mean(), rel=1e-9, abs=1e-9)
+    j %= len(v)
+    later = v.copy()
+    later[j] += bump
+    assert np.array_equal(_moving_average(later, w)[:j], m[:j])
+
+
+def test_late_joiner_does_not_rise_before_it_joins(runs):
+    """The late joiner's smoothed line is 0 until it joins (0.1 ms of 0.3), and the total
+    does not step up before then either."""
+    from sim.study.plot import figures
+
+    fig = figures(runs("late_joiner"))["throughput.png"]
+    top, per_flow = fig.axes[0], fig.axes[1]
+    late = next(ln for ln in per_flow.lines if ln.get_label().startswith("late joiner"))
+    x, y = np.asarray(late.get_xdata()), np.asarray(late.get_ydata())
+    assert x.min() < 100 < x.max()
+    assert not y[x <= 100].any() and y[x > 110].any()
+    total = next(ln for ln in top.lines if ln.get_label().startswith("total"))
+    tx, ty = np.asarray(total.get_xdata()), np.asarray(total.get_ydata())
+    assert ty[tx <= 100].max() <= 41  # one 40 Gb/s flow until the join
+
+
 def test_many_flows_are_drawn_as_bands(runs):
     t = _texts(runs("incast", senders=20))["throughput.png"]
     assert any(x.startswith("all flows: mean of 20 flows") for x in t)
@@ -246,3 +279,39 @@ def test_cluster_window_finds_a_burst(duration, where, n):
     assert lo <= burst[0] and burst[-1] <= hi
     spread = np.linspace(0, duration, n * 10).astype(np.int64)
     assert cluster_window(spread, duration) is None
+
+
+# ----------------------------------------------------------------------------- several runs
+
+
+def test_runs_are_labelled_by_what_differs():
+    from sim.study.plot import run_labels
+
+    a = {"scenario": "incast", "seed": 0, "params": {"senders": 8, "pfc": True, "seed": 0}}
+    b = {"scenario": "incast", "seed": 0, "params": {"senders": 8, "pfc": False, "seed": 0}}
+    assert run_labels([a, b], ["A", "B"]) == ["pfc true", "pfc false"]
+    assert run_labels([a, a], ["A", "B"]) == ["A", "B"]  # nothing differs: the folders
+    f1 = {"scenario": "f", "seed": 1, "params": {"switch": {"pfc": True, "xoff_kb": 20.0},
+                                                 "collective": [{"qps": 1}]}}
+    f2 = {"scenario": "f", "seed": 2, "params": {"switch": {"pfc": True, "xoff_kb": 30.0},
+                                                 "collective": [{"qps": 4}]}}
+    assert run_labels([f1, f2], ["A", "B"]) == ["switch.xoff_kb 20, collective.qps 1, seed 1",
+                                                "switch.xoff_kb 30, collective.qps 4, seed 2"]
+
+
+def test_plot_several_replay_folders_compares_them(runs, tmp_path, monkeypatch):
+    """lossless plot A B of two replay folders: one compare.png (it was a usage error naming
+    a missing results.json), curves named by the parameter that differs."""
+    from sim.cli import main
+    from sim.study.plot import compare_figure, texts
+
+    a, b = runs("incast"), runs("incast", pfc=False)
+    t = texts(compare_figure([a, b]))
+    assert "pfc true" in t and "pfc false" in t
+    assert not any(x in t for x in (a.split("/")[-1], b.split("/")[-1]))
+    monkeypatch.chdir(tmp_path)
+    assert main(["plot", a, b]) == 0
+    assert (tmp_path / "compare.png").stat().st_size > 10_000
+    assert main(["plot", a, b, "-o", str(tmp_path / "x.png")]) == 0
+    assert (tmp_path / "x.png").is_file()
+    assert main(["plot", a, "-o", str(tmp_path / "y.png")]) == 2  # -o: several folders

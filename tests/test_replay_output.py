@@ -320,3 +320,17 @@ def test_docs_address_scheme_matches_the_code() -> None:
                and isinstance(a.choices, dict) and "replay" in a.choices)
     pcap = next(a for a in sub.choices["replay"]._actions if "--pcap" in a.option_strings)
     assert "Addresses" in pcap.help and "02:00:" not in pcap.help  # points there, no copy
+
+
+def test_deadlock_line_names_the_cycle_as_the_plots_do(tmp_path, capsys) -> None:
+    """The summary line's deadlock cycle uses the nodes' names (summary.json labels, the
+    plots' names), not node ids."""
+    code = main(["replay", "pfc_deadlock_ring", "-p", "duration_ms=0.4", "-p", "stop_ms=0.2",
+                 "-p", "rate_frac=0.8", "-p", "deadlock_confirm_us=20", "--no-plots",
+                 "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    names = {n["id"]: n["name"] for n in s["labels"]["nodes"]}
+    cycle = " -> ".join(f"{names[n]}:p{p}" for n, p, _prio in s["deadlock"]["cycle"])
+    assert code == 0 and cycle.startswith("sw0:p1 -> sw1:p1")
+    assert f"(cycle of egress ports {cycle})" in err, err

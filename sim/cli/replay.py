@@ -25,7 +25,9 @@ def _node_port(text: str) -> tuple[int, int]:
 
 
 EXIT_SKIPPED = 1
-#: Exit status when summary.json has ``problems`` (sim.study.fault_report.conservation_problems).
+#: Exit status when the run finished but something did not complete or balance: summary.json
+#: ``problems`` (sim.study.fault_report.conservation_problems), a ``[[collective]]`` entry
+#: that failed or was still running at the end of the run.
 EXIT_PROBLEMS = 1
 #: Exit status after Ctrl-C (128 + SIGINT, the shell's convention).
 EXIT_INTERRUPTED = 130
@@ -48,7 +50,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from sim.scenarios import ScenarioError
     from sim.scenarios.loader import scenario_name
-    from sim.study.results import run_scenario
+    from sim.study.results import collective_problem, run_scenario
     from sim.workloads.replay import scale_fraction
     from wire.atomic import check_output_dir
 
@@ -84,18 +86,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
     for line in summary_lines(s, wall, out):
         _err(line)
     rp = s.get("replay")
-    failed = [c for c in s.get("collectives") or () if c.get("failed")]
+    colls = s.get("collectives") or ()
+    failed = [c for c in colls if c.get("failed")]
     for c in failed:  # a QP error stopped a [[collective]] entry, as NCCL's (docs/faults.md)
         _err(f"[[collective]] #{c['entry']}: {c['error']}")
-    if s.get("problems") or failed:  # a flow that does not balance (run_scenario warned,
-        return EXIT_PROBLEMS  # one line each) or a collective that failed
+    unfinished = [line for c in colls if (line := collective_problem(c, s["duration_ps"]))]
+    for line in unfinished:  # still running when the run ended
+        _err(f"warning: {line}")
+    if s.get("problems") or failed or unfinished:  # a flow that does not balance
+        return EXIT_PROBLEMS  # (run_scenario warned, one line each) or a collective
     return EXIT_SKIPPED if rp is not None and rp.get("skipped") else EXIT_OK
 
 
 def summary_lines(s: dict, wall_s: float, out: str) -> list[str]:
     """The replay's one-line summary (and, after a --pcap replay, one line about it): what
     ran, drops by reason, a deadlock, the watchdog, a capture cut at its limit."""
-    from sim.study.results import replay_problem
+    from sim.study.congestion import deepest_queue
+    from sim.study.results import collective_result, replay_problem
 
     t = s["totals"]
     name = s["scenario"]
@@ -104,12 +111,20 @@ def summary_lines(s: dict, wall_s: float, out: str) -> list[str]:
         by = t.get("dropped_packets_by_reason", {})
         drops += f" ({', '.join(f'{k} {v}' for k, v in by.items())})"
     parts = [f"{name}: {s['duration_ps'] / 1e6:g} us simulated in {wall_s:.2f} s",
-             f"bottleneck utilisation {s['bottleneck']['utilisation']:.4f}", drops,
-             f"pauses {t['pauses']}", f"CE marks {t['ce_marked']}"]
+             f"bottleneck utilisation {s['bottleneck']['utilisation']:.4f}"]
+    deep = deepest_queue(s)
+    if deep is not None:
+        peak = next((p["max_queue_bytes"] for p in s.get("ports", ())
+                     if (p["node"], p["port"]) == deep), 0)
+        port = next((p["name"] for p in (s.get("labels") or {}).get("ports", ())
+                     if (p["node"], p["port"]) == deep), f"{deep[0]}:{deep[1]}")
+        parts.append(f"deepest queue {peak / 1000:.4g} KB at {port}")
+    parts += [drops, f"pauses {t['pauses']}", f"CE marks {t['ce_marked']}"]
+    names = {n["id"]: n["name"] for n in (s.get("labels") or {}).get("nodes", ())}
     dl = s.get("deadlock")
     if isinstance(dl, dict) and dl.get("detected"):
-        cycle = " -> ".join(f"{c[0]}:{c[1]}" for c in dl.get("cycle") or ())
-        parts.append(f"DEADLOCK at {dl['t_ps'] / 1e6:g} us (cycle of NODE:PORT {cycle})")
+        cycle = " -> ".join(f"{names.get(c[0], c[0])}:p{c[1]}" for c in dl.get("cycle") or ())
+        parts.append(f"DEADLOCK at {dl['t_ps'] / 1e6:g} us (cycle of egress ports {cycle})")
     wd = s.get("watchdog")
     if isinstance(wd, dict) and wd.get("triggers"):
         parts.append(f"PFC watchdog fired {wd['triggers']} time(s), dropped "
@@ -118,6 +133,7 @@ def summary_lines(s: dict, wall_s: float, out: str) -> list[str]:
     if cap.get("cut_at_ps") is not None:
         parts.append(f"captures CUT at {cap['cut_at_ps'] / 1e6:g} us (limit "
                      f"{cap['limit_bytes'] / 1e6:g} MB, --capture-limit-mb)")
+    parts += [r for c in s.get("collectives") or () if (r := collective_result(c))]
     lines = ["; ".join(parts) + f"; results in {out}"]
     rp = s.get("replay")
     if rp is not None:
@@ -134,10 +150,16 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from sim.study.collective_plots import is_collective_results
     from sim.study.plot import plot_dir
 
-    if args.output or len(args.dir) > 1 or is_collective_results(args.dir[0]):
+    if any(is_collective_results(d) for d in args.dir):
         from sim.cli.collective import cmd_plot_collective  # lossless collective folders
 
         return cmd_plot_collective(args)
+    if len(args.dir) > 1:
+        return _plot_compare(args.dir, args.output or "compare.png")
+    if args.output:
+        _err(f"-o {args.output}: applies to several results folders (one folder's plots are "
+             f"written into it)")
+        return EXIT_USAGE
     d = args.dir[0]
     try:
         _check_results(d)
@@ -155,6 +177,30 @@ def cmd_plot(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except (OSError, ValueError, TypeError, IndexError) as e:
         _err(f"{d}: cannot plot: {e}")
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def _plot_compare(dirs: list[str], out: str) -> int:
+    """``lossless plot A B ...`` of replay results folders: one figure comparing them."""
+    import os
+
+    from sim.study.plot import write_compare
+
+    for d in dirs:
+        try:
+            _check_results(d)
+        except _BadResults as e:
+            _err(str(e))
+            return EXIT_USAGE
+    try:
+        print(write_compare(dirs, out))
+    except KeyError as e:
+        _err(f"{' '.join(dirs)}: cannot compare: missing {e}")
+        return EXIT_USAGE
+    except (OSError, ValueError, TypeError, IndexError) as e:
+        _err(f"{os.path.abspath(out) if isinstance(e, OSError) else ' '.join(dirs)}: "
+             f"cannot compare: {e}")
         return EXIT_USAGE
     return EXIT_OK
 
@@ -288,11 +334,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("plot", help="PNG plots of a replay or collective results directory")
     p.add_argument("dir", metavar="DIR", nargs="+",
-                   help="results folder; several lossless collective folders: their busbw "
-                        "curves overlaid in one plot")
+                   help="results folder; several replay folders: one compare.png of their "
+                        "throughput and bottleneck queue; several lossless collective "
+                        "folders: their busbw curves overlaid in one plot (each run named "
+                        "by the settings that differ)")
     p.add_argument("-o", "--output", metavar="FILE",
-                   help="collective folders: write the overlay here (default "
-                        "busbw_vs_size.png in the current folder when several are given)")
+                   help="several folders: write the figure here (default compare.png, or "
+                        "busbw_vs_size.png for collective folders, in the current folder)")
     p.set_defaults(func=cmd_plot)
 
     s = sub.add_parser("scenarios", help="list the built-in scenarios and their parameters, "

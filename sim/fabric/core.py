@@ -45,6 +45,25 @@ class Fabric:
         self.flows: dict[int, Flow] = {}
         self.ids = PacketIds()
         self.ids.next = 0  # data and control packets share one deterministic counter
+        #: The flows of replayed captures by flow id (:class:`sim.workloads.replay.ReplayedFlow`,
+        #: registered by :func:`sim.workloads.replay.inject_records`): not sent by a NIC's
+        #: flow logic, so not in :attr:`flows`, but reported as flows are.
+        self.replayed: dict[int, Any] = {}
+        #: Names the builder gives its nodes (``leaf0``, ``spine1``, ``switch``); the others
+        #: are named by :meth:`node_names`.
+        self.names: dict[int, str] = {}
+
+    def node_names(self) -> dict[int, str]:
+        """node id -> the one name every output shows for the node (summary.json ``labels``,
+        plots, ``lossless collective``'s links, command-line messages): the builder's
+        (:attr:`names`: ``leafN``/``spineN`` of a leaf-spine or rail fabric, ``edgeN``/
+        ``aggN``/``coreN`` of a fat-tree, ``swN`` of a ring, ``switch`` of a star), else
+        ``h<id>`` for a host and ``sw<id>`` for a switch (the ids a fabric file gives its
+        custom topology); ``N`` counts the switches of a role in node-id order."""
+        out = {nid: (f"h{nid}" if isinstance(node, Host) else f"sw{nid}")
+               for nid, node in sorted(self.nodes.items())}
+        out.update(self.names)
+        return out
 
     def next_packet_id(self) -> int:
         """A fresh packet id (one deterministic counter per fabric)."""
@@ -237,6 +256,7 @@ def star(senders: int, rate_bps: int, prop_ps: int, mmu_config: MmuConfig, *,
     hosts = list(range(1, senders + 2))
     fab.add_switch(0, Mmu(mmu_config), routes={h: h for h in hosts}, ecn=ecn,
                    **dict(switch_kw or {}))
+    fab.names[0] = "switch"
     for h in hosts:
         fab.add_host(h, rate_bps, **dict(host_kw or {}))
         fab.connect(0, h, h, 0, rate_bps, prop_ps)

@@ -221,6 +221,9 @@ def fat_tree(k: int, oversubscription: int = 1, *, link_gbps: float = 400.0,
         return j // (h * H), (j // H) % h, j % H
 
     up = tuple(range(h, 2 * h))
+    for role, ids in (("core", cores), ("agg", [x for pod in aggs for x in pod]),
+                      ("edge", [x for pod in edges for x in pod])):
+        fab.names.update({x: f"{role}{i}" for i, x in enumerate(ids)})
     for c in cores:
         fab.add_switch(c, Mmu(cfg), routes={d: where(d)[0] for d in ranks}, ecn=ecn, **skw)
     for p in range(k):
@@ -300,6 +303,8 @@ def superpod(sus: int = 1, *, nodes: int | None = None, link_gbps: float = 400.0
         return (n // SU_SLOTS) * G + g
 
     uplinks = tuple(range(SU_SLOTS, SU_SLOTS + U))
+    fab.names.update({s: f"spine{s}" for s in spines})
+    fab.names.update({x: f"leaf{i}" for i, x in enumerate(y for su in leaves for y in su)})
     for s in spines:
         routes = {d: (tuple(leaf_index(d) * m + i for i in range(m)) if ecmp
                       else leaf_index(d) * m + d % m) for d in ranks}

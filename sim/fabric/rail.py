@@ -124,6 +124,8 @@ def rail_optimized(nodes: int, gpus_per_node: int = 8, *, spines: int | None = N
     host = [[S + G + n * G + g for g in range(G)] for n in range(N)]
     ranks = tuple(h for row in host for h in row)
     uplinks = tuple(N + s for s in range(S))
+    fab.names.update({s: f"spine{s}" for s in spine_ids})
+    fab.names.update({leaf: f"leaf{g}" for g, leaf in enumerate(leaf_ids)})
     for s in spine_ids:
         fab.add_switch(s, Mmu(cfg), routes={host[n][g]: g for n in range(N) for g in range(G)},
                        ecn=ecn, **skw)
@@ -162,6 +164,7 @@ def collective_star(nranks: int, *, link_gbps: float = 400.0, prop_ps: int = 500
     fab = Fabric(seed, tracer, **dict(link_kw or {}))
     ranks = tuple(range(1, nranks + 1))
     fab.add_switch(0, Mmu(cfg), routes={h: h for h in ranks}, ecn=ecn, **dict(switch_kw or {}))
+    fab.names[0] = "switch"
     slow = dict(host_gbps or {})
     for r, h in enumerate(ranks):
         hr = gbps(slow.get(r, link_gbps))

@@ -119,6 +119,8 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int, rate_bps: int, pro
     leaf_ids = [S + li for li in range(L)]
     host_ids = [[S + L + li * H + h for h in range(H)] for li in range(L)]
     leaf_of = {h: li for li in range(L) for h in host_ids[li]}
+    fab.names.update({s: f"spine{s}" for s in spine_ids})
+    fab.names.update({n: f"leaf{li}" for li, n in enumerate(leaf_ids)})
 
     for s in spine_ids:
         fab.add_switch(s, Mmu(mmu_config), routes={d: leaf_of[d] for d in leaf_of}, ecn=ecn,
@@ -163,6 +165,7 @@ def ring(switches: int, rate_bps: int, prop_ps: int, mmu_config: MmuConfig, *,
     sw_ids = list(range(N))
     host_ids = [[N + s * K + k for k in range(K)] for s in range(N)]
     cw, ccw = K, K + 1
+    fab.names.update({s: f"sw{s}" for s in sw_ids})
     for s in sw_ids:
         routes = {}
         for t in range(N):

@@ -125,7 +125,7 @@ from sim.flowctl.credit import CbfcConfig, cbfc_free
 from sim.flowctl.pfc import apply_pause, is_mac_control, pfc_packet
 from sim.net.port import PRIORITIES, CreditPort, Port
 from sim.nic.rc import ACK_TIMEOUT, RETRY_CNT, RcReceiver, RcSender, ack_timeout_ps
-from sim.packet import PacketIds, SimPacket
+from sim.packet import REPLAY_FLOW_BASE, PacketIds, SimPacket
 from sim.trace import Interest, NullTracer, Tracer, interest
 from sim.units import frame_ser_time_ps, ser_time_ps
 from wire import build
@@ -870,7 +870,7 @@ class Host:
                 self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, 0, pkt.tc, pkt.id,
                                          pkt.flow, pkt.nbytes, "rx_stalled"))
             return
-        if frame is not None:
+        if frame is not None and pkt.flow < REPLAY_FLOW_BASE:  # replayed: carried as is
             bth = roce_bth(frame)
             if bth is not None:
                 op, qp, psn = bth
@@ -894,8 +894,11 @@ class Host:
         self._deliver(pkt, now)
 
     def _on_ce(self, f: int, src: int, now: int) -> None:
-        """A CE-marked data frame of flow ``f`` arrived: count it; the NP's CNP."""
+        """A CE-marked data frame of flow ``f`` arrived: count it; the NP's CNP (none for a
+        replayed flow, whose sender is a recording)."""
         self.rx_ce[f] = self.rx_ce.get(f, 0) + 1
+        if f >= REPLAY_FLOW_BASE:
+            return
         if self.cnp_mode == "immediate":
             last = self._last_cnp_ps.get(f)
             if last is None or now - last >= self.cnp_interval_ps:

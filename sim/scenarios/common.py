@@ -20,6 +20,7 @@ from sim.units import BYTES_PER_KB, gbps, kb_to_bytes, ms_to_ps, quantity_proble
 __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABRIC_PARAMS",
            "cc_params", "check_cc", "duration_ps", "ecn_config", "host_kw", "mmu_config",
            "param_set", "parse_cc_opts", "fabric_params", "FABRIC_NAMES", "with_default",
+           "add_own_flow",
            "pos", "nonneg", "frac", "rate_check", "share", "in_range", "PCIE_NAMES",
            "pcie_params", "pcie_kw", "collective_params", "rc_params", "rc_kw", "FABRICS",
            "IB_NAMES", "FabricSetup",
@@ -130,6 +131,8 @@ FABRIC_PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("cc", "none", "sender congestion control: 'none' (fixed rate) or a sim.cc name",
           check_cc),
     Param("seed", 0, "RNG seed (ECN marking draws); --seed overrides", nonneg),
+    Param("background", True, "the scenario's own flows; false: none (a --pcap replayed "
+          "alone through the scenario's fabric)", None),
     Param("kmin_kb", 5.0, "ECN: marking starts above this egress queue depth, KB", nonneg),
     Param("kmax_kb", 200.0, "ECN: marking probability reaches pmax here, KB", nonneg),
     Param("pmax", 0.01, "ECN: marking probability at kmax (0 disables marking)", frac),
@@ -162,7 +165,7 @@ PCIE_NAMES = ("pcie_gen", "pcie_lanes", "pcie_mps_bytes", "nic_rx_buffer_kb")
 
 #: The fabric-wide parameters every built-in takes, in listing order.
 FABRIC_NAMES = ("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "cc", "seed",
-                "kmin_kb", "kmax_kb", "pmax", "cable_m", "packet_bytes")
+                "kmin_kb", "kmax_kb", "pmax", "cable_m", "packet_bytes", "background")
 
 
 def pcie_params(gen: int = 0) -> tuple[Param, ...]:
@@ -187,6 +190,14 @@ def param_set(*names: str, **overrides: Param) -> tuple[Param, ...]:
     """The shared :class:`Param` objects called ``names`` (in that order), with replacements
     for some (``overrides[name]``, e.g. a different default)."""
     return tuple(overrides.get(n, FABRIC_PARAMS[n]) for n in names)
+
+
+def add_own_flow(fabric: Any, p: Mapping[str, Any], flow: Any) -> None:
+    """Add one of a built-in scenario's own flows to ``fabric``, unless ``p["background"]`` is
+    false or its ``load`` (if it has one) is 0: the fabric then carries only what is replayed
+    into it (``--pcap``)."""
+    if p.get("background", True) and p.get("load", 1) > 0:
+        fabric.add_flow(flow)
 
 
 def duration_ps(p: Mapping[str, Any]) -> int:

@@ -51,6 +51,7 @@ from sim.scenarios.common import (
     cc_params,
     check_stragglers,
     ecn_config,
+    frac,
     host_kw,
     in_range,
     mmu_config,
@@ -59,7 +60,6 @@ from sim.scenarios.common import (
     pos,
     rc_kw,
     rc_params,
-    share,
     straggler_delays,
 )
 from sim.units import gbps, kb_to_bytes, ms_to_ps, prop_delay_ps, us_to_ps
@@ -251,7 +251,8 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
     "traffic": (
         Param("pattern", "", "'' (none) or shift | random | incast | all_to_all over all "
               "hosts", _pattern),
-        Param("load", 1.0, "offered load per source, fraction of its link rate", share),
+        Param("load", 1.0, "offered load per source, fraction of its link rate (0: no "
+              "pattern flows)", frac),
         Param("tc", TC, "traffic class", in_range(0, 7)),
         Param("packet_bytes", 1082, "frame bytes without FCS", in_range(64, 9216)),
     ),
@@ -437,15 +438,16 @@ def _array(doc: Mapping[str, Any], name: str, where: str) -> list[dict[str, Any]
 
 
 def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
-          need_traffic: bool = True, fault_params: Mapping[str, Any] | None = None
-          ) -> Scenario:
+          need_traffic: bool = True, fault_params: Mapping[str, Any] | None = None,
+          replayed: bool = False) -> Scenario:
     """A :class:`Scenario` from a parsed fabric file (``where`` names it in errors).
     ``need_traffic=False`` accepts a file without traffic (``lossless collective --fabric
     FILE.toml`` brings its own).  ``info`` holds ``ranks`` (the hosts in rank order: a
     generated fabric's ranks, else every host in group order), ``gpus_per_node`` (the
     topology's, 1 for the hand-made kinds) and ``mtu_bytes``.  ``fault_params``: the
     ``-p`` fault keys (``fault``, ``fault.KEY``, ``detect_us``, ``converge_us``), faults
-    besides the file's ``[[faults]]``."""
+    besides the file's ``[[faults]]``.  ``replayed``: captures will be replayed into it
+    (``lossless replay --pcap``), so a file without traffic of its own is accepted."""
     unknown = sorted(set(doc) - _TOP)
     if unknown:
         raise ScenarioError(f"{where}: unknown key(s) {unknown}; known: {sorted(_TOP)}")
@@ -526,7 +528,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
     fid = 0
     labels: dict[int, str] = {}  # flow id -> where it was declared
     tr = sec["traffic"]
-    if tr["pattern"]:
+    if tr["pattern"] and tr["load"] > 0:
         pr = pairs(tr["pattern"], groups, seed)
         per_src: dict[int, int] = {}
         for s, _d in pr:
@@ -579,7 +581,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
             raise ScenarioError(f"{where}: [[pcap]] #{i + 1} 'file': {path}: "
                                 f"{e.strerror or e}") from None
         pcaps.append((path, scale_fraction(p["time_scale"])))
-    if need_traffic and not fab.flows and not pcaps:
+    if need_traffic and not fab.flows and not pcaps and not replayed:
         raise ScenarioError(f"{where}: no traffic: give [traffic] pattern, [[flows]], "
                             f"[[collective]] or [[pcap]]")
     cap = sec["capture"]
@@ -619,7 +621,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
 
         clean = deepcopy({k: v for k, v in doc.items() if k != "faults"})
         sc.info["fault_free"] = lambda: build(deepcopy(clean), where, base_dir,
-                                              need_traffic=need_traffic)
+                                              need_traffic=need_traffic, replayed=replayed)
     return sc
 
 

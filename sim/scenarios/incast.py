@@ -16,6 +16,7 @@ from sim.nic.host import Flow
 from sim.scenarios.base import Param, Scenario, TracerSlot, resolve_params
 from sim.scenarios.common import (
     TC,
+    add_own_flow,
     duration_ps,
     fabric_params,
     fabric_setup,
@@ -46,7 +47,7 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
                             ecn=fs.ecn, tracer=slot, host_kw=fs.host_kw,
                             switch_kw=fs.switch_kw, link_kw=fs.link_kw)
     for i, h in enumerate(hosts):
-        fab.add_flow(Flow(i, h, recv, rate, tc=TC, packet_bytes=p["packet_bytes"]))
+        add_own_flow(fab, p, Flow(i, h, recv, rate, tc=TC, packet_bytes=p["packet_bytes"]))
     fs.apply(fab)
     return Scenario(name="incast", params=p, seed=p["seed"], duration_ps=dur,
                     fabric=fab, bottleneck=(0, recv), tracer_slot=slot,

@@ -20,6 +20,7 @@ from sim.nic.host import Flow
 from sim.scenarios.base import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from sim.scenarios.common import (
     TC,
+    add_own_flow,
     duration_ps,
     fabric_params,
     fabric_setup,
@@ -56,8 +57,8 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     fab, recv, hosts = star(2, rate, prop_delay_ps(p["cable_m"]), cfg, seed=p["seed"], ecn=ecn,
                             tracer=slot, host_kw=fs.host_kw, switch_kw=fs.switch_kw,
                             link_kw=fs.link_kw)
-    fab.add_flow(Flow(0, hosts[0], recv, rate, tc=TC, packet_bytes=p["packet_bytes"]))
-    fab.add_flow(Flow(1, hosts[1], recv, rate, tc=TC, packet_bytes=p["packet_bytes"],
+    add_own_flow(fab, p, Flow(0, hosts[0], recv, rate, tc=TC, packet_bytes=p["packet_bytes"]))
+    add_own_flow(fab, p, Flow(1, hosts[1], recv, rate, tc=TC, packet_bytes=p["packet_bytes"],
                       start_ps=join_ps))
     fs.apply(fab)
     return Scenario(name="late_joiner", params=p, seed=p["seed"], duration_ps=dur, fabric=fab,

@@ -19,11 +19,12 @@ from sim.nic.host import Flow
 from sim.scenarios.base import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from sim.scenarios.common import (
     TC,
+    add_own_flow,
     duration_ps,
     fabric_params,
     fabric_setup,
+    frac,
     in_range,
-    share,
 )
 from sim.units import gbps, prop_delay_ps
 from sim.workloads.patterns import PATTERNS, pairs
@@ -46,7 +47,8 @@ PARAMS: tuple[Param, ...] = (
     Param("ecmp", True, "leaves spread flows over all spines by flow hash (else by "
           "destination)", None),
     Param("pattern", "shift", f"traffic pattern: {', '.join(PATTERNS)}", _pattern),
-    Param("load", 1.0, "offered load per source as a fraction of its link rate", share),
+    Param("load", 1.0, "offered load per source as a fraction of its link rate (0: no "
+          "flows, as background=false)", frac),
     *fabric_params(),
 )
 
@@ -72,7 +74,7 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     fab = topo.fabric
     for i, (s, d) in enumerate(pr):
         flow_rate = max(int(rate * p["load"]) // per_src[s], 1)
-        fab.add_flow(Flow(i, s, d, flow_rate, tc=TC, packet_bytes=p["packet_bytes"]))
+        add_own_flow(fab, p, Flow(i, s, d, flow_rate, tc=TC, packet_bytes=p["packet_bytes"]))
     fs.apply(fab)
     return Scenario(name="leaf_spine", params=p, seed=p["seed"], duration_ps=dur, fabric=fab,
                     bottleneck=(topo.leaves[0], H), tracer_slot=slot,

@@ -108,13 +108,15 @@ def scenario_name(name_or_path: str) -> str:
 
 
 def build(name_or_path: str, params: dict[str, Any] | None = None,
-          seed: int | None = None, *, params_from: str = "-p") -> Scenario:
+          seed: int | None = None, *, params_from: str = "-p", replayed: bool = False
+          ) -> Scenario:
     """A ready scenario from a built-in name, a reference file or a fabric file.
 
     ``params`` override the file (for a fabric file: ``TABLE.KEY`` names, and ``seed`` /
     ``duration_ms`` for ``[run]``); ``seed`` overrides the seed.  A bad value in ``params``
     is a ScenarioError starting with ``params_from`` (the command line's ``-p``); one in the
-    file names the file and its table.
+    file names the file and its table.  ``replayed``: captures will be replayed into it
+    (``--pcap``), so a fabric file without traffic of its own is accepted.
     """
     from sim.scenarios.common import add_faults, split_fault_params
 
@@ -130,7 +132,8 @@ def build(name_or_path: str, params: dict[str, Any] | None = None,
                 params["seed"] = seed
             apply_overrides(data, params, str(name_or_path), params_from)
             base = os.path.dirname(os.path.abspath(name_or_path))
-            return build_description(data, str(name_or_path), base, fault_params=faults)
+            return build_description(data, str(name_or_path), base, fault_params=faults,
+                                     replayed=replayed)
     seed_kw = {"seed": seed} if seed is not None else {}
     if is_file_ref(name_or_path):
         where: str | None = str(name_or_path)

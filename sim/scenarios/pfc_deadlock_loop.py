@@ -29,6 +29,7 @@ from sim.nic.host import Flow
 from sim.scenarios.base import Param, Scenario, TracerSlot, resolve_params
 from sim.scenarios.common import (
     TC,
+    add_own_flow,
     duration_ps,
     in_range,
     mmu_config,
@@ -52,7 +53,8 @@ PARAMS: tuple[Param, ...] = (
           in_range(1, 255)),
     Param("rate_frac", 0.16, "rate of the looping flow as a fraction of line rate", share),
     Param("stop_ms", 1.0, "the source stops at this time, ms (0: never)", nonneg),
-    *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "seed", "cable_m",
+    *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "seed", "background",
+               "cable_m",
                "packet_bytes", "fabric",
                duration_ms=with_default("duration_ms", 2.0)),
     *WATCHDOG_PARAMS,
@@ -78,7 +80,7 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     fab.connect(B, 0, D, 0, rate, prop)
     fab.connect(A, 1, B, 1, rate, prop)
     stop_ps = ms_to_ps(p["stop_ms"]) or None
-    fab.add_flow(Flow(0, S, D, max(int(rate * p["rate_frac"]), 1), tc=TC,
+    add_own_flow(fab, p, Flow(0, S, D, max(int(rate * p["rate_frac"]), 1), tc=TC,
                       packet_bytes=p["packet_bytes"], stop_ps=stop_ps))
     crossings = -(-p["ttl"] // 2)
     sc = Scenario(name="pfc_deadlock_loop", params=p, seed=p["seed"], duration_ps=duration_ps(p),

@@ -85,8 +85,8 @@ def attach_tools(sc: Scenario, p: Mapping[str, Any],
 
 
 _RING_KEYS = ("switches", "hops", "rate_frac", "stop_ms", "link_gbps", "pfc", "xoff_kb",
-              "buffer_kb", "duration_ms", "seed", "cable_m", "packet_bytes", "fabric",
-              "vl_buffer_kb")
+              "buffer_kb", "duration_ms", "seed", "background", "cable_m", "packet_bytes",
+              "fabric", "vl_buffer_kb")
 
 PARAMS: tuple[Param, ...] = (
     Param("switches", 4, "switches in the ring (one host each)", in_range(2, 64)),
@@ -94,7 +94,8 @@ PARAMS: tuple[Param, ...] = (
           in_range(1, 63)),
     Param("rate_frac", 0.6, "rate of every flow as a fraction of line rate", share),
     Param("stop_ms", 1.0, "the sources stop at this time, ms (0: never)", nonneg),
-    *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "seed", "cable_m",
+    *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "seed", "background",
+               "cable_m",
                "packet_bytes", "fabric", "vl_buffer_kb",
                duration_ms=with_default("duration_ms", 2.0)),
     *WATCHDOG_PARAMS,

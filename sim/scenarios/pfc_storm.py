@@ -34,14 +34,15 @@ from sim.nic.host import Flow
 from sim.scenarios.base import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from sim.scenarios.common import (
     TC,
+    add_own_flow,
     duration_ps,
+    frac,
     in_range,
     mmu_config,
     nonneg,
     param_set,
     pos,
     roce_only,
-    share,
     with_default,
 )
 from sim.scenarios.pfc_deadlock_ring import DETECTOR_PARAMS, WATCHDOG_PARAMS, attach_tools
@@ -60,7 +61,8 @@ PARAMS: tuple[Param, ...] = (
     Param("leaves", 2, "leaf switches", in_range(2, 16)),
     Param("spines", 2, "spine switches", in_range(1, 16)),
     Param("hosts_per_leaf", 3, "hosts under each leaf", in_range(1, 32)),
-    Param("load", 0.4, "rate of every flow as a fraction of line rate", share),
+    Param("load", 0.4, "rate of every flow as a fraction of line rate (0: no flows, as "
+          "background=false)", frac),
     Param("stall_ms", 0.1, "the broken NIC's receive side stalls at this time, ms", nonneg),
     Param("stall_end_ms", 0.0, "the stall ends at this time, ms (0: never)", nonneg),
     Param("nic_watchdog", False, "NIC pause-storm prevention on every host", None),
@@ -68,7 +70,8 @@ PARAMS: tuple[Param, ...] = (
           "this long, ms (mlx5 default 8000; 'auto' 100)", pos),
     Param("wd_scope", "edge", "ports the switch watchdog watches: 'edge' (leaf ports to "
           "hosts) or 'all'", _scope),
-    *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "seed", "cable_m",
+    *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "seed", "background",
+               "cable_m",
                "packet_bytes", "fabric",
                duration_ms=with_default("duration_ms", 2.0)),
     *WATCHDOG_PARAMS,
@@ -101,7 +104,8 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     bad_spine = broken % S
     roles = {}
     for fid, (src, dst) in enumerate(pairs):
-        fab.add_flow(Flow(fid, src, dst, flow_rate, tc=TC, packet_bytes=p["packet_bytes"]))
+        add_own_flow(fab, p, Flow(fid, src, dst, flow_rate, tc=TC,
+                                  packet_bytes=p["packet_bytes"]))
         if dst == broken:
             roles[fid] = "to_broken"
         elif src in first and dst % S == bad_spine:

@@ -29,6 +29,7 @@ from sim.nic.host import Flow
 from sim.scenarios.base import Param, Scenario, TracerSlot, resolve_params
 from sim.scenarios.common import (
     TC,
+    add_own_flow,
     duration_ps,
     in_range,
     mmu_config,
@@ -51,7 +52,8 @@ PARAMS: tuple[Param, ...] = (
           in_range(1, 32)),
     Param("victim", True, "one more host behind A sends to V (idle path)", None),
     Param("victim_frac", 0.5, "the victim flow's rate as a fraction of line rate", share),
-    *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "seed", "cable_m",
+    *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "seed", "background",
+               "cable_m",
                "packet_bytes", "fabric",
                duration_ms=with_default("duration_ms", 2.0)),
     *DETECTOR_PARAMS,
@@ -83,13 +85,13 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     pb = p["packet_bytes"]
     roles = {}
     for i in range(p["group"]):
-        fab.add_flow(Flow(i, behind[i], R, rate, tc=TC, packet_bytes=pb))
+        add_own_flow(fab, p, Flow(i, behind[i], R, rate, tc=TC, packet_bytes=pb))
         roles[i] = "group"
-    fab.add_flow(Flow(p["group"], L, R, rate, tc=TC, packet_bytes=pb))
+    add_own_flow(fab, p, Flow(p["group"], L, R, rate, tc=TC, packet_bytes=pb))
     roles[p["group"]] = "lone"
     if p["victim"]:
         fid = p["group"] + 1
-        fab.add_flow(Flow(fid, behind[-1], V, max(int(rate * p["victim_frac"]), 1), tc=TC,
+        add_own_flow(fab, p, Flow(fid, behind[-1], V, max(int(rate * p["victim_frac"]), 1), tc=TC,
                           packet_bytes=pb))
         roles[fid] = "victim"
     sc = Scenario(name="pfc_unfairness", params=p, seed=p["seed"], duration_ps=duration_ps(p),

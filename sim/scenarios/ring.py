@@ -19,6 +19,7 @@ from sim.nic.host import Flow
 from sim.scenarios.base import Param, Scenario, ScenarioError, TracerSlot, resolve_params
 from sim.scenarios.common import (
     TC,
+    add_own_flow,
     duration_ps,
     fabric_params,
     fabric_setup,
@@ -72,8 +73,8 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     for s in range(N):
         for k, src in enumerate(topo.hosts[s]):
             dst = topo.hosts[(s + hops) % N][k]
-            fab.add_flow(Flow(fid, src, dst, flow_rate, tc=TC, packet_bytes=p["packet_bytes"],
-                              stop_ps=stop_ps))
+            add_own_flow(fab, p, Flow(fid, src, dst, flow_rate, tc=TC,
+                                      packet_bytes=p["packet_bytes"], stop_ps=stop_ps))
             fid += 1
     fs.apply(fab)
     return Scenario(name="ring", params=p, seed=p["seed"], duration_ps=dur, fabric=fab,

@@ -14,14 +14,16 @@ __all__ = ["flow_conservation", "live_packets"]
 
 
 def flow_conservation(fab: Any, rec: Any) -> dict[int, dict[str, int]]:
-    """Per flow of ``fab.flows``, its data frames: sent (by the source NIC), delivered (at the
-    destination), dropped (``Dropped`` events, wherever: switch buffer, TTL, no route,
-    watchdog, stalled receiver, ...) and in flight at the end (in a port queue, being
+    """Per flow of ``fab.flows`` and of ``fab.replayed`` (the replayed captures' flows), its
+    data frames: sent (by the source NIC; a replayed frame when it is injected), delivered
+    (at the destination), dropped (``Dropped`` events, wherever: switch buffer, TTL, no
+    route, watchdog, stalled receiver, ...) and in flight at the end (in a port queue, being
     serialised or on a wire: found by walking the queues and the pending events).  Each is
     counted independently, so ``sent = delivered + dropped + in_flight`` is a real check."""
+    replayed = getattr(fab, "replayed", None) or {}
     flight: dict[int, list[int]] = {}
     for pkt in live_packets(fab):
-        if pkt.frame is None and pkt.flow in fab.flows:
+        if (pkt.frame is None and pkt.flow in fab.flows) or pkt.flow in replayed:
             c = flight.get(pkt.flow)
             if c is None:
                 c = flight[pkt.flow] = [0, 0]
@@ -44,6 +46,17 @@ def flow_conservation(fab: Any, rec: Any) -> dict[int, dict[str, int]]:
             held = dst.rc_held(fid)
             out[fid].update(sent_packets=rc["sent_frames"], sent_bytes=rc["sent_bytes"],
                             in_flight_packets=fl[0] + held[0], in_flight_bytes=fl[1] + held[1])
+    for fid, f in replayed.items():
+        dst = fab.nodes[f.dst]
+        d = rec.flow_drops.get(fid, (0, 0))
+        fl = flight.get(fid, (0, 0))
+        out[fid] = {
+            "sent_packets": f.sent_packets, "sent_bytes": f.sent_bytes,
+            "delivered_packets": dst.rx_packets.get(fid, 0),
+            "delivered_bytes": dst.rx_bytes.get(fid, 0),
+            "dropped_packets": d[0], "dropped_bytes": d[1],
+            "in_flight_packets": fl[0], "in_flight_bytes": fl[1],
+        }
     return out
 
 

@@ -5,16 +5,20 @@ that the plots (:mod:`sim.study.plot`) use instead of internal ids (docs/scenari
 out
 of sweep rows):
 
-- ``nodes``: ``{id, name, kind}``; names follow the scenario's own description: ``spine0``,
-  ``leaf1`` (leaf-spine), ``sw2`` (ring, SUE, fabric files), ``switch`` and ``receiver``
-  (star), the letters of ``pfc_unfairness`` (B, A, R, L, V) and ``pfc_deadlock_loop``
-  (A, B, S, D), ``xpu3``; every other host ``h<node id>`` (the id is also in its MAC/IP,
-  sim/addresses.py).
+- ``nodes``: ``{id, name, kind}``; names are the fabric's (:meth:`sim.fabric.Fabric.node_names`,
+  the same under ``lossless collective``): ``spine0``, ``leaf1`` (leaf-spine and rail, built-in
+  or fabric file), ``edge0``/``agg0``/``core0`` (fat-tree), ``sw2`` (ring), ``switch`` (star),
+  ``sw<id>`` (a fabric file's custom topology, SUE), every host ``h<node id>`` (the id is also
+  in its MAC/IP, sim/addresses.py); the scenario's own for the nodes it names: ``receiver``
+  (star scenarios), the letters of ``pfc_unfairness`` (B, A, R, L, V) and
+  ``pfc_deadlock_loop`` (A, B, S, D), ``xpu3``.
 - ``ports``: ``{node, port, peer, peer_port, name, rate_bps}``, ``name`` like
   ``"leaf0:p3 -> h8"`` (egress port 3 of leaf0, towards h8).
 - ``flows``: ``{id, src, dst, name, role, priority, rate_bps}`` (``rate_bps``: the rate it
-  offers); ``name`` like ``"h1 -> receiver"``, ``role`` the scenario's role in words
-  (``culprit (to stalled NIC)``, ``victim``, ``bystander``, ``late joiner``, ...) or null.
+  offers; a replayed flow's is its bytes over the time from its first frame to its last, null
+  for one instant); ``name`` like ``"h1 -> receiver"``, ``role`` the scenario's role in words
+  (``culprit (to stalled NIC)``, ``victim``, ``bystander``, ``late joiner``, ...),
+  ``replayed`` for a flow of a replayed capture (``--pcap``), or null.
 - ``switches``: per switch the thresholds that apply to its queues, in bytes: ECN ``kmin_bytes``
   / ``kmax_bytes`` / ``pmax`` (null without marking) on egress queues, and PFC on ingress
   (port, PG) occupancy (reserved + shared + headroom, as in the ``ingress_*`` series):
@@ -45,18 +49,13 @@ def role_text(role: str | None) -> str | None:
 
 
 def _node_names(sc: Any) -> dict[int, str]:
-    from sim.nic.host import Host
-
+    """The fabric's names (:meth:`sim.fabric.Fabric.node_names`: ``leaf0``, ``spine1``,
+    ``switch``, ``h4``, a fabric file's ``sw<id>``), with the scenario's own for the nodes it
+    names: the star's ``receiver``, the letters of ``pfc_unfairness`` and
+    ``pfc_deadlock_loop`` (their papers' figures), ``xpu<id>``."""
     info = sc.info
-    fab = sc.fabric
-    names: dict[int, str] = {}
-    if "spines" in info and "leaves" in info:
-        names.update({n: f"spine{i}" for i, n in enumerate(info["spines"])})
-        names.update({n: f"leaf{i}" for i, n in enumerate(info["leaves"])})
-    elif "switches" in info:
-        names.update({n: f"sw{i}" for i, n in enumerate(info["switches"])})
-    elif "receiver" in info and "senders" in info:
-        names[0] = "switch"
+    names = sc.fabric.node_names()
+    if "receiver" in info and "senders" in info:
         names[info["receiver"]] = "receiver"
     elif sc.name == "pfc_unfairness" and "roles" in info:
         from sim.scenarios.pfc_unfairness import A, B, L, R, V
@@ -68,9 +67,6 @@ def _node_names(sc: Any) -> dict[int, str]:
         names.update({A: "A", B: "B", S: "S", D: "D"})
     elif "xpus" in info:
         names.update({n: f"xpu{n}" for n in info["xpus"]})
-    for nid, node in fab.nodes.items():
-        if nid not in names:
-            names[nid] = f"h{nid}" if isinstance(node, Host) else f"sw{nid}"
     return names
 
 
@@ -124,6 +120,10 @@ def labels(sc: Any) -> dict[str, Any]:
               "name": f"{names[f.src]} -> {names[f.dst]}", "role": _flow_role(sc, f.id),
               "priority": f.tc, "rate_bps": f.rate_bps}
              for _, f in sorted(fab.flows.items())]
+    flows += [{"id": f.id, "src": f.src, "dst": f.dst,
+               "name": f"{names[f.src]} -> {names[f.dst]}", "role": "replayed",
+               "priority": f.tc, "rate_bps": f.rate_bps}
+              for _, f in sorted((getattr(fab, "replayed", None) or {}).items())]
     switches = [_switch_thresholds(nid, n) for nid, n in sorted(fab.nodes.items())
                 if isinstance(n, Switch)]
     markers = []

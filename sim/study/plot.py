@@ -8,12 +8,13 @@ Every series is named as the scenario names things (``leaf0:p3 -> h8``, ``priori
 are in
 µs (ms for runs longer than 5 ms), sizes in KB (1000 bytes), rates in Gb/s.
 
-- ``queue_depth.png``: the bottleneck egress queue per priority, drawn to the end of the run,
-  with the ECN thresholds Kmin/Kmax; below it, when the switch runs PFC, the switch's ingress
-  buffer per (ingress port, priority) with the XOFF and XON thresholds.
+- ``queue_depth.png``: the run's deepest switch egress queue (the bottleneck unless another
+  port queued more: :func:`sim.study.congestion.deepest_queue`) per priority, drawn to the
+  end of the run, with the ECN thresholds Kmin/Kmax; below it, when the switch runs PFC, the
+  switch's ingress buffer per (ingress port, priority) with the XOFF and XON thresholds.
 - ``throughput.png``: total delivered throughput with the receivers' link capacity (and per
-  role totals), and below it per-flow detail (moving average; min..max bands per role when
-  there are many flows).
+  role totals), and below it per-flow detail (trailing moving average, drawn at the end of
+  its window; min..max bands per role when there are many flows).
 - ``pfc.png``: PAUSE sent and transmitters paused, one row per (port, priority), with a zoomed
   panel where the changes cluster (:func:`cluster_window`); "no PFC activity" when nothing
   paused.
@@ -34,7 +35,8 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["cluster_window", "figures", "plot_dir", "texts"]
+__all__ = ["cluster_window", "compare_figure", "figures", "plot_dir", "run_labels", "texts",
+           "write_compare"]
 
 #: At most this many rows per PFC panel / lines per ingress panel (the busiest are kept).
 MAX_ROWS = 24
@@ -273,10 +275,20 @@ class _Context:
         self._raw_flows = {f["id"]: f for f in summary.get("flows", [])}
         self.switches = {s["node"]: s for s in lab.get("switches", [])}
         self.markers = lab.get("markers", [])
+        self.queue_port = self._deepest_queue()
         if self.dur_ps <= _US_AXIS_MAX_PS:
             self.t_unit_ps, self.t_unit = 10**6, "µs"
         else:
             self.t_unit_ps, self.t_unit = 10**9, "ms"
+
+    def _deepest_queue(self) -> tuple[int, int]:
+        """Where ``queue_depth.png`` looks: the run's deepest switch egress queue
+        (:func:`sim.study.congestion.deepest_queue`), else the bottleneck."""
+        from sim.study.congestion import deepest_queue
+
+        summary = {**self.summary, "bottleneck": {"node": self.bottleneck[0],
+                                                  "port": self.bottleneck[1]}}
+        return deepest_queue(summary) or self.bottleneck
 
     # names
     def node(self, n: int) -> str:
@@ -420,7 +432,7 @@ def _queue_figure(ctx: _Context) -> Any:
     XOFF/XON below (when it runs PFC); a detail panel from the first XOFF crossing."""
     import matplotlib.pyplot as plt
 
-    bn, bp = ctx.bottleneck
+    bn, bp = ctx.queue_port
     queues = [(q, t, b) for mid, t, b in ctx.series("queue_", "_bytes")
               for n, p, q in [_parse_npp(mid)] if (n, p) == (bn, bp) and len(b) and b.max() > 0]
     thr = ctx.switches.get(bn) or {}
@@ -469,8 +481,12 @@ def _queue_figure(ctx: _Context) -> Any:
         ctx.mark_events(ax)
         ax.set_ylim(0, top)
         if j == 0:
+            where = (f"the bottleneck port {ctx.port(bn, bp)}"
+                     if (bn, bp) == ctx.bottleneck else
+                     f"{ctx.port(bn, bp)}, the run's deepest\n(bottleneck.pcap: "
+                     f"{ctx.port(*ctx.bottleneck)})")
             ax.set(ylabel="egress queue depth (KB)", xlim=(0, ctx.t_end()),
-                   title=f"egress queue of the bottleneck port {ctx.port(bn, bp)}")
+                   title=f"egress queue of {where}")
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(loc="best", fontsize="small")
         else:
@@ -517,15 +533,17 @@ def _zoom(ctx: _Context, ax: Any, win: tuple[int, int], main: Any,
 
 
 def _moving_average(v: Any, w: int) -> Any:
-    """Centred moving average over ``w`` bins; near the ends over the bins that exist."""
+    """Trailing moving average over ``w`` bins: item i is the mean of bins i-w+1 .. i (of
+    the bins there are, at the start of the run), so nothing a bin holds shows before it (a
+    late joiner does not rise, a watchdog's victim does not recover, before the event).
+    Item i is drawn at the end of bin i."""
     import numpy as np
 
     if w <= 1:
-        return v
+        return np.asarray(v, dtype=np.float64)
     c = np.concatenate(([0.0], np.cumsum(v, dtype=np.float64)))
-    i = np.arange(len(v))
-    lo = np.maximum(i - w // 2, 0)
-    hi = np.minimum(i + (w - w // 2), len(v))
+    hi = np.arange(1, len(v) + 1)
+    lo = np.maximum(hi - w, 0)
     return (c[hi] - c[lo]) / (hi - lo)
 
 
@@ -548,12 +566,13 @@ def _throughput_figure(ctx: _Context) -> Any:
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 7), sharex=True,
                                   gridspec_kw={"height_ratios": [1, 1.2]})
     ax2.set_xlabel(ctx.t_label)
-    x = ctx.t(ts["bin_t_ps"] + bin_ps / 2)
+    edges = ctx.t(np.append(ts["bin_t_ps"], ts["bin_t_ps"][-1] + bin_ps))
+    x = edges[1:]  # a trailing average is drawn at the end of its last bin
     gbps = {fid: b * 8 * 1000 / bin_ps for fid, b in flows}  # bytes per bin -> Gb/s
     total = np.sum(list(gbps.values()), axis=0)
     mean = sum(int(b.sum()) for _, b in flows) * 8 / ctx.dur_ps * 1000  # Gb/s over the run
     w = max(1, round(len(x) / 20))  # moving-average width, bins
-    ax.plot(x, total, color="0.6", linewidth=0.8, label="all flows, per bin")
+    ax.stairs(total, edges, color="0.6", linewidth=0.8, label="all flows, per bin")
     ax.plot(x, _moving_average(total, w), color="black", linewidth=2.2,
             label=(f"total, all {len(flows)} flows" if len(flows) > 1 else "total, 1 flow")
             + f" (mean {mean:.4g} Gb/s)")
@@ -589,7 +608,7 @@ def _throughput_figure(ctx: _Context) -> Any:
     ctx.mark_events(ax)
     ax.set(ylabel="throughput (Gb/s)", xlim=(0, ctx.t_end()),
            title=f"{ctx.scenario}: delivered throughput (bins of {ctx.span(bin_ps)}, "
-                 f"moving average over {ctx.span(w * bin_ps)})"
+                 f"average over the {ctx.span(w * bin_ps)} before each point)"
                  + (f"\n{', '.join(notes)} (off scale)" if notes else ""))
     ax.set_ylim(0, 1.12 * max(top, *(r[0] / 1e9 for r in refs if r[2] not in notes), 1e-9))
     ax.legend(loc="best", fontsize="small")
@@ -613,7 +632,7 @@ def _throughput_figure(ctx: _Context) -> Any:
         ax2.legend(loc="upper right", fontsize="x-small")
     ctx.mark_events(ax2, legend=False)
     ax2.set(ylabel="throughput (Gb/s)",
-            title=f"per flow, moving average over {ctx.span(w * bin_ps)}")
+            title=f"per flow, average over the {ctx.span(w * bin_ps)} before each point")
     ax2.set_ylim(0, 1.15 * max(ax2.get_ylim()[1], 1e-9))
     return fig
 
@@ -794,4 +813,192 @@ def _rates_figure(ctx: _Context) -> Any | None:
         ax.legend(loc="lower left", fontsize="x-small", ncol=2)
     ax2.set(xlabel=ctx.t_label, ylabel="alpha (DCQCN)", ylim=(0, 1.05),
             title="alpha: the sender's estimate of the congestion (fraction of CE marks)")
+    return fig
+
+
+# ----------------------------------------------------------------------------- several runs
+
+
+#: A curve's label names at most this many differing parameters (the rest are counted).
+MAX_LABEL_KEYS = 4
+
+
+def _flat_params(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's settings as ``{dotted key: value}``: its scenario, every parameter of
+    summary.json ``params`` (a fabric file's tables as ``switch.pfc``; array entries as
+    ``collective.qps``, or ``collective.1.qps`` when there are several), and its seed."""
+    out: dict[str, Any] = {"scenario": summary.get("scenario")}
+
+    def walk(prefix: str, v: Any) -> None:
+        if isinstance(v, Mapping):
+            for k, x in v.items():
+                walk(f"{prefix}{k}.", x)
+        elif isinstance(v, list) and v and all(isinstance(x, Mapping) for x in v):
+            for i, x in enumerate(v):
+                walk(prefix if len(v) == 1 else f"{prefix}{i + 1}.", x)
+        else:
+            out[prefix[:-1]] = v
+
+    walk("", summary.get("params") or {})
+    out.setdefault("seed", summary.get("seed"))
+    return out
+
+
+def _value_text(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        return f"{v:g}"
+    if v is None or isinstance(v, int | str):
+        return "-" if v is None else str(v)
+    return json.dumps(v, separators=(",", ":"))
+
+
+def run_labels(summaries: list[Mapping[str, Any]], names: list[str]) -> list[str]:
+    """One label per run: the settings that differ between the runs (``pfc false``, ``cc
+    dcqcn, kmin_kb 10``; :func:`_flat_params`), at most :data:`MAX_LABEL_KEYS` of them;
+    ``names`` (e.g. the folder names) when every setting is the same."""
+    flat = [_flat_params(s) for s in summaries]
+    keys: list[str] = []
+    for f in flat:
+        keys += [k for k in f if k not in keys]
+    diff = [k for k in keys
+            if len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flat}) > 1]
+    if not diff:
+        return list(names)
+    out = []
+    for f in flat:  # a setting another run has and this one does not is left out
+        mine = [k for k in diff if k in f]
+        more = f" (+{len(mine) - MAX_LABEL_KEYS} more)" if len(mine) > MAX_LABEL_KEYS else ""
+        out.append(", ".join(f"{k} {_value_text(f[k])}" for k in mine[:MAX_LABEL_KEYS])
+                   + more)
+    return [f"{lab} ({name})" if lab and out.count(lab) > 1 else lab or name
+            for lab, name in zip(out, names, strict=True)]
+
+
+def compare_figure(dirs: list[str | os.PathLike[str]], names: list[str] | None = None
+                   ) -> Any:
+    """One figure comparing several results folders (``lossless plot A B ...``): total
+    delivered throughput (the trailing average of ``throughput.png``) and the bottleneck's
+    egress queue (every priority summed) against time, one curve per run, and a table of
+    each run's key figures; each run is named by the settings that differ
+    (:func:`run_labels`), else by ``names`` (default: the folder names)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folders = [os.fspath(d) for d in dirs]
+    runs = []
+    try:
+        for d in folders:
+            with open(os.path.join(d, "summary.json"), encoding="utf-8") as f:
+                summary = json.load(f)
+            ts = _Arrays(os.path.join(d, "timeseries.npz"))
+            runs.append(_Context(summary, ts))
+        labels = run_labels([c.summary for c in runs],
+                            names or [os.path.basename(os.path.normpath(d)) for d in folders])
+        return _compare(runs, labels)
+    except BaseException:
+        plt.close("all")
+        raise
+    finally:
+        for c in runs:
+            c.ts.close()
+
+
+def write_compare(dirs: list[str | os.PathLike[str]], path: str | os.PathLike[str]) -> str:
+    """Save :func:`compare_figure` of ``dirs`` as the PNG ``path`` (whole or not at all,
+    :func:`wire.atomic.atomic_file`); returns the path."""
+    import matplotlib.pyplot as plt
+
+    from wire.atomic import atomic_file
+
+    fig = compare_figure(dirs)
+    try:
+        fig.tight_layout()
+        with atomic_file(os.fspath(path), "wb") as f:
+            fig.savefig(f, format="png", dpi=100)
+    finally:
+        plt.close(fig)
+    return os.fspath(path)
+
+
+def _step_sum(series: list[tuple[Any, Any]]) -> tuple[Any, Any]:
+    """The sum of step functions (t_ps, values), each 0 before its first sample."""
+    import numpy as np
+
+    if not series:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    t = np.unique(np.concatenate([s[0] for s in series]))
+    total = np.zeros(len(t))
+    for st, sv in series:
+        i = np.searchsorted(st, t, side="right") - 1
+        total += np.where(i >= 0, np.asarray(sv, dtype=np.float64)[np.maximum(i, 0)], 0.0)
+    return t, total
+
+
+def _compare(runs: list[_Context], labels: list[str]) -> Any:
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    dur = max(c.dur_ps for c in runs)
+    unit_ps, unit = (10**6, "µs") if dur <= _US_AXIS_MAX_PS else (10**9, "ms")
+    n = len(runs)
+    fig, (ax, axq, axt) = plt.subplots(
+        3, 1, figsize=(10, 8 + 0.3 * n),
+        gridspec_kw={"height_ratios": [3, 3, 0.6 + 0.35 * n]})
+    ports = {c.port(*c.queue_port) for c in runs}
+    rows = []
+    styles = ("-", "--", ":", "-.")  # curves that coincide stay visible
+    for i, (c, label) in enumerate(zip(runs, labels, strict=True)):
+        style = styles[i % len(styles)]
+        ts, bin_ps = c.ts, int(c.ts["bin_ps"])
+        flows = [ts[k] for k in ts if k.startswith("flow_") and k.endswith("_rx_bytes")]
+        line = None
+        if flows:
+            total = np.sum(flows, axis=0) * 8 * 1000 / bin_ps  # bytes per bin -> Gb/s
+            w = max(1, round(len(total) / 20))
+            x = (ts["bin_t_ps"] + bin_ps) / unit_ps
+            line = ax.plot(x, _moving_average(total, w), linewidth=1.6, linestyle=style,
+                           label=label)[0]
+        bn, bp = c.queue_port
+        t, q = _step_sum([c.pair(k, k[:-len("t_ps")] + "bytes") for k in sorted(ts)
+                          if k.startswith(f"queue_n{bn}_p{bp}_q") and k.endswith("_t_ps")])
+        t = np.concatenate(([0], t, [c.dur_ps]))
+        q = np.concatenate(([0.0], q, [q[-1] if len(q) else 0.0])) / 1000
+        axq.step(t / unit_ps, q, where="post", linewidth=1.3, linestyle=style,
+                 color=line.get_color() if line is not None else None,
+                 label=label if len(ports) == 1 else f"{label}: {c.port(bn, bp)}")
+        s = c.summary
+        tot = s.get("totals", {})
+        delivered = sum(f.get("bytes_delivered", 0) for f in s.get("flows", []))
+        peak = max((p.get("max_queue_bytes", 0) for p in s.get("ports", [])
+                    if (p["node"], p["port"]) == (bn, bp)), default=0)
+        rows.append([label, f"{delivered * 8 / c.dur_ps * 1000:.4g}" if c.dur_ps else "-",
+                     f"{s.get('bottleneck', {}).get('utilisation', 0):.4f}",
+                     f"{peak / 1000:g}", str(tot.get("drops", 0)), str(tot.get("pauses", 0)),
+                     str(tot.get("ce_marked", 0))])
+    name = runs[0].scenario if len({c.scenario for c in runs}) == 1 else "runs"
+    ax.set(ylabel="throughput (Gb/s)", xlim=(0, dur / unit_ps), ylim=(0, None),
+           title=f"{name}: total delivered throughput (average over the twentieth of each "
+                 f"run before each point)")
+    if ax.lines:
+        ax.legend(loc="lower right", fontsize="small", framealpha=0.9)
+    else:
+        _no_data(ax, "no RoCE flows in these runs")
+    what = (f"egress queue of {ports.pop()}, the deepest of every run" if len(ports) == 1
+            else "each run's deepest egress queue (legend: where)")
+    axq.set(ylabel="egress queue depth (KB)", xlabel=f"time ({unit})", xlim=(0, dur / unit_ps),
+            title=f"{what}, all priorities")
+    axq.set_ylim(bottom=0)
+    axq.legend(loc="best", fontsize="small", framealpha=0.9)
+    axt.axis("off")
+    table = axt.table(cellText=rows, bbox=(0, 0, 1, 1), cellLoc="left",
+                      colWidths=[0.42, 0.09, 0.14, 0.12, 0.07, 0.07, 0.09],
+                      colLabels=["run", "mean Gb/s", "bottleneck utilisation",
+                                 "deepest queue KB", "drops", "pauses", "CE marks"])
+    table.auto_set_font_size(False)
+    table.set_fontsize(8)
+    fig.suptitle(f"{name}: {n} runs compared", fontweight="bold")
     return fig

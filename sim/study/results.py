@@ -449,13 +449,24 @@ def run_scenario(name_or_path: Any, params: Mapping[str, Any] | None = None,
                              "Scenario has them already")
         sc = name_or_path
     else:
-        sc = build(name_or_path, params, seed)
+        pcaps = list(pcaps)
+        sc = build(name_or_path, params, seed, replayed=bool(pcaps))
     out = os.fspath(out_dir) if out_dir is not None else os.path.join("out", sc.name)
     check_output_dir(out, force=force)
     opts = _capture_options(sc, capture_limit_bytes, snaplen_bytes, write_captures)
     fab = sc.fabric
     replay = _inject_pcaps(fab, [*(("[[pcap]]", p) for p in sc.pcaps),
                                  *(("--pcap", p) for p in pcaps)], owners)
+    if replay is not None and not (sc.params.get("capture") or {}).get("bottleneck"):
+        # the replayed traffic may congest another port than the scenario's (a fabric
+        # file's [capture] bottleneck is the user's choice)
+        from sim.study.congestion import predicted_bottleneck
+
+        own = sc.bottleneck
+        sc.bottleneck, backlog = predicted_bottleneck(fab, sc.duration_ps, own)
+        replay["bottleneck"] = {"node": sc.bottleneck[0], "port": sc.bottleneck[1],
+                                "offered_backlog_bytes": round(backlog),
+                                "scenario_bottleneck": list(own)}
     wanted = [sc.bottleneck]
     for c in [*sc.captures, *captures]:
         if c not in wanted:
@@ -567,7 +578,8 @@ def _record_into(store: SeriesStore, sc: Any, out: str, wanted: list[tuple[int, 
 
     bin_ps = -(-dur // THROUGHPUT_BINS)
     rx = _RxBins(bin_ps, THROUGHPUT_BINS)
-    receivers = {f.dst for f in fab.flows.values()}
+    replayed = getattr(fab, "replayed", None) or {}
+    receivers = {f.dst for f in (*fab.flows.values(), *replayed.values())}
     for node in fab.nodes.values():
         for p in node.ports.values():
             if isinstance(p.peer, Host) and p.peer.node_id in receivers:
@@ -627,6 +639,7 @@ def _record_into(store: SeriesStore, sc: Any, out: str, wanted: list[tuple[int, 
             "max_queue_bytes": p["max_queue_bytes"],
             "mean_queue_bytes": round(means.get(k, 0.0), 3),
         })
+    base["flows"] += replayed_flow_figures(fab)  # the replayed captures' flows after them
     flows = [{k: f[k] for k in ("id", "src", "dst", "bytes_delivered", "throughput_bps",
                                  "fct_ps", "ce_received")} for f in base["flows"]]
     conservation = flow_conservation(fab, rec)
@@ -693,7 +706,7 @@ def _record_into(store: SeriesStore, sc: Any, out: str, wanted: list[tuple[int, 
     }
     series = list(rec.arrays())  # (key, (dtype, rows, chunks)): streamed by _write_npz
     arrays.update(kv for kv in series if kv[0].startswith("queue_"))
-    for fid in sorted(fab.flows):
+    for fid in sorted([*fab.flows, *replayed]):
         arrays[f"flow_{fid}_rx_bytes"] = np.array(rx.bins.get(fid, [0] * THROUGHPUT_BINS),
                                                  dtype=np.int64)
     arrays.update(kv for kv in series if not kv[0].startswith("queue_"))
@@ -711,6 +724,30 @@ def _record_into(store: SeriesStore, sc: Any, out: str, wanted: list[tuple[int, 
 
         plot_dir(out)
     return summary
+
+
+def replayed_flow_figures(fab: Any) -> list[dict[str, Any]]:
+    """The per-flow figures of :meth:`sim.fabric.Fabric.summary` for the replayed captures'
+    flows (``fab.replayed``): delivered bytes, throughput over the time from the flow's first
+    injection to its last delivery when every frame arrived (``fct_ps``), else to the end of
+    the run (or its last injection or arrival, when it stopped before:
+    :func:`sim.fabric.core.throughput_span_ps`), CE marks and out-of-order arrivals."""
+    from sim.fabric.core import throughput_span_ps
+
+    now = fab.engine.now_ps
+    out = []
+    for fid, f in sorted((getattr(fab, "replayed", None) or {}).items()):
+        dst = fab.nodes[f.dst]
+        got, n = dst.rx_bytes.get(fid, 0), dst.rx_packets.get(fid, 0)
+        last = dst.rx_last_ps.get(fid)
+        fct = last - f.start_ps if last is not None and n >= f.frames else None
+        span = throughput_span_ps(f, fct, last, now)
+        out.append({"id": fid, "src": f.src, "dst": f.dst, "bytes_delivered": got,
+                    "throughput_bps": got * 8 * 10**12 // span if span > 0 else 0,
+                    "fct_ps": fct, "first_rx_ps": dst.rx_first_ps.get(fid),
+                    "ce_received": dst.rx_ce.get(fid, 0),
+                    "ooo_packets": dst.rx_ooo.get(fid, 0)})
+    return out
 
 
 #: Per-flow (and total) packet and byte counts of summary.json: sent = delivered + dropped
@@ -763,6 +800,40 @@ def _inject_pcaps(fab, pcaps: Iterable[tuple[str, Any]], owners: Mapping[str, in
         raise ValueError(f"{', '.join(os.fspath(f[1]) for f in files)}: {files[0][0]}: "
                          f"{replay_problem(stats)}")
     return stats
+
+
+def collective_figures(c: Mapping[str, Any]) -> str:
+    """``"[[collective]] #1 allreduce 16M on 8 ranks"``: a ``collectives`` item of
+    summary.json named as the file gives it (entry, collective, nccl-tests size, ranks)."""
+    from sim.study.collective_plots import size_label
+
+    return (f"[[collective]] #{c['entry']} {c['collective']} {size_label(c['size_bytes'])} "
+            f"on {c['ranks']} ranks")
+
+
+def collective_result(c: Mapping[str, Any]) -> str | None:
+    """A complete ``collectives`` item in one phrase: its time (mean over its iterations,
+    µs) and busbw (GB/s); None when it did not complete."""
+    if not c.get("complete") or c.get("time_ps") is None:
+        return None
+    n = c.get("iterations_done", 1)
+    mean = f" (mean of {n} iterations)" if n > 1 else ""
+    return (f"{collective_figures(c)}: {c['time_ps'] / 1e6:.2f} us{mean}, busbw "
+            f"{c['busbw_GB_per_s']:.2f} GB/s")
+
+
+def collective_problem(c: Mapping[str, Any], duration_ps: int) -> str | None:
+    """One line saying how far a ``collectives`` item got when it did not complete within
+    the run (a QP error's ``failed`` entry has its own line); None when it completed."""
+    if c.get("complete") or c.get("failed"):
+        return None
+    done, iters = c["iterations_done"], c["iterations"]
+    line = (f"{collective_figures(c)} did not complete in the {duration_ps / 1e6:g} us run: "
+            f"{done} of {iters} iteration(s) done, {c['transfers_received']} of "
+            f"{c['transfers']} transfers of iteration {done + 1} received")
+    if c.get("error"):
+        line += f" ({c['error']})"
+    return line + "; lengthen the run (-p duration_ms=...) or look for drops and pauses"
 
 
 def replay_problem(stats: Mapping[str, Any]) -> str | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sim.packet import REPLAY_FLOW_BASE
 from sim.study.series import Series, SeriesStore
 from sim.units import PS_PER_NS, frame_ser_time_ps
 
@@ -226,7 +227,8 @@ class FrameLog:
 
 
 class RxTap:
-    """A tap on a port feeding a receiver: the bytes of each data packet leaving it, added to
+    """A tap on a port feeding a receiver: the bytes of each data packet leaving it (a
+    simulated flow's, or any frame of a replayed capture; not control frames), added to
     its flow's row of ``bins`` (flow -> bytes per bin, shared by the run's taps; ``nbins``
     bins of ``bin_ps``) at the bin of its arrival: the frame's serialisation time at the
     port's rate (computed once per size and rate: a fault may change the rate) plus the
@@ -241,7 +243,7 @@ class RxTap:
         self._ser: dict[tuple[int, int], int] = {}
 
     def __call__(self, t_ps: int, pkt: Any) -> None:
-        if pkt.frame is not None:
+        if pkt.frame is not None and pkt.flow < REPLAY_FLOW_BASE:
             return
         nbytes = pkt.nbytes
         port = self.port

@@ -91,28 +91,17 @@ def link_usage(fabric: Fabric, t0_ps: int, t1_ps: int, *,
     and its utilisation ``tx_bytes x 8 / (rate_bps x (t1_ps - t0_ps))`` (1.0 = line rate).
 
     One dict per port, in tier order (:func:`tier_order`), then by node and port: ``node``,
-    ``port``, ``peer`` (node ids), ``name`` (``leaf0:p2``; a host is ``rN`` for rank N when
-    ``ranks`` gives the rank order of the hosts, else ``hID``), ``peer_name``, ``tier``
-    (``host->leaf`` ...), ``rate_bps``, ``tx_bytes``, ``tx_packets``, ``busy_ps`` and
-    ``utilisation``."""
+    ``port``, ``peer`` (node ids), ``name`` (``leaf0:p2``; a host's NIC is the host's name,
+    ``h<id>``), ``peer_name``, with the fabric's names (:meth:`sim.fabric.Fabric.node_names`,
+    the names of every other output), ``tier`` (``host->leaf`` ...), ``rate_bps``,
+    ``tx_bytes``, ``tx_packets``, ``busy_ps`` and ``utilisation``.  ``ranks`` (the hosts'
+    rank order) does not change the names: a host is named as in every other output."""
     if t1_ps <= t0_ps:
         raise ValueError(f"empty window: t0_ps {t0_ps} >= t1_ps {t1_ps}")
     level = switch_levels(fabric)
     top = max(level.values(), default=0)
     lname = level_names(top)
-    rank_of = {h: r for r, h in enumerate(ranks or ())}
-    by_level: dict[int, list[int]] = {}
-    for nid in sorted(level):
-        by_level.setdefault(level[nid], []).append(nid)
-    name: dict[int, str] = {}
-    for lv, ids in by_level.items():
-        for i, nid in enumerate(ids):
-            if lv == 0:
-                name[nid] = f"r{rank_of[nid]}" if nid in rank_of else f"h{nid}"
-            else:
-                name[nid] = f"{lname[lv]}{i}"
-    for nid, node in fabric.nodes.items():  # switches no host reaches
-        name.setdefault(nid, f"{'h' if isinstance(node, Host) else 'sw'}{nid}")
+    name = fabric.node_names()
     window = t1_ps - t0_ps
     base = since or {}
     rows = []

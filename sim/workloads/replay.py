@@ -16,22 +16,29 @@ addresses, at their timestamps.
 * Class and ECN: the traffic class is the 802.1Q PCP when the frame is tagged, else DSCP >> 3
   [A]; the ECN codepoint is the IP header's.  A whole frame travels with its bytes, so a CE
   mark by a switch rewrites the real IP header (``wire.mark_ce``, ICRC stays valid).
-* Flow id: one per (source, destination, destination QP or UDP port) in order of appearance.
+* Flow id: one per (source, destination, destination QP or UDP port) in order of appearance,
+  numbered after the flows of captures replayed into the fabric before.  Each is registered
+  in ``fabric.replayed`` as a :class:`ReplayedFlow` (its frames, bytes, first and last
+  injection time, and what was injected so far), so the outputs report it as a flow: its
+  figures and conservation in summary.json, its throughput, its name.  A frame enters the
+  fabric (and counts as sent) when its injection event fires; until then no packet of it is
+  in the fabric.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from sim.fabric import Fabric
 from sim.nic.host import Host
-from sim.packet import SimPacket
+from sim.packet import REPLAY_FLOW_BASE, SimPacket
 from wire import Record, dissect
 
-__all__ = ["REPLAY_FLOW_BASE", "ReplayStats", "inject_records", "normalize_address",
-           "owners_by_address", "parse_owner", "scale_fraction"]
+__all__ = ["REPLAY_FLOW_BASE", "ReplayStats", "ReplayedFlow", "inject_records",
+           "normalize_address", "owners_by_address", "parse_owner", "scale_fraction"]
 
 
 @dataclass
@@ -56,14 +63,60 @@ class ReplayStats:
 SAMPLES = 3
 
 
-#: Replayed flows are numbered from here, apart from a scenario's own flows.
-REPLAY_FLOW_BASE = 1 << 20
+
+
+@dataclass(eq=False)
+class ReplayedFlow:
+    """The frames of one replayed flow (one source, destination and QP or UDP port of a
+    capture), in ``fabric.replayed``: ``frames`` and ``bytes`` scheduled, injected from
+    ``start_ps`` to ``stop_ps`` (each frame's time and length in ``at_ps`` and
+    ``frame_bytes``); ``sent_packets`` and ``sent_bytes`` injected so far."""
+
+    id: int
+    src: int
+    dst: int
+    tc: int
+    start_ps: int
+    stop_ps: int
+    frames: int = 0
+    bytes: int = 0
+    sent_packets: int = 0
+    sent_bytes: int = 0
+    at_ps: array = field(default_factory=lambda: array("q"))
+    frame_bytes: array = field(default_factory=lambda: array("q"))
+
+    @property
+    def rate_bps(self) -> int | None:
+        """The rate the capture offers: its bits over the time from its first frame to its
+        last (None for a flow of one instant)."""
+        span = self.stop_ps - self.start_ps
+        return self.bytes * 8 * 10**12 // span if span > 0 else None
+
+
+class _Injection:
+    """The event that hands one replayed frame to its source host (and counts it sent)."""
+
+    __slots__ = ("flow", "node", "pkt")
+
+    def __init__(self, node: Host, pkt: SimPacket, flow: ReplayedFlow) -> None:
+        self.node, self.pkt, self.flow = node, pkt, flow
+
+    def __call__(self) -> None:
+        f = self.flow
+        f.sent_packets += 1
+        f.sent_bytes += self.pkt.nbytes
+        self.node.inject(self.pkt)
 
 
 def inject_records(fabric: Fabric, records: Iterable[Record], owners: Mapping[str, int], *,
                    time_scale: Fraction | int = 1, t0_ns: int | None = None,
-                   flow_base: int = REPLAY_FLOW_BASE) -> ReplayStats:
-    """Schedule every record's injection; run the fabric afterwards."""
+                   flow_base: int | None = None) -> ReplayStats:
+    """Schedule every record's injection; run the fabric afterwards.  Flow ids start at
+    ``flow_base`` (default: after the flows replayed into ``fabric`` already, from
+    :data:`REPLAY_FLOW_BASE`)."""
+    registry = fabric.replayed
+    if flow_base is None:
+        flow_base = max(registry, default=REPLAY_FLOW_BASE - 1) + 1
     scale = Fraction(time_scale)
     if scale <= 0:
         raise ValueError("time_scale must be positive")
@@ -96,13 +149,21 @@ def inject_records(fabric: Fabric, records: Iterable[Record], owners: Mapping[st
         sub = bth["dest_qp"] if bth else (udp["dport"] if udp else 0)
         fkey = (src, dst, sub)
         flow = st.flows.setdefault(fkey, flow_base + len(st.flows))
+        at_ps = int((rec.ts_ns - t0_ns) * 1000 * scale)
+        rf = registry.get(flow)
+        if rf is None:
+            rf = registry[flow] = ReplayedFlow(flow, src, dst, tc, at_ps, at_ps)
+        rf.frames += 1
+        rf.bytes += rec.orig_len
+        rf.at_ps.append(at_ps)
+        rf.frame_bytes.append(rec.orig_len)
+        rf.start_ps, rf.stop_ps = min(rf.start_ps, at_ps), max(rf.stop_ps, at_ps)
         whole = len(rec.data) == rec.orig_len
         pkt = SimPacket(fabric.next_packet_id(), 0, rec.orig_len, flow=flow, tc=tc,
                         ecn=ip["ecn"] if ip else 0, src=src, dst=dst,
                         frame=bytearray(rec.data) if whole else None)
-        at_ps = int((rec.ts_ns - t0_ns) * 1000 * scale)
         pkt.t_ps = at_ps
-        fabric.engine.schedule(at_ps, node.inject, pkt)
+        fabric.engine.schedule(at_ps, _Injection(node, pkt, rf))
         st.injected += 1
     return st
 
