@@ -18,6 +18,7 @@ from sim.scenarios.base import Param, ScenarioError
 from sim.units import BYTES_PER_KB, gbps, kb_to_bytes, ms_to_ps, quantity_problem, us_to_ps
 
 __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABRIC_PARAMS",
+           "BUFFER_BYTES_PER_GBPS", "default_buffer_bytes",
            "cc_params", "check_cc", "duration_ps", "ecn_config", "host_kw", "mmu_config",
            "param_set", "parse_cc_opts", "fabric_params", "FABRIC_NAMES", "with_default",
            "pos", "nonneg", "frac", "rate_check", "share", "in_range", "PCIE_NAMES",
@@ -42,6 +43,14 @@ RESERVED_BYTES = 2000
 #: XON hysteresis below the XOFF threshold (HPCC's resume offset is 3 KB; 2 KB here so a
 #: 1082-byte frame stream resumes after two frames drain; assumption, overridable in files).
 XON_DELTA_BYTES = 2000
+#: Shared buffer per Gb/s of switch capacity (ports x port rate) when ``buffer_kb`` is 0, the
+#: default [fitted]: a shallow-buffer data-centre switch ASIC's buffer grows with its
+#: bandwidth, about 40 us of it.  Buffer / capacity of published parts: Broadcom Tomahawk 2
+#: 42 MB / 6.4 Tb/s (6.6 KB per Gb/s), Tomahawk 3 64 MB / 12.8 Tb/s (5.0), Tomahawk 4
+#: 113 MB / 25.6 Tb/s (4.4); NVIDIA Spectrum-2 42 MB / 6.4 Tb/s (6.6), Spectrum-3 64 MB /
+#: 12.8 Tb/s (5.0), Spectrum-4 160 MB / 51.2 Tb/s (3.1): the median, 5.0 KB per Gb/s
+#: (docs/scenarios.md, "The switch buffer").
+BUFFER_BYTES_PER_GBPS = 5000
 
 
 def pos(v: Any) -> str | None:
@@ -125,7 +134,9 @@ FABRIC_PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("link_gbps", 100.0, "rate of every link, Gb/s", rate_check),
     Param("pfc", True, "PFC on traffic class 3 (lossless) or lossy", None),
     Param("xoff_kb", 20.0, "static XOFF threshold per (ingress port, PG) on shared use, KB", pos),
-    Param("buffer_kb", 1000.0, "switch shared buffer, KB (1 KB = 1000 bytes)", pos),
+    Param("buffer_kb", 0.0, "switch shared buffer, KB (1 KB = 1000 bytes); 0: ports x port "
+          "rate x 5 KB per Gb/s, at least what the reserves, headroom and XOFF need",
+          nonneg),
     Param("duration_ms", 1.0, "simulated time, ms", pos),
     Param("cc", "none", "sender congestion control: 'none' (fixed rate) or a sim.cc name",
           check_cc),
@@ -230,21 +241,28 @@ def ib_ecn_config(p: Mapping[str, Any]) -> EcnConfig | None:
                      mark_at=p.get("mark_at", "dequeue"))
 
 
+def default_buffer_bytes(ports: int, rate_bps: int, need_bytes: int = 0) -> int:
+    """The switch buffer of ``buffer_kb = 0``: ``ports`` x ``rate_bps`` (the fastest port) x
+    :data:`BUFFER_BYTES_PER_GBPS`, at least ``need_bytes`` (what the reserves, headroom and
+    thresholds need), rounded up to whole KB."""
+    b = max(-(-ports * rate_bps * BUFFER_BYTES_PER_GBPS // 10**9), need_bytes)
+    return -(-b // KB) * KB
+
+
 def mmu_config(p: Mapping[str, Any], ports: int, rate_bps: int) -> tuple[MmuConfig, int]:
     """(MmuConfig for switches with ``ports`` ports, headroom bytes per lossless PG).
 
     PFC on traffic class 3 with headroom from :func:`sim.net.mmu.headroom_bytes` (cable_m,
     packet_bytes, :data:`RESPONSE_PS`) when ``p['pfc']``, else every class lossy.  Scenario
     files may also give ``lossless_tcs``, ``xoff_mode``/``alpha``, ``xon_delta_kb``,
-    ``reserved_kb``, ``headroom_kb`` (-1: the formula), ``response_us``.  A buffer too small
-    for the reserves, the headroom and one XOFF threshold is a ScenarioError naming
-    ``buffer_kb``.
+    ``reserved_kb``, ``headroom_kb`` (-1: the formula), ``response_us``.  ``buffer_kb`` 0
+    is :func:`default_buffer_bytes`; a buffer given too small for the reserves, the headroom
+    and one XOFF threshold is a ScenarioError naming ``buffer_kb``.
     """
     from fractions import Fraction
 
     pfc = p["pfc"]
     xoff = kb_to_bytes(p["xoff_kb"])
-    buf = kb_to_bytes(p["buffer_kb"])
     reserved = kb_to_bytes(p.get("reserved_kb", RESERVED_BYTES / KB))
     response_ps = us_to_ps(p.get("response_us", RESPONSE_PS / 10**6))
     lossless = frozenset(p.get("lossless_tcs", (TC,))) if pfc else frozenset()
@@ -257,6 +275,8 @@ def mmu_config(p: Mapping[str, Any], ports: int, rate_bps: int) -> tuple[MmuConf
         hr = kb_to_bytes(hr_kb)
     mode = p.get("xoff_mode", "static")
     need = ports * (8 * reserved + len(lossless) * hr) + (xoff if mode == "static" else 0)
+    buf = (kb_to_bytes(p["buffer_kb"]) if p["buffer_kb"] else
+           default_buffer_bytes(ports, rate_bps, need))
     if buf < need:
         raise ScenarioError(f"parameter 'buffer_kb': {p['buffer_kb']} KB is too small for "
                             f"switches of {ports} ports: reserves, headroom and one XOFF "
@@ -534,6 +554,8 @@ def fabric_setup(p: Mapping[str, Any], ports: int, rate_bps: int) -> FabricSetup
     if p["cc"] in ROCE_CCS:
         raise ScenarioError(f"parameter 'cc': {p['cc']} is RoCE congestion control (ECN marks "
                             f"and CNPs); with fabric=ib use cc=ibcc (IBA annex A10) or none")
+    if not p["buffer_kb"]:  # the derived buffer, split into the VL buffers below
+        p = {**p, "buffer_kb": default_buffer_bytes(ports, rate_bps) / KB}
     vl = ib_vl_buffer_bytes(p, ports)
     mtu = p.get("packet_bytes", FABRIC_PARAMS["packet_bytes"].default)
     if vl < ib_blocks(mtu) * BLOCK_BYTES:
