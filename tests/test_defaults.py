@@ -88,3 +88,57 @@ def test_builtins_with_many_or_fast_ports_build_on_the_default_buffer(name, para
 
     sc = get(name).builder(params)
     assert sc.params["buffer_kb"] == 0.0
+
+
+# --------------------------------------------------------------------------- ECN before PFC
+@given(xoff_kb=st.floats(0.1, 5000), kmin_kb=st.floats(0, 50), mode=st.sampled_from(
+    ["static", "dynamic"]), kmax=st.one_of(st.just(-1.0), st.floats(50, 1000)))
+def test_the_default_kmax_is_at_most_the_static_xoff(xoff_kb, kmin_kb, mode, kmax):
+    from sim.scenarios.common import DCQCN_KMAX_KB, ecn_config
+
+    p = _knobs(xoff_kb=xoff_kb, kmin_kb=kmin_kb, kmax_kb=kmax, xoff_mode=mode)
+    ecn = ecn_config(p)
+    if kmax >= 0:  # given: kept
+        assert ecn.kmax_bytes == round(kmax * 1000)
+        return
+    want = DCQCN_KMAX_KB if mode == "dynamic" else min(DCQCN_KMAX_KB, xoff_kb)
+    assert ecn.kmax_bytes == round(max(kmin_kb, want) * 1000)
+    assert ecn.kmin_bytes <= ecn.kmax_bytes
+    if mode == "static" and xoff_kb >= kmin_kb:  # every frame marked before XOFF
+        assert ecn.probability(round(xoff_kb * 1000) + 1) == 1.0
+
+
+def test_bad_kmax_is_named():
+    from sim.scenarios import get
+
+    with pytest.raises(ScenarioError, match="kmax_kb"):
+        get("incast").builder({"kmax_kb": -2.0})
+    with pytest.raises(ScenarioError, match="kmin_kb"):
+        get("incast").builder({"kmin_kb": 30.0, "kmax_kb": 20.0})
+
+
+def _incast(tmp_path, **params):
+    import json
+
+    from sim.study.results import run_scenario
+
+    out = tmp_path / "_".join(f"{k}{v}" for k, v in params.items())
+    s = run_scenario("incast", {"duration_ms": 0.4, **params}, out_dir=str(out), plots=False,
+                     write_captures=False)
+    events = [json.loads(line) for line in open(out / "events.jsonl")]
+    pauses = [e["t_ps"] for e in events if e["event"] == "PauseSent"]
+    cuts = sum(1 for e in events if e["event"] == "RateChanged"
+               and e["rate_bps"] < 100_000_000_000)
+    return s, pauses, cuts
+
+
+def test_incast_with_dcqcn_on_the_defaults_lets_dcqcn_hold_the_queue(tmp_path):
+    """`lossless replay incast -p cc=dcqcn`: CNPs and rate cuts, PFC only in the first
+    microseconds, far fewer PAUSE frames than the same incast without DCQCN."""
+    _, plain_pauses, _ = _incast(tmp_path)
+    s, pauses, cuts = _incast(tmp_path, cc="dcqcn")
+    assert s["totals"]["cnps"] > 0 and cuts > 0
+    assert len(pauses) < len(plain_pauses) / 2
+    assert max(pauses) < 200 * 10**6  # none in the second half of the run
+    assert max(plain_pauses) > 390 * 10**6  # without DCQCN PFC acts to the end
+    assert s["totals"]["drops"] == 0

@@ -18,7 +18,7 @@ from sim.scenarios.base import Param, ScenarioError
 from sim.units import BYTES_PER_KB, gbps, kb_to_bytes, ms_to_ps, quantity_problem, us_to_ps
 
 __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABRIC_PARAMS",
-           "BUFFER_BYTES_PER_GBPS", "default_buffer_bytes",
+           "BUFFER_BYTES_PER_GBPS", "DCQCN_KMAX_KB", "default_buffer_bytes", "kmax_kb",
            "cc_params", "check_cc", "duration_ps", "ecn_config", "host_kw", "mmu_config",
            "param_set", "parse_cc_opts", "fabric_params", "FABRIC_NAMES", "with_default",
            "pos", "nonneg", "frac", "rate_check", "share", "in_range", "PCIE_NAMES",
@@ -51,6 +51,9 @@ XON_DELTA_BYTES = 2000
 #: 12.8 Tb/s (5.0), Spectrum-4 160 MB / 51.2 Tb/s (3.1): the median, 5.0 KB per Gb/s
 #: (docs/scenarios.md, "The switch buffer").
 BUFFER_BYTES_PER_GBPS = 5000
+#: DCQCN's ECN Kmax at the congestion point, KB (Zhu et al., SIGCOMM 2015: Kmin 5 KB, Kmax
+#: 200 KB, Pmax 1 %): the default ``kmax_kb`` unless the static XOFF is lower (:func:`kmax_kb`).
+DCQCN_KMAX_KB = 200.0
 
 
 def pos(v: Any) -> str | None:
@@ -120,6 +123,10 @@ def _ib_routing(v: str) -> str | None:
     return None if v in ("", "static", "adaptive") else "must be '', 'static' or 'adaptive'"
 
 
+def _kmax(v: float) -> str | None:
+    return None if v >= 0 or v == -1 else "must be >= 0, or -1 (the default: derived)"
+
+
 def check_cc(v: str) -> str | None:
     """'none' (fixed-rate senders) or a registered :mod:`sim.cc` algorithm."""
     from sim import cc
@@ -142,7 +149,9 @@ FABRIC_PARAMS: dict[str, Param] = {p.name: p for p in (
           check_cc),
     Param("seed", 0, "RNG seed (ECN marking draws); --seed overrides", nonneg),
     Param("kmin_kb", 5.0, "ECN: marking starts above this egress queue depth, KB", nonneg),
-    Param("kmax_kb", 200.0, "ECN: marking probability reaches pmax here, KB", nonneg),
+    Param("kmax_kb", -1.0, "ECN: marking probability reaches pmax here, every frame above, "
+          "KB; -1: 200 (DCQCN's Kmax) or the static xoff_kb if lower, so that ECN marks "
+          "every frame before PFC pauses", _kmax),
     Param("pmax", 0.01, "ECN: marking probability at kmax (0 disables marking)", frac),
     Param("cable_m", 10, "cable length of every link, m (propagation 5 ns/m)", nonneg),
     Param("packet_bytes", 1082, "data frame size, bytes without FCS (1024 B payload RoCEv2)",
@@ -207,17 +216,36 @@ def duration_ps(p: Mapping[str, Any]) -> int:
     return d
 
 
+def kmax_kb(p: Mapping[str, Any]) -> float:
+    """The ECN Kmax of ``p``, KB: ``kmax_kb``, or for -1 (the default) :data:`DCQCN_KMAX_KB`
+    or the static XOFF threshold ``xoff_kb`` when that is lower, and at least ``kmin_kb``.
+
+    ECN must act before PFC (DCQCN, Zhu et al., SIGCOMM 2015): an egress queue fed by one
+    ingress reaches Kmax, where every frame is marked, no later than that ingress reaches
+    XOFF.  The paper's 200 KB assumed a PFC threshold far above it (its switches' dynamic
+    thresholds on a 12 MB buffer); under a static XOFF of 20 KB, PFC acts first and DCQCN
+    sees almost no marks."""
+    k = p.get("kmax_kb", -1.0)
+    if k >= 0:
+        return k
+    k = DCQCN_KMAX_KB
+    if p.get("xoff_mode", "static") == "static" and "xoff_kb" in p:
+        k = min(k, p["xoff_kb"])
+    return max(k, p["kmin_kb"])
+
+
 def ecn_config(p: Mapping[str, Any]) -> EcnConfig | None:
-    """RED/DCQCN-CP marking from kmin_kb/kmax_kb/pmax (None when pmax is 0); with
-    ``cc = "ibcc"`` the IB switch marking (:func:`ib_ecn_config`) instead."""
+    """RED/DCQCN-CP marking from kmin_kb/kmax_kb (:func:`kmax_kb`)/pmax (None when pmax is
+    0); with ``cc = "ibcc"`` the IB switch marking (:func:`ib_ecn_config`) instead."""
     if p.get("cc") == "ibcc":
         return ib_ecn_config(p)
-    if p["kmin_kb"] > p["kmax_kb"]:
-        raise ScenarioError(f"parameter 'kmin_kb': must be <= kmax_kb ({p['kmax_kb']}) "
+    kmax = kmax_kb(p)
+    if p["kmin_kb"] > kmax:
+        raise ScenarioError(f"parameter 'kmin_kb': must be <= kmax_kb ({kmax}) "
                             f"(got {p['kmin_kb']})")
     if p["pmax"] <= 0:
         return None
-    return EcnConfig(kmin_bytes=kb_to_bytes(p["kmin_kb"]), kmax_bytes=kb_to_bytes(p["kmax_kb"]),
+    return EcnConfig(kmin_bytes=kb_to_bytes(p["kmin_kb"]), kmax_bytes=kb_to_bytes(kmax),
                      pmax=p["pmax"], mark_at=p.get("mark_at", "dequeue"))
 
 

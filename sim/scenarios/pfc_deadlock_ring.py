@@ -23,7 +23,16 @@ from sim.health.watchdog import ACTIONS, WatchdogConfig, attach_watchdogs
 from sim.net.switch import Switch
 from sim.scenarios import ring as ring_scenario
 from sim.scenarios.base import Param, Scenario, ScenarioError, resolve_params
-from sim.scenarios.common import TC, in_range, nonneg, param_set, pos, share, with_default
+from sim.scenarios.common import (
+    DCQCN_KMAX_KB,
+    TC,
+    in_range,
+    nonneg,
+    param_set,
+    pos,
+    share,
+    with_default,
+)
 from sim.units import ms_to_ps, us_to_ps
 
 __all__ = ["DETECTOR_PARAMS", "DOC", "PARAMS", "WATCHDOG_PARAMS", "attach_tools", "build"]
@@ -107,7 +116,9 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     if p["fabric"] == "ib" and p["watchdog"]:
         raise ScenarioError("parameter 'watchdog': the PFC watchdog watches pauses; "
                             "fabric=ib has none (its deadlock is of credit waits)")
-    sc = ring_scenario.build({k: p[k] for k in _RING_KEYS})
+    # no congestion control here, so no need for ECN ahead of PFC: the ring's marks stay at
+    # DCQCN's Kmax (CNPs would only add control frames to the deadlock study)
+    sc = ring_scenario.build({**{k: p[k] for k in _RING_KEYS}, "kmax_kb": DCQCN_KMAX_KB})
     sc.name = "pfc_deadlock_ring"
     sc.params = p
     sc.info["threshold_rate_frac"] = 1.0 / p["hops"]
