@@ -284,8 +284,9 @@ def mmu_config(p: Mapping[str, Any], ports: int, rate_bps: int) -> tuple[MmuConf
     packet_bytes, :data:`RESPONSE_PS`) when ``p['pfc']``, else every class lossy.  Scenario
     files may also give ``lossless_tcs``, ``xoff_mode``/``alpha``, ``xon_delta_kb``,
     ``reserved_kb``, ``headroom_kb`` (-1: the formula), ``response_us``.  ``buffer_kb`` 0
-    is :func:`default_buffer_bytes`; a buffer given too small for the reserves, the headroom
-    and one XOFF threshold is a ScenarioError naming ``buffer_kb``.
+    is :func:`default_buffer_bytes`, at least the reserves, the headroom and a static XOFF
+    threshold of every port; a buffer given too small for the reserves, the headroom and one
+    XOFF threshold is a ScenarioError naming ``buffer_kb``.
     """
     from fractions import Fraction
 
@@ -302,9 +303,12 @@ def mmu_config(p: Mapping[str, Any], ports: int, rate_bps: int) -> tuple[MmuConf
     else:
         hr = kb_to_bytes(hr_kb)
     mode = p.get("xoff_mode", "static")
-    need = ports * (8 * reserved + len(lossless) * hr) + (xoff if mode == "static" else 0)
-    buf = (kb_to_bytes(p["buffer_kb"]) if p["buffer_kb"] else
-           default_buffer_bytes(ports, rate_bps, need))
+    per_port = 8 * reserved + len(lossless) * hr
+    need = ports * per_port + (xoff if mode == "static" else 0)
+    # the derived buffer also holds a static XOFF threshold on every port, so that the
+    # thresholds, not a full pool, decide when to pause (or drop)
+    buf = (kb_to_bytes(p["buffer_kb"]) if p["buffer_kb"] else default_buffer_bytes(
+        ports, rate_bps, ports * (per_port + (xoff if mode == "static" else 0))))
     if buf < need:
         raise ScenarioError(f"parameter 'buffer_kb': {p['buffer_kb']} KB is too small for "
                             f"switches of {ports} ports: reserves, headroom and one XOFF "
