@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.scenarios.base import ScenarioError
@@ -144,3 +144,113 @@ def test_incast_with_dcqcn_on_the_defaults_lets_dcqcn_hold_the_queue(tmp_path):
     assert max(pauses) < 200 * 10**6  # none in the second half of the run
     assert max(plain_pauses) > 390 * 10**6  # without DCQCN PFC acts to the end
     assert s["totals"]["drops"] == 0
+
+
+# --------------------------------------------------------------------------- late mechanisms
+def _late(name, **params):
+    from sim.scenarios.loader import build
+    from sim.scenarios.timing import late_mechanisms
+
+    return late_mechanisms(build(name, params))
+
+
+def test_watchdog_on_the_defaults_acts_within_the_run(tmp_path):
+    """`lossless replay pfc_storm -p watchdog=true`: the watchdog triggers and restores, with
+    no warning; a real switch's timing (wd_preset) cannot act in 2 ms and says so."""
+    from sim.study.results import run_scenario
+
+    warned = []
+    s = run_scenario("pfc_storm", {"watchdog": True}, out_dir=str(tmp_path / "wd"),
+                     plots=False, write_captures=False, warn=warned.append)
+    assert s["watchdog"]["triggers"] > 0 and s["watchdog"]["restores"] > 0
+    assert warned == [] and "warnings" not in s
+    [line] = _late("pfc_storm", watchdog=True, wd_preset="sonic")
+    assert "wd_preset 'sonic'" in line and "400 ms" in line and "2 ms (duration_ms)" in line
+    [line] = _late("pfc_storm", watchdog=True, wd_preset="juniper")
+    assert "300 ms" in line  # poll 100 ms: the first after the stall, then 2 more
+
+
+def test_nic_watchdog_on_the_defaults_acts_within_the_run(tmp_path):
+    from sim.study.results import run_scenario
+
+    s = run_scenario("pfc_storm", {"nic_watchdog": True, "duration_ms": 0.5},
+                     out_dir=str(tmp_path / "nic"), plots=False, write_captures=False,
+                     warn=lambda m: pytest.fail(m))
+    # the NIC stopped pausing: the stalled frames are dropped, the fabric drains
+    assert s["totals"]["dropped_packets_by_reason"].get("rx_stalled", 0) > 1
+    [line] = _late("pfc_storm", nic_watchdog=True, nic_timeout_ms=8000.0)
+    assert line.startswith("warning: pfc_storm: nic_timeout_ms (8 s)") and "2 ms" in line
+
+
+@pytest.mark.parametrize("params, needle", [
+    ({"stall_ms": 3.0}, "stall_ms: the NIC's receive side stalls at 3 ms"),
+    ({"watchdog": True, "wd_restore_ms": 5.0}, "wd_restore_ms: "),
+    ({"watchdog": True, "duration_ms": 0.2}, "wd_poll_ms, wd_detect_polls: the PFC watchdog "
+     "can act at 400 us"),
+    ({"fault": "loss:node=2,port=3,at_us=5000,loss_rate=0.1"},
+     "fault #1 (loss) at_us: it starts at 5 ms"),
+    ({"fault": "link_down:node=2,port=3,at_us=100"},
+     "detect_us + converge_us (60 ms): the switches reroute around fault #1 (link_down) at "
+     "60.1 ms"),
+])
+def test_each_late_mechanism_is_one_line_naming_its_parameter(params, needle):
+    from sim.scenarios.timing import show_time
+
+    lines = _late("pfc_storm", **params)
+    assert len(lines) == 1 and needle in lines[0], lines
+    end = show_time(round(params.get("duration_ms", 2.0) * 10**9))
+    assert lines[0].endswith(f"the run ends at {end} (duration_ms)")
+
+
+def test_deadlock_detector_and_dcqcn_timers():
+    [line] = _late("pfc_deadlock_ring", duration_ms=0.5)
+    assert "deadlock_confirm_us (0: 2 x the longest pause, 671.1 us)" in line
+    assert _late("pfc_deadlock_ring", duration_ms=0.5, pfc=False) == []  # nothing pauses
+    assert _late("pfc_unfairness", duration_ms=0.3) == []  # not a deadlock study
+    assert _late("incast", cc="dcqcn", preset="nvidia", duration_ms=0.2) == []
+    [line] = _late("incast", cc="dcqcn", preset="nvidia", duration_ms=0.1)
+    assert "rate_increase_period_ps (300 us; byte_counter_bytes 2097088: 167.8 us" in line
+
+
+def test_file_flows_collectives_and_faults_after_the_end(tmp_path):
+    f = tmp_path / "late.toml"
+    f.write_text('[run]\nduration_ms = 0.1\n[topology]\nkind = "star"\nhosts = 4\n'
+                 '[[flows]]\nsrc = 1\ndst = 2\nstart_us = 150.0\n'
+                 '[[collective]]\nstart_us = 200.0\n'
+                 '[[faults]]\nkind = "nic_down"\nnode = 3\nat_us = 120.0\n')
+    lines = _late(str(f))
+    assert [x.split(": ", 2)[2].split(";")[0] for x in lines] == [
+        "fault #1 (nic_down) at_us: it starts at 120 us",
+        "flow 0 (1 -> 2) start_us: it starts at 150 us",
+        "[[collective]] #1 start_us: it starts at 200 us"]
+    assert all(x.endswith("the run ends at 100 us ([run] duration_ms)") for x in lines)
+
+
+def test_replay_prints_the_warning_and_writes_it_to_summary_json(tmp_path, capsys):
+    import json
+
+    from sim.cli import main
+
+    out = tmp_path / "o"
+    assert main(["replay", "pfc_storm", "-p", "duration_ms=0.2", "-p", "watchdog=true",
+                 "--no-plots", "--no-capture", "--out", str(out)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    warn = [x for x in err if x.startswith("lossless: warning")]
+    assert len(warn) == 1 and warn[0].startswith("lossless: warning: pfc_storm: wd_poll_ms")
+    s = json.loads((out / "summary.json").read_text())
+    assert s["warnings"] == [warn[0].removeprefix("lossless: ")]
+
+
+@settings(max_examples=6, deadline=None)
+@given(poll_us=st.integers(20, 150), polls=st.integers(1, 3), stall_us=st.integers(0, 150))
+def test_the_watchdog_never_acts_before_its_earliest_time(poll_us, polls, stall_us):
+    """The time the warning is based on is a true bound: no trigger comes earlier."""
+    from sim.scenarios.loader import build
+
+    sc = build("pfc_storm", {"watchdog": True, "wd_poll_ms": poll_us / 1000,
+                             "wd_detect_polls": polls, "stall_ms": stall_us / 1000,
+                             "duration_ms": 0.45})
+    cfg = sc.info["watchdogs"][0].config
+    sc.fabric.run(sc.duration_ps)
+    first = min((h[0] for wd in sc.info["watchdogs"] for h in wd.history), default=None)
+    assert first is None or first >= cfg.earliest_trigger_ps(stall_us * 10**6)
