@@ -254,3 +254,36 @@ def test_the_watchdog_never_acts_before_its_earliest_time(poll_us, polls, stall_
     sc.fabric.run(sc.duration_ps)
     first = min((h[0] for wd in sc.info["watchdogs"] for h in wd.history), default=None)
     assert first is None or first >= cfg.earliest_trigger_ps(stall_us * 10**6)
+
+
+# --------------------------------------------------------------------------- collective star
+@pytest.mark.parametrize("nodes, gpn", [(1, 8), (2, 4), (4, 2), (8, 1)])
+def test_star_honours_nodes_and_gpus_per_node(nodes, gpn, tmp_path):
+    """`--fabric star -p nodes=1 -p gpus_per_node=8` is one node of 8 GPUs (NVLink, nothing
+    on the switch), not 8 nodes of one GPU."""
+    import json
+
+    from sim.cli import main
+
+    js = tmp_path / "r.json"
+    assert main(["collective", "allreduce", "--fabric", "star", "-p", f"nodes={nodes}", "-p",
+                 f"gpus_per_node={gpn}", "-p", "link_gbps=100", "-b", "256K", "-e", "256K",
+                 "--channels", "2", "--json", str(js), "--quiet"]) == 0
+    doc = json.loads(js.read_text())
+    assert (doc["nranks"], doc["nodes"], doc["gpus_per_node"]) == (8, nodes, gpn)
+    row = doc["results"][0]
+    assert row["wrong"] == 0
+    assert (row["nvlink_bytes"] > 0) == (gpn > 1)
+    if nodes == 1:  # every hop over NVLink: no frame crosses the switch
+        assert row["counters"]["max_queue_bytes"] == 0
+
+
+def test_star_refuses_spines_and_uneven_nodes(capsys):
+    from sim.cli import main
+    from sim.fabric.rail import collective_star
+
+    assert main(["collective", "allreduce", "--fabric", "star", "-p", "spines=2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "-p spines" in err and "--fabric star" in err
+    with pytest.raises(ValueError, match="gpus_per_node 3 does not divide the 8 ranks"):
+        collective_star(8, gpus_per_node=3)

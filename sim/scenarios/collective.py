@@ -41,7 +41,7 @@ FABRICS = ("rail", "star", "fattree", "superpod")
 #: mistake (a fat-tree's size is ``k``, a SuperPOD's ``sus``; neither has ``nodes``).
 FABRIC_KEYS = {
     "rail": {"nodes", "gpus_per_node", "spines"},
-    "star": {"nodes", "gpus_per_node", "spines"},
+    "star": {"nodes", "gpus_per_node"},
     "fattree": {"k", "oversubscription", "gpus_per_node"},
     "superpod": {"sus", "superpod_nodes"},
 }
@@ -227,8 +227,9 @@ def build_fabric(kind: str, p: dict[str, Any], *, tracer: Any = None, faults: bo
         return done(superpod(p["sus"], nodes=p["superpod_nodes"] or None,
                              link_gbps=p["link_gbps"], prop_ps=prop_ps, seed=p["seed"],
                              ecmp=p["ecmp"], **setup(SU_SLOTS + SUPERPOD_LEAF_UPLINKS)))
-    if kind == "star":
-        return done(collective_star(nranks, link_gbps=p["link_gbps"], prop_ps=prop_ps,
+    if kind == "star":  # p["nodes"] nodes of p["gpus_per_node"] GPUs, one NIC each
+        return done(collective_star(nranks, gpus_per_node=p["gpus_per_node"],
+                                    link_gbps=p["link_gbps"], prop_ps=prop_ps,
                                     seed=p["seed"], **setup(nranks + 1)))
     g = p["gpus_per_node"]
     spines = p["spines"] or max(1, -(-g // 2))
