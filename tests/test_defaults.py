@@ -287,3 +287,49 @@ def test_star_refuses_spines_and_uneven_nodes(capsys):
     assert err.count("\n") == 1 and "-p spines" in err and "--fabric star" in err
     with pytest.raises(ValueError, match="gpus_per_node 3 does not divide the 8 ranks"):
         collective_star(8, gpus_per_node=3)
+
+
+# ------------------------------------------------------------- collective --fabric FILE.toml
+_LS_FILE = ('[topology]\nkind = "leaf_spine"\nleaves = 2\nspines = 1\nhosts_per_leaf = 4\n'
+            '[links]\nlink_gbps = 100.0\n[switch]\nmtu_bytes = 4154\n')
+
+
+def _coll_file(tmp_path, text, *params):
+    import json
+
+    from sim.cli import main
+
+    f = tmp_path / "fab.toml"
+    f.write_text(text)
+    js = tmp_path / "r.json"
+    rc = main(["collective", "allreduce", "--fabric", str(f), "-b", "256K", "-e", "256K",
+               "--channels", "2", "--json", str(js), "--quiet",
+               *[x for kv in params for x in ("-p", kv)]])
+    return rc, (json.loads(js.read_text()) if rc == 0 else None)
+
+
+def test_collective_on_a_leaf_spine_file_takes_gpus_per_node(tmp_path, capsys):
+    rc, plain = _coll_file(tmp_path, _LS_FILE)
+    assert rc == 0 and (plain["nodes"], plain["gpus_per_node"]) == (8, 1)
+    assert plain["results"][0]["nvlink_bytes"] == 0
+    rc, doc = _coll_file(tmp_path, _LS_FILE, "gpus_per_node=4")
+    assert rc == 0 and (doc["nranks"], doc["nodes"], doc["gpus_per_node"]) == (8, 2, 4)
+    row = doc["results"][0]
+    assert row["wrong"] == 0 and row["nvlink_bytes"] > 0
+    capsys.readouterr()
+    for bad, why in (("gpus_per_node=3", "3 does not divide the 8 hosts"),
+                     ("gpus_per_node=0", "gpus_per_node")):
+        rc, _ = _coll_file(tmp_path, _LS_FILE, bad)
+        err = capsys.readouterr().err
+        assert rc == 2 and err.count("\n") == 1 and why in err, err
+
+
+def test_collective_on_a_rail_file_keeps_its_own_nodes(tmp_path, capsys):
+    rail = ('[topology]\nkind = "rail"\nnodes = 2\ngpus_per_node = 4\nspines = 1\n'
+            '[links]\nlink_gbps = 100.0\n[switch]\nmtu_bytes = 4154\n')
+    rc, doc = _coll_file(tmp_path, rail, "gpus_per_node=4")
+    assert rc == 0 and doc["gpus_per_node"] == 4
+    capsys.readouterr()
+    rc, _ = _coll_file(tmp_path, rail, "gpus_per_node=2")
+    err = capsys.readouterr().err
+    assert rc == 2 and "rail topology has nodes of 4 GPUs" in err and err.count("\n") == 1
