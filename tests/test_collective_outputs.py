@@ -24,8 +24,8 @@ from tests.helpers import posted_pair, run_cli
 
 pytest.importorskip("matplotlib")
 
-TINY = ["collective", "allreduce", "--fabric", "star", "-p", "nodes=1", "-p",
-        "gpus_per_node=4", "-p", "link_gbps=100", "-b", "256K", "-e", "512K", "--channels", "1"]
+TINY = ["collective", "allreduce", "--fabric", "star", "-p", "nodes=4", "-p",
+        "gpus_per_node=1", "-p", "link_gbps=100", "-b", "256K", "-e", "512K", "--channels", "1"]
 
 
 def _one_line_error(rc: int, out: str, err: str) -> str:
@@ -272,7 +272,7 @@ def test_run_size_details_links_sum_to_the_posted_bytes_of_the_last_iteration():
     from sim.scenarios.base import resolve_params
     from sim.scenarios.collective import collective_params, run_size
 
-    p = resolve_params(collective_params(), {"nodes": 1, "gpus_per_node": 4,
+    p = resolve_params(collective_params(), {"nodes": 4, "gpus_per_node": 1,
                                              "link_gbps": 100})
     calls = []
     row = run_size("allreduce", 256 << 10, "star", p, channels=1, iters=2, details=True,
@@ -298,7 +298,7 @@ def test_run_size_runs_under_its_gc_thresholds_and_restores_them():
     from sim.scenarios.base import resolve_params
     from sim.scenarios.collective import collective_params, run_size
 
-    p = resolve_params(collective_params(), {"nodes": 1, "gpus_per_node": 4,
+    p = resolve_params(collective_params(), {"nodes": 4, "gpus_per_node": 1,
                                              "link_gbps": 100})
     seen = []
     old = gc.get_threshold()

@@ -182,7 +182,7 @@ def _cli(argv: list[str], capsys) -> tuple[int, str, str]:
     return run_cli(argv)
 
 
-STAR4 = ["--fabric", "star", "-p", "nodes=1", "-p", "gpus_per_node=4", "-p", "link_gbps=100"]
+STAR4 = ["--fabric", "star", "-p", "nodes=4", "-p", "gpus_per_node=1", "-p", "link_gbps=100"]
 
 
 def test_cli_prints_the_nccl_tests_table_with_nccl_tests_formulas(tmp_path, capsys):

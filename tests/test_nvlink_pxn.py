@@ -162,4 +162,5 @@ def test_run_size_places_the_fabrics_nodes_and_takes_the_nvlink_keys():
     assert slow["nvlink_bytes"] == on["nvlink_bytes"] and slow["time_ps"] > on["time_ps"]
     assert row("rail", pxn=False)["counters"]["max_queue_bytes"] > on["counters"][
         "max_queue_bytes"]  # the ring's node-to-node hops cross the rails through a spine
-    assert row("star")["nvlink_bytes"] == 0  # one GPU per node
+    assert row("star")["nvlink_bytes"] > 0  # 2 nodes of 4 GPUs on the star too
+    assert row("star", nodes=8, gpus_per_node=1)["nvlink_bytes"] == 0  # one GPU per node

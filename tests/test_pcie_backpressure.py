@@ -161,7 +161,7 @@ def test_an_800g_nic_behind_gen5_x16_is_capped_a_400g_one_is_not() -> None:
     from sim.scenarios.collective import collective_params, run_size
 
     def busbw(gbps_: float, gen: int) -> float:
-        p = resolve_params(collective_params(), {"nodes": 1, "gpus_per_node": 4,
+        p = resolve_params(collective_params(), {"nodes": 4, "gpus_per_node": 1,
                                                  "link_gbps": gbps_, "pcie_gen": gen})
         row = run_size("allreduce", 4 << 20, "star", p, inplace=False)
         assert row["error"] is None and row["counters"]["drops"] == 0

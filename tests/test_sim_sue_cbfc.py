@@ -172,6 +172,9 @@ def test_bad_cbfc_parameters_name_the_key(key, value) -> None:
 
 def test_buffer_too_small_for_credit_limits_names_buffer_kb() -> None:
     with pytest.raises(ScenarioError, match="'buffer_kb'"):
-        get("sue_packing").builder({"flow_control": "cbfc", "cbfc_buffer_kb": 300.0})
+        get("sue_packing").builder({"flow_control": "cbfc", "cbfc_buffer_kb": 300.0,
+                                    "buffer_kb": 4000.0})
     # the same buffer is fine with PFC (credits are not sized)
-    get("sue_packing").builder({"cbfc_buffer_kb": 300.0})
+    get("sue_packing").builder({"cbfc_buffer_kb": 300.0, "buffer_kb": 4000.0})
+    # the default buffer (0: derived) holds the credit limits of every port
+    get("sue_packing").builder({"flow_control": "cbfc", "cbfc_buffer_kb": 300.0})

@@ -146,8 +146,8 @@ def rail_optimized(nodes: int, gpus_per_node: int = 8, *, spines: int | None = N
     return RailFabric(fab, spine_ids, leaf_ids, ranks, N, G)
 
 
-def collective_star(nranks: int, *, link_gbps: float = 400.0, prop_ps: int = 500_000,
-                    seed: int = 0, ecn: EcnConfig | None = None,
+def collective_star(nranks: int, *, gpus_per_node: int = 1, link_gbps: float = 400.0,
+                    prop_ps: int = 500_000, seed: int = 0, ecn: EcnConfig | None = None,
                     mmu_config: MmuConfig | None = None, tracer: Tracer | None = None,
                     host_kw: Mapping[str, Any] | None = None,
                     switch_kw: Mapping[str, Any] | None = None,
@@ -155,10 +155,16 @@ def collective_star(nranks: int, *, link_gbps: float = 400.0, prop_ps: int = 500
                     host_gbps: Mapping[int, float] | None = None) -> RailFabric:
     """A non-blocking star: one switch (node 0), rank ``r`` on host ``r + 1`` (its port
     ``r + 1``), every link ``link_gbps``; ``host_gbps`` {rank: Gb/s} gives some ranks a
-    slower link (both directions), e.g. a degraded cable."""
-    _positive(nranks=nranks)
+    slower link (both directions), e.g. a degraded cable.  Ranks ``n*G .. n*G+G-1`` are node
+    ``n``'s GPUs (``G`` = ``gpus_per_node``, which must divide ``nranks``): each GPU has its
+    own NIC on the switch, and the collective runs NVLink inside a node and PXN between
+    nodes as on a rail fabric (:mod:`sim.workloads.collective`); 1: every rank its own
+    node."""
+    _positive(nranks=nranks, gpus_per_node=gpus_per_node)
     if nranks < 2:
         raise ValueError("a fabric for collectives needs at least 2 GPUs")
+    if nranks % gpus_per_node:
+        raise ValueError(f"gpus_per_node {gpus_per_node} does not divide the {nranks} ranks")
     rate = gbps(link_gbps)
     cfg = mmu_config or switch_mmu_config(nranks + 1, rate)
     fab = Fabric(seed, tracer, **dict(link_kw or {}))
@@ -171,4 +177,4 @@ def collective_star(nranks: int, *, link_gbps: float = 400.0, prop_ps: int = 500
         fab.add_host(h, hr, **dict(host_kw or {}))
         fab.connect(0, h, h, 0, hr, prop_ps)
     _validate(fab, ranks, None)
-    return RailFabric(fab, (), (0,), ranks, nranks, 1)
+    return RailFabric(fab, (), (0,), ranks, nranks // gpus_per_node, gpus_per_node)

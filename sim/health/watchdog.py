@@ -19,11 +19,17 @@ Per monitored (egress port, priority) of one :class:`sim.net.switch.Switch`, pol
 * **restore** after ``restore_ps`` (a ``WatchdogRestored`` event): back to normal lossless
   operation and detection starts again (if the cause persists it triggers again).
 
-Defaults are Juniper's PFC watchdog (Junos documentation, "PFC watchdog": poll interval 100 ms,
-detection = 2 polls = 200 ms, recovery 200 ms) with SONiC's default action ``drop`` (SONiC
-wiki "PFC Watchdog Design": detect / mitigate (drop) / restore); Huawei's PFC deadlock
-detection default is 100 ms (``poll_ps=50 ms, detect_polls=2`` reproduces it).  Tests scale
-these down (microseconds) through the same parameters.
+:class:`WatchdogConfig`'s defaults are Juniper's PFC watchdog (Junos documentation, "PFC
+watchdog": poll interval 100 ms, detection = 2 polls = 200 ms, recovery 200 ms) with SONiC's
+default action ``drop`` (SONiC wiki "PFC Watchdog Design": detect / mitigate (drop) /
+restore).  :data:`PRESETS` holds real switches' timings by name: ``"juniper"`` (those
+defaults) and ``"sonic"`` (sonic-utilities ``pfcwd/main.py``: ``DEFAULT_POLL_INTERVAL`` 200 ms,
+``DEFAULT_DETECTION_TIME`` 200 ms = 1 poll, ``DEFAULT_RESTORATION_TIME`` 200 ms); Huawei's PFC
+deadlock detection default is 100 ms (``poll_ps=50 ms, detect_polls=2`` reproduces it).  The
+built-in scenarios, whose runs last milliseconds, scale Juniper's timing by 1/1000 through the
+same parameters (sim.scenarios.pfc_deadlock_ring ``WATCHDOG_PARAMS``).  A stuck queue is seen
+at a poll and triggers ``detect_polls`` polls later, so a watchdog started at 0 acts at
+``(detect_polls + 1) x poll_ps`` at the earliest (:meth:`WatchdogConfig.earliest_trigger_ps`).
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ from sim.events import WatchdogRestored, WatchdogTriggered
 if TYPE_CHECKING:  # pragma: no cover
     from sim.net.switch import Switch
 
-__all__ = ["ACTIONS", "PfcWatchdog", "WatchdogConfig", "MS_PS"]
+__all__ = ["ACTIONS", "PRESETS", "PfcWatchdog", "WatchdogConfig", "MS_PS"]
 
 ACTIONS = ("drop", "forward")
 MS_PS = 10**9
@@ -70,6 +76,18 @@ class WatchdogConfig:
     @property
     def detect_ps(self) -> int:
         return self.poll_ps * self.detect_polls
+
+    def earliest_trigger_ps(self, stuck_from_ps: int = 0) -> int:
+        """The first time the watchdog can act on a queue stuck from ``stuck_from_ps``: the
+        first poll after it records the head frame, ``detect_polls`` more polls confirm it."""
+        return (stuck_from_ps // self.poll_ps + 1 + self.detect_polls) * self.poll_ps
+
+
+#: Real switches' PFC watchdog timings (module docstring); action and ports as configured.
+PRESETS: dict[str, WatchdogConfig] = {
+    "juniper": WatchdogConfig(poll_ps=100 * MS_PS, detect_polls=2, restore_ps=200 * MS_PS),
+    "sonic": WatchdogConfig(poll_ps=200 * MS_PS, detect_polls=1, restore_ps=200 * MS_PS),
+}
 
 
 class PfcWatchdog:

@@ -128,6 +128,10 @@ class Scenario:
     capture_limit_bytes: int | None = None
     snaplen_bytes: int | None = None
     capture_enabled: bool | None = None
+    #: One line per mechanism configured to act after the run's end
+    #: (:func:`sim.scenarios.timing.late_mechanisms`, set by ``run_scenario``): printed before
+    #: the run and written to summary.json ``warnings``.
+    warnings: list[str] = field(default_factory=list)
 
 
 class TracerSlot:

@@ -41,7 +41,7 @@ FABRICS = ("rail", "star", "fattree", "superpod")
 #: mistake (a fat-tree's size is ``k``, a SuperPOD's ``sus``; neither has ``nodes``).
 FABRIC_KEYS = {
     "rail": {"nodes", "gpus_per_node", "spines"},
-    "star": {"nodes", "gpus_per_node", "spines"},
+    "star": {"nodes", "gpus_per_node"},
     "fattree": {"k", "oversubscription", "gpus_per_node"},
     "superpod": {"sus", "superpod_nodes"},
 }
@@ -58,8 +58,12 @@ def check_fabric_keys(kind: str, given: Mapping[str, Any]) -> None:
 
 #: ``-p`` keys (no dot) that still apply with ``--fabric FILE.toml``: the node model and the
 #: run's bound; the fabric's own settings are the file's (``-p TABLE.KEY=VALUE``).
+#: ``gpus_per_node`` groups the file's ranks into nodes (:func:`fabric_file`).
 FILE_KEYS = ("nvlink", "nvlink_gbps", "nvlink_latency_ns", "pxn", "limit_ms", "failover",
-             "detect_us", "converge_us")
+             "detect_us", "converge_us", "gpus_per_node")
+#: Topology kinds whose nodes the file defines itself (rail: ``[topology] gpus_per_node``,
+#: superpod: 8 GPUs per DGX).
+_OWN_NODES = ("rail", "superpod")
 #: The sections of a fabric file that are traffic: left out when the file is only the
 #: fabric of ``lossless collective``.
 _TRAFFIC = ("traffic", "flows", "pcap", "collective")
@@ -93,9 +97,14 @@ def is_fabric_file(kind: str) -> bool:
 def split_file_params(given: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """``-p`` values with ``--fabric FILE.toml``: (the file's ``TABLE.KEY`` overrides, the
     collective's own :data:`FILE_KEYS`); another key is a ``ValueError`` saying where it
-    goes."""
+    goes.  ``gpus_per_node`` goes with the overrides (:func:`fabric_file` groups the file's
+    ranks into nodes of that many GPUs)."""
     over, own = {}, {}
+    if "gpus_per_node" in given:  # read by fabric_file, with the file's ranks
+        over["gpus_per_node"] = given["gpus_per_node"]
     for k, v in given.items():
+        if k == "gpus_per_node":
+            continue
         if k.partition(".")[0] in _TRAFFIC:
             raise ValueError(f"-p {k}: with --fabric FILE.toml the file's traffic "
                              f"({', '.join(_TRAFFIC)}) is left out; the collective is this "
@@ -117,14 +126,26 @@ def fabric_file(path: str, overrides: Mapping[str, str] | None = None, *,
     its traffic (``[traffic]``, ``[[flows]]``, ``[[pcap]]``, ``[[collective]]``):
     :class:`sim.scenarios.ScenarioError` naming the file for a bad file.  ``tracer`` reads
     the fabric's events; ``faults=False`` leaves the file's ``[[faults]]`` out (the
-    fault-free run of a size)."""
+    fault-free run of a size).  ``overrides["gpus_per_node"]`` (``-p gpus_per_node``)
+    groups the ranks (the hosts in the file's group order, e.g. leaf by leaf) into nodes of
+    that many GPUs: NVLink inside, PXN between; it must divide the ranks, and a rail or
+    superpod file's own nodes are refused another size.  Without it: the topology's nodes,
+    else one GPU per node."""
     import copy
     import os
 
-    from sim.scenarios.base import ScenarioError
+    from sim.scenarios.base import ScenarioError, resolve_params
     from sim.scenarios.description import apply_overrides, build, is_description
     from sim.scenarios.loader import read_toml
 
+    overrides = dict(overrides or {})
+    given_g = overrides.pop("gpus_per_node", None)
+    if given_g is not None:
+        try:
+            given_g = resolve_params(collective_params(),
+                                     {"gpus_per_node": given_g})["gpus_per_node"]
+        except ScenarioError as e:
+            raise ScenarioError(f"-p: {e}") from None
     data = read_toml(path)
     if not is_description(data):
         raise ScenarioError(f"{path}: --fabric needs a fabric file (a [topology] and its "
@@ -140,6 +161,15 @@ def fabric_file(path: str, overrides: Mapping[str, str] | None = None, *,
     if len(ranks) < 2:
         raise ScenarioError(f"{path}: a collective needs at least 2 hosts, the file has "
                             f"{len(ranks)}")
+    kind = sc.params["topology"]["kind"]
+    if given_g is not None and kind in _OWN_NODES and given_g != g:
+        raise ScenarioError(f"-p gpus_per_node: {given_g}, but {path}'s {kind} topology has "
+                            f"nodes of {g} GPUs (a rail's: -p topology.gpus_per_node)")
+    if given_g is not None:
+        if len(ranks) % given_g:
+            raise ScenarioError(f"-p gpus_per_node: {given_g} does not divide the "
+                                f"{len(ranks)} hosts of {path}")
+        g = given_g
     if len(ranks) % g:
         g = 1
     lk, sw, h = sc.params["links"], sc.params["switch"], sc.params["hosts"]
@@ -227,8 +257,9 @@ def build_fabric(kind: str, p: dict[str, Any], *, tracer: Any = None, faults: bo
         return done(superpod(p["sus"], nodes=p["superpod_nodes"] or None,
                              link_gbps=p["link_gbps"], prop_ps=prop_ps, seed=p["seed"],
                              ecmp=p["ecmp"], **setup(SU_SLOTS + SUPERPOD_LEAF_UPLINKS)))
-    if kind == "star":
-        return done(collective_star(nranks, link_gbps=p["link_gbps"], prop_ps=prop_ps,
+    if kind == "star":  # p["nodes"] nodes of p["gpus_per_node"] GPUs, one NIC each
+        return done(collective_star(nranks, gpus_per_node=p["gpus_per_node"],
+                                    link_gbps=p["link_gbps"], prop_ps=prop_ps,
                                     seed=p["seed"], **setup(nranks + 1)))
     g = p["gpus_per_node"]
     spines = p["spines"] or max(1, -(-g // 2))

@@ -18,6 +18,7 @@ from sim.scenarios.base import Param, ScenarioError
 from sim.units import BYTES_PER_KB, gbps, kb_to_bytes, ms_to_ps, quantity_problem, us_to_ps
 
 __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABRIC_PARAMS",
+           "BUFFER_BYTES_PER_GBPS", "DCQCN_KMAX_KB", "default_buffer_bytes", "kmax_kb",
            "cc_params", "check_cc", "duration_ps", "ecn_config", "host_kw", "mmu_config",
            "param_set", "parse_cc_opts", "fabric_params", "FABRIC_NAMES", "with_default",
            "add_own_flow",
@@ -43,6 +44,17 @@ RESERVED_BYTES = 2000
 #: XON hysteresis below the XOFF threshold (HPCC's resume offset is 3 KB; 2 KB here so a
 #: 1082-byte frame stream resumes after two frames drain; assumption, overridable in files).
 XON_DELTA_BYTES = 2000
+#: Shared buffer per Gb/s of switch capacity (ports x port rate) when ``buffer_kb`` is 0, the
+#: default [fitted]: a shallow-buffer data-centre switch ASIC's buffer grows with its
+#: bandwidth, about 40 us of it.  Buffer / capacity of published parts: Broadcom Tomahawk 2
+#: 42 MB / 6.4 Tb/s (6.6 KB per Gb/s), Tomahawk 3 64 MB / 12.8 Tb/s (5.0), Tomahawk 4
+#: 113 MB / 25.6 Tb/s (4.4); NVIDIA Spectrum-2 42 MB / 6.4 Tb/s (6.6), Spectrum-3 64 MB /
+#: 12.8 Tb/s (5.0), Spectrum-4 160 MB / 51.2 Tb/s (3.1): the median, 5.0 KB per Gb/s
+#: (docs/scenarios.md, "The switch buffer").
+BUFFER_BYTES_PER_GBPS = 5000
+#: DCQCN's ECN Kmax at the congestion point, KB (Zhu et al., SIGCOMM 2015: Kmin 5 KB, Kmax
+#: 200 KB, Pmax 1 %): the default ``kmax_kb`` unless the static XOFF is lower (:func:`kmax_kb`).
+DCQCN_KMAX_KB = 200.0
 
 
 def pos(v: Any) -> str | None:
@@ -112,6 +124,10 @@ def _ib_routing(v: str) -> str | None:
     return None if v in ("", "static", "adaptive") else "must be '', 'static' or 'adaptive'"
 
 
+def _kmax(v: float) -> str | None:
+    return None if v >= 0 or v == -1 else "must be >= 0, or -1 (the default: derived)"
+
+
 def check_cc(v: str) -> str | None:
     """'none' (fixed-rate senders) or a registered :mod:`sim.cc` algorithm."""
     from sim import cc
@@ -126,7 +142,9 @@ FABRIC_PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("link_gbps", 100.0, "rate of every link, Gb/s", rate_check),
     Param("pfc", True, "PFC on traffic class 3 (lossless) or lossy", None),
     Param("xoff_kb", 20.0, "static XOFF threshold per (ingress port, PG) on shared use, KB", pos),
-    Param("buffer_kb", 1000.0, "switch shared buffer, KB (1 KB = 1000 bytes)", pos),
+    Param("buffer_kb", 0.0, "switch shared buffer, KB (1 KB = 1000 bytes); 0: ports x port "
+          "rate x 5 KB per Gb/s, at least what the reserves, headroom and XOFF need",
+          nonneg),
     Param("duration_ms", 1.0, "simulated time, ms", pos),
     Param("cc", "none", "sender congestion control: 'none' (fixed rate) or a sim.cc name",
           check_cc),
@@ -134,7 +152,9 @@ FABRIC_PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("background", True, "the scenario's own flows; false: none (a --pcap replayed "
           "alone through the scenario's fabric)", None),
     Param("kmin_kb", 5.0, "ECN: marking starts above this egress queue depth, KB", nonneg),
-    Param("kmax_kb", 200.0, "ECN: marking probability reaches pmax here, KB", nonneg),
+    Param("kmax_kb", -1.0, "ECN: marking probability reaches pmax here, every frame above, "
+          "KB; -1: 200 (DCQCN's Kmax) or the static xoff_kb if lower, so that ECN marks "
+          "every frame before PFC pauses", _kmax),
     Param("pmax", 0.01, "ECN: marking probability at kmax (0 disables marking)", frac),
     Param("cable_m", 10, "cable length of every link, m (propagation 5 ns/m)", nonneg),
     Param("packet_bytes", 1082, "data frame size, bytes without FCS (1024 B payload RoCEv2)",
@@ -207,17 +227,36 @@ def duration_ps(p: Mapping[str, Any]) -> int:
     return d
 
 
+def kmax_kb(p: Mapping[str, Any]) -> float:
+    """The ECN Kmax of ``p``, KB: ``kmax_kb``, or for -1 (the default) :data:`DCQCN_KMAX_KB`
+    or the static XOFF threshold ``xoff_kb`` when that is lower, and at least ``kmin_kb``.
+
+    ECN must act before PFC (DCQCN, Zhu et al., SIGCOMM 2015): an egress queue fed by one
+    ingress reaches Kmax, where every frame is marked, no later than that ingress reaches
+    XOFF.  The paper's 200 KB assumed a PFC threshold far above it (its switches' dynamic
+    thresholds on a 12 MB buffer); under a static XOFF of 20 KB, PFC acts first and DCQCN
+    sees almost no marks."""
+    k = p.get("kmax_kb", -1.0)
+    if k >= 0:
+        return k
+    k = DCQCN_KMAX_KB
+    if p.get("xoff_mode", "static") == "static" and "xoff_kb" in p:
+        k = min(k, p["xoff_kb"])
+    return max(k, p["kmin_kb"])
+
+
 def ecn_config(p: Mapping[str, Any]) -> EcnConfig | None:
-    """RED/DCQCN-CP marking from kmin_kb/kmax_kb/pmax (None when pmax is 0); with
-    ``cc = "ibcc"`` the IB switch marking (:func:`ib_ecn_config`) instead."""
+    """RED/DCQCN-CP marking from kmin_kb/kmax_kb (:func:`kmax_kb`)/pmax (None when pmax is
+    0); with ``cc = "ibcc"`` the IB switch marking (:func:`ib_ecn_config`) instead."""
     if p.get("cc") == "ibcc":
         return ib_ecn_config(p)
-    if p["kmin_kb"] > p["kmax_kb"]:
-        raise ScenarioError(f"parameter 'kmin_kb': must be <= kmax_kb ({p['kmax_kb']}) "
+    kmax = kmax_kb(p)
+    if p["kmin_kb"] > kmax:
+        raise ScenarioError(f"parameter 'kmin_kb': must be <= kmax_kb ({kmax}) "
                             f"(got {p['kmin_kb']})")
     if p["pmax"] <= 0:
         return None
-    return EcnConfig(kmin_bytes=kb_to_bytes(p["kmin_kb"]), kmax_bytes=kb_to_bytes(p["kmax_kb"]),
+    return EcnConfig(kmin_bytes=kb_to_bytes(p["kmin_kb"]), kmax_bytes=kb_to_bytes(kmax),
                      pmax=p["pmax"], mark_at=p.get("mark_at", "dequeue"))
 
 
@@ -241,21 +280,29 @@ def ib_ecn_config(p: Mapping[str, Any]) -> EcnConfig | None:
                      mark_at=p.get("mark_at", "dequeue"))
 
 
+def default_buffer_bytes(ports: int, rate_bps: int, need_bytes: int = 0) -> int:
+    """The switch buffer of ``buffer_kb = 0``: ``ports`` x ``rate_bps`` (the fastest port) x
+    :data:`BUFFER_BYTES_PER_GBPS`, at least ``need_bytes`` (what the reserves, headroom and
+    thresholds need), rounded up to whole KB."""
+    b = max(-(-ports * rate_bps * BUFFER_BYTES_PER_GBPS // 10**9), need_bytes)
+    return -(-b // KB) * KB
+
+
 def mmu_config(p: Mapping[str, Any], ports: int, rate_bps: int) -> tuple[MmuConfig, int]:
     """(MmuConfig for switches with ``ports`` ports, headroom bytes per lossless PG).
 
     PFC on traffic class 3 with headroom from :func:`sim.net.mmu.headroom_bytes` (cable_m,
     packet_bytes, :data:`RESPONSE_PS`) when ``p['pfc']``, else every class lossy.  Scenario
     files may also give ``lossless_tcs``, ``xoff_mode``/``alpha``, ``xon_delta_kb``,
-    ``reserved_kb``, ``headroom_kb`` (-1: the formula), ``response_us``.  A buffer too small
-    for the reserves, the headroom and one XOFF threshold is a ScenarioError naming
-    ``buffer_kb``.
+    ``reserved_kb``, ``headroom_kb`` (-1: the formula), ``response_us``.  ``buffer_kb`` 0
+    is :func:`default_buffer_bytes`, at least the reserves, the headroom and a static XOFF
+    threshold of every port; a buffer given too small for the reserves, the headroom and one
+    XOFF threshold is a ScenarioError naming ``buffer_kb``.
     """
     from fractions import Fraction
 
     pfc = p["pfc"]
     xoff = kb_to_bytes(p["xoff_kb"])
-    buf = kb_to_bytes(p["buffer_kb"])
     reserved = kb_to_bytes(p.get("reserved_kb", RESERVED_BYTES / KB))
     response_ps = us_to_ps(p.get("response_us", RESPONSE_PS / 10**6))
     lossless = frozenset(p.get("lossless_tcs", (TC,))) if pfc else frozenset()
@@ -267,7 +314,12 @@ def mmu_config(p: Mapping[str, Any], ports: int, rate_bps: int) -> tuple[MmuConf
     else:
         hr = kb_to_bytes(hr_kb)
     mode = p.get("xoff_mode", "static")
-    need = ports * (8 * reserved + len(lossless) * hr) + (xoff if mode == "static" else 0)
+    per_port = 8 * reserved + len(lossless) * hr
+    need = ports * per_port + (xoff if mode == "static" else 0)
+    # the derived buffer also holds a static XOFF threshold on every port, so that the
+    # thresholds, not a full pool, decide when to pause (or drop)
+    buf = (kb_to_bytes(p["buffer_kb"]) if p["buffer_kb"] else default_buffer_bytes(
+        ports, rate_bps, ports * (per_port + (xoff if mode == "static" else 0))))
     if buf < need:
         raise ScenarioError(f"parameter 'buffer_kb': {p['buffer_kb']} KB is too small for "
                             f"switches of {ports} ports: reserves, headroom and one XOFF "
@@ -545,6 +597,8 @@ def fabric_setup(p: Mapping[str, Any], ports: int, rate_bps: int) -> FabricSetup
     if p["cc"] in ROCE_CCS:
         raise ScenarioError(f"parameter 'cc': {p['cc']} is RoCE congestion control (ECN marks "
                             f"and CNPs); with fabric=ib use cc=ibcc (IBA annex A10) or none")
+    if not p["buffer_kb"]:  # the derived buffer, split into the VL buffers below
+        p = {**p, "buffer_kb": default_buffer_bytes(ports, rate_bps) / KB}
     vl = ib_vl_buffer_bytes(p, ports)
     mtu = p.get("packet_bytes", FABRIC_PARAMS["packet_bytes"].default)
     if vl < ib_blocks(mtu) * BLOCK_BYTES:

@@ -50,6 +50,7 @@ from sim.scenarios.common import (
     TC,
     cc_params,
     check_stragglers,
+    default_buffer_bytes,
     ecn_config,
     frac,
     host_kw,
@@ -900,6 +901,8 @@ def _mmu(knobs: dict[str, Any], ports: int, rate: int, where: str):
         # threshold at least its credit limit, and room for every link's credit limit
         limit_bytes = cbfc.limit_credits * cbfc.credit_bytes
         want = ports * (8 * RESERVED_BYTES + len(cbfc.vcs) * limit_bytes)
+        if not knobs["buffer_kb"]:  # the derived default, holding the credit limits
+            knobs = {**knobs, "buffer_kb": default_buffer_bytes(ports, rate, want) / KB}
         if kb_to_bytes(knobs["buffer_kb"]) < want:
             raise ScenarioError(f"{where}: [switch] buffer_kb: {knobs['buffer_kb']} KB cannot "
                                 f"hold the credit limit ({limit_bytes} B) of {len(cbfc.vcs)} "

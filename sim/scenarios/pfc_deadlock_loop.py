@@ -87,4 +87,4 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
                   fabric=fab, bottleneck=(A, 1), tracer_slot=slot,
                   info={"headroom_bytes": hr, "rate_bps": rate, "crossings": crossings,
                         "threshold_rate_frac": 1.0 / crossings})
-    return attach_tools(sc, p)
+    return attach_tools(sc, p, deadlock_study=True)

@@ -18,8 +18,9 @@ Mitigations: ``watchdog = true`` starts a switch PFC watchdog (:mod:`sim.health.
 leaves' host-facing ports (``wd_scope = "edge"``, the server-facing queues of Guo et al. 2016,
 Sec. 4.3; or ``"all"`` ports of all switches): it drops the stuck queue's frames, the pauses
 upstream clear and the victims recover, while flow 0's frames are dropped.  ``nic_watchdog = true``
-enables the NIC's pause-storm prevention (stops pausing after ``nic_timeout_ms``; mlx5 default 8000
-ms, "auto" 100 ms).  Captured **bottleneck**: the last leaf's port to the broken NIC.
+enables the NIC's pause-storm prevention (stops pausing after ``nic_timeout_ms``: 0.1 ms, mlx5's
+"auto" 100 ms scaled by 1/1000 as the switch watchdog's timing; the mlx5 default is 8000 ms).
+Captured **bottleneck**: the last leaf's port to the broken NIC.
 ``info["roles"]`` names each flow ``to_broken``, ``victim`` or ``bystander`` (bystander: its path
 shares no queue with flow 0).
 """
@@ -66,8 +67,9 @@ PARAMS: tuple[Param, ...] = (
     Param("stall_ms", 0.1, "the broken NIC's receive side stalls at this time, ms", nonneg),
     Param("stall_end_ms", 0.0, "the stall ends at this time, ms (0: never)", nonneg),
     Param("nic_watchdog", False, "NIC pause-storm prevention on every host", None),
-    Param("nic_timeout_ms", 8000.0, "NIC stops pausing after its receive side was stalled "
-          "this long, ms (mlx5 default 8000; 'auto' 100)", pos),
+    Param("nic_timeout_ms", 0.1, "NIC stops pausing after its receive side was stalled "
+          "this long, ms (mlx5's 'auto' 100 ms / 1000, as the switch watchdog's timing; "
+          "mlx5 default 8000)", pos),
     Param("wd_scope", "edge", "ports the switch watchdog watches: 'edge' (leaf ports to "
           "hosts) or 'all'", _scope),
     *param_set("link_gbps", "pfc", "xoff_kb", "buffer_kb", "duration_ms", "seed", "background",
@@ -118,7 +120,7 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
                   captures=[(topo.leaves[0], H + bad_spine)],
                   info={"spines": topo.spines, "leaves": topo.leaves, "hosts": topo.hosts,
                         "broken_host": broken, "roles": roles, "headroom_bytes": hr,
-                        "rate_bps": rate, "stall_ps": stall_ps})
+                        "rate_bps": rate, "stall_ps": stall_ps, "stall_end_ps": end_ps})
     wd_ports = None
     if p["wd_scope"] == "edge":
         wd_ports = {s: () for s in topo.spines}

@@ -30,6 +30,7 @@ from sim.scenarios.base import Param, Scenario, ScenarioError, TracerSlot, resol
 from sim.scenarios.common import (
     KB,
     RESERVED_BYTES,
+    default_buffer_bytes,
     ecn_config,
     frac,
     in_range,
@@ -97,8 +98,7 @@ PARAMS: tuple[Param, ...] = (
     Param("ack_every_pdus", 8, "standalone ACK at once when this many PDUs are unacknowledged",
           in_range(1, 16384)),
     Param("ttl", 15, "TTL / hop limit the XPUs set, 1..15", in_range(1, 15)),
-    *param_set("pfc", "xoff_kb"),
-    with_default("buffer_kb", 4000.0),
+    *param_set("pfc", "xoff_kb", "buffer_kb"),
     *param_set("cable_m", "kmin_kb", "kmax_kb", "pmax", "fabric"),
     Param("flow_control", "pfc", "link flow control of the DATA/ACK classes: pfc (as the "
           "'pfc' parameter says) or cbfc (credits per VC = traffic class; PFC off)",
@@ -128,7 +128,7 @@ def _dests(pattern: str, src: int, n: int, r: random.Random) -> Callable[[], int
     return lambda: 1
 
 
-def _cbfc(p: Mapping[str, Any], max_frame: int, ports: int,
+def _cbfc(p: Mapping[str, Any], max_frame: int, ports: int, rate_bps: int,
           mp: dict[str, Any]) -> CbfcConfig | None:
     """The CBFC settings (None for PFC).  With CBFC the MMU is set up so that credits alone
     keep it lossless: no lossless PG (no PFC), the per-(port, PG) threshold equal to the
@@ -146,13 +146,16 @@ def _cbfc(p: Mapping[str, Any], max_frame: int, ports: int,
     cbfc = CbfcConfig(limit_credits=limit, credit_bytes=cb,
                       min_spacing_bytes=p["cbfc_min_spacing_bytes"])
     limit_bytes = limit * cb
-    buf = kb_to_bytes(p["buffer_kb"])
     want = ports * (8 * RESERVED_BYTES + len(cbfc.vcs) * limit_bytes)
+    buf = (kb_to_bytes(p["buffer_kb"]) if p["buffer_kb"] else
+           default_buffer_bytes(ports, rate_bps, want))
     if buf < want:
         raise ScenarioError(f"parameter 'buffer_kb': {p['buffer_kb']} KB cannot hold the CBFC "
                             f"credit limit ({limit_bytes} B) of {len(cbfc.vcs)} VCs on "
                             f"{ports} ports plus the reserves: need {want / KB:g} KB")
     mp.update(pfc=False, lossless_tcs=(), xoff_kb=limit_bytes / 1000)
+    if not p["buffer_kb"]:
+        mp["buffer_kb"] = buf / KB
     return cbfc
 
 
@@ -180,7 +183,7 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     mp = {"pfc": p["pfc"], "xoff_kb": p["xoff_kb"], "buffer_kb": p["buffer_kb"],
           "cable_m": p["cable_m"], "packet_bytes": max_frame,
           "lossless_tcs": (DATA_TC, ACK_TC)}
-    cbfc = _cbfc(p, max_frame, n + 1, mp)
+    cbfc = _cbfc(p, max_frame, n + 1, rate, mp)
     mcfg, hr = mmu_config(mp, n + 1, rate)
     slot = TracerSlot()
     fab = Fabric(p["seed"], slot)

@@ -475,15 +475,22 @@ def run_scenario(name_or_path: Any, params: Mapping[str, Any] | None = None,
         n = fab.nodes.get(node)
         if n is None or port not in n.ports:
             raise ValueError(f"--capture {node}:{port}: no such node/port")
+    from sim.scenarios.timing import late_mechanisms
+
+    # mechanisms that cannot act before the run ends (summary.json "warnings")
+    sc.warnings = late_mechanisms(sc)
+    late = list(sc.warnings)
     if opts["enabled"]:
         msg = _capture_warning(fab, wanted, sc.duration_ps, opts)
         if msg:
-            if warn is None:
-                import warnings
+            late.append(msg)
+    for msg in late:
+        if warn is None:
+            import warnings
 
-                warnings.warn(msg, stacklevel=2)
-            else:
-                warn(msg)
+            warnings.warn(msg, stacklevel=2)
+        else:
+            warn(msg)
     fault_base = None
     if baseline and getattr(fab, "fault_log", None) is not None:  # sim.study.fault_report
         from sim.study.fault_report import run_baseline
@@ -694,6 +701,8 @@ def _record_into(store: SeriesStore, sc: Any, out: str, wanted: list[tuple[int, 
     problems = conservation_problems(flows)
     if problems:  # nothing lost silently: one line each on stderr too (run_scenario)
         summary["problems"] = problems
+    if getattr(sc, "warnings", None):  # only then: other runs keep their summary.json
+        summary["warnings"] = list(sc.warnings)
     with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=2, sort_keys=False)
         f.write("\n")
