@@ -190,6 +190,47 @@ def test_flap_deterministic_per_seed() -> None:
     assert downs and len(downs) == len([e for e in a["events"] if e["what"] == "link_up"])
 
 
+def _eager_flap(seed, index, at_ps, until_ps, mtbf_ps, mttr_ps, horizon_ps):
+    """The flap's (t_ps, what) drawn all at once, as the fault rng gives them: up
+    Exp(mtbf), down Exp(mttr), ..., to ``until_ps`` or ``horizon_ps``."""
+    import random
+    rng = random.Random(f"flap:{seed}:{index}")
+    out, t = [], at_ps
+    while True:
+        t += max(1, round(rng.expovariate(1.0 / mtbf_ps)))
+        if (until_ps is not None and t >= until_ps) or t > horizon_ps:
+            return out
+        back = t + max(1, round(rng.expovariate(1.0 / mttr_ps)))
+        out.append((t, "link_down"))
+        if until_ps is not None and back >= until_ps:
+            return [*out, (until_ps, "link_up")]
+        out.append((back, "link_up"))
+        t = back
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32), at=st.integers(0, 50), mtbf=st.integers(1, 80),
+       mttr=st.integers(1, 40), until=st.one_of(st.none(), st.integers(51, 400)))
+def test_flap_draws_lazily_the_same_times_and_keeps_one_event_pending(seed, at, mtbf, mttr,
+                                                                      until) -> None:
+    """A flap draws its next time when the event before it happens: the same times as drawn
+    all at once, and at most one of its events is pending, however long it lasts."""
+    t = leaf_spine(2, 2, 2, RATE, PROP, _cfg(), ecmp=True, seed=seed)
+    fab = t.fabric
+    before = len(fab.engine)
+    f = Fault("flap", 2, 3, at_ps=at * US, until_ps=None if until is None else until * US,
+              mtbf_ps=mtbf * US, mttr_ps=mttr * US)
+    log = schedule_faults(fab, [f], reroute=Reroute(enabled=False))
+    assert len(fab.engine) <= before + 1
+    end = 500 * US
+    for stop in range(50 * US, end + 1, 50 * US):
+        fab.run(stop)
+        assert len(fab.engine) <= before + 1
+    got = [(e["t_ps"], e["what"]) for e in log.events]
+    assert got == [e for e in _eager_flap(seed, 0, at * US, f.until_ps, mtbf * US, mttr * US,
+                                          end) if e[0] <= end]
+
+
 def test_no_faults_no_summary_key() -> None:
     fab, _log, _tr, _ = _run([], until_ps=50 * US)
     assert "faults" in fab.summary()  # scheduled (even empty): the timeline is there

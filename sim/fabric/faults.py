@@ -16,7 +16,9 @@ down port's ``enqueue`` is shadowed by a dropping one), so the fault-free hot pa
   lost control frame -- PFC, CNP, RC ACK/NAK -- has flow -1: :func:`_control`).
 * ``flap``: ``link_down`` intervals drawn from the fault rng (``random.Random`` seeded with the
   run's seed and the fault's index: deterministic per seed, and the engine rng's other users
-  (ECN marking) are not disturbed): up for Exp(mtbf), down for Exp(mttr), repeated to ``until``.
+  (ECN marking) are not disturbed): up for Exp(mtbf), down for Exp(mttr), repeated to ``until``
+  (or for ever); each time is drawn when the event before it happens, so only the next one
+  is pending.
 * ``loss``: from ``at`` to ``until``, each frame crossing the link (either direction) is lost at
   the receiving end with probability ``loss_rate``, or ``1 - (1 - ber) ** (8 * wire bytes)``
   for a bit error rate ``ber`` (any bit error fails the FCS: IEEE 802.3 clause 3.2.9); reason
@@ -396,22 +398,7 @@ class _Engine:
                 up = "link_up" if f.kind == "link_down" else f.kind.replace("down", "up")
                 self.at(f.until_ps, self.link_event, ports, False, up, target)
         elif f.kind == "flap":
-            rng = random.Random(f"flap:{self.seed}:{i}")
-            t = f.at_ps
-            end = f.until_ps
-            while True:
-                t += max(1, round(rng.expovariate(1.0 / f.mtbf_ps)))  # type: ignore[operator]
-                if end is not None and t >= end:
-                    break
-                back = t + max(1, round(rng.expovariate(1.0 / f.mttr_ps)))  # type: ignore
-                self.at(t, self.link_event, ports, True, "link_down", target)
-                if end is not None and back >= end:
-                    self.at(end, self.link_event, ports, False, "link_up", target)
-                    break
-                self.at(back, self.link_event, ports, False, "link_up", target)
-                t = back
-                if end is None and t > 10**15:  # 1000 s: nobody simulates that long
-                    break
+            self._flap_next(ports, target, f, random.Random(f"flap:{self.seed}:{i}"), f.at_ps)
         elif f.kind == "loss":
             rng = random.Random(f"loss:{self.seed}:{i}")
             self.at(f.at_ps, self._loss, ports, (f.loss_rate, f.ber, rng), target)
@@ -423,6 +410,32 @@ class _Engine:
             self.at(f.at_ps, self._rate, ports, rate, target)
             if f.until_ps is not None:
                 self.at(f.until_ps, self._rate, ports, old, target)
+
+    # A flap draws each time when the one before it happens, so only its next event is
+    # pending: a flap without an end costs nothing beyond the run (the engine is run to a
+    # time or until the work is done, never until it has no event).  The draws alternate
+    # up Exp(mtbf), down Exp(mttr) from the fault's rng as one sequence, whenever made.
+    def _flap_next(self, ports: tuple[Port, ...], target: dict, f: Fault, rng: random.Random,
+                   up_ps: int) -> None:
+        """The link came up at ``up_ps`` (or the flap starts): its next failure."""
+        t = up_ps + max(1, round(rng.expovariate(1.0 / f.mtbf_ps)))  # type: ignore[operator]
+        if f.until_ps is None or t < f.until_ps:
+            self.at(t, self._flap_down, ports, target, f, rng)
+
+    def _flap_down(self, ports: tuple[Port, ...], target: dict, f: Fault,
+                   rng: random.Random) -> None:
+        now = self.engine.now_ps
+        back = now + max(1, round(rng.expovariate(1.0 / f.mttr_ps)))  # type: ignore[operator]
+        self.link_event(ports, True, "link_down", target)
+        if f.until_ps is not None and back >= f.until_ps:
+            self.at(f.until_ps, self.link_event, ports, False, "link_up", target)
+        else:
+            self.at(back, self._flap_up, ports, target, f, rng)
+
+    def _flap_up(self, ports: tuple[Port, ...], target: dict, f: Fault,
+                 rng: random.Random) -> None:
+        self.link_event(ports, False, "link_up", target)
+        self._flap_next(ports, target, f, rng, self.engine.now_ps)
 
     def _loss(self, ports: tuple[Port, ...], loss: Any, target: dict) -> None:
         self.log.note(self.engine.now_ps, "loss_start" if loss else "loss_end", **target)
