@@ -231,6 +231,32 @@ def test_flap_draws_lazily_the_same_times_and_keeps_one_event_pending(seed, at, 
                                           end) if e[0] <= end]
 
 
+def test_overlapping_faults_keep_the_link_down_until_the_last_ends() -> None:
+    """Two link_down faults on one link, 200-400 and 300-600 us, and a flap on it: the log
+    has one interval, up only when no fault holds the link down, and frames are lost until
+    then (no reroute: the flows keep hashing to the dead port)."""
+    from sim.study.fault_report import fault_intervals
+    _fab, log, tr, _ = _run([Fault("link_down", 2, 3, at_ps=T_DOWN, until_ps=400 * US),
+                            Fault("link_down", 2, 3, at_ps=300 * US, until_ps=T_UP),
+                            Fault("flap", 2, 3, at_ps=250 * US, until_ps=550 * US,
+                                  mtbf_ps=10 * US, mttr_ps=10 * US)],
+                           until_ps=700 * US, reroute=Reroute(enabled=False))
+    assert [(e["t_ps"], e["what"]) for e in log.events] == [(T_DOWN, "link_down"),
+                                                             (T_UP, "link_up")]
+    [iv] = fault_intervals(log.events, 700 * US)
+    assert (iv["kind"], iv["start_ps"], iv["end_ps"]) == ("link_down", T_DOWN, T_UP)
+    lost = [e.t_ps for e in _drops(tr, "link_down")]
+    assert any(400 * US < t < T_UP for t in lost) and not any(t > T_UP + US for t in lost)
+    # another kind on the same link: each fault its own interval, the link down in their union
+    _fab, log, tr, _ = _run([Fault("nic_down", 4, at_ps=T_DOWN, until_ps=400 * US),
+                            Fault("link_down", 4, 0, at_ps=300 * US, until_ps=T_UP)],
+                           until_ps=700 * US, reroute=Reroute(enabled=False))
+    assert [(e["t_ps"], e["what"]) for e in log.events] == [
+        (T_DOWN, "nic_down"), (300 * US, "link_down"), (400 * US, "nic_up"), (T_UP, "link_up")]
+    lost = [e.t_ps for e in _drops(tr, "link_down")]
+    assert any(400 * US < t < T_UP for t in lost) and not any(t > T_UP + US for t in lost)
+
+
 def test_no_faults_no_summary_key() -> None:
     fab, _log, _tr, _ = _run([], until_ps=50 * US)
     assert "faults" in fab.summary()  # scheduled (even empty): the timeline is there

@@ -26,6 +26,8 @@ down port's ``enqueue`` is shadowed by a dropping one), so the fault-free hot pa
 * ``degrade``: both ports of the link run at ``rate_gbps`` from ``at`` (e.g. a 400G link
   with half its lanes down at 200G), back to the old rate at ``until``.
 * ``nic_down``: the host's link down.  ``switch_down``: every link of the switch down.
+  Overlapping faults keep a link down until the last of them ends; in the log, those of one
+  kind on one target are one interval (:meth:`_Engine.link_event`).
 * ``slow_pcie``: the host's GPU-NIC PCIe link (``Host.pcie_write_bps`` / ``pcie_read_bps``,
   sim.nic.pcie) runs at ``rate_gbps`` both ways, or at the rates of PCIe generation
   ``pcie_gen`` with ``pcie_lanes`` lanes (:class:`sim.nic.pcie.PcieLink`, 256-byte MPS), from
@@ -222,6 +224,7 @@ class _Engine:
         self.count = 0
         self.wires: dict[tuple[int, int], _FaultyWire] = {}
         self.down: dict[tuple[int, int], int] = {}  # egress (node, port) -> down count
+        self.held: dict[tuple, int] = {}  # (kind, target) -> faults of that kind holding it
         self.orig_routes = {n: (dict(s.routes), s.routing) for n, s in fabric.nodes.items()
                             if isinstance(s, Switch)}
 
@@ -359,7 +362,15 @@ class _Engine:
         self.engine.schedule(t_ps, fn, *args)
 
     def link_event(self, ports: tuple[Port, ...], down: bool, what: str, target: dict) -> None:
-        self.log.note(self.engine.now_ps, what, **target)
+        """A fault of kind ``what`` takes ``ports`` down or gives them back.  Faults of one
+        kind on one target that overlap are one interval in the log: its start when the
+        first takes the target down, its end when the last gives it back (the ports' own
+        count, :meth:`set_down`, keeps a link down while any fault of any kind holds it)."""
+        key = (what.replace("_up", "_down"), *sorted(target.items()))
+        n = self.held.get(key, 0)
+        self.held[key] = n + 1 if down else max(n - 1, 0)
+        if n == (0 if down else 1):
+            self.log.note(self.engine.now_ps, what, **target)
         self.set_down(ports, down)
 
     def install(self, i: int, f: Fault) -> None:
