@@ -60,6 +60,7 @@ def test_link_down_stall_against_the_fault_free_run(tmp_path, capsys) -> None:
                                                              (8 * US, "link_up")]
     # every frame lost is a drop by reason link_down; the data frames are all resent
     assert f["drops"]["packets_by_reason"] == {"link_down": 113}
+    assert r["counters"]["drops"] == 113  # the counters table counts them too
     cons = f["conservation"]
     assert cons["balanced"] and not cons["unbalanced_flows"] and f["problems"] == []
     assert cons["dropped_packets"] == f["retransmitted"]["packets"] == 95
@@ -80,6 +81,30 @@ def test_link_down_stall_against_the_fault_free_run(tmp_path, capsys) -> None:
     line = next(x for x in out.splitlines() if x.startswith("#    1048576") and "link_down" in x)
     assert line.split()[1:8] == ["1048576", "24.726", "18.939", "5.788", "394630", "6.520",
                                  "ok"]
+
+
+def test_incomplete_collective_says_when_in_us_what_was_lost_and_the_remedy(tmp_path,
+                                                                             capsys) -> None:
+    """Without RC the frames the link loses are never resent: the size is incomplete at the
+    run's bound (in us or ms), with the drops the faults caused and the remedy; with RC on
+    and too short a bound, no remedy (the transport is not the reason)."""
+    rc, doc = _run(tmp_path, *DOWN, "-p", "limit_ms=0.5", "--no-baseline", name="a.json")
+    r = doc["results"][0]
+    assert rc == 1 and r["counters"]["drops"] == 86
+    assert r["error"] == ("iteration 1: collective incomplete after 500 us: 88 of 96 "
+                          "transfers received (pauses 0, drops 86); lost frames are not resent "
+                          "with reliable off (-p reliable=true, or [hosts] reliable = true in "
+                          "a fabric file)")
+    assert sum(r["faults"]["drops"]["packets_by_reason"].values()) == 86
+    out = capsys.readouterr().out
+    assert f"#    1048576  {r['error']}" in out
+    counters = next(x for x in out.splitlines() if x.startswith("#    1048576         2"))
+    assert counters.split()[7] == "86"  # the drops column
+    rc, doc = _run(tmp_path, *RC, *DOWN, "-p", "limit_ms=0.01", "--no-baseline",
+                   name="b.json")
+    assert rc == 1 and doc["results"][0]["error"] == (
+        "iteration 1: collective incomplete after 10 us: 32 of 96 transfers received "
+        "(pauses 0, drops 113)")
 
 
 def test_baseline_is_fault_free_and_no_baseline_skips_it(tmp_path) -> None:
