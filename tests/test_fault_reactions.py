@@ -423,10 +423,12 @@ def test_qp_error_exact_time_on_a_dead_receiver(opts, want_ps) -> None:
 
 
 def test_failover_moves_the_qp_and_resends_only_what_did_not_arrive(tmp_path) -> None:
-    rc, doc = _nic_down_run(tmp_path, "-p", "failover=true")
+    rc, doc = _nic_down_run(tmp_path, "-p", "failover=true", "-n", "2")
     r = doc["results"][0]
     assert rc == 0 and r["error"] is None and r["wrong"] == 0
-    assert r["failovers"] and r["inplace"]["time_us"] > 0
+    # the second iteration runs on the moved QPs
+    assert r["failovers"] and len(r["iteration_times_ps"]) == 2
+    assert {m["iteration"] for m in r["failovers"]} == {1}
     for m in r["failovers"]:
         assert m["qp"] != m["to_qp"] and m["from_host"] != 4 and m["to_host"] != 4
         assert 0 < m["resent_bytes"]
