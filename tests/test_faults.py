@@ -257,6 +257,21 @@ def test_overlapping_faults_keep_the_link_down_until_the_last_ends() -> None:
     assert any(400 * US < t < T_UP for t in lost) and not any(t > T_UP + US for t in lost)
 
 
+def test_overlapping_loss_faults_each_keep_losing_until_their_end() -> None:
+    """Two loss faults on one link, 100-300 and 200-400 us, every frame lost: frames are lost
+    until 400 us (the first one's end left the second active), one interval in the log."""
+    _fab, log, tr, _ = _run([Fault("loss", 2, 3, at_ps=100 * US, until_ps=300 * US,
+                                   loss_rate=1.0),
+                             Fault("loss", 2, 3, at_ps=T_DOWN, until_ps=400 * US,
+                                   loss_rate=1.0)],
+                            until_ps=500 * US, reroute=Reroute(enabled=False))
+    assert [(e["t_ps"], e["what"]) for e in log.events] == [(100 * US, "loss_start"),
+                                                             (400 * US, "loss_end")]
+    lost = [e.t_ps for e in _drops(tr, "corrupt")]
+    assert any(350 * US < t < 400 * US for t in lost)
+    assert not any(t > 400 * US + US for t in lost) and min(lost) >= 100 * US
+
+
 def test_no_faults_no_summary_key() -> None:
     fab, _log, _tr, _ = _run([], until_ps=50 * US)
     assert "faults" in fab.summary()  # scheduled (even empty): the timeline is there

@@ -192,7 +192,8 @@ class _FaultyWire:
         self.node_id = real.node_id
         self.down = False
         self.down_since_ps = -1  # last time the link went down (-1: never)
-        self.loss: tuple[float | None, float | None, random.Random] | None = None
+        #: the loss faults active on the link: (loss_rate, ber, rng) each
+        self.losses: list[tuple[float | None, float | None, random.Random]] = []
 
     def receive(self, port: int, pkt: Any) -> None:
         now = self.eng.engine.now_ps
@@ -204,9 +205,7 @@ class _FaultyWire:
                 pkt.nbytes, self.port.rate_bps)):
             self.eng.drop(self.real.node_id, port, pkt, "link_down")
             return
-        loss = self.loss
-        if loss is not None:
-            rate, ber, rng = loss
+        for rate, ber, rng in self.losses:  # each loss fault on its own
             p = rate if rate is not None else 1.0 - (1.0 - ber) ** (8 * wire_bytes(pkt.nbytes))
             if p and (p >= 1.0 or rng.random() < p):
                 self.eng.drop(self.real.node_id, port, pkt, "corrupt")
@@ -411,10 +410,10 @@ class _Engine:
         elif f.kind == "flap":
             self._flap_next(ports, target, f, random.Random(f"flap:{self.seed}:{i}"), f.at_ps)
         elif f.kind == "loss":
-            rng = random.Random(f"loss:{self.seed}:{i}")
-            self.at(f.at_ps, self._loss, ports, (f.loss_rate, f.ber, rng), target)
+            loss = (f.loss_rate, f.ber, random.Random(f"loss:{self.seed}:{i}"))
+            self.at(f.at_ps, self._loss, ports, loss, True, target)
             if f.until_ps is not None:
-                self.at(f.until_ps, self._loss, ports, None, target)
+                self.at(f.until_ps, self._loss, ports, loss, False, target)
         elif f.kind == "degrade":
             rate = gbps(f.rate_gbps)  # type: ignore[arg-type]
             old = ports[0].rate_bps
@@ -448,10 +447,21 @@ class _Engine:
         self.link_event(ports, False, "link_up", target)
         self._flap_next(ports, target, f, rng, self.engine.now_ps)
 
-    def _loss(self, ports: tuple[Port, ...], loss: Any, target: dict) -> None:
-        self.log.note(self.engine.now_ps, "loss_start" if loss else "loss_end", **target)
+    def _loss(self, ports: tuple[Port, ...], loss: Any, start: bool, target: dict) -> None:
+        """A loss fault starts or ends on the link; overlapping ones each keep drawing (a
+        frame is lost if any of them loses it), and are one interval in the log, as
+        :meth:`link_event`'s."""
+        key = ("loss", *sorted(target.items()))
+        n = self.held.get(key, 0)
+        self.held[key] = n + 1 if start else max(n - 1, 0)
+        if n == (0 if start else 1):
+            self.log.note(self.engine.now_ps, "loss_start" if start else "loss_end", **target)
         for p in ports:
-            self.wire(p).loss = loss
+            w = self.wire(p)
+            if start:
+                w.losses.append(loss)
+            elif loss in w.losses:
+                w.losses.remove(loss)
 
     def _pcie(self, host: Any, rates: tuple[int, int], target: dict) -> None:
         self.log.note(self.engine.now_ps, "pcie", write_bps=rates[0], read_bps=rates[1],
