@@ -105,8 +105,10 @@ def test_fabric_file_link_down_report(tmp_path) -> None:
             iv["time_to_reroute_ps"]) == ("link_down", 2, 3, 100 * US, 200 * US, 20 * US)
     # flow 0 hashes to spine 1: it loses everything until the reroute, then shares spine 0
     # with flow 1 at its full 50G (flow 1 is not affected): back within a bin or two (1.5 us)
+    # of the reroute, before the link is: 0 from the fault's end
     assert iv["affected_flows"] == [0] and iv["recovered"]
-    assert 20 * US <= iv["time_to_recover_ps"] <= 20 * US + 2 * f["bin_ps"]
+    assert 120 * US <= iv["recovered_at_ps"] <= 120 * US + 2 * f["bin_ps"]
+    assert iv["recover_from_ps"] == 200 * US and iv["time_to_recover_ps"] == 0
     drops = s["totals"]["dropped_packets_by_reason"]
     assert f["drops"]["packets_by_reason"] == drops == {"link_down": drops["link_down"]}
     assert f["conservation"]["balanced"] and "problems" not in s
@@ -136,6 +138,40 @@ def test_recovery_time_is_the_first_bin_back(pre, start_bin, dip, level, rate,
     r = recovery(g, bin_ps, start, [None, None], [7, 8], pre_bins=pre)
     assert r["affected_flows"] == [7] and r["recovered"]
     assert r["time_to_recover_ps"] == (start_bin + dip) * bin_ps - start
+    assert r["recovered_at_ps"] == (start_bin + dip) * bin_ps
+    # counted from the fault's end instead: never negative
+    end = start + offset * dip
+    r = recovery(g, bin_ps, start, [None, None], [7, 8], pre_bins=pre, from_ps=end)
+    assert r["recovered_at_ps"] == (start_bin + dip) * bin_ps
+    assert r["time_to_recover_ps"] == max(0, (start_bin + dip) * bin_ps - end)
+
+
+@given(stall_from=st.integers(0, 50), stall_len=st.integers(0, 50), fault_end=st.integers(0, 120),
+       slow=st.sampled_from([0.0, 0.05, 0.5]))
+def test_collective_recovers_when_its_lag_stops_growing(stall_from, stall_len, fault_end,
+                                                        slow) -> None:
+    """A run that falls behind the fault-free one by 1 ps per ps over [stall_from, stall_end)
+    and by ``slow`` per ps in a second iteration: back at the first edge at or after the
+    fault's end and the stall's end, unless the second iteration runs at less than 90 % of
+    the fault-free pace."""
+    from sim.study.fault_report import progress_recovery
+    bin_ps = 10
+    t = np.arange(0, 201) * bin_ps
+    stall_end = stall_from + stall_len
+    first = (0, 1000 + stall_len * bin_ps)  # iteration 1 (with the stall), then iteration 2
+    second = (1500, 2000)
+    act = np.clip(t, *first) - first[0] + np.clip(t, *second) - second[0]
+    lag = np.clip(t - stall_from * bin_ps, 0, stall_len * bin_ps) + slow * (
+        np.clip(t, *second) - second[0])
+    base = [(0, 1000), (1100, 1100 + round((second[1] - second[0]) / (1 + slow)))]
+    r = progress_recovery(t, act, lag, fault_end * bin_ps, [first, second], base,
+                          min_active_ps=bin_ps)
+    back = max(fault_end, stall_end if stall_len else 0) * bin_ps
+    if slow > RECOVERY_TOLERANCE or back >= second[1]:  # slow to the end, or after the work
+        assert r == {"time_to_recover_ps": None, "recovered_at_ps": None, "recovered": False}
+        return
+    assert r["recovered"] and r["recovered_at_ps"] == back
+    assert r["time_to_recover_ps"] == back - fault_end * bin_ps
 
 
 def test_recovery_unaffected_never_back_and_completed_flows() -> None:
@@ -144,7 +180,7 @@ def test_recovery_unaffected_never_back_and_completed_flows() -> None:
     g[5:, 0] = 0
     r = recovery(g, 10, 55, [None], [1])
     assert r == {"affected_flows": [1], "pre_fault_bps": 80 * 10**12,
-                 "time_to_recover_ps": None, "recovered": False}
+                 "time_to_recover_ps": None, "recovered_at_ps": None, "recovered": False}
     # a flow that completed at 80 ps no longer counts: recovered when it is done
     r = recovery(g, 10, 55, [80], [1])
     assert r["recovered"] and r["time_to_recover_ps"] == 80 - 55

@@ -125,11 +125,101 @@ def test_p_fault_on_a_fabric_file_equals_its_faults_entry(tmp_path) -> None:
     ({"fault": "degrade:node=2,port=3,rate_gbps=1e-12"},
      "-p fault #1 degrade: 1e-12 Gb/s is not a whole number of b/s"),
     ({"detect_us": "soon"}, "-p: parameter 'detect_us': expected float"),
+    # an entry names its kind and only the keys of that kind; no empty item; -1 or >= 0
+    ({"fault.node": 0}, "-p fault.KEY kind: missing: one of link_down, flap"),
+    ({"fault": "link_down:node=2,port=3,mtbf_us=5"},
+     "-p fault #1 mtbf_us: does not apply to kind 'link_down' (its keys: node, port, at_us"),
+    ({"fault": "switch_down:node=0,port=1"},
+     "-p fault #1 port: does not apply to kind 'switch_down'"),
+    ({"fault": "nic_down:node=4,port=0"}, "-p fault #1 port: does not apply to kind "
+     "'nic_down'"),
+    ({"fault": "loss:node=2,port=3,loss_rate=0.1,delay_us=3"},
+     "-p fault #1 delay_us: does not apply to kind 'loss'"),
+    ({"fault": "link_down:node=2,,port=3"}, "-p fault #1: KEY=VALUE #2 after link_down: is "
+     "empty"),
+    ({"fault": "link_down:node=2,port=3,"}, "-p fault #1: KEY=VALUE #3 after link_down: is "
+     "empty"),
+    ({"detect_us": -5}, "-p: parameter 'detect_us': must be -1 (the default) or >= 0"),
+    ({"fault": "link_down:node=2,port=3,converge_us=-5"},
+     "-p fault #1 parameter 'converge_us': must be -1 (the default) or >= 0"),
 ])
 def test_p_fault_errors_name_the_key(params, msg) -> None:
     with pytest.raises(ScenarioError) as e:
         build("leaf_spine", {"duration_ms": 0.05, **params})
     assert msg in str(e.value), str(e.value)
+
+
+def test_fabric_file_fault_without_kind_is_refused(tmp_path) -> None:
+    f = tmp_path / "f.toml"
+    f.write_text(_FILE + "[[faults]]\nnode = 2\nport = 3\nat_us = 100.0\n")
+    with pytest.raises(ScenarioError, match=r"f.toml: \[\[faults\]\] #1 kind: missing: one "
+                                            r"of link_down"):
+        build(str(f))
+
+
+_HOST = st.one_of(st.fixed_dictionaries({"node": st.integers(0, 9)}),
+                  st.fixed_dictionaries({"rank": st.integers(0, 9)}))
+_LINK = st.fixed_dictionaries({"node": st.integers(0, 9), "port": st.integers(0, 9)})
+_TIMES = st.fixed_dictionaries({}, optional={
+    "at_us": st.integers(0, 50), "until_us": st.integers(51, 99),
+    "detect_us": st.sampled_from([-1, 0, 7.5]), "converge_us": st.sampled_from([-1, 3])})
+_POS = st.floats(0.5, 100)
+#: a valid raw entry of every kind (its keys only, alternatives one at a time)
+_ENTRY = st.one_of(
+    st.tuples(st.just("link_down"), _LINK),
+    st.tuples(st.just("flap"), _LINK, st.fixed_dictionaries({"mtbf_us": _POS,
+                                                             "mttr_us": _POS})),
+    st.tuples(st.just("loss"), _LINK, st.one_of(
+        st.fixed_dictionaries({"loss_rate": st.floats(0, 1)}),
+        st.fixed_dictionaries({"ber": st.floats(0, 1)}))),
+    st.tuples(st.just("degrade"), _LINK, st.fixed_dictionaries({"rate_gbps": st.just(50)})),
+    st.tuples(st.just("nic_down"), _HOST),
+    st.tuples(st.just("switch_down"), st.fixed_dictionaries({"node": st.integers(0, 9)})),
+    st.tuples(st.just("slow_pcie"), _HOST, st.one_of(
+        st.fixed_dictionaries({"rate_gbps": st.just(8)}),
+        st.fixed_dictionaries({"pcie_gen": st.integers(1, 6)},
+                              optional={"pcie_lanes": st.sampled_from([1, 4, 16])}))),
+    st.tuples(st.just("straggler"), _HOST, st.fixed_dictionaries({"delay_us": _POS})),
+).flatmap(lambda t: _TIMES.map(lambda times: {"kind": t[0], **{k: v for d in t[1:]
+                                                                   for k, v in d.items()},
+                                              **times}))
+
+
+@settings(max_examples=200)
+@given(entries=st.lists(_ENTRY, min_size=1, max_size=4))
+def test_resolved_fault_entries_resolve_to_the_same_plan(entries) -> None:
+    """What params.faults lists (the resolved entries: the keys of each kind, defaults filled
+    in) is itself a valid list of raw entries and resolves to the same faults: lossless
+    collective resolves them again for every size."""
+    from sim.scenarios.common import FAULT_KIND_KEYS, resolve_faults
+    a = resolve_faults([(f"#{i}", e) for i, e in enumerate(entries)])
+    b = resolve_faults([(f"#{i}", e) for i, e in enumerate(a.entries)])
+    assert b.entries == a.entries
+    assert [f for _, f, _ in b.faults] == [f for _, f, _ in a.faults]
+    assert [s for _, s in b.stragglers] == [s for _, s in a.stragglers]
+    assert b.reroute == a.reroute
+    for raw, got in zip(entries, a.entries, strict=True):
+        assert set(raw) <= set(got) <= {"kind", "at_us", "until_us", "detect_us",
+                                        "converge_us", *FAULT_KIND_KEYS[raw["kind"]]}
+
+
+@pytest.mark.parametrize("fault", [
+    ["-p", "fault=loss:node=2,port=0,loss_rate=1e-3"],
+    ["-p", "fault=loss:node=2,port=0,ber=1e-6"],
+    ["-p", "fault.kind=loss", "-p", "fault.node=2", "-p", "fault.ber=1e-6"],
+    ["-p", "fault=slow_pcie:rank=0,pcie_gen=3,pcie_lanes=4", "-p", "pcie_gen=5"],
+])
+def test_lossless_collective_runs_every_spelling_of_a_fault(tmp_path, fault) -> None:
+    """Each size resolves the run's faults again (its fresh fabric): the resolved entries
+    must be accepted as they were given."""
+    from sim.cli import main
+    path = tmp_path / "r.json"
+    rc = main(["collective", "allreduce", "-b", "256K", "-e", "512K", *RAIL, *fault,
+               "-p", "reliable=true", "-p", "ack_timeout=4", "--no-baseline", "--json",
+               str(path), "--quiet"])
+    doc = json.loads(path.read_text())
+    assert rc == 0 and [r["error"] for r in doc["results"]] == [None, None]
+    assert doc["params"]["faults"][0]["kind"] in ("loss", "slow_pcie")
 
 
 def test_p_fault_cli_one_line_exit_2(tmp_path, capsys) -> None:
@@ -333,10 +423,12 @@ def test_qp_error_exact_time_on_a_dead_receiver(opts, want_ps) -> None:
 
 
 def test_failover_moves_the_qp_and_resends_only_what_did_not_arrive(tmp_path) -> None:
-    rc, doc = _nic_down_run(tmp_path, "-p", "failover=true")
+    rc, doc = _nic_down_run(tmp_path, "-p", "failover=true", "-n", "2")
     r = doc["results"][0]
     assert rc == 0 and r["error"] is None and r["wrong"] == 0
-    assert r["failovers"] and r["inplace"]["time_us"] > 0
+    # the second iteration runs on the moved QPs
+    assert r["failovers"] and len(r["iteration_times_ps"]) == 2
+    assert {m["iteration"] for m in r["failovers"]} == {1}
     for m in r["failovers"]:
         assert m["qp"] != m["to_qp"] and m["from_host"] != 4 and m["to_host"] != 4
         assert 0 < m["resent_bytes"]

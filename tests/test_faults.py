@@ -190,6 +190,88 @@ def test_flap_deterministic_per_seed() -> None:
     assert downs and len(downs) == len([e for e in a["events"] if e["what"] == "link_up"])
 
 
+def _eager_flap(seed, index, at_ps, until_ps, mtbf_ps, mttr_ps, horizon_ps):
+    """The flap's (t_ps, what) drawn all at once, as the fault rng gives them: up
+    Exp(mtbf), down Exp(mttr), ..., to ``until_ps`` or ``horizon_ps``."""
+    import random
+    rng = random.Random(f"flap:{seed}:{index}")
+    out, t = [], at_ps
+    while True:
+        t += max(1, round(rng.expovariate(1.0 / mtbf_ps)))
+        if (until_ps is not None and t >= until_ps) or t > horizon_ps:
+            return out
+        back = t + max(1, round(rng.expovariate(1.0 / mttr_ps)))
+        out.append((t, "link_down"))
+        if until_ps is not None and back >= until_ps:
+            return [*out, (until_ps, "link_up")]
+        out.append((back, "link_up"))
+        t = back
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32), at=st.integers(0, 50), mtbf=st.integers(1, 80),
+       mttr=st.integers(1, 40), until=st.one_of(st.none(), st.integers(51, 400)))
+def test_flap_draws_lazily_the_same_times_and_keeps_one_event_pending(seed, at, mtbf, mttr,
+                                                                      until) -> None:
+    """A flap draws its next time when the event before it happens: the same times as drawn
+    all at once, and at most one of its events is pending, however long it lasts."""
+    t = leaf_spine(2, 2, 2, RATE, PROP, _cfg(), ecmp=True, seed=seed)
+    fab = t.fabric
+    before = len(fab.engine)
+    f = Fault("flap", 2, 3, at_ps=at * US, until_ps=None if until is None else until * US,
+              mtbf_ps=mtbf * US, mttr_ps=mttr * US)
+    log = schedule_faults(fab, [f], reroute=Reroute(enabled=False))
+    assert len(fab.engine) <= before + 1
+    end = 500 * US
+    for stop in range(50 * US, end + 1, 50 * US):
+        fab.run(stop)
+        assert len(fab.engine) <= before + 1
+    got = [(e["t_ps"], e["what"]) for e in log.events]
+    assert got == [e for e in _eager_flap(seed, 0, at * US, f.until_ps, mtbf * US, mttr * US,
+                                          end) if e[0] <= end]
+
+
+def test_overlapping_faults_keep_the_link_down_until_the_last_ends() -> None:
+    """Two link_down faults on one link, 200-400 and 300-600 us, and a flap on it: the log
+    has one interval, up only when no fault holds the link down, and frames are lost until
+    then (no reroute: the flows keep hashing to the dead port)."""
+    from sim.study.fault_report import fault_intervals
+    _fab, log, tr, _ = _run([Fault("link_down", 2, 3, at_ps=T_DOWN, until_ps=400 * US),
+                            Fault("link_down", 2, 3, at_ps=300 * US, until_ps=T_UP),
+                            Fault("flap", 2, 3, at_ps=250 * US, until_ps=550 * US,
+                                  mtbf_ps=10 * US, mttr_ps=10 * US)],
+                           until_ps=700 * US, reroute=Reroute(enabled=False))
+    assert [(e["t_ps"], e["what"]) for e in log.events] == [(T_DOWN, "link_down"),
+                                                             (T_UP, "link_up")]
+    [iv] = fault_intervals(log.events, 700 * US)
+    assert (iv["kind"], iv["start_ps"], iv["end_ps"]) == ("link_down", T_DOWN, T_UP)
+    lost = [e.t_ps for e in _drops(tr, "link_down")]
+    assert any(400 * US < t < T_UP for t in lost) and not any(t > T_UP + US for t in lost)
+    # another kind on the same link: each fault its own interval, the link down in their union
+    _fab, log, tr, _ = _run([Fault("nic_down", 4, at_ps=T_DOWN, until_ps=400 * US),
+                            Fault("link_down", 4, 0, at_ps=300 * US, until_ps=T_UP)],
+                           until_ps=700 * US, reroute=Reroute(enabled=False))
+    assert [(e["t_ps"], e["what"]) for e in log.events] == [
+        (T_DOWN, "nic_down"), (300 * US, "link_down"), (400 * US, "nic_up"), (T_UP, "link_up")]
+    lost = [e.t_ps for e in _drops(tr, "link_down")]
+    assert any(400 * US < t < T_UP for t in lost) and not any(t > T_UP + US for t in lost)
+
+
+def test_overlapping_loss_faults_each_keep_losing_until_their_end() -> None:
+    """Two loss faults on one link, 100-300 and 200-400 us, every frame lost: frames are lost
+    until 400 us (the first one's end left the second active), one interval in the log."""
+    _fab, log, tr, _ = _run([Fault("loss", 2, 3, at_ps=100 * US, until_ps=300 * US,
+                                   loss_rate=1.0),
+                             Fault("loss", 2, 3, at_ps=T_DOWN, until_ps=400 * US,
+                                   loss_rate=1.0)],
+                            until_ps=500 * US, reroute=Reroute(enabled=False))
+    assert [(e["t_ps"], e["what"]) for e in log.events] == [(100 * US, "loss_start"),
+                                                             (400 * US, "loss_end")]
+    lost = [e.t_ps for e in _drops(tr, "corrupt")]
+    assert any(350 * US < t < 400 * US for t in lost)
+    assert not any(t > 400 * US + US for t in lost) and min(lost) >= 100 * US
+
+
 def test_no_faults_no_summary_key() -> None:
     fab, _log, _tr, _ = _run([], until_ps=50 * US)
     assert "faults" in fab.summary()  # scheduled (even empty): the timeline is there

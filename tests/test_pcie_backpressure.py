@@ -79,6 +79,10 @@ def test_without_pfc_a_full_receive_buffer_drops_and_the_drops_are_counted() -> 
     assert dropped > 0
     assert snd.sent_packets[0] == 2000 == h.rx_packets[0] + dropped
     assert fabric_counters(fab)["drops"] == dropped
+    # one count of the network's drops: the fabric's summary has them too
+    totals = fab.summary()["totals"]
+    assert totals["drops"] == dropped
+    assert totals["dropped_bytes_by_reason"] == {"rx_buffer_full": dropped * 1082}
     assert h.rx_buffer_max_bytes <= 256_000
     assert {b - a for a, b in pairwise(times)} == {40_960}
 

@@ -84,7 +84,14 @@ def _body(r: dict[str, Any], wrong: int | None) -> tuple:
 def cmd_collective(args: argparse.Namespace) -> int:
     from sim.scenarios import ScenarioError
     from sim.scenarios.base import resolve_params
-    from sim.workloads.nccl_tests import REDOPS, format_row, header_lines, root_of, size_list
+    from sim.workloads.nccl_tests import (
+        NOT_RUN,
+        REDOPS,
+        format_row,
+        header_lines,
+        root_of,
+        size_list,
+    )
 
     if args.collective not in {str(x) for x in Collective}:
         _err(f"COLLECTIVE: expected one of {', '.join(str(x) for x in Collective)}, got "
@@ -195,17 +202,18 @@ def cmd_collective(args: argparse.Namespace) -> int:
     problems = 0
     try:
         for i, nbytes in enumerate(sizes):
+            # with faults no in-place iterations (fault_lines says why): N/A in the table
             kw = dict(algorithm=args.algo, protocol=args.proto, channels=channels,
                       qps=args.qps, datatype=args.datatype, root=args.root, iters=args.iters,
-                      warmup_iters=args.warmup_iters)
+                      warmup_iters=args.warmup_iters, inplace=not faulty)
             try:
                 obs = base_obs = base_row = None
                 if faulty:
-                    from sim.study.fault_report import CollectiveObserver
+                    from sim.study.fault_report import BASELINE_BINS, CollectiveObserver
 
                     obs = CollectiveObserver()
                     if not args.no_baseline:  # the same size without its faults, same seed
-                        base_obs = CollectiveObserver()
+                        base_obs = CollectiveObserver(BASELINE_BINS)
                         base_row = run_size(args.collective, nbytes, args.fabric, params,
                                             **kw, observer=base_obs, faults=False)
                 row = run_size(args.collective, nbytes, args.fabric, params, **kw,
@@ -235,7 +243,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
             if row["error"] is None:
                 body = _body(row, row["wrong"])
                 ip = row["inplace"]
-                in_body = _body(ip, row["wrong"]) if ip else None
+                in_body = _body(ip, row["wrong"]) if ip else NOT_RUN if faulty else None
                 emit(format_row(row["size_bytes"], row["count"], args.datatype, redop, root,
                                 body, in_body))
             else:
@@ -325,12 +333,17 @@ def fault_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     :func:`sim.study.fault_report.collective_report`): the out-of-place time against the
     fault-free run and the stall (µs), bytes retransmitted (RC), the frames the faults
     destroyed by reason, the longest time to recover (µs), the QPs' conservation, and the
-    QP error / failovers."""
+    QP error / failovers; then why the in-place columns are N/A and what recover means."""
     out = ["#", f"# {'faults':>10}  {'time':>12}  {'fault-free':>12}  {'stall':>12}  "
                 f"{'retx':>10}  {'recover':>10}  {'QPs':>9}  drops by reason; QP error, "
                 f"failover",
            f"# {'size (B)':>10}  {'(us)':>12}  {'(us)':>12}  {'(us)':>12}  {'(B)':>10}  "
            f"{'(us)':>10}  {'balance':>9}"]
+    notes = ["# in-place: N/A: with faults only the out-of-place iterations run (the faults' "
+             "times count from the size's start, so in-place iterations run after them would "
+             "not meet the same faults; their network traffic is the same)",
+             "# recover: from the fault's end (its start if it lasts) until the run keeps the "
+             "fault-free run's pace (-: not before its end, or no fault-free run)"]
     for r in rows:
         f = r.get("faults")
         if f is None:
@@ -351,7 +364,7 @@ def fault_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         out.append(f"# {r['size_bytes']:10d}  {_us(t['faulted_ps']):>12}  {base:>12}  "
                    f"{_us(t['stall_ps']):>12}  {f['retransmitted']['bytes']:10d}  "
                    f"{_us(max(rec)) if rec else '-':>10}  {bal:>9}  {'; '.join(what)}")
-    return out
+    return out + notes
 
 
 def _write_json(doc: Mapping[str, Any], fp: TextIO) -> None:

@@ -146,6 +146,20 @@ class Fabric:
     def run(self, until_ps: int) -> int:
         return self.engine.run(until_ps)
 
+    def dropped_packets(self) -> int:
+        """Frames the network lost so far: at the switches (buffer, TTL, no route, watchdog),
+        at the hosts (a stalled receiver, a full receive buffer) and to the faults
+        (:mod:`sim.fabric.faults`: a down link, a corrupt frame).  The one count of
+        ``summary()["totals"]["drops"]`` and of a collective's ``drops`` counter."""
+        n = 0
+        for node in self.nodes.values():
+            if isinstance(node, Switch):
+                n += node.drops
+            elif isinstance(node, Host):
+                n += node.rx_stall_dropped_packets + node.rx_buffer_dropped_packets
+        faults = getattr(self, "fault_log", None)
+        return n + (sum(faults.drops.values()) if faults is not None else 0)
+
     def summary(self) -> dict[str, object]:
         now = self.engine.now_ps
         flows = []
@@ -185,20 +199,20 @@ class Fabric:
         switches = [n for n in self.nodes.values() if isinstance(n, Switch)]
         hosts = [n for n in self.nodes.values() if isinstance(n, Host)]
         by_reason = _merge(s.mmu.drops_by_reason for s in switches)
-        stalled = sum(h.rx_stall_dropped_bytes for h in hosts)
-        if stalled:
-            by_reason["rx_stalled"] = by_reason.get("rx_stalled", 0) + stalled
+        for reason, nbytes in (("rx_stalled", sum(h.rx_stall_dropped_bytes for h in hosts)),
+                               ("rx_buffer_full",
+                                sum(h.rx_buffer_dropped_bytes for h in hosts))):
+            if nbytes:
+                by_reason[reason] = by_reason.get(reason, 0) + nbytes
         faults = getattr(self, "fault_log", None)  # sim.fabric.faults: only with faults
-        fault_drops = sum(faults.drops.values()) if faults is not None else 0
         if faults is not None:
             for k, v in faults.dropped_bytes.items():
                 by_reason[k] = by_reason.get(k, 0) + v
         out = {
             "duration_ps": now, "flows": flows, "ports": ports,
             "totals": {
-                # switches (buffer, TTL, no route, watchdog), stalled receivers, faults
-                "drops": sum(s.drops for s in switches)
-                + sum(h.rx_stall_dropped_packets for h in hosts),
+                # switches (buffer, TTL, no route, watchdog), receivers, faults
+                "drops": self.dropped_packets(),
                 "ce_marked": sum(s.ce_marked for s in switches),
                 "pauses_sent": sum(sum(s.pause_sent.values()) for s in switches),
                 # MMU admission reasons and rx_stalled (summary.json has every reason, from
@@ -207,7 +221,6 @@ class Fabric:
             },
         }
         if faults is not None:
-            out["totals"]["drops"] += fault_drops  # type: ignore[index]
             out["faults"] = faults.summary()
         return out
 

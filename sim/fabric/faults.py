@@ -16,7 +16,9 @@ down port's ``enqueue`` is shadowed by a dropping one), so the fault-free hot pa
   lost control frame -- PFC, CNP, RC ACK/NAK -- has flow -1: :func:`_control`).
 * ``flap``: ``link_down`` intervals drawn from the fault rng (``random.Random`` seeded with the
   run's seed and the fault's index: deterministic per seed, and the engine rng's other users
-  (ECN marking) are not disturbed): up for Exp(mtbf), down for Exp(mttr), repeated to ``until``.
+  (ECN marking) are not disturbed): up for Exp(mtbf), down for Exp(mttr), repeated to ``until``
+  (or for ever); each time is drawn when the event before it happens, so only the next one
+  is pending.
 * ``loss``: from ``at`` to ``until``, each frame crossing the link (either direction) is lost at
   the receiving end with probability ``loss_rate``, or ``1 - (1 - ber) ** (8 * wire bytes)``
   for a bit error rate ``ber`` (any bit error fails the FCS: IEEE 802.3 clause 3.2.9); reason
@@ -24,6 +26,8 @@ down port's ``enqueue`` is shadowed by a dropping one), so the fault-free hot pa
 * ``degrade``: both ports of the link run at ``rate_gbps`` from ``at`` (e.g. a 400G link
   with half its lanes down at 200G), back to the old rate at ``until``.
 * ``nic_down``: the host's link down.  ``switch_down``: every link of the switch down.
+  Overlapping faults keep a link down until the last of them ends; in the log, those of one
+  kind on one target are one interval (:meth:`_Engine.link_event`).
 * ``slow_pcie``: the host's GPU-NIC PCIe link (``Host.pcie_write_bps`` / ``pcie_read_bps``,
   sim.nic.pcie) runs at ``rate_gbps`` both ways, or at the rates of PCIe generation
   ``pcie_gen`` with ``pcie_lanes`` lanes (:class:`sim.nic.pcie.PcieLink`, 256-byte MPS), from
@@ -188,7 +192,8 @@ class _FaultyWire:
         self.node_id = real.node_id
         self.down = False
         self.down_since_ps = -1  # last time the link went down (-1: never)
-        self.loss: tuple[float | None, float | None, random.Random] | None = None
+        #: the loss faults active on the link: (loss_rate, ber, rng) each
+        self.losses: list[tuple[float | None, float | None, random.Random]] = []
 
     def receive(self, port: int, pkt: Any) -> None:
         now = self.eng.engine.now_ps
@@ -200,9 +205,7 @@ class _FaultyWire:
                 pkt.nbytes, self.port.rate_bps)):
             self.eng.drop(self.real.node_id, port, pkt, "link_down")
             return
-        loss = self.loss
-        if loss is not None:
-            rate, ber, rng = loss
+        for rate, ber, rng in self.losses:  # each loss fault on its own
             p = rate if rate is not None else 1.0 - (1.0 - ber) ** (8 * wire_bytes(pkt.nbytes))
             if p and (p >= 1.0 or rng.random() < p):
                 self.eng.drop(self.real.node_id, port, pkt, "corrupt")
@@ -220,6 +223,7 @@ class _Engine:
         self.count = 0
         self.wires: dict[tuple[int, int], _FaultyWire] = {}
         self.down: dict[tuple[int, int], int] = {}  # egress (node, port) -> down count
+        self.held: dict[tuple, int] = {}  # (kind, target) -> faults of that kind holding it
         self.orig_routes = {n: (dict(s.routes), s.routing) for n, s in fabric.nodes.items()
                             if isinstance(s, Switch)}
 
@@ -357,7 +361,15 @@ class _Engine:
         self.engine.schedule(t_ps, fn, *args)
 
     def link_event(self, ports: tuple[Port, ...], down: bool, what: str, target: dict) -> None:
-        self.log.note(self.engine.now_ps, what, **target)
+        """A fault of kind ``what`` takes ``ports`` down or gives them back.  Faults of one
+        kind on one target that overlap are one interval in the log: its start when the
+        first takes the target down, its end when the last gives it back (the ports' own
+        count, :meth:`set_down`, keeps a link down while any fault of any kind holds it)."""
+        key = (what.replace("_up", "_down"), *sorted(target.items()))
+        n = self.held.get(key, 0)
+        self.held[key] = n + 1 if down else max(n - 1, 0)
+        if n == (0 if down else 1):
+            self.log.note(self.engine.now_ps, what, **target)
         self.set_down(ports, down)
 
     def install(self, i: int, f: Fault) -> None:
@@ -396,27 +408,12 @@ class _Engine:
                 up = "link_up" if f.kind == "link_down" else f.kind.replace("down", "up")
                 self.at(f.until_ps, self.link_event, ports, False, up, target)
         elif f.kind == "flap":
-            rng = random.Random(f"flap:{self.seed}:{i}")
-            t = f.at_ps
-            end = f.until_ps
-            while True:
-                t += max(1, round(rng.expovariate(1.0 / f.mtbf_ps)))  # type: ignore[operator]
-                if end is not None and t >= end:
-                    break
-                back = t + max(1, round(rng.expovariate(1.0 / f.mttr_ps)))  # type: ignore
-                self.at(t, self.link_event, ports, True, "link_down", target)
-                if end is not None and back >= end:
-                    self.at(end, self.link_event, ports, False, "link_up", target)
-                    break
-                self.at(back, self.link_event, ports, False, "link_up", target)
-                t = back
-                if end is None and t > 10**15:  # 1000 s: nobody simulates that long
-                    break
+            self._flap_next(ports, target, f, random.Random(f"flap:{self.seed}:{i}"), f.at_ps)
         elif f.kind == "loss":
-            rng = random.Random(f"loss:{self.seed}:{i}")
-            self.at(f.at_ps, self._loss, ports, (f.loss_rate, f.ber, rng), target)
+            loss = (f.loss_rate, f.ber, random.Random(f"loss:{self.seed}:{i}"))
+            self.at(f.at_ps, self._loss, ports, loss, True, target)
             if f.until_ps is not None:
-                self.at(f.until_ps, self._loss, ports, None, target)
+                self.at(f.until_ps, self._loss, ports, loss, False, target)
         elif f.kind == "degrade":
             rate = gbps(f.rate_gbps)  # type: ignore[arg-type]
             old = ports[0].rate_bps
@@ -424,10 +421,47 @@ class _Engine:
             if f.until_ps is not None:
                 self.at(f.until_ps, self._rate, ports, old, target)
 
-    def _loss(self, ports: tuple[Port, ...], loss: Any, target: dict) -> None:
-        self.log.note(self.engine.now_ps, "loss_start" if loss else "loss_end", **target)
+    # A flap draws each time when the one before it happens, so only its next event is
+    # pending: a flap without an end costs nothing beyond the run (the engine is run to a
+    # time or until the work is done, never until it has no event).  The draws alternate
+    # up Exp(mtbf), down Exp(mttr) from the fault's rng as one sequence, whenever made.
+    def _flap_next(self, ports: tuple[Port, ...], target: dict, f: Fault, rng: random.Random,
+                   up_ps: int) -> None:
+        """The link came up at ``up_ps`` (or the flap starts): its next failure."""
+        t = up_ps + max(1, round(rng.expovariate(1.0 / f.mtbf_ps)))  # type: ignore[operator]
+        if f.until_ps is None or t < f.until_ps:
+            self.at(t, self._flap_down, ports, target, f, rng)
+
+    def _flap_down(self, ports: tuple[Port, ...], target: dict, f: Fault,
+                   rng: random.Random) -> None:
+        now = self.engine.now_ps
+        back = now + max(1, round(rng.expovariate(1.0 / f.mttr_ps)))  # type: ignore[operator]
+        self.link_event(ports, True, "link_down", target)
+        if f.until_ps is not None and back >= f.until_ps:
+            self.at(f.until_ps, self.link_event, ports, False, "link_up", target)
+        else:
+            self.at(back, self._flap_up, ports, target, f, rng)
+
+    def _flap_up(self, ports: tuple[Port, ...], target: dict, f: Fault,
+                 rng: random.Random) -> None:
+        self.link_event(ports, False, "link_up", target)
+        self._flap_next(ports, target, f, rng, self.engine.now_ps)
+
+    def _loss(self, ports: tuple[Port, ...], loss: Any, start: bool, target: dict) -> None:
+        """A loss fault starts or ends on the link; overlapping ones each keep drawing (a
+        frame is lost if any of them loses it), and are one interval in the log, as
+        :meth:`link_event`'s."""
+        key = ("loss", *sorted(target.items()))
+        n = self.held.get(key, 0)
+        self.held[key] = n + 1 if start else max(n - 1, 0)
+        if n == (0 if start else 1):
+            self.log.note(self.engine.now_ps, "loss_start" if start else "loss_end", **target)
         for p in ports:
-            self.wire(p).loss = loss
+            w = self.wire(p)
+            if start:
+                w.losses.append(loss)
+            elif loss in w.losses:
+                w.losses.remove(loss)
 
     def _pcie(self, host: Any, rates: tuple[int, int], target: dict) -> None:
         self.log.note(self.engine.now_ps, "pcie", write_bps=rates[0], read_bps=rates[1],

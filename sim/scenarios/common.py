@@ -25,7 +25,8 @@ __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABR
            "pos", "nonneg", "frac", "rate_check", "share", "in_range", "PCIE_NAMES",
            "pcie_params", "pcie_kw", "collective_params", "rc_params", "rc_kw", "FABRICS",
            "IB_NAMES", "FabricSetup",
-           "fabric_setup", "ib_vl_buffer_bytes", "roce_only", "FAULT_KINDS", "FAULT_PARAMS",
+           "fabric_setup", "ib_vl_buffer_bytes", "roce_only", "FAULT_KINDS", "FAULT_KIND_KEYS",
+           "FAULT_PARAMS",
            "REROUTE_PARAMS", "FaultPlan", "add_faults", "apply_faults", "check_stragglers",
            "collect_params", "fault_entries", "is_fault_key", "parse_fault", "resolve_faults",
            "split_fault_params", "straggler_delays"]
@@ -640,6 +641,10 @@ def _kind(v: str) -> str | None:
     return None if v in FAULT_KINDS else f"must be one of {', '.join(FAULT_KINDS)}"
 
 
+def _reroute_time(v: float) -> str | None:
+    return None if v == -1 or v >= 0 else "must be -1 (the default) or >= 0"
+
+
 #: The keys of one fault (``[[faults]]`` entries, ``-p fault=KIND:KEY=VALUE,...`` and
 #: ``-p fault.KEY=VALUE``): one list, so one parser serves the file and the command line.
 FAULT_PARAMS: tuple[Param, ...] = (
@@ -664,10 +669,26 @@ FAULT_PARAMS: tuple[Param, ...] = (
     Param("delay_us", 0.0, "straggler: every transfer the rank sends starts this late (us)",
           nonneg),
     Param("detect_us", -1.0, "failure detection time of the switches (us; -1: the default, "
-          "sim.fabric.faults.DETECT_PS); the largest over the entries applies to all"),
+          "sim.fabric.faults.DETECT_PS); the largest over the entries applies to all",
+          _reroute_time),
     Param("converge_us", -1.0, "routing convergence time after detection (us; -1: the "
-          "default); the largest over the entries applies to all"),
+          "default); the largest over the entries applies to all", _reroute_time),
 )
+#: The keys every kind takes.
+_COMMON_KEYS = ("kind", "at_us", "until_us", "detect_us", "converge_us")
+#: The other keys each kind takes (:func:`resolve_faults` refuses the rest).  Alternatives:
+#: ``node`` or ``rank`` (a host), ``loss_rate`` or ``ber``, ``rate_gbps`` or ``pcie_gen``
+#: (+ ``pcie_lanes``).
+FAULT_KIND_KEYS: dict[str, tuple[str, ...]] = {
+    "link_down": ("node", "port"),
+    "flap": ("node", "port", "mtbf_us", "mttr_us"),
+    "loss": ("node", "port", "loss_rate", "ber"),
+    "degrade": ("node", "port", "rate_gbps"),
+    "nic_down": ("node", "rank"),
+    "switch_down": ("node",),
+    "slow_pcie": ("node", "rank", "rate_gbps", "pcie_gen", "pcie_lanes"),
+    "straggler": ("node", "rank", "delay_us"),
+}
 #: The reroute ``-p`` keys (plain, beside ``fault``): they win over the entries' own.
 REROUTE_PARAMS: tuple[Param, ...] = FAULT_PARAMS[-2:]
 #: ``-p`` keys that are faults, not a scenario's parameters: ``fault`` (repeatable),
@@ -712,7 +733,11 @@ def parse_fault(text: str) -> dict[str, Any]:
                          f"at_us=200), got {text!r}; in lossless sweep, whose commas "
                          f"separate values, give one fault as fault.KEY=VALUE keys")
     out: dict[str, Any] = {"kind": kind.strip()}
-    for item in filter(None, (t.strip() for t in rest.split(","))):
+    items = [t.strip() for t in rest.split(",")] if rest.strip() else []
+    for n, item in enumerate(items):
+        if not item:
+            raise ValueError(f"KEY=VALUE #{n + 1} after {kind.strip()}: is empty (two "
+                             f"commas in a row, or one at an end)")
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ValueError(f"expected KEY=VALUE after {kind.strip()}:, got {item!r}")
@@ -755,8 +780,14 @@ class FaultPlan(NamedTuple):
 
 
 def _fault_problem(f: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(key, why) of what a resolved entry lacks for its kind, or None."""
+    """(key, why) of what a resolved entry lacks for its kind or has that does not apply to
+    it (:data:`FAULT_KIND_KEYS`), or None."""
     kind = f["kind"]
+    takes = FAULT_KIND_KEYS[kind]
+    for key in raw:
+        if key not in _COMMON_KEYS and key not in takes:
+            return key, (f"does not apply to kind {kind!r} (its keys: "
+                         f"{', '.join((*takes, *_COMMON_KEYS[1:]))})")
     need = {"flap": ("mtbf_us", "mttr_us"), "degrade": ("rate_gbps",),
             "straggler": ("delay_us",)}.get(kind, ())
     for key in need:
@@ -768,9 +799,9 @@ def _fault_problem(f: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[str, s
         return "ber", "kind 'loss' takes loss_rate or ber, not both"
     if kind == "slow_pcie" and (f["rate_gbps"] > 0) == (f["pcie_gen"] > 0):
         return "rate_gbps", "kind 'slow_pcie' needs rate_gbps or pcie_gen (one of them)"
-    hosty = kind in ("nic_down", "slow_pcie", "straggler")
-    if f["rank"] >= 0 and not hosty:
-        return "rank", f"only nic_down, slow_pcie and straggler name a rank, not {kind!r}"
+    if kind == "slow_pcie" and "pcie_lanes" in raw and f["pcie_gen"] <= 0:
+        return "pcie_lanes", "goes with pcie_gen (the lanes of that generation), not rate_gbps"
+    hosty = "rank" in takes
     if hosty and (f["rank"] >= 0) == (f["node"] >= 0):
         return "node", f"kind {kind!r} needs a host: node or rank (one of them)"
     if not hosty and f["node"] < 0:
@@ -780,10 +811,30 @@ def _fault_problem(f: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[str, s
     return None
 
 
+def _kind_entry(f: Mapping[str, Any], raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Resolved entry ``f`` (of ``raw``) with only the keys of its kind
+    (:data:`FAULT_KIND_KEYS`), and of each alternative the one in use: what summary.json /
+    results.json ``params.faults`` list, and itself a raw entry that resolves to the same
+    fault (resolution is idempotent)."""
+    kind = f["kind"]
+    drop = set()
+    if "rank" in FAULT_KIND_KEYS[kind]:
+        drop.add("node" if f["rank"] >= 0 else "rank")
+    if kind == "loss":
+        drop.add("loss_rate" if "ber" in raw else "ber")
+    if kind == "slow_pcie":
+        drop |= {"pcie_gen", "pcie_lanes"} if f["rate_gbps"] > 0 else {"rate_gbps"}
+    return {k: v for k, v in f.items() if (k in _COMMON_KEYS or k in FAULT_KIND_KEYS[kind])
+            and k not in drop}
+
+
 def resolve_faults(entries: list[tuple[str, Mapping[str, Any]]], *, ib: bool = False,
                    reroute_params: Mapping[str, Any] | None = None) -> FaultPlan:
     """Check raw fault entries ((label, entry) pairs, :data:`FAULT_PARAMS`) and make the
-    :class:`sim.fabric.faults.Fault` objects; one-line ScenarioErrors ``LABEL KEY: why``.
+    :class:`sim.fabric.faults.Fault` objects; one-line ScenarioErrors ``LABEL KEY: why``:
+    an entry must name its ``kind`` and give only the keys of that kind
+    (:data:`FAULT_KIND_KEYS`).  The plan's ``entries`` keep those keys (defaults filled
+    in): resolving them again gives the same plan.
     The reaction times: ``reroute_params`` (``detect_us``, ``converge_us``; -1 or absent:
     not given) win, else the largest over the entries, else the defaults (``ib``: the
     subnet manager's, :data:`sim.fabric.faults.IB_REROUTE_PS`)."""
@@ -803,10 +854,13 @@ def resolve_faults(entries: list[tuple[str, Mapping[str, Any]]], *, ib: bool = F
             f = resolve_params(FAULT_PARAMS, raw)
         except ScenarioError as e:
             raise ScenarioError(f"{label} {e}") from None
+        if "kind" not in raw:
+            raise ScenarioError(f"{label} kind: missing: one of {', '.join(FAULT_KINDS)}")
         why = _fault_problem(f, raw)
         if why:
             raise ScenarioError(f"{label} {why[0]}: {why[1]}")
-        built.append(dict(f))
+        loss_by_ber = f["kind"] == "loss" and "ber" in raw
+        built.append(_kind_entry(f, raw))
         kind = f["kind"]
         if kind == "straggler":
             stragglers.append((label, dict(f)))
@@ -816,8 +870,9 @@ def resolve_faults(entries: list[tuple[str, Mapping[str, Any]]], *, ib: bool = F
                           until_ps=us_to_ps(f["until_us"]) or None,
                           mtbf_ps=us_to_ps(f["mtbf_us"]) or None,
                           mttr_ps=us_to_ps(f["mttr_us"]) or None,
-                          loss_rate=None if kind != "loss" or f["ber"] > 0 else f["loss_rate"],
-                          ber=f["ber"] if kind == "loss" and f["ber"] > 0 else None,
+                          loss_rate=f["loss_rate"] if kind == "loss" and not loss_by_ber
+                          else None,
+                          ber=f["ber"] if loss_by_ber else None,
                           rate_gbps=f["rate_gbps"] or None,
                           pcie_gen=f["pcie_gen"] or None if kind == "slow_pcie" else None,
                           pcie_lanes=f["pcie_lanes"] if kind == "slow_pcie" else None)

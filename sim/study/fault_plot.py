@@ -58,12 +58,11 @@ def _fault_strip(ax: Any, intervals: list, rows: list[str], target: Any, t: Any,
 
 def _shade_recovery(ax: Any, intervals: list, t: Any, what: str, alpha: float) -> None:
     """Shade, on the throughput axis `ax`, each fault's span from its start to the recovery of
-    `what` (its time_to_recover_ps; none when it did not recover), with one note above the axis."""
-    spans = [(iv["start_ps"], iv["time_to_recover_ps"]) for iv in intervals
-             if iv.get("time_to_recover_ps")]
-    for start_ps, recover_ps in spans:
-        ax.axvspan(t(start_ps), t(start_ps + recover_ps), color="tab:red", alpha=alpha,
-                   linewidth=0)
+    `what` (recovered_at_ps; none when it did not recover), with one note above the axis."""
+    spans = [(iv["start_ps"], iv["recovered_at_ps"]) for iv in intervals
+             if iv.get("recovered_at_ps") is not None and iv["recovered_at_ps"] > iv["start_ps"]]
+    for start_ps, back_ps in spans:
+        ax.axvspan(t(start_ps), t(back_ps), color="tab:red", alpha=alpha, linewidth=0)
     if spans:
         ax.text(0.0, 1.01, f"shaded: from each fault to the recovery of {what}",
                 transform=ax.transAxes, fontsize="x-small", color="0.3", va="bottom")

@@ -34,8 +34,10 @@ from typing import Any
 from sim.units import us_to_ps
 
 __all__ = ["FaultProbe", "RECOVERY_TOLERANCE", "PRE_FAULT_BINS", "fault_intervals",
-           "recovery", "run_baseline", "completion_figures", "compare_completion",
+           "recovery", "progress_recovery", "lag_behind", "run_baseline",
+           "completion_figures", "compare_completion",
            "conservation_problems", "MAX_LINKS", "COLLECTIVE_BINS", "COLLECTIVE_FIRST_BIN_PS",
+           "BASELINE_BINS",
            "CollectiveObserver", "CollectiveProbe", "DropCounter", "collective_report",
            "straggler_intervals"]
 
@@ -216,8 +218,9 @@ class FaultProbe:
         for iv in intervals:
             until = max(self.duration_ps if iv["end_ps"] is None else iv["end_ps"],
                         iv["start_ps"] + (iv["time_to_reroute_ps"] or 0)) + self.bin_ps
+            iv["recover_from_ps"] = iv["start_ps"] if iv["end_ps"] is None else iv["end_ps"]
             iv.update(recovery(good, self.bin_ps, iv["start_ps"], ends, self.flows,
-                               until_ps=until))
+                               until_ps=until, from_ps=iv["recover_from_ps"]))
         links = self.plotted_links(intervals)
         flows_rc = {f["id"]: f["rc"] for f in summary["flows"] if "rc" in f}
         retx = [{"id": fid, "retransmitted_packets": rc.get("retransmitted_frames", 0),
@@ -328,8 +331,9 @@ def fault_intervals(events: Iterable[Mapping[str, Any]], end_ps: int) -> list[di
 def recovery(good: Any, bin_ps: int, start_ps: int, done_at: Sequence[int | None],
              flows: Sequence[int], tolerance: float = RECOVERY_TOLERANCE,
              pre_bins: int = PRE_FAULT_BINS, until_ps: int | None = None,
-             active: Any = None) -> dict[str, Any]:
-    """Time to recover from a fault starting at ``start_ps`` (docs/faults.md "Outputs").
+             from_ps: int | None = None) -> dict[str, Any]:
+    """Time to recover from a fault starting at ``start_ps`` (docs/faults.md "Outputs"), for
+    steady flows whose rate before the fault is their fault-free rate.
 
     ``good[b][i]`` is the bytes flow ``flows[i]`` delivered in bin ``b`` (``bin_ps`` wide),
     ``done_at[i]`` when it completed (None: it did not).  Fault bin s = start // bin.
@@ -341,40 +345,27 @@ def recovery(good: Any, bin_ps: int, start_ps: int, done_at: Sequence[int | None
     reroute, whichever is later, plus one bin).  Recovery bin r: the first bin after the first such
     dip in which the affected flows' goodput together (the flows still counted there) is at
     least (1 - tolerance) x their pre-fault rates together (or none is counted any more).
-    ``time_to_recover_ps`` = max(0, r x bin - start): 0 when no flow dipped, null when the
-    run ended first.  One bin of resolution.
-
-    ``active`` (a collective, :class:`CollectiveProbe`): per bin, whether the workload runs
-    in it; only active bins count (between a collective's iterations the fabric is idle), the
-    pre-fault rate is the mean over the ``pre_bins`` active bins before s, and the recovery
-    bin is the first active one back at the rate (or the first after the last active bin)."""
+    ``recovered_at_ps`` = r x bin (the start when no flow dipped), ``time_to_recover_ps`` =
+    max(0, r x bin - ``from_ps``), the time from the fault's end (``from_ps``; None: its
+    start) until then: 0 when no flow dipped or the flows were back before the fault ended,
+    both null when the run ended first.  One bin of resolution."""
     import numpy as np
 
     g = np.asarray(good, dtype=np.float64)
     nb = g.shape[0]
     s = min(start_ps // bin_ps, nb - 1) if nb else 0
     lo = max(0, s - pre_bins)
+    ref = start_ps if from_ps is None else from_ps
     base = {"affected_flows": [], "pre_fault_bps": None, "time_to_recover_ps": None,
-            "recovered": False}
-    act = None if active is None else np.asarray(active, dtype=bool)
-    if act is not None:
-        before = np.flatnonzero(act[:s])[-pre_bins:]
-        if not len(before) or not len(flows):
-            return {**base, "why": "no active throughput bin before the fault: no pre-fault "
-                                   "rate"}
-        pre = g[before].mean(axis=0)
-    elif s == lo or not len(flows):
+            "recovered_at_ps": None, "recovered": False}
+    if s == lo or not len(flows):
         return {**base, "why": "no throughput bin before the fault: no pre-fault rate"}
-    else:
-        pre = g[lo:s].mean(axis=0)
+    pre = g[lo:s].mean(axis=0)
     starts = np.arange(nb) * bin_ps
     counted = np.ones_like(g, dtype=bool)
     for i, t in enumerate(done_at):
         if t is not None:
             counted[:, i] = starts < t
-    if act is not None:
-        counted &= act[:, None]
-        later = np.flip(np.cumsum(np.flip(act))) > 0  # an active bin at or after b
     thr = (1.0 - tolerance) * pre
     dip = (g < thr[None, :]) & counted & (pre[None, :] > 0)
     dip[:s] = False
@@ -384,12 +375,10 @@ def recovery(good: Any, bin_ps: int, start_ps: int, done_at: Sequence[int | None
     aff = np.flatnonzero(hit)
     if not len(aff):
         return {**base, "pre_fault_bps": _bps(pre.sum(), bin_ps), "time_to_recover_ps": 0,
-                "recovered": True}
+                "recovered_at_ps": start_ps, "recovered": True}
     first = int(np.flatnonzero(dip[:, aff].any(axis=1))[0])
     r = None
     for b in range(first + 1, nb):
-        if act is not None and not act[b] and later[b]:
-            continue  # idle between two iterations
         live = aff[counted[b, aff]]
         if not len(live) or g[b, live].sum() >= (1.0 - tolerance) * pre[live].sum():
             r = b
@@ -397,7 +386,8 @@ def recovery(good: Any, bin_ps: int, start_ps: int, done_at: Sequence[int | None
     out = {**base, "affected_flows": [int(flows[i]) for i in aff],
            "pre_fault_bps": _bps(pre[aff].sum(), bin_ps)}
     if r is not None:
-        out.update(time_to_recover_ps=max(0, r * bin_ps - start_ps), recovered=True)
+        out.update(time_to_recover_ps=max(0, r * bin_ps - ref), recovered_at_ps=r * bin_ps,
+                   recovered=True)
     return out
 
 
@@ -496,6 +486,9 @@ def compare_completion(faulted: Mapping[str, Any], baseline: Mapping[str, Any] |
 COLLECTIVE_FIRST_BIN_PS = 10_000
 #: At least this many bins over a collective's run (once it is 2 x 10 ns x this long).
 COLLECTIVE_BINS = 200
+#: The fault-free run's bins: its progress is the reference of the time to recover, whose
+#: resolution is two of its bins [A].
+BASELINE_BINS = 1000
 
 
 class DropCounter:
@@ -624,16 +617,6 @@ class CollectiveProbe(FaultProbe):
             e[-1] = self.last_ps
         return e
 
-    def active(self) -> Any:
-        """Per whole bin: it lies inside an iteration's span."""
-        import numpy as np
-
-        starts = np.arange(self.full, dtype=np.int64) * self.bin_ps
-        on = np.zeros(self.full, dtype=bool)
-        for a, b in self.spans:
-            on |= (starts >= a) & (starts + self.bin_ps <= b)
-        return on
-
     def delivered(self) -> tuple[list[int], list[int]]:
         """(t_ps, cumulative bytes delivered) at every edge from 0: the progress curve."""
         e = self.edges_ps()
@@ -663,6 +646,89 @@ def _stall(faulted: int | None, base: int | None) -> dict[str, Any]:
     return v
 
 
+def _active_progress(probe: CollectiveProbe) -> tuple[Any, Any, Any]:
+    """(t_ps, active_ps, delivered bytes) at the probe's bin edges: active_ps is the time spent
+    inside the size's iterations (first start to last delivery of each) up to t, so the
+    gaps between iterations, which differ between two runs, do not count."""
+    import numpy as np
+
+    t, d = probe.delivered()
+    t = np.asarray(t, dtype=np.int64)
+    act = np.zeros_like(t)
+    for a, b in probe.spans:
+        act += np.clip(t, a, b) - a
+    return t, act, np.asarray(d, dtype=np.int64)
+
+
+def lag_behind(probe: CollectiveProbe, base: CollectiveProbe) -> tuple[Any, Any, Any]:
+    """How far the faulted run is behind the fault-free one: at each bin edge ``t`` of
+    ``probe``, (``t``, active time so far, lag).  The lag is the active time the faulted run
+    took to deliver its bytes so far minus the time the fault-free run (``base``) took for
+    as many (linear between its edges); where the fault-free run held that many bytes for a
+    while (idle, or an iteration's first frames still on their way) the last time it held
+    them (the least lag).  At the end of the size the lag is the stall of all its
+    iterations together (``total_time``).  Both runs must have completed."""
+    import numpy as np
+
+    t, act, d = _active_progress(probe)
+    _, bact, bd = _active_progress(base)
+    first = np.r_[True, np.diff(bd) > 0]  # the first edge at which each total was reached
+    last = np.r_[np.diff(bd) > 0, True]  # the last edge that still had it
+    need = np.interp(d, bd[first], bact[first])
+    need = np.where(np.isin(d, bd), np.interp(d, bd[last], bact[last]), need)
+    return t, act, act - need
+
+
+def progress_recovery(t_ps: Any, act_ps: Any, lag_ps: Any, from_ps: int,
+                      spans: Sequence[tuple[int, int]], base_spans: Sequence[tuple[int, int]],
+                      tolerance: float = RECOVERY_TOLERANCE, slack_ps: int = 0,
+                      min_active_ps: int = 0) -> dict[str, Any]:
+    """Time to recover of a collective (:func:`lag_behind`'s arrays; ``spans``,
+    ``base_spans``: each iteration's first start and last delivery in the faulted and the
+    fault-free run): the first bin edge r at or after ``from_ps`` (the fault's end) from
+    which the faulted run keeps the fault-free run's pace: between any two edges from r up
+    to the start of the next iteration its lag grows by at most ``tolerance`` x the active
+    time between them + ``slack_ps`` (the resolution of the fault-free run's progress), and
+    every
+    later iteration takes at most (1 + ``tolerance``) x its fault-free time + ``slack_ps``
+    (the progress inside two runs of an iteration differs by a few frames' time, their
+    ends do not); and the run still works at least ``min_active_ps`` after r (``slack_ps`` /
+    ``tolerance``, so that the slack is within the tolerance: a run that is behind until
+    its last delivery never showed the fault-free pace again).
+    ``recovered_at_ps`` = t[r] and ``time_to_recover_ps`` = t[r] - ``from_ps`` (``from_ps``
+    and 0 when r is the first edge at or after it: back at once, to one bin), both null
+    (``recovered`` false) when no such edge comes before the end of the run."""
+    import numpy as np
+
+    t = np.asarray(t_ps)
+    act = np.asarray(act_ps, dtype=np.float64)
+    lo = np.asarray(lag_ps, dtype=np.float64) - tolerance * act
+    starts = np.array([a for a, _ in spans], dtype=np.int64)
+    # an iteration is on pace when it took at most (1 + tolerance) x its fault-free time
+    paced = [b - a <= (1 + tolerance) * (bb - ba) + slack_ps
+             for (a, b), (ba, bb) in zip(spans, base_spans, strict=False)]
+    # at the end of each iteration: the active time so far and the lag (the stalls so far)
+    ends_act = np.cumsum([b - a for a, b in spans])
+    ends_lo = np.cumsum([(b - a) - (bb - ba) for (a, b), (ba, bb)
+                         in zip(spans, base_spans, strict=False)]) - tolerance * ends_act
+    after = np.flatnonzero(t >= from_ps)
+    for r in after:
+        if act[-1] - act[r] < min_active_ps:
+            break
+        k = int(np.searchsorted(starts, t[r], side="right"))  # the next iteration to start
+        until = starts[k] if k < len(starts) else None
+        seg = lo[r:None if until is None else int(np.searchsorted(t, until))]
+        if k and t[r] < spans[k - 1][1] and k - 1 < len(ends_lo):  # inside iteration k - 1:
+            seg = np.append(seg, ends_lo[k - 1])  # its end, exact, however wide the bins
+        # the most it falls behind (beyond the tolerance) between any two edges from r on
+        rise = (seg[1:] - np.minimum.accumulate(seg)[:-1]).max() if len(seg) > 1 else 0.0
+        if rise <= slack_ps and all(paced[k:]):
+            at = from_ps if r == after[0] else int(t[r])
+            return {"time_to_recover_ps": at - from_ps, "recovered_at_ps": at,
+                    "recovered": True}
+    return {"time_to_recover_ps": None, "recovered_at_ps": None, "recovered": False}
+
+
 def straggler_intervals(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The ``straggler`` entries of ``params.faults`` as intervals (kind, rank or node,
     delay_ps, start_ps, end_ps: null for no end): they are the collective's, not the
@@ -685,13 +751,15 @@ def straggler_intervals(entries: Iterable[Mapping[str, Any]]) -> list[dict[str, 
 class CollectiveObserver:
     """The ``observer`` of :func:`sim.scenarios.collective.run_size` for one size of
     ``lossless collective`` with faults: a :class:`DropCounter` as the fabric's tracer
-    (and on the hosts' ports), a :class:`CollectiveProbe` from the start, the names of the
+    (and on the hosts' ports), a :class:`CollectiveProbe` of ``nbins`` from the start (the
+    fault-free run's: :data:`BASELINE_BINS`, the resolution of the lag), the names of the
     nodes and ports (:func:`sim.workloads.collective_stats.link_usage`'s) at the end.
     :meth:`report` gives the size's ``faults`` block, :meth:`series` the arrays of its
     ``faults_timeline.png``."""
 
-    def __init__(self) -> None:
+    def __init__(self, nbins: int = COLLECTIVE_BINS) -> None:
         self.tracer = DropCounter()
+        self.nbins = nbins
         self.probe: CollectiveProbe | None = None
         self.ranks: tuple[int, ...] = ()
         self.names: dict[str, Any] = {}
@@ -699,7 +767,7 @@ class CollectiveObserver:
     def attach(self, rf: Any) -> None:
         self.ranks = tuple(rf.ranks)
         self.tracer.fabric = rf.fabric
-        self.probe = CollectiveProbe(rf.fabric)
+        self.probe = CollectiveProbe(rf.fabric, self.nbins)
         for h in self.probe.hosts:
             h.port.taps.append(self.tracer.host_tap)
 
@@ -741,7 +809,7 @@ class CollectiveObserver:
         base = None
         if baseline is not None and baseline_row is not None:
             base = {"row": baseline_row, "end_ps": baseline.end_ps(baseline_row),
-                    "total_ps": baseline.total_ps(baseline_row)}
+                    "total_ps": baseline.total_ps(baseline_row), "probe": baseline.probe}
         return collective_report(self.probe, self.tracer, row, base, entries, self.ranks,
                                  end_ps=self.end_ps(row), total_ps=self.total_ps(row))
 
@@ -785,8 +853,6 @@ def collective_report(probe: CollectiveProbe, counter: DropCounter, row: Mapping
     resolved ``params.faults``, ``end_ps`` the size's end on its fabric's clock (default: the
     probe's), ``total_ps`` the time of all its iterations (:meth:`CollectiveObserver.total_ps`).
     Call after the run (``probe.finish()`` done)."""
-    import numpy as np
-
     from sim.study.conservation import flow_conservation
 
     fab = probe.fab
@@ -798,18 +864,23 @@ def collective_report(probe: CollectiveProbe, counter: DropCounter, row: Mapping
     for iv in intervals:
         if "rank" in iv:
             iv["node"] = ranks[iv["rank"]] if iv["rank"] < len(ranks) else None
-    full = probe.full
-    good = probe._per_bin(probe.rx[:full])
-    # one empty bin after the whole ones, not counted: "none counted any more" at the end
-    good = np.vstack([good, np.zeros((1, 1), dtype=good.dtype)])
-    active = np.append(probe.active(), False)
+    base_probe = (baseline or {}).get("probe")
+    lag = None
+    if base_probe is not None and row.get("error") is None and \
+            ((baseline or {}).get("row") or {}).get("error") is None:
+        lag = lag_behind(probe, base_probe)
     for iv in intervals:
-        until = max(end if iv["end_ps"] is None else iv["end_ps"],
-                    iv["start_ps"] + (iv["time_to_reroute_ps"] or 0)) + probe.bin_ps
-        rec = recovery(good, probe.bin_ps, iv["start_ps"], [None], [0], until_ps=until,
-                       active=active)
-        rec.pop("affected_flows")
-        iv.update(rec)
+        iv["recover_from_ps"] = ref = (iv["end_ps"] if iv["end_ps"] is not None
+                                       and iv["end_ps"] <= end else iv["start_ps"])
+        if lag is None:
+            iv.update(time_to_recover_ps=None, recovered_at_ps=None, recovered=False,
+                      why="no fault-free run (--no-baseline)" if base_probe is None
+                      else "the size did not complete")
+        else:
+            slack = 2 * base_probe.bin_ps
+            iv.update(progress_recovery(*lag, ref, probe.spans, base_probe.spans,
+                                        slack_ps=slack,
+                                        min_active_ps=round(slack / RECOVERY_TOLERANCE)))
     links = probe.plotted_links([iv for iv in intervals if iv.get("node") is not None])
     cons = flow_conservation(fab, counter)
     hosts = {h.node_id: h for h in probe.hosts}
@@ -852,7 +923,6 @@ def collective_report(probe: CollectiveProbe, counter: DropCounter, row: Mapping
                   "all_bytes_by_reason": {k: v[1] for k, v in
                                           sorted(counter.drops_by_reason.items())}},
         "recovery_tolerance": RECOVERY_TOLERANCE,
-        "pre_fault_bins": PRE_FAULT_BINS,
         "bin_ps": probe.bin_ps,
         "links": links,
         "conservation": {

@@ -173,8 +173,9 @@ class CollectiveRun:
 
 def fabric_counters(fabric: Fabric) -> dict[str, int]:
     """Totals over the fabric: PFC pauses sent (switches and NICs), CE marks, CNPs sent,
-    drops (switches, stalled receivers, full NIC receive buffers) and the deepest egress
-    queue of any switch port."""
+    drops (every frame the network lost: switches, stalled receivers, full NIC receive
+    buffers and the faults of :mod:`sim.fabric.faults`, a down link or a lossy one) and the
+    deepest egress queue of any switch port."""
     sw = [n for n in fabric.nodes.values() if isinstance(n, Switch)]
     hs = [n for n in fabric.nodes.values() if isinstance(n, Host)]
     return {
@@ -182,8 +183,7 @@ def fabric_counters(fabric: Fabric) -> dict[str, int]:
         + sum(h.pause_sent_count for h in hs),
         "ce_marks": sum(s.ce_marked for s in sw),
         "cnps": sum(h.cnp_sent for h in hs),
-        "drops": sum(s.drops for s in sw)
-        + sum(h.rx_stall_dropped_packets + h.rx_buffer_dropped_packets for h in hs),
+        "drops": fabric.dropped_packets(),
         "max_queue_bytes": max((max(p.max_queue_bytes) for s in sw for p in s.ports.values()),
                                default=0),
     }
@@ -715,7 +715,17 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
     if check and runner.failed is not None:
         raise QpFailure(f"collective {failure_text(runner.failed)}", runner.failed)
     if check and runner.ndone < total:
-        raise RunError(f"collective incomplete after {limit_ps} ps: {runner.ndone} of {total} "
-                       f"transfers received (pauses {run.counters['pfc_pauses']}, drops "
-                       f"{run.counters['drops']})")
+        drops = run.counters["drops"]
+        hint = ""
+        if drops and not all(getattr(fabric.nodes[h], "reliable", False) for h in hosts):
+            hint = ("; lost frames are not resent with reliable off (-p reliable=true, or "
+                    "[hosts] reliable = true in a fabric file)")
+        raise RunError(f"collective incomplete after {_time_text(limit_ps)}: {runner.ndone} "
+                       f"of {total} transfers received (pauses {run.counters['pfc_pauses']}, "
+                       f"drops {drops}){hint}")
     return run
+
+
+def _time_text(t_ps: int) -> str:
+    """A time for people: µs below 1 ms, else ms."""
+    return f"{t_ps / 1e6:g} us" if t_ps < 10**9 else f"{t_ps / 1e9:g} ms"

@@ -35,7 +35,7 @@ from sim.workloads.nccl import DTYPE_BYTES, Collective
 
 __all__ = [
     "CollCounts", "coll_counts", "bus_factor", "algbw_busbw", "s_bytes", "parse_size",
-    "size_list", "float_str", "header_lines", "format_row", "REDOPS", "root_of",
+    "size_list", "float_str", "header_lines", "format_row", "REDOPS", "root_of", "NOT_RUN",
 ]
 
 #: Reduction operation names nccl-tests prints (``test_opnames``, ``src/common.cu``);
@@ -172,9 +172,15 @@ def header_lines(time_label: str = "time") -> list[str]:
     ]
 
 
-def _body(result: tuple[float, float, float, int | None] | None) -> str:
+#: A half of a result line that was not run, printed N/A in each column.
+NOT_RUN = "N/A"
+
+
+def _body(result: tuple[float, float, float, int | None] | str | None) -> str:
     if result is None:  # writeBenchMarkLineNullBody
         return " " * 32
+    if result == NOT_RUN:
+        return f"  {'N/A':>7}  {'N/A':>6}  {'N/A':>6}  {'N/A':>6}"
     time_us, alg, bus, wrong = result
     nums = f"  {float_str(time_us, 7)}  {float_str(alg, 6)}  {float_str(bus, 6)}"
     return nums + ("    N/A" if wrong is None else f"  {wrong:6g}")
@@ -182,10 +188,10 @@ def _body(result: tuple[float, float, float, int | None] | None) -> str:
 
 def format_row(size_bytes: int, count: int, dtype: str, redop: str, root: int,
                out_of_place: tuple[float, float, float, int | None] | None,
-               in_place: tuple[float, float, float, int | None] | None = None) -> str:
+               in_place: tuple[float, float, float, int | None] | str | None = None) -> str:
     """One result line as nccl-tests prints it: size, count, type, redop, root, then
     (time in us, algbw, busbw, #wrong) out-of-place and in-place; #wrong None prints N/A, a
-    missing half prints blanks."""
+    missing half prints blanks, :data:`NOT_RUN` N/A in each column."""
     return (f"{size_bytes:12d}  {count:12d}  {dtype:>8}  {redop:>6}  {root:6d}"
             f"{_body(out_of_place)}{_body(in_place)}")
 
