@@ -399,3 +399,50 @@ def test_deadlock_detector_and_watchdog_keep_working_through_faults() -> None:
     assert all(d.cleared_ps is not None for d in det.deadlocks)
     assert sum(w.triggers for w in sc.info["watchdogs"]) >= 4
     assert log.drops["corrupt"] > 0
+
+
+def test_overlapping_degrades_the_slowest_holds_until_the_last_ends() -> None:
+    """50G from 100 to 300 us and 25G from 200 to 400 us on one link: 25G until 400 us (the
+    first one's end must not restore the full rate while the second still holds)."""
+    faults = [Fault("degrade", 4, 0, at_ps=100 * US, until_ps=300 * US, rate_gbps=50),
+              Fault("degrade", 4, 0, at_ps=200 * US, until_ps=400 * US, rate_gbps=25)]
+    _fab, log, _tr, _ = _run(faults, flows=((1, 4, 6),), until_ps=500 * US)
+    assert [(e["t_ps"], e["rate_bps"]) for e in log.events if e["what"] == "rate"] == [
+        (100 * US, gbps(50)), (200 * US, gbps(25)), (400 * US, RATE)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(spans=st.lists(st.tuples(st.integers(1, 30), st.integers(1, 30), st.sampled_from(
+    [10, 25, 50])), min_size=1, max_size=4))
+def test_overlapping_degrades_rate_is_the_slowest_active(spans) -> None:
+    """Whatever the overlaps, the link's rate at every moment is the slowest of the degrades
+    holding it, and the original rate when none does."""
+    faults = [Fault("degrade", 4, 0, at_ps=a * 10 * US, until_ps=(a + d) * 10 * US,
+                    rate_gbps=r) for a, d, r in spans]
+    tr = ListTracer()
+    t = leaf_spine(2, 2, 2, RATE, PROP, _cfg(), ecmp=True, tracer=tr)
+    schedule_faults(t.fabric, faults, reroute=RR)
+    port = t.fabric.nodes[4].port
+    for step in range(0, 70):
+        now = step * 10 * US + 5 * US  # between the fault times
+        t.fabric.run(now)
+        held = [gbps(f.rate_gbps) for f in faults if f.at_ps <= now < f.until_ps]
+        assert port.rate_bps == (min(held) if held else RATE), (now, spans)
+
+
+def test_overlapping_slow_pcie_restores_only_after_the_last() -> None:
+    from sim.fabric.rail import collective_star
+    from sim.nic.pcie import PcieLink
+    f = collective_star(2, link_gbps=100, prop_ps=500_000,
+                        host_kw={"pcie_write_bps": 400 * 10**9, "pcie_read_bps": 400 * 10**9})
+    h = f.fabric.nodes[f.ranks[1]]
+    schedule_faults(f.fabric, [
+        Fault("slow_pcie", h.node_id, at_ps=5 * US, until_ps=9 * US, pcie_gen=4, pcie_lanes=8),
+        Fault("slow_pcie", h.node_id, at_ps=7 * US, until_ps=12 * US, pcie_gen=3,
+              pcie_lanes=4)])
+    g4, g3 = PcieLink(4, 8), PcieLink(3, 4)
+    for t_us, want in ((6, g4), (8, g3), (10, g3)):
+        f.fabric.run(t_us * US)
+        assert (h.pcie_write_bps, h.pcie_read_bps) == (want.write_bps(), want.read_bps())
+    f.fabric.run(13 * US)
+    assert (h.pcie_write_bps, h.pcie_read_bps) == (400 * 10**9, 400 * 10**9)

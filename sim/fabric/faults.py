@@ -224,6 +224,8 @@ class _Engine:
         self.wires: dict[tuple[int, int], _FaultyWire] = {}
         self.down: dict[tuple[int, int], int] = {}  # egress (node, port) -> down count
         self.held: dict[tuple, int] = {}  # (kind, target) -> faults of that kind holding it
+        # (kind, target) -> (rate before the first, {fault index: its rate}): degrade, slow_pcie
+        self.slowed: dict[tuple, tuple[Any, dict[int, Any]]] = {}
         self.orig_routes = {n: (dict(s.routes), s.routing) for n, s in fabric.nodes.items()
                             if isinstance(s, Switch)}
 
@@ -382,10 +384,10 @@ class _Engine:
             if host.pcie_write_bps is None or host.pcie_read_bps is None:
                 raise ValueError(f"node {f.node}: the host has no PCIe model (give its hosts "
                                  f"a PCIe generation, pcie_gen)")
-            old = (host.pcie_write_bps, host.pcie_read_bps)
-            self.at(f.at_ps, self._pcie, host, f.pcie_rates_bps(), target)
+            self.at(f.at_ps, self._slow, ("slow_pcie", host), i, f.pcie_rates_bps(), True,
+                    target)
             if f.until_ps is not None:
-                self.at(f.until_ps, self._pcie, host, old, target)
+                self.at(f.until_ps, self._slow, ("slow_pcie", host), i, None, False, target)
             return
         if f.kind == "switch_down":
             sw = self.fabric.nodes.get(f.node)
@@ -416,10 +418,9 @@ class _Engine:
                 self.at(f.until_ps, self._loss, ports, loss, False, target)
         elif f.kind == "degrade":
             rate = gbps(f.rate_gbps)  # type: ignore[arg-type]
-            old = ports[0].rate_bps
-            self.at(f.at_ps, self._rate, ports, rate, target)
+            self.at(f.at_ps, self._slow, ("degrade", ports), i, rate, True, target)
             if f.until_ps is not None:
-                self.at(f.until_ps, self._rate, ports, old, target)
+                self.at(f.until_ps, self._slow, ("degrade", ports), i, None, False, target)
 
     # A flap draws each time when the one before it happens, so only its next event is
     # pending: a flap without an end costs nothing beyond the run (the engine is run to a
@@ -468,10 +469,38 @@ class _Engine:
                       **target)
         host.pcie_write_bps, host.pcie_read_bps = rates
 
-    def _rate(self, ports: tuple[Port, ...], rate_bps: int, target: dict) -> None:
-        self.log.note(self.engine.now_ps, "rate", rate_bps=rate_bps, **target)
-        for p in ports:
-            p.set_rate(rate_bps)
+    def _slow(self, what: tuple[str, Any], i: int, rate: Any, start: bool,
+              target: dict) -> None:
+        """Fault ``i`` slows a link (``("degrade", ports)``: ``rate`` b/s) or a host's PCIe
+        link (``("slow_pcie", host)``: ``rate`` (write, read) b/s) from now, or (``start``
+        False) stops.  Overlapping ones: the slowest of those holding it applies, and the
+        rate from before the first comes back when the last ends."""
+        kind, obj = what
+        key = (kind, *sorted(target.items()))
+        base, holds = self.slowed.get(key, (None, {}))
+        if start:
+            if not holds:
+                base = self._rates_of(kind, obj)
+            holds[i] = rate
+        else:
+            holds.pop(i, None)
+        if holds:
+            self.slowed[key] = (base, holds)
+            now = min(holds.values())  # the slowest (tuples: by write rate, then read)
+        else:
+            self.slowed.pop(key, None)
+            now = base
+        if now != self._rates_of(kind, obj):
+            if kind == "degrade":
+                self.log.note(self.engine.now_ps, "rate", rate_bps=now, **target)
+                for p in obj:
+                    p.set_rate(now)
+            else:
+                self._pcie(obj, now, target)
+
+    @staticmethod
+    def _rates_of(kind: str, obj: Any) -> Any:
+        return obj[0].rate_bps if kind == "degrade" else (obj.pcie_write_bps, obj.pcie_read_bps)
 
 
 def schedule_faults(fabric: Any, faults: list[Fault] | tuple[Fault, ...], seed: int | None = None,
