@@ -25,15 +25,23 @@ def _grid_item(text: str) -> tuple[str, str]:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from sim.scenarios import ScenarioError
     from sim.scenarios.loader import scenario_name
-    from sim.study.sweep import parse_values, sweep
+    from sim.study.sweep import parse_values, sweep, workers_problem
 
+    why = workers_problem(args.workers)
+    if why:
+        _err(f"--workers {args.workers}: {why}; for more, a Dask cluster: --scheduler "
+             f"ADDRESS")
+        return EXIT_USAGE
     try:
         name = scenario_name(args.scenario)
         grid = {}
         for key, text in args.param or ():
             if key in grid:
                 raise ValueError(f"-p {key}: given twice")
-            grid[key] = parse_values(text)
+            try:
+                grid[key] = parse_values(text)
+            except ValueError as e:
+                raise ValueError(f"-p {key}: {e}") from None
     except (ScenarioError, ValueError) as e:
         _err(str(e))
         return EXIT_USAGE
@@ -85,8 +93,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", metavar="DIR", help="output directory (default out/sweep_<name>)")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--workers", type=integer(0), metavar="N",
-                   help="local Dask worker processes (default: one per CPU; 0: run in this "
-                        "process without Dask)")
+                   help="local Dask worker processes, at most one per CPU this process may "
+                        "use (the default; 0: run in this process without Dask)")
     g.add_argument("--scheduler", metavar="ADDRESS",
                    help="an existing Dask scheduler, e.g. tcp://10.0.0.5:8786")
     s.add_argument("--keep-runs", action="store_true",
