@@ -23,8 +23,13 @@ def cmd_ib_vs_roce(args: argparse.Namespace) -> int:
     from sim.study import ib_vs_roce
     from wire.atomic import OutputError, atomic_dir, check_output_dir
 
-    params = {k: parse_text(v) for k, v in (args.param or ())}
     try:
+        params = {}
+        for k, v in args.param or ():
+            try:
+                params[k] = parse_text(v)
+            except ScenarioError as e:
+                raise ScenarioError(f"-p {k}: {e}") from None
         if args.out:
             check_output_dir(args.out, force=args.force)
         doc = ib_vs_roce.run(params)

@@ -64,10 +64,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep_plot(args: argparse.Namespace) -> int:
-    from sim.scenarios import parse_text
+    from sim.scenarios import ScenarioError, parse_text
     from sim.study.sweep import plot_sweep
 
-    where = {k: parse_text(v) for k, v in (args.where or ())}
+    where = {}
+    for k, v in args.where or ():
+        try:
+            where[k] = parse_text(v)
+        except ScenarioError as e:
+            _err(f"--where {k}: {e}")
+            return EXIT_USAGE
     try:
         print(plot_sweep(args.dir, args.x, args.y, args.by, args.output, where))
     except (OSError, ValueError) as e:

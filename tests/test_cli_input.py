@@ -1,0 +1,118 @@
+"""Hostile or sloppy input to the commands that read TOML files and ``-p`` values: one line
+naming the file (or the option) and exit status 2, never a traceback (docs/scenarios.md,
+docs/cli.md)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sim.scenarios import ScenarioError
+from sim.scenarios.base import MAX_DEPTH, nesting_problem, parse_text
+from sim.scenarios.loader import read_toml
+from tests.helpers import run_cli
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
+DEEP = 5000
+
+#: Files nested too deeply, in the shapes TOML allows: arrays, inline tables, both under a
+#: table's key, and a table header of many dotted keys.
+DEEP_FILES = {
+    "arrays": f"x = {'[' * DEEP}{']' * DEEP}\n",
+    "inline_tables": f"x = {'{a = ' * DEEP}1{'}' * DEEP}\n",
+    "under_a_table": ("[topology]\nkind = \"star\"\n[traffic]\npattern = \"incast\"\n"
+                      f"[switch]\nlossless_tcs = [{'{a = ' * 40}1{'}' * 40}]\n"),
+    "reference": f"scenario = \"incast\"\n[params]\nsenders = {'[' * 40}{']' * 40}\n",
+    "dotted_header": f"[{'a.' * DEEP}z]\nq = 1\n",
+}
+
+#: Every command that reads a TOML file, with the file's place in its arguments.
+TOML_COMMANDS = {
+    "replay": lambda f, out: ["replay", f, "--out", out, "--no-plots"],
+    "sweep": lambda f, out: ["sweep", f, "--workers", "0", "--no-progress", "--out", out],
+    "collective": lambda f, out: ["collective", "allreduce", "--fabric", f, "-b", "1M",
+                                  "-e", "1M", "--quiet", "--out", out],
+}
+
+
+def _one_line(rc: int, err: str) -> str:
+    assert rc == 2, err
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith("lossless: ")
+    return err
+
+
+@pytest.mark.parametrize("shape", sorted(DEEP_FILES))
+@pytest.mark.parametrize("command", sorted(TOML_COMMANDS))
+def test_a_deeply_nested_file_is_one_line_naming_it(tmp_path, command, shape) -> None:
+    f = tmp_path / f"{shape}.toml"
+    f.write_text(DEEP_FILES[shape])
+    out = tmp_path / "out"
+    rc, _, err = run_cli(TOML_COMMANDS[command](str(f), str(out)))
+    _one_line(rc, err)
+    assert err.startswith(f"lossless: {f}: ") and f"nested more than {MAX_DEPTH} deep" in err
+    assert not out.exists()
+
+
+def _nested(kind: str, n: int) -> str:
+    return "[" * n + "]" * n if kind == "array" else "{a = " * n + "1" + "}" * n
+
+
+@given(n=st.integers(1, 3 * MAX_DEPTH), kind=st.sampled_from(["array", "table"]))
+def test_the_depth_limit_is_exact_for_files_and_values(tmp_path_factory, n, kind) -> None:
+    """A key's value may nest MAX_DEPTH arrays or inline tables, in a file and in a -p value."""
+    f = tmp_path_factory.mktemp("d") / "f.toml"
+    f.write_text(f"x = {_nested(kind, n)}\n")
+    if n <= MAX_DEPTH:
+        read_toml(f)
+        parse_text(_nested(kind, n))
+    else:
+        why = rf"^{re.escape(str(f))}: key 'x(\.a)*(\.…)?': arrays or tables nested more than "
+        with pytest.raises(ScenarioError, match=rf"{why}{MAX_DEPTH} deep$"):
+            read_toml(f)
+        with pytest.raises(ScenarioError, match=f"nested more than {MAX_DEPTH} deep$"):
+            parse_text(_nested(kind, n))
+
+
+def _depth(v) -> int:
+    """Containers on the deepest path (a reference, recursive)."""
+    if isinstance(v, dict):
+        return 1 + max((_depth(x) for x in v.values()), default=0)
+    if isinstance(v, list):
+        return 1 + max((_depth(x) for x in v), default=0)
+    return 0
+
+
+values = st.recursive(st.integers() | st.text(max_size=3),
+                      lambda inner: st.lists(inner, max_size=3)
+                      | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+                      max_leaves=40)
+
+
+@given(v=values, limit=st.integers(0, 8))
+def test_nesting_problem_agrees_with_a_recursive_count(v, limit) -> None:
+    assert (nesting_problem(v, limit) is None) == (_depth(v) <= limit + 1)
+
+
+DEEP_VALUE = "[" * DEEP + "]" * DEEP
+
+
+@pytest.mark.parametrize("argv, starts", [
+    (["replay", "incast", "-p", f"senders={DEEP_VALUE}"], "lossless: -p: parameter 'senders'"),
+    (["sweep", "incast", "-p", f"senders={DEEP_VALUE}", "--workers", "0"],
+     "lossless: -p senders: "),
+    (["ib-vs-roce", "-p", f"senders={DEEP_VALUE}"], "lossless: -p senders: "),
+    (["collective", "allreduce", "-p", f"nodes={DEEP_VALUE}"], "lossless: parameter 'nodes'"),
+    (["sweep-plot", ".", "--x", "a", "--y", "b", "--where", f"a={DEEP_VALUE}"],
+     "lossless: --where a: "),
+    (["replay", str(EXAMPLES / "two_switches.toml"), "-p", f"links.link_gbps={DEEP_VALUE}"],
+     "lossless: -p: [links] parameter 'link_gbps'"),
+])
+def test_a_deeply_nested_value_is_one_line_naming_its_key(argv, starts) -> None:
+    err = _one_line(*run_cli(argv)[::2])
+    assert err.startswith(starts) and f"nested more than {MAX_DEPTH} deep" in err
+    assert len(err) < 300  # the value is shown cut, not whole
