@@ -116,3 +116,24 @@ def test_a_deeply_nested_value_is_one_line_naming_its_key(argv, starts) -> None:
     err = _one_line(*run_cli(argv)[::2])
     assert err.startswith(starts) and f"nested more than {MAX_DEPTH} deep" in err
     assert len(err) < 300  # the value is shown cut, not whole
+
+
+# ------------------------------------------------------------------------ collective -i
+def test_collective_step_bytes_must_advance() -> None:
+    """nccl-tests' -i 0 (without -f) adds 0 to the size for ever (src/common.cu); here it
+    ran sizes 1M apart as if -i had not been given."""
+    err = _one_line(*run_cli(["collective", "allreduce", "-i", "0"])[::2])
+    assert err == "lossless: --stepbytes: must be >= 1, got '0' (lossless collective --help)\n"
+
+
+def test_collective_step_bytes_give_a_bounded_number_of_sizes() -> None:
+    from sim.cli.collective import MAX_SIZES
+
+    err = _one_line(*run_cli(["collective", "allreduce", "-b", "1", "-e", "16G", "-i",
+                              "1"])[::2])
+    assert err == (f"lossless: -i 1: -b 1 to -e {16 << 30} is {16 << 30} sizes, more than "
+                   f"{MAX_SIZES} (each is a run)\n")
+    # MAX_SIZES sizes pass that check (and stop at the next one, before any run)
+    err = _one_line(*run_cli(["collective", "allreduce", "-b", "1", "-e", str(MAX_SIZES),
+                              "-i", "1", "-p", "nodes=1", "-p", "gpus_per_node=1"])[::2])
+    assert "a collective needs at least 2 GPUs" in err
