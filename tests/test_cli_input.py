@@ -4,15 +4,18 @@ docs/cli.md)."""
 
 from __future__ import annotations
 
+import json
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.scenarios import ScenarioError
-from sim.scenarios.base import MAX_DEPTH, nesting_problem, parse_text
+from sim.scenarios import ScenarioError, loader
+from sim.scenarios.base import MAX_DEPTH, ParamText, nesting_problem, parse_text
+from sim.scenarios.description import SECTIONS
 from sim.scenarios.loader import read_toml
 from tests.helpers import run_cli
 
@@ -137,3 +140,78 @@ def test_collective_step_bytes_give_a_bounded_number_of_sizes() -> None:
     err = _one_line(*run_cli(["collective", "allreduce", "-b", "1", "-e", str(MAX_SIZES),
                               "-i", "1", "-p", "nodes=1", "-p", "gpus_per_node=1"])[::2])
     assert "a collective needs at least 2 GPUs" in err
+
+
+# ------------------------------------------------------------ a file's value has its type
+def _literal(v) -> str:
+    """``v`` as a TOML literal."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return "[" + ", ".join(_literal(x) for x in v) + "]"
+    return repr(v)
+
+
+_TYPED = [(t, p) for t, ps in SECTIONS.items() for p in ps if type(p.default) is not str]
+
+
+@pytest.mark.parametrize(("table", "param"), _TYPED, ids=[f"{t}.{p.name}" for t, p in _TYPED])
+def test_a_quoted_value_in_a_fabric_file_is_a_string_and_refused(tmp_path, table, param):
+    """``link_gbps = "100"`` in a file is the string "100", refused naming the file, the table
+    and the key; ``-p links.link_gbps=100`` is text, read by the key's type."""
+    from sim.scenarios.description import apply_overrides
+    from tests.test_hostile_params import FABRIC, _fabric_with, _render
+
+    text = _literal(param.default)
+    f = tmp_path / "fab.toml"
+    f.write_text(_fabric_with(table, param.name, json.dumps(text)))
+    label = {"flows": "[[flows]] #2", "pcap": "[[pcap]] #1"}.get(table, f"[{table}]")
+    with pytest.raises(ScenarioError) as e:
+        loader.build(str(f))
+    assert str(e.value) == (f"{f}: {label} parameter '{param.name}': expected "
+                            f"{type(param.default).__name__}, got the string {text!r} (write "
+                            f"it without quotes)")
+    if table not in ("flows", "pcap"):  # -p sets plain tables
+        doc = tomllib.loads(_render(FABRIC))
+        apply_overrides(doc, {f"{table}.{param.name}": ParamText(text)}, "f.toml")
+        got = doc[table][param.name]
+        assert got == param.default and type(got) is type(param.default)
+
+
+def test_quoted_values_of_faults_collectives_and_reference_files_are_refused(tmp_path) -> None:
+    base = ('[run]\nduration_ms = 0.01\n[topology]\nkind = "star"\nhosts = 3\n'
+            '[traffic]\npattern = "incast"\n')
+    cases = {
+        '[[faults]]\nkind = "link_down"\nnode = "1"\nport = 0\nat_us = 5\n':
+            "[[faults]] #1 parameter 'node': expected int, got the string '1'",
+        '[[collective]]\nqps = "2"\n':
+            "[[collective]] #1 parameter 'qps': expected int, got the string '2'",
+    }
+    for i, (tail, want) in enumerate(cases.items()):
+        f = tmp_path / f"f{i}.toml"
+        f.write_text(base + tail)
+        err = _one_line(*run_cli(["replay", str(f), "--out", str(tmp_path / "o")])[::2])
+        assert err.startswith(f"lossless: {f}: {want} (write it without quotes)"), err
+    f = tmp_path / "ref.toml"
+    f.write_text('scenario = "incast"\n[params]\nsenders = "4"\n')
+    err = _one_line(*run_cli(["replay", str(f), "--out", str(tmp_path / "o")])[::2])
+    assert err == (f"lossless: {f}: [params] parameter 'senders': expected int, got the string "
+                   f"'4' (write it without quotes)\n")
+
+
+def test_command_line_text_is_read_by_the_key_type(tmp_path) -> None:
+    """-p values are text: numbers, booleans and faults' keys are read, as before; a fabric
+    file's -p boolean is stored as one (-p topology.ecmp=false was the string "false",
+    true in the file's checks, so 'contradicts routing')."""
+    f = tmp_path / "ls.toml"
+    f.write_text('[run]\nduration_ms = 0.005\n[topology]\nkind = "leaf_spine"\n'
+                 '[traffic]\npattern = "shift"\n')
+    sc = loader.build(str(f), {"topology.routing": ParamText("static"),
+                               "topology.ecmp": ParamText("false")})
+    assert sc.params["topology"]["ecmp"] is False
+    rc, _, err = run_cli(["replay", "incast", "-p", "senders=3", "-p", "duration_ms=0.005",
+                          "-p", "fault=link_down:node=1,port=0,at_us=2", "-p", "pfc=false",
+                          "--out", str(tmp_path / "o"), "--no-plots"])
+    assert rc == 0, err
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["params"]["senders"] == 3 and summary["params"]["pfc"] is False

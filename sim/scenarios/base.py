@@ -13,8 +13,9 @@ from typing import Any
 from sim.trace import Interest
 from sim.units import quantity_problem
 
-__all__ = ["MAX_DEPTH", "Param", "Scenario", "ScenarioError", "ScenarioInfo", "TracerSlot",
-           "nesting_problem", "parse_text", "register", "registry", "resolve_params"]
+__all__ = ["MAX_DEPTH", "Param", "ParamText", "Scenario", "ScenarioError", "ScenarioInfo",
+           "TracerSlot", "nesting_problem", "parse_text", "register", "registry",
+           "resolve_params"]
 
 
 class ScenarioError(ValueError):
@@ -41,10 +42,15 @@ class Param:
         return type(self.default)
 
     def coerce(self, value: Any) -> Any:
-        """``value`` converted to this parameter's type, or ScenarioError naming the key."""
+        """``value`` converted to this parameter's type, or ScenarioError naming the key.
+        A :class:`ParamText` (a ``-p`` value) is read first (``"1"`` -> 1); any other
+        value keeps its type: a plain string (a TOML file's ``node = "1"``) is not a
+        number."""
         t = self.type
         v = value
-        if isinstance(v, str) and t is not str:
+        if isinstance(v, ParamText):
+            if t is str:
+                return self._checked(str(v))
             try:
                 v = parse_text(v)
             except ScenarioError as e:
@@ -64,14 +70,26 @@ class Param:
         else:
             ok = isinstance(v, t)
         if not ok:
-            raise ScenarioError(f"parameter {self.name!r}: expected {t.__name__}, "
-                                f"got {_cut(value)}")
+            got = f"the string {_cut(value)}" if isinstance(value, str) else _cut(value)
+            hint = ""
+            if isinstance(value, str) and not isinstance(value, ParamText):
+                try:  # the same text unquoted would do
+                    self.coerce(ParamText(value))
+                    hint = " (write it without quotes)"
+                except ScenarioError:
+                    pass
+            raise ScenarioError(f"parameter {self.name!r}: expected {t.__name__}, got {got}"
+                                f"{hint}")
         if t is int or t is float:
             # the one finiteness/range rule: no inf/nan, and the value in the simulator's
             # integer unit (ps, bytes, b/s, named by the suffix) fits (sim.units)
             why = quantity_problem(self.name, v)
             if why:
                 raise ScenarioError(f"parameter {self.name!r}: {why} (got {_cut(v)})")
+        return self._checked(v)
+
+    def _checked(self, v: Any) -> Any:
+        """``v`` (of this parameter's type) after the parameter's own check."""
         if self.check is not None:
             why = self.check(v)
             if why:
@@ -107,6 +125,15 @@ def nesting_problem(value: Any, limit: int = MAX_DEPTH, *, level: int = 0) -> st
             return f"{where}arrays or tables nested more than {limit} deep"
         stack.extend((x, depth + 1, k) for x, k in inner)
     return None
+
+
+class ParamText(str):
+    """A ``-p KEY=VALUE`` value as typed on the command line: text that
+    :meth:`Param.coerce` reads by the parameter's type (TOML-style, :func:`parse_text`).  A
+    plain ``str`` (a scenario file's value, or one given from Python) is a string: where a
+    number, a boolean or a list is expected it is refused."""
+
+    __slots__ = ()
 
 
 def parse_text(text: str) -> Any:
