@@ -215,3 +215,32 @@ def test_command_line_text_is_read_by_the_key_type(tmp_path) -> None:
     assert rc == 0, err
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["params"]["senders"] == 3 and summary["params"]["pfc"] is False
+
+
+# ------------------------------------------------------------------- -p given twice
+@pytest.mark.parametrize("argv", [
+    ["replay", "incast"], ["sweep", "incast", "--workers", "0"], ["ib-vs-roce"],
+    ["collective", "allreduce"],
+], ids=lambda a: a[0])
+def test_every_command_refuses_a_parameter_given_twice(tmp_path, argv) -> None:
+    """(ib-vs-roce and replay took the last value.)  The unknown key after it would stop
+    the command too: the duplicate must be found first."""
+    key = "nodes" if argv[0] == "collective" else "senders"
+    rc, _, err = run_cli([*argv, "-p", f"{key}=2", "-p", f"{key}=3", "-p", "nosuch=1",
+                          "--out", str(tmp_path / "o")])
+    assert _one_line(rc, err) == f"lossless: -p {key}: given twice\n"
+
+
+def test_sweep_plot_refuses_a_where_given_twice(tmp_path) -> None:
+    rc, _, err = run_cli(["sweep-plot", str(tmp_path), "--x", "a", "--y", "b", "--where",
+                          "a=1", "--where", "a=2"])
+    assert _one_line(rc, err) == "lossless: --where a: given twice\n"
+
+
+def test_fault_is_the_one_repeatable_parameter() -> None:
+    from sim.scenarios.common import collect_params
+
+    got = collect_params([("fault", "a"), ("senders", "2"), ("fault", "b")])
+    assert got == {"fault": ["a", "b"], "senders": "2"}
+    with pytest.raises(ScenarioError, match=r"^-p senders: given twice$"):
+        collect_params([("senders", "2"), ("fault", "a"), ("senders", "2")])

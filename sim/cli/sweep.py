@@ -69,6 +69,9 @@ def cmd_sweep_plot(args: argparse.Namespace) -> int:
 
     where = {}
     for k, v in args.where or ():
+        if k in where:
+            _err(f"--where {k}: given twice")
+            return EXIT_USAGE
         try:
             where[k] = parse_text(v)
         except ScenarioError as e:
