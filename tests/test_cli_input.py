@@ -244,3 +244,34 @@ def test_fault_is_the_one_repeatable_parameter() -> None:
     assert got == {"fault": ["a", "b"], "senders": "2"}
     with pytest.raises(ScenarioError, match=r"^-p senders: given twice$"):
         collect_params([("senders", "2"), ("fault", "a"), ("senders", "2")])
+
+
+# ------------------------------------------------------------------------ sweep values
+@pytest.mark.parametrize(("text", "why"), [
+    ("16:2:2", "range '16:2:2': need step > 0 and hi >= lo"),
+    ("0:1000000:1", "range '0:1000000:1' has more than 100000 values"),
+    ("a:b:c", "range 'a:b:c': expected numbers lo:hi:step"),
+])
+def test_a_bad_sweep_range_names_its_key(tmp_path, text, why) -> None:
+    rc, _, err = run_cli(["sweep", "incast", "-p", "duration_ms=0.01", "-p", f"senders={text}",
+                          "--workers", "0", "--out", str(tmp_path / "o")])
+    assert _one_line(rc, err) == f"lossless: -p senders: {why}\n"
+
+
+# ------------------------------------------------------------------------ --help texts
+def _subparsers():
+    import argparse
+
+    from sim.cli import build_parser
+
+    p = build_parser()
+    sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    return [("lossless", p), *sub.choices.items()]
+
+
+@pytest.mark.parametrize(("name", "parser"), _subparsers(), ids=lambda x: getattr(x, "prog", x))
+def test_help_texts_show_no_argparse_escapes(name, parser) -> None:
+    """argparse %-formats option helps but not a description (without %(prog)): a '%%'
+    there was printed as such ('95 %% confidence band' in sweep-plot --help)."""
+    text = parser.format_help()
+    assert "%%" not in text and "%(" not in text, name

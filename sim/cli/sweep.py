@@ -120,7 +120,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                        description="A PNG of a figure (a column of runs.csv, e.g. "
                                    "bottleneck.utilisation) against one swept parameter, "
                                    "optionally one line per value of a second, mean over "
-                                   "seeds with a 95 %% confidence band.")
+                                   "seeds with a 95 % confidence band.")
     p.add_argument("dir", metavar="DIR")
     p.add_argument("--x", required=True, metavar="PARAM")
     p.add_argument("--y", required=True, metavar="FIGURE")
