@@ -298,3 +298,47 @@ def test_mean_ci() -> None:
     m, h = mean_ci([1.0, 2.0, 3.0])
     assert m == 2.0 and abs(h - 4.303 * (1.0 / 3) ** 0.5) < 1e-9
     assert mean_ci([5.0]) == (5.0, 0.0)
+
+
+def test_sweep_plot_says_which_runs_have_no_finite_value(tmp_path, monkeypatch, capsys) -> None:
+    """NaN, null, infinite and absent figures are left out of the means, counted on stderr
+    and in the plot, and a point with none left is marked on the axis (NaN used to make
+    the mean NaN, a gap drawn without a word; null was skipped silently)."""
+    import math
+
+    from matplotlib.figure import Figure
+    from matplotlib.text import Text
+
+    values = {2: [0.5, 0.6, 0.7], 4: [0.8, math.nan, None], 8: [math.nan, math.inf, "absent"]}
+    with open(tmp_path / "results.jsonl", "w") as f:
+        for s, vs in values.items():
+            for seed, v in enumerate(vs):
+                fig = {} if v == "absent" else {"u": v}
+                f.write(json.dumps({"run_id": f"{s}-{seed}", "scenario": "incast",
+                                    "params": {"senders": s}, "seed": seed, "status": "ok",
+                                    "figures": fig}) + "\n")
+    seen = {}
+
+    def savefig(self, *a, **kw):
+        seen["texts"] = [t.get_text() for t in self.findobj(Text)]
+        seen["lines"] = [(list(ln.get_xdata()), list(ln.get_ydata()))
+                         for ln in self.axes[0].lines]
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    assert main(["sweep-plot", str(tmp_path), "--x", "senders", "--y", "u",
+                 "-o", str(tmp_path / "p.png")]) == 0
+    note = ("5 of 9 runs have no finite u, left out of the means: 2 NaN (undefined for the "
+            "run, e.g. 0/0), 1 null (not defined for the run, e.g. no traffic), 1 absent (the "
+            "run does not report it), 1 infinite; at senders = 4, 8")
+    assert capsys.readouterr().err == f"lossless: warning: {tmp_path}: {note}\n"
+    assert note in " ".join(" ".join(seen["texts"]).split())  # the plot's note, wrapped
+    (xs, means), (marked, _) = seen["lines"]
+    assert xs == [2, 4] and means == pytest.approx([0.6, 0.8]) and marked == [8]
+    # no finite value at all: an error, not an empty plot
+    with open(tmp_path / "results.jsonl", "a") as f:
+        f.write(json.dumps({"run_id": "x", "scenario": "incast", "params": {"senders": 2},
+                            "seed": 9, "status": "ok", "figures": {"v": math.nan}}) + "\n")
+    assert main(["sweep-plot", str(tmp_path), "--x", "senders", "--y", "v"]) == 2
+    assert capsys.readouterr().err.endswith(
+        "--y 'v': no finished run has a finite value (1 NaN (undefined for the run, e.g. "
+        "0/0), 9 absent (the run does not report it))\n")

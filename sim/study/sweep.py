@@ -35,6 +35,7 @@ import csv
 import hashlib
 import itertools
 import json
+import math
 import os
 import shutil
 import sys
@@ -42,6 +43,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
+from textwrap import fill
 from typing import Any
 
 from wire.atomic import OutputError, atomic_file, check_output_dir
@@ -616,6 +618,38 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
     return mean, t * (var / n) ** 0.5
 
 
+_ABSENT = object()
+#: What a figure that is no finite number means, by kind (sweep-plot's note).
+_NO_VALUE = {
+    "NaN": "NaN (undefined for the run, e.g. 0/0)",
+    "null": "null (not defined for the run, e.g. no traffic)",
+    "absent": "absent (the run does not report it)",
+    "infinite": "infinite",
+    "not a number": "not a number",
+}
+
+
+def _no_value(v: Any) -> str | None:
+    """Why figure value ``v`` cannot be averaged (a key of :data:`_NO_VALUE`), or None."""
+    if v is _ABSENT:
+        return "absent"
+    if v is None:
+        return "null"
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return "not a number"
+    if math.isnan(v):
+        return "NaN"
+    return "infinite" if math.isinf(v) else None
+
+
+def _tally(left_out: Sequence[tuple[Any, Any, str]]) -> str:
+    """``"2 NaN (undefined ...), 1 null (...)"``: the runs left out by kind."""
+    counts: dict[str, int] = {}
+    for _g, _x, why in left_out:
+        counts[why] = counts.get(why, 0) + 1
+    return ", ".join(f"{counts[k]} {text}" for k, text in _NO_VALUE.items() if k in counts)
+
+
 def _order(v: Any) -> tuple:
     """Sort key: numbers by value, then everything else by text."""
     if isinstance(v, int | float) and not isinstance(v, bool):
@@ -663,13 +697,28 @@ def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None =
         raise ValueError(f"--x {x!r}: mixes numbers and other values "
                          f"({sorted({repr(r['params'].get(x)) for r in rows})})")
     groups: dict[Any, dict[Any, list[float]]] = {}
+    left_out: list[tuple[Any, Any, str]] = []  # (group, x, why) of runs without a finite y
     for r in rows:
-        v = r.get("figures", {}).get(y)
-        if not isinstance(v, int | float) or isinstance(v, bool):
-            continue
+        v = r.get("figures", {}).get(y, _ABSENT)
         g = r["params"].get(by) if by else None
+        why = _no_value(v)
+        if why:
+            left_out.append((g, r["params"].get(x), why))
+            continue
         groups.setdefault(g, {}).setdefault(r["params"].get(x), []).append(float(v))
+    if not groups:
+        raise ValueError(f"--y {y!r}: no finished run has a finite value "
+                         f"({_tally(left_out)})")
+    note = None
+    if left_out:
+        at = sorted({xv for _g, xv, _w in left_out}, key=_order)
+        shown = ", ".join(str(v) for v in at[:8]) + (", ..." if len(at) > 8 else "")
+        note = (f"{len(left_out)} of {len(rows)} runs have no finite {y}, left out of the "
+                f"means: {_tally(left_out)}; at {x} = {shown}")
+        if warn is not None:
+            warn(f"{os.fspath(out_dir)}: {note}")
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    colors: dict[Any, str] = {}
     for g in sorted(groups, key=_order):
         pts = sorted(groups[g].items(), key=lambda kv: _order(kv[0]))
         xs = [p[0] for p in pts]
@@ -677,14 +726,29 @@ def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None =
         m = [s[0] for s in stats]
         h = [s[1] for s in stats]
         line = ax.plot(xs, m, marker="o", label=f"{by} = {g}" if by else y)
+        colors[g] = line[0].get_color()
         ax.fill_between(xs, [a - b for a, b in zip(m, h, strict=True)],
                         [a + b for a, b in zip(m, h, strict=True)], alpha=0.2,
-                        color=line[0].get_color())
+                        color=colors[g])
+    # points with no finite value at all: an x on the axis (in the line's colour)
+    empty: dict[Any, set[Any]] = {}
+    for g, xv, _why in left_out:
+        if xv not in groups.get(g, {}):
+            empty.setdefault(g, set()).add(xv)
+    for i, g in enumerate(sorted(empty, key=_order)):
+        xs = sorted(empty[g], key=_order)
+        ax.plot(xs, [0.0] * len(xs), transform=ax.get_xaxis_transform(), marker="x",
+                markersize=9, linestyle="none", clip_on=False, color=colors.get(g, "0.4"),
+                label="no finite value" if i == 0 else None)
     fixed = ", ".join(f"{k}={v}" for k, v in (where or {}).items())
     ax.set(xlabel=x, ylabel=y, title=f"{y} vs {x} (mean over seeds, 95 % CI)"
            + (f"\n{fixed}" if fixed else ""))
     ax.legend(fontsize="small")
-    fig.tight_layout()
+    if note:
+        fig.text(0.01, 0.01, fill(note, 120), fontsize="x-small", color="0.3", va="bottom")
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+    else:
+        fig.tight_layout()
     stem = f"{y}_vs_{x}" + (f"_by_{by}" if by else "") + "".join(
         f"_{k}={v}" for k, v in (where or {}).items())
     path = path or os.path.join(os.fspath(out_dir), stem.replace("/", "_") + ".png")
