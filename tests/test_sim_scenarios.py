@@ -59,9 +59,21 @@ def test_bad_params_are_rejected_naming_the_key(params, key) -> None:
         scenarios.get("incast").builder(params)
 
 
-def test_string_values_are_parsed_like_toml() -> None:
-    sc = scenarios.get("incast").builder({"senders": "3", "pfc": "false", "pmax": "0.5"})
+def test_command_line_text_is_parsed_like_toml_and_a_string_stays_a_string() -> None:
+    from sim.scenarios.base import ParamText
+
+    text = {"senders": ParamText("3"), "pfc": ParamText("false"), "pmax": ParamText("0.5")}
+    sc = scenarios.get("incast").builder(text)
     assert sc.params["senders"] == 3 and sc.params["pfc"] is False and sc.params["pmax"] == 0.5
+    # a str from a file (or Python) has its type: "3" is not a number
+    for key, value, t in (("senders", "3", "int"), ("pfc", "false", "bool"),
+                          ("pmax", "0.5", "float")):
+        with pytest.raises(ScenarioError, match=rf"^parameter '{key}': expected {t}, got the "
+                                                rf"string '{value}' \(write it without "
+                                                rf"quotes\)$"):
+            scenarios.get("incast").builder({key: value})
+    with pytest.raises(ScenarioError, match=r"expected int, got the string 'x'$"):
+        scenarios.get("incast").builder({"senders": "x"})
 
 
 def test_toml_file(tmp_path) -> None:

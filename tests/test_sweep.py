@@ -12,9 +12,22 @@ import sys
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sim.cli import main
-from sim.study.sweep import expand, load_rows, mean_ci, parse_values, sweep
+from sim.study import sweep as sweep_mod
+from sim.study.sweep import (
+    MAX_RUNS,
+    count_runs,
+    expand,
+    iter_specs,
+    load_rows,
+    local_workers,
+    mean_ci,
+    parse_values,
+    sweep,
+)
 
 GRID = {"senders": [2, 3], "pfc": [True, False], "duration_ms": [0.05]}
 
@@ -63,11 +76,30 @@ def test_serial_sweep_table(serial) -> None:
     assert json.loads((out / "sweep.json").read_text())["runs"] == 8
 
 
-def test_local_dask_cluster_gives_identical_results(serial, tmp_path) -> None:
+def test_local_dask_cluster_gives_identical_results(serial, tmp_path, monkeypatch) -> None:
+    """Also with a window smaller than the sweep: runs are submitted as others finish, at
+    most twice the workers' threads at a time here."""
+    from dask.distributed import Client
+
     _, rows = serial
-    got = sweep("incast", GRID, out_dir=tmp_path / "dask", seeds=2, workers=2,
-                progress=False)
+    workers = min(2, local_workers())
+    monkeypatch.setattr(sweep_mod, "_IN_FLIGHT", 1)
+    submitted, finished, most = [0], [0], [0]
+    real_submit = Client.submit
+
+    def submit(self, *a, **kw):
+        submitted[0] += 1
+        most[0] = max(most[0], submitted[0] - finished[0])
+        return real_submit(self, *a, **kw)
+
+    def done(_row) -> None:
+        finished[0] += 1
+
+    monkeypatch.setattr(Client, "submit", submit)
+    got = sweep("incast", GRID, out_dir=tmp_path / "dask", seeds=2, workers=workers,
+                progress=False, on_row=done)
     assert _figures(got) == _figures(rows)
+    assert submitted[0] == 8 and most[0] == 2 * workers
 
 
 def test_resume_runs_only_what_is_missing_and_failures_are_recorded(serial, tmp_path) -> None:
@@ -102,10 +134,93 @@ def test_resume_runs_only_what_is_missing_and_failures_are_recorded(serial, tmp_
 
 def test_bad_worker_and_seed_counts_are_refused(tmp_path) -> None:
     # --workers -1 used to hang in dask's LocalCluster; --seeds 0 said "the sweep is empty"
-    with pytest.raises(ValueError, match="workers must be >= 0"):
+    with pytest.raises(ValueError, match="workers -1: must be >= 0"):
         sweep("incast", GRID, out_dir=tmp_path / "w", workers=-1, progress=False)
     with pytest.raises(ValueError, match="seeds must be >= 1"):
         sweep("incast", GRID, out_dir=tmp_path / "s", seeds=0, workers=0, progress=False)
+
+
+def test_more_local_workers_than_cpus_are_refused_before_a_cluster_starts(
+        tmp_path, monkeypatch, capsys) -> None:
+    """--workers 1000000 used to start a LocalCluster of a million processes (a hang)."""
+    import dask.distributed
+
+    def no_cluster(*a, **kw):
+        raise AssertionError("a LocalCluster was started")
+
+    monkeypatch.setattr(dask.distributed, "LocalCluster", no_cluster)
+    most = local_workers()
+    with pytest.raises(ValueError, match=rf"workers {most + 1}: at most {most} local worker"):
+        sweep("incast", GRID, out_dir=tmp_path / "w", workers=most + 1, progress=False)
+    assert not (tmp_path / "w").exists()
+    assert main(["sweep", "incast", "-p", "senders=2", "--workers", "1000000",
+                 "--out", str(tmp_path / "c"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"lossless: --workers 1000000: at most {most} local worker")
+    assert "--scheduler" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_grid_beyond_the_bound_is_refused_before_it_is_expanded(tmp_path, monkeypatch,
+                                                                  capsys) -> None:
+    """The product of the values (times seeds) is bounded, not only each range: nothing is
+    built, expanded or written, at once, for any size of grid."""
+    import sim.scenarios.loader as loader
+
+    def no_build(*a, **kw):
+        raise AssertionError("a scenario was built")
+
+    monkeypatch.setattr(loader, "build", no_build)
+    just = {"senders": list(range(400)), "xoff_kb": list(range(MAX_RUNS // 400 + 1))}
+    with pytest.raises(ValueError, match=rf"the sweep is {400 * (MAX_RUNS // 400 + 1)} runs "
+                                         rf"\(400 senders x 251 xoff_kb\), more than {MAX_RUNS}"):
+        sweep("incast", just, out_dir=tmp_path / "a", workers=0, progress=False)
+    t0 = time.perf_counter()
+    huge = {k: range(1000) for k in ("senders", "xoff_kb", "kmin_kb", "kmax_kb")}
+    with pytest.raises(ValueError, match=r"is 1000000000000 runs \(1000 senders x 1000 "):
+        sweep("incast", huge, out_dir=tmp_path / "b", workers=0, progress=False)
+    with pytest.raises(ValueError, match=r"is 1000000000 runs \(1000000000 seeds\)"):
+        sweep("incast", {}, seeds=10**9, out_dir=tmp_path / "c", workers=0, progress=False)
+    with pytest.raises(ValueError, match=r"is 2000000000 runs \(1000 senders x 2000000 "):
+        expand("incast", {"senders": range(1000)}, seeds=2 * 10**6)
+    assert time.perf_counter() - t0 < 2
+    assert not any((tmp_path / d).exists() for d in "abc")
+    # the command line: --seeds 1000000000 was a MemoryError traceback
+    assert main(["sweep", "incast", "--seeds", "1000000000", "--workers", "0",
+                 "--out", str(tmp_path / "d"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"lossless: the sweep is 1000000000 runs (1000000000 seeds), more than "
+                   f"{MAX_RUNS}: split it into several sweeps (a subset of the values, or "
+                   f"--seed-base and fewer --seeds)\n")
+    assert not (tmp_path / "d").exists()
+
+
+@given(sizes=st.lists(st.integers(0, 6), max_size=4), seeds=st.none() | st.integers(1, 5),
+       bound=st.integers(1, 200))
+def test_the_bound_is_the_product_of_values_and_seeds(sizes, seeds, bound) -> None:
+    grid = {f"k{i}": list(range(n)) for i, n in enumerate(sizes)}
+    n = count_runs(grid, seeds)
+    lazy = list(iter_specs("incast", grid, seeds))
+    assert n == len(lazy)
+    old = sweep_mod.MAX_RUNS
+    sweep_mod.MAX_RUNS = bound
+    try:
+        if n > bound:
+            with pytest.raises(ValueError, match=rf"is {n} runs .* more than {bound}"):
+                expand("incast", grid, seeds)
+        else:
+            assert expand("incast", grid, seeds) == lazy
+    finally:
+        sweep_mod.MAX_RUNS = old
+
+
+def test_the_last_seed_is_checked_before_anything_runs(tmp_path) -> None:
+    from sim.scenarios import ScenarioError
+
+    with pytest.raises(ScenarioError, match="seed"):
+        sweep("incast", {"duration_ms": [0.01]}, seeds=2, seed_base=2**63 - 1,
+              out_dir=tmp_path / "s", workers=0, progress=False)
+    assert not (tmp_path / "s").exists()
 
 
 def test_bad_parameters_stop_the_sweep_before_anything_runs(tmp_path) -> None:
@@ -183,3 +298,47 @@ def test_mean_ci() -> None:
     m, h = mean_ci([1.0, 2.0, 3.0])
     assert m == 2.0 and abs(h - 4.303 * (1.0 / 3) ** 0.5) < 1e-9
     assert mean_ci([5.0]) == (5.0, 0.0)
+
+
+def test_sweep_plot_says_which_runs_have_no_finite_value(tmp_path, monkeypatch, capsys) -> None:
+    """NaN, null, infinite and absent figures are left out of the means, counted on stderr
+    and in the plot, and a point with none left is marked on the axis (NaN used to make
+    the mean NaN, a gap drawn without a word; null was skipped silently)."""
+    import math
+
+    from matplotlib.figure import Figure
+    from matplotlib.text import Text
+
+    values = {2: [0.5, 0.6, 0.7], 4: [0.8, math.nan, None], 8: [math.nan, math.inf, "absent"]}
+    with open(tmp_path / "results.jsonl", "w") as f:
+        for s, vs in values.items():
+            for seed, v in enumerate(vs):
+                fig = {} if v == "absent" else {"u": v}
+                f.write(json.dumps({"run_id": f"{s}-{seed}", "scenario": "incast",
+                                    "params": {"senders": s}, "seed": seed, "status": "ok",
+                                    "figures": fig}) + "\n")
+    seen = {}
+
+    def savefig(self, *a, **kw):
+        seen["texts"] = [t.get_text() for t in self.findobj(Text)]
+        seen["lines"] = [(list(ln.get_xdata()), list(ln.get_ydata()))
+                         for ln in self.axes[0].lines]
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    assert main(["sweep-plot", str(tmp_path), "--x", "senders", "--y", "u",
+                 "-o", str(tmp_path / "p.png")]) == 0
+    note = ("5 of 9 runs have no finite u, left out of the means: 2 NaN (undefined for the "
+            "run, e.g. 0/0), 1 null (not defined for the run, e.g. no traffic), 1 absent (the "
+            "run does not report it), 1 infinite; at senders = 4, 8")
+    assert capsys.readouterr().err == f"lossless: warning: {tmp_path}: {note}\n"
+    assert note in " ".join(" ".join(seen["texts"]).split())  # the plot's note, wrapped
+    (xs, means), (marked, _) = seen["lines"]
+    assert xs == [2, 4] and means == pytest.approx([0.6, 0.8]) and marked == [8]
+    # no finite value at all: an error, not an empty plot
+    with open(tmp_path / "results.jsonl", "a") as f:
+        f.write(json.dumps({"run_id": "x", "scenario": "incast", "params": {"senders": 2},
+                            "seed": 9, "status": "ok", "figures": {"v": math.nan}}) + "\n")
+    assert main(["sweep-plot", str(tmp_path), "--x", "senders", "--y", "v"]) == 2
+    assert capsys.readouterr().err.endswith(
+        "--y 'v': no finished run has a finite value (1 NaN (undefined for the run, e.g. "
+        "0/0), 9 absent (the run does not report it))\n")

@@ -31,11 +31,15 @@ def err(msg: str) -> None:
 
 def key_value(text: str) -> tuple[str, str]:
     """A ``-p KEY=VALUE`` argument: (key, value), both stripped; argparse's one-line error
-    for a missing ``=`` or key."""
+    for a missing ``=`` or key.  The value is a :class:`sim.scenarios.base.ParamText`:
+    text that a parameter reads by its type (``-p node=1`` is the number 1), where a
+    file's ``node = "1"`` is a string."""
+    from sim.scenarios.base import ParamText
+
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key.strip(), value.strip()
+    return key.strip(), ParamText(value.strip())
 
 
 class ArgType:

@@ -53,7 +53,7 @@ EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130
 
 
-def _parse_size(text: str) -> int:
+def _parse_size(text: str, limits: ArgType | None = None) -> int:
     from fractions import Fraction
 
     from sim.workloads.nccl_tests import parse_size
@@ -67,13 +67,18 @@ def _parse_size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
     if exact != v:
         raise argparse.ArgumentTypeError(f"not a whole number of bytes: {text!r}")
-    _SIZE.check(v, text)
+    (limits or _SIZE).check(v, text)
     return v
 
 
 #: A ``-b/-e/-i`` size: nccl-tests' ``parsesize`` (K/M/G powers of 1024), whole bytes, at
 #: most 16 GiB.
 _SIZE = ArgType("int", _parse_size, 0, 1 << 34, name="size")
+#: ``-i``: at least 1 byte.  nccl-tests' ``-i 0`` (without ``-f``) adds 0 to the size for ever
+#: (src/common.cu, the benchmark loop ``size += stepbytes`` while ``size <= maxbytes``).
+_STEP = ArgType("int", lambda text: _parse_size(text, _STEP), 1, 1 << 34, name="step")
+#: Most sizes of one ``-b/-e/-i`` run (each is a simulation and a table row).
+MAX_SIZES = 10_000
 
 
 def _body(r: dict[str, Any], wrong: int | None) -> tuple:
@@ -130,6 +135,10 @@ def cmd_collective(args: argparse.Namespace) -> int:
             check_fabric_keys(args.fabric, given)
             params = resolve_params(collective_params(), given)
         factor = args.stepfactor or (1 if args.stepbytes is not None else 2)
+        if factor == 1 and (args.maxbytes - args.minbytes) // args.stepbytes >= MAX_SIZES:
+            raise ValueError(f"-i {args.stepbytes}: -b {args.minbytes} to -e {args.maxbytes} "
+                             f"is {(args.maxbytes - args.minbytes) // args.stepbytes + 1} "
+                             f"sizes, more than {MAX_SIZES} (each is a run)")
         sizes = size_list(args.minbytes, args.maxbytes, factor, args.stepbytes or 1 << 20)
         if args.fabric in ("rail", "star") and params["nodes"] * params["gpus_per_node"] < 2:
             raise ValueError("nodes x gpus_per_node: a collective needs at least 2 GPUs")
@@ -554,8 +563,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     g = c.add_mutually_exclusive_group()
     g.add_argument("-f", "--stepfactor", type=integer(2, 1024), metavar="N",
                    help="multiply the size by N (default 2)")
-    g.add_argument("-i", "--stepbytes", type=_SIZE, metavar="SIZE",
-                   help="add SIZE instead of multiplying")
+    g.add_argument("-i", "--stepbytes", type=_STEP, metavar="SIZE",
+                   help=f"add SIZE (>= 1 byte) instead of multiplying; at most {MAX_SIZES} "
+                        f"sizes")
     c.add_argument("-n", "--iters", type=integer(1, 1000), default=1, metavar="N",
                    help="timed iterations per size (default 1: the simulator is "
                         "deterministic)")

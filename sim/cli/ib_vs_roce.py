@@ -20,11 +20,17 @@ DPI = 80
 
 def cmd_ib_vs_roce(args: argparse.Namespace) -> int:
     from sim.scenarios import ScenarioError, parse_text
+    from sim.scenarios.common import collect_params
     from sim.study import ib_vs_roce
     from wire.atomic import OutputError, atomic_dir, check_output_dir
 
-    params = {k: parse_text(v) for k, v in (args.param or ())}
     try:
+        params = {}
+        for k, v in collect_params(args.param).items():  # a key given twice is refused
+            try:
+                params[k] = parse_text(v) if isinstance(v, str) else v
+            except ScenarioError as e:
+                raise ScenarioError(f"-p {k}: {e}") from None
         if args.out:
             check_output_dir(args.out, force=args.force)
         doc = ib_vs_roce.run(params)

@@ -25,15 +25,23 @@ def _grid_item(text: str) -> tuple[str, str]:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from sim.scenarios import ScenarioError
     from sim.scenarios.loader import scenario_name
-    from sim.study.sweep import parse_values, sweep
+    from sim.study.sweep import parse_values, sweep, workers_problem
 
+    why = workers_problem(args.workers)
+    if why:
+        _err(f"--workers {args.workers}: {why}; for more, a Dask cluster: --scheduler "
+             f"ADDRESS")
+        return EXIT_USAGE
     try:
         name = scenario_name(args.scenario)
         grid = {}
         for key, text in args.param or ():
             if key in grid:
                 raise ValueError(f"-p {key}: given twice")
-            grid[key] = parse_values(text)
+            try:
+                grid[key] = parse_values(text)
+            except ValueError as e:
+                raise ValueError(f"-p {key}: {e}") from None
     except (ScenarioError, ValueError) as e:
         _err(str(e))
         return EXIT_USAGE
@@ -56,10 +64,19 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep_plot(args: argparse.Namespace) -> int:
-    from sim.scenarios import parse_text
+    from sim.scenarios import ScenarioError, parse_text
     from sim.study.sweep import plot_sweep
 
-    where = {k: parse_text(v) for k, v in (args.where or ())}
+    where = {}
+    for k, v in args.where or ():
+        if k in where:
+            _err(f"--where {k}: given twice")
+            return EXIT_USAGE
+        try:
+            where[k] = parse_text(v)
+        except ScenarioError as e:
+            _err(f"--where {k}: {e}")
+            return EXIT_USAGE
     try:
         print(plot_sweep(args.dir, args.x, args.y, args.by, args.output, where))
     except (OSError, ValueError) as e:
@@ -85,8 +102,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", metavar="DIR", help="output directory (default out/sweep_<name>)")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--workers", type=integer(0), metavar="N",
-                   help="local Dask worker processes (default: one per CPU; 0: run in this "
-                        "process without Dask)")
+                   help="local Dask worker processes, at most one per CPU this process may "
+                        "use (the default; 0: run in this process without Dask)")
     g.add_argument("--scheduler", metavar="ADDRESS",
                    help="an existing Dask scheduler, e.g. tcp://10.0.0.5:8786")
     s.add_argument("--keep-runs", action="store_true",
@@ -103,7 +120,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                        description="A PNG of a figure (a column of runs.csv, e.g. "
                                    "bottleneck.utilisation) against one swept parameter, "
                                    "optionally one line per value of a second, mean over "
-                                   "seeds with a 95 %% confidence band.")
+                                   "seeds with a 95 % confidence band.")
     p.add_argument("dir", metavar="DIR")
     p.add_argument("--x", required=True, metavar="PARAM")
     p.add_argument("--y", required=True, metavar="FIGURE")

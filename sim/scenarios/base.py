@@ -13,8 +13,9 @@ from typing import Any
 from sim.trace import Interest
 from sim.units import quantity_problem
 
-__all__ = ["Param", "Scenario", "ScenarioError", "ScenarioInfo", "TracerSlot", "parse_text",
-           "register", "registry", "resolve_params"]
+__all__ = ["MAX_DEPTH", "Param", "ParamText", "Scenario", "ScenarioError", "ScenarioInfo",
+           "TracerSlot", "nesting_problem", "parse_text", "register", "registry",
+           "resolve_params"]
 
 
 class ScenarioError(ValueError):
@@ -41,11 +42,19 @@ class Param:
         return type(self.default)
 
     def coerce(self, value: Any) -> Any:
-        """``value`` converted to this parameter's type, or ScenarioError naming the key."""
+        """``value`` converted to this parameter's type, or ScenarioError naming the key.
+        A :class:`ParamText` (a ``-p`` value) is read first (``"1"`` -> 1); any other
+        value keeps its type: a plain string (a TOML file's ``node = "1"``) is not a
+        number."""
         t = self.type
         v = value
-        if isinstance(v, str) and t is not str:
-            v = parse_text(v)
+        if isinstance(v, ParamText):
+            if t is str:
+                return self._checked(str(v))
+            try:
+                v = parse_text(v)
+            except ScenarioError as e:
+                raise ScenarioError(f"parameter {self.name!r}: {e}") from None
         if t is bool:
             ok = isinstance(v, bool)
         elif t is int:
@@ -55,38 +64,104 @@ class Param:
             if ok and isinstance(v, int):
                 why = quantity_problem(self.name, v)  # before float(): 10**400 overflows it
                 if why:
-                    raise ScenarioError(f"parameter {self.name!r}: {why} (got {v!r})")
+                    raise ScenarioError(f"parameter {self.name!r}: {why} (got {_cut(v)})")
             if ok:
                 v = float(v)
         else:
             ok = isinstance(v, t)
         if not ok:
-            raise ScenarioError(f"parameter {self.name!r}: expected {t.__name__}, "
-                                f"got {value!r}")
+            got = f"the string {_cut(value)}" if isinstance(value, str) else _cut(value)
+            hint = ""
+            if isinstance(value, str) and not isinstance(value, ParamText):
+                try:  # the same text unquoted would do
+                    self.coerce(ParamText(value))
+                    hint = " (write it without quotes)"
+                except ScenarioError:
+                    pass
+            raise ScenarioError(f"parameter {self.name!r}: expected {t.__name__}, got {got}"
+                                f"{hint}")
         if t is int or t is float:
             # the one finiteness/range rule: no inf/nan, and the value in the simulator's
             # integer unit (ps, bytes, b/s, named by the suffix) fits (sim.units)
             why = quantity_problem(self.name, v)
             if why:
-                raise ScenarioError(f"parameter {self.name!r}: {why} (got {v!r})")
+                raise ScenarioError(f"parameter {self.name!r}: {why} (got {_cut(v)})")
+        return self._checked(v)
+
+    def _checked(self, v: Any) -> Any:
+        """``v`` (of this parameter's type) after the parameter's own check."""
         if self.check is not None:
             why = self.check(v)
             if why:
-                raise ScenarioError(f"parameter {self.name!r}: {why} (got {v!r})")
+                raise ScenarioError(f"parameter {self.name!r}: {why} (got {_cut(v)})")
         return v
 
 
+#: Deepest nesting of arrays and tables in a scenario file or a ``-p`` value.  A file needs 3
+#: levels (``[switch] vlarb_high``'s ``[VL, weight]`` pairs, ``[[collective]]`` ``hosts``);
+#: tomllib recurses once per level and fails with a RecursionError near 500, and so would
+#: the walks over the values after it (copies, checks, JSON).
+MAX_DEPTH = 32
+
+
+def nesting_problem(value: Any, limit: int = MAX_DEPTH, *, level: int = 0) -> str | None:
+    """Where ``value`` (parsed TOML: dicts, lists, scalars; a document is level 0, its
+    tables and its keys' arrays level 1, ``level`` for another value) nests arrays or tables
+    more than ``limit`` levels deep, or None; walked without recursion.  The place is named
+    by its keys (the first three): ``"key 'switch.lossless_tcs': arrays or tables nested
+    more than 32 deep"``."""
+    stack: list[tuple[Any, int, tuple[str, ...]]] = [(value, level, ())]
+    while stack:
+        v, depth, keys = stack.pop()
+        if isinstance(v, dict):
+            inner = [(x, (*keys, str(k))) for k, x in v.items()]
+        elif isinstance(v, list):
+            inner = [(x, keys) for x in v]
+        else:
+            continue
+        if depth > limit:
+            shown = ".".join(keys[:3]) + (".…" if len(keys) > 3 else "")
+            where = f"key '{shown}': " if keys else ""
+            return f"{where}arrays or tables nested more than {limit} deep"
+        stack.extend((x, depth + 1, k) for x, k in inner)
+    return None
+
+
+class ParamText(str):
+    """A ``-p KEY=VALUE`` value as typed on the command line: text that
+    :meth:`Param.coerce` reads by the parameter's type (TOML-style, :func:`parse_text`).  A
+    plain ``str`` (a scenario file's value, or one given from Python) is a string: where a
+    number, a boolean or a list is expected it is refused."""
+
+    __slots__ = ()
+
+
 def parse_text(text: str) -> Any:
-    """A command-line value: TOML-style (true, 3, 0.5, "x"); else the text itself."""
+    """A command-line value: TOML-style (true, 3, 0.5, "x"); else the text itself.
+    ScenarioError for a value that nests arrays or tables more than :data:`MAX_DEPTH` deep."""
     import tomllib
 
     low = text.strip()
     if low in ("True", "False"):
         return low == "True"
     try:
-        return tomllib.loads(f"v = {low}")["v"]
+        v = tomllib.loads(f"v = {low}")["v"]
     except tomllib.TOMLDecodeError:
         return text
+    except RecursionError:
+        v = None
+        why: str | None = f"arrays or tables nested more than {MAX_DEPTH} deep"
+    else:
+        why = nesting_problem(v, level=1)
+    if why:
+        raise ScenarioError(f"value {_cut(low)}: {why}")
+    return v
+
+
+def _cut(value: Any, most: int = 80) -> str:
+    """``repr(value)``, its middle left out when longer than ``most`` characters."""
+    text = repr(value)
+    return text if len(text) <= most else f"{text[:most // 2]}…{text[-most // 2:]}"
 
 
 def resolve_params(spec: Sequence[Param], params: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -706,11 +706,14 @@ def is_fault_key(key: str) -> bool:
 
 def collect_params(pairs: Any) -> dict[str, Any]:
     """``-p KEY=VALUE`` pairs as a dict: a repeated ``fault`` gathers its values in a list
-    (in order); another repeated key keeps its last value."""
+    (in order); any other key given twice is a ScenarioError naming it (which one was
+    meant is not ours to guess)."""
     out: dict[str, Any] = {}
     for key, value in pairs or ():
         if key == FAULT_KEY:
             out.setdefault(key, []).append(value)
+        elif key in out:
+            raise ScenarioError(f"-p {key}: given twice")
         else:
             out[key] = value
     return out

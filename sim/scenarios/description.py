@@ -383,8 +383,8 @@ def apply_overrides(doc: dict[str, Any], params: Mapping[str, Any], where: str,
             raise ScenarioError(f"{where}: {params_from} {key}: use TABLE.KEY with a table of "
                                 f"{sorted(set(SECTIONS) - set(_ARRAYS))} (or collective.KEY: "
                                 f"every [[collective]] entry)")
-        try:
-            resolve_params(SECTIONS[table], {name: value})
+        try:  # the value as read (a -p text by the key's type), checked here
+            value = resolve_params(SECTIONS[table], {name: value})[name]
         except ScenarioError as e:
             raise ScenarioError(f"{params_from}: [{table}] {e}") from None
         sec = doc.setdefault(table, {})
@@ -400,8 +400,8 @@ def _override_collectives(doc: dict[str, Any], name: str, value: Any, key: str, 
     if not isinstance(entries, list) or not entries:
         raise ScenarioError(f"{where}: {params_from} {key}: the file has no [[collective]] "
                             f"entry to set it in")
-    try:
-        resolve_params(COLLECTIVE, _coll_raw({name: value}))
+    try:  # the value as read (a -p text by the key's type), checked here
+        value = resolve_params(COLLECTIVE, _coll_raw({name: value}))[name]
     except ScenarioError as e:
         raise ScenarioError(f"{params_from}: [[collective]] {e}") from None
     doc["collective"] = [{**e, name: value} if isinstance(e, dict) else e for e in entries]

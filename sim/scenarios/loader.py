@@ -25,7 +25,7 @@ import tomllib
 from typing import Any
 
 from sim.scenarios import get
-from sim.scenarios.base import Scenario, ScenarioError
+from sim.scenarios.base import MAX_DEPTH, Scenario, ScenarioError, nesting_problem
 
 __all__ = ["build", "is_file_ref", "load", "read_toml", "resolve", "scenario_name"]
 
@@ -39,10 +39,11 @@ def is_file_ref(name_or_path: str) -> bool:
 
 
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A TOML file as a dict; ScenarioError naming the file when it cannot be read or parsed."""
+    """A TOML file as a dict; ScenarioError naming the file when it cannot be read or parsed,
+    or when it nests arrays or tables more than :data:`sim.scenarios.base.MAX_DEPTH` deep."""
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
+            data = tomllib.load(f)
     except OSError as e:
         raise ScenarioError(f"{path}: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
@@ -50,6 +51,13 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     except UnicodeDecodeError as e:
         raise ScenarioError(f"{path}: not valid TOML: byte {e.start} is not UTF-8 "
                             f"({e.object[e.start:e.start + 1]!r})") from None
+    except RecursionError:  # tomllib recurses per level of nesting
+        raise ScenarioError(f"{path}: arrays or tables nested more than {MAX_DEPTH} deep "
+                            f"(too deep to read)") from None
+    why = nesting_problem(data)
+    if why:
+        raise ScenarioError(f"{path}: {why}")
+    return data
 
 
 def _reference(path: str | os.PathLike[str], data: dict[str, Any]

@@ -35,19 +35,22 @@ import csv
 import hashlib
 import itertools
 import json
+import math
 import os
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
+from textwrap import fill
 from typing import Any
 
 from wire.atomic import OutputError, atomic_file, check_output_dir
 
-__all__ = ["RunSpec", "expand", "parse_values", "run_one", "sweep", "load_rows",
-           "repair_tail", "flatten_summary", "plot_sweep"]
+__all__ = ["MAX_RUNS", "RunSpec", "count_runs", "expand", "iter_specs", "local_workers",
+           "parse_values", "run_one", "sweep", "load_rows", "repair_tail", "flatten_summary",
+           "plot_sweep"]
 
 RESULTS = "results.jsonl"
 TABLE = "runs.csv"
@@ -55,6 +58,14 @@ META = "sweep.json"
 LOCK = ".sweep.lock"
 #: The files and folder a sweep writes (what ``force=True`` removes of an earlier sweep).
 _OURS = (RESULTS, TABLE, META, "runs")
+#: Most runs in one sweep (values of every parameter multiplied, times seeds).  While a sweep
+#: runs it holds every finished row in memory (about 4.3 KB each for incast's 28 figures,
+#: measured with tracemalloc: 0.4 GB at this bound) and before anything runs it builds every
+#: distinct parameter combination once (about 2 ms each for incast); a larger study is
+#: several sweeps (a subset of the values, or ``seed_base`` and fewer seeds).
+MAX_RUNS = 100_000
+#: Most runs submitted to Dask at a time, at least; twice the workers' threads when more.
+_IN_FLIGHT = 1000
 
 
 def _warn_stderr(msg: str) -> None:
@@ -92,20 +103,73 @@ def _run_id(scenario: str, params: Mapping[str, Any], seed: int | None) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def expand(scenario: str, grid: Mapping[str, Sequence[Any]], seeds: int | None = None,
-           seed_base: int = 0) -> list[RunSpec]:
+def count_runs(grid: Mapping[str, Sequence[Any]], seeds: int | None = None) -> int:
+    """How many runs ``grid`` times ``seeds`` is (computed, not expanded)."""
+    n = 1
+    for values in grid.values():
+        n *= len(values)
+    return n * (seeds or 1)
+
+
+def check_size(grid: Mapping[str, Sequence[Any]], seeds: int | None = None) -> int:
+    """The number of runs; ValueError naming it, its factors and :data:`MAX_RUNS` when it
+    is more."""
+    n = count_runs(grid, seeds)
+    if n > MAX_RUNS:
+        factors = [f"{len(v)} {k}" for k, v in grid.items()]
+        if seeds:
+            factors.append(f"{seeds} seeds")
+        raise ValueError(f"the sweep is {n} runs ({' x '.join(factors)}), more than "
+                         f"{MAX_RUNS}: split it into several sweeps (a subset of the values, "
+                         f"or --seed-base and fewer --seeds)")
+    return n
+
+
+def iter_specs(scenario: str, grid: Mapping[str, Sequence[Any]], seeds: int | None = None,
+               seed_base: int = 0) -> Iterator[RunSpec]:
     """Every combination of ``grid`` values (in the order given), times ``seeds`` seeds
-    (``seed_base .. seed_base + seeds - 1``; None: the scenario's own seed)."""
+    (``seed_base .. seed_base + seeds - 1``; None: the scenario's own seed), one at a time
+    (nothing is expanded ahead)."""
     keys = list(grid)
-    seed_list: list[int | None] = [None] if not seeds else list(range(seed_base,
-                                                                       seed_base + seeds))
-    specs = []
+    seed_range: Sequence[int | None] = [None] if not seeds else range(seed_base,
+                                                                      seed_base + seeds)
     for combo in itertools.product(*(grid[k] for k in keys)):
         params = dict(zip(keys, combo, strict=True))
-        for seed in seed_list:
-            specs.append(RunSpec(scenario=scenario, params=params, seed=seed,
-                                 run_id=_run_id(scenario, params, seed)))
-    return specs
+        for seed in seed_range:
+            yield RunSpec(scenario=scenario, params=params, seed=seed,
+                          run_id=_run_id(scenario, params, seed))
+
+
+def expand(scenario: str, grid: Mapping[str, Sequence[Any]], seeds: int | None = None,
+           seed_base: int = 0) -> list[RunSpec]:
+    """:func:`iter_specs` as a list; ValueError when it would be more than
+    :data:`MAX_RUNS` runs."""
+    check_size(grid, seeds)
+    return list(iter_specs(scenario, grid, seeds, seed_base))
+
+
+def local_workers() -> int:
+    """The most local worker processes: the CPUs this process may use
+    (``os.sched_getaffinity`` where the OS has it, else ``os.cpu_count()``).  A run is
+    single-threaded CPU work, so more processes would only share these CPUs (and each
+    costs a Python process's memory); more workers is a Dask cluster (``scheduler``)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on every OS
+        return os.cpu_count() or 1
+
+
+def workers_problem(workers: int | None) -> str | None:
+    """Why ``workers`` local processes are refused, or None."""
+    if workers is None:
+        return None
+    if workers < 0:
+        return "must be >= 0 (0: in this process)"
+    most = local_workers()
+    if workers > most:
+        return (f"at most {most} local worker processes here (the CPUs this process may use: "
+                f"a run is single-threaded, more processes would only share them)")
+    return None
 
 
 def flatten_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
@@ -360,9 +424,11 @@ def sweep(scenario: str, grid: Mapping[str, Sequence[Any]], *, out_dir: str | os
           warn: Callable[[str], None] | None = _warn_stderr) -> list[dict[str, Any]]:
     """Run the sweep; returns the rows in sweep order (finished earlier ones included).
 
-    ``workers=None``: a local Dask cluster with one single-threaded worker process per CPU;
-    ``workers=N``: N such workers; ``workers=0``: in this process, no Dask; ``scheduler``: an
-    existing Dask scheduler's address (``tcp://host:8786``) instead of a local cluster.
+    ``workers=None``: a local Dask cluster with one single-threaded worker process per CPU
+    this process may use (:func:`local_workers`); ``workers=N``: N such workers, at most that
+    many; ``workers=0``: in this process, no Dask; ``scheduler``: an existing Dask
+    scheduler's address (``tcp://host:8786``) instead of a local cluster.  A grid of more
+    than :data:`MAX_RUNS` runs is refused (ValueError) before anything is expanded or built.
 
     ``out_dir`` is locked for the sweep; a folder in use by another sweep, holding another
     scenario's sweep or non-empty without a sweep is refused (:class:`wire.atomic.OutputError`),
@@ -371,21 +437,29 @@ def sweep(scenario: str, grid: Mapping[str, Sequence[Any]], *, out_dir: str | os
     """
     from sim.scenarios.loader import build
 
-    if workers is not None and workers < 0:
-        raise ValueError(f"workers must be >= 0 (0: in this process), got {workers}")
+    why = workers_problem(workers) if scheduler is None else None
+    if why:
+        raise ValueError(f"workers {workers}: {why}; for more, a Dask cluster: "
+                         f"scheduler=ADDRESS")
     if seeds is not None and seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
     out = os.fspath(out_dir)
-    specs = expand(scenario, grid, seeds, seed_base)
-    if not specs:
+    runs = check_size(grid, seeds)  # before anything is expanded
+    if not runs:
         raise ValueError("the sweep is empty")
     # validate every parameter combination before starting anything (names the bad key)
+    keys = list(grid)
+    first_seed = seed_base if seeds else None
     seen: set[str] = set()
-    for s in specs:
-        key = json.dumps(s["params"], sort_keys=True, default=str)
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        params = dict(zip(keys, combo, strict=True))
+        key = json.dumps(params, sort_keys=True, default=str)
         if key not in seen:
+            if not seen and seeds and seeds > 1:  # the last seed too (a seed's range)
+                build(scenario, dict(params), seed_base + seeds - 1)
             seen.add(key)
-            build(scenario, dict(s["params"]), s["seed"])
+            build(scenario, params, first_seed)
+    del seen
     _check_folder(out, scenario, force)  # before creating anything in a user's folder
     try:
         os.makedirs(out, exist_ok=True)
@@ -401,29 +475,36 @@ def sweep(scenario: str, grid: Mapping[str, Sequence[Any]], *, out_dir: str | os
                 other = ""
             if other is not None and _scenario_key(other) != _scenario_key(scenario):
                 _start_afresh(out)  # another scenario's results must not be mixed in
-        return _sweep_locked(scenario, grid, specs, out, seeds, seed_base, workers, scheduler,
+        return _sweep_locked(scenario, grid, runs, out, seeds, seed_base, workers, scheduler,
                              keep_runs, retry_failed, progress, on_row, warn)
     finally:
         lock.release()
 
 
-def _sweep_locked(scenario, grid, specs, out, seeds, seed_base, workers, scheduler, keep_runs,
+def _sweep_locked(scenario, grid, runs, out, seeds, seed_base, workers, scheduler, keep_runs,
                   retry_failed, progress, on_row, warn) -> list[dict[str, Any]]:
     repair_tail(out, warn)
     done = {r["run_id"]: r for r in load_rows(out, warn)
             if r.get("status") == "ok" or not retry_failed}
-    todo = [s for s in specs if s["run_id"] not in done]
+
+    def specs() -> Iterator[RunSpec]:  # the grid again, one spec at a time
+        return iter_specs(scenario, grid, seeds, seed_base)
+
+    def todo() -> Iterator[RunSpec]:
+        return (s for s in specs() if s["run_id"] not in done)
+
     with atomic_file(os.path.join(out, META), "w", encoding="utf-8") as f:
         json.dump({"scenario": scenario, "grid": {k: list(v) for k, v in grid.items()},
-                   "seeds": seeds, "seed_base": seed_base, "runs": len(specs)}, f, indent=2)
+                   "seeds": seeds, "seed_base": seed_base, "runs": runs}, f, indent=2)
         f.write("\n")
+    left = sum(1 for _ in todo())
     show = sys.stderr.isatty() if progress is None else progress
     bar = None
     if show:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(specs), initial=len(specs) - len(todo), unit="run",
-                   desc=scenario, file=sys.stderr)
+        bar = tqdm(total=runs, initial=runs - left, unit="run", desc=scenario,
+                   file=sys.stderr)
     results_path = os.path.join(out, RESULTS)
     keep = (lambda s: os.path.join(out, "runs", s["run_id"])) if keep_runs else (lambda s: None)
 
@@ -437,22 +518,24 @@ def _sweep_locked(scenario, grid, specs, out, seeds, seed_base, workers, schedul
             on_row(row)
 
     try:
-        if todo and workers == 0 and scheduler is None:
-            for s in todo:
+        if left and workers == 0 and scheduler is None:
+            for s in todo():
                 record(run_one(s, keep(s)))
-        elif todo:
-            _run_dask(todo, keep, record, workers, scheduler)
+        elif left:
+            _run_dask(todo(), keep, record, workers, scheduler)
     finally:
         if bar is not None:
             bar.close()
-        rows = [done[s["run_id"]] for s in specs if s["run_id"] in done]
+        rows = [done[s["run_id"]] for s in specs() if s["run_id"] in done]
         with atomic_file(os.path.join(out, TABLE), "w", newline="", encoding="utf-8") as f:
             _write_table(rows, f, list(grid))
     return rows
 
 
-def _run_dask(todo: list[RunSpec], keep, record, workers: int | None,
+def _run_dask(todo: Iterator[RunSpec], keep, record, workers: int | None,
               scheduler: str | None) -> None:
+    """Run ``todo`` on Dask, at most max(_IN_FLIGHT, twice the workers' threads) submitted
+    at a time (a new one as each finishes), recording each row as it comes."""
     try:
         from dask.distributed import Client, LocalCluster, as_completed
     except ImportError:
@@ -462,23 +545,36 @@ def _run_dask(todo: list[RunSpec], keep, record, workers: int | None,
     if scheduler is not None:
         client = Client(scheduler)
     else:
-        n = workers or os.cpu_count() or 1
+        n = workers or local_workers()
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                dashboard_address=None)
         client = Client(cluster)
     try:
-        futures = [client.submit(run_one, dict(s), keep(s), pure=False, key=f"run-{s['run_id']}")
-                   for s in todo]
-        for fut in as_completed(futures):
+        pending: dict[str, RunSpec] = {}  # future key -> its spec
+        running = as_completed()
+
+        def submit(s: RunSpec) -> None:
+            fut = client.submit(run_one, dict(s), keep(s), pure=False,
+                                key=f"run-{s['run_id']}")
+            pending[fut.key] = s
+            running.add(fut)
+
+        threads = sum(client.nthreads().values())
+        for s in itertools.islice(todo, max(_IN_FLIGHT, 2 * threads)):
+            submit(s)
+        for fut in running:
+            spec = pending.pop(fut.key)
             try:
                 row = fut.result()
             except Exception as e:  # a worker died: record, go on
-                spec = next(s for s in todo if f"run-{s['run_id']}" == fut.key)
                 row = {"run_id": spec["run_id"], "scenario": spec["scenario"],
                        "seed": spec["seed"], "params": dict(spec["params"]),
                        "status": "error", "error": f"{type(e).__name__}: {e}",
                        "figures": {}, "wall_s": 0.0}
             record(row)
+            nxt = next(todo, None)
+            if nxt is not None:
+                submit(nxt)
     finally:
         client.close()
         if cluster is not None:
@@ -520,6 +616,38 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
     var = sum((v - mean) ** 2 for v in values) / (n - 1)
     t = _T95[n - 2] if n - 2 < len(_T95) else 1.96
     return mean, t * (var / n) ** 0.5
+
+
+_ABSENT = object()
+#: What a figure that is no finite number means, by kind (sweep-plot's note).
+_NO_VALUE = {
+    "NaN": "NaN (undefined for the run, e.g. 0/0)",
+    "null": "null (not defined for the run, e.g. no traffic)",
+    "absent": "absent (the run does not report it)",
+    "infinite": "infinite",
+    "not a number": "not a number",
+}
+
+
+def _no_value(v: Any) -> str | None:
+    """Why figure value ``v`` cannot be averaged (a key of :data:`_NO_VALUE`), or None."""
+    if v is _ABSENT:
+        return "absent"
+    if v is None:
+        return "null"
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return "not a number"
+    if math.isnan(v):
+        return "NaN"
+    return "infinite" if math.isinf(v) else None
+
+
+def _tally(left_out: Sequence[tuple[Any, Any, str]]) -> str:
+    """``"2 NaN (undefined ...), 1 null (...)"``: the runs left out by kind."""
+    counts: dict[str, int] = {}
+    for _g, _x, why in left_out:
+        counts[why] = counts.get(why, 0) + 1
+    return ", ".join(f"{counts[k]} {text}" for k, text in _NO_VALUE.items() if k in counts)
 
 
 def _order(v: Any) -> tuple:
@@ -569,13 +697,28 @@ def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None =
         raise ValueError(f"--x {x!r}: mixes numbers and other values "
                          f"({sorted({repr(r['params'].get(x)) for r in rows})})")
     groups: dict[Any, dict[Any, list[float]]] = {}
+    left_out: list[tuple[Any, Any, str]] = []  # (group, x, why) of runs without a finite y
     for r in rows:
-        v = r.get("figures", {}).get(y)
-        if not isinstance(v, int | float) or isinstance(v, bool):
-            continue
+        v = r.get("figures", {}).get(y, _ABSENT)
         g = r["params"].get(by) if by else None
+        why = _no_value(v)
+        if why:
+            left_out.append((g, r["params"].get(x), why))
+            continue
         groups.setdefault(g, {}).setdefault(r["params"].get(x), []).append(float(v))
+    if not groups:
+        raise ValueError(f"--y {y!r}: no finished run has a finite value "
+                         f"({_tally(left_out)})")
+    note = None
+    if left_out:
+        at = sorted({xv for _g, xv, _w in left_out}, key=_order)
+        shown = ", ".join(str(v) for v in at[:8]) + (", ..." if len(at) > 8 else "")
+        note = (f"{len(left_out)} of {len(rows)} runs have no finite {y}, left out of the "
+                f"means: {_tally(left_out)}; at {x} = {shown}")
+        if warn is not None:
+            warn(f"{os.fspath(out_dir)}: {note}")
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    colors: dict[Any, str] = {}
     for g in sorted(groups, key=_order):
         pts = sorted(groups[g].items(), key=lambda kv: _order(kv[0]))
         xs = [p[0] for p in pts]
@@ -583,14 +726,29 @@ def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None =
         m = [s[0] for s in stats]
         h = [s[1] for s in stats]
         line = ax.plot(xs, m, marker="o", label=f"{by} = {g}" if by else y)
+        colors[g] = line[0].get_color()
         ax.fill_between(xs, [a - b for a, b in zip(m, h, strict=True)],
                         [a + b for a, b in zip(m, h, strict=True)], alpha=0.2,
-                        color=line[0].get_color())
+                        color=colors[g])
+    # points with no finite value at all: an x on the axis (in the line's colour)
+    empty: dict[Any, set[Any]] = {}
+    for g, xv, _why in left_out:
+        if xv not in groups.get(g, {}):
+            empty.setdefault(g, set()).add(xv)
+    for i, g in enumerate(sorted(empty, key=_order)):
+        xs = sorted(empty[g], key=_order)
+        ax.plot(xs, [0.0] * len(xs), transform=ax.get_xaxis_transform(), marker="x",
+                markersize=9, linestyle="none", clip_on=False, color=colors.get(g, "0.4"),
+                label="no finite value" if i == 0 else None)
     fixed = ", ".join(f"{k}={v}" for k, v in (where or {}).items())
     ax.set(xlabel=x, ylabel=y, title=f"{y} vs {x} (mean over seeds, 95 % CI)"
            + (f"\n{fixed}" if fixed else ""))
     ax.legend(fontsize="small")
-    fig.tight_layout()
+    if note:
+        fig.text(0.01, 0.01, fill(note, 120), fontsize="x-small", color="0.3", va="bottom")
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+    else:
+        fig.tight_layout()
     stem = f"{y}_vs_{x}" + (f"_by_{by}" if by else "") + "".join(
         f"_{k}={v}" for k, v in (where or {}).items())
     path = path or os.path.join(os.fspath(out_dir), stem.replace("/", "_") + ".png")
