@@ -432,3 +432,17 @@ def test_transfer_time_percentiles_by_hand():
     assert transfer_time_us(SimpleNamespace(start_ps=[None], finish_ps=[None])) is None
     one = SimpleNamespace(start_ps=[2_000_000], finish_ps=[5_000_000])
     assert transfer_time_us(one) == {"p50": 3.0, "p99": 3.0, "max": 3.0}
+
+
+def test_a_size_of_no_element_is_a_row_of_zeros_as_in_nccl_tests(tmp_path):
+    """``-b 1``: 1 byte is no float; nccl-tests rounds the size down to whole elements and
+    prints a row of size 0; that size sends nothing (it failed reading the links of a run
+    with no transfer: 'min() arg is an empty sequence', exit 2)."""
+    js = tmp_path / "r.json"
+    rc, out, err = run_cli(["collective", "allreduce", "-b", "1", "-e", "4", "-f", "4",
+                            "--json", str(js), "--quiet"])
+    assert rc == 0, err
+    rows = [line.split() for line in out.splitlines() if line and not line.startswith("#")]
+    assert [r[:2] for r in rows] == [["0", "0"], ["4", "1"]]
+    doc = json.loads(js.read_text())
+    assert doc["results"][0]["transfers"] == 0 and doc["results"][0]["error"] is None

@@ -448,7 +448,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         None if progress is None else (lambda done: progress(done, total)),
         before if details else None, job_kw, failed, moved, after)
     links = timeline = None
-    if details and error is None and run is not None:
+    if details and error is None and run is not None and ntr:  # 0 elements: nothing sent
         links = link_usage(rf.fabric, run.first_start_ps, run.last_finish_ps, since=snap[0],
                            ranks=rf.ranks)
         timeline = rank_timeline(run, timeline_rank)
