@@ -58,10 +58,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_sweep_plot(args: argparse.Namespace) -> int:
     from sim.scenarios import parse_text
     from sim.study.sweep import plot_sweep
+    from wire.atomic import OutputError
 
     where = {k: parse_text(v) for k, v in (args.where or ())}
     try:
         print(plot_sweep(args.dir, args.x, args.y, args.by, args.output, where))
+    except OutputError as e:  # the figure's file: the message names it
+        _err(str(e))
+        return EXIT_USAGE
     except (OSError, ValueError) as e:
         _err(f"{args.dir}: {e}")
         return EXIT_USAGE
