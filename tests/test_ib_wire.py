@@ -311,7 +311,8 @@ def test_ib_specs_have_every_derived_form():
 
 BAD_LINES = {
     '{"linktype":247,"lrh":{"vl":99}}': "lrh.vl: 99 does not fit in 4 bits",
-    '{"linktype":247,"lrh":5}': "lrh: expected an object, got int",
+    '{"linktype":247,"lrh":5}': 'lrh: expected an object of lrh fields like {"vl": 0, "sl": 0, '
+    '"dlid": 18, "slid": 52}, got the number 5',
     '{"linktype":247,"mad":{}}': "mad: mad needs a bth layer before it",
     '{"linktype":247,"lrh":{},"rwh":{},"payload":{"data":"01"}}': "lrh.pkt_len: the packet is "
     "13 bytes, not a whole number of 4-byte words",

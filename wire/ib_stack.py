@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from .bth import BTH, EXT_HEADERS, Opcode, opcode_name
-from .errors import BadValue
+from .errors import BadValue, describe
 from .ib import (
     ERF,
     GRH,
@@ -380,7 +380,9 @@ def dissect_record(rec: Record, *, roce_ports: Iterable[int] = ROCE_PORTS,
 # ======================================================================== build
 def _check_keys(d: Mapping, order: tuple[str, ...]) -> None:
     if not isinstance(d, Mapping):
-        raise BadValue(f"expected an object, got {type(d).__name__}")
+        like = ('{"lrh": {}, "bth": {}, "payload": {"length": 64}}' if "erf" not in order else
+                '{"erf": {}, "lrh": {}, "bth": {}, "payload": {"length": 64}}')
+        raise BadValue(f"expected an object of layers like {like}, got {describe(d)}")
     unknown = set(d) - set(order) - set(_RECORD_KEYS) - set(_EXTRA_KEYS)
     if unknown:
         raise BadValue(f"unknown key(s) {sorted(unknown)}; known layers: {list(order)}")
