@@ -11,13 +11,17 @@
   leaves x 2 spines x 2 hosts with ECMP and flows 4 -> 6, 5 -> 7 (the fault tests' fabric).
 * :func:`geometry`: where the headers, the ICRC and the IP datagram of a valid frame end,
   computed from the field tables (not from the dissector's own bookkeeping).
+* :func:`real_file`: a public real-world input (a capture from a real tool), skipped when
+  the folder of such files is absent.
 """
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -29,8 +33,22 @@ from wire.stack import build, dissect
 
 __all__ = [
     "LEAF_SPINE_FLOWS_TOML", "ROCE_FRAMES", "Geometry", "assert_fields", "check_header",
-    "frame_dict", "geometry", "merge", "posted_pair", "unhex",
+    "frame_dict", "geometry", "merge", "posted_pair", "real_file", "unhex",
 ]
+
+#: Public files from real clusters and tools (each with its source and licence in the
+#: folder's README), kept beside the repository, not in it; LOSSLESS_REAL_DIR overrides.
+REAL_DIR = Path(os.environ.get("LOSSLESS_REAL_DIR")
+                or Path(__file__).resolve().parent.parent.parent / "shared" / "real")
+
+
+def real_file(rel: str) -> Path:
+    """``REAL_DIR / rel``; the test is skipped (with the reason) when it is absent."""
+    path = REAL_DIR / rel
+    if not path.is_file():
+        pytest.skip(f"{rel}: the real-world inputs are not here ({REAL_DIR}; set "
+                    f"LOSSLESS_REAL_DIR)")
+    return path
 
 
 def unhex(s: str) -> bytes:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -109,3 +112,127 @@ def test_check_output_dir(tmp_path):
     check_output_dir(tmp_path / "new" / "deeper")  # creatable
     (tmp_path / "empty").mkdir()
     check_output_dir(tmp_path / "empty")
+
+
+# ------------------------------------------------- destinations that are not regular files
+def _mknod(path, major: int, minor: int) -> None:
+    """A character device node in a test folder (root only): 1,3 is null, 1,7 is full."""
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+    except PermissionError:
+        pytest.skip("mknod needs root")
+
+
+def test_char_device_is_written_through_not_replaced(tmp_path):
+    dev = tmp_path / "null"
+    _mknod(dev, 1, 3)
+    with atomic_file(dev) as f:
+        f.write(b"x" * 10000)
+    assert stat.S_ISCHR(os.lstat(dev).st_mode)  # still the device node
+    assert os.listdir(tmp_path) == ["null"]  # no temporary file was made
+
+
+def test_fifo_is_written_through(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    with atomic_file(fifo, "w", encoding="utf-8") as f:
+        f.write("hello\n")
+    reader.join(10)
+    assert got == [b"hello\n"]
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_symlink_is_followed_and_kept(tmp_path):
+    (tmp_path / "sub").mkdir()
+    target = tmp_path / "sub" / "real.bin"
+    target.write_bytes(b"old")
+    link = tmp_path / "link.bin"
+    link.symlink_to(os.path.join("sub", "real.bin"))  # relative, as ln -s makes them
+    with atomic_file(link) as f:
+        f.write(b"new")
+    assert link.is_symlink() and os.readlink(link) == os.path.join("sub", "real.bin")
+    assert target.read_bytes() == b"new"
+    assert sorted(os.listdir(tmp_path / "sub")) == ["real.bin"]
+
+
+def test_dangling_symlink_creates_the_file_it_names(tmp_path):
+    link = tmp_path / "link.bin"
+    link.symlink_to(tmp_path / "made.bin")
+    with atomic_file(link) as f:
+        f.write(b"new")
+    assert link.is_symlink() and (tmp_path / "made.bin").read_bytes() == b"new"
+    dangling = tmp_path / "nowhere"
+    dangling.symlink_to(tmp_path / "no" / "x.bin")
+    with pytest.raises(OutputError, match="does not exist"), atomic_file(dangling):
+        pass
+    assert dangling.is_symlink()
+
+
+def test_symlink_to_a_folder_output_replaces_the_folder(tmp_path):
+    real = tmp_path / "run"
+    with atomic_dir(real) as d:
+        open(os.path.join(d, "a.json"), "w").close()
+    link = tmp_path / "latest"
+    link.symlink_to("run")
+    with atomic_dir(link) as d:
+        open(os.path.join(d, "b.json"), "w").close()
+    assert link.is_symlink() and sorted(os.listdir(real)) == sorted([MARKER, "b.json"])
+
+
+def test_full_device_is_one_error_naming_the_destination(tmp_path):
+    full = tmp_path / "full"
+    _mknod(full, 1, 7)  # the device of /dev/full, in a folder of the test's own
+    with pytest.raises(OutputError, match=rf"^{full}: cannot write: No space left on device$"):
+        with atomic_file(full) as f:
+            f.write(b"x" * 100)
+    assert stat.S_ISCHR(os.lstat(full).st_mode)
+
+
+def test_block_device_and_socket_are_refused(tmp_path):
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(tmp_path / "s"))
+        with pytest.raises(OutputError, match="is a socket"), atomic_file(tmp_path / "s"):
+            pass
+    finally:
+        sock.close()
+    blk = tmp_path / "blk"
+    try:
+        os.mknod(blk, 0o600 | stat.S_IFBLK, os.makedev(7, 0))
+    except PermissionError:
+        return
+    with pytest.raises(OutputError, match="is a block device"), atomic_file(blk):
+        pass
+
+
+def _one_line_exit_2(rc: int, err: str, dest) -> None:
+    assert rc == 2, (rc, err)
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"{dest}: cannot write: No space left on device" in err, err
+
+
+def test_commands_keep_device_nodes(tmp_path):
+    """craft -o, collective --json/--csv write through a device node (and report a full one
+    in one line, exit 2) instead of replacing it with a file."""
+    pytest.importorskip("matplotlib")
+    from tests.helpers import run_cli
+
+    (tmp_path / "x.jsonl").write_text('{"eth": {}}\n')
+    null, full = tmp_path / "null", tmp_path / "full"
+    _mknod(null, 1, 3)
+    _mknod(full, 1, 7)
+    rc, _, err = run_cli(["craft", str(tmp_path / "x.jsonl"), "-o", str(null)])
+    assert rc == 0 and stat.S_ISCHR(os.lstat(null).st_mode), err
+    rc, _, err = run_cli(["craft", str(tmp_path / "x.jsonl"), "-o", str(full)])
+    _one_line_exit_2(rc, err, full)
+    tiny = ["collective", "allreduce", "--fabric", "star", "-p", "nodes=1", "-p",
+            "gpus_per_node=2", "-p", "link_gbps=100", "-b", "64K", "-e", "64K"]
+    for opt in ("--json", "--csv"):
+        rc, _, err = run_cli([*tiny, opt, str(full)])
+        _one_line_exit_2(rc, err, full)
+        rc, _, err = run_cli([*tiny, opt, str(null)])
+        assert rc == 0, err
+    assert stat.S_ISCHR(os.lstat(null).st_mode) and stat.S_ISCHR(os.lstat(full).st_mode)

@@ -98,32 +98,44 @@ def test_capture_uses_the_bulk_path(tmp_path, monkeypatch) -> None:
     assert 0 < calls["write_made_rows"] <= 3000 // results.CAPTURE_BATCH_FRAMES + 1
 
 
-def _old_synth(pkt, psn: int) -> bytes:
-    """The frame the capture synthesised before (one template, PSN and ECN patched)."""
+def _built_synth(pkt, psn: int, op: str, dma: int | None) -> bytes:
+    """The frame the capture stands for ``pkt`` with, built whole by wire.build (its QP
+    0x100 + flow, its WRITE opcode, a RETH on FIRST and ONLY, the frame ``nbytes`` long)."""
+    import wire
     from sim.addresses import node_ip, node_mac
-    from wire.template import RoceTemplate
 
-    tpl = RoceTemplate({
-        "eth": {"dst": node_mac(pkt.dst), "src": node_mac(pkt.src)},
-        "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": 0},
-        "udp": {"sport": 49152 + (pkt.flow & 0x3FFF)},
-        "bth": {"opcode": "RC_RDMA_WRITE_MIDDLE", "dest_qp": pkt.flow & 0xFFFFFF},
-        "payload": {"data": "00" * max(pkt.nbytes - results._HDR_BYTES, 0)},
-    }, patch=("bth.psn", "ipv4.ecn"))
-    return bytes(tpl.make(**{"bth.psn": psn, "ipv4.ecn": pkt.ecn}))
+    qp = 0x100 + pkt.flow
+    d = {"eth": {"dst": node_mac(pkt.dst), "src": node_mac(pkt.src)},
+         "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": pkt.ecn},
+         "udp": {"sport": 49152 + (pkt.flow & 0x3FFF)},
+         "bth": {"opcode": f"RC_RDMA_WRITE_{op}", "dest_qp": qp, "psn": psn}}
+    head = results._HDR_BYTES
+    if dma is not None:
+        d["reth"] = {"va": 0, "rkey": qp, "dma_length": dma}
+        head += 16
+    d["payload"] = {"length": max(pkt.nbytes - head, 0)}
+    return wire.build(d)
 
 
 @given(pkts=st.lists(_pkt.map(lambda p: SimpleNamespace(**{**vars(p), "frame": None})),
-                     max_size=30))
-def test_synthesised_frames_are_those_of_one_patched_template(tmp_path_factory, pkts) -> None:
-    """A template per ECN codepoint gives the very frames (IPv4 checksum, ICRC) of patching
-    ECN into one template, frame after frame of each flow's PSN sequence."""
+                     max_size=150))
+def test_synthesised_frames_are_writes_of_64_frame_messages(tmp_path_factory, pkts) -> None:
+    """A flow the capture was not told about is cut into messages of 64 frames (the first
+    frame's size each, the last one where the bytes reach it): FIRST, MIDDLE ..., LAST, each
+    frame exactly what wire.build makes of it (IPv4 checksum, ICRC), PSNs counting from 0."""
     cap = Capture(str(tmp_path_factory.mktemp("syn") / "x.pcap"))
-    psn: dict[int, int] = {}
+    state: dict[int, list[int]] = {}
     for p in pkts:
-        n = psn.get(p.flow, 0)
-        psn[p.flow] = n + 1
-        assert bytes(cap._frame(*cap._synth(p))) == _old_synth(p, n)
+        psn, off, end = state.setdefault(p.flow, [0, 0, 0])
+        first = off >= end
+        if first:
+            end = off + 64 * p.nbytes
+        last = off + p.nbytes >= end
+        state[p.flow] = [psn + 1, off + p.nbytes, end]
+        op = ("ONLY" if last else "FIRST") if first else ("LAST" if last else "MIDDLE")
+        pay = max(p.nbytes - results._HDR_BYTES, 0)  # a frame's payload without a RETH
+        dma = max(pay - 16, 0) + (63 * pay if op == "FIRST" else 0) if first else None
+        assert bytes(cap._frame(*cap._synth(p))) == _built_synth(p, psn, op, dma)
     cap.close()
 
 

@@ -6,7 +6,7 @@ garbage, with lying length fields, and fuzzed.  The rules tested are those state
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import ROCE_FRAMES, assert_fields, frame_dict, geometry, merge
@@ -394,6 +394,65 @@ def test_build_errors(case, d, layer, field, word):
 def test_build_rejects_non_mapping():
     with pytest.raises(BadValue):
         build([1, 2])  # type: ignore[arg-type]
+
+
+#: A wrongly shaped part of a frame: the message shows the form expected and what was given.
+SHAPE_ERRORS = [
+    ({"vlan": {"pcp": 3, "vid": 100}},
+     'vlan: expected a list of tags like [{"pcp": 3, "vid": 100}] (outer tag first), got a '
+     'dict'),
+    ({"vlan": [{"vid": 1}, 5]}, 'vlan[1]: expected a tag like {"pcp": 3, "vid": 100}, got the '
+     'number 5'),
+    ({"eth": []}, 'eth: expected an object of eth fields like {"src": "02:00:00:00:00:01", '
+     '"dst": "02:00:00:00:00:02"}, got an empty list'),
+    ([{"eth": {}}], 'expected an object of layers like {"eth": {}, "ipv4": {}, "udp": {}, '
+     '"bth": {}, "payload": {"length": 64}}, got a list of 1 item'),
+    ({"ipv4": {}, "udp": {}, "bth": {}, "payload": {"data": 5}},
+     'payload.data: expected hex bytes like "0a1b2c", got the number 5'),
+    ({"ipv4": {}, "udp": {}, "bth": {}, "payload": {"length": "64"}},
+     "payload.length: expected a number of bytes like 64, got the string '64'"),
+    ({"pfc": {"quanta": [1, 2]}}, "pfc.quanta: expected a list of 8 integers like [0, 0, 0, "
+     "100, 0, 0, 0, 0] (or one integer for all 8), got a list of 2 items"),
+    ({"esun": {}, "sue_txn": {"tag": 1}}, 'sue_txn: expected a list of transactions like '
+     '[{"opcode": "WRITE", "tag": 1, "data": "00112233"}], got a dict'),
+    ({"esun": {}, "sue_txn": [7]}, 'sue_txn[0]: expected a transaction like {"opcode": '
+     '"WRITE", "tag": 1, "data": "00112233"}, got the number 7'),
+    ({"raw": 5}, 'raw: expected hex bytes like "0a1b2c", got the number 5'),
+    ({"ipv4": {"ttl": "x"}}, "ipv4.ttl: cannot use 'x': expected a number like 64 or 0x40"),
+    ({"ipv4": {"ttl": [64]}}, "ipv4.ttl: cannot use [64]: expected an integer or a string, "
+     "got a list of 1 item"),
+    ({"ipv4": {}, "udp": {}, "bth": {"opcode": "SEND_ONLY"}},
+     "bth.opcode: cannot use 'SEND_ONLY': expected a number or a name like 'RC_SEND_FIRST' "
+     "(one of 83: RC_SEND_FIRST, RC_SEND_MIDDLE, RC_SEND_LAST, RC_SEND_LAST_WITH_IMMEDIATE...)"),
+]
+
+
+@pytest.mark.parametrize(("d", "msg"), SHAPE_ERRORS, ids=[m.split(":")[0] for _d, m in
+                                                          SHAPE_ERRORS])
+def test_shape_errors_show_the_expected_form(d, msg):
+    with pytest.raises(BadValue) as e:
+        build(d)
+    assert str(e.value) == msg
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-3, 70000) | st.text(max_size=4)
+                     | st.floats(allow_nan=False, allow_infinity=False),
+                     lambda v: st.lists(v, max_size=3) | st.dictionaries(
+                         st.sampled_from(["vid", "pcp", "data", "length", "quanta", "tag",
+                                          "opcode", "src", "x"]), v, max_size=2),
+                     max_leaves=6)
+
+
+@given(st.dictionaries(st.sampled_from([*LAYER_ORDER, "raw", "trailer"]), _JSON, max_size=3))
+@example({"vlan": [5]})
+@example({"esun": {}, "sue_txn": [[]]})
+def test_any_json_builds_or_is_one_bad_value(d):
+    """Whatever JSON values the layers hold, build makes a frame or raises BadValue (one
+    line naming the part at fault), never TypeError or another exception."""
+    try:
+        build(d)
+    except BadValue as e:
+        assert "\n" not in str(e)
 
 
 SILENT_DROPS = [

@@ -7,6 +7,7 @@ import csv
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -287,6 +288,17 @@ def test_sweep_plot_and_cli_errors(serial, capsys) -> None:
     assert main(["sweep-plot", str(out), "--x", "senders", "--y", "totals.drops",
                  "--where", "pfc=false"]) == 0
     assert "pfc=False" in capsys.readouterr().out
+    full = out.parent / "full"
+    try:  # the device of /dev/full, in a folder of the test's own (root only)
+        os.mknod(full, 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+    except PermissionError:
+        pass
+    else:  # -o names a device: written through (here: full), never replaced by a file
+        assert main(["sweep-plot", str(out), "--x", "senders", "--y", "totals.drops",
+                     "--where", "pfc=false", "-o", str(full)]) == 2
+        assert capsys.readouterr().err == (f"lossless: {full}: cannot write: No space left "
+                                           f"on device\n")
+        assert stat.S_ISCHR(os.lstat(full).st_mode)
     with pytest.raises(SystemExit) as e:
         main(["sweep", "incast", "-p", "senders"])
     assert e.value.code == 2

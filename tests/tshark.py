@@ -907,6 +907,12 @@ def normalise_native_ib(layers: Mapping) -> dict:
         ts = _find(erf, "erf.ts")
         if ts is not None:
             e["ts"] = _int(ts).to_bytes(8, "little").hex()  # the LE number; ours: its bytes
+        fr = _outer(layers.get("frame"))
+        if isinstance(fr, dict) and "frame.time_epoch" in fr:
+            e["ts_ns"] = _ts_ns(fr["frame.time_epoch"])  # Wireshark's time is the ERF one
+        experts: list[str] = []
+        _collect_experts(erf, experts)
+        meta["erf_experts"] = experts
         out["erf"] = e
     data = _outer(layers.get("data"))
     if isinstance(data, dict) and "data.data" in data:  # the payload, pad included

@@ -9,6 +9,7 @@ field that was wrong, so a command-line tool can print one clear line.
 from __future__ import annotations
 
 __all__ = [
+    "describe",
     "DecodeError",
     "Truncated",
     "BadLength",
@@ -17,6 +18,24 @@ __all__ = [
     "BadMagic",
     "TruncatedFile",
 ]
+
+
+def describe(v: object) -> str:
+    """What a value is, for "expected ..., got X" messages: ``a dict``, ``a list of 2 items``,
+    ``the string 'x'``, ``the number 5``, ``null``."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return f"the boolean {str(v).lower()}"
+    if isinstance(v, int | float):
+        return f"the number {v!r}"
+    if isinstance(v, str):
+        return f"the string {v[:40]!r}" + ("..." if len(v) > 40 else "")
+    if isinstance(v, dict):
+        return "a dict"
+    if isinstance(v, list | tuple):
+        return {0: "an empty list", 1: "a list of 1 item"}.get(len(v), f"a list of {len(v)} items")
+    return f"a {type(v).__name__}"
 
 
 class DecodeError(ValueError):

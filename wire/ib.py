@@ -191,17 +191,19 @@ ERF = HeaderSpec(
         Field("type", 7, "record type: 2 Ethernet, 21 InfiniBand, 25 InfiniBand link; "
               "from the layers on build", enum=ErfType, default=ErfType.INFINIBAND),
         Field("flags", 8, "bits 0-1 interface, 2 varying length, 3 truncated, 4 RX error, "
-              "5 DS error", default=0x04),
-        Field("rlen", 16, "record length in bytes, this header included; computed on "
-              "build"),
-        Field("lctr", 16, "loss counter / colour"),
+              "5 DS error, 6-7 reserved; 3, 4 and 5 are problems", default=0x04),
+        Field("rlen", 16, "record length in bytes: this header, the extension headers, the "
+              "packet and its padding (to 8 bytes); computed on build"),
+        Field("lctr", 16, "loss counter: records lost before this one (a problem when not "
+              "0); a colour in the colour types"),
         Field("wlen", 16, "wire length of the packet in bytes; computed on build"),
     ],
     title="Endace ERF record header",
     source="Endace ERF types reference (public); Wireshark wiretap/erf_record.h and "
            "packet-erf.c",
     doc="16 bytes at the start of every record of a LINKTYPE_ERF (197) capture; 8-byte "
-        "extension headers follow when `ext` is 1 (kept as `ext_headers` hex).",
+        "extension headers follow when `ext` is 1 (kept as `ext_headers` hex).  Decoded "
+        "with `ts_ns`, the timestamp in ns since 1970.",
 )
 
 #: layer name -> spec, for :data:`wire.stack.SPECS` (every derived form).

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from .bth import BTH, EXT_HEADERS, Opcode, opcode_name
-from .errors import BadValue
+from .errors import BadValue, describe
 from .ib import (
     ERF,
     GRH,
@@ -79,7 +79,8 @@ from .stack import (
 )
 
 __all__ = ["dissect_ib", "build_ib", "dissect_erf", "build_erf", "dissect_record",
-           "build_record_data", "erf_ts", "IB_LAYER_ORDER", "ERF_LAYER_ORDER", "DECODED_LINKTYPES",
+           "build_record_data", "erf_ts", "erf_time_ns", "IB_LAYER_ORDER", "ERF_LAYER_ORDER",
+           "DECODED_LINKTYPES",
            "LINKTYPE_ETHERNET"]
 
 LINKTYPE_ETHERNET = 1
@@ -314,8 +315,11 @@ def dissect_erf(frame: bytes | bytearray | memoryview, orig_len: int | None = No
     if n < ERF.size_bytes:
         c.short("erf", ERF.size_bytes, n, 0)
         return d
-    erf = Layer("erf", ERF.unpack(frame))
+    head = ERF.unpack(frame)
+    erf = Layer("erf", {"ts": head["ts"],
+                        "ts_ns": erf_time_ns(int.from_bytes(frame[:8], "little")), **head})
     d.layers["erf"] = erf
+    _erf_flags(erf, d.problems)
     off = ERF.size_bytes
     more = erf["ext"]
     while more:
@@ -333,8 +337,11 @@ def dissect_erf(frame: bytes | bytearray | memoryview, orig_len: int | None = No
         d.problems.append(f"erf.rlen: {rlen} is less than the {off} bytes of ERF headers")
         cap_end = n
     elif rlen > n:
-        if not (c.snapped and rlen <= c.orig_len):
-            d.problems.append(f"erf.rlen: {rlen} but the record has {n} bytes")
+        # rlen counts the padding after the packet (to 8 bytes with the varying-length
+        # flag); a capture that did not keep it is not at fault when the packet is whole
+        if off + wlen > n and not (c.snapped and rlen <= c.orig_len):
+            d.problems.append(f"erf.rlen: {rlen} but the record has {n} bytes, and the "
+                              f"packet (wlen {wlen}) ends at byte {off + wlen}")
         cap_end = n
     else:
         cap_end = rlen
@@ -360,6 +367,32 @@ def dissect_erf(frame: bytes | bytearray | memoryview, orig_len: int | None = No
     return d
 
 
+#: ERF flag bits a capture card sets on a record it could not capture cleanly (Endace ERF
+#: types reference; Wireshark's packet-erf.c shows each as an expert error).
+_ERF_FLAG_PROBLEMS = ((0x08, "truncated (bit 3): the card ran out of buffer space"),
+                      (0x10, "RX error (bit 4): the link reported a receive error"),
+                      (0x20, "DS error (bit 5): an internal error of the card"))
+#: Record types whose ``lctr`` is a loss counter (the colour types use it for a colour).
+_ERF_LOSS_COUNTED = frozenset({ErfType.ETH, ErfType.INFINIBAND, ErfType.INFINIBAND_LINK})
+
+
+def _erf_flags(erf: Layer, problems: list[str]) -> None:
+    for bit, what in _ERF_FLAG_PROBLEMS:
+        if erf["flags"] & bit:
+            problems.append(f"erf.flags: 0x{erf['flags']:02x}: {what}")
+    if erf["lctr"] and erf["type"] in _ERF_LOSS_COUNTED:
+        problems.append(f"erf.lctr: {erf['lctr']} record(s) lost before this one (loss "
+                        f"counter)")
+
+
+def erf_time_ns(ts: int) -> int:
+    """ns since 1970 of an ERF timestamp (the 64-bit number: whole seconds in the upper 32
+    bits, a binary fraction of a second in the lower 32), the fraction rounded to the
+    nearest ns, halves up, as Wireshark does (``wiretap/pcap-common.c``,
+    ``pcap_read_erf_pseudoheader``)."""
+    return (ts >> 32) * 10**9 + (((ts & 0xFFFFFFFF) * 10**9 + (1 << 31)) >> 32)
+
+
 def dissect_record(rec: Record, *, roce_ports: Iterable[int] = ROCE_PORTS,
                    scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> Decoded:
     """Dissect a capture record by its linktype: 1 Ethernet (:func:`wire.dissect`), 247
@@ -380,7 +413,9 @@ def dissect_record(rec: Record, *, roce_ports: Iterable[int] = ROCE_PORTS,
 # ======================================================================== build
 def _check_keys(d: Mapping, order: tuple[str, ...]) -> None:
     if not isinstance(d, Mapping):
-        raise BadValue(f"expected an object, got {type(d).__name__}")
+        like = ('{"lrh": {}, "bth": {}, "payload": {"length": 64}}' if "erf" not in order else
+                '{"erf": {}, "lrh": {}, "bth": {}, "payload": {"length": 64}}')
+        raise BadValue(f"expected an object of layers like {like}, got {describe(d)}")
     unknown = set(d) - set(order) - set(_RECORD_KEYS) - set(_EXTRA_KEYS)
     if unknown:
         raise BadValue(f"unknown key(s) {sorted(unknown)}; known layers: {list(order)}")
@@ -490,6 +525,32 @@ def erf_ts(ts_ns: int) -> str:
     return ((sec << 32) | frac).to_bytes(8, "little").hex()
 
 
+_ERF_TS_NS = Field("ts_ns", 64, "ERF time in ns")
+#: The first time an ERF timestamp cannot hold (its seconds are 32 bits).
+_ERF_TS_END_NS = (1 << 32) * 10**9
+
+
+def _erf_time(erf: dict, recompute: bool) -> None:
+    """``erf.ts`` from ``erf.ts_ns`` when only the latter is given (or with ``recompute``);
+    both given must agree."""
+    given = erf.pop("ts_ns", None)
+    if given is None:
+        return
+    ns = parse_value(_ERF_TS_NS, given, "erf")
+    if ns >= _ERF_TS_END_NS:
+        raise BadValue(f"{ns} is past what an ERF timestamp holds (32-bit seconds: before "
+                       f"{_ERF_TS_END_NS})", layer="erf", field="ts_ns")
+    if erf.get("ts") is None or recompute:
+        erf["ts"] = erf_ts(ns)
+        return
+    ts = int.from_bytes(parse_value(ERF.field("ts"), erf["ts"], "erf").to_bytes(8, "big"),
+                        "little")
+    if erf_time_ns(ts) != ns:
+        raise BadValue(f"{ns} disagrees with erf.ts (that is {erf_time_ns(ts)} ns): give one "
+                       f"of them, or use --recompute to take ts_ns", layer="erf",
+                       field="ts_ns")
+
+
 def build_erf(d: Mapping[str, object], *, recompute: bool = False,
               ts_ns: int | None = None) -> bytes:
     """Build one LINKTYPE_ERF record: the ERF header (type, ``ext``, ``rlen``, ``wlen``
@@ -520,7 +581,8 @@ def build_erf(d: Mapping[str, object], *, recompute: bool = False,
         packet = _hex(d, "raw", "raw") + _hex(d, "trailer", "trailer")
     if not _given(erf, "ext", recompute):
         erf["ext"] = int(bool(ext))
-    if erf.get("ts") is None and ts_ns is not None and 0 <= ts_ns < (1 << 32) * 10**9:
+    _erf_time(erf, recompute)
+    if erf.get("ts") is None and ts_ns is not None and 0 <= ts_ns < _ERF_TS_END_NS:
         erf["ts"] = erf_ts(ts_ns)
     if not _given(erf, "wlen", recompute):
         erf["wlen"] = len(packet)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from .errors import BadValue, Truncated
+from .errors import BadValue, Truncated, describe
 
 __all__ = ["Field", "HeaderSpec", "Layer", "format_value", "parse_value", "stack_getter"]
 
@@ -70,6 +70,8 @@ def _fmt_ipv4(v: int) -> str:
     return f"{v >> 24}.{(v >> 16) & 255}.{(v >> 8) & 255}.{v & 255}"
 
 
+#: An integer as ``int(s, 0)`` reads it (decimal, 0x, 0o, 0b; underscores between digits).
+_NUMBER_RE = re.compile(r"[+-]?(0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+|[0-9][0-9_]*)")
 _MAC_RE = re.compile(r"[0-9a-fA-F]{12}|[0-9a-fA-F]{2}([:-])[0-9a-fA-F]{2}(\1[0-9a-fA-F]{2}){4}")
 
 
@@ -118,10 +120,18 @@ def parse_value(f: Field, v: object, layer: str = "") -> int:
                 raw = int.from_bytes(b, "big")
             elif f.enum is not None and s in f.enum.__members__:
                 raw = int(f.enum[s])
-            else:
+            elif f.enum is not None and not _NUMBER_RE.fullmatch(s):
+                names = list(f.enum.__members__)
+                raise ValueError(f"expected a number or a name like {names[0]!r} (one of "
+                                 f"{len(names)}: {', '.join(names[:4])}...)"
+                                 if len(names) > 4 else
+                                 f"expected a number or one of {', '.join(names)}")
+            elif _NUMBER_RE.fullmatch(s):
                 raw = int(s, 0)
+            else:
+                raise ValueError("expected a number like 64 or 0x40")
         else:
-            raise TypeError(f"expected an integer or string, got {type(v).__name__}")
+            raise TypeError(f"expected an integer or a string, got {describe(v)}")
     except (ValueError, TypeError) as e:
         raise BadValue(f"cannot use {v!r}: {e}", layer=layer, field=f.name) from None
     if not 0 <= raw <= f.max_value:
@@ -342,8 +352,11 @@ class HeaderSpec:
                 if isinstance(v, int):
                     v = [v] * f.count
                 if not isinstance(v, list | tuple) or len(v) != f.count:
-                    raise BadValue(f"expected a list of {f.count} values", layer=self.name,
-                                   field=f.name)
+                    like = [0] * f.count
+                    like[min(3, f.count - 1)] = 100
+                    raise BadValue(f"expected a list of {f.count} integers like {like} (or one "
+                                   f"integer for all {f.count}), got {describe(v)}",
+                                   layer=self.name, field=f.name)
                 for el in v:
                     acc = (acc << f.bits) | parse_value(f, el, self.name)
         return acc.to_bytes(self.size_bytes, "big")

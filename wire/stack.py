@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .bth import BTH, EXT_HEADERS, opcode_name
-from .errors import BadValue
+from .errors import BadValue, describe
 from .esun import ESUN
 from .ethernet import ETHERNET, MIN_FRAME_BYTES, VLAN_TAG, VLAN_TPIDS, EtherType
 from .ib import IB_SPECS
@@ -952,19 +952,75 @@ _DEFAULT_IP4 = ("10.0.0.1", "10.0.0.2")
 _DEFAULT_IP6 = ("fd00::1", "fd00::2")
 
 
+#: The form of each layer, shown when a layer is not an object (``{}`` alone is every
+#: field's default).
+_LIKE = {
+    "eth": '{"src": "02:00:00:00:00:01", "dst": "02:00:00:00:00:02"}',
+    "ipv4": '{"src": "10.0.0.1", "dst": "10.0.0.2", "ecn": 1}',
+    "ipv6": '{"src": "fd00::1", "dst": "fd00::2", "ecn": 1}',
+    "udp": '{"sport": 49152, "dport": 4791}',
+    "bth": '{"opcode": "RC_SEND_ONLY", "dest_qp": 17, "psn": 0}',
+    "reth": '{"va": 4096, "rkey": 119, "dma_length": 4096}',
+    "aeth": '{"kind": "ACK", "msn": 1}',
+    "deth": '{"qkey": 0, "src_qp": 1}',
+    "immdt": '{"data": 1}',
+    "payload": '{"data": "68656c6c6f"} or {"length": 1024}',
+    "icrc": '{"value": 59521547} or {} (computed)',
+    "pfc": '{"quanta": [0, 0, 0, 65535, 0, 0, 0, 0]}',
+    "pause": '{"quanta": 65535}',
+    "mac_control": '{"opcode": 257}',
+    "afh": '{"form": "gen1", "ttl": 64}',
+    "erf": '{"type": 21, "flags": 4}',
+    "lrh": '{"vl": 0, "sl": 0, "dlid": 18, "slid": 52}',
+    "grh": '{"sgid": "fe80::1", "dgid": "fe80::2"}',
+    "vcrc": '{"value": 4386} or {} (computed)',
+    "ib_fc": '{"op": 0, "fctbs": 100, "vl": 0, "fccl": 200}',
+}
+_VLAN_LIKE = '{"pcp": 3, "vid": 100}'
+_TXN_LIKE = '{"opcode": "WRITE", "tag": 1, "data": "00112233"}'
+#: The form of a whole frame (a dict of layers).
+FRAME_LIKE = '{"eth": {}, "ipv4": {}, "udp": {}, "bth": {}, "payload": {"length": 64}}'
+
+
 def _hex(d: Mapping, key: str, layer: str) -> bytes:
     v = d.get(key, "")
     try:
-        return bytes.fromhex(v) if isinstance(v, str) else bytes(v)
-    except (ValueError, TypeError):
-        raise BadValue(f"expected hex bytes, got {v!r}", layer=layer, field=key) from None
+        if isinstance(v, str):
+            return bytes.fromhex(v)
+        if isinstance(v, bytes | bytearray | memoryview):
+            return bytes(v)
+    except ValueError:
+        pass
+    raise BadValue(f"expected hex bytes like \"0a1b2c\", got {describe(v)}", layer=layer,
+                   field=None if key == layer else key)
 
 
 def _layer(d: Mapping, name: str) -> dict:
     v = d.get(name, {})
     if not isinstance(v, Mapping):
-        raise BadValue(f"expected an object, got {type(v).__name__}", layer=name)
+        like = _LIKE.get(name, "{}")
+        raise BadValue(f"expected an object of {name} fields like {like}, got {describe(v)}",
+                       layer=name)
     return dict(v)
+
+
+def _data_length(p: Mapping, data: bytes, layer: str) -> int:
+    """``length`` of a payload or a transaction (its data bytes, zero-filled past ``data``):
+    the given one, else ``len(data)``."""
+    length = p.get("length", len(data))
+    if isinstance(length, bool) or not isinstance(length, int):
+        raise BadValue(f"expected a number of bytes like 64, got {describe(length)}",
+                       layer=layer, field="length")
+    if length < len(data):
+        raise BadValue(f"length {length} is less than the {len(data)} bytes of data",
+                       layer=layer, field="length")
+    return length
+
+
+def frame_object(d: object) -> None:
+    """Raise :class:`BadValue` unless ``d`` is a dict (of layers)."""
+    if not isinstance(d, Mapping):
+        raise BadValue(f"expected an object of layers like {FRAME_LIKE}, got {describe(d)}")
 
 
 def _given(layer: Mapping, key: str, recompute: bool) -> bool:
@@ -981,8 +1037,7 @@ def build(d: Mapping[str, object], *, recompute: bool = False,
     ones.  A frame shorter than 60 bytes is zero-padded unless ``trailer`` is given (``""``
     for none).  Raises :class:`~wire.errors.BadValue` naming the layer and field at fault.
     """
-    if not isinstance(d, Mapping):
-        raise BadValue(f"expected an object, got {type(d).__name__}")
+    frame_object(d)
     unknown = set(d) - set(LAYER_ORDER) - set(_RECORD_KEYS) - set(_EXTRA_KEYS)
     if unknown:
         raise BadValue(f"unknown key(s) {sorted(unknown)}; known layers: {list(LAYER_ORDER)}")
@@ -1021,7 +1076,12 @@ def build(d: Mapping[str, object], *, recompute: bool = False,
     head = ETHERNET.pack({k: v for k, v in eth.items() if k != "type"}, type=0)[:12]
     tags = d.get("vlan", [])
     if not isinstance(tags, list):
-        raise BadValue("expected a list of tags", layer="vlan")
+        raise BadValue(f"expected a list of tags like [{_VLAN_LIKE}] (outer tag first), got "
+                       f"{describe(tags)}", layer="vlan")
+    for i, t in enumerate(tags):
+        if not isinstance(t, Mapping):
+            raise BadValue(f"expected a tag like {_VLAN_LIKE}, got {describe(t)}",
+                           layer=f"vlan[{i}]")
     tag_bytes = b"".join(VLAN_TAG.pack(t) for t in tags)
     # type null: the EtherType was not captured (a record cut inside the VLAN tags).
     etype = b"" if eth["type"] is None else ETHERNET.pack(type=eth["type"])[12:]
@@ -1114,17 +1174,17 @@ def _build_sue(d: Mapping, sc: ScaleUpConfig, recompute: bool) -> bytes:
     out = SUE_RH.pack(_layer(d, "sue_rh")) if "sue_rh" in d else b""
     txns = d.get("sue_txn", [])
     if not isinstance(txns, list):
-        raise BadValue("expected a list of transactions", layer="sue_txn")
+        raise BadValue(f"expected a list of transactions like [{_TXN_LIKE}], got "
+                       f"{describe(txns)}", layer="sue_txn")
     for i, t in enumerate(txns):
         if not isinstance(t, Mapping):
-            raise BadValue(f"transaction {i}: expected an object", layer="sue_txn")
+            raise BadValue(f"expected a transaction like {_TXN_LIKE}, got {describe(t)}",
+                           layer=f"sue_txn[{i}]")
         t = dict(t)
         data = _hex(t, "data", f"sue_txn[{i}]")
         if not _given(t, "length", recompute):
             t["length"] = len(data)
-        if not isinstance(t["length"], int) or t["length"] < len(data):
-            raise BadValue(f"length {t['length']!r} is less than the {len(data)} bytes of data",
-                           layer=f"sue_txn[{i}]", field="length")
+        t["length"] = _data_length(t, data, f"sue_txn[{i}]")
         if not _given(t, "last", recompute):
             t["last"] = int(i == len(txns) - 1 and not cut)
         t.pop("data", None)
@@ -1297,11 +1357,7 @@ def _build_plain_payload(d: Mapping) -> bytes:
         return b""
     p = _layer(d, "payload")
     data = _hex(p, "data", "payload")
-    length = p.get("length", len(data))
-    if not isinstance(length, int) or length < len(data):
-        raise BadValue(f"length {length!r} is less than the {len(data)} bytes of data",
-                       layer="payload", field="length")
-    return data + bytes(length - len(data))
+    return data + bytes(_data_length(p, data, "payload") - len(data))
 
 
 def _build_roce_body(d: Mapping, recompute: bool) -> tuple[bytes, bool]:
@@ -1343,11 +1399,7 @@ def build_transport(d: Mapping, recompute: bool, *, roce: bool,
     else:
         p = _layer(d, "payload")
         data = _hex(p, "data", "payload")
-        length = p.get("length", len(data))
-        if not isinstance(length, int) or length < len(data):
-            raise BadValue(f"length {length!r} is less than the {len(data)} bytes of data",
-                           layer="payload", field="length")
-        pay = data + bytes(length - len(data))
+        pay = data + bytes(_data_length(p, data, "payload") - len(data))
         if not _given(bth, "pad_count", recompute):
             bth["pad_count"] = -(len(mad) + len(pay)) % 4
         pc = parse_value(BTH.field("pad_count"), bth["pad_count"], "bth")

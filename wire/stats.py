@@ -56,10 +56,14 @@ _ROCE4_SUMMARY = stack_getter((ETHERNET, ()), (IPV4, ("ecn", "src", "dst")),
 
 
 def summary_line(index: int, ts_ns: int, d: Decoded, orig_len: int) -> str:
-    """One readable line per packet, like Wireshark's packet list."""
+    """One readable line per packet, like Wireshark's packet list (an ERF record shows
+    its own time, as Wireshark does, not the pcap record's)."""
     lz = _roce4_untouched(d)
     if lz is not None:
         return _roce4_summary(index, ts_ns, d, orig_len, lz)
+    erf = d.get("erf")
+    if erf is not None:
+        ts_ns = erf["ts_ns"]
     ts = f"{ts_ns // _NS_PER_S}.{ts_ns % _NS_PER_S:09d}"
     src = dst = ""
     proto = "Ethernet"

@@ -322,8 +322,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "'Addresses', and --map), at their timestamps relative to the first "
                         "(repeatable)")
     r.add_argument("--map", type=_owner, action="append", metavar="ADDRESS=NODE",
-                   help="--pcap frames from/to ADDRESS (IPv4, IPv6 or MAC) belong to host "
-                        "NODE (repeatable)")
+                   help="--pcap frames from/to ADDRESS (IPv4, IPv6 or MAC; an InfiniBand "
+                        "LID, e.g. 52 or 0x34, or GID) belong to host NODE (repeatable)")
     r.add_argument("--time-scale", type=finite_float(1e-6, 1e6), default=1.0, metavar="X",
                    help="multiply the --pcap frames' time offsets by X (0.5: twice as fast)")
     r.add_argument("--no-plots", action="store_true", help="skip the PNG plots")

@@ -66,6 +66,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_sweep_plot(args: argparse.Namespace) -> int:
     from sim.scenarios import ScenarioError, parse_text
     from sim.study.sweep import plot_sweep
+    from wire.atomic import OutputError
 
     where = {}
     for k, v in args.where or ():
@@ -79,6 +80,9 @@ def cmd_sweep_plot(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     try:
         print(plot_sweep(args.dir, args.x, args.y, args.by, args.output, where))
+    except OutputError as e:  # the figure's file: the message names it
+        _err(str(e))
+        return EXIT_USAGE
     except (OSError, ValueError) as e:
         _err(f"{args.dir}: {e}")
         return EXIT_USAGE

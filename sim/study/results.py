@@ -44,6 +44,8 @@ from sim.study.conservation import live_packets as _live_packets
 from sim.study.samples import (
     PCAP_FILE_HEADER_BYTES,
     PCAP_RECORD_HEADER_BYTES,
+    WRITE_FIRST,
+    WRITE_ONLY,
     CaptureBudget,
     FrameLog,
     RxTap,
@@ -55,6 +57,7 @@ from sim.trace import JsonlTracer
 from sim.workloads.replay import REPLAY_FLOW_BASE
 from wire.bth import BTH
 from wire.ethernet import ETHERNET
+from wire.ib_ext import RETH
 from wire.ipv4 import IPV4
 from wire.pcapio import CaptureWriter
 from wire.roce import ICRC_BYTES
@@ -254,6 +257,43 @@ class Recorder(SampleSink):
                 yield f"rate_f{fid}_{suffix}", col(s, i)
 
 
+#: The synthesised data frames of flow F go to QP CAPTURE_QP_BASE + F (modulo the 24-bit
+#: QP space above the base): never QP 0 or 1, the subnet and general services interfaces
+#: (IBA 3.9.2; Wireshark decodes their payload as a MAD).
+CAPTURE_QP_BASE = 0x100
+
+
+def capture_qp(flow: int) -> int:
+    """The destination QP of flow ``flow``'s synthesised frames in captures."""
+    return CAPTURE_QP_BASE + flow % ((1 << 24) - CAPTURE_QP_BASE)
+
+
+def _write_payload(msg: int, per: int) -> int:
+    """Payload bytes of a synthesised WRITE message of ``msg`` frame bytes cut into frames
+    of ``per`` bytes, the last one short: each frame's bytes past its headers, the first's
+    past its RETH too (none below 0)."""
+    full, rem = divmod(msg, per)
+    first = per if full else rem
+    pay = max(first - _HDR_BYTES - RETH.size_bytes, 0)
+    if full:
+        pay += (full - 1) * max(per - _HDR_BYTES, 0) + (max(rem - _HDR_BYTES, 0) if rem else 0)
+    return pay
+
+
+class _Posts:
+    """``Host.post`` of a run with captures: the message is posted, then every capture
+    learns it (its frames make one message there: :meth:`FrameLog.posted`)."""
+
+    def __init__(self, post: Any, caps: list[Any]) -> None:
+        self._post = post
+        self._caps = caps
+
+    def __call__(self, flow_id: int, nbytes: int) -> None:
+        self._post(flow_id, nbytes)
+        for c in self._caps:
+            c.posted(flow_id, nbytes)
+
+
 #: A Capture holds this many frames before writing them at once (bounded memory: at most
 #: this many frames of at most 9 KB each per capture, ~9 MB; typically ~1 MB).
 CAPTURE_BATCH_FRAMES = 1024
@@ -269,12 +309,15 @@ class Capture(FrameLog):
     (:func:`wire.template.make_rows`)."""
 
     def __init__(self, path: str, budget: CaptureBudget | None = None,
-                 snaplen_bytes: int | None = None) -> None:
+                 snaplen_bytes: int | None = None, flows: Mapping[int, Any] | None = None
+                 ) -> None:
         self.path = path
         self.writer = (CaptureWriter(path) if snaplen_bytes is None
                        else CaptureWriter(path, snaplen=snaplen_bytes))
         super().__init__(budget if budget is not None else CaptureBudget(None),
-                         snaplen_bytes, CAPTURE_BATCH_FRAMES)
+                         snaplen_bytes, CAPTURE_BATCH_FRAMES,
+                         {fid: (f.packet_bytes, f.message_bytes, f.size_bytes)
+                          for fid, f in (flows or {}).items()})
         self._tpl: list[RoceTemplate] = []  # the templates of FrameLog._templates
 
     def _write_batch(self) -> None:
@@ -311,18 +354,28 @@ class Capture(FrameLog):
 
             w.write_made_rows(ts[i:j], size, make)
 
-    def _new_template(self, pkt: Any) -> int:
-        """A new template for the synthesised frames of ``pkt``'s flow, size and ECN (one per
-        ECN codepoint too: only the PSN is patched per frame, so the IPv4 checksum is the
-        template's and the ICRC follows from the PSN, make_rows); its index."""
-        pay = max(pkt.nbytes - _HDR_BYTES, 0)
-        t = RoceTemplate({
+    def _new_template(self, pkt: Any, op: int, msg: int) -> int:
+        """A new template for the synthesised frames of ``pkt``'s flow, size, ECN and WRITE
+        opcode ``op`` (one per ECN codepoint too: only the PSN is patched per frame, so the
+        IPv4 checksum is the template's and the ICRC follows from the PSN, make_rows); its
+        index.  FIRST and ONLY carry a RETH (out of the frame's payload): VA 0, R_Key the
+        QP, DMA length the payload of the message's ``msg`` frame bytes."""
+        qp = capture_qp(pkt.flow)
+        layers: dict[str, Any] = {
             "eth": {"dst": node_mac(pkt.dst), "src": node_mac(pkt.src)},
             "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": pkt.ecn},
             "udp": {"sport": 49152 + (pkt.flow & 0x3FFF)},
-            "bth": {"opcode": "RC_RDMA_WRITE_MIDDLE", "dest_qp": pkt.flow & 0xFFFFFF},
-            "payload": {"data": "00" * pay},
-        }, patch=("bth.psn",))
+            "bth": {"opcode": op, "dest_qp": qp},
+        }
+        hdr = _HDR_BYTES
+        if op in (WRITE_FIRST, WRITE_ONLY):
+            hdr += RETH.size_bytes
+            spec = self._flows.get(pkt.flow)
+            per = spec[0] if spec is not None and op == WRITE_FIRST else pkt.nbytes
+            layers["reth"] = {"va": 0, "rkey": qp,
+                              "dma_length": min(_write_payload(msg, per), 0xFFFFFFFF)}
+        layers["payload"] = {"data": "00" * max(pkt.nbytes - hdr, 0)}
+        t = RoceTemplate(layers, patch=("bth.psn",))
         self._tpl.append(t)
         self._tpl_bytes.append(t.size_bytes)
         return len(self._tpl) - 1
@@ -580,8 +633,12 @@ def _record_into(store: SeriesStore, sc: Any, out: str, wanted: list[tuple[int, 
         fname = "bottleneck.pcap" if (node, port) == sc.bottleneck else \
             f"capture_{node}_{port}.pcap"
         caps[(node, port)] = cap = Capture(os.path.join(out, fname), budget,
-                                           opts["snaplen_bytes"])
+                                           opts["snaplen_bytes"], fab.flows)
         fab.nodes[node].ports[port].taps.append(cap)
+    if caps:  # posted flows' messages (collectives): the captures cut their frames so
+        for h in fab.nodes.values():
+            if isinstance(h, Host):
+                h.post = _Posts(h.post, list(caps.values()))
 
     bin_ps = -(-dur // THROUGHPUT_BINS)
     rx = _RxBins(bin_ps, THROUGHPUT_BINS)

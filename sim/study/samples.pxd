@@ -34,6 +34,19 @@ cdef class CaptureBudget:
     cdef public object cut_at_ps
 
 
+@cython.final
+cdef class _FlowMsg:
+    cdef public long long psn
+    cdef public long long off
+    cdef public long long end
+    cdef public int op
+    cdef public object nbytes
+    cdef public object ecn
+    cdef public object src
+    cdef public object dst
+    cdef public Py_ssize_t tpl
+
+
 cdef class FrameLog:
     cdef public CaptureBudget budget
     cdef public object _snap
@@ -44,10 +57,15 @@ cdef class FrameLog:
     cdef public list _which
     cdef public list _psns
     cdef public list _frames
-    cdef public dict _psn
+    cdef public dict _state
     cdef public dict _templates
     cdef public list _tpl_bytes
+    cdef public dict _flows
+    cdef public dict _posted
 
+    @cython.locals(st=_FlowMsg, psn=cython.longlong, nb=cython.longlong,
+                   off=cython.longlong, end=cython.longlong, msg=cython.longlong,
+                   first=bint, last=bint, op=int)
     cdef tuple _next(self, pkt)
 
 

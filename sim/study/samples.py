@@ -25,7 +25,8 @@ from sim.study.series import Series, SeriesStore
 from sim.units import PS_PER_NS, frame_ser_time_ps
 
 __all__ = ["SampleSink", "CaptureBudget", "FrameLog", "RxTap", "PCAP_FILE_HEADER_BYTES",
-           "PCAP_RECORD_HEADER_BYTES", "SAMPLE_BUFFER_ROWS"]
+           "PCAP_RECORD_HEADER_BYTES", "SAMPLE_BUFFER_ROWS", "STREAM_MESSAGE_FRAMES",
+           "WRITE_FIRST", "WRITE_MIDDLE", "WRITE_LAST", "WRITE_ONLY"]
 
 #: Classic pcap file header and per-record header sizes (draft-ietf-opsawg-pcap sections 4
 #: and 5), bytes: a capture file's size is 24 + the sum of (16 + captured length).
@@ -150,19 +151,54 @@ class CaptureBudget:
         self.cut_at_ps: int | None = None
 
 
+#: The BTH opcodes of an RDMA WRITE message's frames (IBA 9.2, Table 38), by position.
+WRITE_FIRST, WRITE_MIDDLE, WRITE_LAST, WRITE_ONLY = 0x06, 0x07, 0x08, 0x0A
+#: A stream (a flow without ``message_bytes`` and not posted) is cut into messages of this
+#: many frames, the last one cut by the flow's size [A]: at the default 1024 bytes of
+#: payload a frame, 65,536 bytes, perftest's default message size (``ib_write_bw -s``).
+STREAM_MESSAGE_FRAMES = 64
+
+
+class _FlowMsg:
+    """One flow at one capture: its next PSN, the frame bytes of it seen (``off``), the end
+    of its current message (``end``), and the template of its last frame with what chose it
+    (``op``, ``nbytes``, ``ecn``, ``src``, ``dst``; ``tpl``)."""
+
+    __slots__ = ("dst", "ecn", "end", "nbytes", "off", "op", "psn", "src", "tpl")
+
+    def __init__(self) -> None:
+        self.psn = 0
+        self.off = 0
+        self.end = 0
+        self.op = -1
+        self.nbytes = None
+        self.ecn = None
+        self.src = None
+        self.dst = None
+        self.tpl = -1
+
+
 class FrameLog:
     """What a capture keeps of each frame leaving its port until the next batch is written
     (``_write_batch``, the subclass's, called when ``batch_frames`` records are held): per
     record its time (``_ts_ns``, ns), its template (``_which``: an index in the subclass's
     templates, or -1 for a frame of the fabric, kept in ``_frames``, copied: a later reuse of
     its buffer must not change what is written) and its PSN (``_psns``; 0 for a frame of the
-    fabric).  A data packet with no bytes stands for a RoCEv2 frame of its flow (its
-    template: ``_templates`` (flow, src, dst, bytes, ECN) -> index, made by the subclass's
-    ``_new_template``; ``_tpl_bytes`` their sizes) with the flow's next PSN (24 bits, from
-    0).  ``snaplen_bytes`` (None: whole frames) cuts what is counted against ``budget``."""
+    fabric).  A data packet with no bytes stands for a RoCEv2 RDMA WRITE frame of its flow
+    (its template: ``_templates`` (flow, src, dst, bytes, ECN, opcode, message bytes) ->
+    index, made by the subclass's ``_new_template``; ``_tpl_bytes`` their sizes) with the
+    flow's next PSN (24 bits, from 0) and the opcode of its place in its message: FIRST,
+    MIDDLE, LAST, or ONLY for a message of one frame.  A flow's frames are cut into
+    messages as its sender cuts them (``flows``: flow id -> (packet bytes, message bytes or
+    None, size bytes or None), the fabric's flows): every ``message_bytes`` of a flow that
+    has them, each message :meth:`posted` to a posted flow, else every
+    :data:`STREAM_MESSAGE_FRAMES` frames; a flow's size ends its last message.  Offsets
+    count the frame bytes of the flow this capture saw (``_state``: flow ->
+    :class:`_FlowMsg`).  ``snaplen_bytes`` (None: whole frames) cuts what is
+    counted against ``budget``."""
 
     def __init__(self, budget: CaptureBudget, snaplen_bytes: int | None,
-                 batch_frames: int) -> None:
+                 batch_frames: int, flows: dict | None = None) -> None:
         self.budget = budget
         self._snap = snaplen_bytes
         self.batch_frames = batch_frames
@@ -173,9 +209,11 @@ class FrameLog:
         self._which: list[int] = []
         self._psns: list[int] = []
         self._frames: list[bytes] = []
-        self._psn: dict[int, int] = {}
-        self._templates: dict[tuple[int, int, int, int, int], int] = {}
+        self._state: dict[int, _FlowMsg] = {}
+        self._templates: dict[tuple[int, ...], int] = {}
         self._tpl_bytes: list[int] = []
+        self._flows: dict[int, tuple] = dict(flows or {})
+        self._posted: dict[int, Any] = {}
 
     def __call__(self, t_ps: int, pkt: Any) -> None:
         b = self.budget
@@ -204,6 +242,21 @@ class FrameLog:
         if len(self._ts_ns) >= self.batch_frames:
             self._write_batch()
 
+    def posted(self, flow: int, nbytes: int) -> None:
+        """A message of ``nbytes`` frame bytes was posted to ``flow`` (``Host.post``): its
+        frames make one message here."""
+        from collections import deque
+
+        ends = self._posted.get(flow)
+        if ends is None:
+            ends = self._posted[flow] = deque()
+        if ends:
+            start = ends[-1]
+        else:  # every message posted before was started here: this one follows them
+            st = self._state.get(flow)
+            start = 0 if st is None else max(st.off, st.end)
+        ends.append(start + nbytes)
+
     def _synth(self, pkt: Any) -> tuple[int, int]:
         """(template index, PSN) of the RoCEv2 frame standing for a data packet with no
         bytes: the flow's next PSN (24 bits, from 0)."""
@@ -211,15 +264,65 @@ class FrameLog:
 
     def _next(self, pkt: Any) -> tuple[int, int]:
         flow = pkt.flow
-        psn = self._psn.get(flow, 0)
-        self._psn[flow] = (psn + 1) & 0xFFFFFF
-        key = (flow, pkt.src, pkt.dst, pkt.nbytes, pkt.ecn)
+        st = self._state.get(flow)
+        if st is None:
+            st = self._state[flow] = _FlowMsg()
+        psn = st.psn
+        st.psn = (psn + 1) & 0xFFFFFF
+        nbytes = pkt.nbytes
+        nb = nbytes
+        off = st.off
+        first = off >= st.end
+        msg = 0
+        if first:
+            end = self._message_end(flow, off, nbytes)
+            st.end = end
+            msg = end - off
+        off += nb
+        st.off = off
+        last = off >= st.end
+        if first:
+            op = WRITE_ONLY if last else WRITE_FIRST
+        else:
+            op = WRITE_LAST if last else WRITE_MIDDLE
+        ecn = pkt.ecn
+        src = pkt.src
+        dst = pkt.dst
+        if (not first and op == st.op and nbytes == st.nbytes and ecn == st.ecn
+                and src == st.src and dst == st.dst):
+            return st.tpl, psn  # the template of the flow's frame before (most frames)
+        key = (flow, src, dst, nbytes, ecn, op, msg)
         tpl = self._templates.get(key)
         if tpl is None:
-            tpl = self._templates[key] = self._new_template(pkt)
+            tpl = self._templates[key] = self._new_template(pkt, op, msg)
+        st.op = op
+        st.nbytes = nbytes
+        st.ecn = ecn
+        st.src = src
+        st.dst = dst
+        st.tpl = tpl
         return tpl, psn
 
-    def _new_template(self, pkt: Any) -> int:  # pragma: no cover - the subclass's
+    def _message_end(self, flow: int, off: int, nbytes: int) -> int:
+        """The end (frame bytes of the flow) of the message a frame at ``off`` starts."""
+        spec = self._flows.get(flow)
+        ends = self._posted.get(flow)
+        if ends is not None:
+            while ends and ends[0] <= off:
+                ends.popleft()
+            end = ends[0] if ends else off + nbytes
+        elif spec is None:  # a flow the fabric does not list: frames of this size
+            end = off + STREAM_MESSAGE_FRAMES * nbytes
+        else:
+            m = spec[1] if spec[1] is not None else STREAM_MESSAGE_FRAMES * spec[0]
+            end = (off // m + 1) * m
+        if spec is not None and spec[2] is not None and end > spec[2]:
+            end = spec[2]
+        if end < off + nbytes:
+            end = off + nbytes
+        return end
+
+    def _new_template(self, pkt: Any, op: int, msg: int) -> int:  # pragma: no cover
         raise NotImplementedError
 
     def _write_batch(self) -> None:  # pragma: no cover - the subclass's
