@@ -35,6 +35,7 @@ Defaults: NCCL sets ``ack_timeout`` from ``NCCL_IB_TIMEOUT`` (default 20, 4.096 
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 
 __all__ = ["ACK_TIMEOUT", "PSN_BITS", "PSN_MOD", "RETRANSMIT_MODES", "RETRY_CNT", "RcReceiver",
@@ -94,7 +95,9 @@ class RcSender:
         self._sent_at: deque[int] = deque()  # when each of them was last sent
         self._expired_ps = -1  # the last expiry
         self._gbn: list[int] | None = None  # [next PSN to resend, end) (go-back-N)
-        self._sr: deque[int] = deque()  # PSNs to resend (selective repeat)
+        #: PSNs to resend (selective repeat): sorted, unique, none below ``base`` (an ACK
+        #: removes those it frees), so :meth:`has_resend` is exactly "pop_resend gives one".
+        self._sr: list[int] = []
         self.retries = 0
         self.error = False
         self.acked_bytes = 0
@@ -118,15 +121,15 @@ class RcSender:
         return max(self._sent_at[0], self._expired_ps) + self.timeout_ps
 
     def has_resend(self) -> bool:
+        """True when :meth:`pop_resend` gives a frame now."""
         return bool(self._sr) or self._gbn is not None
 
     def peek_resend_bytes(self) -> int:
         """Size of the frame :meth:`pop_resend` would give next (0: none)."""
         if self._gbn is not None:
             return self._sizes[self._gbn[0] - self.base]
-        for psn in self._sr:
-            if psn >= self.base:
-                return self._sizes[psn - self.base]
+        if self._sr:
+            return self._sizes[self._sr[0] - self.base]
         return 0
 
     def send_new(self, nbytes: int, now: int) -> int:
@@ -143,11 +146,8 @@ class RcSender:
         if self._gbn is not None:
             psn, end = self._gbn
             self._gbn = [psn + 1, end] if psn + 1 < end else None
-        else:
-            while self._sr and self._sr[0] < self.base:
-                self._sr.popleft()  # acknowledged since it was asked for
-            if self._sr:
-                psn = self._sr.popleft()
+        elif self._sr:
+            psn = self._sr.pop(0)
         if psn is None:
             return None
         nbytes = self._sizes[psn - self.base]
@@ -172,7 +172,15 @@ class RcSender:
             self._gbn[0] = self.base
             if self._gbn[0] >= self._gbn[1]:
                 self._gbn = None
+        if self._sr and self._sr[0] < self.base:  # acknowledged before it was resent
+            del self._sr[:bisect_left(self._sr, self.base)]
         return n
+
+    def _sr_add(self, psn: int) -> None:
+        """Ask for a resend of ``psn`` (selective repeat), once however often asked."""
+        i = bisect_left(self._sr, psn)
+        if i == len(self._sr) or self._sr[i] != psn:
+            self._sr.insert(i, psn)
 
     def on_ack(self, wire_psn: int, now: int) -> int:
         """An ACK of every frame up to ``wire_psn``: the frames freed (0: stale/foreign)."""
@@ -193,8 +201,8 @@ class RcSender:
         self._ack_through(psn - 1, now)
         if self.mode == "gbn":
             self._gbn = [psn, self.next_psn]
-        elif psn not in self._sr:
-            self._sr.append(psn)
+        else:
+            self._sr_add(psn)
         return True
 
     def on_timeout(self, now: int) -> bool:
@@ -212,7 +220,7 @@ class RcSender:
         if self.mode == "gbn":
             self._gbn = [self.base, self.next_psn]
         else:
-            self._sr.appendleft(self.base)
+            self._sr_add(self.base)
         self._expired_ps = now
         return True
 
