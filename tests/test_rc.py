@@ -519,3 +519,27 @@ def test_fabric_file_loss_flows_waiting_on_a_full_queue(mode, tmp_path):
         assert f["sent_packets"] == (f["delivered_packets"] + f["dropped_packets"]
                                      + f["in_flight_packets"])
 
+
+def test_posted_flow_resend_after_post_runs_one_send_chain():
+    """A posted reliable flow that went idle and was posted to again is running: a NAK
+    during its new message must not start a second chain of _send events for it."""
+    e = Engine()
+    a = Host(e, 0, RATE, reliable=True, ack_timeout=4)
+    b = Host(e, 1, RATE, reliable=True, ack_timeout=4)
+    fwd, back = Lossy(b, drop_once(25)), Backwire(a)
+    a.port.connect(fwd, 0, PROP_PS)
+    b.port.connect(back, 0, PROP_PS)
+    f = Flow(0, 0, 1, RATE)
+    a.add_posted_flow(f)
+    b.expect(f)
+    a.post(0, 20 * FRAME)
+    e.run(20_000_000)  # all 20 sent and acknowledged: idle
+    a.post(0, 100 * FRAME)  # frame 25 is lost: a NAK comes back while it sends
+    tx = a._tx[0]
+    chains = 0
+    while (t := e.peek_ps()) is not None:
+        e.run(t + 1)
+        pending = sum(1 for args in e.pending_args() if args and args[0] is tx)
+        chains = max(chains, pending + sum(1 for w in a._blocked[f.tc] if w is tx))
+    assert a.rc_stats(0)["naks_received"] == 1 and b.rx_packets[0] == 120
+    assert chains == 1

@@ -489,6 +489,7 @@ class Host:
         ends.append((ends[-1] if ends else self.sent_bytes[flow_id]) + nbytes)
         if flow_id in self._posted_idle:
             self._posted_idle.discard(flow_id)
+            self._rc_idle.discard(flow_id)  # running again: a resend must not start it twice
             self.engine.schedule(self.engine.now_ps, self._send, self._tx[flow_id])
 
     def expect(self, flow: Flow) -> None:
