@@ -22,7 +22,7 @@ RC = ["-p", "reliable=true", "-p", "ack_timeout=1", "-p", "retry_cnt=3"]
 #: rank 1's link down from 5 to 8 us
 DOWN = ["-p", "fault=link_down:node=4,port=0,at_us=5,until_us=8"]
 #: the out-of-place time of AllReduce 1 MiB on RAIL without faults (docs/faults.md)
-FAULT_FREE_PS = 18_938_820
+FAULT_FREE_PS = 18_656_740
 #: payload bytes of one frame (4154-byte frames, 58 bytes of RoCEv2 headers)
 PAYLOAD_BYTES = 4096
 
@@ -50,8 +50,8 @@ def test_link_down_stall_against_the_fault_free_run(tmp_path, capsys) -> None:
     t = f["time"]
     # the fault-free run is the run without -p fault: same seed, same time
     assert t["baseline_ps"] == FAULT_FREE_PS
-    assert t["faulted_ps"] == r["time_ps"] == 24_726_412
-    assert t["stall_ps"] == t["faulted_ps"] - t["baseline_ps"] == 5_787_592 > 0
+    assert t["faulted_ps"] == r["time_ps"] == 24_494_212
+    assert t["stall_ps"] == t["faulted_ps"] - t["baseline_ps"] == 5_837_472 > 0
     # the in-place iteration starts after the link is back: no stall
     assert f["inplace_time"] == {"faulted_ps": FAULT_FREE_PS, "baseline_ps": FAULT_FREE_PS,
                                  "ratio": 1.0, "stall_ps": 0}
@@ -59,7 +59,7 @@ def test_link_down_stall_against_the_fault_free_run(tmp_path, capsys) -> None:
     assert [(e["t_ps"], e["what"]) for e in f["events"]] == [(5 * US, "link_down"),
                                                              (8 * US, "link_up")]
     # every frame lost is a drop by reason link_down; the data frames are all resent
-    assert f["drops"]["packets_by_reason"] == {"link_down": 113}
+    assert f["drops"]["packets_by_reason"] == {"link_down": 88}
     cons = f["conservation"]
     assert cons["balanced"] and not cons["unbalanced_flows"] and f["problems"] == []
     assert cons["dropped_packets"] == f["retransmitted"]["packets"] == 95
@@ -78,7 +78,7 @@ def test_link_down_stall_against_the_fault_free_run(tmp_path, capsys) -> None:
     assert f["failed"] is None and f["failovers"] == {"count": 0, "resent_bytes": 0}
     # the footer: time, fault-free, stall (us), bytes resent, recovery, balance, drops
     line = next(x for x in out.splitlines() if x.startswith("#    1048576") and "link_down" in x)
-    assert line.split()[1:8] == ["1048576", "24.726", "18.939", "5.788", "394630", "6.520",
+    assert line.split()[1:8] == ["1048576", "24.494", "18.657", "5.837", "394630", "6.520",
                                  "ok"]
 
 
@@ -205,8 +205,8 @@ def test_faults_timeline_texts(tmp_path) -> None:
         plt.close("all")
     t = seen["texts"]
     assert "r1 <-> leaf1" in t and "fault-free run, same iteration" in t and "link down" in t
-    assert any("stall +5.788 µs (x1.31)" in x for x in t) and "+5.788 µs" in t
-    assert "frames lost to the faults (113)" in t and "frames retransmitted (RC, 95)" in t
+    assert any("stall +5.837 µs (x1.31)" in x for x in t) and "+5.837 µs" in t
+    assert "frames lost to the faults (88)" in t and "frames retransmitted (RC, 95)" in t
     assert "shaded: from each fault to the recovery of the goodput" in t
 
 
@@ -331,7 +331,7 @@ def test_csv_fault_columns_only_with_faults(tmp_path) -> None:
     [row] = table(*DOWN)
     assert {k: row[k] for k in ("fault_free_time_us", "stall_us", "retransmitted_bytes",
                                 "fault_drops", "time_to_recover_us", "unbalanced_qps")} == {
-        "fault_free_time_us": "18.93882", "stall_us": "5.787592",
-        "retransmitted_bytes": "394630", "fault_drops": "113", "time_to_recover_us": "6.52",
+        "fault_free_time_us": "18.65674", "stall_us": "5.837472",
+        "retransmitted_bytes": "394630", "fault_drops": "88", "time_to_recover_us": "6.52",
         "unbalanced_qps": "0"}
-    assert row["time_us"] == "24.726412"
+    assert row["time_us"] == "24.494212"

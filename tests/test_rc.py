@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -11,6 +13,7 @@ from sim.events import QpError
 from sim.nic.host import Flow, Host, rc_conservation, roce_aeth_kind, roce_bth
 from sim.nic.rc import PSN_MOD, RcReceiver, RcSender, ack_timeout_ps, unwrap_psn
 from sim.trace import ListTracer
+from sim.units import frame_ser_time_ps
 from wire.ib_ext import AethKind
 
 RATE = 100_000_000_000
@@ -112,8 +115,9 @@ def test_sr_one_drop_resends_one():
 
 @pytest.mark.parametrize("mode", ["gbn", "sr"])
 def test_dropped_last_frame_recovered_by_timeout(mode):
-    # the timer restarts with every frame sent: it expires a timeout after the last one
-    a, b, fwd, _ = pair(drop_once(9), n=10, retransmit=mode)
+    # every frame ACKed (ack_every=1): the timer restarts with every frame sent, it expires a
+    # timeout after the last one
+    a, b, fwd, _ = pair(drop_once(9), n=10, retransmit=mode, ack_every=1)
     t_last = fwd.seen[9][1]
     assert fwd.seen[10] == (9, t_last + ack_timeout_ps(4))
     assert len(fwd.seen) == 11
@@ -123,7 +127,7 @@ def test_dropped_last_frame_recovered_by_timeout(mode):
 
 def test_retry_cnt_exhausted_qp_error():
     tr = ListTracer()
-    a, b, fwd, _ = pair(lambda p: p.psn == 9, n=10, retry_cnt=3, tracer=tr)
+    a, b, fwd, _ = pair(lambda p: p.psn == 9, n=10, retry_cnt=3, tracer=tr, ack_every=1)
     t_last = fwd.seen[9][1]
     t = ack_timeout_ps(4)
     # 3 resends, each at the previous deadline; the 4th expiry is the error
@@ -136,7 +140,7 @@ def test_retry_cnt_exhausted_qp_error():
 
 def test_reliable_off_no_psn():
     e = Engine()
-    a, b = Host(e, 0, RATE), Host(e, 1, RATE)
+    a, b = Host(e, 0, RATE, reliable=False), Host(e, 1, RATE, reliable=False)
     fwd = Lossy(b, lambda p: False)
     a.port.connect(fwd, 0, PROP_PS)
     b.port.connect(a, 0, PROP_PS)
@@ -144,6 +148,60 @@ def test_reliable_off_no_psn():
     a.add_flow(f)
     e.run(10**9)
     assert fwd.seen == [] and a.rc_stats(0) == {} and b.rx_packets[0] == 4
+
+
+def test_acks_coalesced_on_ack_requests():
+    """Every 256th frame (the mlx5 driver's rule) and the last of the flow ask for an ACK;
+    the receiver ACKs exactly those, cumulatively; nothing is resent in a loss-free run."""
+    a, b, _fwd, back = pair(lambda p: False, n=600)
+    assert back.acks == [(AethKind.ACK, 255), (AethKind.ACK, 511), (AethKind.ACK, 599)]
+    assert a.rc_stats(0)["unacked_frames"] == 0 and a.acked_bytes[0] == 600 * FRAME
+    assert a.rc_stats(0)["retransmitted_frames"] == 0 and b.rx_packets[0] == 600
+
+
+def test_ack_request_at_each_message_end_and_before_stop():
+    """Messages of 3 frames: each message's last frame asks for an ACK; a flow that stops
+    (stop_ps) asks on its last frame before the stop, so nothing stays unacknowledged."""
+    e = Engine()
+    a = Host(e, 0, RATE, reliable=True, ack_timeout=4)
+    b = Host(e, 1, RATE, reliable=True, ack_timeout=4)
+    back = Backwire(a)
+    a.port.connect(b, 0, PROP_PS)
+    b.port.connect(back, 0, PROP_PS)
+    frame_ps = frame_ser_time_ps(FRAME, RATE)  # the pacing gap
+    f = Flow(0, 0, 1, RATE, message_bytes=3 * FRAME, stop_ps=6 * frame_ps + 1)
+    a.add_flow(f)
+    b.expect(f)
+    e.run(10**9)
+    sent = a.sent_packets[0]
+    assert sent == 7  # frames 0..6, the 7th is the last before the stop
+    assert back.acks == [(AethKind.ACK, 2), (AethKind.ACK, 5), (AethKind.ACK, 6)]
+    assert a.rc_stats(0)["unacked_frames"] == 0 and a.rc_stats(0)["timeouts"] == 0
+
+
+@pytest.mark.parametrize("onoff", ["fixed", "exponential"])
+def test_ack_request_before_each_off_period(onoff):
+    """An on/off flow asks for an ACK on the last frame of every on period: nothing waits
+    unacknowledged through an off period."""
+    frame_ps = frame_ser_time_ps(FRAME, RATE)
+    e = Engine()
+    a = Host(e, 0, RATE, reliable=True, ack_timeout=4)
+    b = Host(e, 1, RATE, reliable=True, ack_timeout=4)
+    fwd, back = Lossy(b, lambda p: False), Backwire(a)
+    a.port.connect(fwd, 0, PROP_PS)
+    b.port.connect(back, 0, PROP_PS)
+    f = Flow(0, 0, 1, RATE, on_ps=3 * frame_ps, off_ps=20 * frame_ps, onoff=onoff,
+             size_bytes=40 * FRAME)
+    a.add_flow(f)
+    b.expect(f)
+    e.run(10**10)
+    assert b.rx_packets[0] == 40 and a.rc_stats(0)["timeouts"] == 0
+    # the last frame of each burst (the next one leaves more than a frame time later)
+    ends = [p for (p, t), (_, t2) in itertools.pairwise(fwd.seen) if t2 - t > frame_ps]
+    assert len(ends) >= 3
+    assert [psn for _, psn in back.acks] == [*ends, 39]
+    if onoff == "fixed":
+        assert ends == list(range(2, 39, 3))
 
 
 def test_unwrap():
@@ -173,7 +231,7 @@ def test_any_loss_pattern_in_order_exactly_once(mode, first, n, losses, back_los
         while len(burst) < 4:  # a window of 4 frames per round trip
             res = tx.pop_resend(now)
             if res is None and new < n:
-                psn = tx.send_new(1, now)
+                psn = tx.send_new(1, now, new == n - 1)  # the last frame asks for an ACK
                 res = (psn, 1)
                 new += 1
             if res is None:
@@ -197,7 +255,7 @@ def test_any_loss_pattern_in_order_exactly_once(mode, first, n, losses, back_los
             if next(bwd, False):
                 continue
             (tx.on_nak if kind == "nak" else tx.on_ack)(wpsn, now)
-        if not tx.has_resend() and tx.outstanding:
+        if not tx.has_resend() and tx.deadline_ps is not None:  # (None: none asked yet)
             now = max(now, tx.deadline_ps)
             tx.on_timeout(now)
     assert delivered == list(range(len(delivered)))
@@ -208,7 +266,8 @@ def test_any_loss_pattern_in_order_exactly_once(mode, first, n, losses, back_los
 
 
 _OPS = st.tuples(
-    # new: a new frame of k % 3 + 1 bytes; resend: the NIC sends a resend now, if it has one
+    # new: a new frame of k % 3 + 1 bytes, the last of its message when k is even (it asks
+    # for an ACK; every 4th new frame asks too); resend: the NIC sends a resend now, if any
     # (late: its queue was full); frame / lose: the k-th data frame in flight arrives / is
     # lost; reply / lose_reply: the same for the ACKs and NAKs; tick: (k + 1) x 20 ps pass
     # (the timer, 100 ps, may expire, also while a resend waits)
@@ -219,7 +278,7 @@ _OPS = st.tuples(
 
 @given(mode=st.sampled_from(["gbn", "sr"]),
        first=st.sampled_from([0, 7, PSN_MOD - 3]),
-       ack_every=st.integers(1, 3),
+       ack_every=st.integers(0, 3),
        ops=st.lists(_OPS, max_size=150))
 # SR: a NAK asks for a resend, then the frame it names arrives late (reordered) and is
 # acknowledged before the resend goes
@@ -242,11 +301,12 @@ def test_rc_state_machines_any_interleaving(mode, first, ack_every, ops):
     * every transmission is delivered, dropped by the receiver, held (SR), lost or in flight.
     """
     timeout = 100
-    tx = RcSender(mode, timeout_ps=timeout, retry_cnt=3, first_psn=first)
+    tx = RcSender(mode, timeout_ps=timeout, retry_cnt=3, first_psn=first, ack_req_every=4)
     rx = RcReceiver(mode, first_psn=first)
     fwd: list[int] = []  # data frames in flight (unwrapped PSNs)
     bwd: list[tuple[str, int]] = []  # replies in flight (kind, wire PSN)
     sizes: list[int] = []
+    asks: list[bool] = []  # whether each new frame asked for an ACK
     delivered: list[int] = []
     lost = 0
     now = 0
@@ -255,18 +315,21 @@ def test_rc_state_machines_any_interleaving(mode, first, ack_every, ops):
     def check() -> None:
         assert delivered == list(range(len(delivered)))
         assert tx.has_resend() == (tx.peek_resend_bytes() > 0)
-        assert (tx.deadline_ps is None) == (tx.outstanding == 0 or tx.error)
+        asked = any(tx.asks_ack(p) for p in range(tx.base, tx.next_psn))
+        assert (tx.deadline_ps is None) == (not asked or tx.error)
         held = len(rx.held())
         assert tx.sent_frames == (len(delivered) + rx.duplicates + rx.out_of_sequence + held
                                   + lost + len(fwd))
 
     def arrive(k: int) -> None:
         psn = fwd.pop(k)
-        verdict, out, reply = rx.on_frame(psn % PSN_MOD, psn - first)
+        _verdict, out, reply = rx.on_frame(psn % PSN_MOD, psn - first)
         assert all(0 <= i < tx.next_psn - first for i in out)
         delivered.extend(out)
-        if verdict == "deliver" and reply is None and (
-                len(delivered) % ack_every == 0 or len(delivered) == len(sizes)):
+        # the host's receiver: an ACK when a frame delivered asked for one (or ack_every)
+        n0 = len(delivered) - len(out)
+        if reply is None and any(asks[i] or (ack_every and (n0 + j + 1) % ack_every == 0)
+                                 for j, i in enumerate(out)):
             reply = ("ack", (rx.expected - 1) % PSN_MOD)
         if reply is not None:
             bwd.append(reply)
@@ -291,6 +354,12 @@ def test_rc_state_machines_any_interleaving(mode, first, ack_every, ops):
             assert tx.base <= psn < tx.next_psn and nbytes == sizes[psn - first]
             fwd.append(psn)
 
+    def new(nbytes: int, last: bool) -> None:
+        sizes.append(nbytes)
+        psn = tx.send_new(nbytes, now, last)
+        asks.append(tx.asks_ack(psn))
+        fwd.append(psn)
+
     def expire() -> None:
         nonlocal no_progress
         if tx.deadline_ps is not None and now >= tx.deadline_ps:
@@ -302,8 +371,7 @@ def test_rc_state_machines_any_interleaving(mode, first, ack_every, ops):
         if tx.error:
             break
         if op == "new":
-            sizes.append(k % 3 + 1)
-            fwd.append(tx.send_new(sizes[-1], now))
+            new(k % 3 + 1, k % 2 == 0)
         elif op == "resend":
             resend()
         elif op == "frame" and fwd:
@@ -330,6 +398,9 @@ def test_rc_state_machines_any_interleaving(mode, first, ack_every, ops):
         while bwd:
             answer(0)
         if tx.outstanding and not tx.has_resend():
+            if tx.deadline_ps is None:  # its message goes on: the last frame asks for an ACK
+                new(1, True)
+                continue
             now = max(now, tx.deadline_ps)
             expire()
         check()
@@ -424,7 +495,8 @@ def test_run_schedule_reliable_on_an_existing_fabric():
     from sim.workloads.nccl import schedule
 
     p = resolve_params(collective_params(), {"nodes": 2, "gpus_per_node": 4, "spines": 1,
-                                             "pxn": False, "pfc": False, "buffer_kb": 400.0})
+                                             "pxn": False, "pfc": False, "buffer_kb": 400.0,
+                                             "reliable": False})
     rf = build_fabric("rail", p)
     assert not any(getattr(n, "reliable", False) for n in rf.fabric.nodes.values())
     sch = schedule("alltoall", 8, (4 << 20) // 4 // 8, "float", nchannels=4,
@@ -450,14 +522,15 @@ def test_receive_buffer_drops_counted_and_recovered():
     assert c["in_flight"] == 0 and c["sent"] == 40 + a.rc_stats(0)["retransmitted_frames"]
 
 
-# A fabric file: selective repeat with 1 % loss on both inter-switch links, four flows into
-# one host, two from each sender: PFC pauses the senders, so their flows wait on a full port
-# queue while their ACK timers (8.192 us) expire.  A resend asked for by a NAK and again by a
+# A fabric file: selective repeat with 1 % loss on both inter-switch links, four flows of 4 KB
+# messages (each message's last frame asks for an ACK), two from each sender, three into one
+# host: PFC pauses the senders, so their flows wait on a full port queue while their ACK
+# timers (8.192 us) expire.  A resend asked for by a NAK and again by a
 # timeout, then acknowledged before it went, once left the sender saying it had a resend and
 # giving none (an AssertionError in Host._send).
 _SR_LOSS_TOML = """
 [run]
-duration_ms = 0.04
+duration_ms = 0.1
 seed = 1
 [topology]
 kind = "custom"
@@ -481,15 +554,19 @@ ack_timeout = 1
 [[flows]]
 src = 10
 dst = 20
+message_kb = 4.0
 [[flows]]
 src = 10
-dst = 20
-[[flows]]
-src = 11
-dst = 20
-[[flows]]
-src = 11
 dst = 21
+message_kb = 4.0
+[[flows]]
+src = 11
+dst = 20
+message_kb = 4.0
+[[flows]]
+src = 11
+dst = 20
+message_kb = 4.0
 [[faults]]
 kind = "loss"
 node = 0

@@ -47,12 +47,12 @@ def _host(**kw) -> tuple[Engine, Host, Sink]:
     return eng, h, sink
 
 
-def _star(senders: int = 1, tracer=None):
+def _star(senders: int = 1, tracer=None, **host_kw):
     hr = headroom_bytes(RATE, 10, 1082, 1_000_000)
     cfg = MmuConfig(buffer_bytes=1_000_000, ports=senders + 2, reserved_bytes=2000,
                     headroom_bytes=hr, lossless_pgs=frozenset({3}), xoff_mode="static",
                     xoff_bytes=20_000, xon_delta_bytes=2000)
-    fab, recv, hosts = star(senders, RATE, PROP, cfg, tracer=tracer)
+    fab, recv, hosts = star(senders, RATE, PROP, cfg, tracer=tracer, host_kw=host_kw)
     return fab, recv, hosts
 
 
@@ -253,6 +253,17 @@ def test_no_acks_by_default() -> None:
     fab.add_flow(Flow(0, src, recv, RATE, size_bytes=20_000))
     fab.run(100 * US)
     assert fab.nodes[recv].ack_sent == 0 and fab.nodes[src].acked_bytes[0] == 0
+
+
+def test_reliable_one_ack_for_a_short_flow() -> None:
+    """19 frames: only the last asks for an ACK (coalesced ACKs, sim.nic.rc); no timer is
+    left once everything is acknowledged."""
+    fab, recv, (src,) = _star(reliable=True)
+    fab.add_flow(Flow(0, src, recv, RATE, size_bytes=20_000))
+    fab.run(100 * US)
+    assert fab.nodes[recv].ack_sent == 1 and fab.nodes[src].acked_bytes[0] == 20_000
+    assert fab.nodes[src].rc_stats(0)["retransmitted_frames"] == 0
+    assert fab.engine.peek_ps() is None
 
 
 def test_roce_bth_is_the_one_parser_for_cnp_ack_and_data() -> None:
