@@ -150,6 +150,10 @@ def test_reliable_off_no_psn():
     assert fwd.seen == [] and a.rc_stats(0) == {} and b.rx_packets[0] == 4
 
 
+def test_reliable_is_the_default():
+    assert Host(Engine(), 0, RATE).reliable is True
+
+
 def test_acks_coalesced_on_ack_requests():
     """Every 256th frame (the mlx5 driver's rule) and the last of the flow ask for an ACK;
     the receiver ACKs exactly those, cumulatively; nothing is resent in a loss-free run."""
@@ -436,8 +440,9 @@ def test_fabric_file_hosts_reliable_and_summary():
         rc = f["rc"]
         assert rc["retransmitted_frames"] > 0 and rc["network_or_in_flight_frames"] >= 0
         assert f["bytes_delivered"] <= rc["sent_bytes"] - rc["retransmitted_bytes"]
-    off = _two_switches()
-    assert off.fabric.nodes[10].reliable is False and "reliable" not in off.params["hosts"]
+    assert _two_switches().fabric.nodes[10].reliable is True  # the default
+    off = _two_switches(reliable=False)
+    assert off.fabric.nodes[10].reliable is False and off.params["hosts"]["reliable"] is False
     off.fabric.run(10**8)
     assert all("rc" not in f for f in off.fabric.summary()["flows"])
 

@@ -99,7 +99,8 @@ side has been stalled while pausing for ``pause_storm_timeout_ps`` the NIC stops
 the frames reaching it are dropped there.  Default 8 s, mlx5's default critical timeout;
 mlx5's "auto" is 100 ms (Linux netdev patches by Inbar Karmy, 2018).  None disables it.
 
-RC reliability (``reliable=True``; off by default): every data frame of the flows
+RC reliability (``reliable=True``, the default, as in every RoCE and InfiniBand RC NIC;
+``reliable=False`` is the idealised NIC that never resends): every data frame of the flows
 this host sends gets a PSN (``SimPacket.psn``) and the transport of :mod:`sim.nic.rc` runs.
 The sender sets AckReq (``SimPacket.ackreq``) on the last frame of each message (a posted
 message, ``message_bytes``, the flow's end, the last frame before ``stop_ps`` or an off
@@ -307,7 +308,7 @@ class Host:
                  pcie_write_bps: int | None = None, pcie_read_bps: int | None = None,
                  rx_buffer_bytes: int | None = None, rx_pause_tcs: tuple[int, ...] = (3,),
                  rx_mtu_bytes: int = RX_MTU_BYTES, rx_headroom_bytes: int | None = None,
-                 pcie_header_bytes: int = PCIE_HEADER_BYTES, reliable: bool = False,
+                 pcie_header_bytes: int = PCIE_HEADER_BYTES, reliable: bool = True,
                  retransmit: str = "gbn", ack_timeout: int = ACK_TIMEOUT,
                  retry_cnt: int = RETRY_CNT) -> None:
         if cnp_interval_ps < 0:

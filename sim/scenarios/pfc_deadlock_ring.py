@@ -23,7 +23,16 @@ from sim.health.watchdog import ACTIONS, WatchdogConfig, attach_watchdogs
 from sim.net.switch import Switch
 from sim.scenarios import ring as ring_scenario
 from sim.scenarios.base import Param, Scenario, ScenarioError, resolve_params
-from sim.scenarios.common import TC, in_range, nonneg, param_set, pos, share, with_default
+from sim.scenarios.common import (
+    TC,
+    in_range,
+    nonneg,
+    param_set,
+    pos,
+    rc_params,
+    share,
+    with_default,
+)
 from sim.units import ms_to_ps, us_to_ps
 
 __all__ = ["DETECTOR_PARAMS", "DOC", "PARAMS", "WATCHDOG_PARAMS", "attach_tools", "build"]
@@ -86,7 +95,7 @@ def attach_tools(sc: Scenario, p: Mapping[str, Any],
 
 _RING_KEYS = ("switches", "hops", "rate_frac", "stop_ms", "link_gbps", "pfc", "xoff_kb",
               "buffer_kb", "duration_ms", "seed", "cable_m", "packet_bytes", "fabric",
-              "vl_buffer_kb")
+              "vl_buffer_kb", "reliable", "retransmit", "ack_timeout", "retry_cnt")
 
 PARAMS: tuple[Param, ...] = (
     Param("switches", 4, "switches in the ring (one host each)", in_range(2, 64)),
@@ -99,6 +108,7 @@ PARAMS: tuple[Param, ...] = (
                duration_ms=with_default("duration_ms", 2.0)),
     *WATCHDOG_PARAMS,
     *DETECTOR_PARAMS,
+    *rc_params(),
 )
 
 
