@@ -625,3 +625,57 @@ def test_posted_flow_resend_after_post_runs_one_send_chain():
         chains = max(chains, pending + sum(1 for w in a._blocked[f.tc] if w is tx))
     assert a.rc_stats(0)["naks_received"] == 1 and b.rx_packets[0] == 120
     assert chains == 1
+
+
+_LINK_DOWN_TOML = """
+[run]
+duration_ms = 0.5
+[topology]
+kind = "custom"
+switch_ids = [0, 1]
+host_ids = [10, 11, 20, 21]
+links = [[10, 0, 0, 0], [11, 0, 0, 1], [20, 0, 1, 0], [21, 0, 1, 1], [0, 2, 1, 2]]
+[links]
+link_gbps = 100.0
+[hosts]
+reliable = %s
+[[flows]]
+src = 10
+dst = 20
+size_kb = 1000.0
+[[flows]]
+src = 11
+dst = 21
+size_kb = 1000.0
+[[faults]]
+kind = "link_down"
+node = 0
+port = 2
+at_us = 20.0
+until_us = 70.0
+"""
+
+
+@pytest.mark.parametrize("reliable", [None, "false"])
+def test_link_down_50us_two_flows_complete_by_default(reliable, tmp_path):
+    """The switches' only link down for 50 us under two 1 MB flows: by default (RC) the
+    frames sent after it come back reveal the gap, a NAK each, go-back-N resends, both flows
+    complete long before the 4.3 s timer; unreliable NICs lose the frames for good."""
+    from sim.study.results import run_scenario
+
+    text = _LINK_DOWN_TOML % (reliable or "true")
+    if reliable is None:  # the default
+        text = text.replace("[hosts]\nreliable = true\n", "")
+    path = tmp_path / "down.toml"
+    path.write_text(text)
+    s = run_scenario(str(path), out_dir=str(tmp_path / "o"), plots=False,
+                     write_captures=False, baseline=False)
+    lost = s["totals"]["dropped_packets_by_reason"]["link_down"]
+    assert lost > 0
+    if reliable is None:
+        rc = [f["rc"] for f in s["flows"]]
+        assert all(f["fct_ps"] is not None for f in s["flows"])
+        assert all(r["naks_received"] >= 1 and r["timeouts"] == 0 for r in rc)
+        assert sum(r["retransmitted_frames"] for r in rc) >= lost
+    else:
+        assert all(f["fct_ps"] is None and "rc" not in f for f in s["flows"])
