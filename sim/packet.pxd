@@ -8,6 +8,7 @@
 cimport cython
 
 cdef class SimPacket:
+    cdef public object ackreq
     cdef public object dst
     cdef public object ecn
     cdef public object fc

@@ -5,7 +5,8 @@ when the simulation replays or crafts real traffic, the real frame bytes.  Compo
 state (queue entry times, ...) belongs to the component, not here; the one exception is ``fc``,
 the ticket of the credits a frame holds on the link it is on (:mod:`sim.flowctl.credit`),
 and ``psn``, the RC transport's packet sequence number of a data frame of a reliable flow
-(:mod:`sim.nic.rc`; None otherwise), which the real frame's BTH would carry.
+(:mod:`sim.nic.rc`; None otherwise), and ``ackreq``, its AckReq bit (the sender asks the
+receiver for an ACK), which the real frame's BTH would carry.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ class SimPacket:
     VC and credits held, :mod:`sim.flowctl.credit`), None on a link without credits.
     """
 
-    __slots__ = ("dst", "ecn", "fc", "flow", "frame", "hops", "id", "nbytes", "psn", "src", "t_ps",
-                 "tc")
+    __slots__ = ("ackreq", "dst", "ecn", "fc", "flow", "frame", "hops", "id", "nbytes", "psn",
+                 "src", "t_ps", "tc")
 
     def __init__(
         self,
@@ -83,6 +84,7 @@ class SimPacket:
         self.hops = hops
         self.fc = None
         self.psn = None
+        self.ackreq = False
 
     @classmethod
     def trusted(cls, id: int, t_ps: int, nbytes: int, flow: int, tc: int, ecn: int, src: int,
@@ -159,6 +161,7 @@ def _filled(pkt: SimPacket, id: int, t_ps: int, nbytes: int, flow: int, tc: int,
     pkt.hops = hops
     pkt.fc = None
     pkt.psn = None
+    pkt.ackreq = False
     return pkt
 
 

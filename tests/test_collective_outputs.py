@@ -242,7 +242,8 @@ def test_link_usage_on_a_star_counts_the_posted_frames():
     assert (up["tier"], down["tier"]) == ("host->switch", "switch->host")
     assert up["tx_bytes"] == down["tx_bytes"] == 10820 and up["tx_packets"] == 10
     assert up["utilisation"] == 10820 * 8 / (100e9 * 10**7 / 10**12)  # bytes / (rate x time)
-    assert links[("h2", "switch")]["tx_bytes"] == links[("switch:p1", "h1")]["tx_bytes"] == 0
+    # back: one RC ACK (62 bytes), for the message's last frame, which asked for it
+    assert links[("h2", "switch")]["tx_bytes"] == links[("switch:p1", "h1")]["tx_bytes"] == 62
     # since a snapshot: only what was sent after it
     snap = port_counters(fab)
     a.post(7, 500)
@@ -273,8 +274,8 @@ def test_run_size_details_links_sum_to_the_posted_bytes_of_the_last_iteration():
     from sim.scenarios.collective import collective_params, run_size
 
     p = resolve_params(collective_params(), {"nodes": 4, "gpus_per_node": 1,
-                                             "link_gbps": 100})
-    calls = []
+                                             "link_gbps": 100, "reliable": False})
+    calls = []  # (unreliable NICs: no ACKs, every byte a NIC sends is data)
     row = run_size("allreduce", 256 << 10, "star", p, channels=1, iters=2, details=True,
                    progress=lambda d, t: calls.append((d, t)))
     assert row["counters"]["pfc_pauses"] == 0  # so every byte a NIC sent is data

@@ -211,7 +211,9 @@ def test_cli_prints_the_nccl_tests_table_with_nccl_tests_formulas(tmp_path, caps
         assert float(bus) == pytest.approx(float(alg) * 2 * 3 / 4, abs=0.01)
         assert float(time_us) == pytest.approx(res["time_ps"] / 1e6, abs=0.01)
         assert set(res["counters"]) == {"pfc_pauses", "ce_marks", "cnps", "drops",
-                                        "max_queue_bytes"}
+                                        "max_queue_bytes", "retransmitted_frames",
+                                        "retransmitted_bytes", "timeouts", "naks_sent",
+                                        "duplicates", "out_of_sequence", "qp_errors"}
     assert "pfc_pauses" in out and "# Avg bus bandwidth" in out
 
 

@@ -398,15 +398,19 @@ def test_qp_error_job_posts_nothing_after_failing() -> None:
     assert 8_192_000 <= f["t_ps"] <= 5 * US + 8_192_000 + 20_000  # one timeout, no retry
 
 
+_GAP_PS = 88_480  # one 1082-byte frame at 100 Gb/s (with preamble, FCS and gap)
+
+
 @pytest.mark.parametrize("opts,want_ps", [
-    ({"ack_timeout": 1, "retry_cnt": 1}, 2 * 8_192_000),  # 2 x 4.096 us x 2^1
-    ({}, 8 * 4_096_000 * 2**20),  # NCCL's defaults: 8 x 4.295 s = 34.36 s
+    ({"ack_timeout": 1, "retry_cnt": 1}, 2 * (8_192_000 + _GAP_PS)),  # 4.096 us x 2^1
+    ({}, 8 * (4_096_000 * 2**20 + _GAP_PS)),  # NCCL's defaults: 8 x 4.295 s = 34.36 s
 ])
 def test_qp_error_exact_time_on_a_dead_receiver(opts, want_ps) -> None:
-    """Rank 1's NIC is down from 0: rank 0's first frame, sent at 0, is never ACKed; each
-    timeout (4.096 us x 2^ack_timeout after it was last sent) resends it, and the one after
-    retry_cnt retries puts the QP in error: at (retry_cnt + 1) timeouts exactly, when the
-    collective fails."""
+    """Rank 1's NIC is down from 0: rank 0's first message is two frames, sent at 0 and one
+    frame time later; the second, its last, asks for an ACK and is never ACKed.  Each timeout
+    (4.096 us x 2^ack_timeout after that frame was last sent) resends both (go-back-N), and
+    the one after retry_cnt retries puts the QP in error: at (retry_cnt + 1) x (timeout + one
+    frame time) exactly, when the collective fails."""
     from sim.fabric.faults import Fault, schedule_faults
     from sim.fabric.rail import collective_star
     from sim.workloads.collective import QpFailure, run_schedule

@@ -74,7 +74,8 @@ def test_nvlink_false_keeps_every_hop_on_the_network():
     s = schedule("sendrecv", 2, 65536 // 4, "float", nchannels=1, gpus_per_node=2)
     run = run_schedule(s, rf.fabric, rf.ranks, gpus_per_node=2, nvlink=False)
     sent = sum(rf.fabric.nodes[x].port.tx_bytes for x in rf.ranks)
-    assert sent == 2 * (65536 + 64 * ROCE_HEADER_BYTES)  # 64 frames of 1024 B each way
+    # 64 frames of 1024 B each way, and each way one RC ACK (62 B) of the message's last
+    assert sent == 2 * (65536 + 64 * ROCE_HEADER_BYTES + 62)
     assert run.time_ps > _ps(65536) + NVLINK_LATENCY_PS
 
 

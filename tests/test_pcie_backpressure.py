@@ -38,8 +38,10 @@ def _fabric(send_gbps: int, host_kw: dict, senders: int = 1, tracer=None):
 def _run_one_flow(write_gbps: float, buffer_bytes: int, pfc: bool, *, send_gbps: int = 400,
                   packet_bytes: int = 1082, frames: int | None = None,
                   until_ps: int = 100_000_000, tracer=None):
+    # unreliable NICs: what the buffer drops is lost (RC resends it: tests/test_rc.py)
     kw = {"pcie_write_bps": gbps(write_gbps), "rx_buffer_bytes": buffer_bytes,
-          "rx_pause_tcs": (3,) if pfc else (), "rx_mtu_bytes": max(packet_bytes, 1082)}
+          "rx_pause_tcs": (3,) if pfc else (), "rx_mtu_bytes": max(packet_bytes, 1082),
+          "reliable": False}
     fab, recv, (snd,) = _fabric(send_gbps, kw, tracer=tracer)
     size = None if frames is None else frames * packet_bytes
     fab.add_flow(Flow(0, snd, recv, gbps(send_gbps), tc=3, packet_bytes=packet_bytes,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from sim.engine import Engine
@@ -11,6 +13,7 @@ from sim.events import QpError
 from sim.nic.host import Flow, Host, rc_conservation, roce_aeth_kind, roce_bth
 from sim.nic.rc import PSN_MOD, RcReceiver, RcSender, ack_timeout_ps, unwrap_psn
 from sim.trace import ListTracer
+from sim.units import frame_ser_time_ps
 from wire.ib_ext import AethKind
 
 RATE = 100_000_000_000
@@ -112,8 +115,9 @@ def test_sr_one_drop_resends_one():
 
 @pytest.mark.parametrize("mode", ["gbn", "sr"])
 def test_dropped_last_frame_recovered_by_timeout(mode):
-    # the timer restarts with every frame sent: it expires a timeout after the last one
-    a, b, fwd, _ = pair(drop_once(9), n=10, retransmit=mode)
+    # every frame ACKed (ack_every=1): the timer restarts with every frame sent, it expires a
+    # timeout after the last one
+    a, b, fwd, _ = pair(drop_once(9), n=10, retransmit=mode, ack_every=1)
     t_last = fwd.seen[9][1]
     assert fwd.seen[10] == (9, t_last + ack_timeout_ps(4))
     assert len(fwd.seen) == 11
@@ -123,7 +127,7 @@ def test_dropped_last_frame_recovered_by_timeout(mode):
 
 def test_retry_cnt_exhausted_qp_error():
     tr = ListTracer()
-    a, b, fwd, _ = pair(lambda p: p.psn == 9, n=10, retry_cnt=3, tracer=tr)
+    a, b, fwd, _ = pair(lambda p: p.psn == 9, n=10, retry_cnt=3, tracer=tr, ack_every=1)
     t_last = fwd.seen[9][1]
     t = ack_timeout_ps(4)
     # 3 resends, each at the previous deadline; the 4th expiry is the error
@@ -136,7 +140,7 @@ def test_retry_cnt_exhausted_qp_error():
 
 def test_reliable_off_no_psn():
     e = Engine()
-    a, b = Host(e, 0, RATE), Host(e, 1, RATE)
+    a, b = Host(e, 0, RATE, reliable=False), Host(e, 1, RATE, reliable=False)
     fwd = Lossy(b, lambda p: False)
     a.port.connect(fwd, 0, PROP_PS)
     b.port.connect(a, 0, PROP_PS)
@@ -144,6 +148,64 @@ def test_reliable_off_no_psn():
     a.add_flow(f)
     e.run(10**9)
     assert fwd.seen == [] and a.rc_stats(0) == {} and b.rx_packets[0] == 4
+
+
+def test_reliable_is_the_default():
+    assert Host(Engine(), 0, RATE).reliable is True
+
+
+def test_acks_coalesced_on_ack_requests():
+    """Every 256th frame (the mlx5 driver's rule) and the last of the flow ask for an ACK;
+    the receiver ACKs exactly those, cumulatively; nothing is resent in a loss-free run."""
+    a, b, _fwd, back = pair(lambda p: False, n=600)
+    assert back.acks == [(AethKind.ACK, 255), (AethKind.ACK, 511), (AethKind.ACK, 599)]
+    assert a.rc_stats(0)["unacked_frames"] == 0 and a.acked_bytes[0] == 600 * FRAME
+    assert a.rc_stats(0)["retransmitted_frames"] == 0 and b.rx_packets[0] == 600
+
+
+def test_ack_request_at_each_message_end_and_before_stop():
+    """Messages of 3 frames: each message's last frame asks for an ACK; a flow that stops
+    (stop_ps) asks on its last frame before the stop, so nothing stays unacknowledged."""
+    e = Engine()
+    a = Host(e, 0, RATE, reliable=True, ack_timeout=4)
+    b = Host(e, 1, RATE, reliable=True, ack_timeout=4)
+    back = Backwire(a)
+    a.port.connect(b, 0, PROP_PS)
+    b.port.connect(back, 0, PROP_PS)
+    frame_ps = frame_ser_time_ps(FRAME, RATE)  # the pacing gap
+    f = Flow(0, 0, 1, RATE, message_bytes=3 * FRAME, stop_ps=6 * frame_ps + 1)
+    a.add_flow(f)
+    b.expect(f)
+    e.run(10**9)
+    sent = a.sent_packets[0]
+    assert sent == 7  # frames 0..6, the 7th is the last before the stop
+    assert back.acks == [(AethKind.ACK, 2), (AethKind.ACK, 5), (AethKind.ACK, 6)]
+    assert a.rc_stats(0)["unacked_frames"] == 0 and a.rc_stats(0)["timeouts"] == 0
+
+
+@pytest.mark.parametrize("onoff", ["fixed", "exponential"])
+def test_ack_request_before_each_off_period(onoff):
+    """An on/off flow asks for an ACK on the last frame of every on period: nothing waits
+    unacknowledged through an off period."""
+    frame_ps = frame_ser_time_ps(FRAME, RATE)
+    e = Engine()
+    a = Host(e, 0, RATE, reliable=True, ack_timeout=4)
+    b = Host(e, 1, RATE, reliable=True, ack_timeout=4)
+    fwd, back = Lossy(b, lambda p: False), Backwire(a)
+    a.port.connect(fwd, 0, PROP_PS)
+    b.port.connect(back, 0, PROP_PS)
+    f = Flow(0, 0, 1, RATE, on_ps=3 * frame_ps, off_ps=20 * frame_ps, onoff=onoff,
+             size_bytes=40 * FRAME)
+    a.add_flow(f)
+    b.expect(f)
+    e.run(10**10)
+    assert b.rx_packets[0] == 40 and a.rc_stats(0)["timeouts"] == 0
+    # the last frame of each burst (the next one leaves more than a frame time later)
+    ends = [p for (p, t), (_, t2) in itertools.pairwise(fwd.seen) if t2 - t > frame_ps]
+    assert len(ends) >= 3
+    assert [psn for _, psn in back.acks] == [*ends, 39]
+    if onoff == "fixed":
+        assert ends == list(range(2, 39, 3))
 
 
 def test_unwrap():
@@ -173,7 +235,7 @@ def test_any_loss_pattern_in_order_exactly_once(mode, first, n, losses, back_los
         while len(burst) < 4:  # a window of 4 frames per round trip
             res = tx.pop_resend(now)
             if res is None and new < n:
-                psn = tx.send_new(1, now)
+                psn = tx.send_new(1, now, new == n - 1)  # the last frame asks for an ACK
                 res = (psn, 1)
                 new += 1
             if res is None:
@@ -197,13 +259,160 @@ def test_any_loss_pattern_in_order_exactly_once(mode, first, n, losses, back_los
             if next(bwd, False):
                 continue
             (tx.on_nak if kind == "nak" else tx.on_ack)(wpsn, now)
-        if not tx.has_resend() and tx.outstanding:
+        if not tx.has_resend() and tx.deadline_ps is not None:  # (None: none asked yet)
             now = max(now, tx.deadline_ps)
             tx.on_timeout(now)
     assert delivered == list(range(len(delivered)))
     if not tx.error:
         assert delivered == list(range(n)) and tx.acked_bytes == n
     assert tx.sent_frames == len(delivered) + dropped + len(rx._held)
+
+
+
+_OPS = st.tuples(
+    # new: a new frame of k % 3 + 1 bytes, the last of its message when k is even (it asks
+    # for an ACK; every 4th new frame asks too); resend: the NIC sends a resend now, if any
+    # (late: its queue was full); frame / lose: the k-th data frame in flight arrives / is
+    # lost; reply / lose_reply: the same for the ACKs and NAKs; tick: (k + 1) x 20 ps pass
+    # (the timer, 100 ps, may expire, also while a resend waits)
+    st.sampled_from(["new", "new", "frame", "frame", "reply", "reply", "resend", "lose",
+                     "lose_reply", "tick"]),
+    st.integers(0, 7))
+
+
+@given(mode=st.sampled_from(["gbn", "sr"]),
+       first=st.sampled_from([0, 7, PSN_MOD - 3]),
+       ack_every=st.integers(0, 3),
+       ops=st.lists(_OPS, max_size=150))
+# SR: a NAK asks for a resend, then the frame it names arrives late (reordered) and is
+# acknowledged before the resend goes
+@example(mode="sr", first=0, ack_every=1, ops=[
+    ("new", 0), ("new", 0), ("frame", 1), ("reply", 0), ("frame", 0), ("reply", 0)])
+# SR: a NAK and then a timeout ask for the same resend (the NIC's queue is full); one goes,
+# is acknowledged, and the second request must not remain
+@example(mode="sr", first=PSN_MOD - 3, ack_every=1, ops=[
+    ("new", 0), ("new", 0), ("lose", 0), ("frame", 0), ("reply", 0), ("tick", 7),
+    ("resend", 0), ("frame", 0), ("reply", 0), ("resend", 0)])
+def test_rc_state_machines_any_interleaving(mode, first, ack_every, ops):
+    """RcSender and RcReceiver driven through any interleaving of new frames, resends the NIC
+    sends late (its queue full), losses and reordering both ways, and timer expiries
+    (also while a resend waits); then a clean network until the QP is idle:
+
+    * the application gets frames in PSN order, each exactly once (also across the 2^24 wrap);
+    * has_resend() is exactly "pop_resend gives a frame", which is an outstanding PSN;
+    * the QP goes to error only after retry_cnt + 1 expiries without progress, and
+      otherwise every frame is delivered and acknowledged in the end;
+    * every transmission is delivered, dropped by the receiver, held (SR), lost or in flight.
+    """
+    timeout = 100
+    tx = RcSender(mode, timeout_ps=timeout, retry_cnt=3, first_psn=first, ack_req_every=4)
+    rx = RcReceiver(mode, first_psn=first)
+    fwd: list[int] = []  # data frames in flight (unwrapped PSNs)
+    bwd: list[tuple[str, int]] = []  # replies in flight (kind, wire PSN)
+    sizes: list[int] = []
+    asks: list[bool] = []  # whether each new frame asked for an ACK
+    delivered: list[int] = []
+    lost = 0
+    now = 0
+    no_progress = 0  # expiries since the last ACK that freed a frame
+
+    def check() -> None:
+        assert delivered == list(range(len(delivered)))
+        assert tx.has_resend() == (tx.peek_resend_bytes() > 0)
+        asked = any(tx.asks_ack(p) for p in range(tx.base, tx.next_psn))
+        assert (tx.deadline_ps is None) == (not asked or tx.error)
+        held = len(rx.held())
+        assert tx.sent_frames == (len(delivered) + rx.duplicates + rx.out_of_sequence + held
+                                  + lost + len(fwd))
+
+    def arrive(k: int) -> None:
+        psn = fwd.pop(k)
+        _verdict, out, reply = rx.on_frame(psn % PSN_MOD, psn - first)
+        assert all(0 <= i < tx.next_psn - first for i in out)
+        delivered.extend(out)
+        # the host's receiver: an ACK when a frame delivered asked for one (or ack_every)
+        n0 = len(delivered) - len(out)
+        if reply is None and any(asks[i] or (ack_every and (n0 + j + 1) % ack_every == 0)
+                                 for j, i in enumerate(out)):
+            reply = ("ack", (rx.expected - 1) % PSN_MOD)
+        if reply is not None:
+            bwd.append(reply)
+
+    def answer(k: int) -> None:
+        nonlocal no_progress
+        kind, wpsn = bwd.pop(k)
+        base = tx.base
+        if kind == "nak":
+            tx.on_nak(wpsn, now)
+        else:
+            tx.on_ack(wpsn, now)
+        if tx.base > base:
+            no_progress = 0
+
+    def resend() -> None:
+        has = tx.has_resend()
+        res = tx.pop_resend(now)
+        assert (res is not None) == has
+        if res is not None:
+            psn, nbytes = res
+            assert tx.base <= psn < tx.next_psn and nbytes == sizes[psn - first]
+            fwd.append(psn)
+
+    def new(nbytes: int, last: bool) -> None:
+        sizes.append(nbytes)
+        psn = tx.send_new(nbytes, now, last)
+        asks.append(tx.asks_ack(psn))
+        fwd.append(psn)
+
+    def expire() -> None:
+        nonlocal no_progress
+        if tx.deadline_ps is not None and now >= tx.deadline_ps:
+            ok = tx.on_timeout(now)
+            no_progress += 1
+            assert ok == (no_progress <= tx.retry_cnt)
+
+    for op, k in ops:
+        if tx.error:
+            break
+        if op == "new":
+            new(k % 3 + 1, k % 2 == 0)
+        elif op == "resend":
+            resend()
+        elif op == "frame" and fwd:
+            arrive(k % len(fwd))
+        elif op == "lose" and fwd:
+            fwd.pop(k % len(fwd))
+            lost += 1
+        elif op == "reply" and bwd:
+            answer(k % len(bwd))
+        elif op == "lose_reply" and bwd:
+            bwd.pop(k % len(bwd))
+        elif op == "tick":
+            now += (k + 1) * 20
+            expire()
+        check()
+    # a clean network from here: everything sent arrives, in order
+    for _ in range(10 * len(sizes) + 20):
+        if tx.error or not tx.outstanding:
+            break
+        while tx.has_resend():
+            resend()
+        while fwd:
+            arrive(0)
+        while bwd:
+            answer(0)
+        if tx.outstanding and not tx.has_resend():
+            if tx.deadline_ps is None:  # its message goes on: the last frame asks for an ACK
+                new(1, True)
+                continue
+            now = max(now, tx.deadline_ps)
+            expire()
+        check()
+    if tx.error:
+        assert no_progress == tx.retry_cnt + 1 and not tx.has_resend()
+    else:
+        assert delivered == list(range(len(sizes)))
+        assert tx.outstanding == 0 and not tx.has_resend() and tx.acked_bytes == sum(sizes)
 
 
 # ---------------------------------------------------------------- in the fabric
@@ -231,8 +440,9 @@ def test_fabric_file_hosts_reliable_and_summary():
         rc = f["rc"]
         assert rc["retransmitted_frames"] > 0 and rc["network_or_in_flight_frames"] >= 0
         assert f["bytes_delivered"] <= rc["sent_bytes"] - rc["retransmitted_bytes"]
-    off = _two_switches()
-    assert off.fabric.nodes[10].reliable is False and "reliable" not in off.params["hosts"]
+    assert _two_switches().fabric.nodes[10].reliable is True  # the default
+    off = _two_switches(reliable=False)
+    assert off.fabric.nodes[10].reliable is False and off.params["hosts"]["reliable"] is False
     off.fabric.run(10**8)
     assert all("rc" not in f for f in off.fabric.summary()["flows"])
 
@@ -290,7 +500,8 @@ def test_run_schedule_reliable_on_an_existing_fabric():
     from sim.workloads.nccl import schedule
 
     p = resolve_params(collective_params(), {"nodes": 2, "gpus_per_node": 4, "spines": 1,
-                                             "pxn": False, "pfc": False, "buffer_kb": 400.0})
+                                             "pxn": False, "pfc": False, "buffer_kb": 400.0,
+                                             "reliable": False})
     rf = build_fabric("rail", p)
     assert not any(getattr(n, "reliable", False) for n in rf.fabric.nodes.values())
     sch = schedule("alltoall", 8, (4 << 20) // 4 // 8, "float", nchannels=4,
@@ -314,3 +525,157 @@ def test_receive_buffer_drops_counted_and_recovered():
     assert b.rx_packets[0] == 40 and b.rx_bytes[0] == 40 * FRAME
     c = rc_conservation(a, b, 0)
     assert c["in_flight"] == 0 and c["sent"] == 40 + a.rc_stats(0)["retransmitted_frames"]
+
+
+# A fabric file: selective repeat with 1 % loss on both inter-switch links, four flows of 4 KB
+# messages (each message's last frame asks for an ACK), two from each sender, three into one
+# host: PFC pauses the senders, so their flows wait on a full port queue while their ACK
+# timers (8.192 us) expire.  A resend asked for by a NAK and again by a
+# timeout, then acknowledged before it went, once left the sender saying it had a resend and
+# giving none (an AssertionError in Host._send).
+_SR_LOSS_TOML = """
+[run]
+duration_ms = 0.1
+seed = 1
+[topology]
+kind = "custom"
+switch_ids = [0, 1]
+host_ids = [10, 11, 20, 21]
+ecmp = true
+links = [[10, 0, 0, 0], [11, 0, 0, 1], [20, 0, 1, 0], [21, 0, 1, 1],
+         [0, 2, 1, 2], [0, 3, 1, 3]]
+[links]
+link_gbps = 100.0
+cable_m = 10
+[switch]
+pfc = true
+buffer_kb = 2000.0
+xoff_kb = 20.0
+[hosts]
+cc = "none"
+reliable = true
+retransmit = "%s"
+ack_timeout = 1
+[[flows]]
+src = 10
+dst = 20
+message_kb = 4.0
+[[flows]]
+src = 10
+dst = 21
+message_kb = 4.0
+[[flows]]
+src = 11
+dst = 20
+message_kb = 4.0
+[[flows]]
+src = 11
+dst = 20
+message_kb = 4.0
+[[faults]]
+kind = "loss"
+node = 0
+port = 2
+loss_rate = 0.01
+[[faults]]
+kind = "loss"
+node = 0
+port = 3
+loss_rate = 0.01
+"""
+
+
+@pytest.mark.parametrize("mode", ["sr", "gbn"])
+def test_fabric_file_loss_flows_waiting_on_a_full_queue(mode, tmp_path):
+    from sim.study.results import run_scenario
+
+    path = tmp_path / "sr_loss.toml"
+    path.write_text(_SR_LOSS_TOML % mode)
+    s = run_scenario(str(path), out_dir=str(tmp_path / "o"), plots=False,
+                     write_captures=False, baseline=False)
+    rc = [f["rc"] for f in s["flows"]]
+    assert sum(r["naks_received"] for r in rc) > 0 and all(r["qp_error"] == 0 for r in rc)
+    if mode == "sr":  # the case that failed: resends asked for by a NAK and a timeout
+        assert sum(r["timeouts"] for r in rc) > 0
+    for f in s["flows"]:
+        assert f["sent_packets"] == (f["delivered_packets"] + f["dropped_packets"]
+                                     + f["in_flight_packets"])
+
+
+def test_posted_flow_resend_after_post_runs_one_send_chain():
+    """A posted reliable flow that went idle and was posted to again is running: a NAK
+    during its new message must not start a second chain of _send events for it."""
+    e = Engine()
+    a = Host(e, 0, RATE, reliable=True, ack_timeout=4)
+    b = Host(e, 1, RATE, reliable=True, ack_timeout=4)
+    fwd, back = Lossy(b, drop_once(25)), Backwire(a)
+    a.port.connect(fwd, 0, PROP_PS)
+    b.port.connect(back, 0, PROP_PS)
+    f = Flow(0, 0, 1, RATE)
+    a.add_posted_flow(f)
+    b.expect(f)
+    a.post(0, 20 * FRAME)
+    e.run(20_000_000)  # all 20 sent and acknowledged: idle
+    a.post(0, 100 * FRAME)  # frame 25 is lost: a NAK comes back while it sends
+    tx = a._tx[0]
+    chains = 0
+    while (t := e.peek_ps()) is not None:
+        e.run(t + 1)
+        pending = sum(1 for args in e.pending_args() if args and args[0] is tx)
+        chains = max(chains, pending + sum(1 for w in a._blocked[f.tc] if w is tx))
+    assert a.rc_stats(0)["naks_received"] == 1 and b.rx_packets[0] == 120
+    assert chains == 1
+
+
+_LINK_DOWN_TOML = """
+[run]
+duration_ms = 0.5
+[topology]
+kind = "custom"
+switch_ids = [0, 1]
+host_ids = [10, 11, 20, 21]
+links = [[10, 0, 0, 0], [11, 0, 0, 1], [20, 0, 1, 0], [21, 0, 1, 1], [0, 2, 1, 2]]
+[links]
+link_gbps = 100.0
+[hosts]
+reliable = %s
+[[flows]]
+src = 10
+dst = 20
+size_kb = 1000.0
+[[flows]]
+src = 11
+dst = 21
+size_kb = 1000.0
+[[faults]]
+kind = "link_down"
+node = 0
+port = 2
+at_us = 20.0
+until_us = 70.0
+"""
+
+
+@pytest.mark.parametrize("reliable", [None, "false"])
+def test_link_down_50us_two_flows_complete_by_default(reliable, tmp_path):
+    """The switches' only link down for 50 us under two 1 MB flows: by default (RC) the
+    frames sent after it come back reveal the gap, a NAK each, go-back-N resends, both flows
+    complete long before the 4.3 s timer; unreliable NICs lose the frames for good."""
+    from sim.study.results import run_scenario
+
+    text = _LINK_DOWN_TOML % (reliable or "true")
+    if reliable is None:  # the default
+        text = text.replace("[hosts]\nreliable = true\n", "")
+    path = tmp_path / "down.toml"
+    path.write_text(text)
+    s = run_scenario(str(path), out_dir=str(tmp_path / "o"), plots=False,
+                     write_captures=False, baseline=False)
+    lost = s["totals"]["dropped_packets_by_reason"]["link_down"]
+    assert lost > 0
+    if reliable is None:
+        rc = [f["rc"] for f in s["flows"]]
+        assert all(f["fct_ps"] is not None for f in s["flows"])
+        assert all(r["naks_received"] >= 1 and r["timeouts"] == 0 for r in rc)
+        assert sum(r["retransmitted_frames"] for r in rc) >= lost
+    else:
+        assert all(f["fct_ps"] is None and "rc" not in f for f in s["flows"])

@@ -38,21 +38,22 @@ class Sink:
 
 
 def _host(**kw) -> tuple[Engine, Host, Sink]:
-    """A host whose port feeds a sink (no switch): the bare NIC send path."""
+    """A host whose port feeds a sink (no switch): the bare NIC send path (unreliable unless
+    asked: the sink sends no ACKs)."""
     eng = Engine()
-    h = Host(eng, 1, RATE, **kw)
+    h = Host(eng, 1, RATE, **{"reliable": False, **kw})
     sink = Sink()
     sink.engine = eng
     h.port.connect(sink, 0, 0)
     return eng, h, sink
 
 
-def _star(senders: int = 1, tracer=None):
+def _star(senders: int = 1, tracer=None, **host_kw):
     hr = headroom_bytes(RATE, 10, 1082, 1_000_000)
     cfg = MmuConfig(buffer_bytes=1_000_000, ports=senders + 2, reserved_bytes=2000,
                     headroom_bytes=hr, lossless_pgs=frozenset({3}), xoff_mode="static",
                     xoff_bytes=20_000, xon_delta_bytes=2000)
-    fab, recv, hosts = star(senders, RATE, PROP, cfg, tracer=tracer)
+    fab, recv, hosts = star(senders, RATE, PROP, cfg, tracer=tracer, host_kw=host_kw)
     return fab, recv, hosts
 
 
@@ -227,7 +228,7 @@ def test_acks_every_k_packets_are_real_rc_acks_counted_by_the_sender() -> None:
 
 
 def test_acked_bytes_follow_the_psn_with_messages_and_ack_tc() -> None:
-    fab, recv, (src,) = _star()
+    fab, recv, (src,) = _star(reliable=False)  # ack_every's ACKs of an unreliable flow
     r, s = fab.nodes[recv], fab.nodes[src]
     r.ack_every, r.ack_tc = 2, 5
     seen: list[int] = []
@@ -248,11 +249,22 @@ def test_acked_bytes_follow_the_psn_with_messages_and_ack_tc() -> None:
     assert {p.tc for p in frames} == {5}
 
 
-def test_no_acks_by_default() -> None:
-    fab, recv, (src,) = _star()
+def test_no_acks_without_reliable() -> None:
+    fab, recv, (src,) = _star(reliable=False)
     fab.add_flow(Flow(0, src, recv, RATE, size_bytes=20_000))
     fab.run(100 * US)
     assert fab.nodes[recv].ack_sent == 0 and fab.nodes[src].acked_bytes[0] == 0
+
+
+def test_reliable_by_default_one_ack_for_a_short_flow() -> None:
+    """19 frames: only the last asks for an ACK (coalesced ACKs, sim.nic.rc); no timer is
+    left once everything is acknowledged."""
+    fab, recv, (src,) = _star()
+    fab.add_flow(Flow(0, src, recv, RATE, size_bytes=20_000))
+    fab.run(100 * US)
+    assert fab.nodes[recv].ack_sent == 1 and fab.nodes[src].acked_bytes[0] == 20_000
+    assert fab.nodes[src].rc_stats(0)["retransmitted_frames"] == 0
+    assert fab.engine.peek_ps() is None
 
 
 def test_roce_bth_is_the_one_parser_for_cnp_ack_and_data() -> None:

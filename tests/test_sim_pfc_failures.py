@@ -202,7 +202,9 @@ def test_storm_switch_watchdog_frees_victims_and_drops_only_traffic_to_the_broke
     rate = _gbps(b0, _rx(sc), 0.5)
     assert rate[2] > 35  # the victim recovered (load 0.4 of 100G, goodput ~39)
     drops = tracer.of_type(Dropped)
-    assert drops and {e.flow for e in drops} == {0}  # only traffic to the broken NIC
+    # only traffic to the broken NIC: flow 0's data and the RC ACKs of flow 3, which the
+    # broken NIC sends
+    assert drops and 0 in {e.flow for e in drops} <= {0, 3}
     assert {e.reason for e in drops if e.node != 7} == {"pfc_watchdog"}
     assert {e.reason for e in drops if e.node == 7} <= {"rx_stalled"}  # in flight at stall
     trig = tracer.of_type(WatchdogTriggered)

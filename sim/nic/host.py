@@ -46,13 +46,13 @@ the DCQCN paper's value) -- DCQCN, Zhu et al., SIGCOMM 2015, Sec. 3; NS3RDMA
   end of each window in which a CE arrived, one CNP, and the next window starts; a window
   without a CE ends the timer (no timers for idle flows).
 
-ACKs (``ack_every`` > 0): the receiver of a flow it was told about (``expect``) sends a real
-RoCEv2 RC ACKNOWLEDGE frame (opcode 0x11 + AETH, kind ACK, credit 31 = none, MSN = completed
-messages) every ``ack_every`` data frames of the flow and on its last frame, with PSN = the
-number of the frame acknowledged (from 0), on ``ack_tc`` (default: the flow's own class).  The
-sender counts ``acked_bytes`` per flow; nothing is retransmitted unless the flow is reliable
-(``reliable=True``: RC PSNs, NAKs and retransmission, :mod:`sim.nic.rc`).  CNPs and ACKs are
-told from data by their UDP port 4791 and BTH opcode (:func:`roce_bth`).
+ACKs of an unreliable flow (``reliable=False``, ``ack_every`` > 0): the receiver of a flow it
+was told about (``expect``) sends a real RoCEv2 RC ACKNOWLEDGE frame (opcode 0x11 + AETH, kind
+ACK, credit 31 = none, MSN = completed messages) every ``ack_every`` data frames of the flow
+and on its last frame, with PSN = the number of the frame acknowledged (from 0), on
+``ack_tc`` (default: the flow's own class); the sender counts ``acked_bytes`` per flow.  A
+reliable flow's ACKs are the RC transport's (below).  CNPs and ACKs are told from data by their
+UDP port 4791 and BTH opcode (:func:`roce_bth`).
 
 PCIe (issue 18; docs/collectives.md "The PCIe budget"), both off by default (None):
 
@@ -99,16 +99,19 @@ side has been stalled while pausing for ``pause_storm_timeout_ps`` the NIC stops
 the frames reaching it are dropped there.  Default 8 s, mlx5's default critical timeout;
 mlx5's "auto" is 100 ms (Linux netdev patches by Inbar Karmy, 2018).  None disables it.
 
-RC reliability (``reliable=True``, issue 21; off by default: nothing changes): every data
-frame of the flows this host sends gets a PSN (``SimPacket.psn``) and the transport of
-:mod:`sim.nic.rc` runs: the receiver checks PSNs when a frame is received (after its PCIe
-write, with the receive buffer), delivers in order and ACKs (coalesced by ``ack_every``, 1
-when it is 0), NAKs a gap (a real AETH NAK, PSN sequence error) and drops out-of-order
-frames (``retransmit="gbn"``) or keeps them (``"sr"``); duplicates are dropped and re-ACKed.
-The sender resends on NAK and on the local ACK timeout (``ack_timeout``: 4.096 us x
-2^ack_timeout) up to ``retry_cnt`` times, then the flow's QP is in error: it stops (a
-``QpError`` event).  Resends go before new data, paced like it.  Counters: :meth:`rc_stats`;
-the conservation check :func:`rc_conservation`.
+RC reliability (``reliable=True``, the default, as in every RoCE and InfiniBand RC NIC;
+``reliable=False`` is the idealised NIC that never resends): every data frame of the flows
+this host sends gets a PSN (``SimPacket.psn``) and the transport of :mod:`sim.nic.rc` runs.
+The sender sets AckReq (``SimPacket.ackreq``) on the last frame of each message (a posted
+message, ``message_bytes``, the flow's end, the last frame before ``stop_ps`` or an off
+period) and on every :data:`sim.nic.rc.ACK_REQ_EVERY`-th frame; the receiver checks PSNs when
+a frame is received (after its PCIe write, with the receive buffer), delivers in order and
+ACKs the frames that asked (and every ``ack_every``-th when that is > 0), NAKs a gap (a real
+AETH NAK, PSN sequence error) and drops out-of-order frames (``retransmit="gbn"``) or keeps
+them (``"sr"``); duplicates are dropped and re-ACKed.  The sender resends on NAK and on the
+local ACK timeout (``ack_timeout``: 4.096 us x 2^ack_timeout) up to ``retry_cnt`` times, then
+the flow's QP is in error: it stops (a ``QpError`` event).  Resends go before new data, paced
+like it.  Counters: :meth:`rc_stats`; the conservation check :func:`rc_conservation`.
 """
 
 from __future__ import annotations
@@ -254,6 +257,13 @@ class Flow:
         return b if self.size_bytes is None else min(b, self.size_bytes)
 
 
+def _ends_message(message_bytes: int | None, size_bytes: int | None, after: int) -> bool:
+    """Whether a frame that brings the flow to ``after`` bytes sent ends a message (or the
+    flow)."""
+    return ((size_bytes is not None and after >= size_bytes)
+            or (message_bytes is not None and after % message_bytes == 0))
+
+
 def _frame_bytes(packet_bytes: int, message_bytes: int | None, size_bytes: int | None,
                  sent: int) -> int:
     """:meth:`Flow.frame_bytes` of a flow with these sizes (what the NIC calls per frame)."""
@@ -298,7 +308,7 @@ class Host:
                  pcie_write_bps: int | None = None, pcie_read_bps: int | None = None,
                  rx_buffer_bytes: int | None = None, rx_pause_tcs: tuple[int, ...] = (3,),
                  rx_mtu_bytes: int = RX_MTU_BYTES, rx_headroom_bytes: int | None = None,
-                 pcie_header_bytes: int = PCIE_HEADER_BYTES, reliable: bool = False,
+                 pcie_header_bytes: int = PCIE_HEADER_BYTES, reliable: bool = True,
                  retransmit: str = "gbn", ack_timeout: int = ACK_TIMEOUT,
                  retry_cnt: int = RETRY_CNT) -> None:
         if cnp_interval_ps < 0:
@@ -489,6 +499,7 @@ class Host:
         ends.append((ends[-1] if ends else self.sent_bytes[flow_id]) + nbytes)
         if flow_id in self._posted_idle:
             self._posted_idle.discard(flow_id)
+            self._rc_idle.discard(flow_id)  # running again: a resend must not start it twice
             self.engine.schedule(self.engine.now_ps, self._send, self._tx[flow_id])
 
     def expect(self, flow: Flow) -> None:
@@ -509,18 +520,23 @@ class Host:
         rc = self._rc_tx.get(fid) if self._rc_tx else None
         if rc is not None and rc.error:
             return
+        last = False  # a new frame that ends its message (reliable: it asks for an ACK)
         if rc is not None and rc.has_resend():
             nbytes = -1  # a resend: its size is known when it goes
         else:
             ends = self._posted.get(fid)
             if ends is None:
                 nbytes = _frame_bytes(tx.packet_bytes, tx.message_bytes, tx.size_bytes, sent)
+                if rc is not None and nbytes > 0:
+                    last = _ends_message(tx.message_bytes, tx.size_bytes, sent + nbytes)
             else:
                 while ends and ends[0] <= sent:
                     ends.popleft()
                 nbytes = min(tx.packet_bytes, ends[0] - sent) if ends else 0
                 if nbytes <= 0:
                     self._posted_idle.add(fid)
+                else:
+                    last = ends[0] - sent == nbytes
             if nbytes <= 0:
                 if rc is not None:
                     self._rc_idle.add(fid)
@@ -550,24 +566,30 @@ class Host:
                                                    self.pcie_read_bps)
         psn = None
         resent = False
-        if rc is not None:
-            if rc.has_resend():
-                res = rc.pop_resend(now)
-                assert res is not None
-                psn, nbytes = res
-                resent = True
-            else:
-                psn = rc.send_new(nbytes, now)
-            self._rc_arm(fid)
+        if rc is not None and rc.has_resend():
+            res = rc.pop_resend(now)
+            assert res is not None
+            psn, nbytes = res
+            resent = True
         ctl = self.cc[fid]
         rate = ctl.rate_bps
         gap = self._gap_ps.get((nbytes, rate))
         if gap is None:
             gap = self._gap_ps[(nbytes, rate)] = frame_ser_time_ps(nbytes, rate)
+        ask = False
+        if rc is not None:
+            if not resent:
+                if not last and (tx.stop_ps is not None or tx.on):
+                    last = self._pauses_at(tx, now + gap)
+                psn = rc.send_new(nbytes, now, last)
+            ask = rc.asks_ack(psn)
+            self._rc_arm(fid)
         pkt = SimPacket._new(self._ids.take(), now, nbytes, fid, tc, tx.ecn, self.node_id,
                              tx.dst, None, 0)
         if psn is not None:
             pkt.psn = psn & _PSN_MASK
+            if ask:
+                pkt.ackreq = True
         if not resent:  # sent_bytes/_packets: new data only (resends: rc_stats)
             self.sent_bytes[fid] = sent + nbytes
             self.sent_packets[fid] += 1
@@ -591,6 +613,19 @@ class Host:
         if waiting and not self._read_timer:
             self._read_timer = True
             self.engine.call_at(max(self._read_free_ps, self.engine.now_ps), self._read_wake)
+
+    def _pauses_at(self, tx: _Tx, t: int) -> bool:
+        """Whether the flow is stopped or in an off period at ``t`` (the frame it sends now is
+        then the last before a pause: it asks for an ACK)."""
+        if tx.stop_ps is not None and t >= tx.stop_ps:
+            return True
+        if not tx.on:
+            return False
+        flow = tx.flow
+        if flow.onoff == "fixed":
+            return (t - flow.start_ps) % (flow.on_ps + flow.off_ps) >= flow.on_ps
+        st = self._phase.get(tx.fid)
+        return st is not None and st[0] and t >= st[1]
 
     def _on_at(self, flow: Flow, t: int) -> int:
         """``t`` if the flow is in an on period at ``t``, else the start of the next one."""
@@ -701,9 +736,12 @@ class Host:
         """Make sure a timer runs for the flow's ACK deadline (lazy: a timer that fires
         before the deadline, which moves later with resends and ACKs, sleeps again)."""
         due = self._rc_tx[fid].deadline_ps
-        if due is None:
-            return
         old = self._rc_timer.get(fid)
+        if due is None:  # nothing unacknowledged: no timer left behind
+            if old is not None:
+                old.cancel()
+                del self._rc_timer[fid]
+            return
         if old is not None:
             if old.at_ps <= due:
                 return
@@ -923,10 +961,16 @@ class Host:
         verdict, ready, reply = rx.on_frame(pkt.psn, pkt)
         if verdict in ("out_of_sequence", "duplicate"):
             self._rc_drop(pkt, verdict, now)
+        ask = False  # a frame delivered asked for an ACK (or ack_every came round)
+        every = self.ack_every
         for p in ready:
             self._deliver_frame(p, now)
-        if reply is not None:
+            if p.ackreq or (every and self.rx_packets[f] % every == 0):
+                ask = True
+        if reply is not None:  # a NAK acknowledges every frame before its PSN, too
             self._send_ack(f, pkt.tc, reply[1], pkt.src, "NAK" if reply[0] == "nak" else "ACK")
+        elif ask:
+            self._send_ack(f, pkt.tc, (rx.expected - 1) & _PSN_MASK, pkt.src)
 
     def _rc_count(self, fid: int, reason: str) -> None:
         """A reliable frame of flow ``fid`` dropped by this NIC (``rc_drops``, by reason)."""
@@ -971,9 +1015,9 @@ class Host:
                 self.rx_message_done_ps.setdefault(f, []).extend([now] * (msgs - old))
         if done and f not in self.fct_ps:
             self.fct_ps[f] = now - self._flows[f].start_ps
-        every = self.ack_every or (pkt.psn is not None)  # reliable: 1 when ack_every is 0
-        if every and (flow is not None or pkt.psn is not None) and (n % every == 0 or done):
-            self._send_ack(f, pkt.tc if flow is None else flow.tc, n - 1, pkt.src)
+        every = self.ack_every  # (a reliable flow's ACKs: _deliver)
+        if every and flow is not None and pkt.psn is None and (n % every == 0 or done):
+            self._send_ack(f, flow.tc, n - 1, pkt.src)
 
     # ------------------------------------------------------- receive buffer
     def _rx_arrive(self, pkt: SimPacket) -> None:

@@ -19,26 +19,41 @@ RoCEv2 uses the same transport, IBA Annex A17):
 * Sender (requester): keeps every unacknowledged frame; an ACK frees the frames up to its
   PSN; a NAK frees those before its PSN and resends from it (``"gbn"``: that frame and every
   later one; ``"sr"``: that frame only).  The local ACK timeout (IBA 9.7.6.1.3, table 63:
-  4.096 µs x 2^``ack_timeout``) expires when the oldest unacknowledged frame has waited
-  that long since it was last sent (or since the last expiry, until its resend goes: a
-  model of IBA's one timer per QP that neither a steady stream of new frames nor ACKs of
-  later frames keep from expiring); then the sender resends from
-  the oldest unacknowledged frame (``"gbn"``: all of them; ``"sr"``: that one) and counts a
-  retry; ``retry_cnt`` retries without progress are allowed (IBA 9.7.6.1.3 "Retry Count"),
-  the next expiry puts the QP in the error state (it stops).  Progress (an ACK that frees a
-  frame) resets the count.  Only timeouts count as retries here (a model choice).
+  4.096 µs x 2^``ack_timeout``) waits for the ACK a frame asked for: it expires when the
+  oldest unacknowledged frame that asked for an ACK (below) has waited that long since it
+  was last sent (or since the last expiry, until its resend goes: a model of IBA's one timer
+  per QP that neither a steady stream of new frames nor ACKs of later frames keep from
+  expiring); then the sender resends from the oldest unacknowledged frame (``"gbn"``: all
+  of them; ``"sr"``: that one) and counts a retry; ``retry_cnt`` retries without progress
+  are allowed (IBA 9.7.6.1.3 "Retry Count"), the next expiry puts the QP in the error state
+  (it stops).  Progress (an ACK that frees a frame) resets the count.  Only timeouts count
+  as retries here (a model choice).
+* ACK requests: a data frame asks the responder for an ACK (the BTH AckReq bit) when it ends
+  its message (IBA: the requester needs an ACK to complete the message's work request) or
+  is the ``ack_req_every``-th new frame since the last that asked; the responder ACKs those
+  (and answers NAKs and duplicates), so ACKs are coalesced.  ``ack_req_every`` is 256: the
+  Linux driver of ConnectX-4 and later NICs sets ``log_ack_req_freq`` = 8 in every QP's
+  context (``drivers/infiniband/hw/mlx5/qp.c``, ``MLX5_IB_ACK_REQ_FREQ``; "the ACK required
+  bit will be set in every 2^AckReqFreq packets at least", the Mellanox QP context); Linux
+  soft-RoCE (rxe) asks every 66th.  A resend asks as the frame did when it was new.  Since
+  the last frame of every message asks, every unacknowledged frame is followed by one that
+  asked, so the timer covers it.
 
 Defaults: NCCL sets ``ack_timeout`` from ``NCCL_IB_TIMEOUT`` (default 20, 4.096 µs x 2^20 ≈
 4.3 s) and ``retry_cnt`` from ``NCCL_IB_RETRY_CNT`` (default 7): NCCL documentation,
-"Environment Variables" (docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html).
+"Environment Variables" (docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html).  With
+them a loss that a NAK reports (a later frame of the QP arrives) is resent within a round
+trip, and only a loss nothing follows (the last frames of a message, a lost NAK or resend)
+waits for the 4.3 s timer.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 
-__all__ = ["ACK_TIMEOUT", "PSN_BITS", "PSN_MOD", "RETRANSMIT_MODES", "RETRY_CNT", "RcReceiver",
-           "RcSender", "ack_timeout_ps", "unwrap_psn"]
+__all__ = ["ACK_REQ_EVERY", "ACK_TIMEOUT", "PSN_BITS", "PSN_MOD", "RETRANSMIT_MODES",
+           "RETRY_CNT", "RcReceiver", "RcSender", "ack_timeout_ps", "unwrap_psn"]
 
 PSN_BITS = 24
 PSN_MOD = 1 << PSN_BITS
@@ -47,6 +62,9 @@ RETRANSMIT_MODES = ("gbn", "sr")
 ACK_TIMEOUT = 20
 #: NCCL_IB_RETRY_CNT default (NCCL docs, "Environment Variables").
 RETRY_CNT = 7
+#: A frame asks for an ACK at the latest as the 256th since the last that asked: the mlx5
+#: driver's ``MLX5_IB_ACK_REQ_FREQ`` (log2 8; module docstring).
+ACK_REQ_EVERY = 256
 
 
 def ack_timeout_ps(ack_timeout: int) -> int:
@@ -73,28 +91,39 @@ def _check_mode(mode: str) -> None:
 class RcSender:
     """Requester side of one QP: PSNs, unacknowledged frames, resends and the ACK timer.
 
-    ``send_new(nbytes, now)`` gives the PSN of a new frame; ``pop_resend(now)`` the next
-    frame to resend (``(psn, nbytes)`` or None); ``on_ack``/``on_nak`` take wire PSNs;
-    ``deadline_ps`` is when the timer expires (None: nothing unacknowledged) and
+    ``send_new(nbytes, now, last)`` gives the PSN of a new frame (``last``: it ends its
+    message); ``asks_ack(psn)`` whether that frame carries AckReq; ``pop_resend(now)`` the
+    next frame to resend (``(psn, nbytes)`` or None); ``on_ack``/``on_nak`` take wire PSNs;
+    ``deadline_ps`` is when the timer expires (None: no unacknowledged frame asked for an
+    ACK) and
     ``on_timeout(now)`` is called then (False: the QP went to the error state)."""
 
     def __init__(self, mode: str = "gbn", timeout_ps: int = ack_timeout_ps(ACK_TIMEOUT),
-                 retry_cnt: int = RETRY_CNT, first_psn: int = 0) -> None:
+                 retry_cnt: int = RETRY_CNT, first_psn: int = 0,
+                 ack_req_every: int = ACK_REQ_EVERY) -> None:
         _check_mode(mode)
         if timeout_ps <= 0:
             raise ValueError("timeout_ps must be > 0")
         if not 0 <= retry_cnt <= 7:
             raise ValueError(f"retry_cnt must be in 0..7 (3 bits, IBA), got {retry_cnt}")
+        if ack_req_every < 1:
+            raise ValueError(f"ack_req_every must be >= 1, got {ack_req_every}")
         self.mode = mode
         self.timeout_ps = timeout_ps
         self.retry_cnt = retry_cnt
+        self.ack_req_every = ack_req_every
+        self._noack = 0  # new frames since the last that asked for an ACK
         self.base = first_psn  # oldest unacknowledged PSN (unwrapped)
         self.next_psn = first_psn
         self._sizes: deque[int] = deque()  # nbytes of PSNs base..next_psn-1
+        self._asks: deque[bool] = deque()  # their AckReq bits
+        self._ask_psns: deque[int] = deque()  # the unacknowledged PSNs that asked, in order
         self._sent_at: deque[int] = deque()  # when each of them was last sent
         self._expired_ps = -1  # the last expiry
         self._gbn: list[int] | None = None  # [next PSN to resend, end) (go-back-N)
-        self._sr: deque[int] = deque()  # PSNs to resend (selective repeat)
+        #: PSNs to resend (selective repeat): sorted, unique, none below ``base`` (an ACK
+        #: removes those it frees), so :meth:`has_resend` is exactly "pop_resend gives one".
+        self._sr: list[int] = []
         self.retries = 0
         self.error = False
         self.acked_bytes = 0
@@ -112,42 +141,53 @@ class RcSender:
 
     @property
     def deadline_ps(self) -> int | None:
-        """When the ACK timer expires (None: nothing unacknowledged or the QP is in error)."""
-        if not self._sent_at or self.error:
+        """When the ACK timer expires (None: no unacknowledged frame asked for an ACK, or
+        the QP is in error)."""
+        if not self._ask_psns or self.error:
             return None
-        return max(self._sent_at[0], self._expired_ps) + self.timeout_ps
+        return max(self._sent_at[self._ask_psns[0] - self.base],
+                   self._expired_ps) + self.timeout_ps
 
     def has_resend(self) -> bool:
+        """True when :meth:`pop_resend` gives a frame now."""
         return bool(self._sr) or self._gbn is not None
 
     def peek_resend_bytes(self) -> int:
         """Size of the frame :meth:`pop_resend` would give next (0: none)."""
         if self._gbn is not None:
             return self._sizes[self._gbn[0] - self.base]
-        for psn in self._sr:
-            if psn >= self.base:
-                return self._sizes[psn - self.base]
+        if self._sr:
+            return self._sizes[self._sr[0] - self.base]
         return 0
 
-    def send_new(self, nbytes: int, now: int) -> int:
+    def send_new(self, nbytes: int, now: int, last: bool = False) -> int:
+        """A new frame of ``nbytes`` sent at ``now`` (``last``: the end of its message): its
+        PSN (unwrapped)."""
         psn = self.next_psn
         self.next_psn += 1
+        self._noack += 1
+        ask = last or self._noack >= self.ack_req_every
+        if ask:
+            self._noack = 0
+            self._ask_psns.append(psn)
+        self._asks.append(ask)
         self._sizes.append(nbytes)
         self._sent_at.append(now)
         self.sent_frames += 1
         self.sent_bytes += nbytes
         return psn
 
+    def asks_ack(self, psn: int) -> bool:
+        """Whether outstanding frame ``psn`` (unwrapped) carries AckReq."""
+        return self._asks[psn - self.base]
+
     def pop_resend(self, now: int) -> tuple[int, int] | None:
         psn = None
         if self._gbn is not None:
             psn, end = self._gbn
             self._gbn = [psn + 1, end] if psn + 1 < end else None
-        else:
-            while self._sr and self._sr[0] < self.base:
-                self._sr.popleft()  # acknowledged since it was asked for
-            if self._sr:
-                psn = self._sr.popleft()
+        elif self._sr:
+            psn = self._sr.pop(0)
         if psn is None:
             return None
         nbytes = self._sizes[psn - self.base]
@@ -166,13 +206,25 @@ class RcSender:
         for _ in range(n):
             self.acked_bytes += self._sizes.popleft()
             self._sent_at.popleft()
+            self._asks.popleft()
         self.base = psn + 1
+        asked = self._ask_psns
+        while asked and asked[0] <= psn:
+            asked.popleft()
         self.retries = 0
         if self._gbn is not None and self._gbn[0] < self.base:
             self._gbn[0] = self.base
             if self._gbn[0] >= self._gbn[1]:
                 self._gbn = None
+        if self._sr and self._sr[0] < self.base:  # acknowledged before it was resent
+            del self._sr[:bisect_left(self._sr, self.base)]
         return n
+
+    def _sr_add(self, psn: int) -> None:
+        """Ask for a resend of ``psn`` (selective repeat), once however often asked."""
+        i = bisect_left(self._sr, psn)
+        if i == len(self._sr) or self._sr[i] != psn:
+            self._sr.insert(i, psn)
 
     def on_ack(self, wire_psn: int, now: int) -> int:
         """An ACK of every frame up to ``wire_psn``: the frames freed (0: stale/foreign)."""
@@ -193,8 +245,8 @@ class RcSender:
         self._ack_through(psn - 1, now)
         if self.mode == "gbn":
             self._gbn = [psn, self.next_psn]
-        elif psn not in self._sr:
-            self._sr.append(psn)
+        else:
+            self._sr_add(psn)
         return True
 
     def on_timeout(self, now: int) -> bool:
@@ -212,7 +264,7 @@ class RcSender:
         if self.mode == "gbn":
             self._gbn = [self.base, self.next_psn]
         else:
-            self._sr.appendleft(self.base)
+            self._sr_add(self.base)
         self._expired_ps = now
         return True
 

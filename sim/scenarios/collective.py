@@ -225,7 +225,7 @@ def build_fabric(kind: str, p: dict[str, Any], *, tracer: Any = None, faults: bo
         raise ValueError(f"fabric {kind!r}: one of {', '.join(FABRICS)}, or a .toml file")
     from sim.fabric.fattree import fat_tree, superpod
     from sim.fabric.rail import collective_star, rail_optimized
-    from sim.scenarios.common import fabric_setup, rc_kw
+    from sim.scenarios.common import fabric_setup
     from sim.units import gbps
 
     rate = gbps(p["link_gbps"])
@@ -238,7 +238,7 @@ def build_fabric(kind: str, p: dict[str, Any], *, tracer: Any = None, faults: bo
         # the fabric choice (roce | ib) of every generated kind: sim.scenarios.common
         made.append(fabric_setup(p, ports, rate))
         fs = made[0]
-        return {"ecn": fs.ecn, "mmu_config": fs.mmu, "host_kw": {**fs.host_kw, **rc_kw(p)},
+        return {"ecn": fs.ecn, "mmu_config": fs.mmu, "host_kw": fs.host_kw,
                 "switch_kw": fs.switch_kw, "link_kw": fs.link_kw,
                 **({"tracer": tracer} if tracer is not None else {})}
 

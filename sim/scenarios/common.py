@@ -195,9 +195,10 @@ def pcie_params(gen: int = 0) -> tuple[Param, ...]:
 
 
 def fabric_params(**overrides: Param) -> tuple[Param, ...]:
-    """Every fabric-wide parameter (:data:`FABRIC_NAMES`) and the congestion-control knobs
-    (:func:`cc_params`), with some replaced (``overrides[name]``, e.g. another default)."""
-    return (*param_set(*FABRIC_NAMES, *IB_NAMES, **overrides), *cc_params())
+    """Every fabric-wide parameter (:data:`FABRIC_NAMES`), the congestion-control knobs
+    (:func:`cc_params`) and the RC transport's (:func:`rc_params`), with some replaced
+    (``overrides[name]``, e.g. another default)."""
+    return (*param_set(*FABRIC_NAMES, *IB_NAMES, **overrides), *cc_params(), *rc_params())
 
 
 def with_default(name: str, value: Any) -> Param:
@@ -385,7 +386,7 @@ def host_kw(p: Mapping[str, Any], line_rate_bps: int | None = None) -> dict[str,
             if p.get(key):
                 raise ScenarioError(f"parameter {key!r}: needs a congestion control (cc is "
                                     f"'none')")
-        return pcie_kw(p, line_rate_bps)
+        return {**pcie_kw(p, line_rate_bps), **rc_kw(p)}
     params: dict[str, Any] = parse_cc_opts(p.get("cc_opts", ""))
     if name == "ibcc":  # the switch keys of cc_opts go to ecn_config, not to the hosts
         from sim.cc.ibcc import split_switch_params
@@ -408,6 +409,7 @@ def host_kw(p: Mapping[str, Any], line_rate_bps: int | None = None) -> dict[str,
     if name == "ibcc":
         kw["cnp_interval_ps"] = 0  # IBA A10: a BECN for every FECN (docs/infiniband.md)
     kw.update(pcie_kw(p, line_rate_bps))
+    kw.update(rc_kw(p))
     return kw
 
 
@@ -503,13 +505,15 @@ def collective_params() -> tuple[Param, ...]:
 
 def rc_params() -> tuple[Param, ...]:
     """The RC transport reliability ``-p`` keys (:mod:`sim.nic.rc`, docs/faults.md
-    "Transport reliability (RC)"): off by default."""
+    "Transport reliability (RC)"): on by default, as in every RoCE and InfiniBand RC NIC."""
     from sim.nic.rc import ACK_TIMEOUT, RETRANSMIT_MODES, RETRY_CNT
 
     return (
-        Param("reliable", False, "RC transport in the NICs: PSNs, NAK, retransmission, ACK "
-              "timeout (a lost frame is resent, not lost for good)", None),
-        Param("retransmit", "gbn", "reliable: 'gbn' (go-back-N) or 'sr' (selective repeat)",
+        Param("reliable", True, "RC transport in the NICs: PSNs, ACKs, NAK, go-back-N "
+              "retransmission, ACK timeout (false: an idealised NIC that never resends, so a "
+              "lost frame is lost for good)", None),
+        Param("retransmit", "gbn", "reliable: 'gbn' (go-back-N, what RC NICs do) or 'sr' "
+              "(selective repeat)",
               lambda v: None if v in RETRANSMIT_MODES else
               f"must be one of {', '.join(RETRANSMIT_MODES)}"),
         Param("ack_timeout", ACK_TIMEOUT, "reliable: local ACK timeout exponent, 4.096 us x "
@@ -520,10 +524,12 @@ def rc_params() -> tuple[Param, ...]:
 
 
 def rc_kw(p: Mapping[str, Any]) -> dict[str, Any]:
-    """:class:`sim.nic.host.Host` keywords of the ``rc_params`` in ``p`` ({} when
-    ``reliable`` is off or absent)."""
-    if not p.get("reliable"):
+    """:class:`sim.nic.host.Host` keywords of the ``rc_params`` in ``p`` ({} when ``p`` has
+    no ``reliable``: the Host's default, reliable)."""
+    if "reliable" not in p:
         return {}
+    if not p["reliable"]:
+        return {"reliable": False}
     return {"reliable": True, "retransmit": p.get("retransmit", "gbn"),
             **{k: p[k] for k in ("ack_timeout", "retry_cnt") if k in p}}
 

@@ -59,7 +59,6 @@ from sim.scenarios.common import (
     nonneg,
     pcie_params,
     pos,
-    rc_kw,
     rc_params,
     straggler_delays,
 )
@@ -244,8 +243,9 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
         Param("cnp_mode", "immediate", "NP: immediate (CNP on the first CE, then at most "
               "one per interval) | window (one at the end of each interval with a CE)",
               _choice("immediate", "window")),
-        Param("ack_every", 0, "receivers ACK every this many frames of a flow (0: no ACKs)",
-              nonneg),
+        Param("ack_every", 0, "receivers ACK every this many frames of a flow, also those "
+              "that did not ask (0: only what the RC transport asks for; no ACKs with "
+              "reliable = false)", nonneg),
         *pcie_params(),
         *rc_params(),
     ),
@@ -595,9 +595,6 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
     dur = ms_to_ps(run["duration_ms"])
     params = {"file": where, **{k: v for k, v in sec.items()}, "flows": flows,
               "pcap": [{**p} for p in inputs]}
-    if not sec["hosts"]["reliable"]:  # only when on: other files keep their summary.json
-        params["hosts"] = {k: v for k, v in sec["hosts"].items()
-                           if k not in {p.name for p in rc_params()}}
     summaries: dict[str, Any] = {}
     if plan.entries:  # only then: a file without [[faults]] keeps its summary.json as it was
         params["faults"] = plan.entries
@@ -889,8 +886,7 @@ def _host_kw(knobs: dict[str, Any], rate: int, where: str) -> dict[str, Any]:
     kw.setdefault("cnp_interval_ps", us_to_ps(knobs["cnp_interval_us"]))
     kw["cnp_tc"] = knobs["cnp_tc"]
     kw["cnp_mode"] = knobs["cnp_mode"]
-    kw["ack_every"] = knobs["ack_every"]
-    kw.update(rc_kw(knobs))  # RC transport reliability (sim.nic.rc), off by default
+    kw["ack_every"] = knobs["ack_every"]  # (host_kw has the RC transport's keys)
     return kw
 
 

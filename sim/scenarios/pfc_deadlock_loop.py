@@ -35,6 +35,8 @@ from sim.scenarios.common import (
     mmu_config,
     nonneg,
     param_set,
+    rc_kw,
+    rc_params,
     roce_only,
     share,
     with_default,
@@ -59,6 +61,7 @@ PARAMS: tuple[Param, ...] = (
                duration_ms=with_default("duration_ms", 2.0)),
     *WATCHDOG_PARAMS,
     *DETECTOR_PARAMS,
+    *rc_params(),
 )
 
 
@@ -74,8 +77,8 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     b = fab.add_switch(B, Mmu(cfg), routes={S: 1, D: 1})  # D's route loops back to A
     for sw in (a, b):
         sw.max_hops = p["ttl"]
-    fab.add_host(S, rate)
-    fab.add_host(D, rate)
+    fab.add_host(S, rate, **rc_kw(p))
+    fab.add_host(D, rate, **rc_kw(p))
     fab.connect(A, 0, S, 0, rate, prop)
     fab.connect(B, 0, D, 0, rate, prop)
     fab.connect(A, 1, B, 1, rate, prop)

@@ -31,6 +31,7 @@ from sim.scenarios.common import (
     nonneg,
     param_set,
     pos,
+    rc_params,
     share,
     with_default,
 )
@@ -118,7 +119,7 @@ def attach_tools(sc: Scenario, p: Mapping[str, Any],
 
 _RING_KEYS = ("switches", "hops", "rate_frac", "stop_ms", "link_gbps", "pfc", "xoff_kb",
               "buffer_kb", "duration_ms", "seed", "background", "cable_m", "packet_bytes",
-              "fabric", "vl_buffer_kb")
+              "fabric", "vl_buffer_kb", "reliable", "retransmit", "ack_timeout", "retry_cnt")
 
 PARAMS: tuple[Param, ...] = (
     Param("switches", 4, "switches in the ring (one host each)", in_range(2, 64)),
@@ -132,6 +133,7 @@ PARAMS: tuple[Param, ...] = (
                duration_ms=with_default("duration_ms", 2.0)),
     *WATCHDOG_PARAMS,
     *DETECTOR_PARAMS,
+    *rc_params(),
 )
 
 

@@ -43,6 +43,8 @@ from sim.scenarios.common import (
     nonneg,
     param_set,
     pos,
+    rc_kw,
+    rc_params,
     roce_only,
     with_default,
 )
@@ -78,6 +80,7 @@ PARAMS: tuple[Param, ...] = (
                duration_ms=with_default("duration_ms", 2.0)),
     *WATCHDOG_PARAMS,
     *DETECTOR_PARAMS,
+    *rc_params(),
 )
 
 
@@ -93,7 +96,8 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
         raise ScenarioError(f"parameter 'stall_end_ms': must be > stall_ms ({p['stall_ms']}) "
                             f"or 0 (got {p['stall_end_ms']})")
     hkw: dict[str, Any] = {"pause_storm_timeout_ps":
-                           ms_to_ps(p["nic_timeout_ms"]) if p["nic_watchdog"] else None}
+                           ms_to_ps(p["nic_timeout_ms"]) if p["nic_watchdog"] else None,
+                           **rc_kw(p)}
     slot = TracerSlot()
     topo = leaf_spine(L, S, H, rate, prop_delay_ps(p["cable_m"]), cfg, seed=p["seed"],
                       tracer=slot, ecmp=False, host_kw=hkw)

@@ -34,6 +34,8 @@ from sim.scenarios.common import (
     in_range,
     mmu_config,
     param_set,
+    rc_kw,
+    rc_params,
     roce_only,
     share,
     with_default,
@@ -57,6 +59,7 @@ PARAMS: tuple[Param, ...] = (
                "packet_bytes", "fabric",
                duration_ms=with_default("duration_ms", 2.0)),
     *DETECTOR_PARAMS,
+    *rc_params(),
 )
 
 
@@ -75,7 +78,7 @@ def build(params: Mapping[str, Any] | None = None) -> Scenario:
     fab.add_switch(A, Mmu(cfg), routes={R: up, L: up, V: up, **{h: i for i, h in
                                                                 enumerate(behind)}})
     for h in (R, L, V, *behind):
-        fab.add_host(h, rate)
+        fab.add_host(h, rate, **rc_kw(p))
     fab.connect(B, 2, R, 0, rate, prop)
     fab.connect(B, 1, L, 0, rate, prop)
     fab.connect(B, 3, V, 0, rate, prop)
