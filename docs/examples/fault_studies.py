@@ -71,8 +71,7 @@ class Outcome:
 def rail(given: Mapping[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
     """A fresh rail fabric (:data:`SHAPE` plus ``given`` ``-p`` values) and its resolved
     parameters."""
-    p = resolve_params(collective_params(), {k: str(v) for k, v in {**SHAPE, **(given or {})
-                                                                   }.items()})
+    p = resolve_params(collective_params(), {**SHAPE, **(given or {})})
     return build_fabric("rail", p), p
 
 
@@ -201,7 +200,7 @@ def flap(nbytes: int = FLAP_NBYTES, flaps_ps: Sequence[int] = FLAPS_PS,
     local ACK timeout exponent of ``timeouts`` and ``retry_cnt``; a run that ends in a QP
     error is run again with ``failover`` (row key ``failover``: its outcome and stall).
     Returns the fault-free run (RC on: its ACKs cost a little) and the rows."""
-    rc = {"reliable": "true", "retry_cnt": retry_cnt}
+    rc = {"reliable": True, "retry_cnt": retry_cnt}
     base = allreduce(nbytes, given={**(given or {}), **rc})
     rows = []
     for d in flaps_ps:
@@ -264,7 +263,7 @@ def single_flow(nframes: int, *, loss_rate: float = 0.0, retransmit: str = "gbn"
     from sim.nic.host import Flow
 
     t0 = time.perf_counter()
-    rf, p = rail({**(given or {}), "reliable": "true", "retransmit": retransmit,
+    rf, p = rail({**(given or {}), "reliable": True, "retransmit": retransmit,
                   "ack_timeout": ack_timeout, "seed": seed})
     fab = rf.fabric
     src, dst = rf.ranks[0], rf.ranks[rf.gpus_per_node]
@@ -302,14 +301,14 @@ def loss(rates: Sequence[float] = LOSS_RATES, nframes: int = LOSS_FRAMES,
         nframes, loss_rate=r, retransmit=m, ack_timeout=t, seed=seed, given=given)}
         for t, rs in ((20, rates), (short_timeout, short_rates)) for r in rs
         for m in ("gbn", "sr")]
-    ar_base = allreduce(allreduce_bytes, given={**(given or {}), "reliable": "true",
+    ar_base = allreduce(allreduce_bytes, given={**(given or {}), "reliable": True,
                                                 "seed": seed})
     ar = []
     for r in allreduce_rates:
         for m in ("gbn", "sr"):
             o = allreduce(allreduce_bytes,
                           faults=lambda rf, r=r: [Fault("loss", *nic_link(rf, 0), loss_rate=r)],
-                          given={**(given or {}), "reliable": "true", "retransmit": m,
+                          given={**(given or {}), "reliable": True, "retransmit": m,
                                  "seed": seed})
             ar.append({"rate": r, "mode": m, "outcome": o})
     return {"base": base, "rows": rows, "payload_bytes": payload, "nframes": nframes,
