@@ -32,6 +32,8 @@ cdef class Engine:
     cpdef _push(self, delay_ps, callback, tuple args)
     # Port's and Host's per-frame events: a direct C call with a C delay.
     cdef _after(self, long long delay_ps, callback, tuple args)
+    # The same with a priority at an absolute time (the IB link's flow-control packets).
+    cdef _at(self, long long at_ps, long long priority, callback, tuple args)
     @cython.locals(ev=Timer, n=Py_ssize_t)
     cdef Timer _owned(self, long long at_ps, long long priority, long long seq, callback,
                       tuple args)

@@ -336,6 +336,17 @@ class Engine:
         _heap_push(self._heap, self._owned(self.now_ps + delay_ps, 0, self._seq, callback,
                                           args))
 
+    def _at(self, at_ps: int, priority: int, callback: Callable[..., Any], args: tuple) -> None:
+        """``call_at(at_ps, callback, *args, priority=priority)`` with the arguments as one
+        tuple, for an event of the compiled core that needs a priority (a C call there: the
+        InfiniBand link's flow-control packets): the same entry and ``seq``; a time before
+        now or past :data:`~sim.units.MAX_PS` goes through :meth:`call_at` (its error)."""
+        if at_ps < self.now_ps or at_ps > _LAST_PS:
+            self.call_at(at_ps, callback, *args, priority=priority)
+            return
+        self._seq += 1
+        _heap_push(self._heap, self._owned(at_ps, priority, self._seq, callback, args))
+
     def _owned(self, at_ps: int, priority: int, seq: int, callback: Any, args: tuple) -> Timer:
         """A heap entry nobody else will hold (:meth:`call_at`, :meth:`call_in`,
         :meth:`_after`): one that ran before if there is one (:meth:`run` keeps up to

@@ -165,6 +165,30 @@ def test_a_lost_packet_is_repaired_by_the_periodic_fc_packet() -> None:
     assert link.resyncs == 1 and link.lost_blocks == 16
 
 
+def _events(flow_control: str, frames: int, nbytes: int) -> tuple[int, int]:
+    """(events the engine ran, flow-control packets sent) for ``frames`` packets of one flow
+    across a switch (two links), on IB links or PFC ones."""
+    cfg = MmuConfig(buffer_bytes=10**7, ports=3, xoff_bytes=10**7, lossless_pgs=frozenset())
+    fab, recv, (src,) = star(1, RATE, 100_000, cfg, link_kw={"flow_control": flow_control})
+    fab.add_flow(Flow(0, src, recv, RATE, tc=3, packet_bytes=nbytes,
+                      size_bytes=frames * nbytes))
+    fab.run(10**9)
+    assert fab.summary()["flows"][0]["bytes_delivered"] == frames * nbytes
+    fc = sum(p.ib.fc_packets for n in fab.nodes.values() for p in n.ports.values()
+             if getattr(p, "ib", None) is not None)
+    return fab.engine.events_processed, fc
+
+
+@pytest.mark.parametrize("nbytes", [1024, 4122])
+def test_a_data_packet_costs_no_extra_event_on_an_ib_link(nbytes: int) -> None:
+    """What an IB link adds to the event queue is its flow-control packets: the receiver's
+    buffer counts a packet in the event that delivers it (not an event of its own)."""
+    frames = 200
+    ib, fc = _events("ib", frames, nbytes)
+    pfc, _ = _events("pfc", frames, nbytes)
+    assert fc > 0 and ib == pfc + fc
+
+
 @settings(max_examples=15, deadline=None)
 @given(senders=st.integers(2, 4), gbit=st.sampled_from([25, 100]),
        pkt=st.integers(256, 4096), extra_blocks=st.integers(0, 256), prop=st.integers(0, 10**6))

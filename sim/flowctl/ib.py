@@ -4,7 +4,11 @@ One :class:`IbLink` per link direction, attached to the sending egress port (any
 :class:`sim.net.port.Port`: a switch's or a host's) by composition: it is the port's gate
 (:class:`sim.flowctl.base.Gate`) and holds the receiver's counters of the same link
 (:class:`sim.flowctl.base.CreditReceiver`: the receiver reports through :meth:`IbLink.freed`
-and :meth:`IbLink.lost`, reached through the ticket ``pkt.fc``, as for CBFC).
+and :meth:`IbLink.lost`, reached through the ticket ``pkt.fc``, as for CBFC).  The port
+calls it for every packet it dequeues (:meth:`IbLink._take`: FCTBS) and delivers the packet
+through it (:meth:`IbLink._land`: the receiver's ABR and buffer count the packet, then the
+node receives it, in one event).  Compiled with the core (``ib.pxd``): every packet on an
+IB link goes through it three or four times.
 
 The rules (InfiniBand Architecture Specification Vol. 1, release 1.2.1, section 7.9 "Flow
 control"; docs/infiniband.md, section "Simulator: the IB link layer", says which are
@@ -67,21 +71,27 @@ FC_PACKET_BYTES = 6
 #: Flow-control packets per VL at least once every this many symbol times (IBA 7.9.4).
 FC_PERIOD_SYMBOLS = 65536
 
+# The same constants for the module's own arithmetic (C ints in the compiled core, ib.pxd).
+_SEQ_MOD = SEQ_MOD
+_MAX_AHEAD = MAX_AHEAD_BLOCKS
+_BLOCK = BLOCK_BYTES
+_MGMT_VL = MGMT_VL
+
 
 def ib_blocks(nbytes: int) -> int:
     """Blocks a packet of ``nbytes`` takes: ``ceil(nbytes / 64)``, at least 1 (IBA 7.9.1)."""
-    return max(1, -(-nbytes // BLOCK_BYTES))
+    return max(1, -(-nbytes // _BLOCK))
 
 
 def may_send(fctbs: int, fccl: int, blocks: int) -> bool:
     """The sender's rule (IBA 7.9.4): a packet of ``blocks`` may start when
     ``(FCCL - (FCTBS + blocks)) mod 4096 <= 2048``."""
-    return (fccl - (fctbs + blocks)) % SEQ_MOD <= MAX_AHEAD_BLOCKS
+    return (fccl - (fctbs + blocks)) % _SEQ_MOD <= _MAX_AHEAD
 
 
 def fccl_value(abr: int, free_blocks: int) -> int:
     """The receiver's credit limit (IBA 7.9.3): ``(ABR + min(free, 2048)) mod 4096``."""
-    return (abr + min(free_blocks, MAX_AHEAD_BLOCKS)) % SEQ_MOD
+    return (abr + min(free_blocks, _MAX_AHEAD)) % _SEQ_MOD
 
 
 @dataclass(frozen=True)
@@ -146,7 +156,8 @@ class IbConfig:
 class IbLink:
     """Per-VL credits of one link direction: sender counters (FCTBS, CR) and the receiver's
     (ABR, buffer occupancy, FCCL last sent).  ``port``: the sending egress port (its
-    ``engine``, ``rate_bps``, ``prop_ps``, ``queues``, ``add_gate``, ``wake``, ``on_dequeue``);
+    ``engine``, ``rate_bps``, ``prop_ps``, ``queues``, ``add_gate``, ``wake``; it calls
+    :meth:`_take` for every packet it dequeues and :meth:`_land` when one arrives);
     ``reverse``: the receiver's egress port on the same link, which carries the flow-control
     packets back (None: they leave at once)."""
 
@@ -182,8 +193,9 @@ class IbLink:
         self.stalls = 0
         self._stall_since: list[int | None] = [None] * PRIORITIES
         self._stall_acc_ps = [0] * PRIORITIES
-        self._owner_dequeue = port.on_dequeue
-        port.on_dequeue = self._dequeue
+        # bound once (no method object per packet)
+        self._fc_arrive_cb = self._fc_arrive
+        self._land_cb = self._land
         port.add_gate(self)
         if hasattr(port, "set_vl_map"):
             port.set_vl_map(self.vl_of)
@@ -192,14 +204,22 @@ class IbLink:
     # ------------------------------------------------------------------ sender
     def waiting(self, tc: int, nbytes: int) -> bool:
         """True when a packet of ``nbytes`` on ``tc`` lacks credits now (no side effect)."""
+        return self._waiting(tc, nbytes)
+
+    def _waiting(self, tc: int, nbytes: int) -> bool:
+        """:meth:`waiting`; a C method in the compiled core (ib.pxd)."""
         v = self.vl_of[tc]
-        if v == MGMT_VL:
+        if v == _MGMT_VL:
             return False
         return not may_send(self.fctbs[v], self.cr[v], ib_blocks(nbytes))
 
     def blocked(self, tc: int, nbytes: int) -> bool:
         """The gate: :meth:`waiting`, with the credit stall time of ``tc`` accounted."""
-        w = self.waiting(tc, nbytes)
+        return self._blocked(tc, nbytes)
+
+    def _blocked(self, tc: int, nbytes: int) -> bool:
+        """:meth:`blocked`; a C method in the compiled core (ib.pxd)."""
+        w = self._waiting(tc, nbytes)
         since = self._stall_since[tc]
         if w:
             if since is None:
@@ -221,19 +241,15 @@ class IbLink:
                 total += now - since
         return total
 
-    def _dequeue(self, index: int, pkt: SimPacket) -> None:
-        if self._owner_dequeue is not None:
-            self._owner_dequeue(index, pkt)  # the receiver side frees the previous link first
+    def _take(self, pkt: SimPacket) -> None:
+        """The port dequeued ``pkt`` to send it (after its owner's ``on_dequeue``, which frees
+        the previous link's credits first): FCTBS counts its blocks."""
         v = self.vl_of[pkt.tc]
-        if v == MGMT_VL:
+        if v == _MGMT_VL:
             return
         b = ib_blocks(pkt.nbytes)
-        self.fctbs[v] = (self.fctbs[v] + b) % SEQ_MOD
-        pkt.fc = (self, v, b)
-        port = self.port
-        t = port.ser_time_ps(pkt.nbytes)
-        # the last bit reaches the receiver's buffer before the receiver handles the packet
-        self.engine.call_in(t + port.prop_ps, self._arrive, v, b, priority=-1)
+        self.fctbs[v] = (self.fctbs[v] + b) % _SEQ_MOD
+        pkt.fc = (self, v, b)  # the port hands it to _land when its last bit arrives
 
     def _fc_arrive(self, v: int, fccl: int) -> None:
         """A flow-control packet from the receiver reaches the sender: CR = its FCCL."""
@@ -242,13 +258,21 @@ class IbLink:
         tcs = self._tcs_of.get(v, ())
         for tc in tcs:
             if self._stall_since[tc] is not None and queues[tc]:
-                self.blocked(tc, queues[tc][0].nbytes)  # closes the stall if it fits now
+                self._blocked(tc, queues[tc][0].nbytes)  # closes the stall if it fits now
         for tc in tcs:
             self.port.wake(tc)
 
     # ---------------------------------------------------------------- receiver
+    def _land(self, peer: Any, peer_port: int, pkt: SimPacket) -> None:
+        """The last bit of ``pkt`` (sent by this link's port) reaches the far end: the
+        receiver's VL buffer counts its blocks, then ``peer`` (the node) receives it."""
+        fc = pkt.fc
+        self._arrive(fc[1], fc[2])
+        if peer is not None:
+            peer.receive(peer_port, pkt)
+
     def _arrive(self, v: int, b: int) -> None:
-        self.abr[v] = (self.abr[v] + b) % SEQ_MOD
+        self.abr[v] = (self.abr[v] + b) % _SEQ_MOD
         occ = self.occupied_blocks[v] + b
         self.occupied_blocks[v] = occ
         if occ > self.max_occupied_blocks[v]:
@@ -289,7 +313,7 @@ class IbLink:
         if fccl != self.fccl_sent[v]:
             self.fccl_sent[v] = fccl
             self.fc_packets += 1
-            self._send(self.reverse, self._fc_arrive, v, fccl)
+            self._send(self.reverse, self._fc_arrive_cb, v, fccl)
 
     def _send(self, port: Any, fn: Any, v: int, value: int) -> None:
         """A flow-control packet leaves ``port`` after the packet on its wire and reaches
@@ -298,7 +322,7 @@ class IbLink:
         at = now
         if port is not None and port.busy and port._tx_end_ps > now:
             at = port._tx_end_ps
-        self.engine.schedule(at + self.port.prop_ps, fn, v, value, priority=1)
+        self.engine._at(at + self.port.prop_ps, 1, fn, (v, value))
 
     # ------------------------------------------------------------------ results
     def counters(self) -> dict[str, int]:
