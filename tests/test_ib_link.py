@@ -28,7 +28,7 @@ from sim.net.mmu import MmuConfig
 from sim.net.port import Port, check_scheduler, vlarb_weights
 from sim.nic.host import Flow
 from sim.packet import SimPacket
-from sim.units import frame_ser_time_ps, gbps
+from sim.units import gbps, ser_time_ps
 
 RATE = gbps(100)
 
@@ -134,7 +134,8 @@ def test_credit_stall_time_is_the_wait_for_the_fc_packet() -> None:
     for i in range(3):
         p.enqueue(SimPacket(i, 0, 1024, tc=3))
     eng.run(10**6)
-    t_block = starts[1][0] + frame_ser_time_ps(1024, RATE)  # packet 2 found blocked
+    # packet 2 found blocked when packet 1 ends: 1024 bytes on an IB link, no Ethernet framing
+    t_block = starts[1][0] + ser_time_ps(1024, RATE)
     eng.schedule(5 * 10**6, cbfc_free, sink.got[0][1])
     eng.run(10**7)
     assert starts[2][0] == 5 * 10**6 + 50_000

@@ -106,6 +106,9 @@ def summary_lines(s: dict, wall_s: float, out: str) -> list[str]:
     parts = [f"{name}: {s['duration_ps'] / 1e6:g} us simulated in {wall_s:.2f} s",
              f"bottleneck utilisation {s['bottleneck']['utilisation']:.4f}", drops,
              f"pauses {t['pauses']}", f"CE marks {t['ce_marked']}"]
+    if "credit_stall_ps" in t:  # InfiniBand links: the credit wait, summed over their ports
+        parts.insert(4, f"credit stall {t['credit_stall_ps'] / 1e6:.3f} us "
+                        f"({t['credit_stalls']} stalls)")
     dl = s.get("deadlock")
     if isinstance(dl, dict) and dl.get("detected"):
         cycle = " -> ".join(f"{c[0]}:{c[1]}" for c in dl.get("cycle") or ())

@@ -42,7 +42,7 @@ assumptions [A]):
 Symbol time [A]: one 8-bit symbol per lane on a ``lanes``-wide link (default 4x): ``8 x
 lanes`` bits at the link rate (320 ps at 100 Gb/s, so 65,536 symbol times = 20.97 us).
 
-May import the kernel only.
+May import the kernel (and wire) only.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from typing import Any
 
 from sim.engine import Timer
 from sim.packet import PRIORITIES, SimPacket
+from wire.linkstack import IB
 
 __all__ = ["BLOCK_BYTES", "FC_PACKET_BYTES", "FC_PERIOD_SYMBOLS", "IbConfig", "IbLink",
            "MAX_AHEAD_BLOCKS", "MGMT_VL", "SEQ_MOD", "attach_ib", "fccl_value", "ib_blocks",
@@ -199,6 +200,8 @@ class IbLink:
         port.add_gate(self)
         if hasattr(port, "set_vl_map"):
             port.set_vl_map(self.vl_of)
+        if hasattr(port, "set_stack"):
+            port.set_stack(IB)  # an IB link: its packets' bytes on the wire, no Ethernet framing
         port.ib = self
 
     # ------------------------------------------------------------------ sender

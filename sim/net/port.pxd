@@ -30,6 +30,7 @@ cdef class Port:
     cdef public dict _ser_cache
     cdef public dict _pause_ps
     cdef public object _cached_rate
+    cdef public object stack
     cdef public object on_dequeue
     cdef public object peer
     cdef public object peer_port

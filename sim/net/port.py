@@ -13,8 +13,11 @@ Rules (IEEE 802.1Qbb / IEEE 802.3 Annex 31B and 31D; the same semantics as the n
 * Scheduling among data queues: strict priority for ``strict_tcs`` (highest first), then,
   over the other non-empty, unpaused queues, either packet round robin (``scheduler="rr"``,
   the default) or deficit weighted round robin (``scheduler="dwrr"``, below).
-* Serialisation counts the wire size (FCS, preamble/SFD, IFG, 64-byte minimum:
-  ``sim.units.frame_ser_time_ps``); the frame reaches the peer ``prop_ps`` after its last bit.
+* Serialisation counts the wire size of the port's header stack (:attr:`Port.stack`,
+  :mod:`wire.linkstack`): on Ethernet (RoCE, the default) the frame with FCS, preamble/SFD,
+  IFG and the 64-byte minimum (``sim.units.frame_ser_time_ps``), on an InfiniBand link (set
+  by :class:`sim.flowctl.ib.IbLink`) the packet's bytes alone; the frame reaches the peer
+  ``prop_ps`` after its last bit.
 
 Paused time per priority is accounted as the union of pause intervals (a refresh does not
 count twice).
@@ -64,7 +67,8 @@ from sim.flowctl.credit import CreditFlowControl
 from sim.flowctl.ib import MGMT_VL, IbLink, ib_blocks
 from sim.packet import PRIORITIES, SimPacket
 from sim.trace import Interest, NullTracer, Tracer, interest
-from sim.units import frame_ser_time_ps
+from sim.units import ser_time_ps
+from wire.linkstack import ROCE, HeaderStack
 from wire.pfc import quanta_to_ps
 
 __all__ = ["Port", "CreditPort", "Receiver", "PRIORITIES", "QUANTUM_BYTES", "SCHEDULERS",
@@ -213,6 +217,9 @@ class Port:
         self._ser_cache: dict[int, int] = {}
         self._pause_ps: dict[int, int] = {}  # quanta -> pause time at rate_bps
         self._cached_rate = rate_bps  # the rate of _ser_cache's and _pause_ps's times
+        #: The header stack of the frames this port sends, for their size on the wire
+        #: (:meth:`set_stack`; RoCEv2 on Ethernet unless an InfiniBand link says otherwise).
+        self.stack: HeaderStack = ROCE
         self.on_dequeue = on_dequeue
         self.peer: Receiver | None = None
         self.peer_port = 0
@@ -368,8 +375,20 @@ class Port:
             self._rate_changed()
         t = self._ser_cache.get(nbytes)
         if t is None:
-            t = self._ser_cache[nbytes] = frame_ser_time_ps(nbytes, self.rate_bps)
+            t = self._ser_cache[nbytes] = ser_time_ps(self.stack.wire_bytes(nbytes),
+                                                      self.rate_bps)
         return t
+
+    def wire_bytes(self, nbytes: int) -> int:
+        """Bytes a frame of ``nbytes`` (FCS not counted) occupies on this port's link
+        (:meth:`wire.linkstack.HeaderStack.wire_bytes` of :attr:`stack`)."""
+        return self.stack.wire_bytes(nbytes)
+
+    def set_stack(self, stack: HeaderStack) -> None:
+        """Send frames of header stack ``stack`` from now on (their wire size: an
+        InfiniBand link's packets carry no Ethernet framing)."""
+        self.stack = stack
+        self._ser_cache.clear()
 
     def send_control(self, pkt: SimPacket) -> None:
         """A MAC Control frame (PFC): ahead of all data, never paused."""
