@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sim.cli import main
@@ -166,11 +166,12 @@ def test_a_lost_packet_is_repaired_by_the_periodic_fc_packet() -> None:
     assert link.resyncs == 1 and link.lost_blocks == 16
 
 
-def _events(flow_control: str, frames: int, nbytes: int) -> tuple[int, int]:
+def _events(flow_control: str, frames: int, nbytes: int, **ib) -> tuple[int, int]:
     """(events the engine ran, flow-control packets sent) for ``frames`` packets of one flow
-    across a switch (two links), on IB links or PFC ones."""
+    across a switch (two links), on IB links (``IbConfig(**ib)``) or PFC ones."""
     cfg = MmuConfig(buffer_bytes=10**7, ports=3, xoff_bytes=10**7, lossless_pgs=frozenset())
-    fab, recv, (src,) = star(1, RATE, 100_000, cfg, link_kw={"flow_control": flow_control})
+    fab, recv, (src,) = star(1, RATE, 100_000, cfg, link_kw={"flow_control": flow_control,
+                                                              "ib": IbConfig(**ib)})
     fab.add_flow(Flow(0, src, recv, RATE, tc=3, packet_bytes=nbytes,
                       size_bytes=frames * nbytes))
     fab.run(10**9)
@@ -182,12 +183,58 @@ def _events(flow_control: str, frames: int, nbytes: int) -> tuple[int, int]:
 
 @pytest.mark.parametrize("nbytes", [1024, 4122])
 def test_a_data_packet_costs_no_extra_event_on_an_ib_link(nbytes: int) -> None:
-    """What an IB link adds to the event queue is its flow-control packets: the receiver's
-    buffer counts a packet in the event that delivers it (not an event of its own)."""
+    """An IB link adds no engine event per data packet: the receiver's buffer counts a
+    packet in the event that delivers it, and a flow-control packet gets an event only to
+    wake a port waiting for credits (one flow that never waits: none; ``fc_events``: one
+    per flow-control packet)."""
     frames = 200
     ib, fc = _events("ib", frames, nbytes)
     pfc, _ = _events("pfc", frames, nbytes)
-    assert fc > 0 and ib == pfc + fc
+    assert fc > 0 and ib == pfc
+    every, fc2 = _events("ib", frames, nbytes, fc_events=True)
+    assert fc2 == fc and every == pfc + fc
+
+
+def _ib_star_run(senders: int, pkt: int, vl_blocks: int, prop: int, cc: str, every: bool,
+                 vls: int = 1):
+    from sim.scenarios.common import fabric_setup
+
+    rate = gbps(100)
+    p = {"fabric": "ib", "cc": cc, "xoff_kb": 20.0, "buffer_kb": 4000.0, "kmin_kb": 5.0,
+         "kmax_kb": 200.0, "pmax": 0.01, "cable_m": 10, "packet_bytes": pkt, "pfc": True,
+         "vl_buffer_kb": vl_blocks * 64 / 1000}
+    fs = fabric_setup(p, senders + 2, rate)
+    ib = IbConfig(vl_buffer_bytes=fs.link_kw["ib"].vl_buffer_bytes, fc_events=every)
+    fab, recv, hosts = star(senders, rate, prop, fs.mmu, ecn=fs.ecn, host_kw=fs.host_kw,
+                            switch_kw=fs.switch_kw, link_kw={**fs.link_kw, "ib": ib})
+    for i, h in enumerate(hosts):  # each sender: a flow on each of traffic classes (VLs) 3, 1, 5
+        for k, tc in enumerate((3, 1, 5)[:vls]):
+            fab.add_flow(Flow(i * 3 + k, h, recv, rate // vls, tc=tc, packet_bytes=pkt))
+    starts: list[tuple[int, int, int, int]] = []
+    for n in fab.nodes.values():
+        for port in n.ports.values():
+            port.taps.append(lambda t, pk, k=(n.node_id, port.index): starts.append(
+                (t, *k, pk.id)))
+    fab.run(40 * 10**6)
+    return fab.summary(), starts, fab.engine.events_processed
+
+
+@settings(max_examples=20, deadline=None)
+@given(senders=st.integers(1, 5), pkt=st.integers(64, 4122), extra=st.integers(0, 100),
+       prop=st.integers(0, 600_000), cc=st.sampled_from(["none", "ibcc"]),
+       vls=st.integers(1, 3))
+@example(senders=4, pkt=1050, extra=0, prop=100_000, cc="none", vls=2)
+def test_flow_control_packets_taken_in_on_reading_change_nothing(senders, pkt, extra, prop,
+                                                                 cc, vls) -> None:
+    """Flow-control packets without an event of their own (taken in when the sender reads
+    its credits) give exactly what an event per packet gives: every packet leaves every
+    port at the same picosecond, every counter (credit stalls included) is the same.  With
+    several VLs a port sends one while another waits for credits."""
+    vl_blocks = ib_blocks(pkt) + extra
+    lazy = _ib_star_run(senders, pkt, vl_blocks, prop, cc, every=False, vls=vls)
+    eager = _ib_star_run(senders, pkt, vl_blocks, prop, cc, every=True, vls=vls)
+    assert lazy[0] == eager[0] and lazy[1] == eager[1]
+    assert lazy[2] <= eager[2]
 
 
 @settings(max_examples=15, deadline=None)

@@ -15,6 +15,7 @@ cdef long long _SEQ_MOD
 cdef long long _MAX_AHEAD
 cdef long long _BLOCK
 cdef long long _MGMT_VL
+cdef long long _NO_FC_PS
 
 cpdef long long ib_blocks(long long nbytes)
 cpdef bint may_send(long long fctbs, long long fccl, long long blocks)
@@ -31,7 +32,12 @@ cdef class IbLink:
     cdef public dict _tcs_of
     cdef public long long buffer_blocks
     cdef public list fctbs
-    cdef public list cr
+    cdef public list _cr
+    cdef public object _fc_q
+    cdef public long long _fc_first_at
+    cdef public Py_ssize_t _fc_n_evented
+    cdef public bint _wake_mode
+    cdef public bint _every_fc
     cdef public list abr
     cdef public list occupied_blocks
     cdef public list max_occupied_blocks
@@ -44,7 +50,7 @@ cdef class IbLink:
     cdef public long long stalls
     cdef public list _stall_since
     cdef public list _stall_acc_ps
-    cdef public object _fc_arrive_cb
+    cdef public object _fc_fire_cb
     cdef public object _land_cb
 
     @cython.locals(v=Py_ssize_t)
@@ -59,6 +65,15 @@ cdef class IbLink:
     cdef _arrive(self, Py_ssize_t v, long long b)
     @cython.locals(queues=list, tcs=tuple, tc=Py_ssize_t)
     cpdef _fc_arrive(self, Py_ssize_t v, long long fccl)
+    @cython.locals(eng=Engine, at=cython.longlong, seq=cython.longlong, v=Py_ssize_t,
+                   fccl=cython.longlong, queues=list, tc=Py_ssize_t)
+    cdef _sync(self)
+    @cython.locals(eng=Engine, i=Py_ssize_t, at=cython.longlong, seq=cython.longlong)
+    cdef _idle(self)
+    @cython.locals(s=cython.longlong, v=Py_ssize_t, fccl=cython.longlong)
+    cpdef _fc_fire(self, seq)
+    @cython.locals(eng=Engine, now=cython.longlong, at=cython.longlong, seq=cython.longlong)
+    cdef _send_fc(self, Py_ssize_t v, long long fccl)
     @cython.locals(fccl=cython.longlong)
     cdef _update(self, Py_ssize_t v)
     @cython.locals(now=cython.longlong, at=cython.longlong)

@@ -410,6 +410,8 @@ class Port:
         """Remove every frame queued for ``prio`` and return them, oldest first (a PFC
         watchdog's drop action).  No ``on_dequeue`` call and no event: the caller accounts
         for the frames.  The frame on the wire, if any, is not affected."""
+        if self._ib_gate is not None:
+            self._ib_gate._sync()  # the credits arrived so far see the queue as it was
         q = self.queues[prio]
         pkts = list(q)
         if pkts:
@@ -596,6 +598,9 @@ class Port:
         else:
             tc = self._pick_rr() if self._rr_pick else self._pick()
             if tc is None:
+                ib = self._ib_gate
+                if ib is not None and self._queued:  # waits for credits: FC packets wake it
+                    ib._idle()
                 self._sleep_until_unpaused()
                 return
             pkt = self.queues[tc].popleft()
