@@ -46,6 +46,7 @@ COMPILED: tuple[str, ...] = (
     "sim.cc.base",
     "sim.cc.dcqcn",
     "sim.flowctl.pfc",
+    "sim.flowctl.ib",
     "sim.trace",
     "sim.study.samples",
 )

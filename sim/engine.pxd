@@ -27,11 +27,21 @@ cdef class Engine:
     cdef public Py_ssize_t _nspare
     cdef public long long _seq
     cdef public bint _running
+    cdef public long long _cur_priority
+    cdef public long long _cur_seq
     cdef public long long _compact_at
 
     cpdef _push(self, delay_ps, callback, tuple args)
     # Port's and Host's per-frame events: a direct C call with a C delay.
     cdef _after(self, long long delay_ps, callback, tuple args)
+    # The same with a priority at an absolute time (the IB link's flow-control packets).
+    cdef _at(self, long long at_ps, long long priority, callback, tuple args)
+    # An event's key taken now and scheduled later, or never (the IB link's flow-control
+    # packets that change nothing but a counter: read when needed, sim/flowctl/ib.py).
+    cdef long long _take_seq(self)
+    cdef _push_key(self, long long at_ps, long long priority, long long seq, callback,
+                   tuple args)
+    cdef bint _done_before(self, long long at_ps, long long priority, long long seq)
     @cython.locals(ev=Timer, n=Py_ssize_t)
     cdef Timer _owned(self, long long at_ps, long long priority, long long seq, callback,
                       tuple args)

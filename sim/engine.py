@@ -239,8 +239,8 @@ def _check_at(at_ps: int, now_ps: int, priority: int) -> None:
 class Engine:
     """Event heap, clock (``now_ps``) and the run's seeded RNG (``rng``)."""
 
-    __slots__ = ("_compact_at", "_heap", "_nspare", "_running", "_seq", "_spare",
-                 "events_processed", "now_ps", "rng", "seed")
+    __slots__ = ("_compact_at", "_cur_priority", "_cur_seq", "_heap", "_nspare", "_running",
+                 "_seq", "_spare", "events_processed", "now_ps", "rng", "seed")
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
@@ -256,6 +256,11 @@ class Engine:
         self._seq = 0
         self._running = False
         self._compact_at = _COMPACT_MIN  # heap length at which to look for cancelled entries
+        #: The running event's priority and seq (with ``now_ps`` its place in the order:
+        #: :meth:`_done_before`); outside :meth:`run` the largest, as if every event up to
+        #: ``now_ps`` had run.
+        self._cur_priority = _LAST_PS
+        self._cur_seq = _LAST_PS
 
     def schedule(
         self, at_ps: int, callback: Callable[..., Any], *args: Any, priority: int = 0
@@ -335,6 +340,42 @@ class Engine:
         self._seq += 1
         _heap_push(self._heap, self._owned(self.now_ps + delay_ps, 0, self._seq, callback,
                                           args))
+
+    def _at(self, at_ps: int, priority: int, callback: Callable[..., Any], args: tuple) -> None:
+        """``call_at(at_ps, callback, *args, priority=priority)`` with the arguments as one
+        tuple, for an event of the compiled core that needs a priority (a C call there: the
+        InfiniBand link's flow-control packets): the same entry and ``seq``; a time before
+        now or past :data:`~sim.units.MAX_PS` goes through :meth:`call_at` (its error)."""
+        if at_ps < self.now_ps or at_ps > _LAST_PS:
+            self.call_at(at_ps, callback, *args, priority=priority)
+            return
+        self._seq += 1
+        _heap_push(self._heap, self._owned(at_ps, priority, self._seq, callback, args))
+
+    def _take_seq(self) -> int:
+        """A ``seq`` for an event that may be scheduled later by :meth:`_push_key` (or never:
+        it then runs, in effect, when something asks :meth:`_done_before`).  Every later
+        event gets a later one, as if this one had been scheduled now."""
+        self._seq += 1
+        return self._seq
+
+    def _push_key(self, at_ps: int, priority: int, seq: int, callback: Callable[..., Any],
+                  args: tuple) -> None:
+        """Schedule ``callback(*args)`` with the key ``(at_ps, priority, seq)`` of a
+        :meth:`_take_seq` (``at_ps`` not before now): it runs exactly where an event
+        scheduled when the ``seq`` was taken would."""
+        if at_ps < self.now_ps or at_ps > _LAST_PS:
+            raise ValueError(f"cannot schedule at {at_ps} ps (now {self.now_ps} ps)")
+        _heap_push(self._heap, self._owned(at_ps, priority, seq, callback, args))
+
+    def _done_before(self, at_ps: int, priority: int, seq: int) -> bool:
+        """An event of key ``(at_ps, priority, seq)`` would have run before the event running
+        now (outside :meth:`run`: at or before ``now_ps``)."""
+        now = self.now_ps
+        if at_ps != now:
+            return at_ps < now
+        cur = self._cur_priority
+        return priority < cur or (priority == cur and seq < self._cur_seq)
 
     def _owned(self, at_ps: int, priority: int, seq: int, callback: Any, args: tuple) -> Timer:
         """A heap entry nobody else will hold (:meth:`call_at`, :meth:`call_in`,
@@ -417,6 +458,8 @@ class Engine:
                 args = ev.args
                 ev.callback = None  # fired: a handle now reads as cancelled
                 self.now_ps = ev.at_ps
+                self._cur_priority = ev.priority
+                self._cur_seq = ev.seq
                 if ev.owned and self._nspare < _SPARE_MAX:
                     ev.args = ()  # (lets go of the frame it carried)
                     n = self._nspare
@@ -432,6 +475,7 @@ class Engine:
                     break
         finally:
             self._running = False
+            self._cur_priority = self._cur_seq = _LAST_PS
             self.events_processed += count
             if old_gc is not None:
                 gc.set_threshold(*old_gc)

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sim.cli import main
@@ -28,7 +28,7 @@ from sim.net.mmu import MmuConfig
 from sim.net.port import Port, check_scheduler, vlarb_weights
 from sim.nic.host import Flow
 from sim.packet import SimPacket
-from sim.units import frame_ser_time_ps, gbps
+from sim.units import gbps, ser_time_ps
 
 RATE = gbps(100)
 
@@ -134,7 +134,8 @@ def test_credit_stall_time_is_the_wait_for_the_fc_packet() -> None:
     for i in range(3):
         p.enqueue(SimPacket(i, 0, 1024, tc=3))
     eng.run(10**6)
-    t_block = starts[1][0] + frame_ser_time_ps(1024, RATE)  # packet 2 found blocked
+    # packet 2 found blocked when packet 1 ends: 1024 bytes on an IB link, no Ethernet framing
+    t_block = starts[1][0] + ser_time_ps(1024, RATE)
     eng.schedule(5 * 10**6, cbfc_free, sink.got[0][1])
     eng.run(10**7)
     assert starts[2][0] == 5 * 10**6 + 50_000
@@ -163,6 +164,77 @@ def test_a_lost_packet_is_repaired_by_the_periodic_fc_packet() -> None:
     # (the third packet is still in the buffer: FCCL = FCTBS + 32 - 16)
     assert starts[3][0] == period + 2 * 50_000
     assert link.resyncs == 1 and link.lost_blocks == 16
+
+
+def _events(flow_control: str, frames: int, nbytes: int, **ib) -> tuple[int, int]:
+    """(events the engine ran, flow-control packets sent) for ``frames`` packets of one flow
+    across a switch (two links), on IB links (``IbConfig(**ib)``) or PFC ones."""
+    cfg = MmuConfig(buffer_bytes=10**7, ports=3, xoff_bytes=10**7, lossless_pgs=frozenset())
+    fab, recv, (src,) = star(1, RATE, 100_000, cfg, link_kw={"flow_control": flow_control,
+                                                              "ib": IbConfig(**ib)})
+    fab.add_flow(Flow(0, src, recv, RATE, tc=3, packet_bytes=nbytes,
+                      size_bytes=frames * nbytes))
+    fab.run(10**9)
+    assert fab.summary()["flows"][0]["bytes_delivered"] == frames * nbytes
+    fc = sum(p.ib.fc_packets for n in fab.nodes.values() for p in n.ports.values()
+             if getattr(p, "ib", None) is not None)
+    return fab.engine.events_processed, fc
+
+
+@pytest.mark.parametrize("nbytes", [1024, 4122])
+def test_a_data_packet_costs_no_extra_event_on_an_ib_link(nbytes: int) -> None:
+    """An IB link adds no engine event per data packet: the receiver's buffer counts a
+    packet in the event that delivers it, and a flow-control packet gets an event only to
+    wake a port waiting for credits (one flow that never waits: none; ``fc_events``: one
+    per flow-control packet)."""
+    frames = 200
+    ib, fc = _events("ib", frames, nbytes)
+    pfc, _ = _events("pfc", frames, nbytes)
+    assert fc > 0 and ib == pfc
+    every, fc2 = _events("ib", frames, nbytes, fc_events=True)
+    assert fc2 == fc and every == pfc + fc
+
+
+def _ib_star_run(senders: int, pkt: int, vl_blocks: int, prop: int, cc: str, every: bool,
+                 vls: int = 1):
+    from sim.scenarios.common import fabric_setup
+
+    rate = gbps(100)
+    p = {"fabric": "ib", "cc": cc, "xoff_kb": 20.0, "buffer_kb": 4000.0, "kmin_kb": 5.0,
+         "kmax_kb": 200.0, "pmax": 0.01, "cable_m": 10, "packet_bytes": pkt, "pfc": True,
+         "vl_buffer_kb": vl_blocks * 64 / 1000}
+    fs = fabric_setup(p, senders + 2, rate)
+    ib = IbConfig(vl_buffer_bytes=fs.link_kw["ib"].vl_buffer_bytes, fc_events=every)
+    fab, recv, hosts = star(senders, rate, prop, fs.mmu, ecn=fs.ecn, host_kw=fs.host_kw,
+                            switch_kw=fs.switch_kw, link_kw={**fs.link_kw, "ib": ib})
+    for i, h in enumerate(hosts):  # each sender: a flow on each of traffic classes (VLs) 3, 1, 5
+        for k, tc in enumerate((3, 1, 5)[:vls]):
+            fab.add_flow(Flow(i * 3 + k, h, recv, rate // vls, tc=tc, packet_bytes=pkt))
+    starts: list[tuple[int, int, int, int]] = []
+    for n in fab.nodes.values():
+        for port in n.ports.values():
+            port.taps.append(lambda t, pk, k=(n.node_id, port.index): starts.append(
+                (t, *k, pk.id)))
+    fab.run(40 * 10**6)
+    return fab.summary(), starts, fab.engine.events_processed
+
+
+@settings(max_examples=20, deadline=None)
+@given(senders=st.integers(1, 5), pkt=st.integers(64, 4122), extra=st.integers(0, 100),
+       prop=st.integers(0, 600_000), cc=st.sampled_from(["none", "ibcc"]),
+       vls=st.integers(1, 3))
+@example(senders=4, pkt=1050, extra=0, prop=100_000, cc="none", vls=2)
+def test_flow_control_packets_taken_in_on_reading_change_nothing(senders, pkt, extra, prop,
+                                                                 cc, vls) -> None:
+    """Flow-control packets without an event of their own (taken in when the sender reads
+    its credits) give exactly what an event per packet gives: every packet leaves every
+    port at the same picosecond, every counter (credit stalls included) is the same.  With
+    several VLs a port sends one while another waits for credits."""
+    vl_blocks = ib_blocks(pkt) + extra
+    lazy = _ib_star_run(senders, pkt, vl_blocks, prop, cc, every=False, vls=vls)
+    eager = _ib_star_run(senders, pkt, vl_blocks, prop, cc, every=True, vls=vls)
+    assert lazy[0] == eager[0] and lazy[1] == eager[1]
+    assert lazy[2] <= eager[2]
 
 
 @settings(max_examples=15, deadline=None)

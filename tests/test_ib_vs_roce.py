@@ -174,8 +174,10 @@ def test_study_native_cc_is_each_fabrics_own():
     assert rows["roce"]["pfc_pauses"] == s["totals"]["pauses_sent"]
     _sc, s = _run("incast", senders=4, duration_ms=0.05, fabric="ib", cc="ibcc")
     assert rows["ib"]["credit_stall_us"] == _stall_ps(s) / 1e6
+    # goodput is payload: 1050-byte IB packets (the IB default) carry 1024 bytes each
+    assert s["flows"][0]["bytes_delivered"] % 1050 == 0
     assert rows["ib"]["goodput_gbps"] == pytest.approx(
-        sum(f["bytes_delivered"] for f in s["flows"]) * 8 / (0.05 * 1e6))
+        sum(f["bytes_delivered"] for f in s["flows"]) * 1024 / 1050 * 8 / (0.05 * 1e6))
 
 
 def _file(fabric: str, **extra):

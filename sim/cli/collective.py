@@ -9,9 +9,9 @@ and ``-n`` timed iterations back to back through :func:`sim.workloads.collective
 control persist), the mean time of the timed ones, algbw/busbw by nccl-tests' formulas and
 ``#wrong`` = 0 when the ranks end with what the collective promises in the order the
 transfers actually started (:func:`sim.workloads.nccl.verify`).  Below the table, per size:
-PFC pauses, CE marks, CNPs, drops and the deepest switch queue over all its iterations, and
-the busiest link of its last out-of-place iteration
-(:func:`sim.workloads.collective_stats.busiest_link`).
+PFC pauses (on an InfiniBand fabric the credit stall time instead: its links have no PFC),
+CE marks, CNPs, drops and the deepest switch queue over all its iterations, and the busiest
+link of its last out-of-place iteration (:func:`sim.workloads.collective_stats.busiest_link`).
 
 Outputs (docs/cli.md): ``--json FILE``, ``--csv FILE`` (one row per size) and ``--out DIR``
 (written whole or not at all by :func:`wire.atomic.atomic_dir`): ``results.json``,
@@ -105,6 +105,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
     from sim.scenarios.common import (
         apply_faults,
         check_stragglers,
+        collective_packet,
         fault_entries,
         resolve_faults,
         split_fault_params,
@@ -133,7 +134,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
                 raise ValueError(f"--fabric: expected one of {', '.join(FABRICS)} or a "
                                  f"fabric file FILE.toml, got {args.fabric!r}")
             check_fabric_keys(args.fabric, given)
-            params = resolve_params(collective_params(), given)
+            # packet_bytes 0: the fabric's largest packet (4154 B RoCEv2, 4122 B IB)
+            params = collective_packet(resolve_params(collective_params(), given))
         factor = args.stepfactor or (1 if args.stepbytes is not None else 2)
         if factor == 1 and (args.maxbytes - args.minbytes) // args.stepbytes >= MAX_SIZES:
             raise ValueError(f"-i {args.stepbytes}: -b {args.minbytes} to -e {args.maxbytes} "
@@ -196,9 +198,10 @@ def cmd_collective(args: argparse.Namespace) -> int:
         print(line, flush=True)
         table.append(line)
 
+    ib = rf.fabric.stack.name == "ib"  # an InfiniBand fabric: credits, IB headers
     emit(f"# lossless collective {coll}: {nranks} ranks ({shape[0]} nodes x "
          f"{shape[1]} GPUs), fabric {args.fabric}, {params['link_gbps']:g} Gb/s,"
-         f" pfc {str(params['pfc']).lower()}, cc {params['cc']}; algo {args.algo}, proto "
+         f" {_flow_control(rf.fabric, params)}, cc {params['cc']}; algo {args.algo}, proto "
          f"{args.proto}, channels {channels}, qps {args.qps}; -w {args.warmup_iters} "
          f"-n {args.iters}")
     for line in header_lines():
@@ -275,22 +278,28 @@ def cmd_collective(args: argparse.Namespace) -> int:
     if ok:
         emit(f"# Avg bus bandwidth    : {sum(r['busbw_GB_per_s'] for r in ok) / len(ok):g}")
     emit("#")
-    emit(f"# {'size':>10}  {'channels':>8}  {'transfers':>9}  {'pfc_pauses':>10}  "
+    # the link layer's column: PFC pause frames on RoCE, credit stall time on IB
+    fc_head, fc_unit, w = ("credit_stall", "(us)", 12) if ib else ("pfc_pauses", "", 10)
+    emit(f"# {'size':>10}  {'channels':>8}  {'transfers':>9}  {fc_head:>{w}}  "
          f"{'ce_marks':>9}  {'cnps':>7}  {'drops':>7}  {'max_queue':>10}  busiest link")
-    emit(f"# {'(B)':>10}  {'':>8}  {'':>9}  {'':>10}  {'':>9}  {'':>7}  {'':>7}  "
+    emit(f"# {'(B)':>10}  {'':>8}  {'':>9}  {fc_unit:>{w}}  {'':>9}  {'':>7}  {'':>7}  "
          f"{'(B)':>10}  (utilisation)")
     for r in rows:
         c = r["counters"]
         b = r["busiest_link"]
         busiest = f"{b['name']} {100 * b['utilisation']:.1f}%" if b else "-"
+        fc = (f"{c.get('credit_stall_ps', 0) / 1e6:{w}.3f}" if ib
+              else f"{c['pfc_pauses']:{w}d}")
         emit(f"# {r['size_bytes']:10d}  {r['nchannels']:8d}  {r['transfers']:9d}  "
-             f"{c['pfc_pauses']:10d}  {c['ce_marks']:9d}  {c['cnps']:7d}  {c['drops']:7d}  "
+             f"{fc}  {c['ce_marks']:9d}  {c['cnps']:7d}  {c['drops']:7d}  "
              f"{c['max_queue_bytes']:10d}  {busiest}")
     if any("faults" in r for r in rows):
         for line in fault_lines(rows):
             emit(line)
     doc = {"collective": str(coll), "nranks": nranks, "nodes": shape[0],
            "gpus_per_node": shape[1], "fabric": args.fabric,
+           # an InfiniBand fabric says so (RoCE documents keep their keys)
+           **({"header_stack": "ib", "flow_control": "credits"} if ib else {}),
            "params": params, "algorithm": args.algo, "protocol": args.proto,
            "channels": channels, "qps_per_connection": args.qps,
            "datatype": args.datatype, "op": redop, "root": root,
@@ -331,6 +340,21 @@ def cmd_collective(args: argparse.Namespace) -> int:
         _err("interrupted while writing: the outputs not yet in place were left as they were")
         return EXIT_INTERRUPTED
     return EXIT_OK if len(ok) == len(rows) and not problems else EXIT_FAIL
+
+
+def _flow_control(fabric: Any, params: Mapping[str, Any]) -> str:
+    """The header line's link-level flow control: ``pfc true|false`` on RoCE, on an
+    InfiniBand fabric ``credits on VLs 0-7`` (its data VLs, sim.flowctl.ib)."""
+    if fabric.stack.name != "ib":
+        return f"pfc {str(params['pfc']).lower()}"
+    from sim.flowctl.ib import IbConfig
+
+    cfg = fabric.ib if fabric.ib is not None else IbConfig()
+    vls = sorted({cfg.sl2vl[tc] for tc in cfg.vcs})
+    span = (f"VL {vls[0]}" if len(vls) == 1 else f"VLs {vls[0]}-{vls[-1]}"
+            if vls == list(range(vls[0], vls[-1] + 1)) else
+            "VLs " + ",".join(map(str, vls)))
+    return f"credits on {span}"
 
 
 def _us(ps: int | None) -> str:

@@ -121,6 +121,9 @@ def summary_lines(s: dict, wall_s: float, out: str) -> list[str]:
         parts.append(f"deepest queue {peak / 1000:.4g} KB at {port}")
     parts += [drops, f"pauses {t['pauses']}", f"CE marks {t['ce_marked']}"]
     names = {n["id"]: n["name"] for n in (s.get("labels") or {}).get("nodes", ())}
+    if "credit_stall_ps" in t:  # InfiniBand links: the credit wait, summed over their ports
+        parts.insert(len(parts) - 2, f"credit stall {t['credit_stall_ps'] / 1e6:.3f} us "
+                                     f"({t['credit_stalls']} stalls)")
     dl = s.get("deadlock")
     if isinstance(dl, dict) and dl.get("detected"):
         cycle = " -> ".join(f"{names.get(c[0], c[0])}:p{c[1]}" for c in dl.get("cycle") or ())

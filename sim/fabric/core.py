@@ -21,6 +21,7 @@ from sim.net.switch import EcnConfig, Route, Switch
 from sim.nic.host import Flow, Host, rc_conservation
 from sim.packet import PacketIds
 from sim.trace import NullTracer, Tracer
+from wire.linkstack import IB, ROCE, HeaderStack
 
 __all__ = ["Fabric", "star"]
 
@@ -64,6 +65,13 @@ class Fabric:
                for nid, node in sorted(self.nodes.items())}
         out.update(self.names)
         return out
+
+    @property
+    def stack(self) -> HeaderStack:
+        """The header stack of the fabric's data packets (:mod:`wire.linkstack`):
+        InfiniBand's (LRH + BTH + ICRC + VCRC, no Ethernet framing) when its links run IB
+        credits (``flow_control="ib"``), else RoCEv2's."""
+        return IB if self.flow_control == "ib" else ROCE
 
     def next_packet_id(self) -> int:
         """A fresh packet id (one deterministic counter per fabric)."""

@@ -57,7 +57,7 @@ from sim.net.port import Port
 from sim.net.switch import Switch
 from sim.nic.host import ACK_OPCODE, roce_bth
 from sim.trace import interest
-from sim.units import frame_ser_time_ps, gbps, wire_bytes
+from sim.units import gbps, ser_time_ps, wire_bytes
 from wire.roce import CNP_OPCODE
 
 __all__ = ["KINDS", "Fault", "FaultLog", "Reroute", "schedule_faults",
@@ -201,12 +201,13 @@ class _FaultyWire:
         # (down_since_ps -1: never down; a degraded rate's longer serialisation time must not
         # reach back past 0 and count it)
         since = self.down_since_ps
-        if self.down or (since >= 0 and since >= now - self.port.prop_ps - frame_ser_time_ps(
-                pkt.nbytes, self.port.rate_bps)):
+        if self.down or (since >= 0 and since >= now - self.port.prop_ps - ser_time_ps(
+                self.port.wire_bytes(pkt.nbytes), self.port.rate_bps)):
             self.eng.drop(self.real.node_id, port, pkt, "link_down")
             return
         for rate, ber, rng in self.losses:  # each loss fault on its own
-            p = rate if rate is not None else 1.0 - (1.0 - ber) ** (8 * wire_bytes(pkt.nbytes))
+            p = rate if rate is not None else 1.0 - (1.0 - ber) ** (
+                8 * self.port.wire_bytes(pkt.nbytes))
             if p and (p >= 1.0 or rng.random() < p):
                 self.eng.drop(self.real.node_id, port, pkt, "corrupt")
                 return

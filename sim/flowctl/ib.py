@@ -4,7 +4,11 @@ One :class:`IbLink` per link direction, attached to the sending egress port (any
 :class:`sim.net.port.Port`: a switch's or a host's) by composition: it is the port's gate
 (:class:`sim.flowctl.base.Gate`) and holds the receiver's counters of the same link
 (:class:`sim.flowctl.base.CreditReceiver`: the receiver reports through :meth:`IbLink.freed`
-and :meth:`IbLink.lost`, reached through the ticket ``pkt.fc``, as for CBFC).
+and :meth:`IbLink.lost`, reached through the ticket ``pkt.fc``, as for CBFC).  The port
+calls it for every packet it dequeues (:meth:`IbLink._take`: FCTBS) and delivers the packet
+through it (:meth:`IbLink._land`: the receiver's ABR and buffer count the packet, then the
+node receives it, in one event).  Compiled with the core (``ib.pxd``): every packet on an
+IB link goes through it three or four times.
 
 The rules (InfiniBand Architecture Specification Vol. 1, release 1.2.1, section 7.9 "Flow
 control"; docs/infiniband.md, section "Simulator: the IB link layer", says which are
@@ -38,16 +42,18 @@ assumptions [A]):
 Symbol time [A]: one 8-bit symbol per lane on a ``lanes``-wide link (default 4x): ``8 x
 lanes`` bits at the link rate (320 ps at 100 Gb/s, so 65,536 symbol times = 20.97 us).
 
-May import the kernel only.
+May import the kernel (and wire) only.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from sim.engine import Timer
 from sim.packet import PRIORITIES, SimPacket
+from wire.linkstack import IB
 
 __all__ = ["BLOCK_BYTES", "FC_PACKET_BYTES", "FC_PERIOD_SYMBOLS", "IbConfig", "IbLink",
            "MAX_AHEAD_BLOCKS", "MGMT_VL", "SEQ_MOD", "attach_ib", "fccl_value", "ib_blocks",
@@ -67,21 +73,29 @@ FC_PACKET_BYTES = 6
 #: Flow-control packets per VL at least once every this many symbol times (IBA 7.9.4).
 FC_PERIOD_SYMBOLS = 65536
 
+# The same constants for the module's own arithmetic (C ints in the compiled core, ib.pxd).
+_SEQ_MOD = SEQ_MOD
+_MAX_AHEAD = MAX_AHEAD_BLOCKS
+_BLOCK = BLOCK_BYTES
+_MGMT_VL = MGMT_VL
+#: ``IbLink._fc_first_at`` with no flow-control packet on its way (the latest time, int64).
+_NO_FC_PS = 2**63 - 1
+
 
 def ib_blocks(nbytes: int) -> int:
     """Blocks a packet of ``nbytes`` takes: ``ceil(nbytes / 64)``, at least 1 (IBA 7.9.1)."""
-    return max(1, -(-nbytes // BLOCK_BYTES))
+    return max(1, -(-nbytes // _BLOCK))
 
 
 def may_send(fctbs: int, fccl: int, blocks: int) -> bool:
     """The sender's rule (IBA 7.9.4): a packet of ``blocks`` may start when
     ``(FCCL - (FCTBS + blocks)) mod 4096 <= 2048``."""
-    return (fccl - (fctbs + blocks)) % SEQ_MOD <= MAX_AHEAD_BLOCKS
+    return (fccl - (fctbs + blocks)) % _SEQ_MOD <= _MAX_AHEAD
 
 
 def fccl_value(abr: int, free_blocks: int) -> int:
     """The receiver's credit limit (IBA 7.9.3): ``(ABR + min(free, 2048)) mod 4096``."""
-    return (abr + min(free_blocks, MAX_AHEAD_BLOCKS)) % SEQ_MOD
+    return (abr + min(free_blocks, _MAX_AHEAD)) % _SEQ_MOD
 
 
 @dataclass(frozen=True)
@@ -91,12 +105,15 @@ class IbConfig:
     ``vl_buffer_bytes``: the receiver's buffer per data VL (default 32 KiB [A]: a scenario
     choice; it must hold one largest packet); ``sl2vl``: VL of each traffic class (SL),
     8 values in 0..15, 15 = management (not credited); ``lanes``: link width, for the symbol
-    time; ``fc_period_symbols``: the periodic rule (IBA 7.9.4: 65,536)."""
+    time; ``fc_period_symbols``: the periodic rule (IBA 7.9.4: 65,536); ``fc_events``: an
+    engine event for every flow-control packet (True) instead of only those that wake a port
+    waiting for credits (:class:`IbLink`): the same results, more events (for checking)."""
 
     vl_buffer_bytes: int = 32 * 1024
     sl2vl: tuple[int, ...] = field(default=tuple(range(PRIORITIES)))
     lanes: int = 4
     fc_period_symbols: int = FC_PERIOD_SYMBOLS
+    fc_events: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sl2vl", tuple(self.sl2vl))
@@ -114,6 +131,8 @@ class IbConfig:
         if (not isinstance(self.fc_period_symbols, int)
                 or isinstance(self.fc_period_symbols, bool) or self.fc_period_symbols < 1):
             raise ValueError("fc_period_symbols must be a positive int")
+        if not isinstance(self.fc_events, bool):
+            raise ValueError(f"fc_events must be a bool, got {self.fc_events!r}")
 
     @property
     def buffer_blocks(self) -> int:
@@ -146,7 +165,8 @@ class IbConfig:
 class IbLink:
     """Per-VL credits of one link direction: sender counters (FCTBS, CR) and the receiver's
     (ABR, buffer occupancy, FCCL last sent).  ``port``: the sending egress port (its
-    ``engine``, ``rate_bps``, ``prop_ps``, ``queues``, ``add_gate``, ``wake``, ``on_dequeue``);
+    ``engine``, ``rate_bps``, ``prop_ps``, ``queues``, ``add_gate``, ``wake``; it calls
+    :meth:`_take` for every packet it dequeues and :meth:`_land` when one arrives);
     ``reverse``: the receiver's egress port on the same link, which carries the flow-control
     packets back (None: they leave at once)."""
 
@@ -165,9 +185,18 @@ class IbLink:
         self.buffer_blocks = cfg.buffer_blocks
         init = fccl_value(0, self.buffer_blocks)  # link initialisation's FC packets
         n = MGMT_VL + 1
-        # sender
+        # sender (CR: read it as ``cr``, which takes in the flow-control packets arrived)
         self.fctbs = [0] * n
-        self.cr = [init] * n
+        self._cr = [init] * n
+        #: Flow-control packets on their way back, in arrival order: (arrival time, the
+        #: engine seq of their arrival, VL, FCCL); the first ``_fc_n_evented`` have an
+        #: engine event, the others are taken in when the sender next reads its credits
+        #: (:meth:`_sync`), or get an event when the port waits for credits (:meth:`_idle`).
+        self._fc_q: deque[tuple[int, int, int, int]] = deque()
+        self._fc_first_at = _NO_FC_PS  # the arrival time of the first of them
+        self._fc_n_evented = 0
+        self._wake_mode = False
+        self._every_fc = cfg.fc_events
         # receiver
         self.abr = [0] * n
         self.occupied_blocks = [0] * n
@@ -182,24 +211,43 @@ class IbLink:
         self.stalls = 0
         self._stall_since: list[int | None] = [None] * PRIORITIES
         self._stall_acc_ps = [0] * PRIORITIES
-        self._owner_dequeue = port.on_dequeue
-        port.on_dequeue = self._dequeue
+        # bound once (no method object per packet)
+        self._fc_fire_cb = self._fc_fire
+        self._land_cb = self._land
         port.add_gate(self)
         if hasattr(port, "set_vl_map"):
             port.set_vl_map(self.vl_of)
+        if hasattr(port, "set_stack"):
+            port.set_stack(IB)  # an IB link: its packets' bytes on the wire, no Ethernet framing
         port.ib = self
 
     # ------------------------------------------------------------------ sender
+    @property
+    def cr(self) -> list[int]:
+        """CR per VL: the FCCL of the last flow-control packet arrived."""
+        self._sync()
+        return self._cr
+
     def waiting(self, tc: int, nbytes: int) -> bool:
         """True when a packet of ``nbytes`` on ``tc`` lacks credits now (no side effect)."""
+        self._sync()
+        return self._waiting(tc, nbytes)
+
+    def _waiting(self, tc: int, nbytes: int) -> bool:
+        """:meth:`waiting`; a C method in the compiled core (ib.pxd)."""
         v = self.vl_of[tc]
-        if v == MGMT_VL:
+        if v == _MGMT_VL:
             return False
-        return not may_send(self.fctbs[v], self.cr[v], ib_blocks(nbytes))
+        return not may_send(self.fctbs[v], self._cr[v], ib_blocks(nbytes))
 
     def blocked(self, tc: int, nbytes: int) -> bool:
         """The gate: :meth:`waiting`, with the credit stall time of ``tc`` accounted."""
-        w = self.waiting(tc, nbytes)
+        return self._blocked(tc, nbytes)
+
+    def _blocked(self, tc: int, nbytes: int) -> bool:
+        """:meth:`blocked`; a C method in the compiled core (ib.pxd)."""
+        self._sync()
+        w = self._waiting(tc, nbytes)
         since = self._stall_since[tc]
         if w:
             if since is None:
@@ -212,6 +260,7 @@ class IbLink:
 
     def stall_ps(self, tc: int | None = None) -> int:
         """Time a head packet waited for credits so far (one class, or summed)."""
+        self._sync()
         now = self.engine.now_ps
         total = 0
         for c in range(PRIORITIES) if tc is None else (tc,):
@@ -221,34 +270,88 @@ class IbLink:
                 total += now - since
         return total
 
-    def _dequeue(self, index: int, pkt: SimPacket) -> None:
-        if self._owner_dequeue is not None:
-            self._owner_dequeue(index, pkt)  # the receiver side frees the previous link first
+    def _take(self, pkt: SimPacket) -> None:
+        """The port dequeued ``pkt`` to send it (after its owner's ``on_dequeue``, which frees
+        the previous link's credits first): FCTBS counts its blocks."""
+        self._wake_mode = False  # busy: a flow-control packet's wake would find it so
         v = self.vl_of[pkt.tc]
-        if v == MGMT_VL:
+        if v == _MGMT_VL:
             return
         b = ib_blocks(pkt.nbytes)
-        self.fctbs[v] = (self.fctbs[v] + b) % SEQ_MOD
-        pkt.fc = (self, v, b)
-        port = self.port
-        t = port.ser_time_ps(pkt.nbytes)
-        # the last bit reaches the receiver's buffer before the receiver handles the packet
-        self.engine.call_in(t + port.prop_ps, self._arrive, v, b, priority=-1)
+        self.fctbs[v] = (self.fctbs[v] + b) % _SEQ_MOD
+        pkt.fc = (self, v, b)  # the port hands it to _land when its last bit arrives
+
+    # A flow-control packet's arrival sets CR, ends a credit stall its FCCL resolves and
+    # wakes the port.  The wake does something only when the port is idle with packets
+    # queued (every one blocked); the rest changes only what the sender reads.  So a packet
+    # gets an engine event (at the place in the order its arrival had when it was sent:
+    # Engine._take_seq, _push_key) only when the port waits for credits (_idle), and is
+    # otherwise taken in when the sender next reads its credits (_sync): the same results,
+    # an event fewer per packet on a busy link.
+    def _sync(self) -> None:
+        """Take in the flow-control packets that arrived before the event running now."""
+        eng = self.engine
+        if self._fc_n_evented or self._fc_first_at > eng.now_ps:
+            return  # none, the first has an event of its own (not run yet), or later
+        q = self._fc_q
+        while q:
+            at, seq, v, fccl = q[0]
+            if not eng._done_before(at, 1, seq):
+                return
+            q.popleft()
+            self._fc_first_at = q[0][0] if q else _NO_FC_PS
+            self._cr[v] = fccl
+            queues = self.port.queues
+            for tc in self._tcs_of.get(v, ()):
+                since = self._stall_since[tc]
+                if since is not None and queues[tc] and not self._waiting(
+                        tc, queues[tc][0].nbytes):
+                    self._stall_acc_ps[tc] += at - since  # the stall ended on arrival
+                    self._stall_since[tc] = None
+
+    def _idle(self) -> None:
+        """The port is idle with packets queued and none may go: every flow-control packet
+        on its way (and every one sent while it waits) gets its engine event, to wake it."""
+        self._sync()
+        self._wake_mode = True
+        q = self._fc_q
+        eng = self.engine
+        for i in range(self._fc_n_evented, len(q)):
+            at, seq, _v, _fccl = q[i]
+            eng._push_key(at, 1, seq, self._fc_fire_cb, (seq,))
+        self._fc_n_evented = len(q)
+
+    def _fc_fire(self, seq: int) -> None:
+        """The event of the first flow-control packet on its way: it arrives."""
+        q = self._fc_q
+        _at, s, v, fccl = q.popleft()
+        assert s == seq, "flow-control packets arrive in order"
+        self._fc_first_at = q[0][0] if q else _NO_FC_PS
+        self._fc_n_evented -= 1
+        self._fc_arrive(v, fccl)
 
     def _fc_arrive(self, v: int, fccl: int) -> None:
         """A flow-control packet from the receiver reaches the sender: CR = its FCCL."""
-        self.cr[v] = fccl
+        self._cr[v] = fccl
         queues = self.port.queues
         tcs = self._tcs_of.get(v, ())
         for tc in tcs:
             if self._stall_since[tc] is not None and queues[tc]:
-                self.blocked(tc, queues[tc][0].nbytes)  # closes the stall if it fits now
+                self._blocked(tc, queues[tc][0].nbytes)  # closes the stall if it fits now
         for tc in tcs:
             self.port.wake(tc)
 
     # ---------------------------------------------------------------- receiver
+    def _land(self, peer: Any, peer_port: int, pkt: SimPacket) -> None:
+        """The last bit of ``pkt`` (sent by this link's port) reaches the far end: the
+        receiver's VL buffer counts its blocks, then ``peer`` (the node) receives it."""
+        fc = pkt.fc
+        self._arrive(fc[1], fc[2])
+        if peer is not None:
+            peer.receive(peer_port, pkt)
+
     def _arrive(self, v: int, b: int) -> None:
-        self.abr[v] = (self.abr[v] + b) % SEQ_MOD
+        self.abr[v] = (self.abr[v] + b) % _SEQ_MOD
         occ = self.occupied_blocks[v] + b
         self.occupied_blocks[v] = occ
         if occ > self.max_occupied_blocks[v]:
@@ -289,7 +392,26 @@ class IbLink:
         if fccl != self.fccl_sent[v]:
             self.fccl_sent[v] = fccl
             self.fc_packets += 1
-            self._send(self.reverse, self._fc_arrive, v, fccl)
+            self._send_fc(v, fccl)
+
+    def _send_fc(self, v: int, fccl: int) -> None:
+        """A flow-control packet leaves the receiver's port after the packet on its wire and
+        reaches the sender ``prop_ps`` later (after data arriving at the same instant:
+        priority 1), where :meth:`_sync`, or its event (:meth:`_idle`), takes it in."""
+        eng = self.engine
+        now = eng.now_ps
+        at = now
+        port = self.reverse
+        if port is not None and port.busy and port._tx_end_ps > now:
+            at = port._tx_end_ps
+        at += self.port.prop_ps
+        seq = eng._take_seq()
+        if not self._fc_q:
+            self._fc_first_at = at
+        self._fc_q.append((at, seq, v, fccl))
+        if self._wake_mode or self._every_fc:
+            self._fc_n_evented += 1
+            eng._push_key(at, 1, seq, self._fc_fire_cb, (seq,))
 
     def _send(self, port: Any, fn: Any, v: int, value: int) -> None:
         """A flow-control packet leaves ``port`` after the packet on its wire and reaches
@@ -298,7 +420,7 @@ class IbLink:
         at = now
         if port is not None and port.busy and port._tx_end_ps > now:
             at = port._tx_end_ps
-        self.engine.schedule(at + self.port.prop_ps, fn, v, value, priority=1)
+        self.engine._at(at + self.port.prop_ps, 1, fn, (v, value))
 
     # ------------------------------------------------------------------ results
     def counters(self) -> dict[str, int]:

@@ -7,6 +7,7 @@
 cimport cython
 
 from sim.engine cimport Engine, Timer
+from sim.flowctl.ib cimport IbLink, ib_blocks
 from sim.packet cimport SimPacket
 from sim.trace cimport Interest
 
@@ -29,6 +30,7 @@ cdef class Port:
     cdef public dict _ser_cache
     cdef public dict _pause_ps
     cdef public object _cached_rate
+    cdef public object stack
     cdef public object on_dequeue
     cdef public object peer
     cdef public object peer_port
@@ -56,6 +58,19 @@ cdef class Port:
     cdef public object deficit
     cdef public object _vl_of
     cdef public object _divert
+    # The scheduler and the gate (_pick, _gated_pick) and the VL arbitration's state, read
+    # for every frame of a "vlarb" port or a port under link-level credits.
+    cdef public long long _sched
+    cdef public object _gate
+    cdef public IbLink _ib_gate
+    cdef public IbLink ib
+    cdef public tuple _va_tables
+    cdef public object _va_limit
+    cdef public long long _va_hi_sent
+    cdef public list _va_idx
+    cdef public list _va_left
+    cdef public list _va_rr
+    cdef public list _va_tcs
 
     # The per-frame work, typed so that a frame's fields are read from its struct (``pkt`` a
     # SimPacket; None passes, any other type is a TypeError).  ``_enq`` (the body of the public
@@ -70,7 +85,7 @@ cdef class Port:
     cdef _enq(self, pkt)
     @cython.locals(pkt=SimPacket, now=cython.longlong, t=cython.longlong)
     cdef _cut_through(self, pkt, Py_ssize_t tc)
-    @cython.locals(pkt=SimPacket, now=cython.longlong, t=cython.longlong)
+    @cython.locals(pkt=SimPacket, now=cython.longlong, t=cython.longlong, ib=IbLink)
     cdef _send_next(self)
     cdef long long _ser_ps(self, nbytes) except -1
     @cython.locals(now=cython.longlong, at=cython.longlong, tc=Py_ssize_t,
@@ -79,7 +94,21 @@ cdef class Port:
     @cython.locals(queued=cython.longlong, now=cython.longlong, until=list, queues=list,
                    tc=Py_ssize_t, paused_to=cython.longlong)
     cdef _pick_rr(self)
-    @cython.locals(pkt=SimPacket)
+    # The other schedulers and the gate: C calls from _send_next (nothing overrides them).
+    cdef _pick(self)
+    @cython.locals(sched=cython.longlong, now=cython.longlong, until=list, queues=list,
+                   tc=Py_ssize_t)
+    cdef _sched_pick(self)
+    @cython.locals(ib=IbLink, queues=list, until=list, tc=Py_ssize_t, nbytes=cython.longlong)
+    cdef _gated_pick(self)
+    @cython.locals(sent=cython.longlong, high_ok=cython.bint)
+    cdef _pick_vlarb(self, long long now)
+    @cython.locals(entries=tuple, n=Py_ssize_t, queues=list, until=list, i=Py_ssize_t,
+                   k=Py_ssize_t, j=Py_ssize_t, vl=Py_ssize_t, weight=cython.longlong,
+                   left=cython.longlong, group=tuple, m=Py_ssize_t, r=Py_ssize_t,
+                   g=Py_ssize_t, tc=Py_ssize_t, b=cython.longlong)
+    cdef _va_arb(self, Py_ssize_t t, long long now)
+    @cython.locals(pkt=SimPacket, ib=IbLink)
     cpdef _done(self, pkt)
 
 cdef Py_ssize_t _NPRIO

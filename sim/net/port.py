@@ -13,8 +13,11 @@ Rules (IEEE 802.1Qbb / IEEE 802.3 Annex 31B and 31D; the same semantics as the n
 * Scheduling among data queues: strict priority for ``strict_tcs`` (highest first), then,
   over the other non-empty, unpaused queues, either packet round robin (``scheduler="rr"``,
   the default) or deficit weighted round robin (``scheduler="dwrr"``, below).
-* Serialisation counts the wire size (FCS, preamble/SFD, IFG, 64-byte minimum:
-  ``sim.units.frame_ser_time_ps``); the frame reaches the peer ``prop_ps`` after its last bit.
+* Serialisation counts the wire size of the port's header stack (:attr:`Port.stack`,
+  :mod:`wire.linkstack`): on Ethernet (RoCE, the default) the frame with FCS, preamble/SFD,
+  IFG and the 64-byte minimum (``sim.units.frame_ser_time_ps``), on an InfiniBand link (set
+  by :class:`sim.flowctl.ib.IbLink`) the packet's bytes alone; the frame reaches the peer
+  ``prop_ps`` after its last bit.
 
 Paused time per priority is accounted as the union of pause intervals (a refresh does not
 count twice).
@@ -55,17 +58,17 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from functools import partial
 from typing import Protocol
 
 from sim.engine import Engine, Timer
 from sim.events import PauseExpired, PauseReceived
 from sim.flowctl.base import Gate
 from sim.flowctl.credit import CreditFlowControl
-from sim.flowctl.ib import MGMT_VL, ib_blocks
+from sim.flowctl.ib import MGMT_VL, IbLink, ib_blocks
 from sim.packet import PRIORITIES, SimPacket
 from sim.trace import Interest, NullTracer, Tracer, interest
-from sim.units import frame_ser_time_ps
+from sim.units import ser_time_ps
+from wire.linkstack import ROCE, HeaderStack
 from wire.pfc import quanta_to_ps
 
 __all__ = ["Port", "CreditPort", "Receiver", "PRIORITIES", "QUANTUM_BYTES", "SCHEDULERS",
@@ -214,6 +217,9 @@ class Port:
         self._ser_cache: dict[int, int] = {}
         self._pause_ps: dict[int, int] = {}  # quanta -> pause time at rate_bps
         self._cached_rate = rate_bps  # the rate of _ser_cache's and _pause_ps's times
+        #: The header stack of the frames this port sends, for their size on the wire
+        #: (:meth:`set_stack`; RoCEv2 on Ethernet unless an InfiniBand link says otherwise).
+        self.stack: HeaderStack = ROCE
         self.on_dequeue = on_dequeue
         self.peer: Receiver | None = None
         self.peer_port = 0
@@ -241,7 +247,15 @@ class Port:
         self.busy_ps = 0
         self._tx_end_ps = 0  # end of the frame on the wire (valid while busy)
         self._rr_fast = scheduler == "rr"  # enqueue's cut-through applies to "rr" only
-        self._rr_pick = scheduler == "rr"  # _pick is the "rr" one (not replaced per instance)
+        self._rr_pick = scheduler == "rr"  # _send_next picks with _pick_rr (no gate)
+        #: The scheduler as a number for :meth:`_sched_pick`: 0 rr, 1 dwrr, 2 vlarb.
+        self._sched = SCHEDULERS.index(scheduler)
+        #: The link-level flow control's gate (:meth:`add_gate`; None: none), and the same
+        #: object when it is an InfiniBand link's (its gate is then a C call, port.pxd).
+        self._gate: Gate | None = None
+        self._ib_gate: IbLink | None = None
+        #: The InfiniBand link of this port (sim.flowctl.ib sets it; None: not an IB link).
+        self.ib: IbLink | None = None
         # Hot-path handles, bound once (no bound-method object per frame).
         self._done_cb = self._done
         #: When set, ``enqueue`` hands every frame to it instead of queueing it (the dropper of
@@ -257,8 +271,6 @@ class Port:
             self.deficit = [0] * PRIORITIES
             self._dw_cur = -1  # class whose visit is in progress, -1 for none
             self._dw_next = 0  # where the next pass starts
-            self._pick = partial(self._pick_strict_then,  # type: ignore[method-assign]
-                                 self._pick_dwrr)
         self._vl_of: tuple[int, ...] = tuple(range(PRIORITIES))
         if scheduler == "vlarb":
             assert w is not None
@@ -272,8 +284,6 @@ class Port:
             self._va_left = [0, 0]  # weight (blocks) left in the current entry's turn
             self._va_rr = [0] * (MGMT_VL + 1)  # round robin among classes sharing a VL
             self.set_vl_map(self._vl_of)
-            self._pick = partial(self._pick_strict_then,  # type: ignore[method-assign]
-                                 self._pick_vlarb)
 
     def connect(self, peer: Receiver, peer_port: int, prop_ps: int) -> None:
         self.peer, self.peer_port, self.prop_ps = peer, peer_port, prop_ps
@@ -365,8 +375,20 @@ class Port:
             self._rate_changed()
         t = self._ser_cache.get(nbytes)
         if t is None:
-            t = self._ser_cache[nbytes] = frame_ser_time_ps(nbytes, self.rate_bps)
+            t = self._ser_cache[nbytes] = ser_time_ps(self.stack.wire_bytes(nbytes),
+                                                      self.rate_bps)
         return t
+
+    def wire_bytes(self, nbytes: int) -> int:
+        """Bytes a frame of ``nbytes`` (FCS not counted) occupies on this port's link
+        (:meth:`wire.linkstack.HeaderStack.wire_bytes` of :attr:`stack`)."""
+        return self.stack.wire_bytes(nbytes)
+
+    def set_stack(self, stack: HeaderStack) -> None:
+        """Send frames of header stack ``stack`` from now on (their wire size: an
+        InfiniBand link's packets carry no Ethernet framing)."""
+        self.stack = stack
+        self._ser_cache.clear()
 
     def send_control(self, pkt: SimPacket) -> None:
         """A MAC Control frame (PFC): ahead of all data, never paused."""
@@ -388,6 +410,8 @@ class Port:
         """Remove every frame queued for ``prio`` and return them, oldest first (a PFC
         watchdog's drop action).  No ``on_dequeue`` call and no event: the caller accounts
         for the frames.  The frame on the wire, if any, is not affected."""
+        if self._ib_gate is not None:
+            self._ib_gate._sync()  # the credits arrived so far see the queue as it was
         q = self.queues[prio]
         pkts = list(q)
         if pkts:
@@ -402,10 +426,31 @@ class Port:
         return pkts
 
     def _pick(self) -> int | None:
-        """The data queue to send from next (None: none may send); the "rr" scheduler's.  A
-        port with another scheduler or a gate has its own ``_pick`` (an attribute of the
-        instance: ``_send_next`` calls it through Python then)."""
-        return self._pick_rr()
+        """The data queue to send from next (None: none may send): the scheduler's choice
+        among the classes that are not paused and, with a gate, not blocked by it.  A C
+        method in the compiled core (port.pxd); ``_send_next`` calls :meth:`_pick_rr` itself
+        on an "rr" port without a gate."""
+        if self._gate is not None:
+            return self._gated_pick()
+        return self._sched_pick()
+
+    def _sched_pick(self) -> int | None:
+        """The scheduler's pick among the classes that are not paused: "rr"
+        (:meth:`_pick_rr`), or the strict classes then "dwrr" or "vlarb"."""
+        sched = self._sched
+        if sched == 0:
+            return self._pick_rr()
+        if not self._queued:
+            return None
+        now = self.engine.now_ps
+        until = self._paused_until_ps
+        queues = self.queues
+        for tc in self.strict_tcs:
+            if queues[tc] and until[tc] <= now:
+                return tc
+        if sched == 1:
+            return self._pick_dwrr(now)
+        return self._pick_vlarb(now)
 
     def _pick_rr(self) -> int | None:
         """:meth:`_pick` of the "rr" scheduler; a C method in the compiled core (port.pxd)."""
@@ -436,21 +481,8 @@ class Port:
                 return tc
         return None
 
-    def _pick_strict_then(self, weighted: Callable[[int], int | None]) -> int | None:
-        """The scheduler of ``"dwrr"`` and ``"vlarb"``: nothing queued, None; else the
-        highest strict class with a frame and not paused; else ``weighted(now)``."""
-        if not self._queued:
-            return None
-        now = self.engine.now_ps
-        until = self._paused_until_ps
-        queues = self.queues
-        for tc in self.strict_tcs:
-            if queues[tc] and until[tc] <= now:
-                return tc
-        return weighted(now)
-
     def _pick_dwrr(self, now: int) -> int | None:
-        """DWRR among the weighted classes (after the strict ones, _pick_strict_then)."""
+        """DWRR among the weighted classes (after the strict ones, _sched_pick)."""
         until = self._paused_until_ps
         queues = self.queues
         deficit = self.deficit
@@ -566,6 +598,9 @@ class Port:
         else:
             tc = self._pick_rr() if self._rr_pick else self._pick()
             if tc is None:
+                ib = self._ib_gate
+                if ib is not None and self._queued:  # waits for credits: FC packets wake it
+                    ib._idle()
                 self._sleep_until_unpaused()
                 return
             pkt = self.queues[tc].popleft()
@@ -574,6 +609,9 @@ class Port:
             self.queue_bytes[tc] -= nbytes
             if self.on_dequeue is not None:
                 self.on_dequeue(self.index, pkt)
+            ib = self._ib_gate
+            if ib is not None:
+                ib._take(pkt)
             f = self._int.dequeued
             if f is not None:
                 f(now, self.node_id, self.index, tc, pkt.id, pkt.flow, nbytes,
@@ -593,7 +631,10 @@ class Port:
         self.tx_bytes += pkt.nbytes
         self.tx_packets += 1
         peer = self.peer
-        if peer is not None:
+        ib = self._ib_gate
+        if ib is not None and pkt.fc is not None:  # its receiver's VL buffer counts it first
+            self.engine._after(self.prop_ps, ib._land_cb, (peer, self.peer_port, pkt))
+        elif peer is not None:
             self.engine._after(self.prop_ps, peer.receive, (self.peer_port, pkt))
         if self._queued or self.control:  # else _start would find nothing to send or wait for
             self._send_next()
@@ -630,24 +671,32 @@ class Port:
         exactly like a paused one (its pause timers are masked for the pick), the others go on.
         PFC needs no gate: its sender half is this port's pause timers (:meth:`pause`)."""
         self._gate = gate
+        self._ib_gate = gate if isinstance(gate, IbLink) else None
         self._rr_fast = False  # enqueue's cut-through knows pauses, not gates
-        self._base_pick = self._pick
-        self._pick = self._gated_pick  # type: ignore[method-assign]
         self._rr_pick = False
 
     def _gated_pick(self) -> int | None:
+        """:meth:`_sched_pick` with the classes the gate blocks masked as paused."""
         gate = self._gate
+        ib = self._ib_gate
         queues = self.queues
-        blocked = [tc for tc in gate.classes
-                   if queues[tc] and gate.blocked(tc, queues[tc][0].nbytes)]
-        if not blocked:
-            return self._base_pick()
         until = self._paused_until_ps
+        blocked = None
+        for tc in (ib.classes if ib is not None else gate.classes):
+            q = queues[tc]
+            if q:
+                nbytes = q[0].nbytes
+                if ib._blocked(tc, nbytes) if ib is not None else gate.blocked(tc, nbytes):
+                    if blocked is None:
+                        blocked = []
+                    blocked.append(tc)
+        if blocked is None:
+            return self._sched_pick()
         saved = [until[tc] for tc in blocked]
         for tc in blocked:
             until[tc] = _FOREVER_PS
         try:
-            return self._base_pick()
+            return self._sched_pick()
         finally:
             for tc, u in zip(blocked, saved, strict=True):
                 until[tc] = u

@@ -1,7 +1,8 @@
 """A host NIC: paced senders per flow, PFC reaction on its port, a counting receiver.
 
 Sender: each flow sends ``packet_bytes`` frames (headers included, no FCS) at ``rate_bps``
-(measured on the wire: a frame of ``n`` bytes every ``frame_ser_time_ps(n, rate_bps)``), from
+(measured on the wire: a frame of ``n`` bytes every ``ser_time_ps(port.wire_bytes(n),
+rate_bps)``, the port's framing: Ethernet's, or an InfiniBand link's packet alone), from
 ``start_ps`` until ``stop_ps`` or until ``size_bytes`` are sent.  Traffic shapes (all optional,
 CBR is the default):
 
@@ -130,13 +131,14 @@ from sim.net.port import PRIORITIES, CreditPort, Port
 from sim.nic.rc import ACK_TIMEOUT, RETRY_CNT, RcReceiver, RcSender, ack_timeout_ps
 from sim.packet import REPLAY_FLOW_BASE, PacketIds, SimPacket
 from sim.trace import Interest, NullTracer, Tracer, interest
-from sim.units import frame_ser_time_ps, ser_time_ps
+from sim.units import ser_time_ps
 from wire import build
 from wire.bth import BTH
 from wire.ecn import ip_offset
 from wire.ib_ext import AETH, AethKind, aeth_decode
 from wire.ipv4 import IPV4
 from wire.ipv6 import IPV6
+from wire.linkstack import ROCE
 from wire.pfc import quanta_to_ps
 from wire.roce import CNP_OPCODE
 from wire.template import RoceTemplate
@@ -166,19 +168,13 @@ RX_MTU_BYTES = 9216
 RX_RESPONSE_PS = 1_000_000
 
 
-def _roce_header_bytes() -> int:
-    """Header and trailer bytes of a RoCEv2 data frame over IPv4 (Eth 14 + IPv4 20 + UDP 8 +
-    BTH 12 + ICRC 4 = 58), from the field tables: a frame of 1024 payload bytes less them (an
-    empty one would be padded to Ethernet's minimum)."""
-    return len(build({"ipv4": {}, "udp": {}, "bth": {"opcode": "RC_RDMA_WRITE_MIDDLE"},
-                      "payload": {"length": 1024}})) - 1024
-
-
 #: Bytes of headers per RoCEv2 data frame (FCS not counted, as everywhere in the simulator):
 #: Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 = 58 (IBA Annex A17 RoCEv2), derived from
-#: the field tables; the default ``Flow.packet_bytes`` is 1082 = 1024 + 58.
-ROCE_HEADER_BYTES = _roce_header_bytes()
-#: Bytes of a frame the NIC makes or strips itself, not carried over PCIe: its RoCE headers.
+#: the field tables (:data:`wire.linkstack.ROCE`); the default ``Flow.packet_bytes`` is
+#: 1082 = 1024 + 58.
+ROCE_HEADER_BYTES = ROCE.header_bytes
+#: Bytes of a frame the NIC makes or strips itself, not carried over PCIe: its RoCE headers
+#: (an InfiniBand fabric's hosts get ``pcie_header_bytes`` = its 26, sim.scenarios.common).
 PCIE_HEADER_BYTES = ROCE_HEADER_BYTES
 
 
@@ -575,7 +571,8 @@ class Host:
         rate = ctl.rate_bps
         gap = self._gap_ps.get((nbytes, rate))
         if gap is None:
-            gap = self._gap_ps[(nbytes, rate)] = frame_ser_time_ps(nbytes, rate)
+            gap = self._gap_ps[(nbytes, rate)] = ser_time_ps(self.port.wire_bytes(nbytes),
+                                                             rate)
         ask = False
         if rc is not None:
             if not resent:

@@ -13,9 +13,9 @@ from typing import Any
 from sim.trace import Interest
 from sim.units import quantity_problem
 
-__all__ = ["MAX_DEPTH", "Param", "ParamText", "Scenario", "ScenarioError", "ScenarioInfo",
-           "TracerSlot", "nesting_problem", "parse_text", "register", "registry",
-           "resolve_params"]
+__all__ = ["MAX_DEPTH", "PAYLOAD_BYTES", "Param", "ParamText", "Scenario", "ScenarioError",
+           "ScenarioInfo", "TracerSlot", "nesting_problem", "parse_text", "register", "registry",
+           "resolve_params", "stack_defaults"]
 
 
 class ScenarioError(ValueError):
@@ -255,10 +255,46 @@ _builtins_done = False
 
 def register(name: str, builder: Callable[[Mapping[str, Any]], Scenario],
              params_doc: Sequence[Param], doc: str = "") -> None:
-    """Add a scenario; ``params_doc`` lists its :class:`Param` (names, defaults, docs)."""
+    """Add a scenario; ``params_doc`` lists its :class:`Param` (names, defaults, docs).  A
+    scenario that takes ``fabric`` and ``packet_bytes`` gets the default frame of an
+    InfiniBand fabric when ``fabric = "ib"`` and no ``packet_bytes`` is given
+    (:func:`stack_defaults`)."""
     if name in _REGISTRY:
         raise ValueError(f"scenario {name!r} is registered already")
-    _REGISTRY[name] = ScenarioInfo(name, builder, tuple(params_doc), doc)
+    spec = tuple(params_doc)
+    if {"fabric", "packet_bytes"} <= {p.name for p in spec}:
+        builder = _stack_default(builder, spec)
+    _REGISTRY[name] = ScenarioInfo(name, builder, spec, doc)
+
+
+#: Payload of the built-in scenarios' default data frame (``packet_bytes``), bytes.
+PAYLOAD_BYTES = 1024
+
+
+def stack_defaults(spec: Sequence[Param], params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` of a scenario (parameters ``spec``) with the default data frame of its
+    fabric: with ``fabric = "ib"`` and no ``packet_bytes`` given, :data:`PAYLOAD_BYTES`
+    with InfiniBand's headers (1050 B, :data:`wire.linkstack.IB`) instead of RoCEv2's (the
+    parameter's default, 1082 B)."""
+    from wire.linkstack import IB
+
+    out = dict(params)
+    names = {q.name for q in spec}
+    if ("packet_bytes" in names and "fabric" in names and "packet_bytes" not in out
+            and out.get("fabric") == "ib"):
+        out["packet_bytes"] = IB.frame_bytes(PAYLOAD_BYTES)
+    return out
+
+
+def _stack_default(builder: Callable[[Mapping[str, Any]], Scenario], spec: tuple[Param, ...]
+                   ) -> Callable[[Mapping[str, Any]], Scenario]:
+    """``builder`` given the default frame of its fabric's header stack first."""
+    import functools
+
+    @functools.wraps(builder)
+    def build(params: Mapping[str, Any]) -> Scenario:
+        return builder(stack_defaults(spec, params))
+    return build
 
 
 def registry() -> dict[str, ScenarioInfo]:

@@ -225,9 +225,10 @@ def build_fabric(kind: str, p: dict[str, Any], *, tracer: Any = None, faults: bo
         raise ValueError(f"fabric {kind!r}: one of {', '.join(FABRICS)}, or a .toml file")
     from sim.fabric.fattree import fat_tree, superpod
     from sim.fabric.rail import collective_star, rail_optimized
-    from sim.scenarios.common import fabric_setup
+    from sim.scenarios.common import collective_packet, fabric_setup
     from sim.units import gbps
 
+    p = collective_packet(p)  # packet_bytes 0: the fabric's largest packet
     rate = gbps(p["link_gbps"])
     nranks = p["nodes"] * p["gpus_per_node"]
     prop_ps = round(p["prop_ns"] * 1000)
@@ -389,8 +390,9 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     ``observer.done(rf)`` at the end.  ``faults=False`` runs the size without any fault
     (``params["faults"]``, the reroute keys, a fabric file's ``[[faults]]``): the fault-free
     run it is compared with."""
+    from sim.scenarios.common import collective_packet
     from sim.units import gbps
-    from sim.workloads.collective import ROCE_HEADER_BYTES, fabric_counters, nvlink_domain
+    from sim.workloads.collective import fabric_counters, nvlink_domain
     from sim.workloads.collective_stats import (
         busiest_link,
         link_usage,
@@ -411,9 +413,14 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
                    root=root, gpus_per_node=rf.gpus_per_node,
                    qps_per_connection=qps)
     limit_ps = int(params["limit_ms"] * 10**9)
-    mtu = getattr(rf, "packet_bytes", params["packet_bytes"]) - ROCE_HEADER_BYTES
+    # the fabric's header stack (RoCEv2 or InfiniBand, wire.linkstack) and its largest packet
+    stack = rf.fabric.stack
+    pkt = collective_packet({"packet_bytes": getattr(rf, "packet_bytes", 0)
+                             or params["packet_bytes"]}, stack)["packet_bytes"]
+    mtu = pkt - stack.header_bytes
     # the fabric's nodes: NVLink inside them, PXN between them (sim.workloads.collective)
-    job_kw = {"gpus_per_node": rf.gpus_per_node, "nvlink": params["nvlink"],
+    job_kw = {"header_bytes": stack.header_bytes,
+              "gpus_per_node": rf.gpus_per_node, "nvlink": params["nvlink"],
               "nvlink_bps": gbps(params["nvlink_gbps"]),
               "nvlink_latency_ps": round(params["nvlink_latency_ns"] * 1000),
               "pxn": params["pxn"]}

@@ -14,8 +14,9 @@ from typing import Any, NamedTuple
 
 from sim.net.mmu import MmuConfig, headroom_bytes
 from sim.net.switch import EcnConfig
-from sim.scenarios.base import Param, ScenarioError
+from sim.scenarios.base import PAYLOAD_BYTES, Param, ScenarioError, stack_defaults
 from sim.units import BYTES_PER_KB, gbps, kb_to_bytes, ms_to_ps, quantity_problem, us_to_ps
+from wire.linkstack import IB, ROCE, HeaderStack
 
 __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABRIC_PARAMS",
            "BUFFER_BYTES_PER_GBPS", "DCQCN_KMAX_KB", "default_buffer_bytes", "kmax_kb",
@@ -24,7 +25,8 @@ __all__ = ["KB", "TC", "RESPONSE_PS", "RESERVED_BYTES", "XON_DELTA_BYTES", "FABR
            "add_own_flow",
            "pos", "nonneg", "frac", "rate_check", "share", "in_range", "PCIE_NAMES",
            "pcie_params", "pcie_kw", "collective_params", "rc_params", "rc_kw", "FABRICS",
-           "IB_NAMES", "FabricSetup",
+           "IB_NAMES", "FabricSetup", "header_stack", "collective_packet", "PAYLOAD_BYTES",
+           "stack_defaults",
            "fabric_setup", "ib_vl_buffer_bytes", "roce_only", "FAULT_KINDS", "FAULT_KIND_KEYS",
            "FAULT_PARAMS",
            "REROUTE_PARAMS", "FaultPlan", "add_faults", "apply_faults", "check_stragglers",
@@ -158,7 +160,8 @@ FABRIC_PARAMS: dict[str, Param] = {p.name: p for p in (
           "every frame before PFC pauses", _kmax),
     Param("pmax", 0.01, "ECN: marking probability at kmax (0 disables marking)", frac),
     Param("cable_m", 10, "cable length of every link, m (propagation 5 ns/m)", nonneg),
-    Param("packet_bytes", 1082, "data frame size, bytes without FCS (1024 B payload RoCEv2)",
+    Param("packet_bytes", 1082, "data frame size, bytes without FCS (1024 B payload with "
+          "RoCEv2 headers; with fabric=ib the default is 1050, 1024 B with IB headers)",
           _packet),
     # The GPU-NIC PCIe link (sim.nic.pcie, sim.nic.host "PCIe"): off (0) unless asked for.
     Param("pcie_gen", 0, "GPU-NIC PCIe generation 1..6: the NIC writes what it receives and "
@@ -434,7 +437,7 @@ def pcie_kw(p: Mapping[str, Any], line_rate_bps: int | None = None) -> dict[str,
             from None
     buf = kb_to_bytes(p.get("nic_rx_buffer_kb", FABRIC_PARAMS["nic_rx_buffer_kb"].default))
     tcs = tuple(p.get("lossless_tcs", (TC,))) if p.get("pfc", True) else ()
-    mtu = p.get("packet_bytes", FABRIC_PARAMS["packet_bytes"].default)
+    mtu = _packet_bytes(p)
     if line_rate_bps is not None and tcs:
         prop_ps = (round(p["prop_ns"] * 1000) if "prop_ns" in p
                    else prop_delay_ps(p.get("cable_m", 0)))
@@ -444,7 +447,8 @@ def pcie_kw(p: Mapping[str, Any], line_rate_bps: int | None = None) -> dict[str,
             raise ScenarioError(f"parameter 'nic_rx_buffer_kb': {p.get('nic_rx_buffer_kb')} "
                                 f"KB: {e}") from None
     return {"pcie_write_bps": link.write_bps(), "pcie_read_bps": link.read_bps(),
-            "rx_buffer_bytes": buf, "rx_pause_tcs": tcs, "rx_mtu_bytes": mtu}
+            "rx_buffer_bytes": buf, "rx_pause_tcs": tcs, "rx_mtu_bytes": mtu,
+            "pcie_header_bytes": header_stack(p).header_bytes}
 
 
 def collective_params() -> tuple[Param, ...]:
@@ -487,7 +491,9 @@ def collective_params() -> tuple[Param, ...]:
         with_default("seed", 0),
         FABRIC_PARAMS["kmin_kb"], FABRIC_PARAMS["kmax_kb"], FABRIC_PARAMS["pmax"],
         FABRIC_PARAMS["cable_m"],
-        with_default("packet_bytes", 4154),
+        Param("packet_bytes", 0, "largest data packet, bytes without FCS (0: the largest "
+              "IB MTU, 4096 B of payload, plus the fabric's headers: 4154 RoCEv2, 4122 IB)",
+              lambda v: None if v == 0 else _packet(v)),
         *param_set(*IB_NAMES),
         Param("prop_ns", 500.0, "propagation delay of every link, ns (100 m of fibre)", nonneg),
         Param("limit_ms", 100.0, "give up on an iteration after this much simulated time, ms",
@@ -501,6 +507,38 @@ def collective_params() -> tuple[Param, ...]:
               "as NCCL's does)", None),
         *REROUTE_PARAMS,
     )
+
+
+def _packet_bytes(p: Mapping[str, Any]) -> int:
+    """``packet_bytes`` of ``p`` (absent: the scenarios' default; 0, a collective's: the
+    fabric's largest packet, :func:`collective_packet`)."""
+    return (p.get("packet_bytes", FABRIC_PARAMS["packet_bytes"].default)
+            or header_stack(p).frame_bytes())
+
+
+def header_stack(p: Mapping[str, Any]) -> HeaderStack:
+    """The header stack of the data packets of ``p``'s fabric (:mod:`wire.linkstack`):
+    InfiniBand's with ``fabric = "ib"``, else RoCEv2's."""
+    return IB if p.get("fabric", "roce") == "ib" else ROCE
+
+
+def collective_packet(p: Mapping[str, Any], stack: HeaderStack | None = None) -> dict[str, Any]:
+    """``p`` with ``packet_bytes`` resolved for a collective: 0 becomes the largest IB MTU
+    (4096 B of payload) plus the headers of ``stack`` (default: the fabric's,
+    :func:`header_stack`): 4154 on RoCEv2, 4122 on InfiniBand.  A packet whose payload
+    exceeds that MTU on InfiniBand is a ScenarioError naming ``packet_bytes``; so is one
+    with no payload."""
+    stack = stack if stack is not None else header_stack(p)
+    pkt = p.get("packet_bytes") or stack.frame_bytes()
+    if pkt <= stack.header_bytes:
+        raise ScenarioError(f"parameter 'packet_bytes': {pkt} leaves no payload after the "
+                            f"{stack.header_bytes} bytes of {stack.label}")
+    if not stack.ethernet and pkt > stack.frame_bytes():
+        raise ScenarioError(f"parameter 'packet_bytes': {pkt} B is {pkt - stack.header_bytes} "
+                            f"B of payload, above InfiniBand's largest MTU "
+                            f"({stack.max_payload_bytes} B: packets of at most "
+                            f"{stack.frame_bytes()} B)")
+    return {**p, "packet_bytes": pkt}
 
 
 def rc_params() -> tuple[Param, ...]:
@@ -594,6 +632,8 @@ def fabric_setup(p: Mapping[str, Any], ports: int, rate_bps: int) -> FabricSetup
       A buffer that cannot hold every port's VL buffers and reserves is a ScenarioError
       naming ``buffer_kb``/``vl_buffer_kb``.
     """
+    if "packet_bytes" in p and not p["packet_bytes"]:  # a collective's 0: the largest packet
+        p = {**p, "packet_bytes": _packet_bytes(p)}
     if p.get("fabric", "roce") == "roce":
         cfg, hr = mmu_config(p, ports, rate_bps)
         return FabricSetup(cfg, hr, ecn_config(p), {}, {}, host_kw(p, rate_bps))

@@ -345,7 +345,8 @@ def _collective_params() -> tuple[Param, ...]:
         Param("root", 0, "broadcast: the root rank", in_range(0, 65535)),
         Param("tc", TC, "traffic class of the data", in_range(0, 7)),
         Param("packet_bytes", 0, "largest frame without FCS (0: [switch] mtu_bytes); payload "
-              "= packet_bytes - 58 RoCEv2 header bytes", in_range(0, 9216)),
+              "= packet_bytes - the fabric's header bytes (58 RoCEv2, 26 IB)",
+              in_range(0, 9216)),
         cli["failover"],
     )
 
@@ -752,7 +753,7 @@ def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int
     """The ``[[collective]]`` entries as jobs on ``fab`` (started by engine events at their
     ``start_us``); their QP numbers follow the flow ids already in the fabric, entry after
     entry, below the replayed captures' ids (:data:`sim.workloads.replay.REPLAY_FLOW_BASE`)."""
-    from sim.workloads.collective import ROCE_HEADER_BYTES
+    from sim.scenarios.common import collective_packet
     from sim.workloads.nccl import Collective, ScheduleError, default_channels, schedule
     from sim.workloads.nccl_tests import coll_counts, parse_size
     from sim.workloads.replay import REPLAY_FLOW_BASE
@@ -785,10 +786,12 @@ def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int
         if c["algo"] == "tree" and n % g:
             raise ScenarioError(f"{label} 'gpus_per_node': tree: {n} ranks are not whole "
                                 f"nodes of {g} GPUs")
-        pkt = c["packet_bytes"] or mtu_bytes
-        if pkt <= ROCE_HEADER_BYTES:
-            raise ScenarioError(f"{label} 'packet_bytes': {pkt} leaves no payload after the "
-                                f"{ROCE_HEADER_BYTES} header bytes")
+        stack = fab.stack  # RoCEv2 or InfiniBand headers (wire.linkstack)
+        try:
+            pkt = collective_packet({"packet_bytes": c["packet_bytes"] or mtu_bytes},
+                                    stack)["packet_bytes"]
+        except ScenarioError as e:
+            raise ScenarioError(f"{label} {str(e).removeprefix('parameter ')}") from None
         counts = coll_counts(coll, parse_size(c["size"]), c["datatype"], n)
         try:
             nch = c["channels"] or default_channels(n // g if g > 1 else n, g)
@@ -807,7 +810,7 @@ def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int
                                 f"{REPLAY_FLOW_BASE - 1} (the replayed captures' flow ids "
                                 f"start at {REPLAY_FLOW_BASE})")
         try:
-            e = CollectiveEntry(i, c, sch, counts, hosts, fab, pkt - ROCE_HEADER_BYTES, g)
+            e = CollectiveEntry(i, c, sch, counts, hosts, fab, pkt - stack.header_bytes, g)
         except ValueError as err:
             raise ScenarioError(f"{label}: {err}") from None
         for key, conn in sch.connections.items():

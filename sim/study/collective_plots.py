@@ -25,9 +25,13 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["busbw_bound", "config_label", "nic_rate", "figures", "is_collective_results", "load",
+if TYPE_CHECKING:
+    from wire.linkstack import HeaderStack
+
+__all__ = ["busbw_bound", "config_label", "header_stack_of", "nic_rate", "figures",
+           "is_collective_results", "load",
            "overlay_figure", "plot_results", "size_label", "size_text", "write_figures"]
 
 RESULTS = "results.json"
@@ -142,19 +146,20 @@ _RING_COLLECTIVES = ("allreduce", "reducescatter", "allgather", "broadcast")
 
 def nic_rate(doc: Mapping[str, Any]) -> tuple[float, str] | None:
     """The data rate (GB/s) one NIC moves, and what sets it: its line rate times the data
-    share of its frames (MTU / (MTU + 58 bytes of RoCEv2 headers),
-    :data:`sim.workloads.collective.ROCE_HEADER_BYTES`) and of the protocol (LL carries 8
-    data bytes per 16, LL128 120 per 128: :func:`sim.workloads.nccl.wire_bytes`), or the
-    PCIe write budget of its slot (:class:`sim.nic.pcie.PcieLink`, when ``pcie_gen`` > 0) if
-    that is lower.  None without a link rate."""
-    from sim.workloads.collective import ROCE_HEADER_BYTES
+    share of its packets (MTU / (MTU + the headers of the fabric's stack:
+    :func:`header_stack_of`, 58 bytes of RoCEv2 headers or 26 of InfiniBand's,
+    :mod:`wire.linkstack`) and of the protocol (LL carries 8 data bytes per 16, LL128 120
+    per 128: :func:`sim.workloads.nccl.wire_bytes`), or the PCIe write budget of its slot
+    (:class:`sim.nic.pcie.PcieLink`, when ``pcie_gen`` > 0) if that is lower.  None without
+    a link rate."""
     from sim.workloads.nccl import wire_bytes
 
     p = doc.get("params", {})
-    gbps, packet = p.get("link_gbps"), p.get("packet_bytes")
-    if not gbps or not packet or packet <= ROCE_HEADER_BYTES:
+    stack = header_stack_of(doc)
+    gbps, packet = p.get("link_gbps"), p.get("packet_bytes") or stack.frame_bytes()
+    if not gbps or packet <= stack.header_bytes:
         return None
-    mtu = packet - ROCE_HEADER_BYTES
+    mtu = packet - stack.header_bytes
     probe = 120 * 8 * 1024  # a whole number of LL and LL128 lines
     proto = doc.get("protocol", "simple")
     try:
@@ -163,7 +168,7 @@ def nic_rate(doc: Mapping[str, Any]) -> tuple[float, str] | None:
         eff = Fraction(1)
     proto_txt = "" if eff == 1 else f" x {eff.numerator}/{eff.denominator} ({proto} flags)"
     nic = gbps / 8 * mtu / packet * float(eff)
-    text = f"{gbps:g} Gb/s NIC x {mtu}/{packet} (RoCE headers){proto_txt}"
+    text = f"{gbps:g} Gb/s NIC x {mtu}/{packet} ({stack.label}){proto_txt}"
     gen = p.get("pcie_gen") or 0
     if gen:
         from sim.nic.pcie import PcieLink
@@ -178,6 +183,18 @@ def nic_rate(doc: Mapping[str, Any]) -> tuple[float, str] | None:
             return pcie, (f"PCIe Gen{gen} x{link.lanes} write budget (MPS {link.mps_bytes})"
                           f"{proto_txt}, below the NIC's {nic:.2f}")
     return nic, text
+
+
+def header_stack_of(doc: Mapping[str, Any]) -> HeaderStack:
+    """The header stack of a results document's packets: ``header_stack`` (written on an
+    InfiniBand fabric), else the ``fabric`` parameter (``roce`` | ``ib``), else RoCEv2."""
+    from wire.linkstack import header_stack
+
+    name = doc.get("header_stack") or doc.get("params", {}).get("fabric") or "roce"
+    try:
+        return header_stack(name)
+    except ValueError:
+        return header_stack("roce")
 
 
 def busbw_bound(doc: Mapping[str, Any], row: Mapping[str, Any] | None = None

@@ -21,8 +21,11 @@ A study, not a scenario: a scenario is one fabric and one run, this is eight run
   without NVLink (every hop through the network) at ``coll_gbps``; goodput is busbw, FCT
   the transfers' p50/p99 start-to-receipt time.
 
-Each row: ``goodput_gbps`` (delivered bytes of the case's flows over the run, or busbw in
-Gb/s), ``fct_p50_us``/``fct_p99_us``, ``max_queue_bytes`` (deepest switch egress queue),
+Both fabrics carry the same payload per packet: 1024 bytes with RoCEv2's headers (1082-byte
+frames) or InfiniBand's (1050-byte packets), 4096 in the collectives (4154 and 4122 bytes;
+``wire.linkstack``).  Each row: ``goodput_gbps`` (payload delivered by the case's flows over
+the run: frame bytes less each frame's headers; or busbw in Gb/s),
+``fct_p50_us``/``fct_p99_us``, ``max_queue_bytes`` (deepest switch egress queue),
 ``pfc_pauses`` (PFC frames sent), ``credit_stall_us`` (head packets waiting for credits,
 summed over all IB ports), ``ooo_packets`` (out-of-order arrivals, None while the simulator
 does not count them), ``victim_gbps`` and ``drops``.  None where a figure does not apply.
@@ -94,11 +97,19 @@ def _pct(values: Sequence[float], q: float) -> float | None:
     return v[max(0, -(-len(v) * int(q * 100) // 100) - 1)]
 
 
+def _payload(delivered: int, packet_bytes: int, header_bytes: int) -> int:
+    """The payload in ``delivered`` bytes of one flow's frames of at most ``packet_bytes``
+    (every frame full but the last)."""
+    return delivered - -(-delivered // packet_bytes) * header_bytes
+
+
 def _fabric_row(s: Mapping[str, Any], duration_ps: int, flows: Sequence[int],
-                victim: int | None) -> dict[str, Any]:
-    """The figures of one packet-level run from ``Fabric.summary()`` ``s``."""
+                victim: int | None, packet_bytes: int, header_bytes: int) -> dict[str, Any]:
+    """The figures of one packet-level run from ``Fabric.summary()`` ``s`` (the flows' frames
+    of ``packet_bytes`` carry ``header_bytes`` of headers each)."""
     by = {f["id"]: f for f in s["flows"]}
-    delivered = sum(by[i]["bytes_delivered"] for i in flows)
+    delivered = sum(_payload(by[i]["bytes_delivered"], packet_bytes, header_bytes)
+                    for i in flows)
     fcts = [by[i]["fct_ps"] / 1e6 for i in flows if by[i]["fct_ps"] is not None]
     sw_ports = [p for p in s["ports"] if "pause_sent" in p]
     ooo = [f.get("ooo_packets") for f in s["flows"]]
@@ -132,14 +143,20 @@ def _incast(p: Mapping[str, Any], fabric: str) -> dict[str, Any]:
                                 "duration_ms": p["duration_ms"], **_fabric_kw(p, fabric)})
     sc.fabric.run(sc.duration_ps)
     s = sc.fabric.summary()
-    return _fabric_row(s, sc.duration_ps, [f["id"] for f in s["flows"]], None)
+    return _fabric_row(s, sc.duration_ps, [f["id"] for f in s["flows"]], None,
+                       sc.params["packet_bytes"], sc.fabric.stack.header_bytes)
 
 
 def _victim(p: Mapping[str, Any], fabric: str) -> dict[str, Any]:
     from sim.fabric.topology import leaf_spine
     from sim.nic.host import Flow
     from sim.scenarios.base import ScenarioError
-    from sim.scenarios.common import FABRIC_PARAMS, fabric_setup
+    from sim.scenarios.common import (
+        FABRIC_PARAMS,
+        PAYLOAD_BYTES,
+        fabric_setup,
+        header_stack,
+    )
     from sim.units import gbps, kb_to_bytes, ms_to_ps, prop_delay_ps
 
     if p["senders"] != 8:
@@ -147,6 +164,8 @@ def _victim(p: Mapping[str, Any], fabric: str) -> dict[str, Any]:
                             "on each leaf); run it with senders=8 or leave it out of cases")
     fp = {k: q.default for k, q in FABRIC_PARAMS.items()}
     fp.update(link_gbps=p["link_gbps"], **_fabric_kw(p, fabric))
+    stack = header_stack(fp)
+    fp["packet_bytes"] = stack.frame_bytes(PAYLOAD_BYTES)  # 1082 B RoCEv2, 1050 B IB
     rate = gbps(p["link_gbps"])
     H = 5
     fs = fabric_setup(fp, H + 1, rate)
@@ -168,7 +187,8 @@ def _victim(p: Mapping[str, Any], fabric: str) -> dict[str, Any]:
     while now < dur and len(rx.fct_ps) < len(senders):
         now = min(now + STEP_PS, dur)
         fab.run(now)
-    return _fabric_row(fab.summary(), now, list(range(len(senders))), victim)
+    return _fabric_row(fab.summary(), now, list(range(len(senders))), victim,
+                       fp["packet_bytes"], stack.header_bytes)
 
 
 def _collective(p: Mapping[str, Any], fabric: str, name: str) -> dict[str, Any]:

@@ -703,6 +703,8 @@ def _record_into(store: SeriesStore, sc: Any, out: str, wanted: list[tuple[int, 
             "max_queue_bytes": p["max_queue_bytes"],
             "mean_queue_bytes": round(means.get(k, 0.0), 3),
         })
+        if "credit_stall_ps" in p:  # an InfiniBand link's counters (sim.flowctl.ib)
+            ports[-1].update({c: p[c] for c in IB_PORT_COUNTERS})
     base["flows"] += replayed_flow_figures(fab)  # the replayed captures' flows after them
     flows = [{k: f[k] for k in ("id", "src", "dst", "bytes_delivered", "throughput_bps",
                                  "fct_ps", "ce_received")} for f in base["flows"]]
@@ -741,6 +743,9 @@ def _record_into(store: SeriesStore, sc: Any, out: str, wanted: list[tuple[int, 
     }
     if ib_routed:
         summary["totals"]["ooo_packets"] = sum(f["ooo_packets"] for f in flows)
+    ib_ports = [p for p in ports if "credit_stall_ps" in p]
+    if ib_ports:  # InfiniBand links: their counters summed (other summaries keep their keys)
+        summary["totals"].update({c: sum(p[c] for p in ib_ports) for c in IB_TOTALS})
     for key, fn in sc.summaries.items():
         summary[key] = fn(sc)
     from sim.study.labels import labels  # names for the plots (sim/labels.py; H-plots, issue 15)
@@ -790,6 +795,14 @@ def _record_into(store: SeriesStore, sc: Any, out: str, wanted: list[tuple[int, 
 
         plot_dir(out)
     return summary
+
+
+#: summary.json keys of a port on an InfiniBand link (:meth:`sim.flowctl.ib.IbLink.counters`):
+#: time its head packets waited for credits, the stall episodes, the flow-control packets its
+#: link's receiver sent, the peak occupancy of that receiver's VL buffers.
+IB_PORT_COUNTERS = ("credit_stall_ps", "credit_stalls", "fc_packets", "rx_vl_buffer_max_bytes")
+#: The ones summed into ``totals`` when the fabric has InfiniBand links.
+IB_TOTALS = ("credit_stall_ps", "credit_stalls", "fc_packets")
 
 
 def replayed_flow_figures(fab: Any) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from sim.packet import REPLAY_FLOW_BASE
 from sim.study.series import Series, SeriesStore
-from sim.units import PS_PER_NS, frame_ser_time_ps
+from sim.units import PS_PER_NS, ser_time_ps
 
 __all__ = ["SampleSink", "CaptureBudget", "FrameLog", "RxTap", "PCAP_FILE_HEADER_BYTES",
            "PCAP_RECORD_HEADER_BYTES", "SAMPLE_BUFFER_ROWS", "STREAM_MESSAGE_FRAMES",
@@ -353,7 +353,7 @@ class RxTap:
         k = (nbytes, port.rate_bps)
         d = self._ser.get(k)
         if d is None:
-            d = self._ser[k] = frame_ser_time_ps(nbytes, port.rate_bps)
+            d = self._ser[k] = ser_time_ps(port.wire_bytes(nbytes), port.rate_bps)
         b = (t_ps + d + port.prop_ps) // self.bin_ps
         if b >= self.nbins:
             return

@@ -11,8 +11,10 @@
   5-tuple with its own UDP source port (``Connection.udp_sports``, recorded in
   :attr:`CollectiveRun.flows`), so different QPs of one host pair may take different paths.
 * Each :class:`~sim.workloads.nccl.Transfer` becomes one message per QP of its ``qp_bytes``
-  (NCCL stripes a send over the QPs, ``ncclIbMultiSend``), cut into RoCEv2 frames of
-  ``mtu_bytes`` of payload plus :data:`ROCE_HEADER_BYTES` of headers, the last frame short.
+  (NCCL stripes a send over the QPs, ``ncclIbMultiSend``), cut into packets of ``mtu_bytes``
+  of payload plus the headers of the fabric's stack (:attr:`sim.fabric.Fabric.stack`:
+  RoCEv2's 58 bytes, :data:`ROCE_HEADER_BYTES`, or InfiniBand's 26, ``wire.linkstack``),
+  the last packet short.
   A QP piece of 0 bytes sends nothing.
 * Running a schedule again on the same fabric (the next iteration) reuses its QPs' flows,
   with their congestion-control state, as NCCL reuses its connections.
@@ -310,7 +312,7 @@ class CollectiveJob:
     them as they are."""
 
     def __init__(self, sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int = 3,
-                 mtu_bytes: int = DEFAULT_MTU_BYTES, header_bytes: int = ROCE_HEADER_BYTES,
+                 mtu_bytes: int = DEFAULT_MTU_BYTES, header_bytes: int | None = None,
                  on_done: Callable[[CollectiveJob], None] | None = None,
                  gpus_per_node: int = 1, nvlink: bool = True, nvlink_bps: int = NVLINK_BPS,
                  nvlink_latency_ps: int = NVLINK_LATENCY_PS, pxn: bool = True,
@@ -343,6 +345,8 @@ class CollectiveJob:
         hosts = tuple(hosts[:sch.nranks])
         if len(set(hosts)) != sch.nranks:
             raise ValueError("two ranks on one host")
+        if header_bytes is None:  # the fabric's header stack (RoCEv2 or InfiniBand)
+            header_bytes = fabric.stack.header_bytes
         if mtu_bytes <= 0 or header_bytes < 0:
             raise ValueError("mtu_bytes must be > 0 and header_bytes >= 0")
         g = gpus_per_node
@@ -672,7 +676,7 @@ class CollectiveJob:
 
 
 def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int = 3,
-                 mtu_bytes: int = DEFAULT_MTU_BYTES, header_bytes: int = ROCE_HEADER_BYTES,
+                 mtu_bytes: int = DEFAULT_MTU_BYTES, header_bytes: int | None = None,
                  limit_ps: int = 10**12, slice_ps: int | None = None,
                  check: bool = True,
                  progress: Callable[[int, int], None] | None = None,

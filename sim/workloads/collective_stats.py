@@ -15,8 +15,9 @@ collective``): per-link bytes and utilisation, and one rank's transfers in time.
 
 The results are plain dicts and lists (JSON-serialisable); ``tx_bytes`` counts frames as the
 simulator does (without FCS, preamble and inter-frame gap), ``busy_ps`` the wire time
-including them (:func:`sim.units.frame_ser_time_ps`), so ``busy_ps / window`` is slightly
-above ``utilisation``.  PFC frames a port sent are counted in both.
+including them on Ethernet (:meth:`sim.net.port.Port.wire_bytes`; an InfiniBand link's
+packets have none), so ``busy_ps / window`` is slightly above ``utilisation`` on RoCE.  PFC
+frames a port sent are counted in both.
 """
 
 from __future__ import annotations
