@@ -63,11 +63,13 @@ def _plain_hops_per_s(packets: int) -> float:
 
 def run_case(kind: str, given: dict[str, Any], coll: str, nbytes: int, channels: int
              ) -> dict[str, float]:
-    from sim.workloads.collective import ROCE_HEADER_BYTES, run_schedule
+    from sim.scenarios.common import collective_packet, header_stack
+    from sim.workloads.collective import run_schedule
     from sim.workloads.nccl import schedule, verify
     from sim.workloads.nccl_tests import coll_counts
 
-    p = resolve_params(collective_params(), dict(given))
+    p = collective_packet(resolve_params(collective_params(), dict(given)))
+    mtu = p["packet_bytes"] - header_stack(p).header_bytes
     t0 = time.perf_counter()
     rf = build_fabric(kind, p)
     n = len(rf.ranks)
@@ -77,7 +79,7 @@ def run_case(kind: str, given: dict[str, Any], coll: str, nbytes: int, channels:
     t1 = time.perf_counter()
     verify(sch)
     t2 = time.perf_counter()
-    run = run_schedule(sch, rf.fabric, rf.ranks, mtu_bytes=p["packet_bytes"] - ROCE_HEADER_BYTES,
+    run = run_schedule(sch, rf.fabric, rf.ranks, mtu_bytes=mtu,
                        gpus_per_node=rf.gpus_per_node, nvlink=p["nvlink"],
                        nvlink_bps=gbps(p["nvlink_gbps"]),
                        nvlink_latency_ps=round(p["nvlink_latency_ns"] * 1000), pxn=p["pxn"])

@@ -163,16 +163,16 @@ def test_rx_bins_compute_a_serialisation_time_once_per_size_and_rate(monkeypatch
     """The receivers' throughput bins: a frame's arrival time needs its serialisation time,
     computed once per (size, port rate) and not per frame; a changed rate (a fault) is
     honoured, and every frame lands in the bin of its arrival."""
-    from sim.units import frame_ser_time_ps
+    from sim.units import frame_ser_time_ps, ser_time_ps, wire_bytes
 
     calls = [0]
 
     def counted(*a):
         calls[0] += 1
-        return frame_ser_time_ps(*a)
+        return ser_time_ps(*a)
 
-    monkeypatch.setattr(samples, "frame_ser_time_ps", counted)
-    port = SimpleNamespace(rate_bps=100 * 10**9, prop_ps=500_000)
+    monkeypatch.setattr(samples, "ser_time_ps", counted)
+    port = SimpleNamespace(rate_bps=100 * 10**9, prop_ps=500_000, wire_bytes=wire_bytes)
     bins = results._RxBins(1_000_000, 1000)
     tap = bins.tap_for(port)
     want = [0] * 1000

@@ -12,7 +12,7 @@ import pytest
 import wire
 from sim.fabric import star
 from sim.net.mmu import MmuConfig
-from sim.units import frame_ser_time_ps, gbps, prop_delay_ps
+from sim.units import frame_ser_time_ps, gbps, prop_delay_ps, ser_time_ps
 from sim.workloads.replay import ETHERNET_ON_IB, IB_ON_ROCE, inject_records, parse_owner
 from wire.ib import LRH
 from wire.ib_stack import build_erf, build_ib
@@ -122,14 +122,15 @@ def test_native_ib_packets_replay_keyed_by_lids_and_qp_sized_by_pkt_len() -> Non
     sizes = [4 * LRH.unpack(f)["pkt_len"] + 2 for f in frames[:4]] + [len(_ib(52, 18))]
     assert [p.nbytes for p in got] == sizes  # LRH..ICRC words + the VCRC
     assert [p.tc for p in got] == [2, 2, 2, 4, 2] and [p.ecn for p in got] == [2, 2, 2, 3, 2]
-    assert all(p.frame is None for p in got)  # the fabric's frames are Ethernet
+    assert all(p.frame is None for p in got)  # travel without their bytes
     assert [p.flow for p in got] == [st.flows[k] for k in (("ib", 52, 18, 5),
                                                            ("ib", 52, 18, 6),
                                                            ("ib", 53, 18, 5),
                                                            ("ib", 52, 18, 5),
                                                            ("ib", 52, 18, 5))]
     t_first = fab.nodes[r].delivered[0][0]
-    assert t_first == 2 * (frame_ser_time_ps(sizes[0], RATE) + PROP)
+    # two hops of IB links: the packet's own bytes on the wire, no Ethernet framing
+    assert t_first == 2 * (ser_time_ps(sizes[0], RATE) + PROP)
 
 
 def test_a_packet_with_a_grh_is_owned_by_its_gid_else_its_lid() -> None:

@@ -37,6 +37,7 @@ from sim.nic.host import ROCE_HEADER_BYTES
 from sim.nic.rc import ack_timeout_ps
 from sim.scenarios.base import resolve_params
 from sim.scenarios.collective import build_fabric, collective_params
+from sim.scenarios.common import collective_packet
 from sim.units import PS_PER_S
 
 MIB = 1 << 20
@@ -71,7 +72,7 @@ class Outcome:
 def rail(given: Mapping[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
     """A fresh rail fabric (:data:`SHAPE` plus ``given`` ``-p`` values) and its resolved
     parameters."""
-    p = resolve_params(collective_params(), {**SHAPE, **(given or {})})
+    p = collective_packet(resolve_params(collective_params(), {**SHAPE, **(given or {})}))
     return build_fabric("rail", p), p
 
 

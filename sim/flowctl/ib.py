@@ -435,3 +435,10 @@ class IbLink:
 def attach_ib(a: Any, b: Any, cfg: IbConfig) -> tuple[IbLink, IbLink]:
     """Both directions of the link between egress ports ``a`` and ``b`` under IB credits."""
     return IbLink(a, cfg, reverse=b), IbLink(b, cfg, reverse=a)
+
+
+# Compiled (ib.pxd), a cpdef function's Python signature has lost its return annotation: put
+# back the one written above (interpreted, it is there already and this does nothing).
+for _f, _ret in ((ib_blocks, "int"), (may_send, "bool"), (fccl_value, "int")):
+    _f.__annotations__.setdefault("return", _ret)
+del _f, _ret
