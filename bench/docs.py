@@ -162,6 +162,22 @@ def matches(expected: Sequence[str], actual: Sequence[str]) -> bool:
     return go(0, 0)
 
 
+#: Programs a block may call that are not ours: a block calling one that is not installed is
+#: not run (CI installs them; ``LOSSLESS_REQUIRE_TSHARK=1`` runs tshark's blocks regardless,
+#: so a missing tshark fails as the tshark tests do).
+TOOLS = ("tshark", "jq")
+
+
+def missing_tools(block: Block) -> list[str]:
+    """The programs of :data:`TOOLS` ``block`` calls that are not on the PATH."""
+    import shutil
+
+    text = "\n".join(c.text for c in block.commands)
+    required = os.environ.get("LOSSLESS_REQUIRE_TSHARK", "") not in ("", "0")
+    return [t for t in TOOLS if re.search(rf"(?<![\w.-]){t}\b", text)
+            and shutil.which(t) is None and not (t == "tshark" and required)]
+
+
 def _workdir(tmp: str) -> str:
     for name in LINKED:
         os.symlink(REPO / name, os.path.join(tmp, name))
@@ -200,7 +216,8 @@ def check_page(page: Path, *, slow: bool = False, only: str = "", timeout_s: flo
     problems: list[str] = []
     edits: list[tuple[Command, list[str]]] = []
     todo = [b for b in blocks(page) if b.mark != "skip" and (slow or b.mark != "slow")
-            and (not only or any(only in c.text for c in b.commands))]
+            and (not only or any(only in c.text for c in b.commands))
+            and not missing_tools(b)]
     if not todo:
         return problems
     with tempfile.TemporaryDirectory(prefix="lossless-docs-") as tmp:

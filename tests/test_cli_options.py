@@ -306,3 +306,17 @@ def test_version_console_script() -> None:
     proc = subprocess.run([sys.executable, "-m", "sim", "--version"], capture_output=True,
                           text=True, check=False, cwd=REPO)
     assert proc.returncode == 0 and proc.stdout.startswith("lossless ")
+
+
+@pytest.mark.parametrize(("argv", "want"), [
+    (["--sunh-ethertype", "0x88b5"],
+     "--esun-ethertype's default and --sunh-ethertype are both 0x88b5"),
+    (["--esun-ethertype", "0x05dc"], "--esun-ethertype: must be >= 0x0600 (1536), got '0x05dc'"),
+    (["--esun-ethertype", "1500"], "--esun-ethertype: must be >= 1536, got '1500'"),
+    (["--sue-udp-port", "0x11170"], "--sue-udp-port: must be <= 0xffff (65535), got '0x11170'"),
+])
+def test_scaleup_option_errors_speak_in_the_options_terms(argv, want) -> None:
+    """A clash with another placeholder's default names that option (not the library's field
+    name esun_ethertype), and a bound is shown in hex when the value was written in hex."""
+    rc, _out, err = run_cli(["decode", "pcaps/cnp.pcap", *argv])
+    assert rc == 2 and want in err and "esun_ethertype" not in err

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 #: The repository's top-level folders: a backticked path starting with one of them is a claim
 #: that the file is in the repository.
 TOP = sorted(p.name for p in REPO.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
@@ -60,7 +60,7 @@ def _problems(page: Path) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(REPO)) for p in PAGES])
 def test_page_references_exist(page: Path) -> None:
     problems = _problems(page)
     assert not problems, "\n".join(problems)

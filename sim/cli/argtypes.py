@@ -56,14 +56,16 @@ class ArgType:
         self.__name__ = name or kind  # argparse names the type in some messages
 
     def check(self, value: float, text: str) -> None:
-        """Raise ArgumentTypeError if ``value`` (read from ``text``) is out of range."""
+        """Raise ArgumentTypeError if ``value`` (read from ``text``) is out of range (the
+        bound in hex too when the value was written in hex)."""
         lo, hi = self.lo, self.hi
+        hexed = text.strip().lower().startswith(("0x", "-0x"))
         if lo is not None and (value <= lo if self.lo_open else value < lo):
             raise argparse.ArgumentTypeError(
-                f"must be {'>' if self.lo_open else '>='} {_show(lo)}, got {text!r}")
+                f"must be {'>' if self.lo_open else '>='} {_show(lo, hexed)}, got {text!r}")
         if hi is not None and (value >= hi if self.hi_open else value > hi):
             raise argparse.ArgumentTypeError(
-                f"must be {'<' if self.hi_open else '<='} {_show(hi)}, got {text!r}")
+                f"must be {'<' if self.hi_open else '<='} {_show(hi, hexed)}, got {text!r}")
 
     def __call__(self, text: str) -> object:
         return self._parse(text)
@@ -72,7 +74,9 @@ class ArgType:
         return f"<{self.__name__} {self.kind} [{self.lo}, {self.hi}]>"
 
 
-def _show(x: float) -> str:
+def _show(x: float, hexed: bool = False) -> str:
+    if hexed and isinstance(x, int):
+        return f"0x{x:04x} ({x})"
     if isinstance(x, int) and x >= 4096 and (x & (x + 1)) == 0:
         return f"{x} (2**{x.bit_length()}-1)"
     return f"{x:g}" if isinstance(x, float) else str(x)

@@ -164,9 +164,9 @@ def scaleup_config(args: argparse.Namespace) -> ScaleUpConfig:
         return DEFAULT_SCALEUP.with_(**changes) if changes else DEFAULT_SCALEUP
     except ValueError as e:
         msg = str(e)
-        for opt, fld in _SCALEUP_OPTS.items():
-            if fld in changes:
-                msg = msg.replace(fld, "--" + opt.replace("_", "-"))
+        for opt, fld in _SCALEUP_OPTS.items():  # the options' names, not the fields'
+            name = "--" + opt.replace("_", "-")
+            msg = msg.replace(fld, name if fld in changes else f"{name}'s default")
         raise ValueError(msg) from None
 
 
