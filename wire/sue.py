@@ -90,8 +90,8 @@ _TXN_FIELDS = [
 SUE_TXN8 = HeaderSpec(
     "sue_txn8", _TXN_FIELDS,
     title="SUE transaction descriptor, 8 bytes [A]",
-    source="[A] not public: a per-transaction descriptor of our own (docs/scaleup.md; "
-           "txn_hdr_bytes = 8)",
+    source="[A] not public: a per-transaction descriptor of our own "
+           "(docs/explanation/scaleup.md; txn_hdr_bytes = 8)",
     doc="Then `length` data bytes. Shown as an element of the `sue_txn` list, with `data` (hex).",
     derived=("data",),
 )
@@ -99,7 +99,7 @@ SUE_TXN16 = HeaderSpec(
     "sue_txn16", [*_TXN_FIELDS, Field("address", 64, "target address (writes, reads)")],
     title="SUE transaction descriptor, 16 bytes [A]",
     source="[A] not public: a per-transaction descriptor of our own, with a 64-bit address "
-           "(docs/scaleup.md; txn_hdr_bytes = 16)",
+           "(docs/explanation/scaleup.md; txn_hdr_bytes = 16)",
     doc="Then `length` data bytes. Shown as an element of the `sue_txn` list, with `data` (hex).",
     derived=("data",),
 )
