@@ -1,7 +1,8 @@
 """SUE (Scale Up Ethernet) transport: reliability header (RH), packed transactions, R-CRC,
 and the AI Forwarding Headers (AFH Gen1 shim, AFH Gen2 12- and 6-byte address forms).
 
-What is public (the sources named below; docs/sue.md lists them) and what we assume **[A]**:
+What is public (the sources named below; docs/explanation/sue.md lists them) and what we
+assume **[A]**:
 
 * **RH** (8 bytes): Broadcom SUE section 6.3.3 as reproduced by XDP2 ``sue.h`` (preferred over
   SUE-Sim's order).  Op values are not defined publicly: XDP2 uses ACK 0, NACK 1; **[A]**
