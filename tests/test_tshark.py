@@ -5,8 +5,8 @@ capture so that tshark runs a few times only; (c) both directions: what we craft
 decodes to the same values, what tshark decodes from frames we did not build (hand-typed hex
 of real captures) we decode the same, and tshark's values fed back to :func:`wire.build`
 give the same bytes.  Known departures of tshark are excused only through
-``tests/tshark.py::DEPARTURES`` (docs/wireshark.md); the frames they cover in the reference
-captures are pinned below, so a new mismatch or a stale excuse both fail.
+``tests/tshark.py::DEPARTURES`` (docs/explanation/wireshark.md); the frames they cover in the
+reference captures are pinned below, so a new mismatch or a stale excuse both fail.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from wire.bth import EXT_HEADERS
 
 ROOT = Path(__file__).resolve().parent.parent
 PCAPS = ROOT / "pcaps"
-DOCS = ROOT / "docs" / "wireshark.md"
+DOCS = ROOT / "docs" / "explanation" / "wireshark.md"
 REFERENCE = ("broken", "cnp", "padding", "pfc_pause", "roce_ipv6_ud", "roce_rc", "roce_rd",
              "scaleup")
 
