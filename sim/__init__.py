@@ -6,7 +6,7 @@ kernel (engine, units, packet, events, trace, addresses) <- flowctl <- net <- ni
 
 The modules that moved in issue 17 stay importable at their old names for one release
 (:data:`MOVED`: ``import sim.host`` gives :mod:`sim.nic.host` itself, with a
-DeprecationWarning); docs/library.md lists the moves.
+DeprecationWarning); docs/howto/use-the-library.md lists the moves.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec):  # type: ignore[no-untyped-def]
         new = MOVED[spec.name]
-        warnings.warn(f"{spec.name} moved to {new} (issue 17; docs/library.md); the old name "
+        warnings.warn(f"{spec.name} moved to {new} (docs/howto/use-the-library.md); the old name "
                       f"goes in the next release", DeprecationWarning, stacklevel=2)
         return importlib.import_module(new)
 

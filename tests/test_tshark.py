@@ -56,7 +56,7 @@ EXPECTED_EXEMPT = {
 #: Departures handled by translation that the reference captures must exercise.
 EXPECTED_MAPPED = {"T1", "T2", "T3", "T8", "T10", "T11", "T12"}
 
-# The floor below which the agreement would be vacuous (measured: see docs/wireshark.md).
+# The floor below which the agreement would be vacuous (measured: docs/explanation/wireshark.md).
 MIN_FIELDS_REFERENCE = 5000
 MIN_FIELDS_PER_FRAME = 20
 

@@ -94,7 +94,7 @@ def tshark_version(tshark: str) -> str:
 
 
 def tshark_args(tshark: str, pcap: str | os.PathLike) -> list[str]:
-    """The command line we run (documented in docs/wireshark.md)."""
+    """The command line we run (documented in docs/explanation/wireshark.md)."""
     args = [tshark, "-n", "-r", os.fspath(pcap), "-T", "json", "--no-duplicate-keys"]
     known = _known_prefs(tshark)
     for p in PREFS:
