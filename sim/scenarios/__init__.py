@@ -5,7 +5,7 @@ overrides (:mod:`sim.scenarios.loader`).  The registry is filled by explicit
 :func:`register` calls; the built-ins are registered on first use of :func:`names`/:func:`get`
 (importing this package has no side effects).  The types live in
 :mod:`sim.scenarios.base`; running a scenario is :func:`sim.study.results.run_scenario`
-(``sim.scenarios.run`` until issue 17).
+(``sim.scenarios.run`` is its old name).
 
 May import the kernel, sim.flowctl, sim.net, sim.nic, sim.cc, sim.health, sim.fabric,
 sim.scaleup, sim.workloads and wire.
