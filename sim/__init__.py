@@ -4,9 +4,9 @@ Packages by concern, imports pointing down only (docs/design.md, "The simulator'
 kernel (engine, units, packet, events, trace, addresses) <- flowctl <- net <- nic, cc, health
 <- fabric <- scaleup, workloads <- scenarios <- study <- cli.  ``tests/test_layout.py`` checks it.
 
-The modules that moved in issue 17 stay importable at their old names for one release
+The modules that moved to the packages above stay importable at their old names for one release
 (:data:`MOVED`: ``import sim.host`` gives :mod:`sim.nic.host` itself, with a
-DeprecationWarning); docs/library.md lists the moves.
+DeprecationWarning); docs/howto/use-the-library.md lists the moves.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import warnings
 
 from sim import _core
 
-#: Old module name -> its home since issue 17 (kept for one release).
+#: Old module name -> its home in the packages (kept for one release).
 MOVED: dict[str, str] = {
     "sim.port": "sim.net.port",
     "sim.mmu": "sim.net.mmu",
@@ -53,7 +53,7 @@ class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec):  # type: ignore[no-untyped-def]
         new = MOVED[spec.name]
-        warnings.warn(f"{spec.name} moved to {new} (issue 17; docs/library.md); the old name "
+        warnings.warn(f"{spec.name} moved to {new} (docs/howto/use-the-library.md); the old name "
                       f"goes in the next release", DeprecationWarning, stacklevel=2)
         return importlib.import_module(new)
 
@@ -64,7 +64,7 @@ class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 if not any(isinstance(f, _MovedFinder) for f in sys.meta_path):
     sys.meta_path.append(_MovedFinder())
 
-# The compiled core's switch (issue 19): LOSSLESS_PURE_PYTHON=1, or a stale build, loads the
+# The compiled core's switch: LOSSLESS_PURE_PYTHON=1, or a stale build, loads the
 # compiled modules from their .py (sim/_core.py).  Before any of them is imported.
 _core.install()
 

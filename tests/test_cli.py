@@ -105,7 +105,7 @@ def test_pcapng_output_decodes_the_same(sample: Path, tmp_path: Path, capsys) ->
     assert run(["craft", str(src), "-o", str(ng), "--pcapng", "-q"], capsys)[0] == 0
     assert ng.read_bytes()[:4] == b"\x0a\x0d\x0d\x0a"
     _, out2, _ = run(["decode", str(ng), "-f", "jsonl"], capsys)
-    # pcapng decodes start with the file's format lines (its SHB and IDBs, docs/schema.md)
+    # pcapng decodes start with the file's format lines (its SHB and IDBs, docs/reference/jsonl.md)
     meta = ('{"pcapng_shb":', '{"pcapng_idb":')
     assert "".join(x + "\n" for x in out2.splitlines() if not x.startswith(meta)) == out
 

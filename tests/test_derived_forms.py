@@ -9,8 +9,8 @@ For every header of ``wire.stack.SPECS``, on Hypothesis values (:mod:`wire.strat
 * shown values (MAC/IP text, hex strings) round trip through every form;
 * sizes and field order agree;
 
-plus: ``docs/headers.md`` is what ``python -m wire.docgen`` generates, no module under
-``wire/`` other than the derived ones writes a bit position or a width by hand, and
+plus: ``docs/reference/headers.md`` is what ``python -m wire.docgen`` generates, no module
+under ``wire/`` other than the derived ones writes a bit position or a width by hand, and
 ``import wire`` imports none of construct / Scapy / Hypothesis.
 """
 
@@ -174,7 +174,7 @@ def test_construct_parse_gives_plain_ints_not_enum_wrappers():
 def test_docs_headers_md_is_up_to_date():
     assert docgen.DOC_PATH.exists(), "run: python -m wire.docgen --write"
     assert docgen.DOC_PATH.read_text(encoding="utf-8") == docgen.render(), (
-        "docs/headers.md is stale: run python -m wire.docgen --write")
+        "docs/reference/headers.md is stale: run python -m wire.docgen --write")
 
 
 @pytest.mark.parametrize("name", NAMES)

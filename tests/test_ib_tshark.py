@@ -19,7 +19,7 @@ from wire import strategies as ws
 from wire.ib_stack import build_erf, build_ib, dissect_erf, dissect_ib
 
 #: RC, UC and UD opcodes: tshark's departures for RD and XRC headers (T5, T12) are those of
-#: RoCEv2 (docs/wireshark.md) and are not repeated here.
+#: RoCEv2 (docs/explanation/wireshark.md) and are not repeated here.
 REFEREE_OPCODES = [o for o in ws.OPCODES if o >> 5 in (0, 1, 3)]
 
 CRAFTED = {

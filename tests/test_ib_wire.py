@@ -307,7 +307,7 @@ def test_ib_specs_have_every_derived_form():
     for name, spec in IB_SPECS.items():
         assert wire.SPECS[name] is spec and name in STRUCTS and name in LAYERS
         assert f"## {name}: " in (Path(__file__).resolve().parent.parent / "docs" /
-                                  "headers.md").read_text(encoding="utf-8")
+                                  "reference" / "headers.md").read_text(encoding="utf-8")
 
 
 BAD_LINES = {

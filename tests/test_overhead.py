@@ -2,8 +2,8 @@
 
 The expected figures are independent arithmetic of ours (the closed formula
 `eff = k*T / (max(k*(T+h) + H_frame, 64) + 20)` with the header bytes counted by hand from the
-layouts in docs/headers.md; docs/scaleup.md, section "Efficiency"), not numbers printed by this
-code.
+layouts in docs/reference/headers.md; docs/explanation/scaleup.md, section "Efficiency"), not
+numbers printed by this code.
 """
 
 from __future__ import annotations

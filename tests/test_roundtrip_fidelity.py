@@ -93,7 +93,7 @@ def test_fcs_bits_of_the_linktype_field_are_kept(tmp_path: Path) -> None:
 
 
 def test_default_header_gets_no_format_line() -> None:
-    """A file in craft's own default format decodes as records only (docs/schema.md)."""
+    """A file in craft's own default format decodes as records only (docs/reference/jsonl.md)."""
     _rc, out, _ = call(["decode", str(REPO / "pcaps" / "cnp.pcap"), "-f", "jsonl"])
     assert all("index" in json.loads(x) for x in out.decode().splitlines())
 

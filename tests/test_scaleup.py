@@ -6,8 +6,8 @@ and their dispatch in ``wire.stack``).
   sources (the EH figure of OCP ESUN 1.0 5.2 in the OCP Academy ESUN course, read MSB first
   [A]; the RH word layout of Broadcom SUE 6.3.3 in XDP2 ``src/include/sue/sue.h``; the SUNH
   word layout of draft-herbert-sunh-00 in XDP2 ``sunh.h``; the AFH figures of XDP2's SUPERp;
-  the [A] descriptor of wire/sue.py; docs/scaleup.md), not from the field tables; ESUN byte 0
-  and byte 3 fields at their minimum and maximum one at a time.
+  the [A] descriptor of wire/sue.py; docs/explanation/scaleup.md), not from the field tables;
+  ESUN byte 0 and byte 3 fields at their minimum and maximum one at a time.
 * Whole frames: a hand-assembled ESUN + SUE frame (R-CRC computed with zlib here), and every
   stack round-tripping through dissect/build on Hypothesis frames
   (:func:`wire.strategies.scaleup_frame_dicts`), with the default and a non-default config.
@@ -109,7 +109,8 @@ def test_esun_all_min_and_all_max():
 
 
 def test_esun_defaults_are_tx_defaults():
-    # Tx: Rev 0 (ESUN 1.0), RSVD 0, TTL = 15 [A] (docs/scaleup.md; docs/sue.md row 17)
+    # Tx: Rev 0 (ESUN 1.0), RSVD 0, TTL = 15 [A] (docs/explanation/scaleup.md;
+    # docs/explanation/sue.md row 17)
     assert ESUN.pack({}) == unhex("000000f0")
     assert ESUN_DEFAULT_TTL == 15
     assert ESUN.size_bytes == 4
@@ -271,8 +272,9 @@ def test_afh_gen2_frame_has_no_eth_layer():
 
 
 def test_overheads_match_the_reference_numbers():
-    """In-frame overhead without FCS, counted by hand from the layouts (docs/headers.md): ESUN+RH
-    30, SUNH+RH 34, AFH Gen1 30, AFH Gen2 26, SUE over IPv4/UDP 54 (R-CRC included)."""
+    """In-frame overhead without FCS, counted by hand from the layouts
+    (docs/reference/headers.md): ESUN+RH 30, SUNH+RH 34, AFH Gen1 30, AFH Gen2 26, SUE over
+    IPv4/UDP 54 (R-CRC included)."""
     sizes = {
         "esun": {"eth": {}, "esun": {}, "sue_rh": {"op": "ACK"}},
         "sunh": {"eth": {}, "sunh": {}, "sue_rh": {"op": "ACK"}},

@@ -5,8 +5,8 @@ capture so that tshark runs a few times only; (c) both directions: what we craft
 decodes to the same values, what tshark decodes from frames we did not build (hand-typed hex
 of real captures) we decode the same, and tshark's values fed back to :func:`wire.build`
 give the same bytes.  Known departures of tshark are excused only through
-``tests/tshark.py::DEPARTURES`` (docs/wireshark.md); the frames they cover in the reference
-captures are pinned below, so a new mismatch or a stale excuse both fail.
+``tests/tshark.py::DEPARTURES`` (docs/explanation/wireshark.md); the frames they cover in the
+reference captures are pinned below, so a new mismatch or a stale excuse both fail.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from wire.bth import EXT_HEADERS
 
 ROOT = Path(__file__).resolve().parent.parent
 PCAPS = ROOT / "pcaps"
-DOCS = ROOT / "docs" / "wireshark.md"
+DOCS = ROOT / "docs" / "explanation" / "wireshark.md"
 REFERENCE = ("broken", "cnp", "padding", "pfc_pause", "roce_ipv6_ud", "roce_rc", "roce_rd",
              "scaleup")
 
@@ -56,7 +56,7 @@ EXPECTED_EXEMPT = {
 #: Departures handled by translation that the reference captures must exercise.
 EXPECTED_MAPPED = {"T1", "T2", "T3", "T8", "T10", "T11", "T12"}
 
-# The floor below which the agreement would be vacuous (measured: see docs/wireshark.md).
+# The floor below which the agreement would be vacuous (measured: docs/explanation/wireshark.md).
 MIN_FIELDS_REFERENCE = 5000
 MIN_FIELDS_PER_FRAME = 20
 

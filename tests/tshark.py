@@ -6,7 +6,7 @@ Not a test module (no ``test_`` prefix): ``tests/test_tshark.py`` and other test
   ``LOSSLESS_REQUIRE_TSHARK=1``, which CI sets so the suite cannot pass without the referee).
 * :func:`tshark_decode` runs tshark **once** on a whole capture (start-up costs ~0.5 s, so
   batch many frames per file) and returns, per frame, tshark's decode translated into our
-  JSON schema (``docs/schema.md``): the same layer and field names, the same units.
+  JSON schema (``docs/reference/jsonl.md``): the same layer and field names, the same units.
   Translations that are plain re-spellings (``ip.hdr_len`` bytes -> ``ihl`` words,
   ``eth.type`` = first TPID -> EtherType after the tags) are done silently; translations
   that work around a known tshark departure (FECN/BECN from the reserved byte, the
@@ -16,9 +16,8 @@ Not a test module (no ``test_`` prefix): ``tests/test_tshark.py`` and other test
   only is a mismatch, unless an entry of :data:`DEPARTURES` applies to that frame and field:
   the table is the only place where anything is excused, and every excuse is counted.
 
-Departures T1..T11 were known before these tests (tshark 4.0.17 of Debian bookworm checked by
-us against the IBTA and IEEE layouts in docs/headers.md); T12.. were found while writing these
-tests (docs/wireshark.md, section "Known departures").
+The departures are those of tshark 4.0.17 (Debian bookworm) against the IBTA and IEEE layouts
+of docs/reference/headers.md; docs/explanation/wireshark.md ("Known departures") lists them.
 """
 
 from __future__ import annotations
@@ -95,7 +94,7 @@ def tshark_version(tshark: str) -> str:
 
 
 def tshark_args(tshark: str, pcap: str | os.PathLike) -> list[str]:
-    """The command line we run (documented in docs/wireshark.md)."""
+    """The command line we run (documented in docs/explanation/wireshark.md)."""
     args = [tshark, "-n", "-r", os.fspath(pcap), "-T", "json", "--no-duplicate-keys"]
     known = _known_prefs(tshark)
     for p in PREFS:

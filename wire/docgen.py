@@ -1,4 +1,4 @@
-"""Generate ``docs/headers.md`` from the field tables (``python -m wire.docgen``).
+"""Generate ``docs/reference/headers.md`` from the field tables (``python -m wire.docgen``).
 
 For every spec in :data:`wire.stack.SPECS`: its title, source and notes, an RFC-style bit
 diagram 32 bits wide (bit numbers across the top; a separator is left open where a field
@@ -12,8 +12,8 @@ opcodes -> extended headers from :data:`wire.bth.EXT_HEADERS` and the placeholde
 Usage::
 
     python -m wire.docgen            # print the Markdown
-    python -m wire.docgen --write    # write docs/headers.md (next to the wire package)
-    python -m wire.docgen --check    # exit 1 if docs/headers.md is not up to date
+    python -m wire.docgen --write    # write docs/reference/headers.md (next to the wire package)
+    python -m wire.docgen --check    # exit 1 if docs/reference/headers.md is not up to date
 
 ``tests/test_derived_forms.py`` fails when the committed file differs from this output.
 """
@@ -36,12 +36,12 @@ __all__ = ["ASSUMPTION_MARK", "DOC_PATH", "assumptions", "bit_diagram", "field_t
            "opcode_table", "render", "main", "scaleup_table"]
 
 #: Where the generated document lives in the repository.
-DOC_PATH = Path(__file__).resolve().parent.parent / "docs" / "headers.md"
+DOC_PATH = Path(__file__).resolve().parent.parent / "docs" / "reference" / "headers.md"
 ROW_BITS = 32
 #: Enums with more members than this are listed elsewhere, not in a table cell.
 _MAX_INLINE_ENUM = 12
 #: How the field tables mark an assumption: a value or layout no public specification fixes,
-#: which the project adopts and labels as such (docs/scaleup.md).
+#: which the project adopts and labels as such (docs/explanation/scaleup.md).
 ASSUMPTION_MARK = "[A]"
 
 
@@ -208,7 +208,7 @@ def opcode_table() -> str:
 
 
 def render() -> str:
-    """The whole of ``docs/headers.md``."""
+    """The whole of ``docs/reference/headers.md``."""
     out = [
         "# Header layouts",
         "",
@@ -245,7 +245,7 @@ def render() -> str:
         items = assumptions(spec)
         if items:
             out += [f"**Assumptions {ASSUMPTION_MARK}** (not fixed by a public "
-                    "specification; see [scaleup.md](scaleup.md)):", ""]
+                    "specification; see [scaleup.md](../explanation/scaleup.md)):", ""]
             out += [f"- {i.replace('|', chr(92) + '|')}" for i in items] + [""]
     out += [
         '<a id="opcodes-and-extended-headers"></a>', "",

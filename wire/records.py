@@ -5,7 +5,7 @@ A JSON record is the layer dict of :meth:`wire.Decoded.to_dict` plus record keys
 (captured bytes), ``len`` (bytes on the wire), and, when not the defaults, ``interface``
 (pcapng interface id) and ``linktype``.  Records are decoded by linktype
 (:func:`wire.ib_stack.dissect_record`): 1 Ethernet, 247 InfiniBand, 197 ERF (InfiniBand
-inside); any other linktype is kept as ``raw``.  See ``docs/schema.md``.
+inside); any other linktype is kept as ``raw``.  See ``docs/reference/jsonl.md``.
 
 On craft: a record with ``caplen < len`` was cut by the capture's snaplen, so the built frame
 is cut to ``caplen`` and keeps ``len``; a record with ``caplen`` but no ``len`` is cut to
@@ -112,7 +112,7 @@ def pcap_header_to_dict(reader: CaptureReader) -> dict[str, object] | None:
 
 
 def meta_to_dict(block: Block) -> dict[str, object]:
-    """A pcapng non-packet block -> its format line (see module doc and docs/schema.md)."""
+    """A pcapng non-packet block -> its format line (see module doc and docs/reference/jsonl.md)."""
     e = "<" if block.byte_order == "little" else ">"
     body = block.body
     if block.type == _BT_SHB and len(body) >= 16:

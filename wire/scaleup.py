@@ -3,7 +3,7 @@
 None of the EtherTypes, ports or protocol numbers below is assigned: ESUN's EtherType is
 "pending assignment" at IEEE (OCP ESUN 1.0, per the OCP Academy ESUN course), and SUE, AFH
 and SUNH publish none.  Every value here is a **labelled placeholder** (an assumption [A],
-docs/scaleup.md) that a user must be able to change: pass a :class:`ScaleUpConfig` to
+docs/explanation/scaleup.md) that a user must be able to change: pass a :class:`ScaleUpConfig` to
 ``wire.dissect`` / ``wire.build`` (``scaleup=``), or the matching ``lossless`` options.
 
 ESUN's EH has no next-header field, so the transport after it is a per-domain setting

@@ -2,7 +2,7 @@
 
 This is the only hand-written layering code; every header's bits come from its field table.
 The dict shape of :meth:`Decoded.to_dict` and the input of :func:`build` are the same JSON
-schema (``docs/schema.md``), so ``build(dissect(f).to_dict()) == f`` for every frame.
+schema (``docs/reference/jsonl.md``), so ``build(dissect(f).to_dict()) == f`` for every frame.
 
 Rules stated once:
 
@@ -208,7 +208,7 @@ class Decoded:
         return list(self._layers)
 
     def to_dict(self) -> dict[str, object]:
-        """The JSON schema of ``docs/schema.md`` (without the record keys)."""
+        """The JSON schema of ``docs/reference/jsonl.md`` (without the record keys)."""
         out: dict[str, object] = {}
         store = self._layers
         for name, layer in store.items():

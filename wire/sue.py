@@ -1,7 +1,8 @@
 """SUE (Scale Up Ethernet) transport: reliability header (RH), packed transactions, R-CRC,
 and the AI Forwarding Headers (AFH Gen1 shim, AFH Gen2 12- and 6-byte address forms).
 
-What is public (the sources named below; docs/sue.md lists them) and what we assume **[A]**:
+What is public (the sources named below; docs/explanation/sue.md lists them) and what we
+assume **[A]**:
 
 * **RH** (8 bytes): Broadcom SUE section 6.3.3 as reproduced by XDP2 ``sue.h`` (preferred over
   SUE-Sim's order).  Op values are not defined publicly: XDP2 uses ACK 0, NACK 1; **[A]**
@@ -90,8 +91,8 @@ _TXN_FIELDS = [
 SUE_TXN8 = HeaderSpec(
     "sue_txn8", _TXN_FIELDS,
     title="SUE transaction descriptor, 8 bytes [A]",
-    source="[A] not public: a per-transaction descriptor of our own (docs/scaleup.md; "
-           "txn_hdr_bytes = 8)",
+    source="[A] not public: a per-transaction descriptor of our own "
+           "(docs/explanation/scaleup.md; txn_hdr_bytes = 8)",
     doc="Then `length` data bytes. Shown as an element of the `sue_txn` list, with `data` (hex).",
     derived=("data",),
 )
@@ -99,7 +100,7 @@ SUE_TXN16 = HeaderSpec(
     "sue_txn16", [*_TXN_FIELDS, Field("address", 64, "target address (writes, reads)")],
     title="SUE transaction descriptor, 16 bytes [A]",
     source="[A] not public: a per-transaction descriptor of our own, with a 64-bit address "
-           "(docs/scaleup.md; txn_hdr_bytes = 16)",
+           "(docs/explanation/scaleup.md; txn_hdr_bytes = 16)",
     doc="Then `length` data bytes. Shown as an element of the `sue_txn` list, with `data` (hex).",
     derived=("data",),
 )

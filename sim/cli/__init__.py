@@ -5,7 +5,7 @@
 
 May import every other package of sim and wire (nothing imports sim.cli but ``sim/__main__``).
 
-Exit codes (documented in docs/cli.md):
+Exit codes (documented in docs/reference/cli.md):
   0  every record read and decoded cleanly
   1  some records have problems (listed in ``problems``), or some craft input lines were bad
   2  an input file could not be read (bad magic, truncated file...) or a usage error; the
@@ -52,7 +52,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Read, write and reason about RoCEv2, PFC, ECN and scale-up Ethernet "
                     "traffic.",
         epilog="Exit codes: 0 clean, 1 records with problems, 2 unreadable input or usage "
-               "error. See docs/cli.md.",
+               "error. See docs/reference/cli.md.",
     )
     p.add_argument("--version", action=_VersionAction, nargs=0,
                    help="print the version and which simulator core runs, then exit")

@@ -1,6 +1,6 @@
-"""The ``wire`` commands of ``lossless``: decode, craft, stats, overhead (docs/cli.md).
+"""The ``wire`` commands of ``lossless``: decode, craft, stats, overhead (docs/reference/cli.md).
 
-Exit codes (documented in docs/cli.md):
+Exit codes (documented in docs/reference/cli.md):
   0  every record read and decoded cleanly
   1  some records have problems (listed in ``problems``), or some craft input lines were bad
   2  an input file could not be read (bad magic, truncated file...) or a usage error; the
@@ -604,7 +604,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     """The decode, craft, stats and overhead subcommands."""
     def scaleup_opts(sp: argparse.ArgumentParser) -> None:
         g = sp.add_argument_group(
-            "scale-up headers", "placeholder values [A] (docs/scaleup.md); defaults in brackets")
+            "scale-up headers",
+            "placeholder values [A] (docs/explanation/scaleup.md); defaults in brackets")
         d0 = DEFAULT_SCALEUP
         for opt, what in (("esun-ethertype", "ESUN EH EtherType"),
                           ("sunh-ethertype", "SUNH EtherType"),
@@ -634,7 +635,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     d.add_argument("files", nargs="+", metavar="FILE")
     d.add_argument("-f", "--format", choices=("table", "jsonl"), default="table",
                    help="table: one line per packet; jsonl: one JSON object per record "
-                        "(docs/schema.md)")
+                        "(docs/reference/jsonl.md)")
     d.add_argument("-v", "--verbose", action="store_true",
                    help="table: print each record's problems under it")
     d.add_argument("--int-strings", action="store_true",
@@ -649,7 +650,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                                    "Omitted fields take defaults; lengths, checksums, PadCnt and "
                                    "the ICRC are computed unless given.  With --flow and "
                                    "--count, stamp out one RoCEv2 frame N times instead "
-                                   "(docs/cli.md).")
+                                   "(docs/reference/craft.md).")
     c.add_argument("input", nargs="?", metavar="INPUT", help="JSON Lines file (default stdin)")
     c.add_argument("-o", "--output", required=True, metavar="OUT",
                    help="output capture file ('-' for stdout)")

@@ -3,13 +3,14 @@ answers (credit returns) of one link direction.
 
 Credit-based flow control (CBFC, UEC 1.0 Sec. 5.2 via the SAI CBFC document,
 github.com/opencomputeproject/SAI ``doc/CBFC/SAI-Credit_Based_Flow_Control.md``), at message
-granularity ([A], docs/sue.md section CBFC), when the XPUs and the switch are given a
+granularity ([A], docs/explanation/sue.md section CBFC), when the XPUs and the switch are given a
 :class:`CbfcConfig`: every link direction is a :class:`CreditPort` (switch egress) or
 :class:`CreditXpuPort` (XPU egress) that starts a frame of a credited class (VC = traffic class; the
 model's VC space is the 8 TCs) only if ``CU + pkt_credits <= CL``; the receiver frees the credits
 when the frame leaves its buffer (switch: when it starts leaving the egress queue; XPU: on receipt)
 and returns them in a CF_Update (no bandwidth: CtlOS replace idle) ``prop_ps`` later, at most once
-per ``min_spacing_bytes`` of link time per VC.  docs/sue.md, section "Credit-based flow control".
+per ``min_spacing_bytes`` of link time per VC.  docs/explanation/sue.md, section "Credit-based
+flow control".
 
 May import the kernel only (a port is reached through the attributes it shares with
 :class:`sim.net.port.Port`).

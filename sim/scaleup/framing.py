@@ -41,7 +41,7 @@ OVERHEAD_STACK = {"esun": "esun", "afh_gen1": "afh_gen1", "afh_gen2": "afh_gen2"
 #: [A] traffic class (and ESUN CoS) of DATA frames: lossless class 3, as the other built-ins.
 DATA_TC = 3
 #: [A] traffic class of ACK/NACK frames: a second lossless class (OCP SUE v1.0 via the MiracleFarms
-#: summary: PFC needs >= 2 lossless classes, requests vs ACKs; docs/sue.md row 19).
+#: summary: PFC needs >= 2 lossless classes, requests vs ACKs; docs/explanation/sue.md row 19).
 ACK_TC = 6
 #: ECN codepoint the endpoints send where the header has an ECN field (ECT(0)).
 ECT0 = 2
@@ -183,7 +183,7 @@ def forward_hop(frame: bytearray, scaleup: ScaleUpConfig = DEFAULT_SCALEUP) -> b
     """A switch's hop step on a scale-up frame, in place, via the field tables: TTL (ESUN EH,
     AFH Gen1, IPv4) or hop limit (SUNH, AFH Gen2 12-byte form) decremented, False (drop,
     ``ttl_expired``) when it arrives <= 1 ([A] as the sonic-mgmt ESUN test plan's E5, "TTL=0 or
-    TTL=1 is dropped"; docs/sue.md row 18; draft-herbert-sunh-00: discard at 0).
+    TTL=1 is dropped"; docs/explanation/sue.md row 18; draft-herbert-sunh-00: discard at 0).
     IPv4's header checksum is recomputed.  Other frames pass unchanged (True)."""
     if (len(frame) >= ETHERNET.size_bytes
             and int.from_bytes(frame[_ETH_TYPE:_ETH_TYPE + 2], "big") == scaleup.sue_ethertype):

@@ -1,4 +1,4 @@
-"""SUE-T transaction packer: sans-IO, driven with scripted times (docs/sue.md).
+"""SUE-T transaction packer: sans-IO, driven with scripted times (docs/explanation/sue.md).
 
 What is public (OCP "Scale Up Ethernet (SUE) v1.0.0" via the MiracleFarms summary,
 miraclefarms.github.io/notes/2026/06/21/sue-scale-up-ethernet-fabric/): SUE packs commands for the
@@ -37,11 +37,12 @@ __all__ = ["Txn", "Pdu", "PduInfo", "PduBuilder", "Packer", "SELECTORS", "regist
            "DEFAULT_MAX_PDU_BYTES", "LITE_MAX_PDU_BYTES", "DEFAULT_TXN_HDR_BYTES",
            "MAX_TXN_DATA_BYTES"]
 
-#: SUE maximum PDU (OCP SUE v1.0 via the MiracleFarms summary; docs/sue.md row 3).
+#: SUE maximum PDU (OCP SUE v1.0 via the MiracleFarms summary; docs/explanation/sue.md row 3).
 DEFAULT_MAX_PDU_BYTES = 4096
 #: SUE-Lite maximum PDU (same source).
 LITE_MAX_PDU_BYTES = 1024
-#: [A] assumption: per-transaction descriptor, not public (docs/sue.md row 4; wire.scaleup).
+#: [A] assumption: per-transaction descriptor, not public (docs/explanation/sue.md row 4;
+#: wire.scaleup).
 DEFAULT_TXN_HDR_BYTES = 8
 #: Data bytes per transaction (SUE v1.0; wire.sue.MAX_TXN_DATA_BYTES).
 MAX_TXN_DATA_BYTES = 256

@@ -2,15 +2,16 @@
 
 Reliability: go-back-N and a fixed window are public (OCP "Scale Up Ethernet (SUE) v1.0.0" via
 the MiracleFarms summary, miraclefarms.github.io/notes/2026/06/21/sue-scale-up-ethernet-fabric/);
-the PSN scope, ACK timing, RTO and window size are **[A]** assumptions of ours (docs/sue.md,
-table rows 11-14).
+the PSN scope, ACK timing, RTO and window size are **[A]** assumptions of ours
+(docs/explanation/sue.md, table rows 11-14).
 
-Link use (**[A]** our work-conserving reading of SUE's "opportunistic" packing; docs/sue.md row 5):
-an XPU has at most one DATA frame in its port (queued or being serialised); when it finishes, the
-packer cuts the next PDU at once (work conserving), unless the data class is paused by PFC, in which
-case packing waits for the resume.  ACK/NACK frames use their own lossless class (``ack_tc``) so
-they never wait behind paused data (deadlock hygiene: requests and ACKs on distinct lossless
-classes, OCP SUE v1.0 via the MiracleFarms summary; docs/sue.md row 19).
+Link use (**[A]** our work-conserving reading of SUE's "opportunistic" packing;
+docs/explanation/sue.md row 5): an XPU has at most one DATA frame in its port (queued or being
+serialised); when it finishes, the packer cuts the next PDU at once (work conserving), unless
+the data class is paused by PFC, in which case packing waits for the resume.  ACK/NACK frames
+use their own lossless class (``ack_tc``) so they never wait behind paused data (deadlock
+hygiene: requests and ACKs on distinct lossless classes, OCP SUE v1.0 via the MiracleFarms
+summary; docs/explanation/sue.md row 19).
 """
 
 from __future__ import annotations

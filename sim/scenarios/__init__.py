@@ -5,7 +5,7 @@ overrides (:mod:`sim.scenarios.loader`).  The registry is filled by explicit
 :func:`register` calls; the built-ins are registered on first use of :func:`names`/:func:`get`
 (importing this package has no side effects).  The types live in
 :mod:`sim.scenarios.base`; running a scenario is :func:`sim.study.results.run_scenario`
-(``sim.scenarios.run`` until issue 17).
+(``sim.scenarios.run`` is its old name).
 
 May import the kernel, sim.flowctl, sim.net, sim.nic, sim.cc, sim.health, sim.fabric,
 sim.scaleup, sim.workloads and wire.
@@ -89,12 +89,12 @@ def get(name: str) -> ScenarioInfo:
 
 
 def __getattr__(name: str) -> Any:
-    """``sim.scenarios.run`` (before issue 17) is ``sim.study.results.run_scenario`` now; the old
-    name works for one release with a DeprecationWarning (docs/library.md).  Resolved by name at
-    call time, so this package does not import the study layer above it."""
+    """``sim.scenarios.run`` (the old name) is ``sim.study.results.run_scenario`` now; the old
+    name works for one release with a DeprecationWarning (docs/howto/use-the-library.md).
+    Resolved by name at call time, so this package does not import the study layer above it."""
     if name == "run":
-        warnings.warn("sim.scenarios.run moved to sim.study.results.run_scenario (issue 17; "
-                      "docs/library.md); the old name goes in the next release",
+        warnings.warn("sim.scenarios.run moved to sim.study.results.run_scenario "
+                      "(docs/howto/use-the-library.md); the old name goes in the next release",
                       DeprecationWarning, stacklevel=2)
         return importlib.import_module("sim.study.results").run_scenario
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,11 +5,11 @@ Topology: switch node 0 (:class:`sim.scaleup.switch.EsunSwitch`), XPUs at nodes 
 x line rate (counted in transaction data bytes: at 1.0 the offered data alone fills the link,
 so the sources saturate) towards destinations chosen by ``pattern``, on a VC drawn uniformly
 from ``vcs``; the packer, go-back-N and the switch are described in the :mod:`sim.scaleup`
-modules and docs/sue.md.  ``flow_control="cbfc"`` replaces PFC on the DATA and ACK classes by
-credit-based flow control on every link (:class:`sim.flowctl.credit.CbfcConfig`; the MMU is
-sized so that credits alone keep it lossless).  The bottleneck captured is the switch port
-towards XPU 1 (real frames).  SUE figures: :func:`sim.scaleup.summary.sue_summary`, written to
-summary.json as ``"sue"`` (``Scenario.summaries``).
+modules and docs/explanation/sue.md.  ``flow_control="cbfc"`` replaces PFC on the DATA and ACK
+classes by credit-based flow control on every link (:class:`sim.flowctl.credit.CbfcConfig`; the
+MMU is sized so that credits alone keep it lossless).  The bottleneck captured is the switch
+port towards XPU 1 (real frames).  SUE figures: :func:`sim.scaleup.summary.sue_summary`,
+written to summary.json as ``"sue"`` (``Scenario.summaries``).
 """
 
 from __future__ import annotations
