@@ -34,7 +34,8 @@ def main(argv: list[str]) -> None:
             t0 = time.perf_counter()
             s = run("incast", {"cc": "dcqcn", "preset": "paper", "link_gbps": 40,
                                "senders": n, "duration_ms": ms, "xoff_kb": 1000,
-                               "buffer_kb": 12000}, out_dir=out, plots=False)
+                               "buffer_kb": 12000}, out_dir=out, plots=False,
+                    write_captures=False)
             wall = time.perf_counter() - t0
             q = queue_mean_bytes(out, from_frac=0.5) / 1000
         print(f"{n:>3} {s['bottleneck']['utilisation']:>7.4f} {s['jain_index'] or 0:>7.4f} "
