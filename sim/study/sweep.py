@@ -657,6 +657,11 @@ def _order(v: Any) -> tuple:
     return (1, 0, str(v))
 
 
+
+def _text(v: object) -> str:
+    """A value as a user writes it on the command line (``true``, not Python's ``True``)."""
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
 def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None = None,
                path: str | None = None, where: Mapping[str, Any] | None = None,
                warn: Callable[[str], None] | None = _warn_stderr) -> str:
@@ -740,7 +745,7 @@ def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None =
         ax.plot(xs, [0.0] * len(xs), transform=ax.get_xaxis_transform(), marker="x",
                 markersize=9, linestyle="none", clip_on=False, color=colors.get(g, "0.4"),
                 label="no finite value" if i == 0 else None)
-    fixed = ", ".join(f"{k}={v}" for k, v in (where or {}).items())
+    fixed = ", ".join(f"{k}={_text(v)}" for k, v in (where or {}).items())
     ax.set(xlabel=x, ylabel=y, title=f"{y} vs {x} (mean over seeds, 95 % CI)"
            + (f"\n{fixed}" if fixed else ""))
     ax.legend(fontsize="small")
@@ -750,7 +755,7 @@ def plot_sweep(out_dir: str | os.PathLike[str], x: str, y: str, by: str | None =
     else:
         fig.tight_layout()
     stem = f"{y}_vs_{x}" + (f"_by_{by}" if by else "") + "".join(
-        f"_{k}={v}" for k, v in (where or {}).items())
+        f"_{k}={_text(v)}" for k, v in (where or {}).items())
     path = path or os.path.join(os.fspath(out_dir), stem.replace("/", "_") + ".png")
     try:
         with atomic_file(path, "wb") as f:
