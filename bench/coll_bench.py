@@ -67,7 +67,7 @@ def run_case(kind: str, given: dict[str, Any], coll: str, nbytes: int, channels:
     from sim.workloads.nccl import schedule, verify
     from sim.workloads.nccl_tests import coll_counts
 
-    p = resolve_params(collective_params(), {k: str(v) for k, v in given.items()})
+    p = resolve_params(collective_params(), dict(given))
     t0 = time.perf_counter()
     rf = build_fabric(kind, p)
     n = len(rf.ranks)
