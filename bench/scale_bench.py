@@ -244,7 +244,7 @@ def allreduce_case() -> tuple[float, int]:
     from sim.scenarios.base import resolve_params
     from sim.scenarios.collective import collective_params, run_size
 
-    p = resolve_params(collective_params(), {"gpus_per_node": "8"})
+    p = resolve_params(collective_params(), {"gpus_per_node": 8})
     t0 = time.process_time()
     row = run_size("allreduce", 64 << 20, "rail", p, inplace=False, details=True)
     cpu_s = time.process_time() - t0
