@@ -88,8 +88,8 @@ def alltoall() -> None:
         tt = f"{t['p50']:.1f} / {t['p99']:.1f} / {t['max']:.1f}" if t else "—"
         time_us = "—" if r["error"] else f"{r['time_us']:.1f}"
         print(f"| {name} | {_busbw(r)} | {time_us} | {c['pfc_pauses']} | {c['ce_marks']} | "
-              f"{c['cnps']} | {c['drops']} | {c['retransmitted_bytes'] / 1e6:.1f} | "
-              f"{c['timeouts']} | {c['max_queue_bytes'] / 1000:.0f} | {tt} |",
+              f"{c['cnps']} | {c['drops']} | {c.get('retransmitted_bytes', 0) / 1e6:.1f} | "
+              f"{c.get('timeouts', 0)} | {c['max_queue_bytes'] / 1000:.0f} | {tt} |",
               flush=True)
 
 
