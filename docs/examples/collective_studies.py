@@ -30,7 +30,10 @@ def _run(collective: str, nbytes: int, fabric: str, given: dict[str, Any], **kw:
 
 
 def _busbw(row: dict[str, Any]) -> str:
-    return "incomplete" if row["error"] else f"{row['busbw_GB_per_s']:.2f}"
+    if row["error"]:
+        return "incomplete"
+    bw = row["busbw_GB_per_s"]
+    return f"{bw:.2f}" if bw >= 0.1 else f"{bw:.2g}"
 
 
 def ecmp(seeds: range = range(4), qps_values: tuple[int, ...] = (1, 4, 16)) -> None:
