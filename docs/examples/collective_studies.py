@@ -1,6 +1,6 @@
-"""Studies 3 and 4 of docs/collectives.md: many configurations of ``lossless collective``,
-each one :func:`sim.scenarios.collective.run_size` (what the command runs per size), printed
-as the Markdown tables the page shows.
+"""Studies 3 and 4 of docs/explanation/collectives.md: many configurations of ``lossless
+collective``, each one :func:`sim.scenarios.collective.run_size` (what the command runs per
+size), printed as the Markdown tables the page shows.
 
     python docs/examples/collective_studies.py ecmp      # study 3: fat-tree ECMP vs rails, QPs
     python docs/examples/collective_studies.py alltoall  # study 4: AllToAll, PFC / DCQCN / lossy
@@ -30,7 +30,10 @@ def _run(collective: str, nbytes: int, fabric: str, given: dict[str, Any], **kw:
 
 
 def _busbw(row: dict[str, Any]) -> str:
-    return "incomplete" if row["error"] else f"{row['busbw_GB_per_s']:.2f}"
+    if row["error"]:
+        return "incomplete"
+    bw = row["busbw_GB_per_s"]
+    return f"{bw:.2f}" if bw >= 0.1 else f"{bw:.2g}"
 
 
 def ecmp(seeds: range = range(4), qps_values: tuple[int, ...] = (1, 4, 16)) -> None:
@@ -61,20 +64,26 @@ def alltoall() -> None:
     """Study 4: AllToAll of 16 MiB on 32 GPUs (rail-optimised, 4 nodes x 8, 4 spines, 8
     channels, 400 Gb/s) without PXN (every send leaves through its GPU's own NIC, so
     cross-rail traffic meets at the spines and the receivers' leaf ports: incast), with PFC
-    only, with DCQCN (each preset), and without PFC; the same with PXN for contrast."""
+    only, with DCQCN (each preset), and without PFC (NCCL's ACK timeout, a short one, NICs
+    that never resend); the same with PXN for contrast."""
     base = {"nodes": 4, "gpus_per_node": 8, "spines": 4, "pxn": False}
     configs = [
         ("PFC, no CC", {}),
         ("PFC + DCQCN (paper)", {"cc": "dcqcn", "preset": "paper"}),
         ("PFC + DCQCN (nvidia)", {"cc": "dcqcn", "preset": "nvidia"}),
         ("PFC + DCQCN (hpcc)", {"cc": "dcqcn", "preset": "hpcc"}),
-        ("no PFC, no CC", {"pfc": False}),
-        ("no PFC + DCQCN (nvidia)", {"pfc": False, "cc": "dcqcn", "preset": "nvidia"}),
+        ("no PFC, no CC (go-back-N, NCCL's 4.3 s ACK timeout)", {"pfc": False,
+                                                                 "limit_ms": 20000}),
+        ("no PFC, no CC, ack_timeout=4 (65.5 µs)", {"pfc": False, "ack_timeout": 4}),
+        ("no PFC + DCQCN (nvidia), ack_timeout=4", {"pfc": False, "cc": "dcqcn",
+                                                   "preset": "nvidia", "ack_timeout": 4}),
+        ("no PFC, no CC, reliable=false (NICs that never resend)", {"pfc": False,
+                                                                     "reliable": False}),
         ("PXN, PFC, no CC", {"pxn": True}),
     ]
     print("| configuration | busbw (GB/s) | time (µs) | PFC pauses | CE marks | CNPs | drops "
-          "| deepest queue (KB) | transfer p50 / p99 / max (µs) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| resent (MB) | timeouts | deepest queue (KB) | transfer p50 / p99 / max (µs) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, extra in configs:
         r = _run("alltoall", 16 * MIB, "rail", {**base, **extra}, channels=8)
         c = r["counters"]
@@ -82,7 +91,8 @@ def alltoall() -> None:
         tt = f"{t['p50']:.1f} / {t['p99']:.1f} / {t['max']:.1f}" if t else "—"
         time_us = "—" if r["error"] else f"{r['time_us']:.1f}"
         print(f"| {name} | {_busbw(r)} | {time_us} | {c['pfc_pauses']} | {c['ce_marks']} | "
-              f"{c['cnps']} | {c['drops']} | {c['max_queue_bytes'] / 1000:.0f} | {tt} |",
+              f"{c['cnps']} | {c['drops']} | {c.get('retransmitted_bytes', 0) / 1e6:.1f} | "
+              f"{c.get('timeouts', 0)} | {c['max_queue_bytes'] / 1000:.0f} | {tt} |",
               flush=True)
 
 

@@ -575,9 +575,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     "limit, protocol and QPs) through a simulated RoCE or InfiniBand "
                     "fabric (-p fabric=ib) for each size and print the nccl-tests table, "
                     "then PFC pauses, CE marks, CNPs, drops, the deepest queue and the "
-                    "busiest link per size (docs/collectives.md).  Exit 1 when a size does "
-                    "not complete (e.g. drops without PFC and without -p reliable=true, "
-                    "which retransmits).")
+                    "busiest link per size (docs/reference/collective.md).  Exit 1 when a "
+                    "size does not complete (e.g. frames lost on NICs that never resend, "
+                    "-p reliable=false, or a QP error).")
     c.add_argument("collective", metavar="COLLECTIVE",
                    help=f"{', '.join(str(x) for x in Collective)}")
     c.add_argument("-b", "--minbytes", type=_SIZE, default=1 << 20, metavar="SIZE",
@@ -613,8 +613,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "nvlink_latency_ns, pxn, link_gbps, pfc, cc, preset, buffer_kb, "
                         "xoff_kb, kmin_kb, kmax_kb, pmax, packet_bytes, prop_ns, seed, "
                         "limit_ms, reliable, failover, detect_us, converge_us ...; "
-                        "fault=KIND:KEY=VALUE,... (repeatable, docs/faults.md) "
-                        "(docs/cli.md)")
+                        "fault=KIND:KEY=VALUE,... (repeatable, "
+                        "docs/howto/inject-faults.md) (docs/reference/collective.md)")
     c.add_argument("--algo", choices=[str(a) for a in Algorithm], default="ring")
     c.add_argument("--proto", choices=[str(p) for p in Protocol], default="simple")
     c.add_argument("--channels", type=integer(1, MAXCHANNELS), default=None, metavar="N",
