@@ -256,7 +256,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--slow", action="store_true", help="run the blocks marked slow too")
     ap.add_argument("-k", default="", help="only blocks with a command containing this text")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per command")
-    a = ap.parse_args(argv)
+    a = ap.parse_intermixed_args(argv)  # options before or after the pages
     todo = [Path(p).resolve() for p in a.page] or pages()
     if a.action == "list":
         for page in todo:

@@ -402,4 +402,7 @@ def test_csv_fault_columns_only_with_faults(tmp_path) -> None:
         "fault_free_time_us": "18.65674", "stall_us": "5.837472",
         "retransmitted_bytes": "394630", "fault_drops": "88", "time_to_recover_us": "",
         "unbalanced_qps": "0"}
+    with open(tmp_path / "t.csv", newline="") as f:  # every column once (was: two
+        names = next(csv.reader(f))                   # retransmitted_bytes)
+    assert len(names) == len(set(names))
     assert row["time_us"] == "24.494212"

@@ -447,3 +447,13 @@ def test_a_size_of_no_element_is_a_row_of_zeros_as_in_nccl_tests(tmp_path):
     assert [r[:2] for r in rows] == [["0", "0"], ["4", "1"]]
     doc = json.loads(js.read_text())
     assert doc["results"][0]["transfers"] == 0 and doc["results"][0]["error"] is None
+
+
+def test_options_the_schedule_refuses_are_refused_before_the_table():
+    """--algo tree of an AllGather: one line and exit 2 before any table line (the header
+    was printed, then the error); AllToAll's header names its point-to-point sends."""
+    rc, out, err = run_cli(["collective", "allgather", "--algo", "tree", "-b", "1M", "-e",
+                            "1M"])
+    assert rc == 2 and out == "" and "tree algorithm is modelled for allreduce only" in err
+    rc, out, _ = run_cli(["collective", "alltoall", "-b", "64K", "-e", "64K", "--quiet"])
+    assert rc == 0 and "; algo p2p, proto simple," in out.splitlines()[0]
