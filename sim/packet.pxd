@@ -17,6 +17,7 @@ cdef class SimPacket:
     cdef public object hops
     cdef public object id
     cdef public object nbytes
+    cdef public object place
     cdef public object psn
     cdef public object src
     cdef public object t_ps

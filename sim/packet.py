@@ -6,14 +6,17 @@ state (queue entry times, ...) belongs to the component, not here; the one excep
 the ticket of the credits a frame holds on the link it is on (:mod:`sim.flowctl.credit`),
 and ``psn``, the RC transport's packet sequence number of a data frame of a reliable flow
 (:mod:`sim.nic.rc`; None otherwise), and ``ackreq``, its AckReq bit (the sender asks the
-receiver for an ACK), which the real frame's BTH would carry.
+receiver for an ACK), which the real frame's BTH would carry, and ``place``, where a data
+packet a NIC sends sits in its message (:func:`place_of`), which the real frame's opcode
+would say (RDMA WRITE FIRST, MIDDLE, LAST or ONLY: captures show it).
 """
 
 from __future__ import annotations
 
 from wire.ecn import mark_ce as _mark_frame_ce
 
-__all__ = ["SimPacket", "NOT_ECT", "CE", "PRIORITIES", "PacketIds", "REPLAY_FLOW_BASE"]
+__all__ = ["SimPacket", "NOT_ECT", "CE", "PRIORITIES", "PacketIds", "REPLAY_FLOW_BASE",
+           "PLACE_FIRST", "PLACE_LAST", "STREAM_MESSAGE_FRAMES", "place_of"]
 
 NOT_ECT = 0
 CE = 3
@@ -23,6 +26,23 @@ PRIORITIES = 8
 #: simulated flows: the simulated NICs carry their frames as they are (a replayed ACK or CNP is
 #: not taken for one of their own) and send no CNP for them.
 REPLAY_FLOW_BASE = 1 << 20
+#: ``SimPacket.place`` of a data packet a NIC sends: bit 0 (PLACE_FIRST) it starts its
+#: message, bit 1 (PLACE_LAST) it ends it (both: a message of one packet), and, on a packet
+#: that starts its message, the message's frame bytes (headers included, as
+#: ``Flow.message_bytes``) from bit 2 up (:func:`place_of`).  None: a packet no NIC flow sent.
+PLACE_FIRST = 1
+PLACE_LAST = 2
+#: A stream (a flow without ``message_bytes`` that is not posted) is cut into messages of this
+#: many frames, the last one cut by the flow's size [A]: at 1024 bytes of payload a frame,
+#: 65,536 bytes, perftest's default message size (``ib_write_bw -s``).
+STREAM_MESSAGE_FRAMES = 64
+
+
+def place_of(first: bool, last: bool, message_bytes: int = 0) -> int:
+    """``SimPacket.place`` of a packet that starts (``first``: of a message of
+    ``message_bytes`` frame bytes) and/or ends its message, or neither."""
+    return (message_bytes << 2 if first else 0) | (PLACE_FIRST if first else 0) | (
+        PLACE_LAST if last else 0)
 
 
 class PacketIds:
@@ -50,8 +70,8 @@ class SimPacket:
     VC and credits held, :mod:`sim.flowctl.credit`), None on a link without credits.
     """
 
-    __slots__ = ("ackreq", "dst", "ecn", "fc", "flow", "frame", "hops", "id", "nbytes", "psn",
-                 "src", "t_ps", "tc")
+    __slots__ = ("ackreq", "dst", "ecn", "fc", "flow", "frame", "hops", "id", "nbytes", "place",
+                 "psn", "src", "t_ps", "tc")
 
     def __init__(
         self,
@@ -85,6 +105,7 @@ class SimPacket:
         self.fc = None
         self.psn = None
         self.ackreq = False
+        self.place = None
 
     @classmethod
     def trusted(cls, id: int, t_ps: int, nbytes: int, flow: int, tc: int, ecn: int, src: int,
@@ -162,6 +183,7 @@ def _filled(pkt: SimPacket, id: int, t_ps: int, nbytes: int, flow: int, tc: int,
     pkt.fc = None
     pkt.psn = None
     pkt.ackreq = False
+    pkt.place = None
     return pkt
 
 

@@ -178,8 +178,9 @@ def test_plots_carry_sizes_bound_tiers_and_rows(outdir):
     t = {name: _texts(fig) for name, fig in figs.items()}
     bus = t["busbw_vs_size.png"]
     assert {"256K", "512K", "out-of-place", "in-place"} <= set(bus)
-    # the bound: 100 Gb/s = 12.5 GB/s x 4096 / (4096 + 58) data per frame
-    assert f"bound {12.5 * 4096 / 4154:.2f} GB/s: 100 Gb/s NIC x 4096/4154 (RoCE headers)" in bus
+    # the bound: 100 Gb/s = 12.5 GB/s x 4096 of the 4154 + 4 + 8 + 12 bytes on the wire
+    assert (f"bound {12.5 * 4096 / 4178:.2f} GB/s: 100 Gb/s NIC x 4096/4178 on the wire "
+            f"(58 B RoCE headers + 24 B FCS, preamble, IFG)") in bus
     assert any(s.startswith("busbw (GB/s") for s in bus)
     links = " ".join(t["link_utilisation.png"])
     assert "host->switch: 4 links" in links and "switch->host: 4 links" in links
@@ -224,10 +225,10 @@ def test_bound_names_pcie_when_it_is_lower_and_the_protocol():
     assert value == PcieLink(5, 16, 256).write_bps() / 8e9  # 55.48 GB/s < 98.6 for the NIC
     assert round(value, 2) == 55.48 and "PCIe Gen5 x16 write budget (MPS 256)" in text
     doc["params"]["pcie_gen"] = 0
-    assert busbw_bound(doc)[0] == pytest.approx(100 * 4096 / 4154)
+    assert busbw_bound(doc)[0] == pytest.approx(100 * 4096 / 4178)
     doc["protocol"] = "ll"  # 8 data bytes in each 16-byte line
     value, text = busbw_bound(doc)
-    assert value == pytest.approx(50 * 4096 / 4154) and "1/2 (ll flags)" in text
+    assert value == pytest.approx(50 * 4096 / 4178) and "1/2 (ll flags)" in text
 
 
 # ------------------------------------------------------------------ collective_stats
@@ -363,7 +364,7 @@ def test_progress_line_is_throttled_but_shows_the_end():
 def test_bound_with_nvlink_counts_the_rails_a_ring_crosses_nodes_on():
     from sim.study.collective_plots import busbw_bound
 
-    nic = 50 * 4096 / 4154  # 400 Gb/s, RoCE headers
+    nic = 50 * 4096 / 4178  # 400 Gb/s, 4154-byte packets + FCS, preamble, IFG
     doc = {"collective": "allreduce", "algorithm": "ring", "protocol": "simple",
            "channels": 2, "nodes": 2, "gpus_per_node": 8,
            "params": {"link_gbps": 400.0, "packet_bytes": 4154, "nvlink": True,

@@ -141,7 +141,7 @@ def test_collective_on_ib_sends_ib_packets_and_says_so(tmp_path) -> None:
     assert "credit_stall_ps" in csv_head
     from sim.study.collective_plots import busbw_bound
 
-    assert "400 Gb/s NIC x 4096/4122 (IB headers)" in busbw_bound(doc)[1]
+    assert "400 Gb/s NIC x 4096/4122 on the wire (26 B IB headers)" in busbw_bound(doc)[1]
 
 
 def test_ib_carries_more_payload_per_second_than_roce(tmp_path) -> None:

@@ -104,6 +104,35 @@ def test_gbn_one_drop_one_nak_resend_from_it():
     assert c == {"sent": 17, "delivered": 10, "dropped": 7, "held": 0, "in_flight": 0}
 
 
+@pytest.mark.parametrize("mode", ["gbn", "sr"])
+def test_a_resend_carries_the_place_and_ack_request_of_its_frame(mode):
+    """What a capture shows of a resent frame (SimPacket.place: its opcode; ackreq: its
+    AckReq bit) is what the frame had when it was new."""
+    from sim.packet import place_of
+
+    frames: dict[int, list] = {}
+
+    class Keep(Lossy):
+        def receive(self, port, pkt):
+            if pkt.psn is not None:
+                frames.setdefault(pkt.psn, []).append((pkt.place, pkt.ackreq))
+            super().receive(port, pkt)
+
+    e = Engine()
+    a = Host(e, 0, RATE, reliable=True, ack_timeout=4, retransmit=mode)
+    b = Host(e, 1, RATE, reliable=True, ack_timeout=4, retransmit=mode)
+    a.port.connect(Keep(b, drop_once(3, 9)), 0, PROP_PS)
+    b.port.connect(Backwire(a), 0, PROP_PS)
+    f = Flow(0, 0, 1, RATE, size_bytes=FRAME * 10)  # one message of 10 frames (a stream)
+    a.add_flow(f)
+    b.expect(f)
+    e.run(10**13)
+    assert sorted(frames) == list(range(10)) and len(frames[3]) >= 2 and len(frames[9]) >= 2
+    assert all(len(set(v)) == 1 for v in frames.values())
+    assert [v[0] for v in (frames[0], frames[3], frames[9])] == [
+        (place_of(True, False, 10 * FRAME), False), (0, False), (place_of(False, True), True)]
+
+
 def test_sr_one_drop_resends_one():
     a, b, fwd, back = pair(drop_once(3), n=10, retransmit="sr")
     assert [p for p, _ in fwd.seen] == [*range(10), 3]

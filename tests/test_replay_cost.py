@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from sim.study import results, samples
 from sim.study.results import Capture, CaptureBudget
+from wire.linkstack import ROCE
 from wire.pcapio import CaptureWriter
 
 _pkt = st.builds(
@@ -17,7 +18,8 @@ _pkt = st.builds(
     frame=st.one_of(st.none(), st.binary(min_size=14, max_size=200),
                     st.binary(min_size=14, max_size=64).map(bytearray)),
     flow=st.integers(0, 5), src=st.integers(0, 3), dst=st.integers(4, 6),
-    nbytes=st.sampled_from([64, 1082, 4000]), ecn=st.integers(0, 3))
+    nbytes=st.sampled_from([64, 1082, 4000]), ecn=st.integers(0, 3), psn=st.none(),
+    place=st.none(), ackreq=st.just(False))
 
 
 def _per_frame(path: str, frames: list[tuple[int, bytes]], snaplen: int | None) -> bytes:
@@ -91,7 +93,7 @@ def test_capture_uses_the_bulk_path(tmp_path, monkeypatch) -> None:
     cap = Capture(str(tmp_path / "x.pcap"))
     for i in range(3000):
         cap(i * 1000, SimpleNamespace(frame=None, flow=1 + i % 3, src=0, dst=4, nbytes=1082,
-                                      ecn=0))
+                                      ecn=0, psn=None, place=None, ackreq=False))
     cap.close()
     assert cap.frames == 3000
     assert calls["write"] == calls["write_frames"] == calls["make"] == 0
@@ -109,7 +111,7 @@ def _built_synth(pkt, psn: int, op: str, dma: int | None) -> bytes:
          "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": pkt.ecn},
          "udp": {"sport": 49152 + (pkt.flow & 0x3FFF)},
          "bth": {"opcode": f"RC_RDMA_WRITE_{op}", "dest_qp": qp, "psn": psn}}
-    head = results._HDR_BYTES
+    head = ROCE.header_bytes
     if dma is not None:
         d["reth"] = {"va": 0, "rkey": qp, "dma_length": dma}
         head += 16
@@ -120,9 +122,10 @@ def _built_synth(pkt, psn: int, op: str, dma: int | None) -> bytes:
 @given(pkts=st.lists(_pkt.map(lambda p: SimpleNamespace(**{**vars(p), "frame": None})),
                      max_size=150))
 def test_synthesised_frames_are_writes_of_64_frame_messages(tmp_path_factory, pkts) -> None:
-    """A flow the capture was not told about is cut into messages of 64 frames (the first
-    frame's size each, the last one where the bytes reach it): FIRST, MIDDLE ..., LAST, each
-    frame exactly what wire.build makes of it (IPv4 checksum, ICRC), PSNs counting from 0."""
+    """Packets without a place in a message (no NIC flow's) are cut into messages of 64
+    frames (the first frame's size each, the last one where the bytes reach it): FIRST,
+    MIDDLE ..., LAST, each frame exactly what wire.build makes of it (IPv4 checksum, ICRC),
+    PSNs counting from 0."""
     cap = Capture(str(tmp_path_factory.mktemp("syn") / "x.pcap"))
     state: dict[int, list[int]] = {}
     for p in pkts:
@@ -133,7 +136,7 @@ def test_synthesised_frames_are_writes_of_64_frame_messages(tmp_path_factory, pk
         last = off + p.nbytes >= end
         state[p.flow] = [psn + 1, off + p.nbytes, end]
         op = ("ONLY" if last else "FIRST") if first else ("LAST" if last else "MIDDLE")
-        pay = max(p.nbytes - results._HDR_BYTES, 0)  # a frame's payload without a RETH
+        pay = max(p.nbytes - ROCE.header_bytes, 0)  # a frame's payload without a RETH
         dma = max(pay - 16, 0) + (63 * pay if op == "FIRST" else 0) if first else None
         assert bytes(cap._frame(*cap._synth(p))) == _built_synth(p, psn, op, dma)
     cap.close()
@@ -154,7 +157,8 @@ def test_synthesised_frames_reuse_the_ipv4_checksum(tmp_path, monkeypatch) -> No
     monkeypatch.setattr(template, "internet_checksum", counted)
     cap = Capture(str(tmp_path / "x.pcap"))
     for i in range(2000):
-        cap._synth(SimpleNamespace(frame=None, flow=1, src=0, dst=4, nbytes=1082, ecn=i % 2))
+        cap._synth(SimpleNamespace(frame=None, flow=1, src=0, dst=4, nbytes=1082, ecn=i % 2,
+                                   psn=None, place=None, ackreq=False))
     cap.close()
     assert calls[0] <= 2 * 2  # the two templates (ECN 0 and 1), at most twice each
 

@@ -9,6 +9,7 @@ import math
 import pytest
 
 import wire
+from sim.addresses import flow_qp
 from sim.engine import Engine
 from sim.events import CNPSent
 from sim.fabric import star
@@ -217,7 +218,7 @@ def test_acks_every_k_packets_are_real_rc_acks_counted_by_the_sender() -> None:
     for p in frames:
         d = wire.dissect(bytes(p.frame))
         assert not d.problems
-        assert d["bth"]["opcode_name"] == "RC_ACKNOWLEDGE" and d["bth"]["dest_qp"] == 7
+        assert d["bth"]["opcode_name"] == "RC_ACKNOWLEDGE" and d["bth"]["dest_qp"] == flow_qp(7)
         assert d["aeth"]["kind"] == "ACK"
         assert d["ipv4"]["dscp"] >> 3 == 3 and p.tc == 3  # ack_tc default: the flow's class
         psns.append(d["bth"]["psn"])
@@ -360,8 +361,42 @@ def test_ack_frames_are_byte_identical_to_wire_build() -> None:
         want = wire.build({"eth": {"src": d["eth"]["src"], "dst": d["eth"]["dst"]},
                            "ipv4": {"src": d["ipv4"]["src"], "dst": d["ipv4"]["dst"],
                                     "dscp": 24},
-                           "udp": {}, "bth": {"opcode": "RC_ACKNOWLEDGE", "dest_qp": 0x1234,
+                           "udp": {}, "bth": {"opcode": "RC_ACKNOWLEDGE",
+                                              "dest_qp": flow_qp(0x1234),
                                               "psn": d["bth"]["psn"]},
                            "aeth": {"kind": "ACK", "value": 31, "msn": d["aeth"]["msn"]}})
         assert bytes(p.frame) == bytes(want) and d["icrc"]["valid"]
     assert len({wire.dissect(bytes(p.frame))["aeth"]["msn"] for p in frames}) > 5
+
+
+def test_every_data_frame_is_marked_with_its_place_in_its_message() -> None:
+    """SimPacket.place: first and/or last of its message, a first frame with the message's
+    frame bytes; posted messages, message_bytes and 64-frame stream messages, the flow's
+    size ending the last (a resend's: tests/test_rc.py)."""
+    from sim.packet import place_of
+    from tests.helpers import posted_pair
+
+    def places(frames):
+        return [p.place for p in frames]
+
+    _rail, fab, a, _b, _flow = posted_pair(100, fid=1)
+    sent: list[SimPacket] = []
+    a.port.taps.append(lambda t, p: sent.append(p))
+    for n in (3000, 1082, 500):
+        a.post(1, n)
+    fab.run(10**9)
+    assert places(sent) == [place_of(True, False, 3000), 0, place_of(False, True),
+                            place_of(True, True, 1082), place_of(True, True, 500)]
+
+    fab, recv, (src,) = _star()
+    sent = []
+    fab.nodes[src].port.taps.append(lambda t, p: sent.append(p) if p.frame is None else 0)
+    fab.add_flow(Flow(0, src, recv, RATE, message_bytes=2200, size_bytes=5000))
+    fab.add_flow(Flow(1, src, recv, RATE, packet_bytes=100, size_bytes=100 * 70))
+    fab.run(10**9)
+    m = [p for p in sent if p.flow == 0]  # 1082 + 1082 + 36 (twice) | 600
+    assert places(m) == [place_of(True, False, 2200), 0, place_of(False, True)] * 2 + [
+        place_of(True, True, 600)]
+    s = [p for p in sent if p.flow == 1]  # 64 frames, then the 6 the size leaves
+    assert places(s) == [place_of(True, False, 6400), *[0] * 62, place_of(False, True),
+                         place_of(True, False, 600), *[0] * 4, place_of(False, True)]

@@ -1,5 +1,6 @@
 """Fast crafting of many similar RoCEv2 frames: build one frame with :func:`wire.build`, then
-patch a few fields per frame and fix the IPv4 header checksum and the ICRC.
+patch a few fields per frame and fix the IPv4 header checksum and the ICRC; and of native
+InfiniBand packets (:class:`IbTemplate`: :func:`wire.build_ib`, then the ICRC and VCRC).
 
 Every patched field is located through its header's field table
 (:meth:`wire.spec.HeaderSpec.byte_field`), so no bit position is written here.  The result is
@@ -15,7 +16,8 @@ the cost: the simulator's captures and ACKs and bulk crafting use it.
 
 Patchable fields: fields of the IP header (``ipv4.*``/``ipv6.*``) and of every header after UDP
 up to the payload (``bth.*``, ``aeth.*``, ``reth.*`` ...) that lie within one byte or are
-byte-aligned.  Length fields are not patchable (the frame's size is the template's).
+byte-aligned; of an IB packet, those of the BTH and the headers after it.  Length fields are
+not patchable (the frame's size is the template's).
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ from typing import Any
 
 from .checksum import internet_checksum
 from .ecn import ip_offset
+from .ib import LRH, VCRC_BYTES, crc16, icrc_native, vcrc_bytes
+from .ib_stack import build_ib, dissect_ib
 from .pcapio import Record
 from .roce import ICRC_BYTES, icrc, icrc_bytes, icrc_state
 from .stack import SPECS, build, dissect
 
-__all__ = ["RoceTemplate", "craft_flow", "make_rows"]
+__all__ = ["IbTemplate", "RoceTemplate", "craft_flow", "make_rows"]
 
 _IPV4_CSUM = SPECS["ipv4"].byte_field("checksum")[0]
 #: IP fields the ICRC masks (IBA Annex A17.8): changing them leaves the ICRC as it is.
@@ -38,11 +42,70 @@ _ICRC_MASKED = {"ipv4": {"dscp", "ecn", "ttl"}, "ipv6": {"dscp", "ecn", "flow_la
                                                           "hop_limit"}}
 
 
-class RoceTemplate:
+class _Template:
+    """What the two templates share: ``_frame`` (the packet as built), ``names`` and
+    ``_slots`` (the patched fields: byte, shift, mask, width), ``_icrc_end`` (where the ICRC
+    ends), ``_crc_from`` and ``_crc_state`` (the ICRC's running CRC over everything before the
+    first patched byte, None when a patch changes an earlier byte it covers), ``_ip_patched``
+    (the IPv4 checksum must be made again), ``_vcrc`` (a VCRC follows the ICRC: IB)."""
+
+    __slots__ = ()
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self._frame)
+
+    def make_array(self, values: Any) -> Any:
+        """Frames for many values of the template's one patched field, as a numpy ``uint8``
+        array of shape ``(len(values), size_bytes)``: row ``i`` is byte for byte
+        ``make(**{name: values[i]})`` (:func:`make_rows` of this one template)."""
+        import numpy as np
+
+        vals = np.asarray(values, dtype=np.int64).reshape(-1)
+        return make_rows((self,), np.zeros(len(vals), dtype=np.intp), vals)
+
+    def _patch(self, values: Mapping[str, int]) -> bytearray:
+        """A copy of the frame with ``values`` patched in (no CRC or checksum made)."""
+        f = bytearray(self._frame)
+        for key, (at, shift, mask, width) in zip(self.names, self._slots, strict=True):
+            v = values.get(key)
+            if v is None:
+                continue
+            if v < 0 or v > mask:
+                raise ValueError(f"{key} = {v} does not fit (0..{mask})")
+            if width == 1:
+                f[at] = (f[at] & ~(mask << shift) & 0xFF) | (v << shift)
+            else:
+                f[at:at + width] = v.to_bytes(width, "big")
+        return f
+
+    def _icrc_tables(self) -> Any:
+        """The linear part of the ICRC for each byte of the patched field: ``t[j][b]`` is what
+        changing that byte by XOR ``b`` does to the ICRC value (see :func:`make_rows`)."""
+        import numpy as np
+
+        if self._lin is None:
+            at, _shift, _mask, width = self._slots[0]
+            lo, end = self._crc_from, self._icrc_end - ICRC_BYTES
+            zero = bytearray(end - lo)
+            base = zlib.crc32(zero)
+            tables = np.empty((width, 256), dtype=np.uint32)
+            for j in range(width):
+                pos = at + j - lo
+                for b in range(256):
+                    zero[pos] = b
+                    tables[j, b] = zlib.crc32(zero) ^ base
+                zero[pos] = 0
+            self._lin = tables
+        return self._lin
+
+
+class RoceTemplate(_Template):
     """A RoCEv2 frame (IPv4 or IPv6, UDP 4791, BTH ...) to stamp out with some fields changed."""
 
-    __slots__ = ("_crc_from", "_crc_state", "_frame", "_ip", "_ip_patched", "_lin", "_slots",
-                 "_udp", "_udp_end", "_v4", "names")
+    __slots__ = ("_crc_from", "_crc_state", "_frame", "_icrc_end", "_ip", "_ip_patched", "_lin",
+                 "_slots", "_udp", "_udp_end", "_v4", "names")
+    _vcrc = False
 
     def __init__(self, layers: Mapping[str, Any], patch: Iterable[str] = ("bth.psn",)) -> None:
         frame = build(layers)
@@ -56,7 +119,7 @@ class RoceTemplate:
         self._v4 = ver == 4
         hdr = d.get("ipv4")["ihl"] * 4 if self._v4 else SPECS["ipv6"].size_bytes
         self._udp = self._ip + hdr
-        self._udp_end = self._udp + d.get("udp")["length"]
+        self._udp_end = self._icrc_end = self._udp + d.get("udp")["length"]
         offsets: dict[str, int] = {"ipv4" if self._v4 else "ipv6": self._ip}
         at = self._udp
         for name in d.names[d.names.index("udp"):]:
@@ -94,54 +157,10 @@ class RoceTemplate:
             self._crc_from = crc_from
             self._crc_state = icrc_state(frame[self._ip:self._udp], frame[self._udp:crc_from])
 
-    @property
-    def size_bytes(self) -> int:
-        return len(self._frame)
-
     def make(self, **values: int) -> bytearray:
         """A new frame with ``values`` (keys as given in ``patch``; missing keys keep the
         template's value) and a correct IPv4 checksum and ICRC."""
-        f = bytearray(self._frame)
-        for key, (at, shift, mask, width) in zip(self.names, self._slots, strict=True):
-            v = values.get(key)
-            if v is None:
-                continue
-            if v < 0 or v > mask:
-                raise ValueError(f"{key} = {v} does not fit (0..{mask})")
-            if width == 1:
-                f[at] = (f[at] & ~(mask << shift) & 0xFF) | (v << shift)
-            else:
-                f[at:at + width] = v.to_bytes(width, "big")
-        return self._finish(f)
-
-    def make_array(self, values: Any) -> Any:
-        """Frames for many values of the template's one patched field, as a numpy ``uint8``
-        array of shape ``(len(values), size_bytes)``: row ``i`` is byte for byte
-        ``make(**{name: values[i]})`` (:func:`make_rows` of this one template)."""
-        import numpy as np
-
-        vals = np.asarray(values, dtype=np.int64).reshape(-1)
-        return make_rows((self,), np.zeros(len(vals), dtype=np.intp), vals)
-
-    def _icrc_tables(self) -> Any:
-        """The linear part of the ICRC for each byte of the patched field: ``t[j][b]`` is what
-        changing that byte by XOR ``b`` does to the ICRC value (see :func:`make_rows`)."""
-        import numpy as np
-
-        if self._lin is None:
-            at, _shift, _mask, width = self._slots[0]
-            lo, end = self._crc_from, self._udp_end - ICRC_BYTES
-            zero = bytearray(end - lo)
-            base = zlib.crc32(zero)
-            tables = np.empty((width, 256), dtype=np.uint32)
-            for j in range(width):
-                pos = at + j - lo
-                for b in range(256):
-                    zero[pos] = b
-                    tables[j, b] = zlib.crc32(zero) ^ base
-                zero[pos] = 0
-            self._lin = tables
-        return self._lin
+        return self._finish(self._patch(values))
 
     def _finish(self, f: bytearray) -> bytearray:
         ip, udp = self._ip, self._udp
@@ -210,7 +229,129 @@ class RoceTemplate:
             yield f
 
 
-def make_rows(templates: Sequence[RoceTemplate], which: Any, values: Any,
+#: Where the VCRC masks nothing and the ICRC masks the LRH's VL and the BTH's byte 4 (FECN,
+#: BECN, reserved): a patch from the BTH's byte 5 on leaves the ICRC's prefix as it is.
+_BTH_ICRC_PREFIX = 5
+
+
+class IbTemplate(_Template):
+    """A local native InfiniBand packet (LRH, BTH and the headers after it, payload, ICRC,
+    VCRC: :func:`wire.build_ib` of ``layers``) to stamp out with fields of the BTH and the
+    headers after it changed; the ICRC (IBA 7.8.1) and the VCRC (IBA 7.8.2) are made again.
+    :func:`make_rows` makes many at once as it does RoCEv2 frames."""
+
+    __slots__ = ("_crc_from", "_crc_state", "_frame", "_icrc_end", "_lin", "_slots", "_vstate",
+                 "names")
+    _vcrc = True
+    _ip_patched = False
+
+    def __init__(self, layers: Mapping[str, Any], patch: Iterable[str] = ("bth.psn",)) -> None:
+        frame = build_ib(layers)
+        d = dissect_ib(frame)
+        if "grh" in d.names or not {"bth", "icrc", "vcrc"} <= set(d.names):
+            raise ValueError("an IbTemplate needs a local InfiniBand packet (LRH, BTH, ICRC, "
+                             "VCRC; no GRH)")
+        self._frame = bytes(frame)
+        self._icrc_end = len(frame) - VCRC_BYTES
+        offsets: dict[str, int] = {}
+        at = LRH.size_bytes
+        for name in d.names[d.names.index("bth"):]:
+            if name in ("payload", "icrc"):
+                break
+            offsets[name] = at
+            at += SPECS[name].size_bytes
+        self.names = tuple(patch)
+        slots = []
+        crc_from = self._icrc_end - ICRC_BYTES
+        for key in self.names:
+            layer, _, field = key.partition(".")
+            if layer not in offsets:
+                raise ValueError(f"cannot patch {key!r}: layer {layer!r} is not a patchable "
+                                 f"header of this packet ({sorted(offsets)})")
+            byte, shift, mask = SPECS[layer].byte_field(field)
+            width = 1 if mask << shift <= 0xFF else (mask.bit_length() + 7) // 8
+            slots.append((offsets[layer] + byte, shift, mask, width))
+            crc_from = min(crc_from, offsets[layer] + byte)
+        self._slots = tuple(slots)
+        self._lin = None
+        self._crc_from = crc_from
+        self._crc_state = None  # a patch inside the masked bytes: the ICRC made whole
+        if crc_from >= offsets["bth"] + _BTH_ICRC_PREFIX:
+            masked = frame[:self._icrc_end - ICRC_BYTES]
+            self._crc_state = zlib.crc32(_masked_prefix(masked, crc_from))
+        self._vstate = crc16(frame[:crc_from])
+
+    def make(self, **values: int) -> bytearray:
+        """A new packet with ``values`` (keys as given in ``patch``; missing keys keep the
+        template's value) and a correct ICRC and VCRC."""
+        f = self._patch(values)
+        end = self._icrc_end - ICRC_BYTES
+        if self._crc_state is not None:
+            value = zlib.crc32(memoryview(f)[self._crc_from:end], self._crc_state)
+        else:
+            value = icrc_native(f[:end], LRH.size_bytes)
+        f[end:self._icrc_end] = icrc_bytes(value)
+        # nothing before the first patched byte changed: the VCRC goes on from its state there
+        f[self._icrc_end:] = vcrc_bytes(crc16(memoryview(f)[self._crc_from:self._icrc_end],
+                                              self._vstate))
+        return f
+
+    def _vcrc_tables(self) -> tuple[Any, Any]:
+        """The linear part of the VCRC: for each byte of the patched field (``t[j][b]``, as
+        :meth:`_icrc_tables`) and for each ICRC byte (``u[k][b]``)."""
+        at, _shift, _mask, width = self._slots[0]
+        return (_vcrc_lin(self._icrc_end - at, width),
+                _vcrc_lin(ICRC_BYTES, ICRC_BYTES))
+
+
+def _masked_prefix(packet: bytes | bytearray, end: int) -> bytes:
+    """The first ``end`` bytes of a local IB packet with the fields the ICRC masks set to
+    ones (:func:`wire.ib.icrc_native`: the CRC over them is the ICRC's running CRC)."""
+    from .bth import BTH
+    from .ib import mask_fields
+
+    buf = bytearray(packet[:max(end, LRH.size_bytes + BTH.size_bytes)])
+    mask_fields(buf, LRH, 0, ("vl",))
+    mask_fields(buf, BTH, LRH.size_bytes, ("fecn", "becn", "resv6"))
+    return bytes(buf[:end])
+
+
+#: :func:`_vcrc_lin`'s tables by (tail, width).
+_VCRC_LIN: dict[tuple[int, int], Any] = {}
+
+
+def _vcrc_lin(tail: int, width: int) -> Any:
+    """``t[j][b]``: what XOR ``b`` on the ``j``-th of ``width`` bytes that start ``tail``
+    bytes before the end of the VCRC's range does to the VCRC.  The CRC-16 is affine, so this
+    is the CRC (no initial or final XOR) of that change alone, from its first byte (zeros
+    before it change nothing); linear in ``b``, so made from the 8 bits (cached per place)."""
+    import numpy as np
+
+    from .ib import _VCRC_TABLE as table
+
+    got = _VCRC_LIN.get((tail, width))
+    if got is not None:
+        return got
+    out = np.zeros((width, 256), dtype=np.uint16)
+    for j in range(width):
+        bits = []
+        for k in range(8):
+            c = 0
+            c = table[(c ^ (1 << k)) & 0xFF] ^ (c >> 8)
+            for _ in range(tail - j - 1):
+                c = table[c & 0xFF] ^ (c >> 8)
+            bits.append(c)
+        for b in range(256):
+            v = 0
+            for k in range(8):
+                if b >> k & 1:
+                    v ^= bits[k]
+            out[j, b] = v
+    _VCRC_LIN[(tail, width)] = out
+    return out
+
+
+def make_rows(templates: Sequence[_Template], which: Any, values: Any,
               out: Any = None) -> Any:
     """Frames of one length from a few templates that patch the same one field at the same
     place (the flows of a capture): row ``i`` is byte for byte
@@ -259,9 +400,9 @@ def make_rows(templates: Sequence[RoceTemplate], which: Any, values: Any,
         raise ValueError(f"make_rows: out must be a ({n}, {size}) uint8 array")
     if not n:
         return out
-    layout = (first._crc_from, first._udp_end)
+    layout = (first._crc_from, first._icrc_end, first._vcrc)
     if width < 2 or any(t._crc_state is None or t._ip_patched
-                        or (t._crc_from, t._udp_end) != layout for t in tpls):
+                        or (t._crc_from, t._icrc_end, t._vcrc) != layout for t in tpls):
         for i, (g, v) in enumerate(zip(idx.tolist(), vals.tolist(), strict=True)):
             out[i] = np.frombuffer(tpls[g].make(**{name: v}), dtype=np.uint8)
         return out
@@ -274,15 +415,28 @@ def make_rows(templates: Sequence[RoceTemplate], which: Any, values: Any,
             out[:, cols] = np.ascontiguousarray(frames[:, cols]).take(idx, axis=0)
     diff = np.zeros(n, dtype=np.uint32)
     lin = first._icrc_tables()
+    vdiff = np.zeros(n, dtype=np.uint16) if first._vcrc else None
+    vlin = first._vcrc_tables() if first._vcrc else None
     for j in range(width):
         byte = ((vals >> (8 * (width - 1 - j))) & 0xFF).astype(np.uint8)
         out[:, at + j] = byte
-        diff ^= lin[j][byte ^ frames[:, at + j].take(idx)]
-    end = first._udp_end - ICRC_BYTES
-    icrc0 = np.array([int.from_bytes(t._frame[end:t._udp_end], "little") for t in tpls],
+        change = byte ^ frames[:, at + j].take(idx)
+        diff ^= lin[j][change]
+        if vdiff is not None:
+            vdiff ^= vlin[0][j][change]
+    hi = first._icrc_end
+    end = hi - ICRC_BYTES
+    icrc0 = np.array([int.from_bytes(t._frame[end:hi], "little") for t in tpls],
                      dtype=np.uint32)
-    out[:, end:first._udp_end] = (diff ^ icrc0.take(idx)).astype("<u4").view(
+    out[:, end:hi] = (diff ^ icrc0.take(idx)).astype("<u4").view(
         np.uint8).reshape(-1, ICRC_BYTES)
+    if vdiff is not None:  # the VCRC covers the ICRC too (sent least significant byte first)
+        for k in range(ICRC_BYTES):
+            vdiff ^= vlin[1][k][((diff >> (8 * k)) & 0xFF).astype(np.uint8)]
+        vcrc0 = np.array([int.from_bytes(t._frame[hi:hi + VCRC_BYTES], "little") for t in tpls],
+                         dtype=np.uint16)
+        out[:, hi:hi + VCRC_BYTES] = (vdiff ^ vcrc0.take(idx)).astype("<u2").view(
+            np.uint8).reshape(-1, VCRC_BYTES)
     return out
 
 

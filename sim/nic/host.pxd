@@ -28,6 +28,7 @@ cdef class _Tx:
     cdef public object message_bytes
     cdef public object size_bytes
     cdef public long long next_send_ps
+    cdef public long long msg_end
 
 cdef object _frame_bytes(object packet_bytes, object message_bytes, object size_bytes,
                          object sent)
@@ -142,6 +143,7 @@ cdef class Host:
     @cython.locals(p=SimPacket)
     cdef _deliver(self, SimPacket pkt, now)
     cdef _deliver_frame(self, SimPacket pkt, now)
+    cdef object _place(self, _Tx tx, sent, nbytes)
     cdef _send_cnp(self, flow_id, to_node)
     cdef _send_ack(self, fid, flow_tc, psn, to_node, kind=*)
     @cython.locals(tx=_Tx, now=cython.longlong, at=cython.longlong)

@@ -36,7 +36,8 @@ asks for; a rate change is a ``RateChanged`` event.
 
 Receiver: counts bytes and packets per flow, completed messages, and the completion time (FCT)
 of finite flows.  As the DCQCN notification point (NP) it turns CE marks into CNPs: a real
-RoCEv2 CNP frame (BTH opcode 0x81, BECN, DestQP = the flow id) sent back to the sender on
+RoCEv2 CNP frame (BTH opcode 0x81, BECN, DestQP = the flow's QP, :func:`sim.addresses.flow_qp`)
+sent back to the sender on
 ``cnp_tc`` (6: NVIDIA's default ``cnp_802p_prio``), per flow and ``cnp_interval_ps`` (N, 50 µs:
 the DCQCN paper's value) -- DCQCN, Zhu et al., SIGCOMM 2015, Sec. 3; NS3RDMA
 (github.com/bobzhuyb/ns3-rdma) for the window variant:
@@ -48,12 +49,29 @@ the DCQCN paper's value) -- DCQCN, Zhu et al., SIGCOMM 2015, Sec. 3; NS3RDMA
   without a CE ends the timer (no timers for idle flows).
 
 ACKs of an unreliable flow (``reliable=False``, ``ack_every`` > 0): the receiver of a flow it
-was told about (``expect``) sends a real RoCEv2 RC ACKNOWLEDGE frame (opcode 0x11 + AETH, kind
+was told about (``expect``) sends a real RoCEv2 RC ACKNOWLEDGE frame (opcode 0x11 + AETH, to
+the flow's QP, kind
 ACK, credit 31 = none, MSN = completed messages) every ``ack_every`` data frames of the flow
 and on its last frame, with PSN = the number of the frame acknowledged (from 0), on
 ``ack_tc`` (default: the flow's own class); the sender counts ``acked_bytes`` per flow.  A
 reliable flow's ACKs are the RC transport's (below).  CNPs and ACKs are told from data by their
 UDP port 4791 and BTH opcode (:func:`roce_bth`).
+
+On an InfiniBand link (the port's header stack, :attr:`sim.net.port.Port.stack`, is
+:data:`wire.linkstack.IB`) the same CNPs and ACKs are native IB packets (:func:`ib_bth`):
+LRH (the nodes' LIDs, :func:`sim.addresses.node_lid`; SL the class, VL from the link's
+SL-to-VL map), BTH, ICRC and VCRC.  The CNP is IBA's congestion notification packet (BTH
+opcode 0x80, BECN set, DestQP the flow's QP, PSN 0, no payload: 26 bytes; IBA vol. 1 table
+38 and annex A10, as Linux's ``IB_OPCODE_CNP`` in ``include/rdma/ib_pack.h`` and the hfi1
+driver's ``return_cnp`` build it), the ACK an RC ACKNOWLEDGE (BTH + AETH: 30 bytes).
+
+Message places: every data frame a flow sends is marked with its place in its message
+(``SimPacket.place``, :func:`sim.packet.place_of`: first and/or last, and on a first frame
+the message's frame bytes), as its opcode would say (RDMA WRITE FIRST, MIDDLE, LAST, ONLY);
+a resent frame carries the place it had.  A message is a posted message, every
+``message_bytes`` of a flow that has them, else (a stream) every
+:data:`sim.packet.STREAM_MESSAGE_FRAMES` frames; a flow's size ends its last.  Captures show
+them (:class:`sim.study.results.Capture`).
 
 PCIe (issue 18; docs/collectives.md "The PCIe budget"), both off by default (None):
 
@@ -122,34 +140,46 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sim import cc as cc_registry
-from sim.addresses import node_ip, node_mac
+from sim.addresses import flow_qp, node_ip, node_lid, node_mac, qp_flow
 from sim.engine import Engine, Timer
 from sim.events import CNPSent, Dropped, PauseSent, QpError, RateChanged, WatchdogTriggered
 from sim.flowctl.credit import CbfcConfig, cbfc_free
 from sim.flowctl.pfc import apply_pause, is_mac_control, pfc_packet
 from sim.net.port import PRIORITIES, CreditPort, Port
 from sim.nic.rc import ACK_TIMEOUT, RETRY_CNT, RcReceiver, RcSender, ack_timeout_ps
-from sim.packet import REPLAY_FLOW_BASE, PacketIds, SimPacket
+from sim.packet import (
+    PLACE_FIRST,
+    PLACE_LAST,
+    REPLAY_FLOW_BASE,
+    STREAM_MESSAGE_FRAMES,
+    PacketIds,
+    SimPacket,
+)
 from sim.trace import Interest, NullTracer, Tracer, interest
 from sim.units import ser_time_ps
 from wire import build
 from wire.bth import BTH
 from wire.ecn import ip_offset
+from wire.ib import GRH, LRH, Lnh
 from wire.ib_ext import AETH, AethKind, aeth_decode
+from wire.ib_stack import build_ib
 from wire.ipv4 import IPV4
 from wire.ipv6 import IPV6
 from wire.linkstack import ROCE
 from wire.pfc import quanta_to_ps
 from wire.roce import CNP_OPCODE
-from wire.template import RoceTemplate
+from wire.template import IbTemplate, RoceTemplate
 from wire.udp import ROCEV2_PORT, UDP
 
-__all__ = ["ACK_OPCODE", "CNP_MODES", "ONOFF_MODES", "RX_BUFFER_BYTES", "RX_MTU_BYTES",
-           "RX_RESPONSE_PS", "Flow", "Host", "rc_conservation", "roce_aeth_kind", "roce_bth",
-           "rx_thresholds"]
+__all__ = ["ACK_OPCODE", "CNP_MODES", "IB_CNP_OPCODE", "ONOFF_MODES", "RX_BUFFER_BYTES",
+           "RX_MTU_BYTES", "RX_RESPONSE_PS", "Flow", "Host", "ib_bth", "rc_conservation",
+           "roce_aeth_kind", "roce_bth", "rx_thresholds"]
 
 #: BTH opcode of an RC ACKNOWLEDGE (IBA 9.2, table 38): BTH + AETH.
 ACK_OPCODE = 0x11
+#: BTH opcode of a native InfiniBand congestion notification packet (IBA vol. 1 table 38,
+#: annex A10; Linux ``IB_OPCODE_CNP``, include/rdma/ib_pack.h).  RoCEv2's is 0x81.
+IB_CNP_OPCODE = 0x80
 CNP_MODES = ("immediate", "window")
 ONOFF_MODES = ("fixed", "exponential")
 #: mlx5 PFC stall prevention default critical timeout (8 s); "auto" is 100 ms (Linux netdev
@@ -277,7 +307,7 @@ class _Tx:
     frame may leave (pacing).  ``_send`` events, and the flows waiting for the port or for
     PCIe, carry these."""
 
-    __slots__ = ("dst", "ecn", "fid", "flow", "message_bytes", "next_send_ps", "on",
+    __slots__ = ("dst", "ecn", "fid", "flow", "message_bytes", "msg_end", "next_send_ps", "on",
                  "packet_bytes", "size_bytes", "stop_ps", "tc")
 
     def __init__(self, flow: Flow) -> None:
@@ -292,6 +322,7 @@ class _Tx:
         self.message_bytes = flow.message_bytes
         self.size_bytes = flow.size_bytes
         self.next_send_ps = flow.start_ps
+        self.msg_end = 0  # where the message of the last new frame ends (Host._place)
 
 
 class Host:
@@ -567,6 +598,9 @@ class Host:
             assert res is not None
             psn, nbytes = res
             resent = True
+            place = rc.place_of(psn)
+        else:
+            place = self._place(tx, sent, nbytes)
         ctl = self.cc[fid]
         rate = ctl.rate_bps
         gap = self._gap_ps.get((nbytes, rate))
@@ -578,11 +612,12 @@ class Host:
             if not resent:
                 if not last and (tx.stop_ps is not None or tx.on):
                     last = self._pauses_at(tx, now + gap)
-                psn = rc.send_new(nbytes, now, last)
+                psn = rc.send_new(nbytes, now, last, place)
             ask = rc.asks_ack(psn)
             self._rc_arm(fid)
         pkt = SimPacket._new(self._ids.take(), now, nbytes, fid, tc, tx.ecn, self.node_id,
                              tx.dst, None, 0)
+        pkt.place = place
         if psn is not None:
             pkt.psn = psn & _PSN_MASK
             if ask:
@@ -599,6 +634,32 @@ class Host:
                 ctl.on_tx(nbytes, now)
                 self._cc_rearm(fid, ctl, now)
         self.engine._after(gap, self._send_cb, (tx,))
+
+    def _place(self, tx: _Tx, sent: int, nbytes: int) -> int:
+        """``SimPacket.place`` of the flow's new frame of ``nbytes`` after ``sent`` bytes:
+        a message is a posted one, every ``message_bytes`` of a flow that has them, else
+        every :data:`sim.packet.STREAM_MESSAGE_FRAMES` frames; the flow's size ends its last
+        (``tx.msg_end``: the end of the current message, frame bytes)."""
+        end = tx.msg_end
+        if sent >= end:
+            ends = self._posted.get(tx.fid)
+            if ends is not None:
+                end = ends[0]
+            else:
+                m = tx.message_bytes
+                if m is None:
+                    m = tx.packet_bytes * STREAM_MESSAGE_FRAMES
+                end = (sent // m + 1) * m
+                size = tx.size_bytes
+                if size is not None and end > size:
+                    end = size
+            tx.msg_end = end
+            place = (end - sent) << 2 | PLACE_FIRST
+        else:
+            place = 0
+        if sent + nbytes >= end:
+            place |= PLACE_LAST
+        return place
 
     def _read_wake(self) -> None:
         """The PCIe read path is free: serve the flows waiting for it, first come first
@@ -906,19 +967,21 @@ class Host:
                                          pkt.flow, pkt.nbytes, "rx_stalled"))
             return
         if frame is not None and pkt.flow < REPLAY_FLOW_BASE:  # replayed: carried as is
-            bth = roce_bth(frame)
+            ib = not self.port.stack.ethernet  # an InfiniBand link: native IB packets
+            bth = ib_bth(frame) if ib else roce_bth(frame)
             if bth is not None:
                 op, qp, psn = bth
-                if op == CNP_OPCODE:
+                fid = qp_flow(qp)
+                if op == (IB_CNP_OPCODE if ib else CNP_OPCODE):
                     self.cnp_received += 1
-                    if qp in self.cc:
-                        self._cc_call(qp, self.cc[qp].on_cnp)
+                    if fid in self.cc:
+                        self._cc_call(fid, self.cc[fid].on_cnp)
                     return
                 if op == ACK_OPCODE:
-                    if self._rc_tx and qp in self._rc_tx:
-                        self._rc_on_ack(qp, psn, roce_aeth_kind(frame))
-                    else:
-                        self._on_ack(qp, psn)
+                    if self._rc_tx and fid in self._rc_tx:
+                        self._rc_on_ack(fid, psn, roce_aeth_kind(frame, ib))
+                    elif fid is not None:
+                        self._on_ack(fid, psn)
                     return
         if self._rx_q is not None:
             self._rx_arrive(pkt)
@@ -1101,15 +1164,29 @@ class Host:
         else:
             del self._cnp_window[flow_id]
 
+    def _lrh(self, to_node: int, tc: int) -> dict:
+        """The LRH of a native IB packet this NIC sends to ``to_node`` on class (SL) ``tc``:
+        the VL of the link's SL-to-VL map, the nodes' LIDs."""
+        ib = getattr(self.port, "ib", None)
+        return {"vl": tc if ib is None else ib.vl_of[tc], "sl": tc,
+                "dlid": node_lid(to_node), "slid": node_lid(self.node_id)}
+
     def _send_cnp(self, flow_id: int, to_node: int) -> None:
         now = self.engine.now_ps
         key = (flow_id, to_node)
         frame = self._cnp_frames.get(key)
         if frame is None:  # the same bytes every time (immutable): built once per QP
-            frame = self._cnp_frames[key] = build({
-                "eth": {"src": node_mac(self.node_id), "dst": node_mac(to_node)},
-                "ipv4": {"src": node_ip(self.node_id), "dst": node_ip(to_node), "dscp": 48},
-                "udp": {}, "bth": {"opcode": "CNP", "dest_qp": flow_id & _PSN_MASK}})
+            if self.port.stack.ethernet:
+                frame = build({
+                    "eth": {"src": node_mac(self.node_id), "dst": node_mac(to_node)},
+                    "ipv4": {"src": node_ip(self.node_id), "dst": node_ip(to_node),
+                             "dscp": 48},
+                    "udp": {}, "bth": {"opcode": "CNP", "dest_qp": flow_qp(flow_id)}})
+            else:  # IBA's CN packet: LRH, BTH (opcode 0x80, BECN), ICRC, VCRC
+                frame = build_ib({"lrh": self._lrh(to_node, self.cnp_tc),
+                                  "bth": {"opcode": IB_CNP_OPCODE, "becn": 1,
+                                          "dest_qp": flow_qp(flow_id)}})
+            self._cnp_frames[key] = frame
         cnp = SimPacket(self._ids(), now, len(frame), flow=flow_id, tc=self.cnp_tc,
                         src=self.node_id, dst=to_node, frame=frame)
         self.cnp_sent += 1
@@ -1127,14 +1204,20 @@ class Host:
         tpl = self._ack_templates.get(key)
         if tpl is None:
             # built once; each ACK patches PSN and MSN through the field tables and gets a
-            # fresh ICRC (wire.template): the bytes wire.build would give, much faster
-            tpl = self._ack_templates[key] = RoceTemplate({
-                "eth": {"src": node_mac(self.node_id), "dst": node_mac(to_node)},
-                "ipv4": {"src": node_ip(self.node_id), "dst": node_ip(to_node), "dscp": tc << 3},
-                "udp": {},
-                "bth": {"opcode": ACK_OPCODE, "dest_qp": fid & _PSN_MASK, "psn": 0},
-                "aeth": {"kind": kind, "value": 31 if kind == "ACK" else 0, "msn": 0}},
-                patch=("bth.psn", "aeth.msn"))
+            # fresh ICRC (and on IB VCRC; wire.template): the bytes wire.build would give,
+            # much faster
+            tail = {"bth": {"opcode": ACK_OPCODE, "dest_qp": flow_qp(fid), "psn": 0},
+                    "aeth": {"kind": kind, "value": 31 if kind == "ACK" else 0, "msn": 0}}
+            if self.port.stack.ethernet:
+                tpl = RoceTemplate({
+                    "eth": {"src": node_mac(self.node_id), "dst": node_mac(to_node)},
+                    "ipv4": {"src": node_ip(self.node_id), "dst": node_ip(to_node),
+                             "dscp": tc << 3},
+                    "udp": {}, **tail}, patch=("bth.psn", "aeth.msn"))
+            else:
+                tpl = IbTemplate({"lrh": self._lrh(to_node, tc), **tail},
+                                 patch=("bth.psn", "aeth.msn"))
+            self._ack_templates[key] = tpl
         frame = tpl.make(**{"bth.psn": psn & _PSN_MASK,
                             "aeth.msn": self.rx_messages.get(fid, 0) & _PSN_MASK})
         ack = SimPacket(self._ids(), now, len(frame), flow=fid, tc=tc,
@@ -1160,10 +1243,11 @@ def rc_conservation(sender: Host, receiver: Host, fid: int, network_dropped: int
             "in_flight": tx.sent_frames - delivered - dropped - held}
 
 
-def roce_aeth_kind(frame: bytes | bytearray) -> int | None:
+def roce_aeth_kind(frame: bytes | bytearray, ib: bool = False) -> int | None:
     """The AETH kind (:class:`wire.ib_ext.AethKind`) of a RoCEv2 ACKNOWLEDGE frame (BTH +
-    AETH), from the field tables; None if it is not one."""
-    loc = _bth_offset(frame)
+    AETH; ``ib``: of a native InfiniBand packet), from the field tables; None if it is not
+    one."""
+    loc = _ib_bth_offset(frame) if ib else _bth_offset(frame)
     if loc is None or len(frame) < loc + BTH.size_bytes + AETH.size_bytes:
         return None
     syndrome = AETH.unpack_raw(frame, loc + BTH.size_bytes)["syndrome"]
@@ -1190,6 +1274,31 @@ def _bth_offset(frame: bytes | bytearray) -> int | None:
     if UDP.unpack_raw(frame, udp)["dport"] != ROCEV2_PORT:
         return None
     return udp + UDP.size_bytes
+
+
+def _ib_bth_offset(frame: bytes | bytearray) -> int | None:
+    """Offset of the BTH of a native InfiniBand packet (LRH, GRH if its LNH says so), else
+    None (a raw or IPv6 packet, or one too short)."""
+    if len(frame) < LRH.size_bytes:
+        return None
+    lnh = LRH.unpack_raw(frame, 0)["lnh"]
+    if lnh == Lnh.IBA_LOCAL:
+        off = LRH.size_bytes
+    elif lnh == Lnh.IBA_GLOBAL:
+        off = LRH.size_bytes + GRH.size_bytes
+    else:
+        return None
+    return off if len(frame) >= off + BTH.size_bytes else None
+
+
+def ib_bth(frame: bytes | bytearray) -> tuple[int, int, int] | None:
+    """(BTH opcode, DestQP, PSN) of a native InfiniBand packet, else None: what
+    :func:`roce_bth` is on an InfiniBand link."""
+    loc = _ib_bth_offset(frame)
+    if loc is None:
+        return None
+    bth = BTH.unpack_raw(frame, loc)
+    return bth["opcode"], bth["dest_qp"], bth["psn"]
 
 
 def roce_bth(frame: bytes | bytearray) -> tuple[int, int, int] | None:

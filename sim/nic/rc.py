@@ -117,6 +117,7 @@ class RcSender:
         self.next_psn = first_psn
         self._sizes: deque[int] = deque()  # nbytes of PSNs base..next_psn-1
         self._asks: deque[bool] = deque()  # their AckReq bits
+        self._places: deque = deque()  # their places in their messages (SimPacket.place)
         self._ask_psns: deque[int] = deque()  # the unacknowledged PSNs that asked, in order
         self._sent_at: deque[int] = deque()  # when each of them was last sent
         self._expired_ps = -1  # the last expiry
@@ -160,8 +161,9 @@ class RcSender:
             return self._sizes[self._sr[0] - self.base]
         return 0
 
-    def send_new(self, nbytes: int, now: int, last: bool = False) -> int:
-        """A new frame of ``nbytes`` sent at ``now`` (``last``: the end of its message): its
+    def send_new(self, nbytes: int, now: int, last: bool = False, place: object = None) -> int:
+        """A new frame of ``nbytes`` sent at ``now`` (``last``: the end of its message;
+        ``place``: its :attr:`sim.packet.SimPacket.place`, which its resends carry again): its
         PSN (unwrapped)."""
         psn = self.next_psn
         self.next_psn += 1
@@ -171,6 +173,7 @@ class RcSender:
             self._noack = 0
             self._ask_psns.append(psn)
         self._asks.append(ask)
+        self._places.append(place)
         self._sizes.append(nbytes)
         self._sent_at.append(now)
         self.sent_frames += 1
@@ -180,6 +183,11 @@ class RcSender:
     def asks_ack(self, psn: int) -> bool:
         """Whether outstanding frame ``psn`` (unwrapped) carries AckReq."""
         return self._asks[psn - self.base]
+
+    def place_of(self, psn: int) -> object:
+        """The place in its message (``send_new``'s ``place``) of outstanding frame ``psn``
+        (unwrapped)."""
+        return self._places[psn - self.base]
 
     def pop_resend(self, now: int) -> tuple[int, int] | None:
         psn = None
@@ -207,6 +215,7 @@ class RcSender:
             self.acked_bytes += self._sizes.popleft()
             self._sent_at.popleft()
             self._asks.popleft()
+            self._places.popleft()
         self.base = psn + 1
         asked = self._ask_psns
         while asked and asked[0] <= psn:

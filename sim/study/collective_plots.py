@@ -145,13 +145,15 @@ _RING_COLLECTIVES = ("allreduce", "reducescatter", "allgather", "broadcast")
 
 
 def nic_rate(doc: Mapping[str, Any]) -> tuple[float, str] | None:
-    """The data rate (GB/s) one NIC moves, and what sets it: its line rate times the data
-    share of its packets (MTU / (MTU + the headers of the fabric's stack:
-    :func:`header_stack_of`, 58 bytes of RoCEv2 headers or 26 of InfiniBand's,
-    :mod:`wire.linkstack`) and of the protocol (LL carries 8 data bytes per 16, LL128 120
-    per 128: :func:`sim.workloads.nccl.wire_bytes`), or the PCIe write budget of its slot
-    (:class:`sim.nic.pcie.PcieLink`, when ``pcie_gen`` > 0) if that is lower.  None without
-    a link rate."""
+    """The data rate (GB/s) one NIC moves, and what sets it: its line rate times the payload
+    share of the wire time of its packets (MTU / the bytes a packet occupies on its link:
+    :meth:`wire.linkstack.HeaderStack.wire_bytes` of the fabric's stack,
+    :func:`header_stack_of`, what the ports serialise; on RoCEv2 the 58 bytes of headers
+    plus Ethernet's FCS 4, preamble/SFD 8 and IFG 12, 4096/4178 for a 4154-byte packet; on
+    InfiniBand its 26 bytes of headers, 4096/4122) and of the protocol (LL carries 8 data
+    bytes per 16, LL128 120 per 128: :func:`sim.workloads.nccl.wire_bytes`), or the PCIe
+    write budget of its slot (:class:`sim.nic.pcie.PcieLink`, when ``pcie_gen`` > 0) if that
+    is lower.  None without a link rate."""
     from sim.workloads.nccl import wire_bytes
 
     p = doc.get("params", {})
@@ -167,8 +169,12 @@ def nic_rate(doc: Mapping[str, Any]) -> tuple[float, str] | None:
     except (ValueError, KeyError):
         eff = Fraction(1)
     proto_txt = "" if eff == 1 else f" x {eff.numerator}/{eff.denominator} ({proto} flags)"
-    nic = gbps / 8 * mtu / packet * float(eff)
-    text = f"{gbps:g} Gb/s NIC x {mtu}/{packet} ({stack.label}){proto_txt}"
+    on_wire = stack.wire_bytes(packet)  # the packet on its link: what the ports serialise
+    nic = gbps / 8 * mtu / on_wire * float(eff)
+    framing = on_wire - packet  # Ethernet: FCS, preamble/SFD, IFG (and a short frame's pad)
+    why = (f"{stack.header_bytes} B {stack.label}"
+           + (f" + {framing} B FCS, preamble, IFG" if framing else ""))
+    text = f"{gbps:g} Gb/s NIC x {mtu}/{on_wire} on the wire ({why}){proto_txt}"
     gen = p.get("pcie_gen") or 0
     if gen:
         from sim.nic.pcie import PcieLink

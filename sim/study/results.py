@@ -9,7 +9,9 @@ bar on stderr when it is a terminal), and writes to the output directory:
 - ``events.jsonl``: every PFC send/receive/expiry, CE mark, drop, CNP and rate change,
   one JSON object per line;
 - ``bottleneck.pcap`` (and ``capture_<node>_<port>.pcap`` per extra capture): frames leaving
-  the port, data frames synthesised as RoCEv2 (:class:`wire.template.RoceTemplate`);
+  the port, data frames synthesised as RDMA WRITEs (:class:`Capture`): RoCEv2 frames
+  (:class:`wire.template.RoceTemplate`), native IB packets on an InfiniBand link
+  (:class:`wire.template.IbTemplate`);
 - PNG plots (:mod:`sim.study.plot`) unless ``plots=False``.
 """
 
@@ -18,11 +20,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
-from sim.addresses import node_ip, node_mac
+from sim.addresses import flow_qp, node_ip, node_lid, node_mac
 from sim.events import (
     CEMarked,
     CNPSent,
@@ -39,6 +41,7 @@ from sim.events import (
     WatchdogTriggered,
 )
 from sim.nic.host import Host
+from sim.packet import CE
 from sim.study.conservation import flow_conservation
 from sim.study.conservation import live_packets as _live_packets
 from sim.study.samples import (
@@ -55,14 +58,11 @@ from sim.study.series import Series, SeriesStore, step_integral
 from sim.study.series import write_npz as _write_npz
 from sim.trace import JsonlTracer
 from sim.workloads.replay import REPLAY_FLOW_BASE
-from wire.bth import BTH
-from wire.ethernet import ETHERNET
+from wire.ib import LINKTYPE_INFINIBAND
 from wire.ib_ext import RETH
-from wire.ipv4 import IPV4
+from wire.linkstack import ROCE, HeaderStack
 from wire.pcapio import CaptureWriter
-from wire.roce import ICRC_BYTES
-from wire.template import RoceTemplate, make_rows
-from wire.udp import UDP
+from wire.template import IbTemplate, RoceTemplate, make_rows
 
 __all__ = ["Recorder", "run_scenario", "THROUGHPUT_BINS", "jain_index", "queue_mean_bytes",
            "step_mean"]
@@ -82,9 +82,6 @@ CAPTURE_WARN_BYTES = 256 * 10**6
 #: Frame size the capture estimate assumes with ``--snaplen`` (a 1024-B-payload RoCEv2
 #: frame, the built-in scenarios' default ``packet_bytes``), bytes.
 _ESTIMATE_FRAME_BYTES = 1082
-#: Header bytes of the synthesized RoCEv2 data frames, from the field tables.
-_HDR_BYTES = (ETHERNET.size_bytes + IPV4.size_bytes + UDP.size_bytes + BTH.size_bytes
-              + ICRC_BYTES)
 
 
 #: Above this many remembered control-frame ids the Recorder forgets those no longer in
@@ -257,41 +254,16 @@ class Recorder(SampleSink):
                 yield f"rate_f{fid}_{suffix}", col(s, i)
 
 
-#: The synthesised data frames of flow F go to QP CAPTURE_QP_BASE + F (modulo the 24-bit
-#: QP space above the base): never QP 0 or 1, the subnet and general services interfaces
-#: (IBA 3.9.2; Wireshark decodes their payload as a MAD).
-CAPTURE_QP_BASE = 0x100
-
-
-def capture_qp(flow: int) -> int:
-    """The destination QP of flow ``flow``'s synthesised frames in captures."""
-    return CAPTURE_QP_BASE + flow % ((1 << 24) - CAPTURE_QP_BASE)
-
-
-def _write_payload(msg: int, per: int) -> int:
+def _write_payload(msg: int, per: int, hdr: int) -> int:
     """Payload bytes of a synthesised WRITE message of ``msg`` frame bytes cut into frames
-    of ``per`` bytes, the last one short: each frame's bytes past its headers, the first's
-    past its RETH too (none below 0)."""
+    of ``per`` bytes with ``hdr`` bytes of headers each, the last one short: each frame's
+    bytes past its headers, the first's past its RETH too (none below 0)."""
     full, rem = divmod(msg, per)
     first = per if full else rem
-    pay = max(first - _HDR_BYTES - RETH.size_bytes, 0)
+    pay = max(first - hdr - RETH.size_bytes, 0)
     if full:
-        pay += (full - 1) * max(per - _HDR_BYTES, 0) + (max(rem - _HDR_BYTES, 0) if rem else 0)
+        pay += (full - 1) * max(per - hdr, 0) + (max(rem - hdr, 0) if rem else 0)
     return pay
-
-
-class _Posts:
-    """``Host.post`` of a run with captures: the message is posted, then every capture
-    learns it (its frames make one message there: :meth:`FrameLog.posted`)."""
-
-    def __init__(self, post: Any, caps: list[Any]) -> None:
-        self._post = post
-        self._caps = caps
-
-    def __call__(self, flow_id: int, nbytes: int) -> None:
-        self._post(flow_id, nbytes)
-        for c in self._caps:
-            c.posted(flow_id, nbytes)
 
 
 #: A Capture holds this many frames before writing them at once (bounded memory: at most
@@ -304,21 +276,32 @@ class Capture(FrameLog):
     :class:`CaptureBudget`; frames longer than ``snaplen_bytes`` (None: whole frames) are cut,
     keeping their original length in the record.  Its per-frame half is
     :class:`sim.study.samples.FrameLog` (compiled with the core): records are held until
-    :data:`CAPTURE_BATCH_FRAMES` of them, then written at once, the synthesised RoCEv2 frames
+    :data:`CAPTURE_BATCH_FRAMES` of them, then written at once, the synthesised frames
     made a run of one size at a time straight into the pcap records
-    (:func:`wire.template.make_rows`)."""
+    (:func:`wire.template.make_rows`).
+
+    ``stack`` is the header stack of the port's link (:mod:`wire.linkstack`): on RoCEv2
+    (the default) an Ethernet capture (linktype 1) whose data frames are RoCEv2 frames; on
+    InfiniBand a capture of native IB packets (linktype 247, LINKTYPE_INFINIBAND) whose data
+    packets are local IB packets (LRH with the nodes' LIDs, :func:`sim.addresses.node_lid`,
+    and the VL of the packet's class, ``vl_of[tc]``, default the class itself; BTH with FECN
+    for the simulator's CE mark; ICRC and VCRC).  The NIC's control packets (CNPs, ACKs)
+    are written as they were sent, in the link's format.  IB link flow-control packets are
+    not captured (the simulator models their effect, not their bytes)."""
 
     def __init__(self, path: str, budget: CaptureBudget | None = None,
-                 snaplen_bytes: int | None = None, flows: Mapping[int, Any] | None = None
-                 ) -> None:
+                 snaplen_bytes: int | None = None, stack: HeaderStack = ROCE,
+                 vl_of: Sequence[int] | None = None) -> None:
         self.path = path
-        self.writer = (CaptureWriter(path) if snaplen_bytes is None
-                       else CaptureWriter(path, snaplen=snaplen_bytes))
+        self.stack = stack
+        self._vl_of = tuple(vl_of) if vl_of is not None else tuple(range(8))
+        kw: dict[str, Any] = {} if stack.ethernet else {"linktype": LINKTYPE_INFINIBAND}
+        if snaplen_bytes is not None:
+            kw["snaplen"] = snaplen_bytes
+        self.writer = CaptureWriter(path, **kw)
         super().__init__(budget if budget is not None else CaptureBudget(None),
-                         snaplen_bytes, CAPTURE_BATCH_FRAMES,
-                         {fid: (f.packet_bytes, f.message_bytes, f.size_bytes)
-                          for fid, f in (flows or {}).items()})
-        self._tpl: list[RoceTemplate] = []  # the templates of FrameLog._templates
+                         snaplen_bytes, CAPTURE_BATCH_FRAMES)
+        self._tpl: list[RoceTemplate | IbTemplate] = []  # the templates of _templates
 
     def _write_batch(self) -> None:
         """Write the records held so far, in their order: each run of synthesised frames of
@@ -348,34 +331,42 @@ class Capture(FrameLog):
             tpls = [self._tpl[g] for g in used.tolist()]
             vals = psns[i:j]
 
-            def make(view: Any, tpls: list[RoceTemplate] = tpls, local: Any = local,
+            def make(view: Any, tpls: list[Any] = tpls, local: Any = local,
                      vals: Any = vals) -> None:
                 make_rows(tpls, local, vals, out=view)
 
             w.write_made_rows(ts[i:j], size, make)
 
     def _new_template(self, pkt: Any, op: int, msg: int) -> int:
-        """A new template for the synthesised frames of ``pkt``'s flow, size, ECN and WRITE
-        opcode ``op`` (one per ECN codepoint too: only the PSN is patched per frame, so the
-        IPv4 checksum is the template's and the ICRC follows from the PSN, make_rows); its
+        """A new template for the synthesised frames of ``pkt``'s flow, size, ECN, AckReq
+        and WRITE opcode ``op`` (only the PSN is patched per frame, so the IPv4 checksum is
+        the template's and the ICRC, and on IB the VCRC, follow from the PSN: make_rows); its
         index.  FIRST and ONLY carry a RETH (out of the frame's payload): VA 0, R_Key the
         QP, DMA length the payload of the message's ``msg`` frame bytes."""
-        qp = capture_qp(pkt.flow)
-        layers: dict[str, Any] = {
-            "eth": {"dst": node_mac(pkt.dst), "src": node_mac(pkt.src)},
-            "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": pkt.ecn},
-            "udp": {"sport": 49152 + (pkt.flow & 0x3FFF)},
-            "bth": {"opcode": op, "dest_qp": qp},
-        }
-        hdr = _HDR_BYTES
+        qp = flow_qp(pkt.flow)
+        stack = self.stack
+        hdr = stack.header_bytes
+        bth: dict[str, Any] = {"opcode": op, "dest_qp": qp, "ack_req": 1 if pkt.ackreq else 0}
+        if stack.ethernet:
+            layers: dict[str, Any] = {
+                "eth": {"dst": node_mac(pkt.dst), "src": node_mac(pkt.src)},
+                "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": pkt.ecn},
+                "udp": {"sport": 49152 + (pkt.flow & 0x3FFF)},
+                "bth": bth,
+            }
+        else:  # a local IB packet: FECN is the simulator's CE mark (IBA annex A10)
+            bth["fecn"] = 1 if pkt.ecn == CE else 0
+            layers = {"lrh": {"vl": self._vl_of[pkt.tc], "sl": pkt.tc,
+                              "dlid": node_lid(pkt.dst), "slid": node_lid(pkt.src)},
+                      "bth": bth}
         if op in (WRITE_FIRST, WRITE_ONLY):
             hdr += RETH.size_bytes
-            spec = self._flows.get(pkt.flow)
-            per = spec[0] if spec is not None and op == WRITE_FIRST else pkt.nbytes
+            per = pkt.nbytes  # a FIRST frame is a whole one: the flow's packet size
             layers["reth"] = {"va": 0, "rkey": qp,
-                              "dma_length": min(_write_payload(msg, per), 0xFFFFFFFF)}
+                              "dma_length": min(_write_payload(msg, per, stack.header_bytes),
+                                                0xFFFFFFFF)}
         layers["payload"] = {"data": "00" * max(pkt.nbytes - hdr, 0)}
-        t = RoceTemplate(layers, patch=("bth.psn",))
+        t = (RoceTemplate if stack.ethernet else IbTemplate)(layers, patch=("bth.psn",))
         self._tpl.append(t)
         self._tpl_bytes.append(t.size_bytes)
         return len(self._tpl) - 1
@@ -632,13 +623,12 @@ def _record_into(store: SeriesStore, sc: Any, out: str, wanted: list[tuple[int, 
     for node, port in wanted:
         fname = "bottleneck.pcap" if (node, port) == sc.bottleneck else \
             f"capture_{node}_{port}.pcap"
+        p = fab.nodes[node].ports[port]
+        ib = getattr(p, "ib", None)  # an InfiniBand link's credits: its SL-to-VL map
         caps[(node, port)] = cap = Capture(os.path.join(out, fname), budget,
-                                           opts["snaplen_bytes"], fab.flows)
-        fab.nodes[node].ports[port].taps.append(cap)
-    if caps:  # posted flows' messages (collectives): the captures cut their frames so
-        for h in fab.nodes.values():
-            if isinstance(h, Host):
-                h.post = _Posts(h.post, list(caps.values()))
+                                           opts["snaplen_bytes"], p.stack,
+                                           None if ib is None else ib.vl_of)
+        p.taps.append(cap)
 
     bin_ps = -(-dur // THROUGHPUT_BINS)
     rx = _RxBins(bin_ps, THROUGHPUT_BINS)

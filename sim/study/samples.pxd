@@ -44,6 +44,7 @@ cdef class _FlowMsg:
     cdef public object ecn
     cdef public object src
     cdef public object dst
+    cdef public object ackreq
     cdef public Py_ssize_t tpl
 
 
@@ -60,12 +61,9 @@ cdef class FrameLog:
     cdef public dict _state
     cdef public dict _templates
     cdef public list _tpl_bytes
-    cdef public dict _flows
-    cdef public dict _posted
 
-    @cython.locals(st=_FlowMsg, psn=cython.longlong, nb=cython.longlong,
-                   off=cython.longlong, end=cython.longlong, msg=cython.longlong,
-                   first=bint, last=bint, op=int)
+    @cython.locals(st=_FlowMsg, nb=cython.longlong, off=cython.longlong,
+                   msg=cython.longlong, first=bint, last=bint, op=int)
     cdef tuple _next(self, pkt)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.packet import REPLAY_FLOW_BASE
+from sim.packet import PLACE_FIRST, PLACE_LAST, REPLAY_FLOW_BASE, STREAM_MESSAGE_FRAMES
 from sim.study.series import Series, SeriesStore
 from sim.units import PS_PER_NS, ser_time_ps
 
@@ -153,18 +153,17 @@ class CaptureBudget:
 
 #: The BTH opcodes of an RDMA WRITE message's frames (IBA 9.2, Table 38), by position.
 WRITE_FIRST, WRITE_MIDDLE, WRITE_LAST, WRITE_ONLY = 0x06, 0x07, 0x08, 0x0A
-#: A stream (a flow without ``message_bytes`` and not posted) is cut into messages of this
-#: many frames, the last one cut by the flow's size [A]: at the default 1024 bytes of
-#: payload a frame, 65,536 bytes, perftest's default message size (``ib_write_bw -s``).
-STREAM_MESSAGE_FRAMES = 64
+#: The 24-bit PSN (IBA 9.7.1) of the capture's own numbering (a flow without RC PSNs).
+_PSN_MASK = 0xFFFFFF
 
 
 class _FlowMsg:
-    """One flow at one capture: its next PSN, the frame bytes of it seen (``off``), the end
-    of its current message (``end``), and the template of its last frame with what chose it
-    (``op``, ``nbytes``, ``ecn``, ``src``, ``dst``; ``tpl``)."""
+    """One flow at one capture: its next PSN of the capture's own numbering (``psn``), the
+    frame bytes of it seen and the end of its current message (``off``, ``end``: packets
+    without a place in a message only), and the template of its last frame with what chose
+    it (``op``, ``nbytes``, ``ecn``, ``src``, ``dst``, ``ackreq``; ``tpl``)."""
 
-    __slots__ = ("dst", "ecn", "end", "nbytes", "off", "op", "psn", "src", "tpl")
+    __slots__ = ("ackreq", "dst", "ecn", "end", "nbytes", "off", "op", "psn", "src", "tpl")
 
     def __init__(self) -> None:
         self.psn = 0
@@ -175,6 +174,7 @@ class _FlowMsg:
         self.ecn = None
         self.src = None
         self.dst = None
+        self.ackreq = None
         self.tpl = -1
 
 
@@ -184,21 +184,24 @@ class FrameLog:
     record its time (``_ts_ns``, ns), its template (``_which``: an index in the subclass's
     templates, or -1 for a frame of the fabric, kept in ``_frames``, copied: a later reuse of
     its buffer must not change what is written) and its PSN (``_psns``; 0 for a frame of the
-    fabric).  A data packet with no bytes stands for a RoCEv2 RDMA WRITE frame of its flow
-    (its template: ``_templates`` (flow, src, dst, bytes, ECN, opcode, message bytes) ->
-    index, made by the subclass's ``_new_template``; ``_tpl_bytes`` their sizes) with the
-    flow's next PSN (24 bits, from 0) and the opcode of its place in its message: FIRST,
-    MIDDLE, LAST, or ONLY for a message of one frame.  A flow's frames are cut into
-    messages as its sender cuts them (``flows``: flow id -> (packet bytes, message bytes or
-    None, size bytes or None), the fabric's flows): every ``message_bytes`` of a flow that
-    has them, each message :meth:`posted` to a posted flow, else every
-    :data:`STREAM_MESSAGE_FRAMES` frames; a flow's size ends its last message.  Offsets
-    count the frame bytes of the flow this capture saw (``_state``: flow ->
-    :class:`_FlowMsg`).  ``snaplen_bytes`` (None: whole frames) cuts what is
-    counted against ``budget``."""
+    fabric).  A data packet with no bytes stands for an RDMA WRITE frame of its flow (its
+    template: ``_templates`` (flow, src, dst, bytes, ECN, opcode, message bytes, AckReq) ->
+    index, made by the subclass's ``_new_template``; ``_tpl_bytes`` their sizes):
+
+    * its opcode is its place in its message as the NIC marked it (``SimPacket.place``, a
+      resent frame's too): FIRST, MIDDLE, LAST, or ONLY for a message of one frame; a packet
+      without a place (no NIC flow's) is cut with the others of its flow into messages of
+      :data:`sim.packet.STREAM_MESSAGE_FRAMES` frames of those the capture sees;
+    * its PSN is its RC PSN (``SimPacket.psn``, a reliable flow's: a resent frame shows the
+      PSN it had), else the flow's next of the capture's own numbering (24 bits, from 0);
+    * its BTH AckReq bit is ``SimPacket.ackreq``.
+
+    Per flow seen it keeps one small record (``_state``: flow -> :class:`_FlowMsg`), and one
+    template per distinct frame.  ``snaplen_bytes`` (None: whole frames) cuts what is counted
+    against ``budget``."""
 
     def __init__(self, budget: CaptureBudget, snaplen_bytes: int | None,
-                 batch_frames: int, flows: dict | None = None) -> None:
+                 batch_frames: int) -> None:
         self.budget = budget
         self._snap = snaplen_bytes
         self.batch_frames = batch_frames
@@ -212,8 +215,6 @@ class FrameLog:
         self._state: dict[int, _FlowMsg] = {}
         self._templates: dict[tuple[int, ...], int] = {}
         self._tpl_bytes: list[int] = []
-        self._flows: dict[int, tuple] = dict(flows or {})
-        self._posted: dict[int, Any] = {}
 
     def __call__(self, t_ps: int, pkt: Any) -> None:
         b = self.budget
@@ -242,45 +243,38 @@ class FrameLog:
         if len(self._ts_ns) >= self.batch_frames:
             self._write_batch()
 
-    def posted(self, flow: int, nbytes: int) -> None:
-        """A message of ``nbytes`` frame bytes was posted to ``flow`` (``Host.post``): its
-        frames make one message here."""
-        from collections import deque
-
-        ends = self._posted.get(flow)
-        if ends is None:
-            ends = self._posted[flow] = deque()
-        if ends:
-            start = ends[-1]
-        else:  # every message posted before was started here: this one follows them
-            st = self._state.get(flow)
-            start = 0 if st is None else max(st.off, st.end)
-        ends.append(start + nbytes)
-
     def _synth(self, pkt: Any) -> tuple[int, int]:
-        """(template index, PSN) of the RoCEv2 frame standing for a data packet with no
-        bytes: the flow's next PSN (24 bits, from 0)."""
+        """:meth:`_next` from Python (a C method in the compiled core)."""
         return self._next(pkt)
 
     def _next(self, pkt: Any) -> tuple[int, int]:
+        """(template index, PSN) of the frame standing for a data packet with no bytes."""
         flow = pkt.flow
         st = self._state.get(flow)
         if st is None:
             st = self._state[flow] = _FlowMsg()
-        psn = st.psn
-        st.psn = (psn + 1) & 0xFFFFFF
+        psn = pkt.psn
+        if psn is None:
+            psn = st.psn
+            st.psn = (psn + 1) & _PSN_MASK
         nbytes = pkt.nbytes
-        nb = nbytes
-        off = st.off
-        first = off >= st.end
+        place = pkt.place
         msg = 0
-        if first:
-            end = self._message_end(flow, off, nbytes)
-            st.end = end
-            msg = end - off
-        off += nb
-        st.off = off
-        last = off >= st.end
+        if place is not None:
+            first = (place & PLACE_FIRST) != 0
+            last = (place & PLACE_LAST) != 0
+            if first:
+                msg = place >> 2
+        else:  # not a NIC flow's packet: messages of STREAM_MESSAGE_FRAMES frames seen here
+            nb = nbytes
+            off = st.off
+            first = off >= st.end
+            if first:
+                st.end = off + STREAM_MESSAGE_FRAMES * nb
+                msg = st.end - off
+            off += nb
+            st.off = off
+            last = off >= st.end
         if first:
             op = WRITE_ONLY if last else WRITE_FIRST
         else:
@@ -288,10 +282,11 @@ class FrameLog:
         ecn = pkt.ecn
         src = pkt.src
         dst = pkt.dst
+        ackreq = pkt.ackreq
         if (not first and op == st.op and nbytes == st.nbytes and ecn == st.ecn
-                and src == st.src and dst == st.dst):
+                and src == st.src and dst == st.dst and ackreq == st.ackreq):
             return st.tpl, psn  # the template of the flow's frame before (most frames)
-        key = (flow, src, dst, nbytes, ecn, op, msg)
+        key = (flow, src, dst, nbytes, ecn, op, msg, ackreq)
         tpl = self._templates.get(key)
         if tpl is None:
             tpl = self._templates[key] = self._new_template(pkt, op, msg)
@@ -300,27 +295,9 @@ class FrameLog:
         st.ecn = ecn
         st.src = src
         st.dst = dst
+        st.ackreq = ackreq
         st.tpl = tpl
         return tpl, psn
-
-    def _message_end(self, flow: int, off: int, nbytes: int) -> int:
-        """The end (frame bytes of the flow) of the message a frame at ``off`` starts."""
-        spec = self._flows.get(flow)
-        ends = self._posted.get(flow)
-        if ends is not None:
-            while ends and ends[0] <= off:
-                ends.popleft()
-            end = ends[0] if ends else off + nbytes
-        elif spec is None:  # a flow the fabric does not list: frames of this size
-            end = off + STREAM_MESSAGE_FRAMES * nbytes
-        else:
-            m = spec[1] if spec[1] is not None else STREAM_MESSAGE_FRAMES * spec[0]
-            end = (off // m + 1) * m
-        if spec is not None and spec[2] is not None and end > spec[2]:
-            end = spec[2]
-        if end < off + nbytes:
-            end = off + nbytes
-        return end
 
     def _new_template(self, pkt: Any, op: int, msg: int) -> int:  # pragma: no cover
         raise NotImplementedError

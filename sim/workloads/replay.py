@@ -15,7 +15,7 @@ addresses, at their timestamps.
   its IP address, else its MAC address; a packet's GID (with a GRH), else its LID.
   Frames whose addresses are not owned are skipped and counted (``ReplayStats.skipped``, with
   a few example address pairs in ``skipped_samples``).  The simulator's own addresses
-  (:mod:`sim.addresses`) are :func:`owners_by_address` (IP and MAC; it writes no LIDs);
+  (:mod:`sim.addresses`) are :func:`owners_by_address` (IP, MAC and LID);
   a real capture's addresses are mapped to hosts by the user (``lossless replay --map
   ADDRESS=NODE``, :func:`parse_owner`).
 * Time: a record at ``ts_ns`` is injected at ``(ts_ns - t0_ns) * 1000 * time_scale`` ps
@@ -313,12 +313,18 @@ def parse_owner(text: str) -> tuple[str, int]:
 
 
 def owners_by_address(fabric: Fabric) -> dict[str, int]:
-    """Every host's simulator addresses (``sim.addresses``: 10.0.N.N and its port-0 MAC)."""
-    from sim.addresses import node_ip, node_mac
+    """Every host's simulator addresses (``sim.addresses``: 10.0.N.N, its port-0 MAC and,
+    for a node that has one, its InfiniBand LID, ``lid N+1``), so a capture the simulator
+    wrote replays without ``--map``."""
+    from sim.addresses import node_ip, node_lid, node_mac
 
     out: dict[str, int] = {}
     for nid, node in fabric.nodes.items():
         if isinstance(node, Host):
             out[node_ip(nid)] = nid
             out[node_mac(nid)] = nid
+            try:
+                out[f"lid {node_lid(nid)}"] = nid
+            except ValueError:
+                pass  # no unicast LID for this node id
     return out
