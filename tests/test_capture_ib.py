@@ -122,6 +122,12 @@ def test_ib_fabric_captures_are_native_ib_packets(tmp_path):
             assert len(wire.build_ib(d.to_dict())) == 26
     for name in ("capture_10_0.pcap", "bottleneck.pcap", "capture_0_0.pcap"):
         assert _tshark_notes(out / name, tmp_path) == []
+    # our decoder names IBA's CNP and lossless stats counts it as one (it was UNKNOWN_0x80)
+    ncnp = kinds[(0x80, None)]
+    assert ncnp and all(d["bth"]["opcode_name"] == "IB_CNP" for d in back
+                        if d["bth"]["opcode"] == 0x80)
+    rc, stdout, _err = run_cli(["stats", str(out / "capture_0_0.pcap"), "--json"])
+    assert sum(c["count"] for c in json.loads(stdout)["cnps"]) == ncnp
 
 
 def test_replay_of_an_ib_capture_finds_the_hosts_by_lid(tmp_path):

@@ -69,6 +69,9 @@ def _build_table() -> dict[int, tuple[str, tuple[str, ...]]]:
         t[Transport.RD | low] = ("RD_" + _OPS[low], hdrs)
     for low, hdrs in _UD.items():
         t[Transport.UD | low] = ("UD_" + _OPS[low], hdrs)
+    # InfiniBand's CNP (IBA Vol. 1 annex A10, congestion control): opcode 0x80, BECN set,
+    # no extended header and no payload (LRH PktLen 6 words: LRH, BTH, ICRC).
+    t[0x80] = ("IB_CNP", ())
     t[0x81] = ("CNP", ("cnp",))
     # XRC (IBA 1.2.1 annex for XRC): requests carry XRCETH after the BTH, responses do not.
     for low, hdrs in _RC.items():
@@ -82,7 +85,8 @@ def _build_table() -> dict[int, tuple[str, tuple[str, ...]]]:
 EXT_HEADERS: dict[int, tuple[str, tuple[str, ...]]] = _build_table()
 
 Opcode = IntEnum("Opcode", {name: op for op, (name, _h) in EXT_HEADERS.items()})
-Opcode.__doc__ = "Every opcode defined by IBA table 38 (RC, UC, RD, UD, XRC) and the RoCEv2 CNP."
+Opcode.__doc__ = ("Every opcode defined by IBA table 38 (RC, UC, RD, UD, XRC), InfiniBand's CNP "
+                  "(annex A10) and the RoCEv2 CNP.")
 
 
 def opcode_name(op: int) -> str:
@@ -92,6 +96,7 @@ def opcode_name(op: int) -> str:
 
 
 def is_cnp(op: int) -> bool:
+    """A RoCEv2 CNP's opcode (0x81, IBA annex A17.9.3); InfiniBand's is 0x80 (IB_CNP)."""
     return op == 0x81
 
 

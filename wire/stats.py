@@ -397,7 +397,7 @@ class CaptureStats:
                 grh = d.get("grh")
                 key = ((grh["sgid"], grh["dgid"]) if grh is not None else
                        (f"lid {lrh['slid']}", f"lid {lrh['dlid']}")) + (bth["dest_qp"],)
-            if bth["opcode"] == 0x81:
+            if bth["opcode"] == (0x80 if lrh is not None else 0x81):  # IB's CNP, RoCEv2's
                 self.cnps[key] += 1
             else:
                 f = self.flows.get(key)
