@@ -1,5 +1,5 @@
 """``lossless collective COLL``: an NCCL collective on a simulated fabric, reported as
-nccl-tests reports it (docs/collectives.md, docs/cli.md).
+nccl-tests reports it (docs/reference/collective.md; the model: docs/explanation/collectives.md).
 
 For every size of ``-b/-e/-f`` (or ``-i``): a fresh fabric (``--fabric
 rail|star|fattree|superpod`` with its ``-p`` parameters; the rank count is the fabric's),
@@ -13,11 +13,11 @@ PFC pauses (on an InfiniBand fabric the credit stall time instead: its links hav
 CE marks, CNPs, drops and the deepest switch queue over all its iterations, and the busiest
 link of its last out-of-place iteration (:func:`sim.workloads.collective_stats.busiest_link`).
 
-Outputs (docs/cli.md): ``--json FILE``, ``--csv FILE`` (one row per size) and ``--out DIR``
-(written whole or not at all by :func:`wire.atomic.atomic_dir`): ``results.json``,
+Outputs (docs/reference/collective-results.md): ``--json FILE``, ``--csv FILE`` (one row per size)
+and ``--out DIR`` (written whole or not at all by :func:`wire.atomic.atomic_dir`): ``results.json``,
 ``results.csv``, ``table.txt`` (the printed table) and the PNGs of
-:mod:`sim.study.collective_plots`.  A progress line on stderr while the sizes run (when stderr
-is a terminal, or ``--progress``; ``--quiet`` silences it).
+:mod:`sim.study.collective_plots`.  A progress line on stderr while the sizes run (when stderr is a
+terminal, or ``--progress``; ``--quiet`` silences it).
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
         # with the stragglers of a fabric file's [[faults]]: ranks of this collective
         check_stragglers(plan._replace(stragglers=[*getattr(rf, "stragglers", ()),
                                                    *plan.stragglers]), [rf.ranks])
-        # a fault report per size (issue 21): -p faults, a fabric file's [[faults]]
+        # a fault report per size: -p faults, a fabric file's [[faults]]
         faulty = bool(plan.entries) or getattr(rf.fabric, "fault_log", None) is not None \
             or bool(getattr(rf, "stragglers", ()))
         # the resolved entries: -p faults, then a fabric file's stragglers (its other
@@ -326,7 +326,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
                     from sim.study.collective_plots import plot_results
 
                     plot_results(doc, tmp)
-                    if fault_series is not None:  # the largest size's (docs/faults.md)
+                    # the largest size's (docs/reference/collective-results.md, "The PNGs")
+                    if fault_series is not None:
                         from sim.study.fault_plot import write_collective_figure
 
                         write_collective_figure(doc, fault_series, tmp)
@@ -575,9 +576,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     "limit, protocol and QPs) through a simulated RoCE or InfiniBand "
                     "fabric (-p fabric=ib) for each size and print the nccl-tests table, "
                     "then PFC pauses, CE marks, CNPs, drops, the deepest queue and the "
-                    "busiest link per size (docs/collectives.md).  Exit 1 when a size does "
-                    "not complete (e.g. drops without PFC and without -p reliable=true, "
-                    "which retransmits).")
+                    "busiest link per size (docs/reference/collective.md).  Exit 1 when a "
+                    "size does not complete (e.g. frames lost on NICs that never resend, "
+                    "-p reliable=false, or a QP error).")
     c.add_argument("collective", metavar="COLLECTIVE",
                    help=f"{', '.join(str(x) for x in Collective)}")
     c.add_argument("-b", "--minbytes", type=_SIZE, default=1 << 20, metavar="SIZE",
@@ -613,8 +614,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "nvlink_latency_ns, pxn, link_gbps, pfc, cc, preset, buffer_kb, "
                         "xoff_kb, kmin_kb, kmax_kb, pmax, packet_bytes, prop_ns, seed, "
                         "limit_ms, reliable, failover, detect_us, converge_us ...; "
-                        "fault=KIND:KEY=VALUE,... (repeatable, docs/faults.md) "
-                        "(docs/cli.md)")
+                        "fault=KIND:KEY=VALUE,... (repeatable, "
+                        "docs/howto/inject-faults.md) (docs/reference/collective.md)")
     c.add_argument("--algo", choices=[str(a) for a in Algorithm], default="ring")
     c.add_argument("--proto", choices=[str(p) for p in Protocol], default="simple")
     c.add_argument("--channels", type=integer(1, MAXCHANNELS), default=None, metavar="N",

@@ -1,4 +1,4 @@
-"""``lossless ib-vs-roce``: the side-by-side study of :mod:`sim.study.ib_vs_roce` (issue 20):
+"""``lossless ib-vs-roce``: the side-by-side study of :mod:`sim.study.ib_vs_roce`:
 the same cases on ``fabric = "roce"`` and ``"ib"``, one table on stdout, and with ``--out DIR``
 (written whole or not at all by :func:`wire.atomic.atomic_dir`) ``results.json`` and
 ``ib_vs_roce.png``."""
@@ -61,10 +61,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser(
         "ib-vs-roce", aliases=["ib_vs_roce"],
         help="the same incast, victim-flow and collective cases on RoCE and on InfiniBand, "
-             "one table (docs/infiniband.md)",
+             "one table (docs/reference/ib-vs-roce.md)",
         description="Run an incast, a victim flow beside an incast, and ring AllReduce and "
                     "AllToAll on a rail fabric, each with fabric=roce and fabric=ib; print "
-                    "one table (docs/infiniband.md, 'IB against RoCE, side by side').")
+                    "one table (docs/reference/ib-vs-roce.md).")
     s.add_argument("-p", "--param", type=_kv, action="append", metavar="KEY=VALUE",
                    help=f"a study parameter (repeatable): {keys}")
     s.add_argument("--out", metavar="DIR", help="also write DIR/results.json and "
