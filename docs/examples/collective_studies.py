@@ -1,6 +1,6 @@
-"""Studies 3 and 4 of docs/collectives.md: many configurations of ``lossless collective``,
-each one :func:`sim.scenarios.collective.run_size` (what the command runs per size), printed
-as the Markdown tables the page shows.
+"""Studies 3 and 4 of docs/explanation/collectives.md: many configurations of ``lossless
+collective``, each one :func:`sim.scenarios.collective.run_size` (what the command runs per
+size), printed as the Markdown tables the page shows.
 
     python docs/examples/collective_studies.py ecmp      # study 3: fat-tree ECMP vs rails, QPs
     python docs/examples/collective_studies.py alltoall  # study 4: AllToAll, PFC / DCQCN / lossy

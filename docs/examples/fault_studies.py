@@ -1,5 +1,5 @@
-"""The three fault studies of docs/faults.md ("Studies"), each a table (Markdown, printed) and a
-figure (PNG, written by temp + rename: :func:`wire.atomic.atomic_file`).
+"""The three fault studies of docs/explanation/faults.md ("Studies"), each a table (Markdown,
+printed) and a figure (PNG, written by temp + rename: :func:`wire.atomic.atomic_file`).
 
     python docs/examples/fault_studies.py flap      [--png docs/img/fault_study_flap.png]
     python docs/examples/fault_studies.py loss      [--png docs/img/fault_study_loss.png]
@@ -399,7 +399,8 @@ def slice_time_ps(nbytes: int, rf: Any, p: Mapping[str, Any]) -> int:
 def ring_bound_GB_per_s(link_gbps: float, packet_bytes: int, channels: int) -> float:
     """busbw a ring AllReduce cannot pass when every channel's ring crosses one NIC link of
     ``link_gbps`` each way (one channel per NIC): ``channels`` x the link's payload rate
-    (RoCEv2 headers, ``ROCE_HEADER_BYTES`` of ``packet_bytes``; docs/collectives.md study 1)."""
+    (RoCEv2 headers, ``ROCE_HEADER_BYTES`` of ``packet_bytes``; docs/explanation/collectives.md
+    study 1)."""
     return channels * link_gbps / 8 * (packet_bytes - ROCE_HEADER_BYTES) / packet_bytes
 
 
@@ -604,7 +605,7 @@ STUDIES = {"flap": (flap, print_flap, plot_flap), "loss": (loss, print_loss, plo
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="The fault studies of docs/faults.md.")
+    ap = argparse.ArgumentParser(description="The fault studies of docs/explanation/faults.md.")
     ap.add_argument("study", choices=tuple(STUDIES))
     ap.add_argument("--png", help="figure to write (default docs/img/fault_study_STUDY.png)")
     ap.add_argument("--json", help="also write the results to this file (JSON)")
