@@ -1,7 +1,7 @@
 """What the simulator's captures show of its data packets: ordinary QP numbers (never the
 management QPs 0 and 1) and the RDMA WRITE opcodes of real messages, FIRST (MIDDLE ...)
 LAST or ONLY, cut where the sender cuts its messages (sim.study.samples.FrameLog); tshark
-decodes them without an expert note (docs/scenarios.md, "bottleneck.pcap")."""
+decodes them without an expert note (docs/reference/results-folder.md, "The pcaps")."""
 
 from __future__ import annotations
 

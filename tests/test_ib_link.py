@@ -1,6 +1,6 @@
-"""The InfiniBand link layer in the simulator (issue 20): per-VL credits (IBA 7.9), VL
-arbitration (IBA 7.6.9), credit deadlocks, fabric files.  docs/infiniband.md, section
-"Simulator: the IB link layer"."""
+"""The InfiniBand link layer in the simulator: per-VL credits (IBA 7.9), VL arbitration
+(IBA 7.6.9), credit deadlocks, fabric files.  docs/explanation/infiniband.md, sections
+"Credits (IBA 7.9)" and "VL arbitration (IBA 7.6.9)"."""
 
 from __future__ import annotations
 
@@ -430,5 +430,6 @@ def test_fabric_file_ib_and_vlarb(tmp_path, capsys) -> None:
 
 
 def test_docs_name_the_simulator_section() -> None:
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "infiniband.md").read_text()
-    assert "## Simulator: the IB link layer" in doc
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "explanation" / "infiniband.md"
+           ).read_text(encoding="utf-8")
+    assert "## Credits (IBA 7.9)" in doc and "## VL arbitration (IBA 7.6.9)" in doc
