@@ -1,5 +1,5 @@
 """Build of lossless: the metadata is in pyproject.toml; this file adds the compiled simulator
-core (issue 19, docs/performance.md "Compiled core (issue 19)").
+core (docs/explanation/performance.md, "Run the compiled core").
 
 The modules listed in ``sim/_core.py`` (``COMPILED``) are compiled by Cython in pure-Python mode:
 the ``.py`` is the source, typed by the ``.pxd`` beside it.  If Cython or a working C compiler

@@ -13,7 +13,7 @@ def main(argv: list[str]) -> int:
 
     suites = {"sim": sim_bench.main, "wire": wire_bench.main, "craft": craft_bench.main,
               "coll": coll_bench.main, "scale": scale_bench.main,
-              "mem": mem_bench.main}  # peak RSS of lossless replay (issue 19)
+              "mem": mem_bench.main}  # peak RSS of lossless replay
     if argv and argv[0] in suites:
         return suites[argv[0]](argv[1:])
     if argv and argv != ["--quick"]:

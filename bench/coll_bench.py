@@ -1,4 +1,4 @@
-"""Collective speed (issue 18): what a ``lossless collective`` run costs, by phase.
+"""Collective speed: what a ``lossless collective`` run costs, by phase.
 
 For each case: NCCL's schedule (:func:`sim.workloads.nccl.schedule`), the ownership check
 (:func:`sim.workloads.nccl.verify`), and the run through the fabric

@@ -1,4 +1,4 @@
-"""Golden outputs: ``python -m bench.golden record DIR`` / ``compare DIR`` (issue 17).
+"""Golden outputs: ``python -m bench.golden record DIR`` / ``compare DIR``.
 
 Runs every built-in scenario (:func:`sim.scenarios.names`) and every ``docs/examples/*.toml``
 at short durations, with and without a few key options (``pfc=false``, ``cc=dcqcn``,

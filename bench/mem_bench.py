@@ -1,4 +1,4 @@
-"""Memory through the CLI (issue 19): peak RSS of ``lossless replay`` against packet-hops.
+"""Memory through the CLI: peak RSS of ``lossless replay`` against packet-hops.
 
 Each case runs in a fresh subprocess what ``lossless replay SCENARIO -p KEY=VALUE ...`` runs
 with its default outputs (summary.json, timeseries.npz, events.jsonl, bottleneck.pcap within
@@ -7,7 +7,8 @@ packet-hops (frames that left an egress port, switch or NIC), the wall and CPU t
 (``ru_utime + ru_stime``: the machine is shared, CPU time is the steadier), the peak resident
 set size of the process (``resource.getrusage(RUSAGE_SELF).ru_maxrss``, build, run, outputs
 and plots included) and the peak over hops.  Memory bounded in the duration shows as a peak
-that stays about flat while the hops double; the issue's target is a 10M-hop run under 500 MB.
+that stays about flat while the hops double; the development's target was a 10M-hop run under
+500 MB (bench/results/2026-12-targets.md).
 
     python -m bench mem                      # incast 2, 4, 8 ms
     python -m bench mem --quick              # incast 1 and 2 ms

@@ -1,4 +1,4 @@
-"""Fabric-scale speed (issue 19): the cost of one packet-hop as the fabric grows.
+"""Fabric-scale speed: the cost of one packet-hop as the fabric grows.
 
 The built-in ``leaf_spine`` scenario (shift pattern at load 0.5: every host sends to the host
 ``hosts_per_leaf`` further on, so every flow crosses a spine; where ECMP hashes two flows onto
@@ -15,8 +15,9 @@ packet-hops
 and the engine's pending events at the end (heap entries; in brackets the cancelled timers
 still in it).
 
-The figure issue 19 targets is the ratio column: the cost per hop at N hosts over the cost at
-the smallest size of the same run (flat = 1.0).
+The figure to read is the ratio column: the cost per hop at N hosts over the cost at the
+smallest size of the same run (flat = 1.0; the development's target, within 1.5 at 2,048 hosts,
+and where it stood: bench/results/2026-12-targets.md).
 
     python -m bench scale                    # 8, 128, 512, 2048 hosts and the AllReduce
     python -m bench scale --hosts 8 --hosts 2048 --sim-us 50

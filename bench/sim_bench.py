@@ -34,7 +34,7 @@ Workload ``replay``: the built-in ``incast`` scenario (same simulated time, ``cc
 dcqcn) run twice: from the library (``sim.scenarios.loader.build`` + ``fabric.run``, nothing
 traced) and through the runner of ``lossless replay`` (``sim.study.results.run_scenario``:
 Recorder, events.jsonl, timeseries.npz, bottleneck.pcap; no plots), so ``replay/lib`` is what
-the CLI's outputs cost over the core (issue 19).  CPU time (``time.process_time``).
+the CLI's outputs cost over the core.  CPU time (``time.process_time``).
 
 Each figure is the median wall time of ``runs`` runs (build + run, ``time.perf_counter``).
 """

@@ -19,7 +19,8 @@ runs:
 Prints the median and spread (min..max) of each, frames per second, peak RSS (in-process:
 growth of this process's max RSS is not measurable after the first run, so the in-process
 figure is the process maximum; subprocesses: ``resource.getrusage(RUSAGE_CHILDREN)`` measured
-in a fresh child per tool) and the ratios the issue sets as targets.
+in a fresh child per tool) and the ratios against the development's targets
+(bench/results/2026-11-decoding.md).
 """
 
 from __future__ import annotations
@@ -217,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                                    f"run_batch({path!r})"])
         print(f"wire.batch alone in a fresh process: peak RSS {batch_rss[1] / 1024:.0f} MB")
         b = med["wire.batch (all columns)"]
-        print("\nratios (targets from issue 8)")
+        print("\nratios (the decoding targets: bench/results/2026-11-decoding.md)")
         print(f"  wire.batch frames/s: {frames / b:,.0f} (target >= 2,000,000)")
         print(f"  wire.batch vs dpkt reader + struct: {med['dpkt reader + struct'] / b:.1f}x "
               f"(target >= 8x)")
@@ -234,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         ts = med.get("tshark -r (summary lines, end to end)")
         if ts:
             print(f"  lossless decode vs tshark -r, end to end: {ts / dec:.2f}x "
-                  f"(target >= 1x, issue 19)")
+                  f"(target >= 1x)")
         if frames < FULL_FRAMES:
             print(f"  (--quick: {frames} frames; the targets are set on {FULL_FRAMES}; fixed "
                   "costs such as interpreter start weigh more here)")

@@ -1,6 +1,7 @@
 """lossless.sim: the per-hop fabric simulator and the ``lossless`` command line.
 
-Packages by concern, imports pointing down only (docs/design.md, "The simulator's packages"):
+Packages by concern, imports pointing down only (docs/explanation/design.md, "The simulator's
+packages"):
 kernel (engine, units, packet, events, trace, addresses) <- flowctl <- net <- nic, cc, health
 <- fabric <- scaleup, workloads <- scenarios <- study <- cli.  ``tests/test_layout.py`` checks it.
 

@@ -1,8 +1,9 @@
 """Which simulator core runs: the compiled one (Cython) or the interpreted ``.py`` files.
 
-Issue 19: the hot path (:data:`COMPILED`) has one source of truth, the ``.py`` files.  When a C
-compiler is there at install time, ``setup.py`` compiles each of them with Cython in pure-Python
-mode, typed by the ``.pxd`` file next to it (docs/performance.md, "Compiled core (issue 19)");
+The hot path (:data:`COMPILED`) has one source of truth, the ``.py`` files.  When a C compiler
+is there at install time, ``setup.py`` compiles each of them with Cython in pure-Python mode,
+typed by the ``.pxd`` file next to it (docs/explanation/design.md, "The compiled core: one
+source"; how to build and check it: docs/explanation/performance.md, "Run the compiled core");
 the compiled module (``engine.cpython-311-x86_64-linux-gnu.so``) then sits beside its ``.py``
 and Python's import system prefers it.  Without a compiler the build prints one line and the
 ``.py`` files run as they are.

@@ -1,4 +1,4 @@
-# Types of sim/engine.py for the compiled core (issue 19; Cython pure-Python mode: the .py is
+# Types of sim/engine.py for the compiled core (Cython pure-Python mode: the .py is
 # the source, this file only declares).  Attributes read or written from interpreted code are
 # public.  A heap entry's key (``at_ps``, ``priority``, ``seq``) is C int64, so the heap's
 # comparisons are C comparisons; the engine refuses a time past sim.units.MAX_PS (2**63 - 1

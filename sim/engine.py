@@ -1,11 +1,12 @@
 """The simulator's one event heap (and its one seeded RNG).
 
-Contract (see ``docs/sim.md``): components hold state and answer "what happens at ``now_ps``" and
-"when is your next timer"; only the :class:`Engine` owns the heap.  Time is an integer number of
-picoseconds; a float time is a ``TypeError``.  Events at the same time run in order of
-``priority`` (lower first) and then of insertion, so a run is fully deterministic: the heap holds
-``(at_ps, priority, seq, fn, args)`` tuples, the scheme of simpy's ``core.py`` (time, priority,
-counter, event).  ``seq`` is unique, so the order never depends on ``fn`` or ``args``.
+Contract (see ``docs/explanation/simulator.md``, "The engine contract"): components hold state
+and answer "what happens at ``now_ps``" and "when is your next timer"; only the :class:`Engine`
+owns the heap.  Time is an integer number of picoseconds; a float time is a ``TypeError``.
+Events at the same time run in order of ``priority`` (lower first) and then of insertion, so a
+run is fully deterministic: the heap holds ``(at_ps, priority, seq, fn, args)`` tuples, the
+scheme of simpy's ``core.py`` (time, priority, counter, event).  ``seq`` is unique, so the order
+never depends on ``fn`` or ``args``.
 
 Two kinds of entries share the heap and the one ``seq`` counter (so they interleave exactly by
 insertion order):
@@ -28,8 +29,9 @@ Speed (measured on the development machine, Python 3.11)::
     python -c "from sim.engine import _bench; _bench()"
 
 schedules and runs 1e6 chained events (each callback schedules the next, 64 other timers
-pending): see ``docs/performance.md`` for the figures with ``schedule_in`` and with
-``call_in``.
+pending) and prints the events per second with ``schedule_in`` and with ``call_in`` (figures
+recorded when ``call_in`` was added: ``bench/results/2026-11-simulator-core.md``, "Simulator
+benchmark").
 """
 
 from __future__ import annotations
@@ -50,9 +52,9 @@ __all__ = ["GC_THRESHOLDS", "Engine", "Timer", "raise_gc_thresholds"]
 #: short-lived ones (frames, heap entries); with the default thresholds the collector walked
 #: the fabric again and again: 738 young, 67 middle and 6 full collections in 20 µs of the
 #: 2,048-host leaf-spine (``python -m bench scale``), 15.2 µs per packet-hop against 12.8 µs
-#: with these (docs/performance.md, "Garbage collection during a run").  A collective's
-#: schedule is millions of transfers built before the run and is built under the same
-#: thresholds (``sim.scenarios.collective.run_size``).  Results are the same: the collector
+#: with these (bench/results/2026-12-fabric-scale.md, "Garbage collection during a run").  A
+#: collective's schedule is millions of transfers built before the run and is built under the
+#: same thresholds (``sim.scenarios.collective.run_size``).  Results are the same: the collector
 #: only frees objects nothing can reach.
 GC_THRESHOLDS = (100_000, 50, 100)
 
@@ -495,7 +497,8 @@ _SPARE_MAX = 4096
 #: cancels the previous one's expiry timer (334 us ahead at 100 Gb/s): with 1024 here, a
 #: 3 ms DCQCN incast's heap held 166 entries (median of samples every 10 us), 141 of them
 #: cancelled, so every pop sifted through 7 levels instead of 4; with 64, 45 entries, 18
-#: cancelled (docs/performance.md).  A scan costs O(1) per scheduled timer either way.
+#: cancelled (bench/results/2026-11-simulator-core.md, "The compiled core's calls and heap").
+#: A scan costs O(1) per scheduled timer either way.
 _COMPACT_MIN = 64
 
 def _bench(n: int = 1_000_000, fast: bool = False) -> float:

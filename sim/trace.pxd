@@ -1,4 +1,4 @@
-# Types of sim/trace.py for the compiled core (issue 19; Cython pure-Python mode: the .py is the
+# Types of sim/trace.py for the compiled core (Cython pure-Python mode: the .py is the
 # source, this file only declares).  Interest is a cdef class: a port, switch or host reads
 # its fields for every frame (port.pxd, switch.pxd, host.pxd type their ``_int`` as one); the
 # rest of the module is compiled as it is.

@@ -6,7 +6,7 @@
 - :class:`JsonlTracer` writes one JSON object per line (``Event.to_dict()``).
 - :class:`TeeTracer` forwards to several tracers.
 
-What a tracer reads (issue 19: no event object is built when nothing reads it).  A tracer may
+What a tracer reads (no event object is built when nothing reads it).  A tracer may
 declare ``wants``, the event types it reads (a frozenset; missing or None: every type), and
 may offer ``on_enqueued`` / ``on_dequeued`` (called with an :class:`sim.events.Enqueued` /
 :class:`sim.events.Dequeued` event's fields, in order) to take queue samples without the

@@ -1,4 +1,4 @@
-"""wire.atomic: outputs appear whole or not at all (issue 15's one mechanism)."""
+"""wire.atomic: outputs appear whole or not at all (one mechanism for every output)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The benchmarks' workloads (issue 19): the Poisson arrivals every one-port model is fed, each
+"""The benchmarks' workloads: the Poisson arrivals every one-port model is fed, each
 model's checked counts, and the fabric-scale bench's quick run.  No timing is asserted."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_scale_bench_quick_runs(capsys) -> None:
     assert scale_bench.main(["--quick"]) == 0
     out = capsys.readouterr().out
     assert "| leaf-spine | 8 |" in out and "| leaf-spine | 64 |" in out
-    assert "pending events" in out  # the heap size column (issue 19, per-hop cost)
+    assert "pending events" in out  # the heap size column (it drives the per-hop cost)
 
 
 # ------------------------------------------------------------- per-hop cost: cancelled timers
@@ -126,7 +126,7 @@ def test_cancelled_timers_do_not_pile_up_in_the_heap() -> None:
             break
     assert sorted(p for _, p in fired) == list(range(64))
     # 64 x 201 = 12,864 timers scheduled, 12,800 cancelled 335 us before their time: without
-    # compaction the heap holds them all (the 2,048-host leaf-spine's problem, issue 19)
+    # compaction the heap holds them all (the 2,048-host leaf-spine's problem)
     assert most <= 2100, most
 
 

@@ -1,4 +1,4 @@
-"""Bounded memory through the CLI (issue 19): series spilled to a temporary file give the same
+"""Bounded memory through the CLI: series spilled to a temporary file give the same
 timeseries.npz, the heap does not grow with the run's length, the temporary file never
 outlives the run, long series are decimated for drawing only."""
 

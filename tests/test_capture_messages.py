@@ -3,7 +3,8 @@ management QPs 0 and 1) and the RDMA WRITE opcodes of real messages, FIRST (MIDD
 LAST or ONLY, cut where the sender cuts its messages (the NIC marks each packet's place,
 ``SimPacket.place``); a reliable flow's frames carry their RC PSN and AckReq bit, a resent
 frame its PSN and place again; the NIC's CNPs and ACKs go to the flow's QP too.  tshark
-decodes them without an expert note (docs/scenarios.md, "bottleneck.pcap")."""
+decodes them without an expert note (docs/reference/results-folder.md,
+"The pcaps")."""
 
 from __future__ import annotations
 

@@ -287,7 +287,7 @@ def test_scaleup_options_select_the_placeholders(tmp_path: Path, capsys) -> None
 
 
 def test_decode_table_shows_native_infiniband(capsys) -> None:
-    """Linktype 247 and ERF records are dissected in table mode too (issue 20), not skipped."""
+    """Linktype 247 and ERF records are dissected in table mode too, not skipped."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent / "pcaps" / "ib"
@@ -300,7 +300,7 @@ def test_decode_table_shows_native_infiniband(capsys) -> None:
 
 def test_wire_commands_parser_is_the_full_parsers_part() -> None:
     """``main`` builds only the wire commands' parsers for one of sim.cli.WIRE_COMMANDS
-    (start-up, issue 19): the list is exactly the commands sim.cli.wire and
+    (start-up time): the list is exactly the commands sim.cli.wire and
     sim.cli.wireshark add, and each parses and helps as in the full parser."""
     import argparse
 

@@ -1,6 +1,6 @@
 """Hostile or sloppy input to the commands that read TOML files and ``-p`` values: one line
-naming the file (or the option) and exit status 2, never a traceback (docs/scenarios.md,
-docs/reference/cli.md)."""
+naming the file (or the option) and exit status 2, never a traceback
+(docs/reference/fabric-file.md, "Errors"; docs/reference/cli.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Option validation of every ``lossless`` command (issue 15): no int or float option takes
+"""Option validation of every ``lossless`` command: no int or float option takes
 nan/inf/out-of-range values, usage errors are one line with exit status 2, ``stats`` exits 1
 on records with problems as decode does, ``overhead`` refuses frames no stack carries, the
 scale-up placeholders refuse well-known EtherTypes, and ``--version``."""
@@ -82,7 +82,7 @@ def run(argv: list[str], capsys) -> tuple[int, str, str]:
     return run_cli(argv)
 
 
-# ---------------------------------------------------------------- item 2: every option typed
+# ---------------------------------------------------------------- every option typed
 def test_the_walk_finds_the_options() -> None:
     names = {(n, a.option_strings[-1]) for n, a in ALL_NUMERIC}
     assert {("stats", "--link-gbps"), ("craft", "--rate-gbps"), ("replay", "--time-scale"),
@@ -184,7 +184,7 @@ def test_usage_errors_are_one_line(capsys) -> None:
         assert rc == 2 and len(err.splitlines()) == 1 and err.startswith("lossless: "), err
 
 
-# ------------------------------------------------------------ item 1: stats exit codes
+# ------------------------------------------------------------ stats exit codes
 @pytest.mark.parametrize("pcap", PCAPS, ids=[p.name for p in PCAPS])
 def test_stats_and_decode_exit_codes_agree(pcap: Path, capsys) -> None:
     rc_decode, _, _ = run(["decode", str(pcap), "-f", "jsonl"], capsys)
@@ -203,7 +203,7 @@ def test_stats_exit_codes_documented_cases(capsys) -> None:
     assert rc == 2 and "/nonexistent.pcap" in err
 
 
-# ------------------------------------------------------------ item 3: overhead sizes
+# ------------------------------------------------------------ overhead sizes
 @pytest.mark.parametrize("argv", [["--txn-bytes", "1000000000"], ["--per-frame", "100000"],
                                   ["--txn-bytes", "5000"], ["--txn-bytes", "0"],
                                   ["--per-frame", "-1"],
@@ -236,7 +236,7 @@ def test_roce_payload_is_bounded_by_the_largest_ib_mtu() -> None:
     assert time.perf_counter() - t0 < 1
 
 
-# ------------------------------------------------------------ item 4: ports
+# ------------------------------------------------------------ ports
 @pytest.mark.parametrize("cmd", ["decode", "stats", "craft"])
 @pytest.mark.parametrize("port", ["70000", "0", "-1", "65536", "0x10000", "abc"])
 def test_roce_port_range(cmd: str, port: str, capsys) -> None:
@@ -254,7 +254,7 @@ def test_sue_udp_port_range(port: str, capsys) -> None:
     assert "--sue-udp-port" in parse_error(["decode", "x", "--sue-udp-port", port], capsys)
 
 
-# ------------------------------------------------------------ item 5: EtherType placeholders
+# ------------------------------------------------------------ EtherType placeholders
 @pytest.mark.parametrize("ethertype", [0x0800, 0x0806, 0x86DD, 0x8100, 0x88A8, 0x8808,
                                        0x88CC, 0x8847, 0x8848, 0x8915, 0x8906, 0x88F7])
 def test_well_known_ethertypes_refused_by_the_library(ethertype: int) -> None:
@@ -292,11 +292,11 @@ def test_cli_refuses_bad_placeholders(cmd: str, opt: str, value: str, capsys) ->
     assert len(err.splitlines()) == 1 and opt in err, err
 
 
-# ------------------------------------------------------------ item 6: --version
+# ------------------------------------------------------------ --version
 def test_version(capsys) -> None:
     rc, out, err = run(["--version"], capsys)
     assert rc == 0 and err == ""
-    # and which simulator core runs (issue 19; tests/test_compiled_core.py)
+    # and which simulator core runs (tests/test_compiled_core.py)
     from sim import core
 
     assert out == f"lossless {importlib.metadata.version('lossless')} (core: {core()})\n"

@@ -1,5 +1,5 @@
-"""Fault outputs of ``lossless collective`` (issue 21, docs/faults.md "Outputs of lossless
-collective"): per size the ``faults`` block of results.json (the time against the same size
+"""Fault outputs of ``lossless collective`` (docs/reference/collective-results.md, "The faults
+block"): per size the ``faults`` block of results.json (the time against the same size
 without the faults, the stall, bytes retransmitted, drops by reason, time to recover, per-QP
 conservation, QP error and failover), the footer of the table, and ``faults_timeline.png``
 in ``--out`` only with faults."""
@@ -21,7 +21,7 @@ RAIL = ["-p", "nodes=2", "-p", "gpus_per_node=2"]
 RC = ["-p", "reliable=true", "-p", "ack_timeout=1", "-p", "retry_cnt=3"]
 #: rank 1's link down from 5 to 8 us
 DOWN = ["-p", "fault=link_down:node=4,port=0,at_us=5,until_us=8"]
-#: the out-of-place time of AllReduce 1 MiB on RAIL without faults (docs/faults.md)
+#: the out-of-place time of AllReduce 1 MiB on RAIL without faults (docs/explanation/faults.md)
 FAULT_FREE_PS = 18_656_740
 #: payload bytes of one frame (4154-byte frames, 58 bytes of RoCEv2 headers)
 PAYLOAD_BYTES = 4096
@@ -191,7 +191,7 @@ def test_qp_error_and_failover_figures(tmp_path, capsys) -> None:
     assert err.count("\n") == 1 and "QP 257" in err  # the failure line, no conservation one
     rc, doc = _run(tmp_path, *nic, "-p", "failover=true", name="b.json")
     f = doc["results"][0]["faults"]
-    # docs/faults.md: 2 QPs moved, 182,776 + 211,854 bytes re-sent
+    # docs/explanation/faults.md: 2 QPs moved, 182,776 + 211,854 bytes re-sent
     assert rc == 0 and f["complete"] and f["failovers"] == {"count": 2,
                                                              "resent_bytes": 394_630}
     assert f["conservation"]["balanced"]

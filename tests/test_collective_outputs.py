@@ -1,4 +1,4 @@
-"""What ``lossless collective`` gives its user (issue 18, "Outputs"): ``--out DIR``
+"""What ``lossless collective`` gives its user (docs/reference/collective-results.md): ``--out DIR``
 (results.json, results.csv, table.txt, PNGs; written whole or not at all), ``--csv``, the
 plots of :mod:`sim.study.collective_plots` (checked through their texts), the per-link and
 per-rank data of :mod:`sim.workloads.collective_stats`, the progress line and

@@ -1,4 +1,4 @@
-"""NCCL schedules driven through the simulated fabric (issue 18 step 2): the runner
+"""NCCL schedules driven through the simulated fabric: the runner
 (sim.workloads.collective), posted flows of sim.nic.host, rail_optimized (sim.fabric.rail)
 and the ``lossless collective`` command.
 

@@ -1,4 +1,4 @@
-"""NCCL collectives as the traffic of fabric files (``[[collective]]``) and in sweeps (issue 18):
+"""NCCL collectives as the traffic of fabric files (``[[collective]]``) and in sweeps:
 a ``[[collective]]`` entry runs through ``lossless replay`` with the figures of
 ``lossless collective`` (``sim.scenarios.collective.run_size``), several entries share hosts,
 background ``[[flows]]`` slow it down, bad keys are one-line errors, ``-p collective.KEY``

@@ -1,4 +1,4 @@
-"""The compiled simulator core (issue 19): one source (the ``.py`` files of ``sim._core.COMPILED``,
+"""The compiled simulator core: one source (the ``.py`` files of ``sim._core.COMPILED``,
 typed by their ``.pxd``), compiled by Cython when a compiler works, interpreted otherwise.
 
 * ``LOSSLESS_PURE_PYTHON=1`` forces the interpreted modules; ``lossless --version`` says which

@@ -1,4 +1,4 @@
-"""``lossless craft`` never destroys or mixes a user's data (issue 15).
+"""``lossless craft`` never destroys or mixes a user's data.
 
 * the output appears whole or not at all (``wire.atomic.atomic_file``): an all-bad input, a
   binary input file, a bad option, a SIGKILL mid-write or an error half-way leave an
@@ -59,7 +59,7 @@ def no_partials(folder: Path) -> bool:
     return not [p for p in folder.iterdir() if ".partial-" in p.name]
 
 
-# --------------------------------------------------------------------- item 1: atomic
+# --------------------------------------------------------------------- atomic
 def test_all_bad_input_leaves_out_untouched(keep: Path, tmp_path: Path, capsys) -> None:
     src = tmp_path / "bad.jsonl"
     src.write_text('nope\n{"bogus": {}}\n{"ipv4": {"ecn": 7}}\n')
@@ -219,7 +219,7 @@ def test_stdout_output_streams(tmp_path: Path) -> None:
         os.listdir(tmp_path))
 
 
-# ------------------------------------------------------------ item 2: per-line errors
+# ------------------------------------------------------------ per-line errors
 GOOD = '{"ts_ns": 1000, "ipv4": {}, "udp": {}, "bth": {}}'
 
 

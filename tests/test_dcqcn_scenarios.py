@@ -1,6 +1,6 @@
 """DCQCN in the fabric: the incast with cc=dcqcn, late_joiner, rate series and plots, and
 the paper preset's behaviour against the fluid model (Zhu et al., "ECN or Delay", CoNEXT 2016,
-doi:10.1145/2999572.2999593; its fixed points as we solve them: docs/dcqcn.md)."""
+doi:10.1145/2999572.2999593; its fixed points as we solve them: docs/explanation/dcqcn.md)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_rate_series_events_and_plot(two_flows):
 
 def test_queue_grows_with_the_number_of_flows(tmp_path):
     # 10 Gb/s so that 10 ms is past the initial cut (at 40 Gb/s 8 flows need ~50 ms; the
-    # 100 ms figures at 40 Gb/s are in docs/dcqcn.md).  Measured: ~49 KB vs ~189 KB.
+    # 100 ms figures at 40 Gb/s are in docs/explanation/dcqcn.md).  Measured: ~49 KB vs ~189 KB.
     q = {}
     for n in (2, 8):
         out = tmp_path / f"n{n}"
@@ -86,7 +86,7 @@ def test_late_joiner_converges_towards_a_fair_share(tmp_path):
     assert first == 0
     last = [ts[f"flow_{f}_rx_bytes"][-60:].sum() for f in (0, 1)]
     # the joiner gets a substantial share within 20 ms (the fluid model needs ~49 ms to be
-    # within 10 %; docs/dcqcn.md has the long-run figures)
+    # within 10 %; docs/explanation/dcqcn.md has the long-run figures)
     assert min(last) / max(last) >= 0.5
     assert s["bottleneck"]["utilisation"] >= 0.95
 

@@ -1,4 +1,4 @@
-"""Issue 19's cheaper ``wire.dissect`` gives what it gave, on every path.
+"""The cheaper ``wire.dissect`` (fast path, lazy checks) gives what it gave, on every path.
 
 * The fast path (untagged Ethernet + IPv4 + UDP + BTH, one ``struct.unpack_from``) and the
   general path agree on every committed pcap record (whole and cut at every byte, with and

@@ -65,8 +65,10 @@ def test_no_issue_numbers_in_the_docs_or_the_code():
     """Our issue numbers mean nothing to a user (the tracker is not public): pages and code
     comments say what and why instead."""
     paths = [REPO / "README.md", *(REPO / "docs").rglob("*.md"),
-             *(p for d in ("sim", "wire", "bench") for p in (REPO / d).rglob("*.py")),
-             *(REPO / "sim").rglob("*.pxd")]
+             *(p for d in ("sim", "wire", "bench", "tests") for p in (REPO / d).rglob("*.py")),
+             *(REPO / "sim").rglob("*.pxd"), *(REPO / "docs" / "examples").glob("*.py"),
+             *(REPO / "docs" / "examples").glob("*.toml"), REPO / "setup.py",
+             REPO / "pyproject.toml"]
     hits = [f"{p.relative_to(REPO)}:{n}: {line.strip()[:100]}"
             for p in paths for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(),
                                                      1)

@@ -1,5 +1,5 @@
-"""The README and docs/*.md reference only files of this repository or public sources (issue
-15): no ``shared/`` notes, no section numbers of notes that are not published ("spec 2.4"),
+"""The README and docs/*.md reference only files of this repository or public sources: no
+``shared/`` notes, no section numbers of notes that are not published ("spec 2.4"),
 every relative link and every backticked repository path exists, and every ``*.md`` named is
 one of ours.  The ``.py`` files under sim/, wire/, bench/ and tests/ cite no such note either."""
 
@@ -80,7 +80,7 @@ def test_the_checks_catch_what_they_should(tmp_path: Path) -> None:
     assert len(problems) == 7, problems  # shared/ twice (the pattern, the .md name) + 5
 
 
-#: The code's docstrings and comments cite primary public sources too (issue 15): never the
+#: The code's docstrings and comments cite primary public sources too: never the
 #: unpublished notes outside the repository, by path, file name or section ("spec 1.4").
 CODE_DIRS = ("sim", "wire", "bench", "tests")
 _CODE_BAD = [
@@ -111,6 +111,85 @@ def test_the_code_checks_catch_what_they_should() -> None:
     bad = ("# shared/specs/esun_sue.md 2.1\n# see ../shared\n# /work/shared/specs/x.md\n"
            "#: (spec 1.4)\n# [M in the spec note]\n# dcqcn_pfc.md\n# spec section 2.3\n"
            "# from the spec file\n")
-    good = "# DCQCN, SIGCOMM 2015, Sec. 3; IEEE 802.3 Annex 31B; docs/pfc.md; wire/shared_x.py\n"
+    good = ("# DCQCN, SIGCOMM 2015, Sec. 3; IEEE 802.3 Annex 31B; docs/explanation/pfc.md; "
+            "wire/shared_x.py\n")
     assert [len(_code_problems("x.py", line)) > 0 for line in bad.splitlines()] == [True] * 8
     assert _code_problems("x.py", good) == []
+
+
+#: Where the code names documentation pages for its readers: docstrings, comments, --help and
+#: error texts.  A page named must be a current one (linked from the index, docs/README.md),
+#: and a section quoted after it ("docs/reference/cli.md, 'Exit status'") one of its headings.
+CITING = sorted({*(p for d in CODE_DIRS for p in (REPO / d).rglob("*.py")),
+                 *(REPO / "sim").rglob("*.pxd"), *(REPO / "docs" / "examples").glob("*.py"),
+                 *(REPO / "docs" / "examples").glob("*.toml"), REPO / "setup.py",
+                 REPO / "pyproject.toml"})
+_PAGE_REF = re.compile(r"docs/((?:[\w-]+/)*[\w-]+\.md)")
+#: A section quoted right after a page: ``docs/x.md "S"``, ``docs/x.md, 'S'``, ``(docs/x.md,
+#: section "S")``, ``docs/x.md ("S")``.
+_SECTION = re.compile(r"""["'`]*[,;]?\s*(?:section\s+)?\(?"""
+                      r"""(?:"([A-Za-z`][^"/]{0,79}?)"|'([A-Za-z`][^'/]{0,79}?)')""")
+
+
+def _joined(text: str) -> str:
+    """``text`` with its wrapped lines joined: a comment's or docstring's next line, and a
+    string literal continued on the next line ("... docs/x.md " "'Section' ...")."""
+    text = re.sub(r"""(["'])\s*\n\s*f?\1""", "", text)
+    return re.sub(r"\n\s*(?:#:?\s*)?", " ", text)
+
+
+def _index_pages() -> set[str]:
+    index = (REPO / "docs" / "README.md").read_text(encoding="utf-8")
+    return {"README.md", *(m.group(1) for m in re.finditer(r"\]\(([\w/-]+\.md)\)", index))}
+
+
+def _headings(page: Path) -> list[str]:
+    out, fenced = [], False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and (m := re.match(r"#{1,6} (.+)", line)):
+            out.append(m.group(1).replace("`", "").strip())
+    return out
+
+
+def _page_ref_problems(where: str, text: str, current: set[str]) -> list[str]:
+    out = []
+    text = _joined(text)
+    for m in _PAGE_REF.finditer(text):
+        page = m.group(1)
+        if Path(page).stem.isupper():
+            continue  # a placeholder: docs/reference/COMMAND.md
+        if page not in current:
+            out.append(f"{where}: docs/{page} is not a page of the index (docs/README.md)")
+            continue
+        s = _SECTION.match(text, m.end())
+        path = REPO / "docs" / page
+        if s and path.exists():  # a page of the index that is missing: test_page_references
+            want = (s.group(1) or s.group(2)).replace("`", "").strip()
+            if not any(h == want or h.startswith(want) for h in _headings(path)):
+                out.append(f"{where}: docs/{page} has no section {want!r}")
+    return out
+
+
+def test_code_names_current_pages_and_their_sections() -> None:
+    current = _index_pages()
+    me = Path(__file__).resolve()
+    problems = [pr for f in CITING if f.resolve() != me
+                for pr in _page_ref_problems(str(f.relative_to(REPO)),
+                                             f.read_text(encoding="utf-8"), current)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_page_checks_catch_what_they_should() -> None:
+    current = _index_pages()
+    bad = ['# the engine (docs/sim.md)\n',
+           '#: docs/explanation/pfc.md "No such section"\n',
+           '"""Routing (docs/explanation/design.md,\n    section "Nowhere")."""\n',
+           'help="see (docs/reference/cli.md "\n     "\'Exit codes\')"\n']
+    good = ['# PFC (docs/explanation/pfc.md "TTL"; docs/reference/cli.md, \'Exit status\')\n',
+            '"""docs/explanation/design.md, section\n    "The simulator\'s packages"; '
+            'docs/reference/COMMAND.md"""\n',
+            'help="(docs/reference/cli.md "\n     "\'Numbers\')"\n']
+    assert [len(_page_ref_problems("x.py", t, current)) for t in bad] == [1] * len(bad)
+    assert [_page_ref_problems("x.py", t, current) for t in good] == [[]] * len(good)

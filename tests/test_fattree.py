@@ -1,4 +1,4 @@
-"""Fat-tree and DGX H100 SuperPOD fabrics (issue 18, "Fabrics"): sim.fabric.fattree, the
+"""Fat-tree and DGX H100 SuperPOD fabrics: sim.fabric.fattree, the
 ``lossless collective --fabric fattree|superpod`` options and fabric files' ``[topology] kind
 = "fat_tree" | "rail" | "superpod"``.
 

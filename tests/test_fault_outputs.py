@@ -1,4 +1,4 @@
-"""Fault outputs (issue 21): summary.json ``faults`` (sim.study.fault_report) and
+"""Fault outputs: summary.json ``faults`` (sim.study.fault_report) and
 faults_timeline.png (sim.study.fault_plot), with scripted timelines and exact expectations."""
 
 import json

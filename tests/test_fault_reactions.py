@@ -1,4 +1,4 @@
-"""Fault reactions and their command line (issue 21): ``-p fault=`` on built-in scenarios,
+"""Fault reactions and their command line: ``-p fault=`` on built-in scenarios,
 fabric files and ``lossless collective``; straggler and slow-PCIe faults; NCCL's behaviour on
 a QP error and port failover; the PFC watchdog and the deadlock detector through faults."""
 

@@ -1,5 +1,5 @@
-"""The three fault studies of docs/faults.md ("Studies"), small and quick: each checks the
-direction of its result (docs/examples/fault_studies.py runs the full sizes)."""
+"""The three fault studies of docs/explanation/faults.md ("Studies"), small and quick: each
+checks the direction of its result (docs/examples/fault_studies.py runs the full sizes)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Faults over time (sim.fabric.faults, issue 21): scripted timelines with exact expectations.
+"""Faults over time (sim.fabric.faults): scripted timelines with exact expectations.
 
 The hosts of the hand-built fabrics are unreliable (``reliable=False``: no resends, no ACKs),
 so every frame a fault destroys is counted once; RC's recovery is tests/test_rc.py's."""

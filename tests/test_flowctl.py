@@ -1,4 +1,4 @@
-"""One link-level flow-control interface (issue 17, sim/flowctl/): a port consults its gate
+"""One link-level flow-control interface (sim/flowctl/): a port consults its gate
 before it starts a data frame and is woken when the gate reopens; PFC and credits are two
 implementations; credits are selectable per link in the library (``Fabric.connect(...,
 flow_control="credit")``, ``star(..., link_kw=)``) and in fabric files (``[links]

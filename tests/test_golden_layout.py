@@ -1,4 +1,4 @@
-"""A small subset of the golden outputs of issue 17 (``python -m bench.golden``), pinned by
+"""A small subset of the golden outputs (``python -m bench.golden``), pinned by
 digest: these runs gave exactly these summary.json, events.jsonl, timeseries.npz arrays and
 pcaps BEFORE ``sim/`` was restructured (recorded at commit 97874b0), and must keep giving
 them.  A deliberate change of the model's behaviour updates the digests (``python -m

@@ -1,4 +1,4 @@
-"""Hostile and mutated capture files, hostile craft input (issue 15).
+"""Hostile and mutated capture files, hostile craft input.
 
 Random and mutated pcap/pcapng files (bit flips, truncations, lying lengths, huge block
 lengths, zero-length blocks, wrong magic, huge snaplen) go through ``wire.read``,
@@ -134,7 +134,7 @@ def test_huge_and_zero_block_lengths(block_len: int) -> None:
     check_file(shb + struct.pack("<II", 6, block_len) + bytes(64))
 
 
-# ----------------------------------------- item 5: a timestamp beyond int64 ns
+# ----------------------------------------- a timestamp beyond int64 ns
 def _huge_ts_pcapng() -> bytes:
     """80 bytes: SHB (28), IDB with the default microsecond resolution (20), one EPB (32)
     whose timestamp is 2**64 - 1 us, i.e. 1.8e22 ns: beyond the int64 ns columns."""
@@ -162,7 +162,7 @@ def test_timestamp_beyond_int64_ns(tmp_path: Path) -> None:
     assert_clean_cli(rc, err)
 
 
-# ------------------------------ item 6: a capture truncated while stats reads it
+# ------------------------------ a capture truncated while stats reads it
 _TRUNCATE_AFTER_FIRST_CHUNK = r"""
 import os, sys
 import wire.batch as b

@@ -1,4 +1,4 @@
-"""Hostile scenario parameters and files (issue 15): every numeric parameter of every built-in
+"""Hostile scenario parameters and files: every numeric parameter of every built-in
 and every numeric key of a fabric file, given ``inf``/``nan``/``-inf``/huge values with ``-p``
 or in a TOML file, is one ``lossless: ...`` line naming where it came from and the key, exit
 2; reference files with an unknown scenario or key name the file; a missing ``[[pcap]]`` file

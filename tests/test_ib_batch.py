@@ -1,5 +1,5 @@
 """numpy batch columns for native InfiniBand rows (linktype 247): every LRH, GRH and BTH
-column of every row equals what ``wire.ib_stack.dissect_ib`` shows (issue 20)."""
+column of every row equals what ``wire.ib_stack.dissect_ib`` shows."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """An InfiniBand fabric carries InfiniBand packets: the header stack of its data packets
 (``wire.linkstack``: LRH + BTH + ICRC + VCRC, no Ethernet framing on the wire), in the
 collectives, the replayed scenarios and what the commands print and write
-(docs/infiniband.md "The header stack", docs/collectives.md)."""
+(docs/explanation/infiniband.md "IB packets on IB links", docs/explanation/collectives.md)."""
 
 from __future__ import annotations
 

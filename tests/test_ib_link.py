@@ -1,6 +1,6 @@
-"""The InfiniBand link layer in the simulator (issue 20): per-VL credits (IBA 7.9), VL
-arbitration (IBA 7.6.9), credit deadlocks, fabric files.  docs/infiniband.md, section
-"Simulator: the IB link layer"."""
+"""The InfiniBand link layer in the simulator: per-VL credits (IBA 7.9), VL arbitration
+(IBA 7.6.9), credit deadlocks, fabric files.  docs/explanation/infiniband.md, sections
+"Credits (IBA 7.9)" and "VL arbitration (IBA 7.6.9)"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""InfiniBand routing in the simulator (issue 20, docs/infiniband.md "Simulator: routing"):
+"""InfiniBand routing in the simulator (docs/explanation/infiniband.md "Routing"):
 OpenSM min-hop LFTs (sim.fabric.lft), adaptive routing per packet (sim.net.switch), out-of-order
 arrivals counted at the receiver (sim.nic.host), ``[topology] routing`` in fabric files."""
 

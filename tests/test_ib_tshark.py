@@ -1,10 +1,11 @@
-"""tshark as the referee for native InfiniBand (issue 20): crafted and Hypothesis-generated
+"""tshark as the referee for native InfiniBand: crafted and Hypothesis-generated
 packets written as captures, tshark's decode compared field for field with ours.
 
 Linktype 247 records go to tshark as DLT_USER0 with the infiniband dissector (TIB1: tshark
 4.0.17 cannot open linktype 247); ERF records (197) as they are.  Every field tshark shows
 is compared; what it does not show is excused only by an entry of
-``tests.tshark.IB_DEPARTURES`` (docs/infiniband.md lists them)."""
+``tests.tshark.IB_DEPARTURES`` (docs/explanation/wireshark.md, "Native InfiniBand and ERF",
+lists them)."""
 
 from __future__ import annotations
 

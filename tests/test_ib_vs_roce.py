@@ -1,4 +1,4 @@
-"""``fabric = "roce" | "ib"`` as a whole-fabric choice and the ``ib_vs_roce`` study (issue 20)."""
+"""``fabric = "roce" | "ib"`` as a whole-fabric choice and the ``ib_vs_roce`` study."""
 
 from __future__ import annotations
 

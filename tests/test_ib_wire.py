@@ -1,4 +1,4 @@
-"""Native InfiniBand (issue 20, wire part): LRH/GRH/raw/IPv6 packets, MADs, ICRC/VCRC,
+"""Native InfiniBand (the wire part): LRH/GRH/raw/IPv6 packets, MADs, ICRC/VCRC,
 flow-control packets, linktype 247 and ERF 197 records, ``decode -f jsonl | craft``."""
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ def test_dissect_record_by_linktype():
 
 
 def test_jsonl_layers_of_a_linktype_247_record():
-    """Before issue 20 a linktype 247 record was raw bytes with 'not decoded'."""
+    """A linktype 247 record is decoded into layers (it once was raw bytes, 'not decoded')."""
     f = build_ib({"lrh": {"dlid": 4, "slid": 5}, "bth": {"opcode": "UD_SEND_ONLY",
                   "dest_qp": 1}, "deth": {"qkey": 0x80010000, "src_qp": 1},
                   "mad": {"mgmt_class": 0x81, "method": 0x81, "transaction_id": 77},
@@ -237,7 +237,8 @@ def test_decode_jsonl_craft_is_byte_for_byte(tmp_path):
 
 
 def test_stats_count_ib_flows_and_agree_with_decode(tmp_path):
-    """Before issue 20 stats counted these records as 'another link type' and exited 1."""
+    """stats counts native IB flows (it once counted these records as 'another link type' and
+    exited 1)."""
     frames = [build_ib({"lrh": {"dlid": 5, "slid": 2}, "bth": {"dest_qp": 9},
                         "payload": {"data": "00" * 8}}) for _ in range(3)]
     frames.append(build_ib({"grh": {"sgid": "fe80::1", "dgid": "fe80::2"},

@@ -1,6 +1,6 @@
 """IBA annex A10 congestion control: the CA reaction point (sim/cc/ibcc.py), the switch's FECN
 marking (EcnConfig(mode="ib")), a BECN for every FECN at the destination, and the wiring
-(cc = "ibcc", cc_opts).  docs/infiniband.md "Simulator: congestion control (annex A10)"."""
+(cc = "ibcc", cc_opts).  docs/explanation/infiniband.md "Congestion control (IBA annex A10)"."""
 
 from __future__ import annotations
 

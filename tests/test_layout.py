@@ -1,8 +1,8 @@
-"""The layout of ``sim/`` (issue 17, docs/design.md "The simulator's packages"): every module's
+"""The layout of ``sim/`` (docs/explanation/design.md "The simulator's packages"): every module's
 imports (read with ``ast``, function-level imports included) point down the package ranks,
 no module imports a private name of another package, the module graph has no cycle, every
 package's ``__init__`` says what lives there and what it may import, and the old module names
-of issue 17 still import (for one release) as the very modules that moved."""
+of the flat layout still import (for one release) as the very modules that moved."""
 
 from __future__ import annotations
 

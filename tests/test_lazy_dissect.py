@@ -1,4 +1,4 @@
-"""The lazy ``wire.dissect`` (issue 19) gives exactly what the eager one gave.
+"""The lazy ``wire.dissect`` gives exactly what the eager one gave.
 
 The oracle is the eager implementation as committed before the change (``git show`` of
 ``ORACLE_COMMIT:wire/stack.py``, loaded into a temporary module that lives only in this test);
@@ -249,7 +249,7 @@ def _ones_sum_by_folding(data: bytes) -> int:
 @given(st.one_of(st.binary(max_size=1100), st.integers(0, 600).map(lambda n: b"\xff" * n),
                  st.integers(0, 60).map(bytes)))
 def test_ones_sum_is_rfc1071(data: bytes) -> None:
-    # wire.checksum.ones_sum reads the data as one integer (mod 0xFFFF) since issue 19.
+    # wire.checksum.ones_sum reads the data as one integer (mod 0xFFFF).
     from wire.checksum import ones_sum
 
     assert ones_sum(data) == _ones_sum_by_folding(data)

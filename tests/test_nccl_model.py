@@ -1,5 +1,5 @@
 """The NCCL collective model (sim.workloads.nccl) and nccl-tests' reporting
-(sim.workloads.nccl_tests), issue 18.
+(sim.workloads.nccl_tests).
 
 Hand-derived schedules (bytes per rank per step, steps per loop, slices in flight) from
 NVIDIA/nccl's kernels, NCCL's own tree illustrations (src/graph/trees.cc), published
@@ -215,8 +215,8 @@ def test_dtree_mirror_and_shift_match_ncclGetDtree_illustration():
 
 
 def test_tree_allreduce_is_a_tree_not_a_ring():
-    """SimAI maps TREE to ring (its issue 147); ours uses only the double binary tree's
-    edges plus each node's chain, both trees, 2(n-1) transfers per chunk."""
+    """SimAI maps TREE to ring (github.com/aliyun/SimAI issue #147); ours uses only the double
+    binary tree's edges plus each node's chain, both trees, 2(n-1) transfers per chunk."""
     n, gpn, nc = 16, 4, 4
     s = schedule("allreduce", n, 8 * MIB // 4, nchannels=nc, algorithm="tree",
                  gpus_per_node=gpn)
@@ -246,8 +246,8 @@ def test_tree_chunk_is_one_step_and_shrinks_for_small_calls():
 # ---- P2P, protocols, QPs -----------------------------------------------------------------
 
 def test_alltoall_uses_every_channel_in_128k_chunks():
-    """SimAI puts AllToAll on channel 0 without chunking (its issue 252).  Here each peer's
-    4 MiB goes over NCCL_NCHANNELS_PER_NET_PEER = 2 channels in 128 KiB sends, and the
+    """SimAI puts AllToAll on channel 0 without chunking (github.com/aliyun/SimAI issue #252).  Here
+    each peer's 4 MiB goes over NCCL_NCHANNELS_PER_NET_PEER = 2 channels in 128 KiB sends, and the
     seven rounds of 8 ranks move over all 8 channels."""
     s = schedule("alltoall", 8, 4 * MIB // 4, nchannels=8)
     assert {t.channel for t in s.transfers} == set(range(8))

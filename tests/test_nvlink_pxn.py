@@ -1,4 +1,4 @@
-"""NVLink inside a node, NCCL's rail-aligned rings and PXN between nodes (issue 18).
+"""NVLink inside a node, NCCL's rail-aligned rings and PXN between nodes.
 
 Hand-derived: an intra-node transfer takes wire bytes / NVLink rate + latency, two on one
 GPU's egress serialise; on a rail-optimised fabric the default rings and PXN put no byte on

@@ -1,4 +1,4 @@
-"""sim.nic.pcie: the GPU-NIC PCIe budget (issue 18).
+"""sim.nic.pcie: the GPU-NIC PCIe budget.
 
 Figures checked against the public sources the module cites: Intel AN 855 (250 / 500 MB/s
 per lane for Gen1 / Gen2 after 8b/10b), Intel AN 708 (Gen3 x8 "about 8 GBps", 5-7 dwords

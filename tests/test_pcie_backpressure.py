@@ -1,7 +1,7 @@
-"""The GPU-NIC PCIe link applied in the NIC (issue 18): a receive buffer drained over PCIe
+"""The GPU-NIC PCIe link applied in the NIC: a receive buffer drained over PCIe
 with PFC backpressure (the slow receiver of Guo et al., SIGCOMM 2016, Sec. 4.4), a per-host
 send pacer at the PCIe read rate, and the ``pcie_*`` parameters (sim/nic/host.py "PCIe",
-docs/collectives.md "The PCIe budget").
+docs/explanation/collectives.md "The PCIe budget").
 
 Hand-derived figures: a 1082-byte frame carries 1024 payload bytes (58 bytes of RoCEv2
 headers and ICRC the NIC makes itself); writing 1024 bytes at 200 Gb/s takes

@@ -1,4 +1,4 @@
-"""Plots a network engineer reads at a glance (issue 15): every built-in's figures carry names
+"""Plots a network engineer reads at a glance: every built-in's figures carry names
 the scenario defines (no internal ids), thresholds, units, totals, roles, a zoom where PFC
 changes cluster, "no PFC activity" instead of an empty frame, and queue lines to the end of
 the run.  Figures are checked through :func:`sim.study.plot.figures` / :func:`sim.study.plot.texts`

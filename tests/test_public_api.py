@@ -1,5 +1,5 @@
-"""The public API is typed (issue 15): a PEP 561 ``py.typed`` marker in ``wire/`` and ``sim/``
-that the wheel ships (built by setuptools since issue 19), and annotations on every parameter
+"""The public API is typed: a PEP 561 ``py.typed`` marker in ``wire/`` and ``sim/`` that the
+wheel ships (built by setuptools), and annotations on every parameter
 and return of every public function and method (``wire.__all__`` and the ``__all__`` of every
 module of ``wire`` and ``sim``)."""
 
@@ -34,7 +34,7 @@ def _modules() -> list[str]:
 
 def _is_function(obj: object) -> bool:
     """A Python function, or a function of the compiled core (Cython's own type: same
-    signature and annotations, docs/performance.md "Compiled core (issue 19)")."""
+    signature and annotations, docs/explanation/design.md "The compiled core: one source")."""
     return inspect.isfunction(obj) or type(obj).__name__ == "cython_function_or_method"
 
 
@@ -129,7 +129,7 @@ def test_sdist_and_wheel_contents(tmp_path: Path) -> None:
         tf.extractall(tmp_path / "src", filter="data")
     for want in ("setup.py", "pyproject.toml", "MANIFEST.in", "README.md", "sim/engine.py",
                  "sim/engine.pxd", "sim/py.typed", "wire/py.typed", "tests/test_public_api.py",
-                 "docs/performance.md", "wire/wireshark/lossless_scaleup.lua",
+                 "docs/explanation/performance.md", "wire/wireshark/lossless_scaleup.lua",
                  "bench/golden.py"):  # the tests run bench.golden, bench.scale_bench, ...
         assert want in names, want
     assert any(n.startswith("pcaps/") for n in names)

@@ -1,4 +1,4 @@
-"""RC transport reliability (issue 21): sim.nic.rc alone, and in the NIC (sim.nic.host)."""
+"""RC transport reliability: sim.nic.rc alone, and in the NIC (sim.nic.host)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What ``lossless replay``'s runner costs over the core (issue 19): the per-frame work of its
+"""What ``lossless replay``'s runner costs over the core: the per-frame work of its
 default outputs is batched without changing a byte of them."""
 
 from __future__ import annotations

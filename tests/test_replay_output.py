@@ -1,7 +1,8 @@
-"""`lossless replay` outputs (issue 15): a results folder appears whole or not at all and never
-mixes runs or a user's files; bad --out / --pcap / plot inputs give one line and exit 2;
-captures have a size cap, a snaplen and an off switch; a foreign capture's addresses can be
-mapped to hosts; docs/scenarios.md lists every scenario, replay option and the address scheme.
+"""`lossless replay` outputs: a results folder appears whole or not at all and never mixes runs
+or a user's files; bad --out / --pcap / plot inputs give one line and exit 2; captures have a
+size cap, a snaplen and an off switch; a foreign capture's addresses can be mapped to hosts; the
+reference lists every replay option (docs/reference/replay.md), every scenario
+(docs/reference/builtin-scenarios.md) and the address scheme (docs/reference/results-folder.md).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def _partials(folder) -> list[str]:
     return [n for n in os.listdir(folder) if ".partial-" in n or ".old-" in n]
 
 
-# ------------------------------------------------------------------ item 1: whole or nothing
+# ------------------------------------------------------------------ whole or nothing
 def test_earlier_output_is_replaced_whole_no_stale_file(tmp_path, capsys) -> None:
     out = tmp_path / "o"
     code, _ = _replay(capsys, *SMALL, "--out", str(out))
@@ -145,7 +146,7 @@ def test_sigint_subprocess_exit_130_no_partial(tmp_path) -> None:
     assert os.listdir(tmp_path) == []
 
 
-# ------------------------------------------------------------------ item 2: bad --out
+# ------------------------------------------------------------------ bad --out
 def test_out_is_a_file_or_unwritable(tmp_path, capsys) -> None:
     f = tmp_path / "file"
     f.write_text("x")
@@ -155,7 +156,7 @@ def test_out_is_a_file_or_unwritable(tmp_path, capsys) -> None:
     assert f.read_text() == "x" and _partials(tmp_path) == []
 
 
-# ------------------------------------------------------------------ item 3: capture size
+# ------------------------------------------------------------------ capture size
 def test_capture_limit_cuts_all_captures_and_says_so(tmp_path, capsys) -> None:
     out = tmp_path / "o"
     code, err = _replay(capsys, "-p", "senders=2", "-p", "duration_ms=0.05", "--no-plots",
@@ -200,7 +201,7 @@ def test_big_capture_warned_before_the_run(tmp_path) -> None:
     assert quiet == []
 
 
-# ------------------------------------------------------------------ item 4: --pcap / --map
+# ------------------------------------------------------------------ --pcap / --map
 def _foreign_pcap(path, n: int = 12) -> None:
     with wire.CaptureWriter(path) as w:
         for i in range(n):
@@ -253,7 +254,7 @@ def test_mac_spellings_match_the_dissector(mac: bytes, sep: str, upper: bool) ->
     assert normalize_address(text.upper() if upper else text) == wire.dissect(frame)["eth"]["src"]
 
 
-# ------------------------------------------------------------------ item 7: plot inputs
+# ------------------------------------------------------------------ plot inputs
 @pytest.mark.parametrize("case", ["npz_garbage", "npz_truncated", "npz_missing", "json_bad",
                                   "json_missing", "json_list", "npz_key"])
 def test_plot_bad_results_one_line(tmp_path, capsys, case) -> None:
@@ -285,41 +286,52 @@ def test_plot_bad_results_one_line(tmp_path, capsys, case) -> None:
     assert code == 2 and len(err) == 1 and err[0].startswith(f"lossless: {named}: "), err
 
 
-# ------------------------------------------------------------------ items 8, 9: the docs
-def _scenarios_md() -> str:
-    with open(os.path.join(ROOT, "docs", "scenarios.md"), encoding="utf-8") as f:
+# ------------------------------------------------------------------ the docs
+def _reference(page: str) -> str:
+    with open(os.path.join(ROOT, "docs", "reference", page), encoding="utf-8") as f:
         return f.read()
 
 
 def test_docs_list_every_scenario_and_replay_option() -> None:
-    text = _scenarios_md()
     sub = next(a for a in build_parser()._actions if hasattr(a, "choices")
                and isinstance(a.choices, dict) and "replay" in a.choices)
     replay = sub.choices["replay"]
     opts = [o for a in replay._actions for o in a.option_strings if o.startswith("--")]
     assert "--force" in opts and "--map" in opts
+    text = _reference("replay.md")
     missing = [o for o in opts if o != "--help" and not re.search(rf"`{o}\b", text)]
-    assert missing == [], f"replay options not in docs/scenarios.md: {missing}"
+    assert missing == [], f"replay options not in docs/reference/replay.md: {missing}"
+    text = _reference("builtin-scenarios.md")
     missing = [n for n in scenarios.names() if not re.search(rf"^#+ .*`{n}`", text, re.M)]
-    assert missing == [], f"scenarios without a section in docs/scenarios.md: {missing}"
+    assert missing == [], f"scenarios without a section in builtin-scenarios.md: {missing}"
+
+
+#: The section of docs/reference/results-folder.md that gives the address scheme's examples.
+ADDRESSES = "Names of nodes and ports"
 
 
 def test_docs_address_scheme_matches_the_code() -> None:
-    """docs/scenarios.md 'Addresses' gives worked examples; each must be what sim.addresses
-    produces (the module docstring is the one description)."""
-    text = _scenarios_md()
-    section = text[text.index("## Addresses"):]
-    section = section[:section.index("\n## ", 1)]
-    ex = re.findall(r"node (\d+)(?: port (\d+))?: `([0-9a-f:]{17})`(?:, `([\d.]+)`)?", section)
-    assert len(ex) >= 2
+    """docs/reference/results-folder.md 'Names of nodes and ports' gives worked examples
+    ("node 258 is `02:00:01:02:00:00`, `10.0.1.2`", "port 3 of node 0 is `...`"); each must
+    be what sim.addresses produces (the module docstring is the one description)."""
+    text = _reference("results-folder.md")
+    section = text[text.index(f"## {ADDRESSES}"):]
+    section = " ".join(section[:section.index("\n## ", 1)].split())
+    ex = [(node, "0", mac, ip) for node, mac, ip in
+          re.findall(r"(?<!of )\bnode (\d+) is `([0-9a-f:]{17})`(?:, `([\d.]+)`)?", section)]
+    ex += [(node, port, mac, "") for port, node, mac in
+           re.findall(r"\bport (\d+) of node (\d+) is `([0-9a-f:]{17})`", section)]
+    assert len(ex) >= 3 and any(ip for *_, ip in ex) and any(p != "0" for _, p, *_ in ex)
     for node, port, mac, ip in ex:
-        assert node_mac(int(node), int(port or 0)) == mac
+        assert node_mac(int(node), int(port)) == mac
         if ip:
             assert node_ip(int(node)) == ip
     sub = next(a for a in build_parser()._actions if hasattr(a, "choices")
                and isinstance(a.choices, dict) and "replay" in a.choices)
     pcap = next(a for a in sub.choices["replay"]._actions if "--pcap" in a.option_strings)
-    assert "Addresses" in pcap.help and "02:00:" not in pcap.help  # points there, no copy
+    help_text = " ".join(pcap.help.split())
+    assert "docs/reference/results-folder.md" in help_text and ADDRESSES in help_text
+    assert "02:00:" not in help_text  # points there, no copy
 
 
 def test_deadlock_line_names_the_cycle_as_the_plots_do(tmp_path, capsys) -> None:

@@ -1,4 +1,4 @@
-"""``decode -f jsonl | craft`` gives back the input byte for byte (issue 15).
+"""``decode -f jsonl | craft`` gives back the input byte for byte.
 
 The captures users have: microsecond pcaps (tcpdump's default), both byte orders, odd File
 Header fields, non-Ethernet linktypes kept as raw data, pcapng with section and interface
@@ -270,7 +270,7 @@ def test_decode_craft_is_the_identity_on_generated_captures(data: bytes) -> None
         assert roundtrip(p) == data
 
 
-# ------------------------------------------------------------- jq (item 4)
+# ------------------------------------------------------------- jq
 JQ = Path("/usr/bin/jq")
 
 

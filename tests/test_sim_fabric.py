@@ -1,5 +1,5 @@
-"""Ports, PFC reaction, switch admission and ECN marking, wired into fabrics (issue 4, first
-part): exact pause timing, an 8:1 incast that PFC keeps lossless, and what breaks without it."""
+"""Ports, PFC reaction, switch admission and ECN marking, wired into fabrics: exact pause timing, an
+8:1 incast that PFC keeps lossless, and what breaks without it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""PFC failure scenarios (issue 6): deadlock detection, switch/NIC watchdogs, pause storm,
-unfairness and victim flows.  docs/pfc.md.
+"""PFC failure scenarios: deadlock detection, switch/NIC watchdogs, pause storm, unfairness and
+victim flows.  docs/explanation/pfc.md.
 
 Runs are short (0.6-1.5 ms simulated at 100 Gb/s); watchdog times are scaled down from the
 vendor defaults (100 ms polls, 200 ms) to tens of microseconds through the same parameters.
@@ -142,7 +142,7 @@ def test_forward_watchdog_also_breaks_the_deadlock() -> None:
 def test_loop_deadlocks_above_its_measured_threshold() -> None:
     """ttl 16: the loop carries 8 x rate_frac.  0.14 (1.12 C) overloads it but keeps moving
     (XON on the PG's occupancy resumes each neighbour; measured threshold 0.152-0.154,
-    docs/pfc.md); 0.16 (1.28 C, the default) deadlocks."""
+    docs/explanation/pfc.md); 0.16 (1.28 C, the default) deadlocks."""
     common = {"ttl": 16, "duration_ms": 0.8, "stop_ms": 0.4, "deadlock_confirm_us": 100.0}
     tracer = ListTracer()
     lo = pfc_deadlock_loop.build({**common, "rate_frac": 0.14})

@@ -1,5 +1,5 @@
 """Built-in ``leaf_spine`` and ``ring`` scenarios and fabric files (TOML describing the whole
-set-up): docs/scenarios.md."""
+set-up): docs/reference/builtin-scenarios.md, docs/reference/fabric-file.md."""
 
 from __future__ import annotations
 
@@ -251,7 +251,8 @@ def test_cli_replay_with_a_fabric_file(tmp_path, capsys) -> None:
 
 
 def test_docs_list_every_builtin_parameter_with_its_default() -> None:
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "scenarios.md").read_text()
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "builtin-scenarios.md"
+           ).read_text(encoding="utf-8")
     for name in scenarios.names():
         assert f"## `{name}`" in doc
         for p in scenarios.get(name).params_doc:

@@ -201,7 +201,7 @@ def test_replay_injects_a_pcap_at_the_owning_hosts(tmp_path) -> None:
     out = tmp_path / "o"
     rc = main(["replay", "incast", "-p", "senders=4", "-p", "duration_ms=0.1", "--pcap",
                str(pcap), "--out", str(out), "--no-plots"])
-    assert rc == 1  # results written, but a frame was skipped (docs/scenarios.md exit status)
+    assert rc == 1  # results written, but a frame was skipped (docs/reference/replay.md)
     rp = json.loads((out / "summary.json").read_text())["replay"]
     assert rp["injected"] == 2 and rp["skipped"] == 1
     assert rp["delivered_bytes"] == 2 * len(recs[0].data)

@@ -1,7 +1,7 @@
-"""Issue 16: a paused PG resumes (XON) when its occupancy falls to the resume level, so PFC
-with a backlog larger than one round trip keeps the bottleneck busy.
+"""A paused PG resumes (XON) when its occupancy falls to the resume level, so PFC with a
+backlog larger than one round trip keeps the bottleneck busy.
 
-The rule under test (sim/mmu.py, after HPCC's ns-3 switch MMU): departures are taken from a
+The rule under test (sim/net/mmu.py, after HPCC's ns-3 switch MMU): departures are taken from a
 PG's counters headroom first, then shared, then reserved, and XON is decided on those counters.
 With the older rule (a departure returned its bytes to the region it had been admitted to) the
 headroom frames, the newest and so the last to leave a FIFO egress queue, kept every PG paused
@@ -69,9 +69,9 @@ def test_bottleneck_never_idles_with_a_backlog(senders: int, cable_m: int,
     assert _idle_ps_after(starts, rate, first_pause_ps) == 0
 
 
-def test_issue_16_incast_stays_busy() -> None:
-    """The report of issue 16, shortened to 0.3 ms: 8 line-rate senders, XOFF 40 KB, 200 m
-    cables.  Before the fix the port idled 1.39 us of every 48.6 us pause cycle."""
+def test_incast_with_long_cables_stays_busy() -> None:
+    """An 8:1 incast, 0.3 ms: 8 line-rate senders, XOFF 40 KB, 200 m cables.  With the older
+    rule the port idled 1.39 us of every 48.6 us pause cycle."""
     starts, port, switch, sc = _run_incast(8, 200, 40.0, 300.0)
     assert switch.mmu.drops_by_reason == {}
     assert _idle_ps_after(starts, port.rate_bps, 30_000_000) == 0

@@ -1,4 +1,4 @@
-"""summary.json is consistent with itself (issue 15): every drop is counted (switch buffer,
+"""summary.json is consistent with itself: every drop is counted (switch buffer,
 TTL, no route, PFC watchdog, stalled receiver, ...), by reason in packets and bytes, and per flow
 sent = delivered + dropped + in flight holds exactly, each counted on its own; the one-line
 replay summary says when a deadlock was found, a watchdog fired and why frames were dropped.

@@ -1,5 +1,5 @@
 """``lossless sweep``: grid expansion, serial/local-Dask/remote-scheduler runs with identical
-results, resuming, failures recorded, the table and the plot (docs/sweeps.md)."""
+results, resuming, failures recorded, the table and the plot (docs/reference/sweep.md)."""
 
 from __future__ import annotations
 

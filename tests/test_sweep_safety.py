@@ -1,8 +1,8 @@
-"""``lossless sweep`` never mixes or loses results (issue 15): a torn last line of
+"""``lossless sweep`` never mixes or loses results: a torn last line of
 results.jsonl is cut (or terminated) before appending, lines that are not rows are skipped
 with a warning, the folder is locked against a second sweep, a folder of another scenario's
 sweep or a user's files is refused unless --force, sweep.json/runs.csv appear whole, and
-sweep-plot reads a folder with corrupt rows (docs/sweeps.md)."""
+sweep-plot reads a folder with corrupt rows (docs/reference/sweep.md)."""
 
 from __future__ import annotations
 

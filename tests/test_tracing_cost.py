@@ -1,4 +1,4 @@
-"""Issue 19: no event object is built when nothing reads it (sim.trace.Interest).
+"""No event object is built when nothing reads it (sim.trace.Interest).
 
 - a tracer that wants nothing (``wants`` empty, NullTracer) gets no emit call at all;
 - the runner's Recorder gets queue depths as samples, so no Enqueued / Dequeued is built,

@@ -847,7 +847,7 @@ def compare_file(pcap: str | os.PathLike, records: list[wire.Record] | None = No
     return st, out
 
 
-# ====================================================== native InfiniBand (issue 20)
+# ====================================================== native InfiniBand
 #: tshark 4.0.17 cannot open a linktype 247 (LINKTYPE_INFINIBAND) pcap ("network type 247
 #: unknown or unsupported", TIB1): the same record bytes are given to it as DLT_USER0 (147)
 #: with its user_dlts table naming the "infiniband" dissector, which then sees exactly the
@@ -956,7 +956,8 @@ def normalise_native_ib(layers: Mapping) -> dict:
     return out
 
 
-#: Where tshark 4.0.17 departs from our decode of native IB (docs/infiniband.md "tshark").
+#: Where tshark 4.0.17 departs from our decode of native IB (docs/explanation/wireshark.md,
+#: "Native InfiniBand and ERF").
 #: Each entry: (why, predicate on (ours, theirs)) excusing a *missing* layer on tshark's
 #: side; a field tshark does report is never excused.
 IB_DEPARTURES: dict[str, str] = {

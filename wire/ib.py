@@ -11,8 +11,8 @@ reflected polynomial 0xD008 = 0x100B, initial value and final XOR 0xFFFF) and T.
 *InfiniBand Network Architecture* (MindShare 2002), ch. 25 "Packet CRCs" (which fields the
 ICRC masks in local and in global packets).
 
-Values this module assumes where the sources we could read are silent are marked
-``[A]`` in the field tables and listed in ``docs/reference/headers.md`` and ``docs/infiniband.md``.
+Values this module assumes where the sources we could read are silent are marked ``[A]`` in the
+field tables and listed in ``docs/reference/headers.md`` and ``docs/explanation/infiniband.md``.
 
 CRCs.  Both CRCs are computed bit-reflected (least significant bit of each byte first), as
 the link sends them; the numbers shown are the CRC registers, and both are sent least

@@ -1,11 +1,12 @@
-"""Measure DCQCN (paper preset) against the fluid model's fixed point (docs/dcqcn.md).
+"""Measure DCQCN (paper preset) against the fluid model's fixed point
+(docs/explanation/dcqcn.md).
 
 N long flows at line rate share one 40 Gb/s bottleneck (the ``incast`` scenario with
 ``cc=dcqcn``, a 12 MB buffer and a 1000 KB XOFF so that ECN, not PFC, holds the queue).  For
 each N it prints the bottleneck utilisation, Jain's index of the flow throughputs and the
 time-weighted mean queue over the second half of the run beside q* of the fluid model
 (ECNDELAY, Zhu et al., CoNEXT 2016, Sec. 3; solved numerically with the DCQCN paper's
-constants and tau* = 50 us, see docs/dcqcn.md).
+constants and tau* = 50 us, see docs/explanation/dcqcn.md, "Measured").
 
     python docs/examples/dcqcn_fixed_point.py [duration_ms] [N ...]
 """

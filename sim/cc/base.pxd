@@ -1,4 +1,4 @@
-# sim/cc/base.py in the compiled core (issue 19; Cython pure-Python mode: the .py is the source,
+# sim/cc/base.py in the compiled core (Cython pure-Python mode: the .py is the source,
 # this file only declares).  RateControl is an extension type so that Dcqcn (dcqcn.pxd) can be
 # one; Python subclasses (fixed, ibcc, a user's) work as before.
 

@@ -12,7 +12,7 @@ class RateControl:
     ``reacts_to_tx = False`` tells the NIC that :meth:`on_tx` does nothing and the rate cannot
     change on a transmission, so it may skip the call on its hot path.
 
-    An extension type in the compiled core (``sim/cc/base.pxd``; issue 19), so that
+    An extension type in the compiled core (``sim/cc/base.pxd``), so that
     :class:`sim.cc.dcqcn.Dcqcn` can be one: it is not an ``abc.ABC`` (an extension type cannot
     have that metaclass), and a subclass without ``rate_bps`` fails when the rate is first
     read, not when it is made.

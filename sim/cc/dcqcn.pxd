@@ -1,4 +1,4 @@
-# sim/cc/dcqcn.py in the compiled core (issue 19; Cython pure-Python mode: the .py is the
+# sim/cc/dcqcn.py in the compiled core (Cython pure-Python mode: the .py is the
 # source, this file only declares).  Dcqcn is an extension type: the NIC calls its hooks for
 # every frame (on_tx) and reads its rate, so its state is C fields, not an instance dict.
 # Integer parameters are checked below 2**63 (_as_int) in both cores.

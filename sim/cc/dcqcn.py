@@ -2,7 +2,7 @@
 
 One class, :class:`Dcqcn`, covers both published flavours; ``variant`` selects the skeleton and
 every other place where implementations disagree is its own named option (see
-:func:`parameters` and ``docs/dcqcn.md``).  Source keys below (as in ``docs/dcqcn.md``):
+:func:`parameters` and ``docs/explanation/dcqcn.md``).  Source keys below (as in that page):
 ``DCQCN`` Zhu et al., "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM 2015,
 doi:10.1145/2785956.2787484 (Sec. 3: the RP); ``NVDOC`` NVIDIA "DCQCN CC Parameters" (DOCA
 documentation) and the Mellanox community page "DCQCN Parameters" (DOC-2790); ``HPCC``
@@ -159,15 +159,16 @@ _PARAM_DOCS: tuple[tuple[str, str, str], ...] = (
     ("min_rate_bps", "bps", "floor of Rc (rpg_min_rate), 0 < min <= line rate"),
     ("hyper_halves_period", "bool", "NS3RDMA QCN-ism: after an event handled in the hyper "
      "stage, that counter's next period is T/2 (timer) or B/2 (bytes)"),
-    ("target_div8_rule", "bool", "NS3RDMA QCN-ism (issue #40): while a counter equals 1 after "
-     "a cut, an increase event with Rt > 10*Rc does Rt //= 8 instead of its increase"),
+    ("target_div8_rule", "bool", "NS3RDMA QCN-ism (bobzhuyb/ns3-rdma issue #40): while a "
+     "counter equals 1 after a cut, an increase event with Rt > 10*Rc does Rt //= 8 instead "
+     "of its increase"),
 )
 
 PARAM_NAMES: tuple[str, ...] = tuple(n for n, _, _ in _PARAM_DOCS)
 
 DEFAULT_PRESET = "paper"
 
-# Presets.  Every constant carries its source key (module docstring; docs/dcqcn.md).
+# Presets.  Every constant carries its source key (module docstring; docs/explanation/dcqcn.md).
 _PRESETS: dict[str, dict[str, object]] = {
     # DCQCN paper (SIGCOMM 2015) constants, as in the FLUIDCODE parameter block.
     "paper": {

@@ -1,7 +1,7 @@
 """``ibcc``: the InfiniBand congestion-control reaction point of a channel adapter (IBA Vol. 1,
 annex A10; parameter names as OpenSM's ``cc_ca_cong_setting_*`` and ``cc_cct`` options).
 
-Source keys (as in ``docs/infiniband.md`` "Simulator: congestion control (annex A10)"):
+Source keys (as in ``docs/explanation/infiniband.md`` "Congestion control (IBA annex A10)"):
 ``OSM`` OpenSM, github.com/linux-rdma/opensm, ``opensm/osm_subnet.c`` (the option comments:
 "ccti timer - when expires decrements 1 from the CCTI", "ccti increase - number to be added to
 the table index on receipt of a BECN", "ccti min - the minimum value for the ccti", "cc_cct -
@@ -83,7 +83,7 @@ def options_text() -> list[str]:
     """Lines for ``lossless scenarios``: the options ``cc_opts`` takes with ``cc=ibcc``."""
     d = {**_DEFAULTS, "ccti_limit": "last table index", "cc_cct": "the preset's table"}
     return ([f"ibcc options (cc_opts=NAME=VALUE,...; presets = CCT tables: "
-             f"{', '.join(CCT_PRESETS)}; IBA annex A10, docs/infiniband.md):"]
+             f"{', '.join(CCT_PRESETS)}; IBA annex A10, docs/explanation/infiniband.md):"]
             + [f"  {n:<30} {d[n]}" + ("  (x 1.024 us)" if n == "ccti_timer" else "")
                for n in PARAM_NAMES]
             + [f"  {n:<30} {v}  (switch marking)" for n, v in SWITCH_DEFAULTS.items()])

@@ -20,7 +20,7 @@ import os
 import sys
 
 # numpy's OpenBLAS starts a thread per core when numpy is imported (0.1 s of CPU per command
-# on this 2-core machine, docs/performance.md) for linear algebra no command does: one
+# on a 2-core machine, bench/results/2026-11-decoding.md) for linear algebra no command does: one
 # thread, unless the user's environment says how many.
 if not any(v in os.environ for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")):
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
@@ -33,8 +33,8 @@ from sim.cli.wire import EXIT_OK, scaleup_config
 __all__ = ["build_parser", "main"]
 
 #: The commands of sim.cli.wire and sim.cli.wireshark: for one of them ``main`` builds only
-#: their parsers, without importing the simulator's commands (0.13-0.16 s of start-up,
-#: issue 19: ``lossless decode`` against tshark); tests/test_cli.py checks the list.
+#: their parsers, without importing the simulator's commands (0.13-0.16 s of start-up, which
+#: counts when ``lossless decode`` is compared with tshark); tests/test_cli.py checks the list.
 WIRE_COMMANDS = frozenset({"decode", "craft", "stats", "overhead", "wireshark-plugin"})
 #: The commands of sim.cli.replay: for one of them ``main`` builds the wire commands' and
 #: their parsers only, without importing the collective, sweep and ib-vs-roce commands (0.08
@@ -79,7 +79,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 class _VersionAction(argparse.Action):
     """``--version``: the package version and the simulator core (compiled or interpreted,
-    sim._core.core(); issue 19), worked out only when asked (it imports the core)."""
+    sim._core.core()), worked out only when asked (it imports the core)."""
 
     def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
         from sim import core

@@ -1,5 +1,5 @@
 """``lossless collective COLL``: an NCCL collective on a simulated fabric, reported as
-nccl-tests reports it (docs/collectives.md, docs/cli.md).
+nccl-tests reports it (docs/reference/collective.md; the model: docs/explanation/collectives.md).
 
 For every size of ``-b/-e/-f`` (or ``-i``): a fresh fabric (``--fabric
 rail|star|fattree|superpod`` with its ``-p`` parameters; the rank count is the fabric's),
@@ -13,11 +13,11 @@ PFC pauses (on an InfiniBand fabric the credit stall time instead: its links hav
 CE marks, CNPs, drops and the deepest switch queue over all its iterations, and the busiest
 link of its last out-of-place iteration (:func:`sim.workloads.collective_stats.busiest_link`).
 
-Outputs (docs/cli.md): ``--json FILE``, ``--csv FILE`` (one row per size) and ``--out DIR``
-(written whole or not at all by :func:`wire.atomic.atomic_dir`): ``results.json``,
+Outputs (docs/reference/collective-results.md): ``--json FILE``, ``--csv FILE`` (one row per size)
+and ``--out DIR`` (written whole or not at all by :func:`wire.atomic.atomic_dir`): ``results.json``,
 ``results.csv``, ``table.txt`` (the printed table) and the PNGs of
-:mod:`sim.study.collective_plots`.  A progress line on stderr while the sizes run (when stderr
-is a terminal, or ``--progress``; ``--quiet`` silences it).
+:mod:`sim.study.collective_plots`.  A progress line on stderr while the sizes run (when stderr is a
+terminal, or ``--progress``; ``--quiet`` silences it).
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
         # with the stragglers of a fabric file's [[faults]]: ranks of this collective
         check_stragglers(plan._replace(stragglers=[*getattr(rf, "stragglers", ()),
                                                    *plan.stragglers]), [rf.ranks])
-        # a fault report per size (issue 21): -p faults, a fabric file's [[faults]]
+        # a fault report per size: -p faults, a fabric file's [[faults]]
         faulty = bool(plan.entries) or getattr(rf.fabric, "fault_log", None) is not None \
             or bool(getattr(rf, "stragglers", ()))
         # the resolved entries: -p faults, then a fabric file's stragglers (its other
@@ -333,7 +333,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
                     from sim.study.collective_plots import plot_results
 
                     plot_results(doc, tmp)
-                    if fault_series is not None:  # the largest size's (docs/faults.md)
+                    # the largest size's (docs/reference/collective-results.md, "The PNGs")
+                    if fault_series is not None:
                         from sim.study.fault_plot import write_collective_figure
 
                         write_collective_figure(doc, fault_series, tmp)

@@ -1,4 +1,4 @@
-"""``lossless ib-vs-roce``: the side-by-side study of :mod:`sim.study.ib_vs_roce` (issue 20):
+"""``lossless ib-vs-roce``: the side-by-side study of :mod:`sim.study.ib_vs_roce`:
 the same cases on ``fabric = "roce"`` and ``"ib"``, one table on stdout, and with ``--out DIR``
 (written whole or not at all by :func:`wire.atomic.atomic_dir`) ``results.json`` and
 ``ib_vs_roce.png``."""

@@ -1,4 +1,5 @@
-"""``lossless replay``, ``lossless plot`` and ``lossless scenarios`` (docs/scenarios.md)."""
+"""``lossless replay``, ``lossless plot`` and ``lossless scenarios`` (docs/reference/replay.md,
+docs/reference/plot.md, docs/reference/scenarios.md)."""
 
 from __future__ import annotations
 
@@ -88,7 +89,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     rp = s.get("replay")
     colls = s.get("collectives") or ()
     failed = [c for c in colls if c.get("failed")]
-    for c in failed:  # a QP error stopped a [[collective]] entry, as NCCL's (docs/faults.md)
+    # a QP error stopped a [[collective]] entry, as NCCL's (docs/explanation/faults.md, "A
+    # collective's QP error and failover")
+    for c in failed:
         _err(f"[[collective]] #{c['entry']}: {c['error']}")
     unfinished = [line for c in colls if (line := collective_problem(c, s["duration_ps"]))]
     for line in unfinished:  # still running when the run ended
@@ -270,7 +273,7 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 
 def _print_cc() -> None:
     """The congestion-control algorithms, and DCQCN's options with each preset's value (what
-    cc=, preset= and cc_opts=NAME=VALUE take; docs/dcqcn.md)."""
+    cc=, preset= and cc_opts=NAME=VALUE take; docs/explanation/dcqcn.md, "Options")."""
     from sim import cc
     from sim.cc import dcqcn
 
@@ -295,10 +298,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("replay", help="run a scenario and write its results",
                        description="Run a built-in scenario or a TOML scenario file; write "
                                    "summary.json, timeseries.npz, events.jsonl, "
-                                   "bottleneck.pcap and PNG plots (docs/scenarios.md); "
-                                   "with faults ([[faults]] or -p fault=KIND:KEY=V,...) also "
+                                   "bottleneck.pcap and PNG plots "
+                                   "(docs/reference/results-folder.md); with faults "
+                                   "([[faults]] or -p fault=KIND:KEY=V,...) also "
                                    "faults_timeline.png and a faults report in summary.json, "
-                                   "against a fault-free run (docs/faults.md).")
+                                   "against a fault-free run (docs/howto/inject-faults.md).")
     r.add_argument("scenario", metavar="SCENARIO", help="built-in name or TOML file")
     r.add_argument("-p", "--param", type=_kv, action="append", metavar="KEY=VALUE",
                    help="override a parameter (repeatable); see 'lossless scenarios'; "
@@ -321,9 +325,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--no-capture", action="store_true", help="write no pcap files")
     r.add_argument("--pcap", action="append", metavar="FILE",
                    help="also inject the frames of a pcap/pcapng at the hosts owning their "
-                        "source addresses (the simulator's own, docs/scenarios.md "
-                        "'Addresses', and --map), at their timestamps relative to the first "
-                        "(repeatable)")
+                        "source addresses (the simulator's own, "
+                        "docs/reference/results-folder.md 'Names of nodes and ports', and "
+                        "--map), at their timestamps relative to the first (repeatable)")
     r.add_argument("--map", type=_owner, action="append", metavar="ADDRESS=NODE",
                    help="--pcap frames from/to ADDRESS (IPv4, IPv6 or MAC; an InfiniBand "
                         "LID, e.g. 52 or 0x34, or GID) belong to host NODE (repeatable)")

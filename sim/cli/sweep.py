@@ -1,4 +1,5 @@
-"""``lossless sweep`` and ``lossless sweep-plot`` (docs/sweeps.md)."""
+"""``lossless sweep`` and ``lossless sweep-plot`` (docs/reference/sweep.md,
+docs/reference/sweep-plot.md)."""
 
 from __future__ import annotations
 
@@ -95,7 +96,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         description="Run the cartesian product of parameter values (and seeds) of a "
                     "scenario, each as an independent task on a local Dask cluster or an "
                     "existing scheduler; results go to DIR/results.jsonl and DIR/runs.csv; "
-                    "an interrupted sweep resumes where it stopped (docs/sweeps.md).")
+                    "an interrupted sweep resumes where it stopped (docs/reference/sweep.md).")
     s.add_argument("scenario", metavar="SCENARIO", help="built-in name or TOML file")
     s.add_argument("-p", "--param", type=_grid_item, action="append", metavar="KEY=VALUES",
                    help="swept parameter: KEY=V1,V2,... or KEY=LO:HI:STEP (inclusive); a "

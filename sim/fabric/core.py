@@ -3,7 +3,7 @@
 ``Fabric`` owns the engine, the tracer and the nodes; ``connect`` makes a full-duplex link
 (one :class:`sim.net.port.Port` per direction); ``star`` builds the single-switch topology the
 ``incast`` scenario uses.  ``summary()`` gives the per-flow and per-port figures of
-``summary.json`` (docs/sim.md).
+``summary.json`` (docs/reference/results-folder.md).
 """
 
 from __future__ import annotations

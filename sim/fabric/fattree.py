@@ -1,4 +1,4 @@
-"""Fat-tree and DGX H100 SuperPOD fabrics for collectives and fabric files (issue 18).
+"""Fat-tree and DGX H100 SuperPOD fabrics for collectives and fabric files.
 
 ``fat_tree(k, oversubscription=1, ...)``: the 3-tier k-ary fat-tree of Al-Fares, Loukissas
 and Vahdat, "A Scalable, Commodity Data Center Network Architecture", SIGCOMM 2008, §3.3: ``k``

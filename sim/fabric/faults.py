@@ -1,5 +1,5 @@
 """Faults over time on a built :class:`sim.fabric.core.Fabric` and the switches' reactions
-(issue 21; docs/faults.md).
+(docs/explanation/faults.md).
 
 A :class:`Fault` names a ``kind`` (:data:`KINDS`), a target (``node`` and, for a link, ``port``:
 one end of the link; the other end is found from the port's peer) and a time (``at_ps``, and

@@ -1,6 +1,6 @@
 """InfiniBand-style routing tables for a built fabric: OpenSM's min-hop linear forwarding
 tables (destination based, one output port per destination) and the minimal-port groups that
-adaptive routing chooses among.  docs/infiniband.md, section "Simulator: routing".
+adaptive routing chooses among.  docs/explanation/infiniband.md, section "Routing".
 
 The tables are computed from the fabric's links (each port's ``peer``), so they work for any
 topology builder (leaf_spine, fat_tree, rail, superpod, custom).  Hosts stand for the CA ports

@@ -1,4 +1,4 @@
-"""Rail-optimised fabrics for collectives (issue 18): GPU ``i`` of every node on leaf ``i``.
+"""Rail-optimised fabrics for collectives: GPU ``i`` of every node on leaf ``i``.
 
 ``rail_optimized(nodes, gpus_per_node=8, spines=..., link_gbps=...)`` builds the two-tier
 compute fabric of NVIDIA's DGX SuperPOD reference architecture (DGX H100, "rail-optimized"

@@ -11,7 +11,7 @@ node receives it, in one event).  Compiled with the core (``ib.pxd``): every pac
 IB link goes through it three or four times.
 
 The rules (InfiniBand Architecture Specification Vol. 1, release 1.2.1, section 7.9 "Flow
-control"; docs/infiniband.md, section "Simulator: the IB link layer", says which are
+control"; docs/explanation/infiniband.md, section "Credits (IBA 7.9)", says which are
 assumptions [A]):
 
 * **Blocks** (7.9.1): credits count 64-byte blocks; a packet of ``n`` bytes takes

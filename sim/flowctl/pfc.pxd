@@ -1,4 +1,4 @@
-# Types of sim/flowctl/pfc.py for the compiled core (issue 19; Cython pure-Python mode: the .py
+# Types of sim/flowctl/pfc.py for the compiled core (Cython pure-Python mode: the .py
 # is the source, this file only declares).  Every PAUSE a switch sends and every one a port
 # receives goes through this module; PfcResponder is a cdef class (its two attributes are
 # fields; its __slots__ said so), the functions are compiled as they are.

@@ -99,7 +99,7 @@ def _pause_actions(frame: bytes) -> tuple[tuple[int, int], ...]:
 
 #: frame bytes -> what :func:`apply_pause` does with it: the frames a run receives are few
 #: distinct ones (one per sender, priority and quanta: ``pfc_packet``), each decoded once
-#: (issue 19: dissecting every PAUSE was a tenth of an incast's run time); emptied at
+#: (dissecting every PAUSE was a tenth of an incast's run time); emptied at
 #: _PAUSE_ACTIONS_MAX entries, so memory stays bounded whatever the frames.
 _PAUSE_ACTIONS: dict[bytes, tuple[tuple[int, int], ...]] = {}
 _PAUSE_ACTIONS_MAX = 4096

@@ -1,4 +1,4 @@
-# Types of sim/net/mmu.py for the compiled core (issue 19; Cython pure-Python mode: the .py is
+# Types of sim/net/mmu.py for the compiled core (Cython pure-Python mode: the .py is
 # the source, this file only declares).  Mmu, _Pg and _Egress are cdef classes: the counters
 # and the hot-path copies of the configuration are C int64 fields of the object (byte counts
 # fit: mmu.py refuses a size or frame above 2**63 - 1 bytes, sim.units.MAX_BYTES).  The public

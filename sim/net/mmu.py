@@ -50,11 +50,11 @@ the table is the rule):
 The XON rule (resume only once the headroom is empty and the shared usage is at least
 ``xon_delta_bytes`` below the threshold, or zero) is HPCC's ``SwitchMmu::CheckShouldResume`` rule,
 whose offset (``resume_offset``) is 3 KB (HPCC ``switch-mmu.cc``); IEEE 802.1Qbb states the same
-hysteresis as ``bytes <= xon`` (docs/sim_mmu.md). The ``shared_pg == 0`` clause keeps an empty PG
-from staying paused when the threshold is below the delta. In dynamic mode the threshold moves with
-the free pool, so every lossless PG that holds shared or headroom bytes or is paused is re-evaluated
-whenever the pool changes; a PG can therefore be paused or resumed by another PG's traffic, and
-those transitions are reported too. Lossy PGs never pause.
+hysteresis as ``bytes <= xon`` (docs/explanation/switch-buffer.md). The ``shared_pg == 0`` clause
+keeps an empty PG from staying paused when the threshold is below the delta. In dynamic mode the
+threshold moves with the free pool, so every lossless PG that holds shared or headroom bytes or is
+paused is re-evaluated whenever the pool changes; a PG can therefore be paused or resumed by another
+PG's traffic, and those transitions are reported too. Lossy PGs never pause.
 
 Egress accounting (``egress_enqueue``/``egress_dequeue``) is separate bookkeeping per (egress port,
 queue) for ECN marking, as in HPCC (egress counters are used only for ECN, never for admission).

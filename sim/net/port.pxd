@@ -1,4 +1,4 @@
-# Types of sim/net/port.py for the compiled core (issue 19; Cython pure-Python mode: the .py is
+# Types of sim/net/port.py for the compiled core (Cython pure-Python mode: the .py is
 # the source, this file only declares).  Port is a cdef class whose hot attributes are C fields;
 # it keeps a __dict__, so the attributes set only by some schedulers or by add_gate, and the
 # per-instance overrides (``_pick``, sim/fabric/faults.py's ``enqueue``), stay as in Python.

@@ -1,4 +1,4 @@
-# Types of sim/net/switch.py for the compiled core (issue 19; Cython pure-Python mode: the .py
+# Types of sim/net/switch.py for the compiled core (Cython pure-Python mode: the .py
 # is the source, this file only declares).  Switch is a cdef class whose forwarding-path
 # attributes are C fields; it keeps a __dict__ (the routing tables set by set_routes, the rare
 # attributes, subclasses such as sim.scaleup.switch.EsunSwitch, per-instance overrides).

@@ -13,7 +13,7 @@ RED-style ECN marking on the egress queue.
   (no reordering) and different switches hash independently (no polarisation).  Route values
   are type-checked at construction; the ports they name must exist when a route is first used
   (or when :meth:`Switch.check_routes` is called), else ValueError.
-* Routing modes (``routing``, :data:`ROUTING_MODES`; docs/infiniband.md "Simulator: routing"):
+* Routing modes (``routing``, :data:`ROUTING_MODES`; docs/explanation/infiniband.md "Routing"):
   ``"ecmp"`` (default) hashes a flow onto one member of a group as above; ``"static"`` takes
   only single-port routes (a linear forwarding table, :func:`sim.fabric.lft.min_hop_lft`), a
   group is a ValueError; ``"adaptive"`` picks a group member **per packet**: the member with the
@@ -34,7 +34,7 @@ RED-style ECN marking on the egress queue.
 * TTL (``max_hops``, default None = off): a data frame that has already crossed ``max_hops``
   switches (``SimPacket.hops``) is dropped on arrival, reason ``"ttl_expired"``, before MMU
   admission (the hop budget of a routing loop, Hu et al., HotNets 2016; [A] toy model of ours,
-  docs/scenarios.md section ``pfc_deadlock_loop``).
+  docs/reference/builtin-scenarios.md section ``pfc_deadlock_loop``).
 * PFC watchdog (``watchdog``, a :class:`sim.health.watchdog.PfcWatchdog`, attached with
   :func:`sim.health.watchdog.attach_watchdogs`): while it mitigates (port, priority) with action
   ``drop``, frames routed to that queue are dropped (reason ``"pfc_watchdog"``, MMU bytes

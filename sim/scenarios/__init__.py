@@ -1,4 +1,4 @@
-"""Scenarios: named, parameterised simulation set-ups (docs/scenarios.md).
+"""Scenarios: named, parameterised simulation set-ups (docs/reference/builtin-scenarios.md).
 
 A scenario is a built-in name (``incast``) or a TOML file naming a built-in plus ``[params]``
 overrides (:mod:`sim.scenarios.loader`).  The registry is filled by explicit

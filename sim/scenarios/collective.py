@@ -1,5 +1,5 @@
-"""Collectives on a generated fabric, one size at a time (issue 18): the library behind
-``lossless collective`` (docs/collectives.md).
+"""Collectives on a generated fabric, one size at a time: the library behind ``lossless
+collective`` (docs/reference/collective.md; the model: docs/explanation/collectives.md).
 
 * :func:`collective_params`: the ``-p`` parameters (the scenarios' fabric-wide ones with
   collective defaults, and the shape of each kind of fabric);
@@ -335,7 +335,8 @@ def _gc_thresholds(fn: Callable[..., Any]) -> Callable[..., Any]:
     fabric runs and alive until the size ends; with Python's default thresholds the collector
     walked them again and again: 7,036 collections, 11 % of the CPU time of a 248-GPU 16 MiB
     AllReduce on this machine; with these, 40 to 161 collections (two runs), 1 %
-    (docs/performance.md).  The caller's thresholds come back when the call returns."""
+    (bench/results/2026-12-collectives.md, "Large collectives: where a SuperPOD run's time
+    goes").  The caller's thresholds come back when the call returns."""
     import functools
     import gc
 
@@ -383,7 +384,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     iteration (None when the size failed).  ``progress(done, total)`` is called as the
     transfers of all iterations of this size are received.
 
-    Output hooks (issue 21; ``lossless collective`` passes
+    Output hooks (``lossless collective`` passes
     :class:`sim.study.fault_report.CollectiveProbe`'s): ``observer.tracer`` (if any) reads the
     fabric's events, ``observer.attach(rf)`` is called once the fabric is built and its
     faults scheduled, ``observer.iteration(run)`` after each iteration that completed, and
@@ -428,7 +429,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         job_kw["failover"] = True
     if faults and (params.get("faults") or params.get("detect_us", -1) >= 0 or
                    params.get("converge_us", -1) >= 0 or getattr(rf, "stragglers", ())):
-        # -p fault= (issue 21) on this size's fabric, and a fabric file's stragglers
+        # -p fault= on this size's fabric, and a fabric file's stragglers
         from sim.scenarios.common import apply_faults, resolve_faults, straggler_delays
 
         plan = resolve_faults([(f"-p fault #{i + 1}", e) for i, e in
@@ -485,7 +486,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         "nvlink_bytes": nvlink_domain(rf.fabric).nbytes, "error": error, "wrong": wrong,
         "iteration_times_ps": times, "inplace": None,
     }
-    if failed:  # a QP error stopped it (issue 21): when and which QP
+    if failed:  # a QP error stopped it: when and which QP
         row["failed"] = failed[0]
     if moved:
         row["failovers"] = moved

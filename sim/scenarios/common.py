@@ -40,7 +40,8 @@ KB = BYTES_PER_KB
 #: deployment guides make lossless, ``mlnx_qos --pfc 0,0,0,1,0,0,0,0``: secondary sources).
 TC = 3
 #: PFC response time assumed by the headroom formula ([A] 1 us: 802.1Qbb allows ~2 us at 100G,
-#: 201728 bit times, as besthub.dev "How to Compute Headroom ... Part 2" gives it; docs/sim_mmu.md).
+#: 201728 bit times, as besthub.dev "How to Compute Headroom ... Part 2" gives it;
+#: docs/explanation/switch-buffer.md, "Headroom").
 RESPONSE_PS = 1_000_000
 #: Guaranteed minimum per (ingress port, PG), every PG (assumption: about two 1 KB frames).
 RESERVED_BYTES = 2000
@@ -53,7 +54,7 @@ XON_DELTA_BYTES = 2000
 #: 42 MB / 6.4 Tb/s (6.6 KB per Gb/s), Tomahawk 3 64 MB / 12.8 Tb/s (5.0), Tomahawk 4
 #: 113 MB / 25.6 Tb/s (4.4); NVIDIA Spectrum-2 42 MB / 6.4 Tb/s (6.6), Spectrum-3 64 MB /
 #: 12.8 Tb/s (5.0), Spectrum-4 160 MB / 51.2 Tb/s (3.1): the median, 5.0 KB per Gb/s
-#: (docs/scenarios.md, "The switch buffer").
+#: (docs/reference/builtin-scenarios.md, "The switch buffer").
 BUFFER_BYTES_PER_GBPS = 5000
 #: DCQCN's ECN Kmax at the congestion point, KB (Zhu et al., SIGCOMM 2015: Kmin 5 KB, Kmax
 #: 200 KB, Pmax 1 %): the default ``kmax_kb`` unless the static XOFF is lower (:func:`kmax_kb`).
@@ -115,7 +116,7 @@ def _pcie_mps(v: int) -> str | None:
     return None if v in SIZES else f"must be one of {', '.join(map(str, SIZES))}"
 
 
-#: The whole-fabric choices of the ``fabric`` parameter (issue 20; docs/infiniband.md).
+#: The whole-fabric choices of the ``fabric`` parameter (docs/explanation/infiniband.md).
 FABRICS = ("roce", "ib")
 
 
@@ -172,7 +173,8 @@ FABRIC_PARAMS: dict[str, Param] = {p.name: p for p in (
           "pauses at buffer - headroom (with pcie_gen)", pos),
     # The whole-fabric link layer (fabric_setup): RoCE as before, or InfiniBand.
     Param("fabric", "roce", "link layer of the whole fabric: roce (PFC + ECN + the hosts' cc) "
-          "| ib (IBA per-VL credits + VL arbitration, no PFC; docs/infiniband.md)", _fabric),
+          "| ib (IBA per-VL credits + VL arbitration, no PFC; docs/explanation/infiniband.md)",
+          _fabric),
     Param("vl_buffer_kb", 0.0, "fabric=ib: receive buffer per data VL per link, KB (0: the "
           "switch buffer split evenly over its ports' 8 data VLs after the reserves)", nonneg),
     Param("ib_routing", "", "fabric=ib: '' (the scenario's own tables) | static (OpenSM "
@@ -410,7 +412,8 @@ def host_kw(p: Mapping[str, Any], line_rate_bps: int | None = None) -> dict[str,
     if params:
         kw["cc_params"] = params
     if name == "ibcc":
-        kw["cnp_interval_ps"] = 0  # IBA A10: a BECN for every FECN (docs/infiniband.md)
+        # IBA A10: a BECN for every FECN (docs/explanation/infiniband.md, "Congestion control")
+        kw["cnp_interval_ps"] = 0
     kw.update(pcie_kw(p, line_rate_bps))
     kw.update(rc_kw(p))
     return kw
@@ -499,7 +502,8 @@ def collective_params() -> tuple[Param, ...]:
         Param("limit_ms", 100.0, "give up on an iteration after this much simulated time, ms",
               pos),
         *cc_params(),
-        # Gen5 x16 (the ConnectX-7 NICs of a DGX H100, docs/collectives.md "The PCIe budget")
+        # Gen5 x16 (the ConnectX-7 NICs of a DGX H100, docs/explanation/collectives.md "The
+        # PCIe budget")
         *pcie_params(5),
         *rc_params(),
         Param("failover", False, "reliable: on a QP error move the QP's unfinished messages "
@@ -542,8 +546,8 @@ def collective_packet(p: Mapping[str, Any], stack: HeaderStack | None = None) ->
 
 
 def rc_params() -> tuple[Param, ...]:
-    """The RC transport reliability ``-p`` keys (:mod:`sim.nic.rc`, docs/faults.md
-    "Transport reliability (RC)"): on by default, as in every RoCE and InfiniBand RC NIC."""
+    """The RC transport reliability ``-p`` keys (:mod:`sim.nic.rc`, docs/explanation/faults.md
+    "RC transport reliability"): on by default, as in every RoCE and InfiniBand RC NIC."""
     from sim.nic.rc import ACK_TIMEOUT, RETRANSMIT_MODES, RETRY_CNT
 
     return (

@@ -1,5 +1,6 @@
 """Scenario files that describe a whole fabric: topology, links, switch buffer and thresholds,
-ECN, hosts, flows, pcap inputs and captures (docs/scenarios.md, "Fabric files").
+ECN, hosts, flows, pcap inputs and captures (docs/reference/fabric-file.md; a worked example:
+docs/howto/describe-your-fabric.md).
 
 A fabric file is a TOML document without a ``scenario`` key.  Every table is checked against
 its own :class:`sim.scenarios.Param` list, so an unknown key or an impossible value is a
@@ -351,11 +352,11 @@ def _collective_params() -> tuple[Param, ...]:
     )
 
 
-#: ``[[collective]]`` entries: NCCL collectives run as traffic of the fabric (issue 18).
+#: ``[[collective]]`` entries: NCCL collectives run as traffic of the fabric.
 #: Kept out of :data:`SECTIONS` (whose tables ``-p`` sets one by one): ``-p collective.KEY``
 #: sets KEY in every entry.
 COLLECTIVE: tuple[Param, ...] = _collective_params()
-#: ``[[faults]]`` entries: faults over time (issue 21, sim.fabric.faults, docs/faults.md);
+#: ``[[faults]]`` entries: faults over time (sim.fabric.faults, docs/explanation/faults.md);
 #: the same keys as ``-p fault=`` (:data:`sim.scenarios.common.FAULT_PARAMS`).
 FAULTS: tuple[Param, ...] = FAULT_PARAMS
 _SPECS: dict[str, tuple[Param, ...]] = {**SECTIONS, "collective": COLLECTIVE,

@@ -1,7 +1,8 @@
 """The ``late_joiner`` scenario: one flow runs alone through a bottleneck, a second starts later at
 line rate; with DCQCN the two converge to a fair share (the fluid model of Zhu et al., "ECN or
-Delay", CoNEXT 2016, integrated by us, docs/dcqcn.md: its asymmetric start, both within 10 % of C/2
-only after ~49 ms with the paper's constants, because alpha's time constant K/g is 14 ms).
+Delay", CoNEXT 2016, integrated by us, docs/explanation/dcqcn.md "Measured": its asymmetric start,
+both within 10 % of C/2 only after ~49 ms with the paper's constants, because alpha's time constant
+K/g is 14 ms).
 
 Topology: :func:`sim.fabric.star` with two senders (nodes 1 and 2, switch ports 1 and 2) and
 the receiver node 3 on switch port 3, the bottleneck.  Flow 0 (node 1) starts at 0, flow 1

@@ -1,4 +1,5 @@
-"""Scenario files (TOML).  Two forms (docs/scenarios.md):
+"""Scenario files (TOML).  Two forms (docs/reference/builtin-scenarios.md, "Parameters in a
+file"; docs/reference/fabric-file.md):
 
 * a **reference** to a built-in, with parameter overrides:
 
@@ -128,7 +129,7 @@ def build(name_or_path: str, params: dict[str, Any] | None = None,
     """
     from sim.scenarios.common import add_faults, split_fault_params
 
-    # -p fault=, fault.KEY, detect_us, converge_us: faults on any scenario (issue 21)
+    # -p fault=, fault.KEY, detect_us, converge_us: faults on any scenario
     faults, params = split_fault_params(params or {})
     if is_file_ref(name_or_path):
         data = read_toml(name_or_path)

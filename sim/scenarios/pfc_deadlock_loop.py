@@ -6,16 +6,15 @@ node 2 on A port 0, destination host D = node 3 on B port 0.  A routes D to B, b
 a frame that has already crossed ``ttl`` switches (``Switch.max_hops``, reason
 ``"ttl_expired"``).  S sends one flow to D at ``rate_frac`` of line rate until ``stop_ms``.
 
-A frame crosses A->B ``ceil(ttl/2)`` times (and B->A ``floor(ttl/2)`` times) before it
-expires, so the loop links carry ``ceil(ttl/2) x rate_frac`` of their capacity.  Above 1 the
-loop cannot carry what enters it; this is necessary for a deadlock but, with XON decided on the
-PG's occupancy (sim/mmu.py), not sufficient: each switch resumes its neighbour as soon as its
-ingress from it falls to the XON level, so the loop keeps moving (TTL drops at A drain it) up to
-about 1.2 C (measured in 2 ms runs, docs/pfc.md: ttl 16: 0.152 no deadlock, 0.154 deadlock;
-ttl 8: 0.29 no, 0.295 yes; a run must be long enough for the detector's confirmation after a
-late onset).  Below 1 the frames simply expire.  The default ``rate_frac`` 0.16 (1.28 C at
-ttl 16) deadlocks.  Captured
-**bottleneck**: A's port to B (node 0, port 1).
+A frame crosses A->B ``ceil(ttl/2)`` times (and B->A ``floor(ttl/2)`` times) before it expires, so
+the loop links carry ``ceil(ttl/2) x rate_frac`` of their capacity.  Above 1 the loop cannot carry
+what enters it; this is necessary for a deadlock but, with XON decided on the PG's occupancy
+(sim/net/mmu.py), not sufficient: each switch resumes its neighbour as soon as its ingress from it
+falls to the XON level, so the loop keeps moving (TTL drops at A drain it) up to about 1.2 C
+(measured in 2 ms runs, docs/explanation/pfc.md: ttl 16: 0.152 no deadlock, 0.154 deadlock; ttl 8:
+0.29 no, 0.295 yes; a run must be long enough for the detector's confirmation after a late onset).
+Below 1 the frames simply expire.  The default ``rate_frac`` 0.16 (1.28 C at ttl 16) deadlocks.
+Captured **bottleneck**: A's port to B (node 0, port 1).
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 ``switches`` switches in a ring (:func:`sim.fabric.topology.ring`, one host each, clockwise
 routing), host ``s`` sending to the host ``hops`` switches further clockwise at ``rate_frac`` of
 line rate, so every ring link carries ``hops`` flows.  Toy model ([A] ours, on the ring of Hu et
-al., HotNets 2016; docs/scenarios.md, docs/pfc.md): deadlock iff ``hops * rate_frac > 1``.  Nothing
-is scripted: the queues grow only if the load exceeds the ring links' capacity.  The sources stop at
-``stop_ms``; a deadlock, once formed, persists after that (the
-:class:`sim.health.deadlock.DeadlockDetector` reports it) unless the switch PFC watchdog
+al., HotNets 2016; docs/reference/builtin-scenarios.md, docs/explanation/pfc.md): deadlock iff
+``hops * rate_frac > 1``.  Nothing is scripted: the queues grow only if the load exceeds the ring
+links' capacity.  The sources stop at ``stop_ms``; a deadlock, once formed, persists after that
+(the :class:`sim.health.deadlock.DeadlockDetector` reports it) unless the switch PFC watchdog
 (``watchdog = true``, :mod:`sim.health.watchdog`) breaks it.
 
 This module also holds the watchdog / detector parameters and helpers the other PFC failure

@@ -1,4 +1,5 @@
-"""Timer-driven mechanisms that cannot act before a run ends (docs/scenarios.md, "Warnings").
+"""Timer-driven mechanisms that cannot act before a run ends (docs/reference/replay.md,
+"Warnings").
 
 :func:`late_mechanisms` reads a built :class:`sim.scenarios.base.Scenario` and returns one
 line per mechanism configured to act after ``duration_ps`` (an event at the end itself still

@@ -1,5 +1,5 @@
-"""Where a run's traffic will queue, worked out before the run (docs/scenarios.md,
-"Replaying a capture"): the bottleneck of a run with replayed captures, whose
+"""Where a run's traffic will queue, worked out before the run (docs/howto/replay-a-capture.md,
+"The bottleneck"): the bottleneck of a run with replayed captures, whose
 ``bottleneck.pcap`` must be tapped before the first frame moves.
 
 Every flow is followed along the switches' forwarding tables from its source host to its

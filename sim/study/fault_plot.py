@@ -1,5 +1,6 @@
-"""``faults_timeline.png``: what the faults of a run did, on one time axis (issue 21;
-docs/faults.md "Outputs").  Drawn by :func:`sim.study.plot.figures` when summary.json's
+"""``faults_timeline.png``: what the faults of a run did, on one time axis
+(docs/reference/results-folder.md, "PNG plots"; how to read it: docs/howto/inject-faults.md, "A
+link down in a built-in scenario").  Drawn by :func:`sim.study.plot.figures` when summary.json's
 ``faults`` is the report of :mod:`sim.study.fault_report` (a run with faults), from it and the
 ``fault_*`` arrays of timeseries.npz.
 
@@ -224,7 +225,7 @@ def _pause_rows(ctx: Any) -> list[tuple[str, Any, Any]]:
     return [(lab, t, s) for lab, t, s, _, _ in rows]
 
 
-# ------------------------------------------------------------ lossless collective (issue 21)
+# ------------------------------------------------------------ lossless collective
 class _Names:
     """Names and time axis of a collective's figure: hosts ``rN`` (rank N), switches
     ``leaf0:p2`` (:func:`sim.workloads.collective_stats.link_usage`'s names)."""
@@ -277,13 +278,13 @@ def _collective_target(nm: _Names, iv: Mapping[str, Any]) -> str:
 
 def collective_fault_figure(doc: Mapping[str, Any], row: Mapping[str, Any],
                             ts: Mapping[str, Any], names: Mapping[str, Any]) -> Any:
-    """``faults_timeline.png`` of one size of ``lossless collective`` (docs/faults.md
-    "Outputs of lossless collective"): ``row`` is its results row (with ``faults``), ``ts``
-    :meth:`sim.study.fault_report.CollectiveObserver.series`.  Panels, one time axis from
-    the start of the size's fabric: the faults (and stragglers), QP errors and failovers;
-    the collective's progress (network bytes delivered) against the fault-free run, the
-    iterations shaded; the faulted links' throughput and the goodput; frames retransmitted,
-    lost, ACK timeouts; PFC pauses sent per bin."""
+    """``faults_timeline.png`` of one size of ``lossless collective``
+    (docs/reference/collective-results.md, "The PNGs"): ``row`` is its results row (with
+    ``faults``), ``ts`` :meth:`sim.study.fault_report.CollectiveObserver.series`.  Panels, one time
+    axis from the start of the size's fabric: the faults (and stragglers), QP errors and failovers;
+    the collective's progress (network bytes delivered) against the fault-free run, the iterations
+    shaded; the faulted links' throughput and the goodput; frames retransmitted, lost, ACK timeouts;
+    PFC pauses sent per bin."""
     import matplotlib.pyplot as plt
     import numpy as np
 

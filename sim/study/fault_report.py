@@ -1,5 +1,6 @@
 """What the faults of a run cost: the ``faults`` block of summary.json and the series of
-``faults_timeline.png`` (issue 21; docs/faults.md "Outputs").
+``faults_timeline.png`` (docs/reference/results-folder.md, "faults"; how each figure is defined:
+docs/explanation/faults.md, "How a fault's cost is measured").
 
 :class:`FaultProbe` is installed by :func:`sim.study.results.run_scenario` on a fabric with
 faults (``fabric.fault_log``, :mod:`sim.fabric.faults`) before the run.  It samples counters at
@@ -332,8 +333,8 @@ def recovery(good: Any, bin_ps: int, start_ps: int, done_at: Sequence[int | None
              flows: Sequence[int], tolerance: float = RECOVERY_TOLERANCE,
              pre_bins: int = PRE_FAULT_BINS, until_ps: int | None = None,
              from_ps: int | None = None) -> dict[str, Any]:
-    """Time to recover from a fault starting at ``start_ps`` (docs/faults.md "Outputs"), for
-    steady flows whose rate before the fault is their fault-free rate.
+    """Time to recover from a fault starting at ``start_ps`` (docs/explanation/faults.md "Time to
+    recover"), for steady flows whose rate before the fault is their fault-free rate.
 
     ``good[b][i]`` is the bytes flow ``flows[i]`` delivered in bin ``b`` (``bin_ps`` wide),
     ``done_at[i]`` when it completed (None: it did not).  Fault bin s = start // bin.
@@ -477,7 +478,7 @@ def compare_completion(faulted: Mapping[str, Any], baseline: Mapping[str, Any] |
 
 
 
-# ------------------------------------------------------------ lossless collective (issue 21)
+# ------------------------------------------------------------ lossless collective
 #: The first bin of a collective's fault series: 10 ns [A: a choice of this model].  The run's
 #: length is not known in advance (a QP error may stop it, a retransmission timeout may
 #: stretch it to seconds), so the bin doubles whenever 2 x :data:`COLLECTIVE_BINS` bins are
@@ -847,12 +848,12 @@ def collective_report(probe: CollectiveProbe, counter: DropCounter, row: Mapping
                       baseline: Mapping[str, Any] | None, entries: Sequence[Mapping[str, Any]],
                       ranks: Sequence[int], end_ps: int | None = None,
                       total_ps: int | None = None) -> dict[str, Any]:
-    """The ``faults`` block of one size of ``lossless collective`` (docs/faults.md
-    "Outputs: lossless collective"): ``row`` is the size's results row, ``baseline`` the
-    fault-free run's (``{"row", "end_ps", "total_ps"}``; None: not run), ``entries`` the
-    resolved ``params.faults``, ``end_ps`` the size's end on its fabric's clock (default: the
-    probe's), ``total_ps`` the time of all its iterations (:meth:`CollectiveObserver.total_ps`).
-    Call after the run (``probe.finish()`` done)."""
+    """The ``faults`` block of one size of ``lossless collective``
+    (docs/reference/collective-results.md, "The faults block"): ``row`` is the size's results row,
+    ``baseline`` the fault-free run's (``{"row", "end_ps", "total_ps"}``; None: not run),
+    ``entries`` the resolved ``params.faults``, ``end_ps`` the size's end on its fabric's clock
+    (default: the probe's), ``total_ps`` the time of all its iterations
+    (:meth:`CollectiveObserver.total_ps`).  Call after the run (``probe.finish()`` done)."""
     from sim.study.conservation import flow_conservation
 
     fab = probe.fab

@@ -1,7 +1,7 @@
-"""The ``ib_vs_roce`` study (issue 20, "Side by side"): the same topology and traffic run with
-``fabric = "roce"`` and ``fabric = "ib"`` (:func:`sim.scenarios.common.fabric_setup`), one
-table and one figure (``lossless ib-vs-roce``; docs/infiniband.md "IB against RoCE, side by
-side").
+"""The ``ib_vs_roce`` study: the same topology and traffic run with ``fabric = "roce"`` and
+``fabric = "ib"`` (:func:`sim.scenarios.common.fabric_setup`), one table and one figure
+(``lossless ib-vs-roce``: docs/reference/ib-vs-roce.md; what it shows:
+docs/explanation/infiniband.md, "The study: lossless ib-vs-roce").
 
 A study, not a scenario: a scenario is one fabric and one run, this is eight runs.  Cases:
 

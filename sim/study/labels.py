@@ -1,5 +1,6 @@
 """Names a user knows, computed from a built scenario: the ``labels`` section of summary.json
-that the plots (:mod:`sim.study.plot`) use instead of internal ids (docs/scenarios.md).
+that the plots (:mod:`sim.study.plot`) use instead of internal ids
+(docs/reference/results-folder.md, "Names of nodes and ports").
 
 ``labels(sc)`` returns JSON-able lists (lists, so ``sim.study.sweep.flatten_summary`` leaves them
 out

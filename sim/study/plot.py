@@ -1,6 +1,6 @@
 """PNG plots of a results directory (``lossless plot DIR``), meant to be read at a glance by a
-network engineer (docs/scenarios.md, "PNG plots").  matplotlib is imported lazily, with the Agg
-backend.
+network engineer (docs/reference/results-folder.md, "PNG plots").  matplotlib is imported lazily,
+with the Agg backend.
 
 Every series is named as the scenario names things (``leaf0:p3 -> h8``, ``priority 3``,
 ``victim: h4 -> h10``): the names come from the ``labels`` section of summary.json
@@ -44,7 +44,7 @@ MAX_ROWS = 24
 MAX_FLOW_LINES = 12
 #: Runs up to this long (ps) are plotted in µs, longer ones in ms.
 _US_AXIS_MAX_PS = 5 * 10**9
-#: A series of more samples than this is drawn decimated (issue 19): it is read in chunks and
+#: A series of more samples than this is drawn decimated: it is read in chunks and
 #: only the samples holding the minimum, the maximum and the last value of each of
 #: DECIMATE_COLUMNS time columns over the run are kept, so every peak and every pause is still
 #: drawn; figures computed from it (paused fractions, maxima, first pauses, the zoom windows'

@@ -1,5 +1,5 @@
 """Time series recorded during a run in bounded memory, and ``timeseries.npz`` written by
-streaming (issue 19, docs/performance.md "Bounded memory (issue 19)").
+streaming (docs/explanation/performance.md, "Bounded memory").
 
 A :class:`Series` is a tuple of typed columns (``array.array``: ``'q'`` int64, ``'b'`` int8,
 ``'d'`` float64), one row per sample, appended to by the recorder.  A :class:`SeriesStore`
@@ -150,7 +150,7 @@ class SeriesStore:
 
 #: Deflate level of :func:`write_npz`.  The series are int64 times and counters: on the time
 #: series of a 50 ms DCQCN incast (55 MB of arrays) level 1 took 0.32 CPU s for 11.7 MB and
-#: level 6 (zlib's default, numpy's) 1.45 s for 10.6 MB (docs/performance.md).
+#: level 6 (zlib's default, numpy's) 1.45 s for 10.6 MB (bench/results/2026-11-simulator-core.md).
 NPZ_COMPRESSLEVEL = 1
 
 

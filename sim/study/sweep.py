@@ -1,4 +1,4 @@
-"""Parameter sweeps and many-seed runs (``lossless sweep``; docs/sweeps.md).
+"""Parameter sweeps and many-seed runs (``lossless sweep``; docs/reference/sweep.md).
 
 A sweep is the cartesian product of parameter values (and seeds) of one scenario; every
 combination is an independent run of :func:`sim.study.results.run_scenario`.  Runs go to a Dask
@@ -20,7 +20,7 @@ Resuming: a run whose ``run_id`` (a hash of scenario, parameters and seed) is al
 ``results.jsonl`` is not run again; failed runs are re-run only with ``retry_failed=True``.
 A run that fails is recorded with its error and does not stop the sweep.
 
-Safety (docs/sweeps.md, "One sweep per folder"): the folder is locked for the sweep
+Safety (docs/reference/sweep.md, "One sweep per folder"): the folder is locked for the sweep
 (``fcntl.flock`` on ``.sweep.lock``; a second sweep is refused naming the first one's pid); a
 folder holding another scenario's sweep, or a non-empty folder that is no sweep, is refused
 unless ``force=True``; before appending, a torn last line of ``results.jsonl`` is cut (or

@@ -1,4 +1,4 @@
-"""Run an NCCL :class:`sim.workloads.nccl.Schedule` through a simulated fabric (issue 18, step 2).
+"""Run an NCCL :class:`sim.workloads.nccl.Schedule` through a simulated fabric.
 
 :func:`run_schedule` maps rank ``r`` to host ``hosts[r]`` of a built
 :class:`sim.fabric.Fabric` and drives the schedule's transfers as RDMA messages:
@@ -24,7 +24,7 @@
   been posted (sends leave in ``seq`` order).  It is received when the last frame of each of
   its QP pieces has arrived (:attr:`sim.nic.host.Host.on_data`).
 
-Faults (issue 21, docs/faults.md "The collective's reaction"):
+Faults (docs/explanation/faults.md "A collective's QP error and failover"):
 
 * A straggler: ``delay_ps={rank: ps}`` (or ``{rank: (ps, at_ps, until_ps)}``: only for the
   transfers that become ready in ``[at_ps, until_ps)``, ``until_ps`` None: to the end): every
@@ -149,7 +149,7 @@ class CollectiveRun:
     #: flow id -> frame bytes posted by this run (what the receiver must get)
     posted_bytes: dict[int, int] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
-    #: failover (issue 21): one dict per QP moved: t_ps, qp, to_qp, from_host, to_host,
+    #: failover: one dict per QP moved: t_ps, qp, to_qp, from_host, to_host,
     #: resent_bytes (frame bytes re-sent: what had not arrived)
     failovers: list[dict[str, Any]] = field(default_factory=list)
 
@@ -325,7 +325,7 @@ class CollectiveJob:
             on = reliable if isinstance(reliable, bool) else bool(opts.pop("reliable", True))
             for h in dict.fromkeys(hosts):
                 fabric.nodes[h].set_reliable(on, **opts)
-        #: Stragglers (issue 21): rank -> (ps every transfer it sends starts late by, from,
+        #: Stragglers: rank -> (ps every transfer it sends starts late by, from,
         #: until or None).
         self.delay_ps = {r: (d, 0, None) if isinstance(d, int) else tuple(d)
                          for r, d in (delay_ps or {}).items() if d}

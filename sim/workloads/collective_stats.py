@@ -1,5 +1,5 @@
-"""What a collective did to the fabric and to one rank (issue 18, outputs of ``lossless
-collective``): per-link bytes and utilisation, and one rank's transfers in time.
+"""What a collective did to the fabric and to one rank (outputs of ``lossless collective``):
+per-link bytes and utilisation, and one rank's transfers in time.
 
 * :func:`port_counters`: a snapshot of every egress port's cumulative counters
   (:attr:`sim.net.port.Port.tx_bytes`, ``busy_ps``, ``tx_packets``), to subtract what earlier

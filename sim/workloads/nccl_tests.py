@@ -20,7 +20,7 @@ Everything here follows NVIDIA/nccl-tests (files of that repository):
   %6s`` then, out-of-place and in-place, ``  %7s  %6s  %6s  %6g`` where each number is
   printed with two decimals, then fewer as it grows, then in exponent form.  This is the
   layout of ``src/util.cu`` at commit 0fdb00a3; older releases (e.g. the 2023 output quoted
-  in nccl-tests issue #128) printed one space fewer before ``#wrong``.
+  in github.com/NVIDIA/nccl-tests issue #128) printed one space fewer before ``#wrong``.
 * ``-b/-e/-f/-i``: sizes from ``minBytes`` while ``<= maxBytes``, times ``stepFactor`` or plus
   ``stepBytes`` (``TimeTest``, ``src/common.cu``); ``parsesize`` reads ``1K``/``1M``/``1G`` as
   powers of 1024.

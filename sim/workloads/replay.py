@@ -61,7 +61,8 @@ from wire.ib_stack import LINKTYPE_ETHERNET, dissect_erf, dissect_ib
 __all__ = ["REPLAY_FLOW_BASE", "ReplayStats", "ReplayedFlow", "inject_records",
            "normalize_address", "owners_by_address", "parse_owner", "scale_fraction"]
 
-#: Skip reasons of records of the other link layer (docs/scenarios.md, "Replaying a capture").
+#: Skip reasons of records of the other link layer (docs/howto/replay-a-capture.md, "InfiniBand
+#: captures").
 ETHERNET_ON_IB = "Ethernet frame on an InfiniBand fabric, replay it with fabric=roce"
 IB_ON_ROCE = "InfiniBand packet on a RoCE fabric, replay it with fabric=ib"
 #: The 2-byte VCRC after the LRH's PktLen words (IBA 7.8.2).
