@@ -1,4 +1,4 @@
-# Types of sim/packet.py for the compiled core (issue 19; Cython pure-Python mode: the .py is
+# Types of sim/packet.py for the compiled core (Cython pure-Python mode: the .py is
 # the source, this file only declares).  SimPacket is a cdef class: its fields (the names of its
 # ``__slots__``) are C struct members, so compiled code that knows a packet's type (Port's and
 # Switch's hot methods, port.pxd and switch.pxd) reads them without an attribute lookup.  They

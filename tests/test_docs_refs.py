@@ -35,6 +35,31 @@ def _lines(page: Path):
         yield f"{page.relative_to(REPO)}:{n}", line
 
 
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation but - and _ dropped,
+    spaces made hyphens (backticks and links' targets do not count)."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "").lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    """The anchors of ``page``'s headings (a repeated one gets -1, -2... as on GitHub)."""
+    seen: dict[str, int] = {}
+    out = set()
+    fence = False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fence = not fence
+        out.update(re.findall(r'<a id="([^"]+)"></a>', line))  # explicit anchors
+        if fence or not line.startswith("#"):
+            continue
+        slug = _slug(line.lstrip("#").strip())
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
 def _problems(page: Path) -> list[str]:
     out = []
     for where, line in _lines(page):
@@ -43,10 +68,14 @@ def _problems(page: Path) -> list[str]:
                 out.append(f"{where}: {why}: {line.strip()[:120]}")
         for m in _LINK.finditer(line):
             target = m.group(1)
-            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
-                continue  # a URL or an anchor of the same page
-            if not (page.parent / target.split("#")[0]).exists():
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+                continue  # a URL
+            file, _, anchor = target.partition("#")
+            dest = page if not file else page.parent / file
+            if not dest.exists():
                 out.append(f"{where}: link to a missing file: {target}")
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+                out.append(f"{where}: {target}: no heading of {dest.name} has that anchor")
         for m in _CODE.finditer(line):
             for tok in m.group(1).split():
                 tok = tok.strip("(),;:'\"")
@@ -78,6 +107,18 @@ def test_the_checks_catch_what_they_should(tmp_path: Path) -> None:
     finally:
         REPO = saved
     assert len(problems) == 7, problems  # shared/ twice (the pattern, the .md name) + 5
+    # anchors: a heading's GitHub anchor, an explicit <a id>, and one that is not there
+    (tmp_path / "t.md").write_text('# The `x` model (IBA 7.9)\n<a id="y"></a>\n',
+                                   encoding="utf-8")
+    (tmp_path / "a.md").write_text("[1](t.md#the-x-model-iba-79) [2](t.md#y) [3](t.md#z)\n",
+                                   encoding="utf-8")
+    try:
+        REPO = tmp_path.parent
+        problems = _problems(tmp_path / "a.md")
+    finally:
+        REPO = saved
+    assert [p.split(": ", 1)[1] for p in problems if "anchor" in p] == [
+        "t.md#z: no heading of t.md has that anchor"]
 
 
 #: The code's docstrings and comments cite primary public sources too: never the

@@ -4,7 +4,7 @@ The captures users have: microsecond pcaps (tcpdump's default), both byte orders
 Header fields, non-Ethernet linktypes kept as raw data, pcapng with section and interface
 options, several interfaces of several linktypes, EPB options, other blocks, several
 sections; files made by Wireshark's editcap/mergecap/text2pcap when installed; Hypothesis
-captures.  And the README's jq recipe through the jq Debian ships (1.6).
+captures.  And the jq recipe of docs/howto/craft-captures.md through the jq Debian ships (1.6).
 """
 
 from __future__ import annotations
@@ -274,33 +274,35 @@ def test_decode_craft_is_the_identity_on_generated_captures(data: bytes) -> None
 JQ = Path("/usr/bin/jq")
 
 
-def readme_recipe() -> tuple[str, str]:
-    """The README's two jq commands: the byte-for-byte copy and the ECN edit."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"```sh\n(# a copy, byte for byte\n.*?)```", text, re.S)
-    assert block, "README lost its jq recipe"
-    cmds = [c.replace("\\\n", " ") for c in re.split(r"\n(?=# )", block.group(1).strip())]
-    copy, edit = (c.split("\n", 1)[1] for c in cmds)
-    assert "jq -c ." in copy and ".ipv4.ecn = 3" in edit
+def docs_jq_recipe() -> tuple[str, str]:
+    """The jq commands of docs/howto/craft-captures.md, as the page shows them: the
+    byte-for-byte copy and the ECN edit (of pcaps/roce_rc.pcap, into copy.pcap and ce.pcap)."""
+    from bench import docs
+
+    cmds = [c.text for b in docs.blocks(REPO / "docs" / "howto" / "craft-captures.md")
+            for c in b.commands if "jq" in c.text and "--int-strings" in c.text]
+    assert len(cmds) >= 2, "docs/howto/craft-captures.md lost its jq recipe"
+    copy = next(c for c in cmds if "jq -c ." in c).replace("\\\n", " ")
+    edit = next(c for c in cmds if ".ipv4.ecn = 3" in c).replace("\\\n", " ")
     return copy, edit
 
 
 @pytest.mark.skipif(not JQ.exists(), reason="/usr/bin/jq (Debian's jq 1.6) not installed")
 @pytest.mark.parametrize("pcap", PCAPS, ids=[p.name for p in PCAPS])
-def test_readme_jq_recipe_verbatim(pcap: Path, tmp_path: Path) -> None:
-    copy, edit = readme_recipe()
+def test_docs_jq_recipe_verbatim(pcap: Path, tmp_path: Path) -> None:
+    copy, edit = docs_jq_recipe()
     env_path = f"{JQ.parent}:{Path(sys.executable).parent}:/usr/bin:/bin"
     for cmd in (copy, edit):
-        shell = cmd.replace("a.pcap", str(pcap))
+        shell = cmd.replace("pcaps/roce_rc.pcap", str(pcap))
         r = subprocess.run(["sh", "-c", shell], cwd=tmp_path, capture_output=True, text=True,
                            timeout=120, env={"PATH": env_path})
         assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
-    assert (tmp_path / "b.pcap").read_bytes() == pcap.read_bytes()
-    marked = list(CaptureReader(str(tmp_path / "marked.pcap")))
+    assert (tmp_path / "copy.pcap").read_bytes() == pcap.read_bytes()
+    marked = list(CaptureReader(str(tmp_path / "ce.pcap")))
     assert len(marked) == len(list(CaptureReader(str(pcap))))
     if pcap.name == "roce_rc.pcap":
         assert len(marked) == 40
-        rc, out, _ = call(["decode", str(tmp_path / "marked.pcap"), "-f", "jsonl"])
+        rc, out, _ = call(["decode", str(tmp_path / "ce.pcap"), "-f", "jsonl"])
         recs = [json.loads(x) for x in out.decode().splitlines()]
         assert rc == 0 and all(r["ipv4"]["ecn"] == 3 and r["icrc"]["valid"] for r in recs)
 

@@ -1,4 +1,4 @@
-# Types of sim/nic/host.py for the compiled core (issue 19; Cython pure-Python mode: the .py is
+# Types of sim/nic/host.py for the compiled core (Cython pure-Python mode: the .py is
 # the source, this file only declares).  Host is a cdef class: its attributes are fields of the
 # object, which its own methods read and write without a dictionary lookup; the per-flow
 # tables are typed dict (set, list), so a lookup in them is a direct dict call.  It keeps a

@@ -73,7 +73,7 @@ a resent frame carries the place it had.  A message is a posted message, every
 :data:`sim.packet.STREAM_MESSAGE_FRAMES` frames; a flow's size ends its last.  Captures show
 them (:class:`sim.study.results.Capture`).
 
-PCIe (issue 18; docs/collectives.md "The PCIe budget"), both off by default (None):
+PCIe (docs/explanation/collectives.md "The PCIe budget"), both off by default (None):
 
 * receive buffer (``pcie_write_bps``, ``rx_buffer_bytes``): an arriving data frame enters the
   NIC's receive buffer (``rx_buffer_bytes``, default :data:`RX_BUFFER_BYTES`), which drains

@@ -1,4 +1,4 @@
-"""PNG plots of ``lossless collective`` results (issue 18; docs/collectives.md, "Outputs"),
+"""PNG plots of ``lossless collective`` results (docs/reference/collective-results.md, "The PNGs"),
 styled as :mod:`sim.study.plot` (Agg backend, imported lazily; :func:`sim.study.plot.texts`
 reads their texts in tests).
 
@@ -462,7 +462,7 @@ def _timeline_figure(doc: Mapping[str, Any]) -> Any:
         h = 0.8 / n
         # one collection per (lane, kind): the bars of a lane never overlap, and one
         # broken_barh per transfer cost a re-scaling of the axes each (quadratic: 42.4 s CPU
-        # for rank 0 of a 248-GPU 64 MiB AllReduce, 1.13 s this way; docs/performance.md)
+        # for rank 0 of a 248-GPU 64 MiB AllReduce, 1.13 s this way; bench/results/2026-12-collectives.md)
         bars: dict[tuple[int, bool], list[tuple[float, float]]] = {}
         for e, li in zip(evs, lane, strict=True):
             s, f = e["start_ps"] / 1e6, e["finish_ps"] / 1e6

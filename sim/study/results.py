@@ -1,11 +1,12 @@
-"""Running a scenario and writing its results (docs/scenarios.md).
+"""Running a scenario and writing its results (docs/reference/replay.md; the files:
+docs/reference/results-folder.md).
 
 :func:`run_scenario` builds a scenario, runs the engine in chunks of simulated time (a tqdm
 bar on stderr when it is a terminal), and writes to the output directory:
 
 - ``summary.json``: scenario, params, seed, duration_ps, per-flow and per-port figures, totals;
 - ``timeseries.npz``: queue depths, per-flow throughput bins and PFC state (keys documented
-  in docs/scenarios.md);
+  in docs/reference/results-folder.md);
 - ``events.jsonl``: every PFC send/receive/expiry, CE mark, drop, CNP and rate change,
   one JSON object per line;
 - ``bottleneck.pcap`` (and ``capture_<node>_<port>.pcap`` per extra capture): frames leaving
@@ -99,7 +100,7 @@ class Recorder(SampleSink):
     Every series (``queues``, ``pfc_tx``, ``pfc_rx``, ``ingress``, ``rates``) is a
     :class:`sim.study.series.Series` of ``store`` (typed columns, read like tuples of
     sequences); with a store that spills (``SeriesStore(dir)``, what ``run_scenario`` uses) a
-    run of any duration records them in bounded memory (issue 19).  The default store keeps
+    run of any duration records them in bounded memory.  The default store keeps
     everything in memory.  With ``fabric`` set, the ids of control frames no longer in flight
     are forgotten (:meth:`host_tap`), so nothing here grows with the run's length but the
     spilled series."""
@@ -604,7 +605,7 @@ def _capture_warning(fab: Any, ports: list[tuple[int, int]], duration_ps: int,
 def _run_into(sc: Any, out: str, *args: Any, **kw: Any) -> dict[str, Any]:
     """Run the built scenario, writing every output file into ``out`` (a fresh folder).  The
     time series spill to an anonymous temporary file there (:class:`SeriesStore`, bounded
-    memory, issue 19), closed and so deleted when this returns or raises."""
+    memory), closed and so deleted when this returns or raises."""
     with SeriesStore(out) as store:
         return _record_into(store, sc, out, *args, **kw)
 
@@ -738,7 +739,7 @@ def _record_into(store: SeriesStore, sc: Any, out: str, wanted: list[tuple[int, 
         summary["totals"].update({c: sum(p[c] for p in ib_ports) for c in IB_TOTALS})
     for key, fn in sc.summaries.items():
         summary[key] = fn(sc)
-    from sim.study.labels import labels  # names for the plots (sim/labels.py; H-plots, issue 15)
+    from sim.study.labels import labels  # names for the plots (sim/study/labels.py)
 
     summary["labels"] = labels(sc)
     if replay is not None:
@@ -913,5 +914,5 @@ def replay_problem(stats: Mapping[str, Any]) -> str | None:
     text = f"{stats['skipped']} of {stats['frames']} frame(s) skipped ({why})"
     if stats.get("skipped_samples"):
         text += (f", e.g. {', '.join(stats['skipped_samples'])}; map capture addresses to "
-                 "hosts with --map ADDRESS=NODE (docs/scenarios.md)")
+                 "hosts with --map ADDRESS=NODE (docs/howto/replay-a-capture.md)")
     return text

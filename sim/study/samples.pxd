@@ -1,4 +1,4 @@
-# Types of sim/study/samples.py for the compiled core (issue 19; Cython pure-Python mode: the
+# Types of sim/study/samples.py for the compiled core (Cython pure-Python mode: the
 # .py is the source, this file only declares).  SampleSink is a cdef class (the Recorder, a
 # Python class, subclasses it); the shared body of a queue sample is a C method.  FrameLog
 # (the Capture, a Python class, subclasses it), CaptureBudget and RxTap are cdef classes whose

@@ -1,4 +1,4 @@
-"""The per-frame halves of ``lossless replay``'s outputs (issue 19), compiled with the
+"""The per-frame halves of ``lossless replay``'s outputs, compiled with the
 simulator's core (``sim/study/samples.pxd``; the same ``.py`` runs interpreted without a
 compiler):
 
