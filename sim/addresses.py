@@ -2,8 +2,8 @@
 data): one place, so a capture's addresses and QPs identify nodes and flows consistently.
 
 This docstring is the one description of the scheme (docs/reference/results-folder.md,
-"Names of nodes and ports", gives worked examples; the ``replay --pcap`` help points there).  Node ids and port numbers are
-16-bit; ``hi``/``lo`` are their high and low bytes:
+"Names of nodes and ports", gives worked examples; the ``replay --pcap`` help points
+there).  Node ids and port numbers are 16-bit; ``hi``/``lo`` are their high and low bytes:
 
 * node ``n`` has IPv4 ``10.0.<n >> 8>.<n & 0xFF>`` (decimal): node 258 is ``10.0.1.2``;
 * port ``p`` of node ``n`` has MAC ``02:00:<n hi>:<n lo>:<p hi>:<p lo>`` (hex; ``02`` =

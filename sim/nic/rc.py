@@ -1,5 +1,6 @@
 """RC transport reliability, sans I/O: the sender's PSN window and timer, the receiver's
-expected PSN (docs/explanation/faults.md).  Plain classes driven by :class:`sim.nic.host.Host` (and tested alone).
+expected PSN (docs/explanation/faults.md).  Plain classes driven by
+:class:`sim.nic.host.Host` (and tested alone).
 
 Rules (InfiniBand Architecture Specification vol. 1, release 1.4, ch. 9.7 "Reliable service";
 RoCEv2 uses the same transport, IBA Annex A17):

@@ -462,7 +462,8 @@ def _timeline_figure(doc: Mapping[str, Any]) -> Any:
         h = 0.8 / n
         # one collection per (lane, kind): the bars of a lane never overlap, and one
         # broken_barh per transfer cost a re-scaling of the axes each (quadratic: 42.4 s CPU
-        # for rank 0 of a 248-GPU 64 MiB AllReduce, 1.13 s this way; bench/results/2026-12-collectives.md)
+        # for rank 0 of a 248-GPU 64 MiB AllReduce, 1.13 s this way;
+        # bench/results/2026-12-collectives.md)
         bars: dict[tuple[int, bool], list[tuple[float, float]]] = {}
         for e, li in zip(evs, lane, strict=True):
             s, f = e["start_ps"] / 1e6, e["finish_ps"] / 1e6
