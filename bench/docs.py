@@ -235,9 +235,19 @@ def check_page(page: Path, *, slow: bool = False, only: str = "", timeout_s: flo
     if update and edits:
         lines = page.read_text(encoding="utf-8").split("\n")
         for cmd, out in sorted(edits, key=lambda e: -e[0].line):
-            lines[cmd.first_out - 1:cmd.end_out - 1] = out
+            lines[cmd.first_out - 1:cmd.end_out - 1] = merged(cmd.expected, out)
         page.write_text("\n".join(lines), encoding="utf-8")
     return problems
+
+
+def merged(expected: Sequence[str], actual: Sequence[str]) -> list[str]:
+    """What ``update`` writes: the actual lines, except that a line of the page that still
+    matches its actual line (a wall time written as ``...``) is kept as it was.  With a whole
+    ``...`` line on the page the lines cannot be paired: the actual output, whole."""
+    if "..." in (e.strip() for e in expected) or len(expected) != len(actual):
+        return list(actual)
+    return [e if _line_rx(e).match(a.rstrip()) else a for e, a in zip(expected, actual,
+                                                                        strict=True)]
 
 
 def _diff(where: str, cmd: Command, out: list[str]) -> str:

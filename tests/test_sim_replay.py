@@ -205,10 +205,10 @@ def test_cli_replays_a_native_ib_capture(tmp_path) -> None:
     rc, _out, err = run_cli([*base, "-p", "fabric=ib", "--out", str(tmp_path / "ib")])
     assert rc == 1, err  # a few packets of other LIDs are skipped (and named)
     rp = json.loads((tmp_path / "ib" / "summary.json").read_text())["replay"]
-    # LID n + 1 is the simulator's node n (sim.addresses.node_lid): lids 9 and 10 are hosts
-    # 8 and 9 of leaf_spine without a --map; lid 1 is node 0, a switch: no host's
-    assert rp["injected"] == 10 and rp["delivered_bytes"] > 0
-    assert "lid 5 -> lid 1" in rp["skipped_samples"]
+    # with --map only the addresses mapped are owned: the capture's other LIDs (7, 8...) are
+    # skipped, not taken for the simulator's hosts of those LIDs (node_lid: LID n + 1)
+    assert rp["injected"] == 7 and rp["delivered_bytes"] > 0
+    assert "lid 8 -> lid 7" in rp["skipped_samples"]
     rc, _out, err = run_cli([*base, "--out", str(tmp_path / "roce")])  # fabric=roce
     assert rc == 2 and err == (f"lossless: {pcap}: --pcap: 13 of 13 frame(s) skipped "
                                f"({IB_ON_ROCE}: 13)\n")

@@ -325,12 +325,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--no-capture", action="store_true", help="write no pcap files")
     r.add_argument("--pcap", action="append", metavar="FILE",
                    help="also inject the frames of a pcap/pcapng at the hosts owning their "
-                        "source addresses (the simulator's own, "
-                        "docs/reference/results-folder.md 'Names of nodes and ports', and "
-                        "--map), at their timestamps relative to the first (repeatable)")
+                        "source addresses (those of --map; without it the simulator's own, "
+                        "docs/reference/results-folder.md 'Names of nodes and ports'), at "
+                        "their timestamps relative to the first (repeatable)")
     r.add_argument("--map", type=_owner, action="append", metavar="ADDRESS=NODE",
                    help="--pcap frames from/to ADDRESS (IPv4, IPv6 or MAC; an InfiniBand "
-                        "LID, e.g. 52 or 0x34, or GID) belong to host NODE (repeatable)")
+                        "LID, e.g. 52 or 0x34, or GID) belong to host NODE; only the addresses "
+                        "mapped are owned (repeatable)")
     r.add_argument("--time-scale", type=finite_float(1e-6, 1e6), default=1.0, metavar="X",
                    help="multiply the --pcap frames' time offsets by X (0.5: twice as fast)")
     r.add_argument("--no-plots", action="store_true", help="skip the PNG plots")

@@ -830,7 +830,11 @@ def _inject_pcaps(fab, pcaps: Iterable[tuple[str, Any]], owners: Mapping[str, in
                   ) -> dict[str, Any] | None:
     """Inject the records of each pcap into the fabric; None when there are none.  ``pcaps``
     holds (origin, pcap) pairs: origin ``"--pcap"`` or ``"[[pcap]]"`` (named in errors), pcap a
-    path or a (path, time scale) pair.  ``owners`` is added to the simulator's own addresses.
+    path or a (path, time scale) pair.  ``owners`` (``--map``) says which host owns each
+    address, and then only those addresses are owned: a real capture's addresses (its LIDs
+    1, 2, ..., its 10.0.x.x) must not land on the simulator's hosts of the same address
+    unasked.  Without ``owners`` the simulator's own addresses own the frames
+    (:func:`sim.workloads.replay.owners_by_address`: a capture the simulator wrote).
     ValueError (naming the origin and file) for a capture that cannot be read, an owner that
     is not a host, or when not one frame of all the captures could be injected."""
     from sim.workloads.replay import inject_records, normalize_address, owners_by_address
@@ -839,7 +843,7 @@ def _inject_pcaps(fab, pcaps: Iterable[tuple[str, Any]], owners: Mapping[str, in
     files = [(o, *((p, 1) if isinstance(p, str | os.PathLike) else p)) for o, p in pcaps]
     if not files:
         return None
-    own = owners_by_address(fab)
+    own = {} if owners else owners_by_address(fab)
     for addr, nid in (owners or {}).items():
         if not isinstance(fab.nodes.get(nid), Host):
             hosts = sorted(n for n, x in fab.nodes.items() if isinstance(x, Host))
