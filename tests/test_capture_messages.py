@@ -176,6 +176,8 @@ def test_replayed_captures_are_clean_writes_for_tshark(tmp_path):
             assert sorted(got) == [flow_qp(f) for f in range(8)]
             ops = {d["bth"]["opcode_name"] for d in data}
             assert ops == {FIRST, MIDDLE, LAST}
+            # in their class's DSCP (class 3: 24), so a replay puts them back in class 3
+            assert {d["ipv4"]["dscp"] for d in data} == {24}
         else:  # back to sender 1: its flow's CNPs and RC ACKs, to its flow's QP
             control = {}
             for d in frames:
@@ -184,6 +186,15 @@ def test_replayed_captures_are_clean_writes_for_tshark(tmp_path):
             assert set(control) == {"CNP", "RC_ACKNOWLEDGE"}
             assert control["CNP"] == control["RC_ACKNOWLEDGE"] == {flow_qp(0)}
         assert _tshark_notes(out / name) == []
+    # replayed alone through a lossless fabric, the capture's frames stay lossless: PFC
+    # pauses, no drop (in DSCP 0 they were class 0: 'drops 129 (lossy_over_threshold)')
+    rc, _o, err = run_cli(["replay", "incast", "-p", "background=false", "-p",
+                           "duration_ms=0.3", "--pcap", str(out / "bottleneck.pcap"),
+                           "--time-scale", "0.5", "--no-plots", "--no-capture", "--out",
+                           str(tmp_path / "again")])
+    s = json.loads((tmp_path / "again" / "summary.json").read_text())
+    assert rc == 0, err
+    assert s["totals"]["drops"] == 0 and s["totals"]["pauses"] > 0
 
 
 def test_unreliable_flows_number_their_frames_in_the_capture(tmp_path):

@@ -89,6 +89,7 @@ cdef class Host:
     cdef public object node_id
     cdef public object on_data
     cdef public object on_qp_error
+    cdef public object rx_tap
     cdef public object pause_sent_count
     cdef public object pause_storm_timeout_ps
     cdef public object pcie_header_bytes

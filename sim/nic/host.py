@@ -486,6 +486,10 @@ class Host:
         #: When set, called as ``on_data(flow_id, rx_bytes_so_far, now_ps)`` for every data
         #: frame this host receives (a workload runner counts its messages with it).
         self.on_data = None
+        #: When set, called as ``rx_tap(now_ps, packet)`` for every data frame delivered (in
+        #: order, to memory): not for one the RC receiver drops (out of sequence, duplicate),
+        #: so a throughput series of it is what the application got.
+        self.rx_tap = None
 
     def inject(self, pkt: SimPacket) -> None:
         """Hand a ready packet (e.g. a replayed pcap frame) to the NIC's port now."""
@@ -1059,6 +1063,8 @@ class Host:
             self._rx_top_id[f] = pkt.id
         if self.delivered is not None:
             self.delivered.append((now, pkt))
+        if self.rx_tap is not None:
+            self.rx_tap(now, pkt)
         if self.on_data is not None:
             self.on_data(f, got, now)
         want = self._expected.get(f)

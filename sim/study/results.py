@@ -351,7 +351,10 @@ class Capture(FrameLog):
         if stack.ethernet:
             layers: dict[str, Any] = {
                 "eth": {"dst": node_mac(pkt.dst), "src": node_mac(pkt.src)},
-                "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": pkt.ecn},
+                # DSCP = class x 8, as the NIC's ACKs (and CNPs: 48, class 6): a replay of
+                # the capture puts each frame back in its class (DSCP >> 3)
+                "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": pkt.ecn,
+                         "dscp": pkt.tc << 3},
                 "udp": {"sport": 49152 + (pkt.flow & 0x3FFF)},
                 "bth": bth,
             }
@@ -384,7 +387,7 @@ class Capture(FrameLog):
 
 
 class _RxBins:
-    """Bytes delivered per flow per bin, from taps on the ports feeding the receivers
+    """Bytes delivered per flow per bin, from taps on the receiving hosts
     (:class:`sim.study.samples.RxTap`, compiled with the core)."""
 
     def __init__(self, bin_ps: int, nbins: int) -> None:
@@ -392,8 +395,8 @@ class _RxBins:
         self.nbins = nbins
         self.bins: dict[int, list[int]] = {}
 
-    def tap_for(self, port: Any) -> RxTap:
-        return RxTap(port, self.bins, self.bin_ps, self.nbins)
+    def tap(self) -> RxTap:
+        return RxTap(self.bins, self.bin_ps, self.nbins)
 
 
 def queue_mean_bytes(out_dir: str | os.PathLike[str], *, queue: int = 3,
@@ -635,10 +638,11 @@ def _record_into(store: SeriesStore, sc: Any, out: str, wanted: list[tuple[int, 
     rx = _RxBins(bin_ps, THROUGHPUT_BINS)
     replayed = getattr(fab, "replayed", None) or {}
     receivers = {f.dst for f in (*fab.flows.values(), *replayed.values())}
-    for node in fab.nodes.values():
-        for p in node.ports.values():
-            if isinstance(p.peer, Host) and p.peer.node_id in receivers:
-                p.taps.append(rx.tap_for(p))
+    tap = rx.tap()
+    for nid in receivers:
+        host = fab.nodes.get(nid)
+        if isinstance(host, Host):
+            host.rx_tap = tap
 
     probe = None
     if getattr(fab, "fault_log", None) is not None:  # counters for the faults block and plot

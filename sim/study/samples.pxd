@@ -68,8 +68,6 @@ cdef class FrameLog:
 
 
 cdef class RxTap:
-    cdef public object port
     cdef public dict bins
     cdef public long long bin_ps
     cdef public Py_ssize_t nbins
-    cdef dict _ser

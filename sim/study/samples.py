@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.packet import PLACE_FIRST, PLACE_LAST, REPLAY_FLOW_BASE, STREAM_MESSAGE_FRAMES
+from sim.packet import PLACE_FIRST, PLACE_LAST, STREAM_MESSAGE_FRAMES
 from sim.study.series import Series, SeriesStore
-from sim.units import PS_PER_NS, ser_time_ps
+from sim.units import PS_PER_NS
 
 __all__ = ["SampleSink", "CaptureBudget", "FrameLog", "RxTap", "PCAP_FILE_HEADER_BYTES",
            "PCAP_RECORD_HEADER_BYTES", "SAMPLE_BUFFER_ROWS", "STREAM_MESSAGE_FRAMES",
@@ -307,35 +307,23 @@ class FrameLog:
 
 
 class RxTap:
-    """A tap on a port feeding a receiver: the bytes of each data packet leaving it (a
-    simulated flow's, or any frame of a replayed capture; not control frames), added to
-    its flow's row of ``bins`` (flow -> bytes per bin, shared by the run's taps; ``nbins``
-    bins of ``bin_ps``) at the bin of its arrival: the frame's serialisation time at the
-    port's rate (computed once per size and rate: a fault may change the rate) plus the
-    link's propagation delay after it leaves."""
+    """A tap on a receiving host (``Host.rx_tap``): the bytes of each data packet its NIC
+    delivers (a simulated flow's, or a frame of a replayed capture; not control frames, not
+    a frame the RC receiver drops out of sequence) added to its flow's row of ``bins``
+    (flow -> bytes per bin, shared by the run's taps; ``nbins`` bins of ``bin_ps``) at the
+    bin of its delivery."""
 
-    def __init__(self, port: Any, bins: dict[int, list[int]], bin_ps: int,
-                 nbins: int) -> None:
-        self.port = port
+    def __init__(self, bins: dict[int, list[int]], bin_ps: int, nbins: int) -> None:
         self.bins = bins
         self.bin_ps = bin_ps
         self.nbins = nbins
-        self._ser: dict[tuple[int, int], int] = {}
 
     def __call__(self, t_ps: int, pkt: Any) -> None:
-        if pkt.frame is not None and pkt.flow < REPLAY_FLOW_BASE:
-            return
-        nbytes = pkt.nbytes
-        port = self.port
-        k = (nbytes, port.rate_bps)
-        d = self._ser.get(k)
-        if d is None:
-            d = self._ser[k] = ser_time_ps(port.wire_bytes(nbytes), port.rate_bps)
-        b = (t_ps + d + port.prop_ps) // self.bin_ps
+        b = t_ps // self.bin_ps
         if b >= self.nbins:
             return
         flow = pkt.flow
         row = self.bins.get(flow)
         if row is None:
             row = self.bins[flow] = [0] * self.nbins
-        row[b] += nbytes
+        row[b] += pkt.nbytes
