@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.study import results, samples
+from sim.study import results
 from sim.study.results import Capture, CaptureBudget
 from wire.linkstack import ROCE
 from wire.pcapio import CaptureWriter
