@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import itertools
 
 import pytest
@@ -309,7 +310,7 @@ _OPS = st.tuples(
     st.integers(0, 7))
 
 
-@given(mode=st.sampled_from(["gbn", "sr"]),
+@given(mode=st.sampled_from(["gbn", "sr", "ooo"]),
        first=st.sampled_from([0, 7, PSN_MOD - 3]),
        ack_every=st.integers(0, 3),
        ops=st.lists(_OPS, max_size=150))
@@ -331,11 +332,16 @@ def test_rc_state_machines_any_interleaving(mode, first, ack_every, ops):
     * has_resend() is exactly "pop_resend gives a frame", which is an outstanding PSN;
     * the QP goes to error only after retry_cnt + 1 expiries without progress, and
       otherwise every frame is delivered and acknowledged in the end;
-    * every transmission is delivered, dropped by the receiver, held (SR), lost or in flight.
+    * every transmission is delivered, dropped by the receiver, held (SR, OOO), lost or in
+      flight.
+
+    ``"ooo"``: an out-of-order receiver (its gap timer, 60 ps, may expire on a tick) and a
+    selective sender.
     """
     timeout = 100
-    tx = RcSender(mode, timeout_ps=timeout, retry_cnt=3, first_psn=first, ack_req_every=4)
-    rx = RcReceiver(mode, first_psn=first)
+    tx = RcSender("sr" if mode == "ooo" else mode, timeout_ps=timeout, retry_cnt=3,
+                  first_psn=first, ack_req_every=4)
+    rx = RcReceiver(mode, first_psn=first, timeout_ps=60)
     fwd: list[int] = []  # data frames in flight (unwrapped PSNs)
     bwd: list[tuple[str, int]] = []  # replies in flight (kind, wire PSN)
     sizes: list[int] = []
@@ -356,8 +362,10 @@ def test_rc_state_machines_any_interleaving(mode, first, ack_every, ops):
 
     def arrive(k: int) -> None:
         psn = fwd.pop(k)
-        _verdict, out, reply = rx.on_frame(psn % PSN_MOD, psn - first)
+        verdict, out, reply = rx.on_frame(psn % PSN_MOD, psn - first, now)
         assert all(0 <= i < tx.next_psn - first for i in out)
+        assert mode != "ooo" or (verdict != "out_of_sequence"  # OOO: kept, never NAKed here
+                                 and (reply is None or reply[0] == "ack"))
         delivered.extend(out)
         # the host's receiver: an ACK when a frame delivered asked for one (or ack_every)
         n0 = len(delivered) - len(out)
@@ -395,6 +403,10 @@ def test_rc_state_machines_any_interleaving(mode, first, ack_every, ops):
 
     def expire() -> None:
         nonlocal no_progress
+        if rx.deadline_ps is not None and now >= rx.deadline_ps:
+            reply = rx.on_timeout(now)
+            assert reply == ("nak", rx.expected % PSN_MOD)
+            bwd.append(reply)
         if tx.deadline_ps is not None and now >= tx.deadline_ps:
             ok = tx.on_timeout(now)
             no_progress += 1
@@ -431,10 +443,11 @@ def test_rc_state_machines_any_interleaving(mode, first, ack_every, ops):
         while bwd:
             answer(0)
         if tx.outstanding and not tx.has_resend():
-            if tx.deadline_ps is None:  # its message goes on: the last frame asks for an ACK
+            due = [d for d in (tx.deadline_ps, rx.deadline_ps) if d is not None]
+            if not due:  # its message goes on: the last frame asks for an ACK
                 new(1, True)
                 continue
-            now = max(now, tx.deadline_ps)
+            now = max(now, min(due))
             expire()
         check()
     if tx.error:
@@ -708,3 +721,145 @@ def test_link_down_50us_two_flows_complete_by_default(reliable, tmp_path):
         assert sum(r["retransmitted_frames"] for r in rc) >= lost
     else:
         assert all(f["fct_ps"] is None and "rc" not in f for f in s["flows"])
+
+
+# ------------------------------------------------------ out-of-order placement ("ooo")
+def test_ooo_one_drop_nak_after_the_gap_timer_resends_one():
+    """A receiver that places out-of-order frames: frame 3 lost, 4..9 are kept without a NAK;
+    the NAK (for 3) goes when the gap has been open ooo_timeout_ps since frame 4 arrived; the
+    sender resends 3 only; every frame delivered once, in order."""
+    a, b, fwd, back = pair(drop_once(3), n=10, ooo=True, ooo_timeout_ps=5_000_000)
+    assert [p for p, _ in fwd.seen] == [*range(10), 3]
+    naks = [k for k in back.acks if k[0] == AethKind.NAK]
+    assert naks == [(AethKind.NAK, 3)]
+    t4 = fwd.seen[4][1] + frame_ser_time_ps(FRAME, RATE) + PROP_PS  # frame 4 received
+    t_resend = fwd.seen[10][1]
+    # the NAK leaves at t4 + 5 us and takes its serialisation and the link back
+    assert t4 + 5_000_000 + PROP_PS < t_resend < t4 + 5_000_000 + 2 * PROP_PS
+    s, r = a.rc_stats(0), b.rc_stats(0)
+    assert s["retransmitted_frames"] == 1 and s["timeouts"] == 0 and s["unacked_frames"] == 0
+    assert r["naks_sent"] == 1 and r["out_of_sequence"] == 0 and r["duplicates"] == 0
+    assert r["placed_out_of_order"] == 6
+    assert b.rx_packets[0] == 10 and b.rx_bytes[0] == 10 * FRAME
+    assert rc_conservation(a, b, 0, fwd.dropped)["in_flight"] == 0
+
+
+def test_ooo_off_and_auto_keep_the_nak_on_a_gap():
+    """ooo=False and "auto" (None) on a fabric that does not route adaptively: the receiver
+    NAKs at once (go-back-N), as before; set_adaptive_routing turns "auto" on."""
+    for ooo in (False, None):
+        _a, b, _fwd, back = pair(drop_once(3), n=10, ooo=ooo)
+        assert [k for k in back.acks if k[0] == AethKind.NAK] == [(AethKind.NAK, 3)]
+        assert b.rc_stats(0)["out_of_sequence"] == 6 and "placed_out_of_order" not in \
+            b.rc_stats(0)
+    h = Host(Engine(), 0, RATE)
+    assert h.ooo is None and not h.ooo_on
+    h.set_adaptive_routing(True)
+    assert h.ooo_on and h._tx_mode() == "sr"
+    assert not Host(Engine(), 0, RATE, ooo=False, retransmit="gbn")._tx_mode() == "sr"
+    with pytest.raises(ValueError, match="ooo"):
+        Host(Engine(), 0, RATE, ooo="yes")
+    with pytest.raises(ValueError, match="timeout_ps"):
+        Host(Engine(), 0, RATE, ooo_timeout_ps=0)
+
+
+@given(first=st.sampled_from([0, PSN_MOD - 3]),
+       n=st.integers(1, 40),
+       jitter=st.lists(st.integers(0, 9), min_size=1, max_size=120),
+       losses=st.lists(st.booleans(), max_size=120),
+       window=st.integers(10, 40))
+@example(first=0, n=3, jitter=[9, 0, 0], losses=[], window=10)  # reordered, nothing lost
+@example(first=0, n=4, jitter=[0], losses=[True, False, False, False, True], window=10)
+def test_ooo_pair_reordering_and_loss(first, n, jitter, losses, window):
+    """An out-of-order receiver and a selective sender over a network that delays each
+    transmission by a random extra 0..9 time units (so it reorders them) and loses those
+    ``losses`` picks; replies come back after a fixed delay.  Then:
+
+    * every PSN is delivered exactly once, in order, and the message completes (all ACKed);
+    * without a loss there is no NAK, no resend, no duplicate: reordering shorter than the
+      receiver's window is not taken for a loss;
+    * a loss is always recovered; by the receiver's NAK alone (no ACK timeout) unless a
+      transmission of the last PSN, which nothing follows, was lost;
+    * every transmission is delivered, a duplicate or lost.
+    """
+    ack_timeout = 10_000  # far above a round trip: only a loss nothing follows needs it
+    tx = RcSender("sr", timeout_ps=ack_timeout, retry_cnt=7, first_psn=first)
+    rx = RcReceiver("ooo", first_psn=first, timeout_ps=window)
+    delays, drops = itertools.cycle(jitter), iter(losses)
+    events: list[tuple[int, int, str, object]] = []  # (time, seq, kind, data)
+    seq = itertools.count()
+    delivered: list[int] = []
+    lost = 0
+    lost_last = False
+    flying = 0  # transmissions on their way
+    new = 0
+    now = 0
+
+    def push(t, kind, data=None):
+        heapq.heappush(events, (t, next(seq), kind, data))
+
+    def reply_back(reply):
+        push(now + 5, "reply", reply)
+
+    def arm_rx():
+        if rx.deadline_ps is not None:
+            push(rx.deadline_ps, "rx_timer")
+
+    def arm_tx():
+        if tx.deadline_ps is not None:
+            push(tx.deadline_ps, "tx_timer")
+
+    push(0, "send")
+    for _ in range(20_000):
+        if not events or (new == n and not tx.outstanding and not flying):
+            break
+        now, _, kind, data = heapq.heappop(events)
+        if kind == "send":  # one transmission per time unit: a resend first, else new data
+            res = tx.pop_resend(now)
+            if res is None and new < n:
+                res = (tx.send_new(1, now, new == n - 1), 1)
+                new += 1
+            if res is not None:
+                psn = res[0]
+                if next(drops, False):
+                    lost += 1
+                    lost_last = lost_last or psn - first == n - 1
+                else:
+                    flying += 1
+                    push(now + 3 + next(delays), "arrive", psn)
+                arm_tx()
+            if new < n or tx.has_resend():
+                push(now + 1, "send")
+        elif kind == "arrive":
+            flying -= 1
+            psn = data
+            verdict, out, reply = rx.on_frame(psn % PSN_MOD, psn - first, now)
+            assert verdict != "out_of_sequence"
+            delivered.extend(out)
+            if reply is None and any(i == n - 1 for i in out):  # the last frame asked
+                reply = ("ack", (rx.expected - 1) % PSN_MOD)
+            if reply is not None:
+                reply_back(reply)
+            arm_rx()
+        elif kind == "rx_timer":
+            reply = rx.on_timeout(now)
+            if reply is not None:
+                reply_back(reply)
+            arm_rx()
+        elif kind == "reply":
+            k, wpsn = data
+            (tx.on_nak if k == "nak" else tx.on_ack)(wpsn, now)
+            if tx.has_resend():
+                push(now, "send")
+        elif kind == "tx_timer" and tx.deadline_ps is not None and now >= tx.deadline_ps:
+            tx.on_timeout(now)
+            arm_tx()
+            push(now, "send")
+    assert delivered == list(range(n))  # each PSN once, in order: the message completes
+    assert tx.outstanding == 0 and not tx.error and tx.acked_bytes == n
+    assert rx.out_of_sequence == 0 and not rx.held()
+    assert tx.sent_frames == n + tx.retransmitted_frames == len(delivered) + rx.duplicates + lost
+    if not lost:
+        assert rx.naks_sent == 0 and tx.retransmitted_frames == 0 and rx.duplicates == 0
+    if not lost_last:
+        assert tx.timeouts == 0

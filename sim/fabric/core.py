@@ -152,6 +152,15 @@ class Fabric:
         dst.expect(flow)
 
     def run(self, until_ps: int) -> int:
+        """Run the engine until ``until_ps``; first, every host learns whether a switch
+        routes adaptively (:meth:`sim.nic.host.Host.set_adaptive_routing`: the NICs of an
+        adaptively routed fabric place out-of-order frames, unless a host's ``ooo`` says
+        otherwise)."""
+        adaptive = any(getattr(n, "routing", "") == "adaptive" for n in self.nodes.values()
+                       if isinstance(n, Switch))
+        for n in self.nodes.values():
+            if isinstance(n, Host) and n.adaptive_routing != adaptive:
+                n.set_adaptive_routing(adaptive)
         return self.engine.run(until_ps)
 
     def dropped_packets(self) -> int:

@@ -55,6 +55,7 @@ cdef class Host:
     cdef public set _posted_idle
     cdef public set _rc_idle
     cdef public dict _rc_rx
+    cdef public dict _rc_rx_timer
     cdef public dict _rc_timer
     cdef public dict _rc_tx
     cdef public object _read_free_ps
@@ -74,6 +75,7 @@ cdef class Host:
     cdef public object ack_sent
     cdef public object ack_tc
     cdef public object ack_timeout
+    cdef public object adaptive_routing
     cdef public dict acked_bytes
     cdef public dict cc
     cdef public object cc_name
@@ -89,6 +91,8 @@ cdef class Host:
     cdef public object node_id
     cdef public object on_data
     cdef public object on_qp_error
+    cdef public object ooo
+    cdef public object ooo_timeout_ps
     cdef public object rx_tap
     cdef public object pause_sent_count
     cdef public object pause_storm_timeout_ps

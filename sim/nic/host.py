@@ -127,7 +127,12 @@ period) and on every :data:`sim.nic.rc.ACK_REQ_EVERY`-th frame; the receiver che
 a frame is received (after its PCIe write, with the receive buffer), delivers in order and
 ACKs the frames that asked (and every ``ack_every``-th when that is > 0), NAKs a gap (a real
 AETH NAK, PSN sequence error) and drops out-of-order frames (``retransmit="gbn"``) or keeps
-them (``"sr"``); duplicates are dropped and re-ACKed.  The sender resends on NAK and on the
+them (``"sr"``); duplicates are dropped and re-ACKed.  Out-of-order placement (``ooo``:
+True, False, or None = "auto", on when the fabric routes adaptively,
+:meth:`Host.set_adaptive_routing`): the receiver keeps a frame ahead of the expected PSN
+without a NAK and NAKs a gap only when it is still open ``ooo_timeout_ps`` after the first
+frame past it arrived (:mod:`sim.nic.rc`, mode ``"ooo"``); the sender then resends
+selectively.  The sender resends on NAK and on the
 local ACK timeout (``ack_timeout``: 4.096 us x 2^ack_timeout) up to ``retry_cnt`` times, then
 the flow's QP is in error: it stops (a ``QpError`` event).  Resends go before new data, paced
 like it.  Counters: :meth:`rc_stats`; the conservation check :func:`rc_conservation`.
@@ -146,7 +151,14 @@ from sim.events import CNPSent, Dropped, PauseSent, QpError, RateChanged, Watchd
 from sim.flowctl.credit import CbfcConfig, cbfc_free
 from sim.flowctl.pfc import apply_pause, is_mac_control, pfc_packet
 from sim.net.port import PRIORITIES, CreditPort, Port
-from sim.nic.rc import ACK_TIMEOUT, RETRY_CNT, RcReceiver, RcSender, ack_timeout_ps
+from sim.nic.rc import (
+    ACK_TIMEOUT,
+    OOO_TIMEOUT_PS,
+    RETRY_CNT,
+    RcReceiver,
+    RcSender,
+    ack_timeout_ps,
+)
 from sim.packet import (
     PLACE_FIRST,
     PLACE_LAST,
@@ -337,7 +349,8 @@ class Host:
                  rx_mtu_bytes: int = RX_MTU_BYTES, rx_headroom_bytes: int | None = None,
                  pcie_header_bytes: int = PCIE_HEADER_BYTES, reliable: bool = True,
                  retransmit: str = "gbn", ack_timeout: int = ACK_TIMEOUT,
-                 retry_cnt: int = RETRY_CNT) -> None:
+                 retry_cnt: int = RETRY_CNT, ooo: bool | None = None,
+                 ooo_timeout_ps: int = OOO_TIMEOUT_PS) -> None:
         if cnp_interval_ps < 0:
             raise ValueError("cnp_interval_ps must be >= 0")
         if cnp_mode not in CNP_MODES:
@@ -370,11 +383,15 @@ class Host:
         #: RC reliability (module docstring): options, per-flow sender/receiver state, the
         #: flows with nothing to send (a resend wakes them), the ACK timers, drops by reason
         #: of reliable frames this NIC received, flows whose QP went to error.
-        self.set_reliable(reliable, retransmit, ack_timeout, retry_cnt)
+        #: ``adaptive_routing``: the fabric routes adaptively (:meth:`set_adaptive_routing`),
+        #: which turns the out-of-order receiver on when ``ooo`` is None ("auto").
+        self.adaptive_routing = False
         self._rc_tx: dict[int, RcSender] = {}
+        self.set_reliable(reliable, retransmit, ack_timeout, retry_cnt, ooo, ooo_timeout_ps)
         self._rc_rx: dict[int, RcReceiver] = {}
         self._rc_idle: set[int] = set()
         self._rc_timer: dict[int, Timer] = {}
+        self._rc_rx_timer: dict[int, Timer] = {}
         self.rc_drops: dict[int, dict[str, int]] = {}
         self.qp_error_ps: dict[int, int] = {}
         #: Called as ``on_qp_error(flow id, now)`` when a QP this host sends goes to error.
@@ -468,7 +485,8 @@ class Host:
         self.rx_last_ps: dict[int, int] = {}
         self.rx_ce: dict[int, int] = {}
         #: Out-of-order data frames per flow: arrived with a packet id below the highest seen
-        #: (ids are handed out in send order, so a flow's ids are its sequence).
+        #: (ids are handed out in send order, so a flow's ids are its sequence; counted as
+        #: they reach the transport, before the RC receiver drops, keeps or delivers them).
         self.rx_ooo: dict[int, int] = {}
         self._rx_top_id: dict[int, int] = {}
         #: Completed messages per flow (flows with ``message_bytes``), and when each completed.
@@ -505,7 +523,7 @@ class Host:
         self.acked_bytes[flow.id] = 0
         tx = self._tx[flow.id] = _Tx(flow)
         if self.reliable:
-            self._rc_tx[flow.id] = RcSender(self.retransmit, self.rc_timeout_ps,
+            self._rc_tx[flow.id] = RcSender(self._tx_mode(), self.rc_timeout_ps,
                                             self.retry_cnt)
         self.cc[flow.id] = cc_registry.create(self.cc_name, line_rate_bps=flow.rate_bps,
                                               **self.cc_params)
@@ -832,16 +850,50 @@ class Host:
             self.on_qp_error(fid, now)
 
     def set_reliable(self, reliable: bool = True, retransmit: str = "gbn",
-                     ack_timeout: int = ACK_TIMEOUT, retry_cnt: int = RETRY_CNT) -> None:
+                     ack_timeout: int = ACK_TIMEOUT, retry_cnt: int = RETRY_CNT,
+                     ooo: bool | None = None, ooo_timeout_ps: int = OOO_TIMEOUT_PS) -> None:
         """Turn RC reliability on (or off) for the flows this host adds from now on, and set
-        the mode its receiver uses (module docstring); ValueError for a bad option."""
+        the mode its receiver uses (module docstring): ``ooo`` True places out-of-order
+        frames (:mod:`sim.nic.rc`, mode ``"ooo"``, NAK after ``ooo_timeout_ps``), False
+        uses ``retransmit``, None ("auto") places them when the fabric routes adaptively
+        (:attr:`adaptive_routing`); ValueError for a bad option."""
         timeout_ps = ack_timeout_ps(ack_timeout)
         RcSender(retransmit, timeout_ps, retry_cnt)  # checks the options
+        RcReceiver("ooo", timeout_ps=ooo_timeout_ps)
+        if ooo is not None and not isinstance(ooo, bool):
+            raise ValueError(f"ooo must be True, False or None (auto), got {ooo!r}")
         self.reliable = reliable
         self.retransmit = retransmit
         self.ack_timeout = ack_timeout
         self.rc_timeout_ps = timeout_ps
         self.retry_cnt = retry_cnt
+        self.ooo = ooo
+        self.ooo_timeout_ps = ooo_timeout_ps
+        self._retune_senders()
+
+    @property
+    def ooo_on(self) -> bool:
+        """Whether the RC receivers of the flows this host receives place out-of-order frames
+        (``ooo``, or with None the fabric's :attr:`adaptive_routing`)."""
+        return self.adaptive_routing if self.ooo is None else self.ooo
+
+    def _tx_mode(self) -> str:
+        """The retransmission mode of a QP this host sends: selective with an out-of-order
+        receiver at the other end (the NICs of one fabric are set alike), else ``retransmit``."""
+        return "sr" if self.ooo_on else self.retransmit
+
+    def _retune_senders(self) -> None:
+        mode = self._tx_mode()
+        for rc in self._rc_tx.values():
+            rc.mode = mode
+
+    def set_adaptive_routing(self, adaptive: bool) -> None:
+        """The fabric routes adaptively (or no longer does): with ``ooo`` None ("auto") the
+        QPs this host sends resend selectively from now on, and those it starts receiving
+        place out-of-order frames (a receiver keeps the mode it started with).  Called by
+        :meth:`sim.fabric.core.Fabric.run`."""
+        self.adaptive_routing = bool(adaptive)
+        self._retune_senders()
 
     def rc_held(self, fid: int) -> tuple[int, int]:
         """(frames, bytes) of flow ``fid`` that this receiver holds out of order (SR)."""
@@ -873,6 +925,8 @@ class Host:
         if rx is not None:
             out.update(naks_sent=rx.naks_sent, duplicates=rx.duplicates,
                        out_of_sequence=rx.out_of_sequence)
+            if rx.ooo:
+                out["placed_out_of_order"] = rx.placed_out_of_order
         drops = self.rc_drops.get(fid)
         if drops:
             out.update({f"dropped_{k}": v for k, v in sorted(drops.items())})
@@ -1014,15 +1068,24 @@ class Host:
 
     def _deliver(self, pkt: SimPacket, now: int) -> None:
         """A data frame is received: a reliable one (``psn`` set) goes through its flow's
-        :class:`sim.nic.rc.RcReceiver` first (module docstring)."""
+        :class:`sim.nic.rc.RcReceiver` first (module docstring).  It counts in ``rx_ooo``
+        if it arrived out of order (the network's reordering, whatever the receiver then
+        does with it)."""
+        f = pkt.flow
+        if pkt.id < self._rx_top_id.get(f, -1):
+            self.rx_ooo[f] = self.rx_ooo.get(f, 0) + 1
+        else:
+            self._rx_top_id[f] = pkt.id
         if pkt.psn is None:
             self._deliver_frame(pkt, now)
             return
-        f = pkt.flow
         rx = self._rc_rx.get(f)
         if rx is None:
-            rx = self._rc_rx[f] = RcReceiver(self.retransmit)
-        verdict, ready, reply = rx.on_frame(pkt.psn, pkt)
+            rx = self._rc_rx[f] = RcReceiver("ooo" if self.ooo_on else self.retransmit,
+                                             timeout_ps=self.ooo_timeout_ps)
+        verdict, ready, reply = rx.on_frame(pkt.psn, pkt, now)
+        if rx.ooo:
+            self._rc_rx_arm(f, pkt.tc, pkt.src)
         if verdict in ("out_of_sequence", "duplicate"):
             self._rc_drop(pkt, verdict, now)
         ask = False  # a frame delivered asked for an ACK (or ack_every came round)
@@ -1035,6 +1098,31 @@ class Host:
             self._send_ack(f, pkt.tc, reply[1], pkt.src, "NAK" if reply[0] == "nak" else "ACK")
         elif ask:
             self._send_ack(f, pkt.tc, (rx.expected - 1) & _PSN_MASK, pkt.src)
+
+    def _rc_rx_arm(self, fid: int, tc: int, src: int) -> None:
+        """Make sure a timer runs for the open gap of out-of-order receiver ``fid`` (none
+        when no gap is open; lazy, as :meth:`_rc_arm`)."""
+        due = self._rc_rx[fid].deadline_ps
+        old = self._rc_rx_timer.get(fid)
+        if due is None:
+            if old is not None:
+                old.cancel()
+                del self._rc_rx_timer[fid]
+            return
+        if old is not None:
+            if old.at_ps <= due:
+                return
+            old.cancel()
+        self._rc_rx_timer[fid] = self.engine.schedule(max(due, self.engine.now_ps),
+                                                      self._rc_rx_due, fid, tc, src)
+
+    def _rc_rx_due(self, fid: int, tc: int, src: int) -> None:
+        """The gap timer of receiver ``fid``: its NAK when the gap is still open."""
+        del self._rc_rx_timer[fid]
+        reply = self._rc_rx[fid].on_timeout(self.engine.now_ps)
+        if reply is not None:
+            self._send_ack(fid, tc, reply[1], src, "NAK")
+        self._rc_rx_arm(fid, tc, src)
 
     def _rc_count(self, fid: int, reason: str) -> None:
         """A reliable frame of flow ``fid`` dropped by this NIC (``rc_drops``, by reason)."""
@@ -1057,10 +1145,6 @@ class Host:
         if n == 1:
             self.rx_first_ps[f] = now
         self.rx_last_ps[f] = now
-        if pkt.id < self._rx_top_id.get(f, -1):
-            self.rx_ooo[f] = self.rx_ooo.get(f, 0) + 1
-        else:
-            self._rx_top_id[f] = pkt.id
         if self.delivered is not None:
             self.delivered.append((now, pkt))
         if self.rx_tap is not None:

@@ -17,6 +17,25 @@ RoCEv2 uses the same transport, IBA Annex A17):
   (``"sr"``, selective repeat) and delivered once the gap before it is filled.  A PSN behind
   the expected one is a duplicate: dropped, counted and answered with an ACK of the last
   frame delivered (IBA 9.7.5.1.2: duplicates are acknowledged again).
+* Out-of-order receiver (``"ooo"``: the mode of NICs on an adaptively routed fabric, whose
+  frames of one QP take different paths).  NVIDIA's "Out-of-Order (OOO) Data Placement"
+  (ConnectX-5 and later, RC/XRC/DC: MLNX_OFED and DOCA documentation, "Out-of-Order (OOO)
+  Data Placement") accepts a frame that arrives ahead of the expected PSN "instead of being
+  dropped, in order to avoid retransmission" and places its data in memory as it arrives;
+  rdma-core's ``MLX5DV_QP_CREATE_OOO_DP`` (``providers/mlx5/man/mlx5dv_create_qp.3.md``,
+  rdma-core 55) states the same for a QP, with work completions still delivered in order.
+  Here such a frame is kept (placed) with no NAK, and the frames are delivered (completed) in
+  PSN order once the gap before them is filled; ACKs acknowledge that in-order prefix.  A
+  lost frame is told from a late one by time: the gap's timer starts when the first frame
+  past it arrives, and a gap still open ``timeout_ps`` later is NAKed (PSN sequence error
+  with the expected PSN), as NVIDIA's patent on out-of-order packet processing describes
+  (US 11,533,267 B2, Mellanox, 2022: a timer started by the out-of-order packet; at its expiry
+  without the missing packet, a request to resend it).  [A] the timer restarts after a NAK
+  (a lost resend is asked for again) and when a frame fills the gap while frames after the
+  next gap are held (the next gap's timer starts then); the timeout is a constant
+  (:data:`OOO_TIMEOUT_PS`, fitted: above the largest reordering measured on this model's
+  adaptively routed fabrics, docs/explanation/faults.md).  The sender of such a QP resends
+  selectively (``"sr"``: the NAKed frame only).
 * Sender (requester): keeps every unacknowledged frame; an ACK frees the frames up to its
   PSN; a NAK frees those before its PSN and resends from it (``"gbn"``: that frame and every
   later one; ``"sr"``: that frame only).  The local ACK timeout (IBA 9.7.6.1.3, table 63:
@@ -53,12 +72,15 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import deque
 
-__all__ = ["ACK_REQ_EVERY", "ACK_TIMEOUT", "PSN_BITS", "PSN_MOD", "RETRANSMIT_MODES",
-           "RETRY_CNT", "RcReceiver", "RcSender", "ack_timeout_ps", "unwrap_psn"]
+__all__ = ["ACK_REQ_EVERY", "ACK_TIMEOUT", "OOO_TIMEOUT_PS", "PSN_BITS", "PSN_MOD",
+           "RECEIVE_MODES", "RETRANSMIT_MODES", "RETRY_CNT", "RcReceiver", "RcSender",
+           "ack_timeout_ps", "unwrap_psn"]
 
 PSN_BITS = 24
 PSN_MOD = 1 << PSN_BITS
 RETRANSMIT_MODES = ("gbn", "sr")
+#: The receiver's modes: the retransmission modes, and out-of-order placement (``"ooo"``).
+RECEIVE_MODES = (*RETRANSMIT_MODES, "ooo")
 #: NCCL_IB_TIMEOUT default (NCCL docs, "Environment Variables").
 ACK_TIMEOUT = 20
 #: NCCL_IB_RETRY_CNT default (NCCL docs, "Environment Variables").
@@ -66,6 +88,10 @@ RETRY_CNT = 7
 #: A frame asks for an ACK at the latest as the 256th since the last that asked: the mlx5
 #: driver's ``MLX5_IB_ACK_REQ_FREQ`` (log2 8; module docstring).
 ACK_REQ_EVERY = 256
+#: How long an out-of-order receiver waits for a missing frame before it NAKs it: 16 µs
+#: [A, fitted: above the largest reordering, 6.5 µs, of an all_to_all at full load on an
+#: adaptively routed leaf-spine, RoCE and IB links; module docstring].
+OOO_TIMEOUT_PS = 16_000_000
 
 
 def ack_timeout_ps(ack_timeout: int) -> int:
@@ -280,33 +306,70 @@ class RcSender:
 
 
 class RcReceiver:
-    """Responder side of one QP: ``on_frame(wire_psn, item)`` -> ``(verdict, delivered,
-    reply)``: verdict ``"deliver"``, ``"held"`` (SR, out of order, kept), ``"out_of_sequence"``
-    (GBN, dropped) or ``"duplicate"`` (dropped); ``delivered`` the items now in order (each
-    once); ``reply`` None (the host coalesces its ACKs), ``("nak", wire PSN)`` or
-    ``("ack", wire PSN)`` (a duplicate's ACK of the last frame delivered)."""
+    """Responder side of one QP: ``on_frame(wire_psn, item, now)`` -> ``(verdict, delivered,
+    reply)``: verdict ``"deliver"``, ``"held"`` (SR or OOO, out of order, kept),
+    ``"out_of_sequence"`` (GBN, dropped) or ``"duplicate"`` (dropped); ``delivered`` the items
+    now in order (each once); ``reply`` None (the host coalesces its ACKs), ``("nak", wire
+    PSN)`` or ``("ack", wire PSN)`` (a duplicate's ACK of the last frame delivered).
 
-    def __init__(self, mode: str = "gbn", first_psn: int = 0) -> None:
-        _check_mode(mode)
+    Mode ``"ooo"`` (module docstring) never NAKs from ``on_frame``: ``deadline_ps`` is when
+    the open gap's timer expires (None: no gap) and ``on_timeout(now)`` is called then (its
+    NAK, or None when the gap closed meanwhile)."""
+
+    def __init__(self, mode: str = "gbn", first_psn: int = 0,
+                 timeout_ps: int = OOO_TIMEOUT_PS) -> None:
+        if mode not in RECEIVE_MODES:
+            raise ValueError(f"receiver mode must be one of {', '.join(RECEIVE_MODES)}, "
+                             f"got {mode!r}")
+        if timeout_ps <= 0:
+            raise ValueError("timeout_ps must be > 0")
         self.mode = mode
+        self.ooo = mode == "ooo"
+        self.timeout_ps = timeout_ps
         self.expected = first_psn
         self._nak_sent = False
         self._held: dict[int, object] = {}
+        #: OOO: when the gap before the held frames opened (None: no gap, nothing held).
+        self._gap_ps: int | None = None
         self.naks_sent = 0
         self.duplicates = 0
         self.out_of_sequence = 0
+        #: OOO: frames that arrived ahead of a gap and were placed (kept), not dropped.
+        self.placed_out_of_order = 0
 
     def held(self) -> list:
-        """The items kept out of order (SR), not yet delivered."""
+        """The items kept out of order (SR, OOO), not yet delivered."""
         return list(self._held.values())
 
-    def on_frame(self, wire_psn: int, item: object
+    @property
+    def deadline_ps(self) -> int | None:
+        """OOO: when the open gap's timer expires (None: no gap; always None in the other
+        modes)."""
+        return None if self._gap_ps is None else self._gap_ps + self.timeout_ps
+
+    def on_timeout(self, now: int) -> tuple[str, int] | None:
+        """OOO: the gap's timer expired (``now >= deadline_ps``): a NAK with the expected PSN
+        (the first missing frame), and the timer starts again; None if no gap is due."""
+        due = self.deadline_ps
+        if due is None or now < due:
+            return None
+        self._gap_ps = now
+        self.naks_sent += 1
+        return "nak", self.expected % PSN_MOD
+
+    def on_frame(self, wire_psn: int, item: object, now: int = 0
                  ) -> tuple[str, list, tuple[str, int] | None]:
         psn = unwrap_psn(wire_psn, self.expected)
         if psn < self.expected or psn in self._held:
             self.duplicates += 1
             return "duplicate", [], ("ack", (self.expected - 1) % PSN_MOD)
         if psn > self.expected:
+            if self.ooo:  # placed; the gap's timer, not a NAK, tells a loss
+                self._held[psn] = item
+                self.placed_out_of_order += 1
+                if self._gap_ps is None:
+                    self._gap_ps = now
+                return "held", [], None
             reply = None
             if not self._nak_sent:
                 self._nak_sent = True
@@ -328,7 +391,12 @@ class RcReceiver:
             self.expected += 1
         reply = None
         if self._held:  # another gap behind the one just filled
-            self._nak_sent = True
-            self.naks_sent += 1
-            reply = ("nak", self.expected % PSN_MOD)
+            if self.ooo:
+                self._gap_ps = now
+            else:
+                self._nak_sent = True
+                self.naks_sent += 1
+                reply = ("nak", self.expected % PSN_MOD)
+        elif self.ooo:
+            self._gap_ps = None
         return "deliver", out, reply

@@ -13,9 +13,9 @@ from typing import Any
 from sim.trace import Interest
 from sim.units import quantity_problem
 
-__all__ = ["MAX_DEPTH", "PAYLOAD_BYTES", "Param", "ParamText", "Scenario", "ScenarioError",
-           "ScenarioInfo", "TracerSlot", "nesting_problem", "parse_text", "register", "registry",
-           "resolve_params", "stack_defaults"]
+__all__ = ["MAX_DEPTH", "PAYLOAD_BYTES", "AutoBoolParam", "Param", "ParamText", "Scenario",
+           "ScenarioError", "ScenarioInfo", "TracerSlot", "nesting_problem", "parse_text",
+           "register", "registry", "resolve_params", "stack_defaults"]
 
 
 class ScenarioError(ValueError):
@@ -96,6 +96,23 @@ class Param:
                 raise ScenarioError(f"parameter {self.name!r}: {why} (got {_cut(v)})")
         return v
 
+
+
+@dataclass(frozen=True)
+class AutoBoolParam(Param):
+    """A boolean parameter whose default is ``"auto"`` (decided by the simulator: the
+    parameter's doc says how): ``true``, ``false`` or ``"auto"`` (``-p KEY=auto`` too)."""
+
+    @property
+    def type(self) -> type:
+        return bool
+
+    def coerce(self, value: Any) -> Any:
+        v = parse_text(value) if isinstance(value, ParamText) else value
+        if isinstance(v, bool) or v == "auto":
+            return self._checked(v)
+        raise ScenarioError(f"parameter {self.name!r}: expected true, false or \"auto\", got "
+                            f"{_cut(value)}")
 
 #: Deepest nesting of arrays and tables in a scenario file or a ``-p`` value.  A file needs 3
 #: levels (``[switch] vlarb_high``'s ``[VL, weight]`` pairs, ``[[collective]]`` ``hosts``);

@@ -14,7 +14,13 @@ from typing import Any, NamedTuple
 
 from sim.net.mmu import MmuConfig, headroom_bytes
 from sim.net.switch import EcnConfig
-from sim.scenarios.base import PAYLOAD_BYTES, Param, ScenarioError, stack_defaults
+from sim.scenarios.base import (
+    PAYLOAD_BYTES,
+    AutoBoolParam,
+    Param,
+    ScenarioError,
+    stack_defaults,
+)
 from sim.units import BYTES_PER_KB, gbps, kb_to_bytes, ms_to_ps, quantity_problem, us_to_ps
 from wire.linkstack import IB, ROCE, HeaderStack
 
@@ -548,7 +554,7 @@ def collective_packet(p: Mapping[str, Any], stack: HeaderStack | None = None) ->
 def rc_params() -> tuple[Param, ...]:
     """The RC transport reliability ``-p`` keys (:mod:`sim.nic.rc`, docs/explanation/faults.md
     "RC transport reliability"): on by default, as in every RoCE and InfiniBand RC NIC."""
-    from sim.nic.rc import ACK_TIMEOUT, RETRANSMIT_MODES, RETRY_CNT
+    from sim.nic.rc import ACK_TIMEOUT, OOO_TIMEOUT_PS, RETRANSMIT_MODES, RETRY_CNT
 
     return (
         Param("reliable", True, "RC transport in the NICs: PSNs, ACKs, NAK, go-back-N "
@@ -562,6 +568,12 @@ def rc_params() -> tuple[Param, ...]:
               "2^ack_timeout (20: NCCL_IB_TIMEOUT's default, ~4.3 s)", in_range(1, 31)),
         Param("retry_cnt", RETRY_CNT, "reliable: retries after a timeout before the QP "
               "error (NCCL_IB_RETRY_CNT's default 7)", in_range(0, 7)),
+        AutoBoolParam("ooo", "auto", "reliable: the receivers place out-of-order frames "
+                      "(no NAK until a gap stays open ooo_timeout_us; selective resends): "
+                      "true | false | auto (on when the fabric routes adaptively, as "
+                      "adaptive-routing NICs do)", None),
+        Param("ooo_timeout_us", OOO_TIMEOUT_PS / 1e6, "ooo: a gap still open this long "
+              "after the first frame past it arrived is NAKed", pos),
     )
 
 
@@ -572,8 +584,13 @@ def rc_kw(p: Mapping[str, Any]) -> dict[str, Any]:
         return {}
     if not p["reliable"]:
         return {"reliable": False}
-    return {"reliable": True, "retransmit": p.get("retransmit", "gbn"),
-            **{k: p[k] for k in ("ack_timeout", "retry_cnt") if k in p}}
+    kw = {"reliable": True, "retransmit": p.get("retransmit", "gbn"),
+          **{k: p[k] for k in ("ack_timeout", "retry_cnt") if k in p}}
+    if p.get("ooo", "auto") != "auto":
+        kw["ooo"] = p["ooo"]
+    if "ooo_timeout_us" in p:
+        kw["ooo_timeout_ps"] = us_to_ps(p["ooo_timeout_us"])
+    return kw
 
 
 class FabricSetup(NamedTuple):

@@ -119,7 +119,8 @@ def attach_tools(sc: Scenario, p: Mapping[str, Any],
 
 _RING_KEYS = ("switches", "hops", "rate_frac", "stop_ms", "link_gbps", "pfc", "xoff_kb",
               "buffer_kb", "duration_ms", "seed", "background", "cable_m", "packet_bytes",
-              "fabric", "vl_buffer_kb", "reliable", "retransmit", "ack_timeout", "retry_cnt")
+              "fabric", "vl_buffer_kb", "reliable", "retransmit", "ack_timeout", "retry_cnt",
+              "ooo", "ooo_timeout_us")
 
 PARAMS: tuple[Param, ...] = (
     Param("switches", 4, "switches in the ring (one host each)", in_range(2, 64)),
