@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from sim.study import results
@@ -123,6 +123,8 @@ def _built_synth(pkt, psn: int, op: str, dma: int | None) -> bytes:
 
 @given(pkts=st.lists(_pkt.map(lambda p: SimpleNamespace(**{**vars(p), "frame": None})),
                      max_size=150))
+@example(pkts=[SimpleNamespace(frame=None, flow=0, src=0, dst=4, nbytes=64, ecn=0, psn=None,
+                               place=None, ackreq=False, tc=tc) for tc in (0, 0, 3)])
 def test_synthesised_frames_are_writes_of_64_frame_messages(tmp_path_factory, pkts) -> None:
     """Packets without a place in a message (no NIC flow's) are cut into messages of 64
     frames (the first frame's size each, the last one where the bytes reach it): FIRST,
