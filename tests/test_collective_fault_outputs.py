@@ -406,3 +406,15 @@ def test_csv_fault_columns_only_with_faults(tmp_path) -> None:
         names = next(csv.reader(f))                   # retransmitted_bytes)
     assert len(names) == len(set(names))
     assert row["time_us"] == "24.494212"
+
+
+def test_a_fault_after_the_end_is_said_to_have_changed_nothing(tmp_path, capsys) -> None:
+    """A fault set to start after the size ended cannot act: its row says so, naming the
+    start, instead of a silent 0 stall."""
+    rc, doc = _run(tmp_path, "-p", "fault=link_down:node=4,port=0,at_us=500", "--no-baseline")
+    assert rc == 0 and doc["results"][0]["faults"]["events"] == []
+    line = next(x for x in capsys.readouterr().out.splitlines()
+                if x.startswith("#    1048576") and "no drop" in x)
+    assert line.endswith("no fault acted before the size ended (the first starts at 500 us)")
+    rc, doc = _run(tmp_path, *DOWN, "--no-baseline", name="b.json")
+    assert "no fault acted" not in capsys.readouterr().out

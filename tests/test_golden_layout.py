@@ -1,9 +1,9 @@
-"""A small subset of the golden outputs (``python -m bench.golden``), pinned by
-digest: these runs gave exactly these summary.json, events.jsonl, timeseries.npz arrays and
-pcaps BEFORE ``sim/`` was restructured (recorded at commit 97874b0), and must keep giving
-them.  A deliberate change of the model's behaviour updates the digests (``python -m
-bench.golden record DIR CASE...`` then ``digest DIR CASE...``) and says why in its commit.
-This is a guard, not a regression test of a bug: it passes before and after the move."""
+"""A small subset of the golden outputs (``python -m bench.golden``), pinned by digest:
+these runs give exactly these summary.json, events.jsonl, timeseries.npz arrays and pcaps,
+and must keep giving them through changes that are not meant to change results (a
+restructuring, a faster core).  A deliberate change of the model's behaviour updates the
+digests (``python -m bench.golden record DIR CASE...`` then ``digest DIR CASE...``) and says
+why in its commit."""
 
 from __future__ import annotations
 
@@ -11,13 +11,16 @@ import pytest
 
 from bench import golden
 
-#: Case -> SHA-256 over its compared outputs (bench.golden.case_digest), before the move; the
-#: three RoCE-host cases re-pinned when RC reliability became the NICs' default.
+#: Case -> SHA-256 over its compared outputs (bench.golden.case_digest).  A deliberate change of
+#: the model re-pins them and says why in its commit; last: the switch buffer derived from the
+#: ports (every params echo), ECN before PFC's XOFF, RC reliability on by default with
+#: coalesced ACKs, captures as RDMA WRITE messages with the RC PSN and the class's DSCP, and
+#: throughput counted where the NIC delivers.
 PINNED = {
-    "incast-nopfc": "ab9de250043aac3bc8708501476174e4dc9252bdb106897c22ee3dee4ff16194",
-    "sue_packing-cbfc": "be5f487220863f01bcc63c36d9e32b86e04602ac22ba36581f5be5027a006857",
-    "pfc_deadlock_ring-wd": "35c7def778786e73fbb4f91c95f25cb88775d6ad03c3e03ebe7a682c4fc920cc",
-    "pfc_storm-nicwd": "ac12ca8e1eb3f0b190850f69810235efdc377d613aff7f364c611b5ff2fd98d5",
+    "incast-nopfc": "34ce63c6a7179293ee729fda37cc30f05935ced462c5d01ba8a022e5a3a055ea",
+    "sue_packing-cbfc": "3cb794c7d7b31082e684f159cb6919ccf66ba5bf0ce90cb9e10237c4a1002b2b",
+    "pfc_deadlock_ring-wd": "e8318dfc53e7b4ae9cc9c25e2daaf4de626df3d2dbd694d236634c1d2056af7b",
+    "pfc_storm-nicwd": "6e3d9965d7db6cb95b7230a77f3febfd43d9025f2d9ae41f2e83961677c88134",
 }
 
 

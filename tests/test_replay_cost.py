@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from sim.study import results
@@ -19,7 +19,7 @@ _pkt = st.builds(
                     st.binary(min_size=14, max_size=64).map(bytearray)),
     flow=st.integers(0, 5), src=st.integers(0, 3), dst=st.integers(4, 6),
     nbytes=st.sampled_from([64, 1082, 4000]), ecn=st.integers(0, 3), psn=st.none(),
-    place=st.none(), ackreq=st.just(False))
+    place=st.none(), ackreq=st.just(False), tc=st.sampled_from([0, 3, 6]))
 
 
 def _per_frame(path: str, frames: list[tuple[int, bytes]], snaplen: int | None) -> bytes:
@@ -93,7 +93,7 @@ def test_capture_uses_the_bulk_path(tmp_path, monkeypatch) -> None:
     cap = Capture(str(tmp_path / "x.pcap"))
     for i in range(3000):
         cap(i * 1000, SimpleNamespace(frame=None, flow=1 + i % 3, src=0, dst=4, nbytes=1082,
-                                      ecn=0, psn=None, place=None, ackreq=False))
+                                      ecn=0, psn=None, place=None, ackreq=False, tc=3))
     cap.close()
     assert cap.frames == 3000
     assert calls["write"] == calls["write_frames"] == calls["make"] == 0
@@ -102,13 +102,15 @@ def test_capture_uses_the_bulk_path(tmp_path, monkeypatch) -> None:
 
 def _built_synth(pkt, psn: int, op: str, dma: int | None) -> bytes:
     """The frame the capture stands for ``pkt`` with, built whole by wire.build (its QP
-    0x100 + flow, its WRITE opcode, a RETH on FIRST and ONLY, the frame ``nbytes`` long)."""
+    0x100 + flow, its class's DSCP, its WRITE opcode, a RETH on FIRST and ONLY, the frame
+    ``nbytes`` long)."""
     import wire
     from sim.addresses import node_ip, node_mac
 
     qp = 0x100 + pkt.flow
     d = {"eth": {"dst": node_mac(pkt.dst), "src": node_mac(pkt.src)},
-         "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": pkt.ecn},
+         "ipv4": {"src": node_ip(pkt.src), "dst": node_ip(pkt.dst), "ecn": pkt.ecn,
+                  "dscp": pkt.tc << 3},  # the class as DSCP
          "udp": {"sport": 49152 + (pkt.flow & 0x3FFF)},
          "bth": {"opcode": f"RC_RDMA_WRITE_{op}", "dest_qp": qp, "psn": psn}}
     head = ROCE.header_bytes
@@ -121,6 +123,8 @@ def _built_synth(pkt, psn: int, op: str, dma: int | None) -> bytes:
 
 @given(pkts=st.lists(_pkt.map(lambda p: SimpleNamespace(**{**vars(p), "frame": None})),
                      max_size=150))
+@example(pkts=[SimpleNamespace(frame=None, flow=0, src=0, dst=4, nbytes=64, ecn=0, psn=None,
+                               place=None, ackreq=False, tc=tc) for tc in (0, 0, 3)])
 def test_synthesised_frames_are_writes_of_64_frame_messages(tmp_path_factory, pkts) -> None:
     """Packets without a place in a message (no NIC flow's) are cut into messages of 64
     frames (the first frame's size each, the last one where the bytes reach it): FIRST,
@@ -158,7 +162,7 @@ def test_synthesised_frames_reuse_the_ipv4_checksum(tmp_path, monkeypatch) -> No
     cap = Capture(str(tmp_path / "x.pcap"))
     for i in range(2000):
         cap._synth(SimpleNamespace(frame=None, flow=1, src=0, dst=4, nbytes=1082, ecn=i % 2,
-                                   psn=None, place=None, ackreq=False))
+                                   psn=None, place=None, ackreq=False, tc=3))
     cap.close()
     assert calls[0] <= 2 * 2  # the two templates (ECN 0 and 1), at most twice each
 

@@ -423,7 +423,7 @@ SHAPE_ERRORS = [
      "got a list of 1 item"),
     ({"ipv4": {}, "udp": {}, "bth": {"opcode": "SEND_ONLY"}},
      "bth.opcode: cannot use 'SEND_ONLY': expected a number or a name like 'RC_SEND_FIRST' "
-     "(one of 83: RC_SEND_FIRST, RC_SEND_MIDDLE, RC_SEND_LAST, RC_SEND_LAST_WITH_IMMEDIATE...)"),
+     "(one of 84: RC_SEND_FIRST, RC_SEND_MIDDLE, RC_SEND_LAST, RC_SEND_LAST_WITH_IMMEDIATE...)"),
 ]
 
 

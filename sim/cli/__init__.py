@@ -49,8 +49,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     one that has only those and the wire commands."""
     p = Parser(
         prog="lossless",
-        description="Read, write and reason about RoCEv2, PFC, ECN and scale-up Ethernet "
-                    "traffic.",
+        description="Read, write and reason about RoCEv2, InfiniBand, PFC, ECN and scale-up "
+                    "Ethernet traffic, and simulate AI-cluster fabrics and their collectives "
+                    "(docs/README.md).",
         epilog="Exit codes: 0 clean, 1 records with problems, 2 unreadable input or usage "
                "error. See docs/reference/cli.md.",
     )

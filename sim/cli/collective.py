@@ -301,7 +301,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
              f"{fc}  {c['ce_marks']:9d}  {c['cnps']:7d}  {c['drops']:7d}  "
              f"{c['max_queue_bytes']:10d}  {busiest}")
     if any("faults" in r for r in rows):
-        for line in fault_lines(rows):
+        for line in fault_lines(rows, fault_list):
             emit(line)
     doc = {"collective": str(coll), "nranks": nranks, "nodes": shape[0],
            "gpus_per_node": shape[1], "fabric": args.fabric,
@@ -369,12 +369,16 @@ def _us(ps: int | None) -> str:
     return "-" if ps is None else f"{ps / 1e6:.3f}"
 
 
-def fault_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def fault_lines(rows: Sequence[Mapping[str, Any]],
+                entries: Sequence[Mapping[str, Any]] = ()) -> list[str]:
     """The table footer of a run with faults, one line per size (its ``faults`` block,
     :func:`sim.study.fault_report.collective_report`): the out-of-place time against the
     fault-free run and the stall (µs), bytes retransmitted (RC), the frames the faults
     destroyed by reason, the longest time to recover (µs), the QPs' conservation, and the
-    QP error / failovers; then why the in-place columns are N/A and what recover means."""
+    QP error / failovers, or that no fault acted before the size ended (a fault whose
+    ``at_us`` is after it changes nothing: ``entries``, the resolved ``-p`` faults, give the
+    first start); then why the in-place columns are N/A and what recover means."""
+    starts = [e["at_us"] for e in entries if e.get("kind") != "straggler"]
     out = ["#", f"# {'faults':>10}  {'time':>12}  {'fault-free':>12}  {'stall':>12}  "
                 f"{'retx':>10}  {'recover':>10}  {'QPs':>9}  drops by reason; QP error, "
                 f"failover",
@@ -396,6 +400,9 @@ def fault_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         bal = "ok" if cons["balanced"] else f"{len(cons['unbalanced_flows'])} bad"
         drops = ", ".join(f"{k} {v}" for k, v in f["drops"]["packets_by_reason"].items())
         what = [drops or "no drop"]
+        if not f["events"] and (starts or not entries):
+            first = f" (the first starts at {min(starts):g} us)" if starts else ""
+            what.append(f"no fault acted before the size ended{first}")
         if f["failed"]:
             what.append(f"QP {f['failed']['qp']} error at {_us(f['failed']['t_ps'])} us")
         if f["failovers"]["count"]:

@@ -45,6 +45,7 @@ cdef class _FlowMsg:
     cdef public object src
     cdef public object dst
     cdef public object ackreq
+    cdef public object tc
     cdef public Py_ssize_t tpl
 
 

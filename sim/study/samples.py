@@ -161,9 +161,10 @@ class _FlowMsg:
     """One flow at one capture: its next PSN of the capture's own numbering (``psn``), the
     frame bytes of it seen and the end of its current message (``off``, ``end``: packets
     without a place in a message only), and the template of its last frame with what chose
-    it (``op``, ``nbytes``, ``ecn``, ``src``, ``dst``, ``ackreq``; ``tpl``)."""
+    it (``op``, ``nbytes``, ``ecn``, ``src``, ``dst``, ``ackreq``, ``tc``; ``tpl``)."""
 
-    __slots__ = ("ackreq", "dst", "ecn", "end", "nbytes", "off", "op", "psn", "src", "tpl")
+    __slots__ = ("ackreq", "dst", "ecn", "end", "nbytes", "off", "op", "psn", "src", "tc",
+                 "tpl")
 
     def __init__(self) -> None:
         self.psn = 0
@@ -175,6 +176,7 @@ class _FlowMsg:
         self.src = None
         self.dst = None
         self.ackreq = None
+        self.tc = None
         self.tpl = -1
 
 
@@ -185,7 +187,7 @@ class FrameLog:
     templates, or -1 for a frame of the fabric, kept in ``_frames``, copied: a later reuse of
     its buffer must not change what is written) and its PSN (``_psns``; 0 for a frame of the
     fabric).  A data packet with no bytes stands for an RDMA WRITE frame of its flow (its
-    template: ``_templates`` (flow, src, dst, bytes, ECN, opcode, message bytes, AckReq) ->
+    template: ``_templates`` (flow, src, dst, bytes, ECN, opcode, message bytes, AckReq, class) ->
     index, made by the subclass's ``_new_template``; ``_tpl_bytes`` their sizes):
 
     * its opcode is its place in its message as the NIC marked it (``SimPacket.place``, a
@@ -283,10 +285,11 @@ class FrameLog:
         src = pkt.src
         dst = pkt.dst
         ackreq = pkt.ackreq
+        tc = pkt.tc
         if (not first and op == st.op and nbytes == st.nbytes and ecn == st.ecn
-                and src == st.src and dst == st.dst and ackreq == st.ackreq):
+                and src == st.src and dst == st.dst and ackreq == st.ackreq and tc == st.tc):
             return st.tpl, psn  # the template of the flow's frame before (most frames)
-        key = (flow, src, dst, nbytes, ecn, op, msg, ackreq)
+        key = (flow, src, dst, nbytes, ecn, op, msg, ackreq, tc)
         tpl = self._templates.get(key)
         if tpl is None:
             tpl = self._templates[key] = self._new_template(pkt, op, msg)
@@ -296,6 +299,7 @@ class FrameLog:
         st.src = src
         st.dst = dst
         st.ackreq = ackreq
+        st.tc = tc
         st.tpl = tpl
         return tpl, psn
 

@@ -35,6 +35,7 @@ import csv
 import hashlib
 import itertools
 import json
+import logging
 import math
 import os
 import shutil
@@ -546,8 +547,11 @@ def _run_dask(todo: Iterator[RunSpec], keep, record, workers: int | None,
         client = Client(scheduler)
     else:
         n = workers or local_workers()
+        # the workers' own log lines (a heartbeat that races the shutdown prints a
+        # traceback on stderr after a sweep that went well) are not the user's business: a
+        # run that fails comes back as its row's error
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
+                               dashboard_address=None, silence_logs=logging.CRITICAL)
         client = Client(cluster)
     try:
         pending: dict[str, RunSpec] = {}  # future key -> its spec
