@@ -15,12 +15,12 @@ from bench import golden
 #: the model re-pins them and says why in its commit; last: the switch buffer derived from the
 #: ports (every params echo), ECN before PFC's XOFF, RC reliability on by default with
 #: coalesced ACKs, captures as RDMA WRITE messages with the RC PSN and the class's DSCP, and
-#: throughput counted where the NIC delivers.
+#: throughput counted where the NIC delivers; the params echo's `ooo` and `ooo_timeout_us`.
 PINNED = {
-    "incast-nopfc": "34ce63c6a7179293ee729fda37cc30f05935ced462c5d01ba8a022e5a3a055ea",
+    "incast-nopfc": "b0f7c73b7b38a3726dbc7ae80460ac0fe27afa6c7a2103a91cfa732e9e51f160",
     "sue_packing-cbfc": "3cb794c7d7b31082e684f159cb6919ccf66ba5bf0ce90cb9e10237c4a1002b2b",
-    "pfc_deadlock_ring-wd": "e8318dfc53e7b4ae9cc9c25e2daaf4de626df3d2dbd694d236634c1d2056af7b",
-    "pfc_storm-nicwd": "6e3d9965d7db6cb95b7230a77f3febfd43d9025f2d9ae41f2e83961677c88134",
+    "pfc_deadlock_ring-wd": "de1a08a65ea9084a59b66a37cbfd6a2799a564c24b2bd0ef556aea3c06c5711a",
+    "pfc_storm-nicwd": "1a36feece2b45194af1bedddff04733963deb4072e3a035c6ba8fb941cd4e874",
 }
 
 
