@@ -91,7 +91,8 @@ def test_incomplete_collective_says_when_in_us_what_was_lost_and_the_remedy(tmp_
                                                                              capsys) -> None:
     """Without RC the frames the link loses are never resent: the size is incomplete at the
     run's bound (in us or ms), with the drops the faults caused and the remedy; with RC on
-    and too short a bound, no remedy (the transport is not the reason)."""
+    and too short a bound, the QPs whose ACK timer would have recovered the loss after it.
+    With NCCL's ACK timeout, a smaller one is suggested too."""
     rc, doc = _run(tmp_path, *DOWN, "-p", "reliable=false", "-p", "limit_ms=0.5",
                    "--no-baseline", name="a.json")
     r = doc["results"][0]
@@ -109,7 +110,9 @@ def test_incomplete_collective_says_when_in_us_what_was_lost_and_the_remedy(tmp_
                    name="b.json")
     assert rc == 1 and doc["results"][0]["error"] == (
         "iteration 1: collective incomplete after 10 us: 32 of 96 transfers received "
-        "(pauses 0, drops 88)")
+        "(pauses 0, drops 88); 4 QPs wait for the local ACK timeout (ack_timeout 1: 4.096 "
+        "us x 2^1; the first expires 10.8823 us after the start): a larger -p limit_ms "
+        "waits for it")
 
 
 def test_recover_is_from_the_faults_end_to_the_fault_free_pace(tmp_path, capsys) -> None:
@@ -418,3 +421,16 @@ def test_a_fault_after_the_end_is_said_to_have_changed_nothing(tmp_path, capsys)
     assert line.endswith("no fault acted before the size ended (the first starts at 500 us)")
     rc, doc = _run(tmp_path, *DOWN, "--no-baseline", name="b.json")
     assert "no fault acted" not in capsys.readouterr().out
+
+
+def test_a_loss_waiting_for_nccls_ack_timeout_is_named_with_both_remedies(tmp_path) -> None:
+    """docs/explanation/faults.md's AllReduce at loss 1e-3 with go-back-N and NCCL's ACK
+    timeout (20: 4.3 s): a loss nothing follows waits for the timer, past the default 100 ms
+    bound; the error names the waiting QP, when its timer expires and both remedies."""
+    rc, doc = _run(tmp_path, "-p", "fault=loss:node=2,port=0,loss_rate=1e-3", "--no-baseline",
+                   size="64M", rail=False)
+    err = doc["results"][0]["error"]
+    assert rc == 1 and err.startswith("iteration 1: collective incomplete after 100 ms: ")
+    assert err.endswith("; 1 QP waits for the local ACK timeout (ack_timeout 20: 4.096 us x "
+                        "2^20; the first expires 4295.23 ms after the start): a larger -p "
+                        "limit_ms waits for it, a smaller -p ack_timeout recovers sooner")

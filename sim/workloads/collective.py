@@ -724,10 +724,33 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
         if drops and not all(getattr(fabric.nodes[h], "reliable", False) for h in hosts):
             hint = ("; lost frames are not resent with reliable off (-p reliable=true, or "
                     "[hosts] reliable = true in a fabric file)")
+        else:
+            hint = _waiting_timers_text(fabric, hosts, t0, t0 + limit_ps)
         raise RunError(f"collective incomplete after {_time_text(limit_ps)}: {runner.ndone} "
                        f"of {total} transfers received (pauses {run.counters['pfc_pauses']}, "
                        f"drops {drops}){hint}")
     return run
+
+
+def _waiting_timers_text(fabric: Any, hosts: Sequence[int], t0_ps: int, end_ps: int) -> str:
+    """"; N QPs wait for their local ACK timeout ..." when RC senders of the job's hosts
+    still hold unacknowledged frames whose timer expires after ``end_ps`` (a loss that no
+    NAK reported: the run stopped before the timer could recover it), else ""."""
+    due = []
+    for h in hosts:
+        node = fabric.nodes[h]
+        for rc in getattr(node, "_rc_tx", {}).values():
+            d = rc.deadline_ps
+            if rc.outstanding and d is not None and d > end_ps:
+                due.append((d, node.ack_timeout))
+    if not due:
+        return ""
+    first, t = min(due)
+    n = len(due)
+    return (f"; {n} QP{'s wait' if n > 1 else ' waits'} for the local ACK timeout "
+            f"(ack_timeout {t}: 4.096 us x 2^{t}; the first expires "
+            f"{_time_text(first - t0_ps)} after the start): a larger -p limit_ms waits for it"
+            + (", a smaller -p ack_timeout recovers sooner" if t > 1 else ""))
 
 
 def _time_text(t_ps: int) -> str:
