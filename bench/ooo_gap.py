@@ -1,7 +1,7 @@
 """The data :data:`sim.nic.rc.OOO_TIMEOUT_PS` is fitted to: how long a gap in a QP's PSNs
 stays open at an out-of-order receiver when nothing is lost, only reordered by adaptive
 routing.  ``python -m bench.ooo_gap`` runs the all_to_all at full load of an adaptively
-routed leaf_spine 4x2 (docs/explanation/infiniband.md's case) for 1 ms with RoCE links and
+routed leaf_spine 4x2 (the case of docs/explanation/infiniband.md) for 1 ms with RoCE links and
 with IB links, the receivers' gap timer set far out of reach (1 ms), and prints the longest
 time a gap stayed open and whether any frame was NAKed or resent.  Pure Python (the
 receiver is instrumented)."""

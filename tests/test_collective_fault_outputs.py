@@ -424,7 +424,7 @@ def test_a_fault_after_the_end_is_said_to_have_changed_nothing(tmp_path, capsys)
 
 
 def test_a_loss_waiting_for_nccls_ack_timeout_is_named_with_both_remedies(tmp_path) -> None:
-    """docs/explanation/faults.md's AllReduce at loss 1e-3 with go-back-N and NCCL's ACK
+    """The AllReduce of docs/explanation/faults.md at loss 1e-3 with go-back-N and NCCL's ACK
     timeout (20: 4.3 s): a loss nothing follows waits for the timer, past the default 100 ms
     bound; the error names the waiting QP, when its timer expires and both remedies."""
     rc, doc = _run(tmp_path, "-p", "fault=loss:node=2,port=0,loss_rate=1e-3", "--no-baseline",

@@ -91,7 +91,7 @@ ACK_REQ_EVERY = 256
 #: How long an out-of-order receiver waits for a missing frame before it NAKs it: 16 µs
 #: [A, fitted: above the longest a gap stayed open, 4.8 µs with RoCE links and 6.1 µs with
 #: IB links, in the all_to_all at full load of an adaptively routed leaf_spine 4x2 over 1 ms
-#: (docs/explanation/infiniband.md's case; python -m bench.ooo_gap); module docstring].
+#: (the case of docs/explanation/infiniband.md; python -m bench.ooo_gap); module docstring].
 OOO_TIMEOUT_PS = 16_000_000
 
 
