@@ -1,5 +1,5 @@
 """``python -m bench [--quick]``: every benchmark (simulator, pcap decoding, crafting);
-``python -m bench sim|wire|craft|coll|scale|mem [options]``: one of them with its own options
+``python -m bench sim|wire|craft|coll|scale|mem|realworld [options]``: one of them with its own options
 (``python -m bench sim --packets 50000``; the old ``python -m bench --packets N`` form still
 runs the simulator benchmark)."""
 
@@ -9,11 +9,20 @@ import sys
 
 
 def main(argv: list[str]) -> int:
-    from bench import coll_bench, craft_bench, mem_bench, scale_bench, sim_bench, wire_bench
+    from bench import (
+        coll_bench,
+        craft_bench,
+        mem_bench,
+        realworld,
+        scale_bench,
+        sim_bench,
+        wire_bench,
+    )
 
     suites = {"sim": sim_bench.main, "wire": wire_bench.main, "craft": craft_bench.main,
               "coll": coll_bench.main, "scale": scale_bench.main,
-              "mem": mem_bench.main}  # peak RSS of lossless replay
+              "mem": mem_bench.main,  # peak RSS of lossless replay
+              "realworld": realworld.main}  # against published nccl-tests tables
     if argv and argv[0] in suites:
         return suites[argv[0]](argv[1:])
     if argv and argv != ["--quick"]:

@@ -216,19 +216,21 @@ def test_dtree_mirror_and_shift_match_ncclGetDtree_illustration():
 
 def test_tree_allreduce_is_a_tree_not_a_ring():
     """SimAI maps TREE to ring (github.com/aliyun/SimAI issue #147); ours uses only the double
-    binary tree's edges plus each node's chain, both trees, 2(n-1) transfers per chunk."""
+    binary tree's edges plus each node's chain, both trees, each channel's tree through its
+    own NIC's GPU (head c % gpus_per_node), 2(n-1) transfers per chunk."""
     n, gpn, nc = 16, 4, 4
     s = schedule("allreduce", n, 8 * MIB // 4, nchannels=nc, algorithm="tree",
                  gpus_per_node=gpn)
-    trees = {w: channel_tree(n, gpn, w) for w in (0, 1)}
-    edges = {w: {(r, p) for r, (p, _) in t.items() if p != -1} for w, t in trees.items()}
+    edges = {}
+    for ch in range(nc):
+        tree = channel_tree(n, gpn, 0 if ch < nc // 2 else 1, ch % gpn)
+        edges[ch] = {(r, p) for r, (p, _) in tree.items() if p != -1}
     used = set()
     for t in s.transfers:
-        w = 0 if t.channel < nc // 2 else 1
-        assert (t.src, t.dst) in edges[w] or (t.dst, t.src) in edges[w]
-        used.add(w)
-    assert used == {0, 1}
-    assert edges[0] != edges[1]
+        assert (t.src, t.dst) in edges[t.channel] or (t.dst, t.src) in edges[t.channel]
+        used.add(t.channel)
+    assert used == set(range(nc))
+    assert len({frozenset(e) for e in edges.values()}) == nc  # each channel its own tree
     per = Counter((t.channel, t.loop) for t in s.transfers)
     assert set(per.values()) == {2 * (n - 1)}
     verify(s)
@@ -437,3 +439,19 @@ def test_sizes_and_parse_size():
     assert nt.size_list(8, 40, step_bytes=16) == [8, 24, 40]
     with pytest.raises(ValueError):
         nt.size_list(64, 8, 2)
+
+
+def test_tree_channels_leave_each_node_through_their_own_nic():
+    """Channel c's tree crosses between nodes from local GPU c % gpus_per_node (its NIC), so
+    8 channels on 2 DGX-like nodes use all 8 NICs evenly (they all went through GPU 0's NIC,
+    which held a 64 MiB tree AllReduce to a quarter of the ring's busbw)."""
+    gpn = 8
+    s = schedule("allreduce", 2 * gpn, 64 * MIB // 4, nchannels=8, algorithm="tree",
+                 gpus_per_node=gpn)
+    net = Counter()
+    for t in s.transfers:
+        if t.src // gpn != t.dst // gpn:
+            assert t.src % gpn == t.dst % gpn == t.channel % gpn  # in rail, the channel's
+            net[t.src % gpn] += t.nbytes
+    assert sorted(net) == list(range(gpn)) and len(set(net.values())) == 1
+    verify(s)

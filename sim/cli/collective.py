@@ -102,6 +102,25 @@ def cmd_collective(args: argparse.Namespace) -> int:
         _err(f"COLLECTIVE: expected one of {', '.join(str(x) for x in Collective)}, got "
              f"{args.collective!r}")
         return EXIT_USAGE
+    from sim.workloads.tuner import TunerError, from_environment
+
+    try:  # NCCL's environment variables, as the job that runs the collective has them
+        nccl = from_environment(os.environ)
+    except TunerError as e:
+        _err(f"environment: {e}")
+        return EXIT_USAGE
+    tuned = bool(nccl.keys() & {"algo", "proto"}) or "auto" in (args.algo, args.proto)
+    if args.algo is None:
+        args.algo = "auto" if tuned else "ring"
+    if args.proto is None:
+        args.proto = "auto" if tuned else "simple"
+    if args.qps is None:
+        args.qps = nccl.get("qps", 1)
+    if not tuned:
+        nccl = {k: v for k, v in nccl.items() if k == "qps"}
+    env_text = " ".join(f"{v}={os.environ[v]}" for v in (
+        "NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
+        "NCCL_NVLS_ENABLE", "NCCL_IB_QPS_PER_CONNECTION") if os.environ.get(v))
     from sim.scenarios.common import (
         apply_faults,
         check_stragglers,
@@ -164,8 +183,19 @@ def cmd_collective(args: argparse.Namespace) -> int:
         # the schedule's own checks (an algorithm a collective does not take, a root...)
         # before the table starts: a call of no element builds no transfer
         schedule(args.collective, nranks, 0, args.datatype, nchannels=channels,
-                 algorithm=args.algo, protocol=args.proto, root=min(args.root, nranks - 1),
+                 algorithm="ring" if args.algo == "auto" else args.algo,
+                 protocol="simple" if args.proto == "auto" else args.proto,
+                 root=min(args.root, nranks - 1),
                  gpus_per_node=rf.gpus_per_node, qps_per_connection=args.qps)
+        if "auto" in (args.algo, args.proto) and args.collective not in ("alltoall",
+                                                                          "sendrecv"):
+            from sim.scenarios.collective import tune_size
+
+            tune_size(args.collective, 1, args.algo, args.proto, args.channels, params, nranks,
+                  shape[0], nccl)  # NCCL_ALGO / NCCL_PROTO leave something to run
+    except TunerError as e:
+        _err(f"NCCL settings: {e}")
+        return EXIT_USAGE
     except (ScenarioError, ValueError) as e:
         _err(str(e))
         return EXIT_USAGE
@@ -209,8 +239,10 @@ def cmd_collective(args: argparse.Namespace) -> int:
     emit(f"# lossless collective {coll}: {nranks} ranks ({shape[0]} nodes x "
          f"{shape[1]} GPUs), fabric {args.fabric}, {params['link_gbps']:g} Gb/s,"
          f" {_flow_control(rf.fabric, params)}, cc {params['cc']}; algo {algo}, proto "
-         f"{args.proto}, channels {channels}, qps {args.qps}; -w {args.warmup_iters} "
-         f"-n {args.iters}")
+         f"{args.proto}, channels {'auto' if tuned and not args.channels else channels}, "
+         f"qps {args.qps}; -w {args.warmup_iters} -n {args.iters}"
+         + (f"; {env_text}" if env_text else "")
+         + (f"; host latency {params['hw']}" if params.get("host_latency") else ""))
     for line in header_lines():
         emit(line)
     show = not args.quiet and (args.progress or sys.stderr.isatty())
@@ -222,9 +254,10 @@ def cmd_collective(args: argparse.Namespace) -> int:
     try:
         for i, nbytes in enumerate(sizes):
             # with faults no in-place iterations (fault_lines says why): N/A in the table
-            kw = dict(algorithm=args.algo, protocol=args.proto, channels=channels,
+            kw = dict(algorithm=args.algo, protocol=args.proto,
+                      channels=args.channels if tuned else channels,
                       qps=args.qps, datatype=args.datatype, root=args.root, iters=args.iters,
-                      warmup_iters=args.warmup_iters, inplace=not faulty)
+                      warmup_iters=args.warmup_iters, inplace=not faulty, nccl=nccl)
             try:
                 obs = base_obs = base_row = None
                 if faulty:
@@ -302,6 +335,9 @@ def cmd_collective(args: argparse.Namespace) -> int:
              f"{c['max_queue_bytes']:10d}  {busiest}")
     if any("faults" in r for r in rows):
         for line in fault_lines(rows, fault_list):
+            emit(line)
+    if any("tuner" in r for r in rows):
+        for line in tuner_lines(rows, params["hw"]):
             emit(line)
     doc = {"collective": str(coll), "nranks": nranks, "nodes": shape[0],
            "gpus_per_node": shape[1], "fabric": args.fabric,
@@ -413,6 +449,28 @@ def fault_lines(rows: Sequence[Mapping[str, Any]],
                    f"{_us(t['stall_ps']):>12}  {f['retransmitted']['bytes']:10d}  "
                    f"{_us(max(rec)) if rec else '-':>10}  {bal:>9}  {'; '.join(what)}")
     return out + notes
+
+
+def tuner_lines(rows: list[dict[str, Any]], hw: str) -> list[str]:
+    """The tuner's picks per size, as NCCL_DEBUG=INFO's tuning lines say them: algorithm,
+    protocol and channels run, NCCL's own pick over every algorithm (NVLS and NVLSTree are
+    not simulated yet), and the model's time."""
+    from sim.workloads.tuner import NCCL_VERSION
+
+    out = ["#", f"# {'tuner':>10}  {'ran':>12}  {'channels':>8}  {'NCCL picks':>15}  "
+                f"{'model time':>10}   NCCL {NCCL_VERSION}'s cost model, node {hw}",
+           f"# {'size (B)':>10}  {'':>12}  {'':>8}  {'':>15}  {'(us)':>10}"]
+    for r in rows:
+        t = r.get("tuner")
+        if t is None:
+            continue
+        ran = f"{t['algorithm'].capitalize()}/{_PROTO_TEXT[t['protocol']]}"
+        out.append(f"# {r['size_bytes']:10d}  {ran:>12}  {t['channels']:8d}  {t['nccl']:>15}  "
+                   f"{t['model_time_us']:10.1f}")
+    return out
+
+
+_PROTO_TEXT = {"simple": "Simple", "ll": "LL", "ll128": "LL128"}
 
 
 def _write_json(doc: Mapping[str, Any], fp: TextIO) -> None:
@@ -631,14 +689,22 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "limit_ms, reliable, failover, detect_us, converge_us ...; "
                         "fault=KIND:KEY=VALUE,... (repeatable, "
                         "docs/howto/inject-faults.md) (docs/reference/collective.md)")
-    c.add_argument("--algo", choices=[str(a) for a in Algorithm], default="ring")
-    c.add_argument("--proto", choices=[str(p) for p in Protocol], default="simple")
+    c.add_argument("--algo", choices=["auto", *(str(a) for a in Algorithm)], default=None,
+                   help="auto: NCCL's tuner picks per size among the algorithms simulated "
+                        "(ring, tree), as restricted by NCCL_ALGO (default: auto when an "
+                        "NCCL_ALGO or NCCL_PROTO is in the environment, else ring)")
+    c.add_argument("--proto", choices=["auto", *(str(p) for p in Protocol)], default=None,
+                   help="auto: NCCL's tuner picks per size (NCCL_PROTO restricts it; "
+                        "default: auto with --algo auto or an NCCL_ALGO/NCCL_PROTO in the "
+                        "environment, else simple)")
     c.add_argument("--channels", type=integer(1, MAXCHANNELS), default=None, metavar="N",
                    help="NCCL channels (NCCL_MIN/MAX_NCHANNELS; small sizes use fewer; "
-                        "default: one per NIC of a node, gpus_per_node, when there are "
-                        "several nodes of several GPUs, else 2)")
-    c.add_argument("--qps", type=integer(1, 128), default=1, metavar="N",
-                   help="QPs per connection (NCCL_IB_QPS_PER_CONNECTION; default 1)")
+                        "default: with the tuner NCCL's (the environment's "
+                        "NCCL_MIN/MAX_NCHANNELS apply), else one per NIC of a node, "
+                        "gpus_per_node, when there are several nodes of several GPUs, else 2)")
+    c.add_argument("--qps", type=integer(1, 128), default=None, metavar="N",
+                   help="QPs per connection (default: NCCL_IB_QPS_PER_CONNECTION from the "
+                        "environment, else 1)")
     c.add_argument("--json", metavar="FILE", help="write the results as JSON")
     c.add_argument("--csv", metavar="FILE", help="write the results as CSV, one row per size")
     c.add_argument("--out", metavar="DIR",

@@ -60,7 +60,7 @@ def check_fabric_keys(kind: str, given: Mapping[str, Any]) -> None:
 #: run's bound; the fabric's own settings are the file's (``-p TABLE.KEY=VALUE``).
 #: ``gpus_per_node`` groups the file's ranks into nodes (:func:`fabric_file`).
 FILE_KEYS = ("nvlink", "nvlink_gbps", "nvlink_latency_ns", "pxn", "limit_ms", "failover",
-             "detect_us", "converge_us", "gpus_per_node")
+             "detect_us", "converge_us", "gpus_per_node", "hw", "host_latency")
 #: Topology kinds whose nodes the file defines itself (rail: ``[topology] gpus_per_node``,
 #: superpod: 8 GPUs per DGX).
 _OWN_NODES = ("rail", "superpod")
@@ -351,6 +351,49 @@ def _gc_thresholds(fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def _tuner_coll(collective: str) -> str:
+    return str(collective)
+
+
+def nccl_name(algo: str, proto: str) -> str:
+    from sim.workloads.tuner import Choice
+
+    return Choice(algo, proto, 0, 0, 0.0).nccl_text if algo else "-"
+
+
+def _tuner(params: Mapping[str, Any], nranks: int, nodes: int,
+           nccl: Mapping[str, Any] | None, channels: int | None = None) -> Any:
+    """NCCL's tuner for this communicator (:class:`sim.workloads.tuner.Tuner`)."""
+    from sim.workloads.tuner import PRESETS, Tuner
+
+    n = dict(nccl or {})
+    lo, hi = n.get("min_channels", 0), n.get("max_channels", 0)
+    if channels:
+        lo = hi = channels
+    return Tuner(PRESETS[params.get("hw", "h100-cx7")], nranks, nodes, algo=n.get("algo", ""),
+                 proto=n.get("proto", ""), min_channels=lo, max_channels=hi,
+                 nvls=n.get("nvls", True))
+
+
+def tune_size(collective: str, size_bytes: int, algorithm: str, protocol: str,
+          channels: int | None, params: Mapping[str, Any], nranks: int, nodes: int,
+          nccl: Mapping[str, Any] | None) -> tuple[Any, Any]:
+    """(the tuner's choice, the tuner) with ``algorithm`` or ``protocol`` "auto", else
+    (None, None).  A fixed algorithm or protocol restricts the choice to it."""
+    if "auto" not in (algorithm, protocol) or collective in ("alltoall", "sendrecv"):
+        return None, None
+    from sim.workloads.tuner import RUNNABLE_ALGOS
+
+    n = dict(nccl or {})
+    if protocol != "auto":  # --proto: that protocol only, as NCCL_PROTO=<it>
+        n["proto"] = protocol
+    tuner = _tuner(params, nranks, nodes, n, channels)
+    algos = RUNNABLE_ALGOS if collective == "allreduce" else ("ring",)
+    if algorithm != "auto":
+        algos = (algorithm,)
+    return tuner.choose(_tuner_coll(collective), size_bytes, algos), tuner
+
+
 @_gc_thresholds
 def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any], *,
              algorithm: str = "ring", protocol: str = "simple", channels: int | None = None,
@@ -358,7 +401,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
              warmup_iters: int = 0, inplace: bool = True, details: bool = False,
              timeline_rank: int = 0,
              progress: Callable[[int, int], None] | None = None,
-             observer: Any = None, faults: bool = True) -> dict[str, Any]:
+             observer: Any = None, faults: bool = True,
+             nccl: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One size of ``lossless collective`` (``nbytes`` is nccl-tests' ``-b`` size): a fresh
     fabric of kind ``fabric`` for resolved ``params`` (:func:`collective_params`), the
     schedule of nccl-tests' count, ``warmup_iters`` + ``iters`` out-of-place iterations back
@@ -390,7 +434,17 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     faults scheduled, ``observer.iteration(run)`` after each iteration that completed, and
     ``observer.done(rf)`` at the end.  ``faults=False`` runs the size without any fault
     (``params["faults"]``, the reroute keys, a fabric file's ``[[faults]]``): the fault-free
-    run it is compared with."""
+    run it is compared with.
+
+    NCCL's host side (:mod:`sim.workloads.tuner`): ``algorithm`` / ``protocol`` "auto" let
+    NCCL's tuner pick them and the channels for this size, among the algorithms the
+    simulator runs (``nccl``: NCCL_ALGO / NCCL_PROTO as ``algo`` / ``proto``,
+    ``min_channels``, ``max_channels``, ``nvls``: :func:`sim.workloads.tuner.from_environment`;
+    ``channels`` given: NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS = it); ``params["hw"]`` is
+    the node it models; ``params["host_latency"]`` adds NCCL's launch and per-step latencies
+    (:class:`sim.workloads.tuner.HostLatency`; not for AllToAll and SendRecv).  The row's
+    ``algorithm``, ``protocol`` and, with the tuner, ``tuner`` (the pick, NCCL's own pick
+    over every algorithm, the model's time in µs) say what ran."""
     from sim.scenarios.common import collective_packet
     from sim.units import gbps
     from sim.workloads.collective import fabric_counters, nvlink_domain
@@ -407,6 +461,10 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
                       faults=faults)
     nranks = len(rf.ranks)
     counts = coll_counts(collective, nbytes, datatype, nranks)
+    tuned, tuner = tune_size(collective, counts.size_bytes, algorithm, protocol, channels, params,
+                         nranks, rf.nodes, nccl)
+    if tuned is not None:
+        algorithm, protocol, channels = tuned.algo, tuned.proto, tuner.channels
     if not channels:
         channels = default_channels(rf.nodes, rf.gpus_per_node)
     sch = schedule(collective, nranks, counts.param_count, datatype,
@@ -427,6 +485,14 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
               "pxn": params["pxn"]}
     if params.get("failover"):  # acts on QP errors: with RC on (-p reliable, a file's [hosts])
         job_kw["failover"] = True
+    p2p = collective in ("alltoall", "sendrecv")
+    if params.get("host_latency") and not p2p:
+        from sim.workloads.tuner import HostLatency
+
+        if tuner is None:
+            tuner = _tuner(params, nranks, rf.nodes, nccl)
+        job_kw["host_latency"] = HostLatency.of(tuner, _tuner_coll(collective), algorithm,
+                                                protocol)
     if faults and (params.get("faults") or params.get("detect_us", -1) >= 0 or
                    params.get("converge_us", -1) >= 0 or getattr(rf, "stragglers", ())):
         # -p fault= on this size's fabric, and a fabric file's stragglers
@@ -485,7 +551,12 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
                      **_rc_counters(rf.fabric)},
         "nvlink_bytes": nvlink_domain(rf.fabric).nbytes, "error": error, "wrong": wrong,
         "iteration_times_ps": times, "inplace": None,
+        "algorithm": "p2p" if p2p else str(algorithm), "protocol": str(protocol),
     }
+    if tuned is not None:
+        row["tuner"] = {"algorithm": tuned.algo, "protocol": tuned.proto,
+                        "channels": sch.nchannels, "model_time_us": round(tuned.time_us, 3),
+                        "nccl": nccl_name(tuned.nccl_algo, tuned.nccl_proto)}
     if failed:  # a QP error stopped it: when and which QP
         row["failed"] = failed[0]
     if moved:

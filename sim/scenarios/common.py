@@ -516,7 +516,19 @@ def collective_params() -> tuple[Param, ...]:
               "to another rail and re-send what did not arrive (false: the collective fails, "
               "as NCCL's does)", None),
         *REROUTE_PARAMS,
+        Param("hw", "h100-cx7", "the node NCCL's tuner and host-side latencies model "
+              "(sim.workloads.tuner.PRESETS: h100-cx7, b200-cx7, a100-cx6, gb200-cx7)",
+              _hw_problem),
+        Param("host_latency", False, "add NCCL's host-side latencies (its cost model's "
+              "launch and per-step latencies for the algorithm and protocol, NVLink inside a "
+              "node, the network between nodes) to the simulated network time", None),
     )
+
+
+def _hw_problem(v: Any) -> str | None:
+    from sim.workloads.tuner import PRESETS
+
+    return None if v in PRESETS else f"expected one of {', '.join(PRESETS)}"
 
 
 def _packet_bytes(p: Mapping[str, Any]) -> int:

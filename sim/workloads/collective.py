@@ -51,9 +51,14 @@ Faults (docs/explanation/faults.md "A collective's QP error and failover"):
 
 PFC, ECN and DCQCN act as the fabric and its hosts are configured (flows use the hosts'
 ``cc``; data goes on class ``tc``, 3 by default, the lossless class of the MMU defaults).
-The collective's time is the last delivery minus the first start.  NCCL's own latencies
-(kernel launch, proxy, GPU copies, PCIe) are not modelled: every rank's NIC is a host of the
-fabric and each transfer starts the moment its data is there.
+The collective's time is the last delivery minus the first start.  Without
+``host_latency`` NCCL's own latencies (kernel launch, proxy, GPU copies, PCIe) are not
+modelled: every rank's NIC is a host of the fabric and each transfer starts the moment its
+data is there.  With ``host_latency`` (:class:`sim.workloads.tuner.HostLatency`, NCCL's cost
+model's latencies): the call is launched at :meth:`CollectiveJob.start`, its first transfers
+become ready ``launch_ps`` later, and every transfer becomes ready its step latency after
+its data are (``inter_ps`` between nodes, ``intra_ps`` inside one); the time counts from the
+launch.
 
 Nodes, NVLink and PXN (``gpus_per_node`` > 1; ranks ``n*G .. n*G+G-1`` are node ``n``, and
 ``hosts[r]`` is the fabric host of rank ``r``'s own NIC, the NIC map):
@@ -86,6 +91,7 @@ from sim.fabric import Fabric
 from sim.net.switch import Switch
 from sim.nic.host import ROCE_HEADER_BYTES, Flow, Host
 from sim.workloads.nccl import Schedule, Transfer, send_nic_rank
+from sim.workloads.tuner import HostLatency
 
 __all__ = ["ROCE_HEADER_BYTES", "NVLINK_BPS", "NVLINK_LATENCY_PS", "CollectiveJob",
            "CollectiveRun", "NvlinkDomain", "QpFailure", "RunError", "failure_text",
@@ -152,6 +158,9 @@ class CollectiveRun:
     #: failover: one dict per QP moved: t_ps, qp, to_qp, from_host, to_host,
     #: resent_bytes (frame bytes re-sent: what had not arrived)
     failovers: list[dict[str, Any]] = field(default_factory=list)
+    #: when the call was launched, with NCCL's host-side latencies (``host_latency``):
+    #: the time counts from it; None: from the first transfer's start
+    launch_ps: int | None = None
 
     @property
     def complete(self) -> bool:
@@ -167,10 +176,12 @@ class CollectiveRun:
 
     @property
     def time_ps(self) -> int:
-        """Last delivery minus first start (0 for a schedule without transfers)."""
+        """Last delivery minus the launch (with host-side latencies) or the first start
+        (0 for a schedule without transfers)."""
         if not self.schedule.transfers:
             return 0
-        return self.last_finish_ps - self.first_start_ps
+        start = self.first_start_ps if self.launch_ps is None else self.launch_ps
+        return self.last_finish_ps - start
 
 
 def fabric_counters(fabric: Fabric) -> dict[str, int]:
@@ -319,7 +330,11 @@ class CollectiveJob:
                  delay_ps: Mapping[int, Any] | None = None,
                  reliable: Mapping[str, Any] | bool | None = None,
                  failover: bool = False,
-                 on_fail: Callable[[CollectiveJob], None] | None = None) -> None:
+                 on_fail: Callable[[CollectiveJob], None] | None = None,
+                 host_latency: HostLatency | None = None) -> None:
+        #: NCCL's host-side latencies (sim.workloads.tuner.HostLatency): the launch, then
+        #: each transfer's step latency when its data are ready; None: none
+        self.host_latency = host_latency
         if reliable is not None:  # RC in the job's hosts (Host.set_reliable)
             opts = {} if isinstance(reliable, bool) else dict(reliable)
             on = reliable if isinstance(reliable, bool) else bool(opts.pop("reliable", True))
@@ -464,9 +479,29 @@ class CollectiveJob:
         self.started = True
         if not self.sch.transfers and self.on_done is not None:
             self.on_done(self)
+        lat = self.host_latency
+        if lat is not None:
+            self.run.launch_ps = self.fabric.engine.now_ps
+            self.fabric.engine.call_in(lat.launch_ps, self._launched)
+            return
         for t in self.sch.transfers:
             if not self.waiting[t.id]:
                 self._ready(t)
+
+    def _launched(self) -> None:
+        """The kernel runs (``host_latency.launch_ps`` after :meth:`start`): the transfers
+        without dependencies become ready after their step latency."""
+        for t in self.sch.transfers:
+            if not self.waiting[t.id]:
+                self._ready_after_step(t)
+
+    def _ready_after_step(self, t: Transfer) -> None:
+        """``t``'s data are ready: it is ready after NCCL's step latency (network between
+        nodes, NVLink inside one)."""
+        lat = self.host_latency
+        assert lat is not None
+        g = self.gpn
+        self.fabric.engine.call_in(lat.step_ps(t.src // g != t.dst // g), self._ready, t)
 
     def _ready(self, t: Transfer) -> None:
         late = self.delay_ps.get(t.src) if self.delay_ps else None
@@ -667,7 +702,8 @@ class CollectiveJob:
         users = self.users.get(tid)
         if users:
             waiting = self.waiting
-            ready = self._ready if self.delay_ps else self._ready_now
+            ready = (self._ready_after_step if self.host_latency is not None
+                     else self._ready if self.delay_ps else self._ready_now)
             for u in users:
                 w = waiting[u] - 1
                 waiting[u] = w
@@ -684,7 +720,8 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
                  nvlink_latency_ps: int = NVLINK_LATENCY_PS, pxn: bool = True,
                  delay_ps: Mapping[int, Any] | None = None,
                  reliable: Mapping[str, Any] | bool | None = None,
-                 failover: bool = False) -> CollectiveRun:
+                 failover: bool = False,
+                 host_latency: HostLatency | None = None) -> CollectiveRun:
     """Drive ``sch`` through ``fabric`` (rank ``r`` on host ``hosts[r]``) from the fabric's
     current time until every transfer is received; see the module docstring.
 
@@ -704,7 +741,8 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
                            header_bytes=header_bytes, gpus_per_node=gpus_per_node,
                            nvlink=nvlink, nvlink_bps=nvlink_bps,
                            nvlink_latency_ps=nvlink_latency_ps, pxn=pxn, delay_ps=delay_ps,
-                           reliable=reliable, failover=failover)
+                           reliable=reliable, failover=failover,
+                           host_latency=host_latency)
     eng = fabric.engine
     t0 = eng.now_ps
     step = slice_ps if slice_ps is not None else DEFAULT_SLICE_PS

@@ -291,24 +291,37 @@ def dtree(nranks: int, rank: int, which: int) -> tuple[int, tuple[int, ...]]:
     return (-1 if up == -1 else nranks - 1 - up), tuple(nranks - 1 - k for k in kids)
 
 
-def channel_tree(nranks: int, gpus_per_node: int, which: int) -> dict[int, tuple[int, tuple]]:
+def channel_tree(nranks: int, gpus_per_node: int, which: int,
+                 head: int = 0) -> dict[int, tuple[int, tuple]]:
     """Every rank's (parent, children) in one channel's tree: the double binary tree ``which``
-    over nodes, each node's GPUs chained under its first GPU (rank = node*gpus_per_node +
-    local), the first GPU linked to the parent and children nodes' first GPUs."""
-    if nranks % gpus_per_node:
-        raise ValueError(f"{nranks} ranks are not whole nodes of {gpus_per_node} GPUs")
-    nnodes = nranks // gpus_per_node
+    over nodes, each node's GPUs chained under its ``head`` GPU (local ``head``, ``head +
+    1``, ... mod ``gpus_per_node``; rank = node*gpus_per_node + local), the head linked to
+    the parent and children nodes' heads.  A channel's head is the GPU of the NIC its tree
+    leaves the node through: NCCL's tree search, like its ring search, starts channel ``c``
+    at the ``c``-th NIC and its GPU (``ncclTopoSearchRecNet``, ``src/graph/search.cc``), so
+    the channels' trees spread over a node's NICs (:func:`_tree_allreduce` gives channel
+    ``c`` head ``c % gpus_per_node``).  [A] NCCL's default BALANCED_TREE pattern puts a
+    node's second child on the chain's last GPU; here both children are on the head (its
+    TREE pattern)."""
+    g = gpus_per_node
+    if nranks % g:
+        raise ValueError(f"{nranks} ranks are not whole nodes of {g} GPUs")
+    if not 0 <= head < g:
+        raise ValueError(f"head {head}: a local GPU 0..{g - 1}")
+    nnodes = nranks // g
+    chain = [(head + i) % g for i in range(g)]
     out: dict[int, tuple[int, tuple]] = {}
     for node in range(nnodes):
         up, kids = dtree(nnodes, node, which)
-        for local in range(gpus_per_node):
-            r = node * gpus_per_node + local
-            children = [r + 1] if local + 1 < gpus_per_node else []
-            if local == 0:
-                parent = -1 if up == -1 else up * gpus_per_node
-                children += [k * gpus_per_node for k in kids]
+        base = node * g
+        for i, local in enumerate(chain):
+            r = base + local
+            children = [base + chain[i + 1]] if i + 1 < g else []
+            if i == 0:
+                parent = -1 if up == -1 else up * g + head
+                children += [k * g + head for k in kids]
             else:
-                parent = r - 1
+                parent = base + chain[i - 1]
             out[r] = (parent, tuple(children))
     return out
 
@@ -747,7 +760,7 @@ def _tree_allreduce(b: _Builder) -> None:
     # connectTrees doubles the channels: the first half on tree 0, the second on tree 1; a
     # call that dropped channels uses the first ones.
     half = -(-b.comm_channels // 2)
-    trees = [channel_tree(n, gpn, 0 if ch < half else 1) for ch in range(nc)]
+    trees = [channel_tree(n, gpn, 0 if ch < half else 1, ch % gpn) for ch in range(nc)]
     orders = [_postorder(t) for t in trees]
     loop_elems = nc * chunk
     loops = 0

@@ -1,0 +1,115 @@
+"""``python -m bench realworld [--only NAME] [--max SIZE] [--network-only] [--json FILE]``:
+``lossless collective`` against published nccl-tests tables of real clusters.
+
+Each setup of ``bench/realworld.toml`` (where it was published, the cluster as published, the
+options that describe it, the out-of-place rows from 1 MiB up) runs as
+``lossless collective COLL -b MIN -e MAX ARGS --algo auto --proto auto -p hw=HW -p
+host_latency=true`` with the setup's NCCL environment variables in the environment, one
+process per setup, and prints per size the real and simulated busbw, their ratio, what the
+simulator ran and what NCCL's tuner picks over every algorithm (NVLS and NVLSTree are not
+simulated yet: a row where NCCL picks them is marked).  ``--network-only`` runs each setup a
+second time without NCCL's host-side latencies (the network alone) and prints that ratio
+too.  The summary counts the sizes within +-15 % (1 MiB and up)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import tomllib
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+#: A size within this factor of the real busbw counts as matched (1 MiB and up).
+TOLERANCE = 0.15
+
+
+def setups() -> list[dict[str, Any]]:
+    with open(os.path.join(HERE, "realworld.toml"), "rb") as fp:
+        return tomllib.load(fp)["setup"]
+
+
+def run_setup(s: dict[str, Any], max_bytes: int, host_latency: bool) -> dict[int, dict]:
+    """The simulated rows of setup ``s`` up to ``max_bytes``: size -> results row."""
+    sizes = [r[0] for r in s["rows"] if r[0] <= max_bytes]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        cmd = [sys.executable, "-m", "sim", "collective", s["collective"], "-b",
+               str(min(sizes)), "-e", str(max(sizes)), *s["args"].split(), "--algo", "auto",
+               "--proto", "auto", "-p", f"hw={s['hw']}", "-p",
+               f"host_latency={'true' if host_latency else 'false'}", "--json", out,
+               "--quiet"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_")}
+        env.update(s.get("env", {}))
+        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+        with open(out, encoding="utf-8") as fp:
+            doc = json.load(fp)
+    return {r["size_bytes"]: r for r in doc["results"]}
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench realworld", description=__doc__)
+    ap.add_argument("--only", action="append", help="setup name (repeatable)")
+    ap.add_argument("--max", type=int, default=1 << 30, help="largest size, bytes")
+    ap.add_argument("--network-only", action="store_true",
+                    help="also run without NCCL's host-side latencies")
+    ap.add_argument("--json", help="write every row as JSON")
+    a = ap.parse_args(argv)
+    rows_out = []
+    within = total = 0
+    for s in setups():
+        if a.only and s["name"] not in a.only:
+            continue
+        print(f"\n== {s['name']}: {s['collective']}, {s['gpu']}; {s['fabric']}")
+        print(f"   source: {s['source']} ({s['date']})")
+        env = " ".join(f"{k}={v}" for k, v in s.get("env", {}).items())
+        print(f"   lossless collective {s['collective']} {s['args']} -p hw={s['hw']} "
+              f"-p host_latency=true --algo auto --proto auto" + (f"  [{env}]" if env else ""))
+        if s.get("note"):
+            print(f"   note: {s['note']}")
+        sim = run_setup(s, a.max, True)
+        net = run_setup(s, a.max, False) if a.network_only else {}
+        head = (f"   {'size (B)':>11} {'real':>8} {'sim':>8} {'sim/real':>8}"
+                + (f" {'net-only':>8} {'ratio':>6}" if net else "")
+                + f"  {'ran':>12}  NCCL picks")
+        print(head)
+        for size, _t, real in s["rows"]:
+            r = sim.get(size)
+            if r is None:
+                continue
+            bus = r.get("busbw_GB_per_s")
+            if bus is None:
+                print(f"   {size:>11} {real:8.2f}  {r['error']}")
+                continue
+            ratio = bus / real
+            total += 1
+            within += abs(ratio - 1) <= TOLERANCE
+            t = r.get("tuner") or {}
+            ran = f"{r['algorithm'].capitalize()}/{_P[r['protocol']]}"
+            nccl = t.get("nccl", "-")
+            mark = "" if nccl.split("/")[0] in ("Ring", "Tree") else "  (not simulated)"
+            line = f"   {size:>11} {real:8.2f} {bus:8.2f} {ratio:8.2f}"
+            if net:
+                nb = net[size].get("busbw_GB_per_s") or 0.0
+                line += f" {nb:8.2f} {nb / real:6.2f}"
+            print(f"{line}  {ran:>12}  {nccl}{mark}")
+            rows_out.append({"setup": s["name"], "size_bytes": size, "real_busbw": real,
+                             "sim_busbw": bus, "ratio": round(ratio, 4), "ran": ran,
+                             "nccl": nccl,
+                             **({"network_only_busbw": net[size].get("busbw_GB_per_s")}
+                                if net else {})})
+    print(f"\n{within} of {total} sizes within +-{TOLERANCE:.0%} of the real busbw")
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as fp:
+            json.dump(rows_out, fp, indent=1)
+    return 0
+
+
+_P = {"simple": "Simple", "ll": "LL", "ll128": "LL128"}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

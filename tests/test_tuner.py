@@ -1,0 +1,161 @@
+"""NCCL's host side (sim.workloads.tuner): its cost model reproduces NCCL 2.30.7's numbers for a
+DGX H100 (the latencies and algorithm bandwidths ncclTopoTuneModel computes, worked by hand
+from src/graph/tuning.cc), its choice per size, NCCL_ALGO/NCCL_PROTO's grammar, the
+environment, and the host latencies the simulator adds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sim.workloads.tuner import (
+    ALGOS,
+    PRESETS,
+    PROTOS,
+    RUNNABLE_ALGOS,
+    HostLatency,
+    Tuner,
+    TunerError,
+    from_environment,
+    parse_nccl_list,
+    search,
+)
+
+H100 = PRESETS["h100-cx7"]
+
+
+def test_dgx_h100_graphs_as_nccls_search_finds_them():
+    """One node: 6 channels at 60 GB/s doubled to 12 x 30, 24 at run time (NCCL's logs of an
+    8 x H100 node print 24 coll channels); several nodes: one 48 GB/s channel per 400G NIC
+    (PCIe Gen5 x16 = 48), not doubled, 16 at run time (NVIDIA/nccl#1453, #892)."""
+    one = search(H100, 1)
+    assert (one.ring.channels, one.ring.bw_intra_GBps, one.runtime_channels) == (12, 30, 24)
+    assert (one.nvls.channels, one.nvls.bw_intra_GBps, one.nvls_channels) == (8, 40, 16)
+    two = search(H100, 2)
+    assert (two.ring.channels, two.ring.bw_inter_GBps, two.runtime_channels) == (8, 48, 16)
+
+
+@pytest.mark.parametrize("nodes, algo, proto, lat_us, algbw", [
+    (1, "ring", "ll", 15.0, 80.6), (1, "ring", "ll128", 40.6, 189.3),
+    (1, "ring", "simple", 56.0, 205.7), (1, "tree", "simple", 64.4, 165.6),
+    (1, "nvls", "simple", 25.0, 272.0),
+    (2, "tree", "ll", 25.2, 19.5), (2, "tree", "ll128", 48.5, 146.8),
+    (2, "ring", "simple", 131.6, 204.8), (2, "nvls_tree", "simple", 66.8, 246.2),
+])
+def test_allreduce_latency_and_bandwidth_as_ncclTopoTuneModel(nodes, algo, proto, lat_us, algbw):
+    t = Tuner(H100, 8 * nodes, nodes)
+    assert t.latency_us("allreduce", algo, proto) == pytest.approx(lat_us, abs=0.05)
+    assert t._bus_bw("allreduce", algo, proto) == pytest.approx(algbw, abs=0.05)
+
+
+@pytest.mark.parametrize("nodes, size, nccl, ours", [
+    (1, 1 << 20, "Ring/LL", "Ring/LL"), (1, 4 << 20, "NVLS/Simple", "Ring/LL128"),
+    (1, 1 << 30, "NVLS/Simple", "Ring/Simple"),
+    (2, 64 << 10, "Tree/LL", "Tree/LL"), (2, 1 << 20, "Tree/LL128", "Tree/LL128"),
+    (2, 4 << 20, "NVLSTree/Simple", "Tree/LL128"), (2, 1 << 30, "NVLSTree/Simple",
+                                                   "Ring/Simple"),
+    (4, 4 << 20, "Tree/LL128", "Tree/LL128"), (4, 1 << 30, "Ring/Simple", "Ring/Simple"),
+])
+def test_choice_per_size(nodes, size, nccl, ours):
+    """NCCL's own pick over every algorithm, and the pick among those simulated."""
+    t = Tuner(H100, 8 * nodes, nodes)
+    c = t.choose("allreduce", size, RUNNABLE_ALGOS)
+    assert c.nccl_text == ours
+    from sim.scenarios.collective import nccl_name
+
+    assert nccl_name(c.nccl_algo, c.nccl_proto) == nccl
+
+
+def test_channels_drop_for_small_calls_as_topoGetAlgoInfo():
+    t = Tuner(H100, 8, 1)
+    assert t.choose("allreduce", 1024, RUNNABLE_ALGOS).channels == 1
+    assert t.choose("allreduce", 1 << 30, RUNNABLE_ALGOS).channels == 24
+    assert Tuner(H100, 8, 1, max_channels=8).channels == 8
+    assert Tuner(H100, 16, 2, min_channels=24).channels == 24
+
+
+def test_nccl_algo_and_proto_grammar():
+    """parseList: a plain list enables only it, '^' all but it, 'Func:' one collective;
+    NCCL_PROTO=^LL force-enables LL128 (1, not NCCL's auto 2)."""
+    d = {c: {"ll": 1, "ll128": 2, "simple": 1} for c in
+         ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")}
+    names = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+    got = parse_nccl_list("^LL", PROTOS, names, d)
+    assert got["allreduce"] == {"ll": 0, "ll128": 1, "simple": 1}
+    got = parse_nccl_list("simple;AllReduce:ll,LL128", PROTOS, names, d)
+    assert got["allgather"] == {"ll": 0, "ll128": 0, "simple": 1}
+    assert got["allreduce"] == {"ll": 1, "ll128": 1, "simple": 0}
+    with pytest.raises(TunerError, match="unknown name 'LL256'"):
+        parse_nccl_list("LL256", PROTOS, names, d)
+    with pytest.raises(TunerError, match="unknown collective"):
+        parse_nccl_list("Gather:Simple", PROTOS, names, d)
+    t = Tuner(H100, 16, 2, algo="Ring", proto="Simple")
+    c = t.choose("allreduce", 1 << 20, RUNNABLE_ALGOS)
+    assert (c.algo, c.proto) == ("ring", "simple")
+    with pytest.raises(TunerError, match="no algorithm"):
+        Tuner(H100, 16, 2, algo="NVLS").choose("allreduce", 1 << 20, RUNNABLE_ALGOS)
+
+
+def test_environment():
+    env = {"NCCL_ALGO": "Ring", "NCCL_MIN_NCHANNELS": "24", "NCCL_IB_QPS_PER_CONNECTION": "2",
+           "NCCL_NVLS_ENABLE": "0", "UNRELATED": "x"}
+    assert from_environment(env) == {"algo": "Ring", "min_channels": 24, "qps": 2,
+                                     "nvls": False}
+    with pytest.raises(TunerError, match="NCCL_MAX_NCHANNELS='many'"):
+        from_environment({"NCCL_MAX_NCHANNELS": "many"})
+    with pytest.raises(TunerError, match=r"NCCL_MIN_NCHANNELS=99: expected 0\.\.64"):
+        from_environment({"NCCL_MIN_NCHANNELS": "99"})
+
+
+def test_host_latency_is_nccls_per_step_latency_in_ps():
+    """Ring Simple on 2 DGX H100: launch 8.4 us, a step inside a node max(3.4, 3 x 1.0 us of
+    net overhead) = 3.4 us, between nodes 14 us; with one GPU per node the network step is
+    the tree's (NCCL: ppn == 1)."""
+    lat = HostLatency.of(Tuner(H100, 16, 2), "allreduce", "ring", "simple")
+    assert (lat.launch_ps, lat.intra_ps, lat.inter_ps) == (8_400_000, 3_400_000, 14_000_000)
+    lat = HostLatency.of(Tuner(H100, 4, 4), "allreduce", "ring", "ll")
+    assert (lat.launch_ps, lat.inter_ps) == (6_600_000, 5_000_000)
+
+
+@given(nodes=st.sampled_from([1, 2, 3, 4, 8, 16]), size=st.integers(0, 1 << 34),
+       preset=st.sampled_from(sorted(PRESETS)),
+       coll=st.sampled_from(["allreduce", "allgather", "reducescatter", "broadcast"]))
+def test_the_choice_is_the_least_time(nodes, size, preset, coll):
+    hw = PRESETS[preset]
+    t = Tuner(hw, hw.gpus_per_node * nodes, nodes)
+    algos = RUNNABLE_ALGOS if coll == "allreduce" else ("ring",)
+    c = t.choose(coll, size, algos)
+    times = [v for (a, _), v in c.table.items() if v is not None and a in algos]
+    assert c.time_us == min(times) and c.algo in algos and c.proto in PROTOS
+    everything = [v for v in c.table.values() if v is not None]
+    assert c.table[(c.nccl_algo, c.nccl_proto)] == min(everything)
+    assert c.nccl_algo in ALGOS and 1 <= c.channels <= t.channels
+
+
+def test_cli_auto_with_the_environment_and_host_latency(tmp_path, monkeypatch, capsys):
+    """NCCL_ALGO from the environment turns the tuner on: Ring only, NCCL_PROTO unset
+    leaves the protocol to it; the tuner's block names what ran and NCCL's own pick; host
+    latencies make a small call latency-bound (NCCL's 2 x 14 us network steps, 28 NVLink
+    steps of 3.4 us and the 8.4 us launch are in its time)."""
+    from sim.cli import main
+
+    monkeypatch.setenv("NCCL_ALGO", "Ring")
+    monkeypatch.setenv("NCCL_IB_QPS_PER_CONNECTION", "2")
+    out = tmp_path / "r.json"
+    rc = main(["collective", "allreduce", "-b", "1M", "-e", "1M", "-p", "nodes=2",
+               "-p", "gpus_per_node=8", "-p", "host_latency=true", "--json", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0
+    assert "algo auto, proto auto, channels auto, qps 2" in text
+    assert "NCCL_ALGO=Ring NCCL_IB_QPS_PER_CONNECTION=2; host latency h100-cx7" in text
+    row = json.loads(out.read_text())["results"][0]
+    assert row["tuner"]["algorithm"] == "ring" and row["tuner"]["nccl"] == "Ring/LL128"
+    assert (row["algorithm"], row["protocol"]) == ("ring", "ll128")
+    # Ring LL128: NCCL charges 14 + 28 x 1.9 + 2 x 4.0 = 75.2 us of latency, then the data
+    assert 40 < row["time_us"] < 200
+    monkeypatch.setenv("NCCL_ALGO", "NVLS")
+    assert main(["collective", "allreduce", "-p", "nodes=2", "-p", "gpus_per_node=8"]) == 2
+    assert "NCCL settings:" in capsys.readouterr().err
