@@ -1,6 +1,6 @@
 """``python -m bench [--quick]``: every benchmark (simulator, pcap decoding, crafting);
-``python -m bench sim|wire|craft|coll|scale|mem|realworld [options]``: one of them with its own options
-(``python -m bench sim --packets 50000``; the old ``python -m bench --packets N`` form still
+``python -m bench sim|wire|craft|coll|scale|mem|realworld [options]``: one of them with its own
+options (``python -m bench sim --packets 50000``; the old ``python -m bench --packets N`` form still
 runs the simulator benchmark)."""
 
 from __future__ import annotations

@@ -1,0 +1,34 @@
+"""bench/realworld.toml, the published nccl-tests tables `python -m bench realworld` compares
+with: every row is what nccl-tests prints for its size and time (busbw = size / time x the
+collective's factor for the setup's ranks), so a row mistyped in the copy fails here, and
+every setup's options are ones `lossless collective` takes."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bench.realworld import setups
+
+FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n}
+
+
+@pytest.mark.parametrize("s", setups(), ids=lambda s: s["name"])
+def test_rows_are_consistent_nccl_tests_rows(s):
+    p = dict(re.findall(r"-p (\w+)=(\S+)", s["args"]))
+    n = int(p["nodes"]) * int(p["gpus_per_node"])
+    assert s["source"].startswith("https://") and s["rows"]
+    sizes = [r[0] for r in s["rows"]]
+    assert sizes == sorted(sizes) and sizes[0] >= 1 << 20
+    for size, time_us, busbw in s["rows"]:
+        algbw = size / time_us / 1e3
+        assert busbw == pytest.approx(algbw * FACTOR[s["collective"]](n), rel=0.01), size
+
+
+def test_every_setup_parses_as_a_collective_command():
+    from sim.cli import build_parser
+
+    for s in setups():
+        build_parser().parse_args(["collective", s["collective"], *s["args"].split(),
+                                   "-p", f"hw={s['hw']}"])
