@@ -4,11 +4,11 @@
 Each setup of ``bench/realworld.toml`` (where it was published, the cluster as published, the
 options that describe it, the out-of-place rows from 1 MiB up) runs as
 ``lossless collective COLL -b MIN -e MAX ARGS --algo auto --proto auto -p hw=HW -p
-host_latency=true`` with the setup's NCCL environment variables in the environment, one
+nccl_host=true`` with the setup's NCCL environment variables in the environment, one
 process per setup, and prints per size the real and simulated busbw, their ratio, what the
 simulator ran and what NCCL's tuner picks over every algorithm (NVLS and NVLSTree are not
 simulated yet: a row where NCCL picks them is marked).  ``--network-only`` runs each setup a
-second time without NCCL's host-side latencies (the network alone) and prints that ratio
+second time without NCCL's host side (the network alone) and prints that ratio
 too.  The summary counts the sizes within +-15 % (1 MiB and up)."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def setups() -> list[dict[str, Any]]:
         return tomllib.load(fp)["setup"]
 
 
-def run_setup(s: dict[str, Any], max_bytes: int, host_latency: bool) -> dict[int, dict]:
+def run_setup(s: dict[str, Any], max_bytes: int, nccl_host: bool) -> dict[int, dict]:
     """The simulated rows of setup ``s`` up to ``max_bytes``: size -> results row."""
     sizes = [r[0] for r in s["rows"] if r[0] <= max_bytes]
     with tempfile.TemporaryDirectory() as tmp:
@@ -40,7 +40,7 @@ def run_setup(s: dict[str, Any], max_bytes: int, host_latency: bool) -> dict[int
         cmd = [sys.executable, "-m", "sim", "collective", s["collective"], "-b",
                str(min(sizes)), "-e", str(max(sizes)), *s["args"].split(), "--algo", "auto",
                "--proto", "auto", "-p", f"hw={s['hw']}", "-p",
-               f"host_latency={'true' if host_latency else 'false'}", "--json", out,
+               f"nccl_host={'true' if nccl_host else 'false'}", "--json", out,
                "--quiet"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_")}
         env.update(s.get("env", {}))
@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--only", action="append", help="setup name (repeatable)")
     ap.add_argument("--max", type=int, default=1 << 30, help="largest size, bytes")
     ap.add_argument("--network-only", action="store_true",
-                    help="also run without NCCL's host-side latencies")
+                    help="also run without NCCL's host side")
     ap.add_argument("--json", help="write every row as JSON")
     a = ap.parse_args(argv)
     rows_out = []
@@ -67,7 +67,7 @@ def main(argv: list[str]) -> int:
         print(f"   source: {s['source']} ({s['date']})")
         env = " ".join(f"{k}={v}" for k, v in s.get("env", {}).items())
         print(f"   lossless collective {s['collective']} {s['args']} -p hw={s['hw']} "
-              f"-p host_latency=true --algo auto --proto auto" + (f"  [{env}]" if env else ""))
+              f"-p nccl_host=true --algo auto --proto auto" + (f"  [{env}]" if env else ""))
         if s.get("note"):
             print(f"   note: {s['note']}")
         sim = run_setup(s, a.max, True)

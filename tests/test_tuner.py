@@ -5,6 +5,7 @@ environment, and the host latencies the simulator adds."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -16,7 +17,7 @@ from sim.workloads.tuner import (
     PRESETS,
     PROTOS,
     RUNNABLE_ALGOS,
-    HostLatency,
+    HostSide,
     Tuner,
     TunerError,
     from_environment,
@@ -110,14 +111,24 @@ def test_environment():
         from_environment({"NCCL_MIN_NCHANNELS": "99"})
 
 
-def test_host_latency_is_nccls_per_step_latency_in_ps():
+def test_host_side_is_nccls_per_step_latency_and_channel_bandwidth():
     """Ring Simple on 2 DGX H100: launch 8.4 us, a step inside a node max(3.4, 3 x 1.0 us of
-    net overhead) = 3.4 us, between nodes 14 us; with one GPU per node the network step is
-    the tree's (NCCL: ppn == 1)."""
-    lat = HostLatency.of(Tuner(H100, 16, 2), "allreduce", "ring", "simple")
-    assert (lat.launch_ps, lat.intra_ps, lat.inter_ps) == (8_400_000, 3_400_000, 14_000_000)
-    lat = HostLatency.of(Tuner(H100, 4, 4), "allreduce", "ring", "ll")
-    assert (lat.launch_ps, lat.inter_ps) == (6_600_000, 5_000_000)
+    net overhead) = 3.4 us, between nodes 14 us; each channel moves NCCL's bus bandwidth (8
+    x 48 GB/s) over its 16 runtime channels, 24 GB/s, also when NCCL_MIN_NCHANNELS raises the
+    channels (more CTAs move more); Ring LL128 is capped by perChMaxRingLL128Bw (8 x 36.7
+    GB/s over 16 channels).  With one GPU per node the network step is the tree's (NCCL:
+    ppn == 1)."""
+    host = HostSide.of(Tuner(H100, 16, 2), "allreduce", "ring", "simple")
+    assert (host.launch_ps, host.intra_ps, host.inter_ps) == (8_400_000, 3_400_000, 14_000_000)
+    assert host.channel_Bps == 24 * 10**9
+    assert host.busy_ps(24_000) == 1_000_000  # 24 kB at 24 GB/s: 1 us
+    assert HostSide.of(Tuner(H100, 16, 2, min_channels=24), "allreduce", "ring",
+                       "simple").channel_Bps == 24 * 10**9
+    ll128 = HostSide.of(Tuner(H100, 16, 2), "allreduce", "ring", "ll128")
+    assert ll128.channel_Bps == round(8 * 36.7e9 / 16)
+    host = HostSide.of(Tuner(H100, 4, 4), "allreduce", "ring", "ll")
+    assert (host.launch_ps, host.inter_ps) == (6_600_000, 5_000_000)
+    assert HostSide(1, 2, 3).busy_ps(10**9) == 0  # no channel limit
 
 
 @given(nodes=st.sampled_from([1, 2, 3, 4, 8, 16]), size=st.integers(0, 1 << 34),
@@ -135,22 +146,21 @@ def test_the_choice_is_the_least_time(nodes, size, preset, coll):
     assert c.nccl_algo in ALGOS and 1 <= c.channels <= t.channels
 
 
-def test_cli_auto_with_the_environment_and_host_latency(tmp_path, monkeypatch, capsys):
+def test_cli_auto_with_the_environment_and_the_host_side(tmp_path, monkeypatch, capsys):
     """NCCL_ALGO from the environment turns the tuner on: Ring only, NCCL_PROTO unset
-    leaves the protocol to it; the tuner's block names what ran and NCCL's own pick; host
-    latencies make a small call latency-bound (NCCL's 2 x 14 us network steps, 28 NVLink
-    steps of 3.4 us and the 8.4 us launch are in its time)."""
+    leaves the protocol to it; the tuner's block names what ran and NCCL's own pick; NCCL's
+    host side makes a small call latency-bound."""
     from sim.cli import main
 
     monkeypatch.setenv("NCCL_ALGO", "Ring")
     monkeypatch.setenv("NCCL_IB_QPS_PER_CONNECTION", "2")
     out = tmp_path / "r.json"
     rc = main(["collective", "allreduce", "-b", "1M", "-e", "1M", "-p", "nodes=2",
-               "-p", "gpus_per_node=8", "-p", "host_latency=true", "--json", str(out)])
+               "-p", "gpus_per_node=8", "-p", "nccl_host=true", "--json", str(out)])
     text = capsys.readouterr().out
     assert rc == 0
     assert "algo auto, proto auto, channels auto, qps 2" in text
-    assert "NCCL_ALGO=Ring NCCL_IB_QPS_PER_CONNECTION=2; host latency h100-cx7" in text
+    assert "NCCL_ALGO=Ring NCCL_IB_QPS_PER_CONNECTION=2; NCCL host side h100-cx7" in text
     row = json.loads(out.read_text())["results"][0]
     assert row["tuner"]["algorithm"] == "ring" and row["tuner"]["nccl"] == "Ring/LL128"
     assert (row["algorithm"], row["protocol"]) == ("ring", "ll128")
@@ -159,3 +169,28 @@ def test_cli_auto_with_the_environment_and_host_latency(tmp_path, monkeypatch, c
     monkeypatch.setenv("NCCL_ALGO", "NVLS")
     assert main(["collective", "allreduce", "-p", "nodes=2", "-p", "gpus_per_node=8"]) == 2
     assert "NCCL settings:" in capsys.readouterr().err
+
+
+def test_a_runs_host_side_launch_steps_and_channel_bandwidth():
+    """In the run: the time counts from the launch; a 2-rank ring AllReduce of 1 MiB on one
+    channel sends 2 x 512 KiB per rank, each step waits its latency, and a channel moving 1
+    GB/s makes the call last its bytes at that rate (the 400G network takes ~25 us); a
+    rank's channel moves one transfer at a time."""
+    from sim.fabric.rail import collective_star
+    from sim.workloads.collective import run_schedule
+    from sim.workloads.nccl import schedule
+
+    sch = schedule("allreduce", 2, (1 << 20) // 4, nchannels=1)
+    g = collective_star(2, link_gbps=400)
+    free = run_schedule(sch, g.fabric, g.ranks)
+    f = collective_star(2, link_gbps=400)
+    host = HostSide(launch_ps=5_000_000, intra_ps=0, inter_ps=2_000_000, channel_Bps=10**9)
+    run = run_schedule(sch, f.fabric, f.ranks, host=host)
+    assert run.launch_ps == 0 and min(run.start_ps) >= 5_000_000 + 2_000_000
+    per_rank = sum(t.nbytes for t in sch.transfers if t.src == 0)
+    assert per_rank == 1 << 20
+    assert free.time_ps < 40_000_000
+    assert per_rank * 1000 < run.time_ps < per_rank * 1000 * 1.1 + free.time_ps
+    spans = sorted((run.start_ps[t.id], t) for t in sch.transfers if t.src == 0)
+    for (a, ta), (b, _) in itertools.pairwise(spans):
+        assert b - a >= ta.nbytes * 1000  # one transfer at a time: 1 ns per byte

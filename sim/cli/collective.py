@@ -242,7 +242,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
          f"{args.proto}, channels {'auto' if tuned and not args.channels else channels}, "
          f"qps {args.qps}; -w {args.warmup_iters} -n {args.iters}"
          + (f"; {env_text}" if env_text else "")
-         + (f"; host latency {params['hw']}" if params.get("host_latency") else ""))
+         + (f"; NCCL host side {params['hw']}" if params.get("nccl_host") else ""))
     for line in header_lines():
         emit(line)
     show = not args.quiet and (args.progress or sys.stderr.isatty())

@@ -60,7 +60,7 @@ def check_fabric_keys(kind: str, given: Mapping[str, Any]) -> None:
 #: run's bound; the fabric's own settings are the file's (``-p TABLE.KEY=VALUE``).
 #: ``gpus_per_node`` groups the file's ranks into nodes (:func:`fabric_file`).
 FILE_KEYS = ("nvlink", "nvlink_gbps", "nvlink_latency_ns", "pxn", "limit_ms", "failover",
-             "detect_us", "converge_us", "gpus_per_node", "hw", "host_latency")
+             "detect_us", "converge_us", "gpus_per_node", "hw", "nccl_host")
 #: Topology kinds whose nodes the file defines itself (rail: ``[topology] gpus_per_node``,
 #: superpod: 8 GPUs per DGX).
 _OWN_NODES = ("rail", "superpod")
@@ -441,8 +441,9 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     simulator runs (``nccl``: NCCL_ALGO / NCCL_PROTO as ``algo`` / ``proto``,
     ``min_channels``, ``max_channels``, ``nvls``: :func:`sim.workloads.tuner.from_environment`;
     ``channels`` given: NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS = it); ``params["hw"]`` is
-    the node it models; ``params["host_latency"]`` adds NCCL's launch and per-step latencies
-    (:class:`sim.workloads.tuner.HostLatency`; not for AllToAll and SendRecv).  The row's
+    the node it models; ``params["nccl_host"]`` adds NCCL's host side: its launch and
+    per-step latencies and its channels' bandwidth (:class:`sim.workloads.tuner.HostSide`;
+    not for AllToAll and SendRecv).  The row's
     ``algorithm``, ``protocol`` and, with the tuner, ``tuner`` (the pick, NCCL's own pick
     over every algorithm, the model's time in µs) say what ran."""
     from sim.scenarios.common import collective_packet
@@ -486,13 +487,13 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     if params.get("failover"):  # acts on QP errors: with RC on (-p reliable, a file's [hosts])
         job_kw["failover"] = True
     p2p = collective in ("alltoall", "sendrecv")
-    if params.get("host_latency") and not p2p:
-        from sim.workloads.tuner import HostLatency
+    if params.get("nccl_host") and not p2p:
+        from sim.workloads.tuner import HostSide
 
         if tuner is None:
-            tuner = _tuner(params, nranks, rf.nodes, nccl)
-        job_kw["host_latency"] = HostLatency.of(tuner, _tuner_coll(collective), algorithm,
-                                                protocol)
+            tuner = _tuner(params, nranks, rf.nodes, nccl, channels)
+        job_kw["host"] = HostSide.of(tuner, _tuner_coll(collective), str(algorithm),
+                                     str(protocol))
     if faults and (params.get("faults") or params.get("detect_us", -1) >= 0 or
                    params.get("converge_us", -1) >= 0 or getattr(rf, "stragglers", ())):
         # -p fault= on this size's fabric, and a fabric file's stragglers

@@ -519,9 +519,10 @@ def collective_params() -> tuple[Param, ...]:
         Param("hw", "h100-cx7", "the node NCCL's tuner and host-side latencies model "
               "(sim.workloads.tuner.PRESETS: h100-cx7, b200-cx7, a100-cx6, gb200-cx7)",
               _hw_problem),
-        Param("host_latency", False, "add NCCL's host-side latencies (its cost model's "
-              "launch and per-step latencies for the algorithm and protocol, NVLink inside a "
-              "node, the network between nodes) to the simulated network time", None),
+        Param("nccl_host", False, "NCCL's host side in the run (its cost model for the "
+              "algorithm and protocol: the launch latency, each step's latency, NVLink "
+              "inside a node or the network between nodes, and its bus bandwidth as what "
+              "the GPUs' channels move)", None),
     )
 
 

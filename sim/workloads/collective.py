@@ -51,13 +51,14 @@ Faults (docs/explanation/faults.md "A collective's QP error and failover"):
 
 PFC, ECN and DCQCN act as the fabric and its hosts are configured (flows use the hosts'
 ``cc``; data goes on class ``tc``, 3 by default, the lossless class of the MMU defaults).
-The collective's time is the last delivery minus the first start.  Without
-``host_latency`` NCCL's own latencies (kernel launch, proxy, GPU copies, PCIe) are not
-modelled: every rank's NIC is a host of the fabric and each transfer starts the moment its
-data is there.  With ``host_latency`` (:class:`sim.workloads.tuner.HostLatency`, NCCL's cost
-model's latencies): the call is launched at :meth:`CollectiveJob.start`, its first transfers
-become ready ``launch_ps`` later, and every transfer becomes ready its step latency after
-its data are (``inter_ps`` between nodes, ``intra_ps`` inside one); the time counts from the
+The collective's time is the last delivery minus the first start.  Without ``host``
+NCCL's own latencies (kernel launch, proxy, GPU copies, PCIe) are not modelled: every rank's
+NIC is a host of the fabric and each transfer starts the moment its data is there.  With
+``host`` (:class:`sim.workloads.tuner.HostSide`, NCCL's cost model): the call is launched at
+:meth:`CollectiveJob.start` and its first transfers become ready ``launch_ps`` later; every
+transfer, once its data are ready, waits its step latency (``inter_ps`` between nodes,
+``intra_ps`` inside one), then its sender's channel moves its bytes at ``channel_Bps`` (one
+transfer at a time per rank and channel), then it is posted; the time counts from the
 launch.
 
 Nodes, NVLink and PXN (``gpus_per_node`` > 1; ranks ``n*G .. n*G+G-1`` are node ``n``, and
@@ -91,7 +92,7 @@ from sim.fabric import Fabric
 from sim.net.switch import Switch
 from sim.nic.host import ROCE_HEADER_BYTES, Flow, Host
 from sim.workloads.nccl import Schedule, Transfer, send_nic_rank
-from sim.workloads.tuner import HostLatency
+from sim.workloads.tuner import HostSide
 
 __all__ = ["ROCE_HEADER_BYTES", "NVLINK_BPS", "NVLINK_LATENCY_PS", "CollectiveJob",
            "CollectiveRun", "NvlinkDomain", "QpFailure", "RunError", "failure_text",
@@ -158,7 +159,7 @@ class CollectiveRun:
     #: failover: one dict per QP moved: t_ps, qp, to_qp, from_host, to_host,
     #: resent_bytes (frame bytes re-sent: what had not arrived)
     failovers: list[dict[str, Any]] = field(default_factory=list)
-    #: when the call was launched, with NCCL's host-side latencies (``host_latency``):
+    #: when the call was launched, with NCCL's host side (``host``):
     #: the time counts from it; None: from the first transfer's start
     launch_ps: int | None = None
 
@@ -331,10 +332,12 @@ class CollectiveJob:
                  reliable: Mapping[str, Any] | bool | None = None,
                  failover: bool = False,
                  on_fail: Callable[[CollectiveJob], None] | None = None,
-                 host_latency: HostLatency | None = None) -> None:
-        #: NCCL's host-side latencies (sim.workloads.tuner.HostLatency): the launch, then
-        #: each transfer's step latency when its data are ready; None: none
-        self.host_latency = host_latency
+                 host: HostSide | None = None) -> None:
+        #: NCCL's host side (sim.workloads.tuner.HostSide): the launch, then each
+        #: transfer's step latency and its channel's time when its data are ready; None: none
+        self.host = host
+        #: (rank, channel) -> when that GPU channel is free again (with ``host``)
+        self.channel_free_ps: dict[tuple[int, int], int] = {}
         if reliable is not None:  # RC in the job's hosts (Host.set_reliable)
             opts = {} if isinstance(reliable, bool) else dict(reliable)
             on = reliable if isinstance(reliable, bool) else bool(opts.pop("reliable", True))
@@ -479,29 +482,45 @@ class CollectiveJob:
         self.started = True
         if not self.sch.transfers and self.on_done is not None:
             self.on_done(self)
-        lat = self.host_latency
-        if lat is not None:
+        host = self.host
+        if host is not None:
             self.run.launch_ps = self.fabric.engine.now_ps
-            self.fabric.engine.call_in(lat.launch_ps, self._launched)
+            self.fabric.engine.call_in(host.launch_ps, self._launched)
             return
         for t in self.sch.transfers:
             if not self.waiting[t.id]:
                 self._ready(t)
 
     def _launched(self) -> None:
-        """The kernel runs (``host_latency.launch_ps`` after :meth:`start`): the transfers
-        without dependencies become ready after their step latency."""
+        """The kernel runs (``host.launch_ps`` after :meth:`start`): the transfers without
+        dependencies start their step."""
         for t in self.sch.transfers:
             if not self.waiting[t.id]:
                 self._ready_after_step(t)
 
     def _ready_after_step(self, t: Transfer) -> None:
-        """``t``'s data are ready: it is ready after NCCL's step latency (network between
-        nodes, NVLink inside one)."""
-        lat = self.host_latency
-        assert lat is not None
+        """``t``'s data are ready: after NCCL's step latency (network between nodes, NVLink
+        inside one) its channel moves it (:meth:`_on_channel`)."""
+        host = self.host
+        assert host is not None
         g = self.gpn
-        self.fabric.engine.call_in(lat.step_ps(t.src // g != t.dst // g), self._ready, t)
+        self.fabric.engine.call_in(host.step_ps(t.src // g != t.dst // g), self._on_channel,
+                                   t)
+
+    def _on_channel(self, t: Transfer) -> None:
+        """The sender's GPU channel moves ``t``'s bytes (``host.busy_ps``), one transfer at a
+        time, then ``t`` is ready to post."""
+        host = self.host
+        assert host is not None
+        busy = host.busy_ps(t.nbytes)
+        if not busy:
+            self._ready(t)
+            return
+        eng = self.fabric.engine
+        key = (t.src, t.channel)
+        start = max(eng.now_ps, self.channel_free_ps.get(key, 0))
+        self.channel_free_ps[key] = done = start + busy
+        eng.call_at(done, self._ready, t)
 
     def _ready(self, t: Transfer) -> None:
         late = self.delay_ps.get(t.src) if self.delay_ps else None
@@ -702,7 +721,7 @@ class CollectiveJob:
         users = self.users.get(tid)
         if users:
             waiting = self.waiting
-            ready = (self._ready_after_step if self.host_latency is not None
+            ready = (self._ready_after_step if self.host is not None
                      else self._ready if self.delay_ps else self._ready_now)
             for u in users:
                 w = waiting[u] - 1
@@ -721,7 +740,7 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
                  delay_ps: Mapping[int, Any] | None = None,
                  reliable: Mapping[str, Any] | bool | None = None,
                  failover: bool = False,
-                 host_latency: HostLatency | None = None) -> CollectiveRun:
+                 host: HostSide | None = None) -> CollectiveRun:
     """Drive ``sch`` through ``fabric`` (rank ``r`` on host ``hosts[r]``) from the fabric's
     current time until every transfer is received; see the module docstring.
 
@@ -742,7 +761,7 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
                            nvlink=nvlink, nvlink_bps=nvlink_bps,
                            nvlink_latency_ps=nvlink_latency_ps, pxn=pxn, delay_ps=delay_ps,
                            reliable=reliable, failover=failover,
-                           host_latency=host_latency)
+                           host=host)
     eng = fabric.engine
     t0 = eng.now_ps
     step = slice_ps if slice_ps is not None else DEFAULT_SLICE_PS

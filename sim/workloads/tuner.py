@@ -7,7 +7,7 @@ Everything here follows NVIDIA/nccl at **NCCL 2.30.7** (commit ``5067397c``; fil
 functions are of that repository); each constant names its source.  NCCL's model works in
 microseconds and GB/s (``time = lat + bytes / (1000 * bw)``); so does this module's
 arithmetic, and what leaves it for the simulator is integer picoseconds
-(:meth:`HostLatency.step_ps`, :attr:`HostLatency.launch_ps`).
+(:meth:`HostSide.step_ps`, :meth:`HostSide.busy_ps`).
 
 The model (``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime``, ``src/graph/tuning.cc``;
 ``topoGetAlgoInfo``, ``src/enqueue.cc``):
@@ -40,11 +40,15 @@ The model (``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime``, ``src/graph/tuning
   (Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT) x (LL, LL128, Simple);
   channels then dropped while ``bytes < nc x nthreads x threshold`` (``topoGetAlgoInfo``).
 
-What the simulator takes from it (:class:`HostLatency`): the base latency once, when the
+What the simulator takes from it (:class:`HostSide`): the base latency once, when the
 call is launched, and each step's ``hwLat`` when its data are ready (NVLink inside a node,
 the network between nodes, ``max(hwLat, netOverhead)`` inside a node of a multi-node ring),
 so that the steps of the schedule, which the simulator already runs one by one, pay what
-NCCL's model charges for each.  The 1.4 plateau factor and the tree correction factors are
+NCCL's model charges for each; and NCCL's modelled bus bandwidth of the algorithm and
+protocol as what the GPUs' channels can move (per rank and channel, the bus bandwidth over
+the runtime channels; NCCL's per-channel caps, ``perChMaxRingLL128Bw`` and the like, are
+how its model bounds what a channel's threads copy and reduce), on top of which the network
+may slow them further.  The 1.4 plateau factor and the tree correction factors are
 NCCL's corrections of its closed formula for what a step-by-step run shows anyway (pipeline
 fill, chunk rounding); they are used to choose, not added to the simulated time [A].
 
@@ -61,7 +65,7 @@ from typing import Any
 
 __all__ = [
     "ALGOS", "PROTOS", "RUNNABLE_ALGOS", "PRESETS", "Hardware", "Graphs", "Graph", "Choice",
-    "Tuner", "HostLatency", "TunerError", "search", "parse_nccl_list", "from_environment",
+    "Tuner", "HostSide", "TunerError", "search", "parse_nccl_list", "from_environment",
     "NCCL_VERSION",
 ]
 
@@ -414,7 +418,10 @@ class Tuner:
                 return False
         return bool(self._enabled_algo[coll][algo]) and bool(self._enabled_proto[coll][proto])
 
-    def _bus_bw(self, coll: str, algo: str, proto: str) -> float:
+    def bus_bw_GBps(self, coll: str, algo: str, proto: str) -> float:
+        """NCCL's modelled bus bandwidth (GB/s) of ``algo``/``proto`` for ``coll``: the
+        graph's channels x bandwidth with NCCL's caps and factors, before its conversion
+        to an algorithm bandwidth."""
         g = self.graphs
         assert g is not None
         graph = g.nvls if algo in ("nvls", "nvls_tree") else (g.tree if algo == "tree"
@@ -447,6 +454,11 @@ class Tuner:
                       nch * PER_CH_MAX_TREE_LL128_BWS[k][i2])
         if algo == "pat":
             bus *= 0.75
+        return bus
+
+    def _bus_bw(self, coll: str, algo: str, proto: str) -> float:
+        """NCCL's algorithm bandwidth (``comm->bandwidths``: busBw converted, GB/s)."""
+        bus = self.bus_bw_GBps(coll, algo, proto)
         # busBw -> algBw
         if coll in ("allgather", "reducescatter") and algo != "ring":
             return bus
@@ -544,29 +556,46 @@ def _log2i(n: int) -> int:
 
 
 @dataclass(frozen=True)
-class HostLatency:
-    """The host-side latencies the simulator adds to a collective's steps (module
-    docstring): ``launch_ps`` once when the call starts (``baseLat``), then per transfer
-    ``step_ps(crosses_nodes)`` when its data are ready."""
+class HostSide:
+    """NCCL's host side as the simulator applies it to a collective's steps (module
+    docstring): ``launch_ps`` once when the call starts (``baseLat``); per transfer, when its
+    data are ready, ``step_ps(crosses_nodes)`` (``hwLat`` of the network or NVLink), then
+    its sending GPU channel's time for its bytes at ``channel_Bps`` (data bytes per second
+    one rank's channel moves: NCCL's modelled bus bandwidth of the algorithm and protocol
+    over the runtime channels its graph gives; each rank's channel handles its transfers one
+    at a time; 0: no limit)."""
 
     launch_ps: int
     intra_ps: int
     inter_ps: int
+    channel_Bps: int = 0
 
     def step_ps(self, crosses_nodes: bool) -> int:
         return self.inter_ps if crosses_nodes else self.intra_ps
 
+    def busy_ps(self, nbytes: int) -> int:
+        """How long one rank's channel takes to move ``nbytes`` of data."""
+        return -(-nbytes * 10**12 // self.channel_Bps) if self.channel_Bps else 0
+
     @classmethod
-    def of(cls, tuner: Tuner, coll: str, algo: str, proto: str) -> HostLatency:
+    def of(cls, tuner: Tuner, coll: str, algo: str, proto: str) -> HostSide:
         """What NCCL's model charges per step of ``algo``/``proto`` for ``coll`` on the
-        tuner's communicator."""
+        tuner's communicator, and its bus bandwidth over the runtime channels."""
         p = PROTOS.index(proto)
         intra = HW_LAT_US["nvlink"][algo][p]
         inter = HW_LAT_US["net"]["tree"][p] if tuner.ppn == 1 else HW_LAT_US["net"][algo][p]
         if tuner.nodes > 1 and algo == "ring":
             intra = max(intra, NET_OVERHEAD_US[tuner.hw.cpu] * (3 if proto == "simple"
                                                                  else 1))
-        return cls(_ps(BASE_LAT_US[algo][p]), _ps(intra), _ps(inter))
+        bus_GBps = tuner.bus_bw_GBps(coll, algo, proto)
+        g = tuner.graphs
+        assert g is not None
+        # per channel: NCCL's model's busBw over the channels it assumes (its graph's, run
+        # twice: the runtime channels before NCCL_MIN/MAX_NCHANNELS), so that more channels
+        # (NCCL_MIN_NCHANNELS) move more, as more CTAs do
+        per = g.nvls_channels if algo in ("nvls", "nvls_tree") else g.runtime_channels
+        rate = round(bus_GBps * 1e9 / per) if bus_GBps > 0 and per else 0
+        return cls(_ps(BASE_LAT_US[algo][p]), _ps(intra), _ps(inter), rate)
 
 
 def _ps(us: float) -> int:
