@@ -208,7 +208,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from wire.atomic import OutputError, atomic_dir, atomic_file, check_output_dir
 
-    for opt, path in (("--json", args.json), ("--csv", args.csv)):
+    for opt, path in (("--json", args.json), ("--csv", args.csv), ("--trace", args.trace)):
         if path:
             folder = os.path.dirname(os.path.abspath(path))
             if os.path.isdir(path) or not os.path.isdir(folder):
@@ -249,6 +249,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
     progress = Progress(len(sizes), sys.stderr) if show else None
     rows: list[dict[str, Any]] = []
     kept: dict[str, Any] | None = None  # the largest completed size keeps links, timeline
+    trace_doc: dict[str, Any] | None = None  # --trace: the largest completed size's
     fault_series: dict[str, Any] | None = None  # faults_timeline.png: the largest size's
     problems = 0
     try:
@@ -257,7 +258,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
             kw = dict(algorithm=args.algo, protocol=args.proto,
                       channels=args.channels if tuned else channels,
                       qps=args.qps, datatype=args.datatype, root=args.root, iters=args.iters,
-                      warmup_iters=args.warmup_iters, inplace=not faulty, nccl=nccl)
+                      warmup_iters=args.warmup_iters, inplace=not faulty, nccl=nccl,
+                      trace=bool(args.trace))
             try:
                 obs = base_obs = base_row = None
                 if faulty:
@@ -282,6 +284,9 @@ def cmd_collective(args: argparse.Namespace) -> int:
                 row["faults"] = rep = obs.report(row, base_obs, base_row, fault_list)
                 fault_series = {"size_bytes": row["size_bytes"],
                                 "arrays": obs.series(rep, base_obs), "names": obs.names}
+            tr = row.pop("trace", None)
+            if tr is not None:
+                trace_doc = tr  # the largest completed size's
             rows.append(row)
             if row["error"] is None:
                 if kept is not None:
@@ -356,6 +361,11 @@ def cmd_collective(args: argparse.Namespace) -> int:
         if args.csv:
             with atomic_file(args.csv, "w", encoding="utf-8", newline="") as fp:
                 _write_csv(header, csv_rows, fp)
+        if args.trace:
+            with atomic_file(args.trace, "w", encoding="utf-8") as fp:
+                json.dump(trace_doc or {"traceEvents": [], "displayTimeUnit": "ns"}, fp,
+                          separators=(",", ":"))
+                fp.write("\n")
         if args.out:
             with atomic_dir(args.out, force=args.force) as tmp:
                 with open(os.path.join(tmp, "results.json"), "w", encoding="utf-8") as fp:
@@ -706,6 +716,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="QPs per connection (default: NCCL_IB_QPS_PER_CONNECTION from the "
                         "environment, else 1)")
     c.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    c.add_argument("--trace", metavar="FILE.json",
+                   help="write the largest completed size's last out-of-place iteration as "
+                        "a Chrome trace (Perfetto, chrome://tracing): a process per rank, a "
+                        "track per channel, direction and path (NVLink or network)")
     c.add_argument("--csv", metavar="FILE", help="write the results as CSV, one row per size")
     c.add_argument("--out", metavar="DIR",
                    help="write results.json, results.csv, table.txt and the PNG plots to "

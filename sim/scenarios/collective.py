@@ -402,7 +402,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
              timeline_rank: int = 0,
              progress: Callable[[int, int], None] | None = None,
              observer: Any = None, faults: bool = True,
-             nccl: Mapping[str, Any] | None = None) -> dict[str, Any]:
+             nccl: Mapping[str, Any] | None = None, trace: bool = False) -> dict[str, Any]:
     """One size of ``lossless collective`` (``nbytes`` is nccl-tests' ``-b`` size): a fresh
     fabric of kind ``fabric`` for resolved ``params`` (:func:`collective_params`), the
     schedule of nccl-tests' count, ``warmup_iters`` + ``iters`` out-of-place iterations back
@@ -445,7 +445,9 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     per-step latencies and its channels' bandwidth (:class:`sim.workloads.tuner.HostSide`;
     not for AllToAll and SendRecv).  The row's
     ``algorithm``, ``protocol`` and, with the tuner, ``tuner`` (the pick, NCCL's own pick
-    over every algorithm, the model's time in µs) say what ran."""
+    over every algorithm, the model's time in µs) say what ran.  ``trace`` adds ``trace``:
+    the last out-of-place iteration as Chrome trace events
+    (:func:`sim.workloads.collective_stats.chrome_trace`; None when the size failed)."""
     from sim.scenarios.common import collective_packet
     from sim.units import gbps
     from sim.workloads.collective import fabric_counters, nvlink_domain
@@ -565,6 +567,12 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     if details:
         row["links"], row["timeline"] = links, timeline
         row["busiest_link"] = busiest_link(links)
+    if trace:
+        from sim.workloads.collective_stats import chrome_trace
+
+        row["trace"] = None if error is not None or run is None else chrome_trace(
+            run, rf.gpus_per_node, bool(params["nvlink"]),
+            f"{collective} {counts.size_bytes} B, {row['algorithm']}/{protocol}")
     if error is None and run is not None:
         row["transfer_time_us"] = transfer_time_us(run)
     if error is None:

@@ -159,6 +159,9 @@ class CollectiveRun:
     #: failover: one dict per QP moved: t_ps, qp, to_qp, from_host, to_host,
     #: resent_bytes (frame bytes re-sent: what had not arrived)
     failovers: list[dict[str, Any]] = field(default_factory=list)
+    #: transfer id -> when its dependencies were met (its data ready; it is posted at
+    #: ``start_ps``, later by NCCL's host side and its connection's order)
+    ready_ps: list[int | None] = field(default_factory=list)
     #: when the call was launched, with NCCL's host side (``host``):
     #: the time counts from it; None: from the first transfer's start
     launch_ps: int | None = None
@@ -380,6 +383,7 @@ class CollectiveJob:
         self.mtu, self.hdr = mtu_bytes, header_bytes
         n = len(sch.transfers)
         self.run = CollectiveRun(sch, self.hosts, [None] * n, [None] * n)
+        self.run.ready_ps = [None] * n
         self.waiting = [len(t.depends_on) for t in sch.transfers]
         self.users: dict[int, list[int]] = defaultdict(list)
         #: connection (src, dst, channel) -> its _Conn; transfer id -> its connection's _Conn
@@ -487,15 +491,19 @@ class CollectiveJob:
             self.run.launch_ps = self.fabric.engine.now_ps
             self.fabric.engine.call_in(host.launch_ps, self._launched)
             return
+        now = self.fabric.engine.now_ps
         for t in self.sch.transfers:
             if not self.waiting[t.id]:
+                self.run.ready_ps[t.id] = now
                 self._ready(t)
 
     def _launched(self) -> None:
         """The kernel runs (``host.launch_ps`` after :meth:`start`): the transfers without
         dependencies start their step."""
+        now = self.fabric.engine.now_ps
         for t in self.sch.transfers:
             if not self.waiting[t.id]:
+                self.run.ready_ps[t.id] = now
                 self._ready_after_step(t)
 
     def _ready_after_step(self, t: Transfer) -> None:
@@ -723,10 +731,12 @@ class CollectiveJob:
             waiting = self.waiting
             ready = (self._ready_after_step if self.host is not None
                      else self._ready if self.delay_ps else self._ready_now)
+            ready_ps = self.run.ready_ps
             for u in users:
                 w = waiting[u] - 1
                 waiting[u] = w
                 if not w:
+                    ready_ps[u] = now
                     ready(self.sch.transfers[u])
 
 

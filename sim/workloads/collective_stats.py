@@ -167,3 +167,68 @@ def busiest_link(links: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | 
     b = max(links, key=lambda v: v["utilisation"])
     return {"name": f"{b['name']}->{b['peer_name']}", "tier": b["tier"],
             "utilisation": b["utilisation"]}
+
+
+#: Most transfers a trace holds (two events each, about 250 bytes of JSON per event).
+TRACE_MAX_TRANSFERS = 500_000
+
+
+def chrome_trace(run: CollectiveRun, gpus_per_node: int = 1, nvlink: bool = True,
+                 label: str = "") -> dict[str, Any]:
+    """``run`` as Chrome trace events (the JSON Perfetto and chrome://tracing open): a
+    process per rank (``rank 5 (node 0, GPU 5)``), a track per channel, direction and path
+    (``ch 3 send net``, ``ch 3 recv NVLink``), and per transfer a slice on its sender's send
+    track from its post to its last byte received (``reduce -> 6`` or ``copy -> 6``), the
+    same span on its receiver's recv track, and, where it was posted after its data were
+    ready (NCCL's host side, its connection's order), a ``wait`` slice on the sender's send
+    track before it.  Times in µs from the call's launch (or its first post), as the format
+    wants; ``label`` names the trace.  ValueError beyond :data:`TRACE_MAX_TRANSFERS`."""
+    sch = run.schedule
+    if len(sch.transfers) > TRACE_MAX_TRANSFERS:
+        raise ValueError(f"{len(sch.transfers)} transfers: a trace holds at most "
+                         f"{TRACE_MAX_TRANSFERS} (a smaller size, or fewer ranks)")
+    g = max(1, gpus_per_node)
+    t0 = run.launch_ps if run.launch_ps is not None else (
+        run.first_start_ps if sch.transfers else 0)
+    events: list[dict[str, Any]] = []
+    tids: dict[tuple[int, str], int] = {}
+
+    def tid(rank: int, name: str) -> int:
+        key = (rank, name)
+        if key not in tids:
+            tids[key] = n = len([k for k in tids if k[0] == rank]) + 1
+            events.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": n,
+                           "args": {"name": name}})
+            events.append({"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": n,
+                           "args": {"sort_index": n}})
+        return tids[key]
+
+    for r in range(sch.nranks):
+        events.append({"ph": "M", "name": "process_name", "pid": r,
+                       "args": {"name": f"rank {r} (node {r // g}, GPU {r % g})"}})
+        events.append({"ph": "M", "name": "process_sort_index", "pid": r,
+                       "args": {"sort_index": r}})
+    ready = run.ready_ps or [None] * len(sch.transfers)
+    for t in sch.transfers:
+        s, f = run.start_ps[t.id], run.finish_ps[t.id]
+        if s is None or f is None or t.src == t.dst:
+            continue
+        path = "NVLink" if nvlink and g > 1 and t.src // g == t.dst // g else "net"
+        what = "reduce" if t.reduce else "copy"
+        args = {"id": t.id, "bytes": t.nbytes, "step": t.step, "loop": t.loop,
+                "channel": t.channel}
+        send = tid(t.src, f"ch {t.channel} send {path}")
+        rd = ready[t.id]
+        if rd is not None and rd < s:
+            events.append({"ph": "X", "name": "wait", "cat": "wait", "pid": t.src,
+                           "tid": send, "ts": (rd - t0) / 1e6, "dur": (s - rd) / 1e6,
+                           "args": {"id": t.id}})
+        events.append({"ph": "X", "name": f"{what} -> {t.dst}", "cat": path, "pid": t.src,
+                       "tid": send, "ts": (s - t0) / 1e6, "dur": (f - s) / 1e6,
+                       "args": args})
+        events.append({"ph": "X", "name": f"{what} <- {t.src}", "cat": path, "pid": t.dst,
+                       "tid": tid(t.dst, f"ch {t.channel} recv {path}"),
+                       "ts": (s - t0) / 1e6, "dur": (f - s) / 1e6, "args": args})
+    return {"traceEvents": events, "displayTimeUnit": "ns",
+            "otherData": {"trace": label, "ranks": sch.nranks, "transfers": len(sch.transfers),
+                          "time_us": run.time_ps / 1e6 if sch.transfers else 0.0}}

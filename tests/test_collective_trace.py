@@ -1,0 +1,44 @@
+"""lossless collective --trace: the largest completed size as Chrome trace events (Perfetto,
+chrome://tracing): a process per rank, a track per channel, direction and path, a send and a
+receive slice per transfer with the same span, wait slices where a transfer was posted after
+its data were ready, times in µs from the launch."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from sim.cli import main
+
+
+def test_trace_of_a_collective(tmp_path, capsys):
+    out, res = tmp_path / "t.json", tmp_path / "r.json"
+    assert main(["collective", "allreduce", "-b", "1M", "-e", "2M", "-p", "nodes=2", "-p",
+                 "gpus_per_node=4", "--algo", "auto", "-p", "nccl_host=true", "--trace",
+                 str(out), "--json", str(res)]) == 0
+    capsys.readouterr()
+    doc = json.loads(out.read_text())
+    row = json.loads(res.read_text())["results"][-1]
+    assert "trace" not in row  # the trace is its own file
+    ev = doc["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in ev if e["name"] == "process_name"}
+    assert names == {r: f"rank {r} (node {r // 4}, GPU {r % 4})" for r in range(8)}
+    tracks = {e["args"]["name"] for e in ev if e["name"] == "thread_name"}
+    assert {"ch 0 send NVLink", "ch 0 recv NVLink", "ch 0 send net", "ch 0 recv net"} <= tracks
+    xs = [e for e in ev if e["ph"] == "X"]
+    data = [e for e in xs if e["cat"] != "wait"]
+    assert len(data) == 2 * doc["otherData"]["transfers"] == 2 * row["transfers"]
+    assert Counter(e["args"]["id"] for e in data) == Counter(
+        {i: 2 for i in range(row["transfers"])})
+    assert all(e["ts"] >= 0 and e["dur"] >= 0 for e in xs)
+    # NCCL's host side: nothing before the launch latency; every transfer waits its step
+    first = min(e["ts"] for e in xs)
+    assert first >= 14.0 - 1e-9  # Ring LL128's base latency
+    assert any(e["cat"] == "wait" for e in xs)
+    end = max(e["ts"] + e["dur"] for e in xs)
+    assert abs(end - row["time_us"]) < 1e-3 and doc["otherData"]["time_us"] == row["time_us"]
+
+
+def test_trace_refuses_a_folder(tmp_path, capsys):
+    assert main(["collective", "allreduce", "--trace", str(tmp_path)]) == 2
+    assert "--trace: not a file in an existing folder" in capsys.readouterr().err
