@@ -42,3 +42,29 @@ def test_trace_of_a_collective(tmp_path, capsys):
 def test_trace_refuses_a_folder(tmp_path, capsys):
     assert main(["collective", "allreduce", "--trace", str(tmp_path)]) == 2
     assert "--trace: not a file in an existing folder" in capsys.readouterr().err
+
+
+def test_capture_ports_of_the_largest_size(tmp_path, capsys):
+    """--capture PORT (a switch's leaf0:p2, a host's NIC h6, or ids) writes the frames
+    leaving it during the largest size into --out as pcaps the decoder reads; the row lists
+    them; a port that does not exist, or no --out, is one line and exit 2."""
+    from wire.pcapio import read
+
+    out = tmp_path / "o"
+    assert main(["collective", "allreduce", "-b", "1M", "-e", "2M", "-p", "nodes=2", "-p",
+                 "gpus_per_node=4", "--out", str(out), "--no-plots", "--capture", "h6",
+                 "--capture", "6:0", "--capture", "leaf0:p0"]) == 0
+    capsys.readouterr()
+    row = json.loads((out / "results.json").read_text())["results"][-1]
+    caps = {c["port"]: c for c in row["captures"]}
+    assert set(caps) == {"h6:p0", "leaf0:p0"}  # 6:0 is h6's NIC again
+    assert caps["h6:p0"]["frames"] > 400 and caps["h6:p0"]["cut_at_ps"] is None
+    recs = list(read(str(out / "capture_h6_p0.pcap")))
+    assert len(recs) == caps["h6:p0"]["frames"]
+    assert "captures" not in json.loads((out / "results.json").read_text())["results"][0]
+    assert main(["collective", "allreduce", "--capture", "leaf0:p9", "--out",
+                 str(tmp_path / "x")]) == 2
+    assert "leaf0 has ports" in capsys.readouterr().err
+    assert main(["collective", "allreduce", "--capture", "h6"]) == 2
+    assert "--capture: needs --out DIR" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

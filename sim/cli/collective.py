@@ -214,6 +214,18 @@ def cmd_collective(args: argparse.Namespace) -> int:
             if os.path.isdir(path) or not os.path.isdir(folder):
                 _err(f"{path}: {opt}: not a file in an existing folder")
                 return EXIT_USAGE
+    if args.capture:
+        from sim.scenarios.collective import resolve_port
+
+        if not args.out:
+            _err("--capture: needs --out DIR (the pcaps go there)")
+            return EXIT_USAGE
+        try:
+            for text in args.capture:
+                resolve_port(rf.fabric, text)
+        except ValueError as e:
+            _err(str(e))
+            return EXIT_USAGE
     if args.out:
         try:
             check_output_dir(args.out, force=args.force)  # refuse before running
@@ -252,6 +264,10 @@ def cmd_collective(args: argparse.Namespace) -> int:
     trace_doc: dict[str, Any] | None = None  # --trace: the largest completed size's
     fault_series: dict[str, Any] | None = None  # faults_timeline.png: the largest size's
     problems = 0
+    import tempfile
+
+    cap_tmp = tempfile.TemporaryDirectory(prefix=".lossless-capture-") if args.capture \
+        else None
     try:
         for i, nbytes in enumerate(sizes):
             # with faults no in-place iterations (fault_lines says why): N/A in the table
@@ -260,6 +276,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
                       qps=args.qps, datatype=args.datatype, root=args.root, iters=args.iters,
                       warmup_iters=args.warmup_iters, inplace=not faulty, nccl=nccl,
                       trace=bool(args.trace))
+            if cap_tmp is not None and i == len(sizes) - 1:  # the largest size's frames
+                kw.update(captures=args.capture, capture_dir=cap_tmp.name)
             try:
                 obs = base_obs = base_row = None
                 if faulty:
@@ -375,6 +393,11 @@ def cmd_collective(args: argparse.Namespace) -> int:
                     _write_csv(header, csv_rows, fp)
                 with open(os.path.join(tmp, "table.txt"), "w", encoding="utf-8") as fp:
                     fp.write("\n".join(table) + "\n")
+                if cap_tmp is not None:  # --capture: the largest size's pcaps
+                    import shutil
+
+                    for name in sorted(os.listdir(cap_tmp.name)):
+                        shutil.move(os.path.join(cap_tmp.name, name), os.path.join(tmp, name))
                 if not args.no_plots:
                     from sim.study.collective_plots import plot_results
 
@@ -716,6 +739,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="QPs per connection (default: NCCL_IB_QPS_PER_CONNECTION from the "
                         "environment, else 1)")
     c.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    c.add_argument("--capture", action="append", metavar="PORT",
+                   help="with --out: write the frames leaving PORT during the largest size "
+                        "to capture_<node>_p<port>.pcap (leaf0:p2, a host h12, or "
+                        "NODE:PORT in ids; repeatable; all together at most 1 GB)")
     c.add_argument("--trace", metavar="FILE.json",
                    help="write the largest completed size's last out-of-place iteration as "
                         "a Chrome trace (Perfetto, chrome://tracing): a process per rank, a "

@@ -20,7 +20,8 @@ row["busbw_GB_per_s"], row["counters"]["pfc_pauses"]
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -375,6 +376,65 @@ def _tuner(params: Mapping[str, Any], nranks: int, nodes: int,
                  nvls=n.get("nvls", True))
 
 
+def resolve_port(fabric: Any, text: str) -> tuple[int, int]:
+    """A port of ``fabric`` named as the outputs name it: ``leaf0:p2`` (a switch's port),
+    ``h12`` (a host's NIC), or ``NODE:PORT`` in ids; ValueError naming what exists."""
+    from sim.nic.host import Host
+
+    names = fabric.node_names()
+    ids = {v: k for k, v in names.items()}
+    node_text, _, port_text = text.partition(":")
+    if node_text in ids:
+        nid = ids[node_text]
+    elif node_text.isdigit() and int(node_text) in fabric.nodes:
+        nid = int(node_text)
+    else:
+        some = ", ".join(list(ids)[:6])
+        raise ValueError(f"--capture {text!r}: no node {node_text!r} (the fabric's: {some}, "
+                         f"...; or a node id)")
+    node = fabric.nodes[nid]
+    if not port_text:
+        if not isinstance(node, Host):
+            raise ValueError(f"--capture {text!r}: a switch's port is NAME:pN "
+                             f"(ports {', '.join(f'p{i}' for i in sorted(node.ports))})")
+        port = 0
+    else:
+        digits = port_text[1:] if port_text.startswith("p") else port_text
+        port = int(digits) if digits.isdigit() else -1
+    if port not in node.ports:
+        raise ValueError(f"--capture {text!r}: {names[nid]} has ports "
+                         f"{', '.join(f'p{i}' for i in sorted(node.ports))}")
+    return nid, port
+
+
+def _attach_captures(fabric: Any, captures: Sequence[str], folder: str | None,
+                     limit_bytes: int | None) -> dict[str, Any]:
+    """A pcap per port of ``captures`` in ``folder`` (sim.study.results.Capture on the
+    port's taps, one budget for all); name -> capture."""
+    if not captures:
+        return {}
+    if folder is None:
+        raise ValueError("captures need a folder")
+    from sim.study.results import Capture
+    from sim.study.samples import CaptureBudget
+
+    budget = CaptureBudget(limit_bytes)
+    names = fabric.node_names()
+    out: dict[str, Any] = {}
+    for text in captures:
+        nid, port = resolve_port(fabric, text)
+        key = f"{names[nid]}:p{port}"
+        if key in out:
+            continue
+        p = fabric.nodes[nid].ports[port]
+        ib = getattr(p, "ib", None)
+        cap = Capture(os.path.join(folder, f"capture_{names[nid]}_p{port}.pcap"), budget,
+                      None, p.stack, None if ib is None else ib.vl_of)
+        p.taps.append(cap)
+        out[key] = cap
+    return out
+
+
 def tune_size(collective: str, size_bytes: int, algorithm: str, protocol: str,
           channels: int | None, params: Mapping[str, Any], nranks: int, nodes: int,
           nccl: Mapping[str, Any] | None) -> tuple[Any, Any]:
@@ -402,7 +462,9 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
              timeline_rank: int = 0,
              progress: Callable[[int, int], None] | None = None,
              observer: Any = None, faults: bool = True,
-             nccl: Mapping[str, Any] | None = None, trace: bool = False) -> dict[str, Any]:
+             nccl: Mapping[str, Any] | None = None, trace: bool = False,
+             captures: Sequence[str] = (), capture_dir: str | None = None,
+             capture_limit_bytes: int | None = 1 << 30) -> dict[str, Any]:
     """One size of ``lossless collective`` (``nbytes`` is nccl-tests' ``-b`` size): a fresh
     fabric of kind ``fabric`` for resolved ``params`` (:func:`collective_params`), the
     schedule of nccl-tests' count, ``warmup_iters`` + ``iters`` out-of-place iterations back
@@ -447,7 +509,11 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     ``algorithm``, ``protocol`` and, with the tuner, ``tuner`` (the pick, NCCL's own pick
     over every algorithm, the model's time in µs) say what ran.  ``trace`` adds ``trace``:
     the last out-of-place iteration as Chrome trace events
-    (:func:`sim.workloads.collective_stats.chrome_trace`; None when the size failed)."""
+    (:func:`sim.workloads.collective_stats.chrome_trace`; None when the size failed).
+    ``captures`` (port names, :func:`resolve_port`) write the frames leaving those ports in
+    every iteration of the size to ``capture_dir/capture_<node>_p<port>.pcap`` (all of
+    them together at most ``capture_limit_bytes``); the row's ``captures`` lists the files,
+    their frames and where the budget cut them."""
     from sim.scenarios.common import collective_packet
     from sim.units import gbps
     from sim.workloads.collective import fabric_counters, nvlink_domain
@@ -508,6 +574,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         plan = plan._replace(stragglers=[*getattr(rf, "stragglers", ()), *plan.stragglers])
         if plan.stragglers:
             job_kw["delay_ps"] = straggler_delays(plan, rf.ranks)
+    caps = _attach_captures(rf.fabric, captures, capture_dir, capture_limit_bytes)
     if observer is not None:
         observer.attach(rf)
     after = getattr(observer, "iteration", None)
@@ -567,6 +634,13 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     if details:
         row["links"], row["timeline"] = links, timeline
         row["busiest_link"] = busiest_link(links)
+    if caps:
+        for c in caps.values():
+            c.close()
+        row["captures"] = [{"port": name, "file": os.path.basename(c.path),
+                            "frames": c.frames, "bytes": c.bytes,
+                            "cut_at_ps": c.budget.cut_at_ps if c.budget else None}
+                           for name, c in caps.items()]
     if trace:
         from sim.workloads.collective_stats import chrome_trace
 
