@@ -194,3 +194,28 @@ def test_a_runs_host_side_launch_steps_and_channel_bandwidth():
     spans = sorted((run.start_ps[t.id], t) for t in sch.transfers if t.src == 0)
     for (a, ta), (b, _) in itertools.pairwise(spans):
         assert b - a >= ta.nbytes * 1000  # one transfer at a time: 1 ns per byte
+
+
+@pytest.mark.parametrize("proto", ["simple", "ll128"])
+def test_nvlink_copy_is_the_transfer_simple_waits_for_it_ll128_streams(proto):
+    """Inside a node the channel's copy is the NVLink transfer: with Simple a transfer is
+    received no sooner than its copy at the channel's rate ends (the receiver waits for the
+    step's flag); LL128 streams, its transfer ends with the NVLink's time while the channel
+    stays busy (the next one on it waits)."""
+    from sim.fabric.rail import collective_star
+    from sim.workloads.collective import run_schedule
+    from sim.workloads.nccl import schedule
+
+    sch = schedule("allreduce", 2, (1 << 20) // 4, nchannels=1, protocol=proto,
+                   gpus_per_node=2)
+    f = collective_star(2, gpus_per_node=2, link_gbps=400)
+    host = HostSide(launch_ps=0, intra_ps=0, inter_ps=0, channel_Bps=10**9)
+    run = run_schedule(sch, f.fabric, f.ranks, gpus_per_node=2, host=host)
+    spans = [(run.start_ps[t.id], run.finish_ps[t.id], t.nbytes) for t in sch.transfers]
+    copy = [s + n * 1000 for s, _, n in spans]  # 1 GB/s: 1 ns per byte
+    if proto == "simple":
+        assert all(fin >= c for (_, fin, _), c in zip(spans, copy, strict=True))
+    else:
+        assert any(fin < c for (_, fin, _), c in zip(spans, copy, strict=True))
+    rank0 = sum(t.nbytes for t in sch.transfers if t.src == 0)
+    assert run.time_ps >= rank0 * 1000  # either way rank 0's channel moves its bytes in turn

@@ -91,7 +91,7 @@ from weakref import WeakKeyDictionary
 from sim.fabric import Fabric
 from sim.net.switch import Switch
 from sim.nic.host import ROCE_HEADER_BYTES, Flow, Host
-from sim.workloads.nccl import Schedule, Transfer, send_nic_rank
+from sim.workloads.nccl import Protocol, Schedule, Transfer, send_nic_rank
 from sim.workloads.tuner import HostSide
 
 __all__ = ["ROCE_HEADER_BYTES", "NVLINK_BPS", "NVLINK_LATENCY_PS", "CollectiveJob",
@@ -339,8 +339,10 @@ class CollectiveJob:
         #: NCCL's host side (sim.workloads.tuner.HostSide): the launch, then each
         #: transfer's step latency and its channel's time when its data are ready; None: none
         self.host = host
-        #: (rank, channel) -> when that GPU channel is free again (with ``host``)
+        #: (rank, channel) -> when that GPU channel is free again (with ``host``); transfer
+        #: id -> when its channel's copy ends (NVLink transfers, with ``host``)
         self.channel_free_ps: dict[tuple[int, int], int] = {}
+        self.copy_done_ps: dict[int, int] = {}
         if reliable is not None:  # RC in the job's hosts (Host.set_reliable)
             opts = {} if isinstance(reliable, bool) else dict(reliable)
             on = reliable if isinstance(reliable, bool) else bool(opts.pop("reliable", True))
@@ -517,7 +519,11 @@ class CollectiveJob:
 
     def _on_channel(self, t: Transfer) -> None:
         """The sender's GPU channel moves ``t``'s bytes (``host.busy_ps``), one transfer at a
-        time, then ``t`` is ready to post."""
+        time.  To another node the channel writes the step into the send buffer and the
+        proxy posts it when it is whole (store and forward); inside a node the channel's
+        copy *is* the NVLink transfer: it is posted when the channel is free and, with
+        Simple (the receiver waits for the step's flag), received no sooner than the copy
+        ends (``copy_done_ps``); LL and LL128 stream line by line [A]."""
         host = self.host
         assert host is not None
         busy = host.busy_ps(t.nbytes)
@@ -528,7 +534,16 @@ class CollectiveJob:
         key = (t.src, t.channel)
         start = max(eng.now_ps, self.channel_free_ps.get(key, 0))
         self.channel_free_ps[key] = done = start + busy
-        eng.call_at(done, self._ready, t)
+        g = self.gpn
+        if t.src // g != t.dst // g or not self.nvlink:  # the network: a whole step
+            eng.call_at(done, self._ready, t)
+            return
+        if self.sch.protocol is Protocol.SIMPLE:  # a whole step, then its flag
+            self.copy_done_ps[t.id] = done
+        if start > eng.now_ps:
+            eng.call_at(start, self._ready, t)
+        else:
+            self._ready(t)
 
     def _ready(self, t: Transfer) -> None:
         late = self.delay_ps.get(t.src) if self.delay_ps else None
@@ -569,6 +584,8 @@ class CollectiveJob:
         to = t.dst if nic is None else nic
         at = self.nvl.reserve(self.hosts[t.src], self.hosts[to], t.wire_bytes,
                               self.nvlink_bps, self.nvlink_latency_ps, now)
+        if self.copy_done_ps:  # NCCL's host side: not before the channel's copy ends
+            at = max(at, self.copy_done_ps.pop(t.id, 0))
         if nic is None:  # received at ``at``: _finish(t.id, at) then
             eng.call_at(at, self._finish, t.id, at)
         else:

@@ -563,7 +563,9 @@ class HostSide:
     its sending GPU channel's time for its bytes at ``channel_Bps`` (data bytes per second
     one rank's channel moves: NCCL's modelled bus bandwidth of the algorithm and protocol
     over the runtime channels its graph gives; each rank's channel handles its transfers one
-    at a time; 0: no limit)."""
+    at a time; 0: no limit).  How the copy meets the transfer (a whole step before a network
+    send; an NVLink transfer received no sooner than its copy ends with Simple, streaming
+    with LL and LL128) is :class:`sim.workloads.collective.CollectiveJob`'s."""
 
     launch_ps: int
     intra_ps: int
