@@ -276,8 +276,11 @@ def cmd_collective(args: argparse.Namespace) -> int:
                       qps=args.qps, datatype=args.datatype, root=args.root, iters=args.iters,
                       warmup_iters=args.warmup_iters, inplace=not faulty, nccl=nccl,
                       trace=bool(args.trace))
+            caps = None
             if cap_tmp is not None and i == len(sizes) - 1:  # the largest size's frames
-                kw.update(captures=args.capture, capture_dir=cap_tmp.name)
+                from sim.study.collective_capture import PortCaptures
+
+                caps = PortCaptures(args.capture, cap_tmp.name)
             try:
                 obs = base_obs = base_row = None
                 if faulty:
@@ -288,11 +291,18 @@ def cmd_collective(args: argparse.Namespace) -> int:
                         base_obs = CollectiveObserver(BASELINE_BINS)
                         base_row = run_size(args.collective, nbytes, args.fabric, params,
                                             **kw, observer=base_obs, faults=False)
+                both = obs
+                if caps is not None:
+                    from sim.study.collective_capture import Observers
+
+                    both = Observers(obs, caps)
                 row = run_size(args.collective, nbytes, args.fabric, params, **kw,
                                details=True,
                                timeline_rank=args.timeline_rank,
                                progress=progress.size(i, nbytes) if progress else None,
-                               observer=obs)
+                               observer=both)
+                if caps is not None:
+                    row["captures"] = caps.report
             except (ScenarioError, ValueError) as e:
                 if progress:
                     progress.close()

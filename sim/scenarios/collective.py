@@ -21,7 +21,7 @@ row["busbw_GB_per_s"], row["counters"]["pfc_pauses"]
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -133,7 +133,6 @@ def fabric_file(path: str, overrides: Mapping[str, str] | None = None, *,
     superpod file's own nodes are refused another size.  Without it: the topology's nodes,
     else one GPU per node."""
     import copy
-    import os
 
     from sim.scenarios.base import ScenarioError, resolve_params
     from sim.scenarios.description import apply_overrides, build, is_description
@@ -407,34 +406,6 @@ def resolve_port(fabric: Any, text: str) -> tuple[int, int]:
     return nid, port
 
 
-def _attach_captures(fabric: Any, captures: Sequence[str], folder: str | None,
-                     limit_bytes: int | None) -> dict[str, Any]:
-    """A pcap per port of ``captures`` in ``folder`` (sim.study.results.Capture on the
-    port's taps, one budget for all); name -> capture."""
-    if not captures:
-        return {}
-    if folder is None:
-        raise ValueError("captures need a folder")
-    from sim.study.results import Capture
-    from sim.study.samples import CaptureBudget
-
-    budget = CaptureBudget(limit_bytes)
-    names = fabric.node_names()
-    out: dict[str, Any] = {}
-    for text in captures:
-        nid, port = resolve_port(fabric, text)
-        key = f"{names[nid]}:p{port}"
-        if key in out:
-            continue
-        p = fabric.nodes[nid].ports[port]
-        ib = getattr(p, "ib", None)
-        cap = Capture(os.path.join(folder, f"capture_{names[nid]}_p{port}.pcap"), budget,
-                      None, p.stack, None if ib is None else ib.vl_of)
-        p.taps.append(cap)
-        out[key] = cap
-    return out
-
-
 def tune_size(collective: str, size_bytes: int, algorithm: str, protocol: str,
           channels: int | None, params: Mapping[str, Any], nranks: int, nodes: int,
           nccl: Mapping[str, Any] | None) -> tuple[Any, Any]:
@@ -462,9 +433,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
              timeline_rank: int = 0,
              progress: Callable[[int, int], None] | None = None,
              observer: Any = None, faults: bool = True,
-             nccl: Mapping[str, Any] | None = None, trace: bool = False,
-             captures: Sequence[str] = (), capture_dir: str | None = None,
-             capture_limit_bytes: int | None = 1 << 30) -> dict[str, Any]:
+             nccl: Mapping[str, Any] | None = None, trace: bool = False) -> dict[str, Any]:
     """One size of ``lossless collective`` (``nbytes`` is nccl-tests' ``-b`` size): a fresh
     fabric of kind ``fabric`` for resolved ``params`` (:func:`collective_params`), the
     schedule of nccl-tests' count, ``warmup_iters`` + ``iters`` out-of-place iterations back
@@ -509,11 +478,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     ``algorithm``, ``protocol`` and, with the tuner, ``tuner`` (the pick, NCCL's own pick
     over every algorithm, the model's time in µs) say what ran.  ``trace`` adds ``trace``:
     the last out-of-place iteration as Chrome trace events
-    (:func:`sim.workloads.collective_stats.chrome_trace`; None when the size failed).
-    ``captures`` (port names, :func:`resolve_port`) write the frames leaving those ports in
-    every iteration of the size to ``capture_dir/capture_<node>_p<port>.pcap`` (all of
-    them together at most ``capture_limit_bytes``); the row's ``captures`` lists the files,
-    their frames and where the budget cut them."""
+    (:func:`sim.workloads.collective_stats.chrome_trace`; None when the size failed)."""
     from sim.scenarios.common import collective_packet
     from sim.units import gbps
     from sim.workloads.collective import fabric_counters, nvlink_domain
@@ -574,7 +539,6 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         plan = plan._replace(stragglers=[*getattr(rf, "stragglers", ()), *plan.stragglers])
         if plan.stragglers:
             job_kw["delay_ps"] = straggler_delays(plan, rf.ranks)
-    caps = _attach_captures(rf.fabric, captures, capture_dir, capture_limit_bytes)
     if observer is not None:
         observer.attach(rf)
     after = getattr(observer, "iteration", None)
@@ -634,13 +598,6 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     if details:
         row["links"], row["timeline"] = links, timeline
         row["busiest_link"] = busiest_link(links)
-    if caps:
-        for c in caps.values():
-            c.close()
-        row["captures"] = [{"port": name, "file": os.path.basename(c.path),
-                            "frames": c.frames, "bytes": c.bytes,
-                            "cut_at_ps": c.budget.cut_at_ps if c.budget else None}
-                           for name, c in caps.items()]
     if trace:
         from sim.workloads.collective_stats import chrome_trace
 
