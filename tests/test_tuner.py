@@ -223,3 +223,25 @@ def test_nvlink_copy_is_the_transfer_simple_waits_for_it_ll128_streams(proto):
     for (a, n), (b, _) in itertools.pairwise(mine):
         assert b >= a + n * 1000
     assert run.time_ps >= sum(n for _, n in mine[:-1]) * 1000
+
+
+def test_nccl_variables_pasted_as_p_keys(tmp_path, monkeypatch, capsys):
+    """-p NCCL_*=... as the job's settings: over the environment's, named on the first line;
+    a variable the model does not take is named and ignored; a bad value is one line."""
+    from sim.cli import main
+
+    monkeypatch.setenv("NCCL_ALGO", "Tree")
+    out = tmp_path / "r.json"
+    assert main(["collective", "allreduce", "-e", "1M", "-p", "nodes=2", "-p",
+                 "gpus_per_node=8", "-p", "NCCL_ALGO=Ring", "-p", "NCCL_PROTO=Simple",
+                 "-p", "NCCL_SOCKET_IFNAME=eth0", "--json", str(out)]) == 0
+    o = capsys.readouterr()
+    assert "NCCL_ALGO=Ring NCCL_PROTO=Simple" in o.out
+    assert "-p NCCL_SOCKET_IFNAME: not modelled, ignored" in o.err
+    row = json.loads(out.read_text())["results"][0]
+    assert (row["algorithm"], row["protocol"]) == ("ring", "simple")
+    assert main(["collective", "allreduce", "-p", "NCCL_MAX_NCHANNELS=0"]) == 2
+    assert "-p: NCCL_MAX_NCHANNELS=0: expected 1..64" in capsys.readouterr().err
+    assert main(["collective", "allreduce", "-p", "NCCL_ALGO=Ring", "-p",
+                 "NCCL_ALGO=Tree"]) == 2
+    assert "-p NCCL_ALGO: given twice" in capsys.readouterr().err

@@ -102,12 +102,27 @@ def cmd_collective(args: argparse.Namespace) -> int:
         _err(f"COLLECTIVE: expected one of {', '.join(str(x) for x in Collective)}, got "
              f"{args.collective!r}")
         return EXIT_USAGE
-    from sim.workloads.tuner import TunerError, from_environment
+    from sim.workloads.tuner import NCCL_VARIABLES, TunerError, from_environment
 
-    try:  # NCCL's environment variables, as the job that runs the collective has them
-        nccl = from_environment(os.environ)
+    # NCCL's environment variables, as the job that runs the collective has them: the
+    # environment's, then -p NCCL_*=... (pasted from the job's settings) over them
+    env = {k: v for k, v in os.environ.items() if k.startswith("NCCL_")}
+    pasted: dict[str, str] = {}
+    for key, value in args.param or ():
+        if key.startswith("NCCL_"):
+            if key in pasted:
+                _err(f"-p {key}: given twice")
+                return EXIT_USAGE
+            pasted[key] = str(value)
+            if key not in NCCL_VARIABLES:
+                _err(f"-p {key}: not modelled, ignored (modelled: "
+                     f"{', '.join(NCCL_VARIABLES)})")
+    env.update(pasted)
+    args.param = [(k, v) for k, v in args.param or () if not k.startswith("NCCL_")]
+    try:
+        nccl = from_environment(env)
     except TunerError as e:
-        _err(f"environment: {e}")
+        _err(f"{'-p' if pasted else 'environment'}: {e}")
         return EXIT_USAGE
     tuned = bool(nccl.keys() & {"algo", "proto"}) or "auto" in (args.algo, args.proto)
     if args.algo is None:
@@ -118,9 +133,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
         args.qps = nccl.get("qps", 1)
     if not tuned:
         nccl = {k: v for k, v in nccl.items() if k == "qps"}
-    env_text = " ".join(f"{v}={os.environ[v]}" for v in (
-        "NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
-        "NCCL_NVLS_ENABLE", "NCCL_IB_QPS_PER_CONNECTION") if os.environ.get(v))
+    env_text = " ".join(f"{v}={env[v]}" for v in NCCL_VARIABLES if env.get(v))
     from sim.scenarios.common import (
         apply_faults,
         check_stragglers,
@@ -731,7 +744,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "xoff_kb, kmin_kb, kmax_kb, pmax, packet_bytes, prop_ns, seed, "
                         "limit_ms, reliable, failover, detect_us, converge_us ...; "
                         "fault=KIND:KEY=VALUE,... (repeatable, "
-                        "docs/howto/inject-faults.md) (docs/reference/collective.md)")
+                        "docs/howto/inject-faults.md); NCCL_ALGO=Ring etc.: NCCL's "
+                        "variables as in the environment (docs/reference/collective.md)")
     c.add_argument("--algo", choices=["auto", *(str(a) for a in Algorithm)], default=None,
                    help="auto: NCCL's tuner picks per size among the algorithms simulated "
                         "(ring, tree), as restricted by NCCL_ALGO (default: auto when an "

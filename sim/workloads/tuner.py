@@ -66,7 +66,7 @@ from typing import Any
 __all__ = [
     "ALGOS", "PROTOS", "RUNNABLE_ALGOS", "PRESETS", "Hardware", "Graphs", "Graph", "Choice",
     "Tuner", "HostSide", "TunerError", "search", "parse_nccl_list", "from_environment",
-    "NCCL_VERSION",
+    "NCCL_VERSION", "NCCL_VARIABLES",
 ]
 
 #: The NCCL release the constants are read from (``makefiles/version.mk``).
@@ -602,6 +602,11 @@ class HostSide:
 
 def _ps(us: float) -> int:
     return round(us * 1_000_000)
+
+
+#: The NCCL environment variables the model takes (:func:`from_environment`).
+NCCL_VARIABLES = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
+                  "NCCL_NVLS_ENABLE", "NCCL_IB_QPS_PER_CONNECTION")
 
 
 def from_environment(env: Mapping[str, str]) -> dict[str, Any]:
