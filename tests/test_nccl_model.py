@@ -455,3 +455,15 @@ def test_tree_channels_leave_each_node_through_their_own_nic():
             net[t.src % gpn] += t.nbytes
     assert sorted(net) == list(range(gpn)) and len(set(net.values())) == 1
     verify(s)
+
+
+@pytest.mark.parametrize("mib, chunk", [(4, 34_560), (64, 144_000), (1024, 576_000)])
+def test_tree_ll128_chunk_as_calcCollChunking(mib, chunk):
+    """NCCL 2.30.7's Tree/LL128 chunk on 2 nodes of 8 GPUs, 16 channels: one step (576,000
+    data bytes) halved while nBytes / (16 x chunk) < 64 x 2.8 / 8 = 22.4 (to 144,000), then
+    while < 16 x 2.8 / 8 = 5.6 (to 36,000), in 1,920-byte grains (34,560); a large call
+    keeps the whole step."""
+    s = schedule("allreduce", 16, (mib << 20) // 4, nchannels=16, algorithm="tree",
+                 protocol="ll128", gpus_per_node=8)
+    assert s.chunk_bytes == chunk
+    verify(s)

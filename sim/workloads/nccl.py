@@ -55,7 +55,10 @@ The rules modelled (each with its source):
   shifted tree 1 (``connectTrees``, ``src/graph/connect.cc``).  Chunk = one step (512 KiB),
   halved while ``nBytes / (nChannels*chunk)`` is below ``8*depth`` (down to 128 KiB),
   ``4*depth`` (64 KiB) and ``depth`` (32 KiB) (``computeColl``, ``src/enqueue.cc``), with
-  ``depth = nRanks/nNodes - 1 + log2(nNodes)`` (``connectTrees``); a node forwards a chunk up
+  ``depth = nRanks/nNodes - 1 + log2(nNodes)`` (``connectTrees``); LL128's chunk (one
+  step) is halved while a channel gets fewer than 64, then 16, x (1 + log2(nNodes) + 0.1
+  ppn) / ppn chunks, down to 128 KiB, then 32 KiB, in 1920-byte grains
+  (``calcCollChunking``, ``src/enqueue.cc``, NCCL 2.30.7); a node forwards a chunk up
   after it received it from all its children, and down after it received it from its parent.
 * AllToAll and SendRecv are grouped ``ncclSend``/``ncclRecv`` (nccl-tests ``src/alltoall.cu``,
   ``src/sendrecv.cu``): in round d rank r sends to r+d; each peer's bytes are split into
@@ -741,6 +744,18 @@ def _tree_allreduce(b: _Builder) -> None:
         while (sch.protocol is Protocol.SIMPLE and nbytes // (nc * chunk_b) < depth * mult
                and chunk_b > floor_b):
             chunk_b //= 2
+    if sch.protocol is Protocol.LL128:
+        # calcCollChunking (src/enqueue.cc, NCCL 2.30.7): Tree/LL128 halves its chunk while
+        # a channel would get fewer than 64 (then 16) x (1 + log2(nodes) + 0.1 ppn) / ppn
+        # chunks, down to 128 KiB (then 32 KiB), aligned to the protocol's grain
+        ppn = n / nnodes
+        steps = 1 + int(math.log2(nnodes)) + 0.1 * ppn
+        while nbytes // (nc * chunk_b) < steps * 64 / ppn and chunk_b > 131072:
+            chunk_b //= 2
+        while nbytes // (nc * chunk_b) < steps * 16 / ppn and chunk_b > 32768:
+            chunk_b //= 2
+        grain = _grain_bytes(sch.protocol) * 32  # per warp: NCCL_LL128 grain 1920 B
+        chunk_b = max(grain, chunk_b // grain * grain)
     chunk = chunk_b // elt
     size = sch.count
     # runTreeSplit: if one loop covers it all, chunk = ceil(size / (nc * minChunk)) * minChunk.
