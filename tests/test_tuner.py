@@ -245,3 +245,25 @@ def test_nccl_variables_pasted_as_p_keys(tmp_path, monkeypatch, capsys):
     assert main(["collective", "allreduce", "-p", "NCCL_ALGO=Ring", "-p",
                  "NCCL_ALGO=Tree"]) == 2
     assert "-p NCCL_ALGO: given twice" in capsys.readouterr().err
+
+
+def test_hw_sets_the_nodes_fabric_defaults(tmp_path, capsys):
+    """-p hw=NODE sets that node's GPUs per node, NIC rate, NVLink and PCIe generation on a
+    built-in fabric, each unless given, and only the keys the fabric kind takes."""
+    from sim.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(["collective", "allreduce", "-e", "1M", "-p", "hw=a100-cx6", "-p",
+                 "gpus_per_node=4", "--json", str(out)]) == 0
+    p = json.loads(out.read_text())["params"]
+    assert (p["gpus_per_node"], p["link_gbps"], p["nvlink_gbps"], p["pcie_gen"]) == \
+        (4, 200.0, 2400.0, 4)
+    assert main(["collective", "allreduce", "-e", "1M", "-p", "hw=b200-cx7", "--json",
+                 str(out)]) == 0
+    p = json.loads(out.read_text())["params"]
+    assert (p["gpus_per_node"], p["link_gbps"], p["nvlink_gbps"]) == (8, 400.0, 7200.0)
+    assert main(["collective", "allreduce", "-e", "1M", "-p", "hw=b200-cx7", "-p",
+                 "nodes=1", "--fabric", "star", "--json", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["collective", "allreduce", "-p", "hw=h200"]) == 2
+    assert "hw" in capsys.readouterr().err

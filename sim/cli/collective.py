@@ -166,6 +166,18 @@ def cmd_collective(args: argparse.Namespace) -> int:
                 raise ValueError(f"--fabric: expected one of {', '.join(FABRICS)} or a "
                                  f"fabric file FILE.toml, got {args.fabric!r}")
             check_fabric_keys(args.fabric, given)
+            if "hw" in given:  # the named node's GPUs, NICs and NVLink, unless given
+                from sim.workloads.tuner import PRESETS
+
+                node = PRESETS.get(str(given["hw"]))
+                for k, v in (node.fabric_defaults() if node else {}).items():
+                    if k in given:
+                        continue
+                    try:
+                        check_fabric_keys(args.fabric, {k: v})
+                    except ValueError:
+                        continue  # a key this fabric kind does not take
+                    given[k] = v
             # packet_bytes 0: the fabric's largest packet (4154 B RoCEv2, 4122 B IB)
             params = collective_packet(resolve_params(collective_params(), given))
         factor = args.stepfactor or (1 if args.stepbytes is not None else 2)

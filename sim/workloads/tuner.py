@@ -176,6 +176,17 @@ class Hardware:
     pcie_GBps: float
     cpu: str
     source: str
+    #: NVLink per GPU per direction as the vendor states it (Gb/s; the fabric's
+    #: ``nvlink_gbps``), and the NICs' PCIe generation (the fabric's ``pcie_gen``)
+    nvlink_gbps: float = 3600.0
+    pcie_gen: int = 5
+
+    def fabric_defaults(self) -> dict[str, Any]:
+        """The ``lossless collective`` keys this node sets when ``-p hw`` names it (each
+        unless given): GPUs (one NIC each) per node, the NICs' rate and PCIe generation,
+        NVLink per GPU."""
+        return {"gpus_per_node": self.gpus_per_node, "link_gbps": self.nic_gbps,
+                "nvlink_gbps": self.nvlink_gbps, "pcie_gen": self.pcie_gen}
 
     @property
     def arch(self) -> str:
@@ -198,20 +209,23 @@ PRESETS: dict[str, Hardware] = {
     "h100-cx7": Hardware(
         "h100-cx7", 90, 18, 8, 8, 400.0, 48.0, "intel",
         "NVIDIA DGX H100 User Guide: 8 H100 SXM5 (18 NVLink 4 links each, 4 NVSwitches), 8 "
-        "ConnectX-7 400 Gb/s (NDR) on PCIe Gen5 x16 switches, 2 Intel Xeon 8480C"),
+        "ConnectX-7 400 Gb/s (NDR) on PCIe Gen5 x16 switches, 2 Intel Xeon 8480C; NVLink 4: "
+        "900 GB/s per GPU both ways", 3600.0, 5),
     "b200-cx7": Hardware(
         "b200-cx7", 100, 18, 8, 8, 400.0, 48.0, "intel",
         "NVIDIA DGX B200 User Guide: 8 B200 (18 NVLink 5 links each, 2 NVSwitch chips), 8 "
-        "ConnectX-7 400 Gb/s on PCIe Gen5 x16, 2 Intel Xeon 8570"),
+        "ConnectX-7 400 Gb/s on PCIe Gen5 x16, 2 Intel Xeon 8570; NVLink 5: 1.8 TB/s per GPU "
+        "both ways", 7200.0, 5),
     "a100-cx6": Hardware(
         "a100-cx6", 80, 12, 8, 8, 200.0, 24.0, "amd",
         "NVIDIA DGX A100 User Guide: 8 A100 SXM4 (12 NVLink 3 links each, 6 NVSwitches), 8 "
-        "ConnectX-6 200 Gb/s (HDR) on PCIe Gen4 x16, 2 AMD EPYC 7742"),
+        "ConnectX-6 200 Gb/s (HDR) on PCIe Gen4 x16, 2 AMD EPYC 7742; NVLink 3: 600 GB/s per "
+        "GPU both ways", 2400.0, 4),
     "gb200-cx7": Hardware(
         "gb200-cx7", 100, 18, 4, 4, 400.0, 48.0, "arm",
         "NVIDIA GB200 NVL72 compute tray: 2 Grace CPUs (Arm), 4 B200 (18 NVLink 5 links "
         "each), 4 ConnectX-7 400 Gb/s (the NVL72 rack's NVLink domain across trays is not "
-        "modelled: each tray is a node)"),
+        "modelled: each tray is a node); NVLink 5: 1.8 TB/s per GPU both ways", 7200.0, 5),
 }
 
 
