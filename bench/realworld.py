@@ -57,6 +57,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--network-only", action="store_true",
                     help="also run without NCCL's host side")
     ap.add_argument("--json", help="write every row as JSON")
+    ap.add_argument("--plot", metavar="FILE.png",
+                    help="draw real and simulated busbw against size, a panel per setup")
     a = ap.parse_args(argv)
     rows_out = []
     within = total = 0
@@ -102,6 +104,9 @@ def main(argv: list[str]) -> int:
                              **({"network_only_busbw": net[size].get("busbw_GB_per_s")}
                                 if net else {})})
     print(f"\n{within} of {total} sizes within +-{TOLERANCE:.0%} of the real busbw")
+    if a.plot:
+        plot(rows_out, setups(), a.plot)
+        print(f"figure: {a.plot}")
     if a.json:
         with open(a.json, "w", encoding="utf-8") as fp:
             json.dump(rows_out, fp, indent=1)
@@ -109,6 +114,55 @@ def main(argv: list[str]) -> int:
 
 
 _P = {"simple": "Simple", "ll": "LL", "ll128": "LL128"}
+
+
+def plot(rows: list[dict[str, Any]], all_setups: list[dict[str, Any]], path: str) -> None:
+    """A panel per setup: the real busbw, the simulated one with NCCL's host side and,
+    when run, the network alone, against size (log2); sizes where NCCL picks an algorithm
+    the simulator does not have are marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from sim.study.collective_plots import size_label
+
+    names = [s["name"] for s in all_setups if any(r["setup"] == s["name"] for r in rows)]
+    title = {s["name"]: s for s in all_setups}
+    cols = 2
+    nrows = -(-len(names) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(12, 3.4 * nrows), squeeze=False)
+    for ax, name in zip(axes.flat, names, strict=False):
+        rs = sorted((r for r in rows if r["setup"] == name), key=lambda r: r["size_bytes"])
+        x = [r["size_bytes"] for r in rs]
+        ax.plot(x, [r["real_busbw"] for r in rs], "o-", color="black", label="real")
+        ax.plot(x, [r["sim_busbw"] for r in rs], "s-", color="tab:blue",
+                label="lossless, NCCL's host side")
+        if all(r.get("network_only_busbw") for r in rs):
+            ax.plot(x, [r["network_only_busbw"] for r in rs], "--", color="tab:gray",
+                    label="lossless, network alone")
+        other = [r for r in rs if r["nccl"].split("/")[0] not in ("Ring", "Tree")]
+        if other:
+            ax.plot([r["size_bytes"] for r in other], [r["real_busbw"] for r in other], "x",
+                    color="tab:red", markersize=9, label="NCCL picks NVLS/NVLSTree")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(x, [size_label(v) for v in x], fontsize=8)
+        ax.minorticks_off()
+        s = title[name]
+        ax.set_title(f"{name}: {s['collective']}", fontsize=10)
+        ax.set_ylabel("busbw (GB/s)")
+        ax.grid(True, alpha=0.3)
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7, loc="best")
+    for ax in list(axes.flat)[len(names):]:
+        ax.axis("off")
+    fig.suptitle("Published nccl-tests tables against lossless collective "
+                 "(python -m bench realworld)", fontsize=11)
+    fig.tight_layout()
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -32,3 +32,17 @@ def test_every_setup_parses_as_a_collective_command():
     for s in setups():
         build_parser().parse_args(["collective", s["collective"], *s["args"].split(),
                                    "-p", f"hw={s['hw']}"])
+
+
+def test_plot_draws_a_panel_per_setup(tmp_path):
+    """--plot: one panel per setup run, real and simulated busbw; written whole."""
+    from bench.realworld import plot
+
+    s = setups()[:3]
+    rows = [{"setup": x["name"], "size_bytes": size, "real_busbw": bus, "sim_busbw": bus * 1.1,
+             "ratio": 1.1, "ran": "Ring/Simple", "nccl": "NVLSTree/Simple" if i else "Ring/LL"}
+            for x in s for i, (size, _t, bus) in enumerate(x["rows"])]
+    out = tmp_path / "f.png"
+    plot(rows, setups(), str(out))
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(tmp_path.glob("*.tmp.png"))
