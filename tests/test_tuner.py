@@ -267,3 +267,12 @@ def test_hw_sets_the_nodes_fabric_defaults(tmp_path, capsys):
     capsys.readouterr()
     assert main(["collective", "allreduce", "-p", "hw=h200"]) == 2
     assert "hw" in capsys.readouterr().err
+
+
+def test_a_node_of_fewer_gpus_has_fewer_nics():
+    """The search counts the NICs of the node the fabric gives (one per GPU on a DGX H100):
+    2 nodes of 4 GPUs find 4 channels of 48 GB/s, which ncclTopoDupChannels doubles (4 is
+    not more than 4) to 8 of 24 (busBw 192 GB/s, what 4 x 400G carry), 16 at run time."""
+    g = search(H100, 2, 4)
+    assert (g.ring.channels, g.ring.bw_inter_GBps, g.runtime_channels) == (8, 24, 16)
+    assert Tuner(H100, 8, 2).bus_bw_GBps("allreduce", "ring", "simple") == 192

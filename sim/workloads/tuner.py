@@ -274,7 +274,9 @@ def search(hw: Hardware, nodes: int, gpus_per_node: int | None = None) -> Graphs
         path = min(hw.pcie_GBps, hw.nic_GBps)
         s = _first(SPEEDS_INTER[arch], path)
         per_nic = max(1, int(hw.nic_GBps // s + 1e-9))
-        nch = hw.nics_per_node * per_nic
+        # the node's NICs: the preset's per GPU, for the GPUs the fabric gives a node
+        nics = max(1, hw.nics_per_node * g // hw.gpus_per_node)
+        nch = nics * per_nic
         # each channel crosses g - 1 of the node's GPUs' NVLinks (it leaves through a NIC)
         while g > 1 and nch > 1 and math.ceil(nch * (g - 1) / g) * s > nvl + 1e-9:
             nch -= 1
