@@ -68,3 +68,14 @@ def test_capture_ports_of_the_largest_size(tmp_path, capsys):
     assert main(["collective", "allreduce", "--capture", "h6"]) == 2
     assert "--capture: needs --out DIR" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_p2p_collectives_with_auto_run_simple_and_say_so(tmp_path, capsys):
+    """AllToAll and SendRecv have no algorithm to tune: with --algo auto they run NCCL's
+    sends (Simple above 16 KiB) and the first line says what ran; --trace works on them."""
+    out = tmp_path / "t.json"
+    assert main(["collective", "alltoall", "-e", "1M", "--algo", "auto", "-p",
+                 "nccl_host=true", "--trace", str(out)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "algo p2p, proto simple, channels 4," in first
+    assert json.loads(out.read_text())["otherData"]["trace"] == "alltoall 1048576 B, p2p/simple"

@@ -272,11 +272,15 @@ def cmd_collective(args: argparse.Namespace) -> int:
 
     ib = rf.fabric.stack.name == "ib"  # an InfiniBand fabric: credits, IB headers
     # AllToAll and SendRecv are NCCL's point-to-point sends: no ring or tree
-    algo = "p2p" if coll in (Collective.ALLTOALL, Collective.SENDRECV) else args.algo
+    p2p = coll in (Collective.ALLTOALL, Collective.SENDRECV)
+    algo = "p2p" if p2p else args.algo
+    auto_ch = "auto" if tuned and not p2p and not args.channels else ""
+    if p2p and args.proto == "auto":  # NCCL's sends above 16 KiB: Simple
+        args.proto = "simple"
     emit(f"# lossless collective {coll}: {nranks} ranks ({shape[0]} nodes x "
          f"{shape[1]} GPUs), fabric {args.fabric}, {params['link_gbps']:g} Gb/s,"
          f" {_flow_control(rf.fabric, params)}, cc {params['cc']}; algo {algo}, proto "
-         f"{args.proto}, channels {'auto' if tuned and not args.channels else channels}, "
+         f"{args.proto}, channels {auto_ch if auto_ch else channels}, "
          f"qps {args.qps}; -w {args.warmup_iters} -n {args.iters}"
          + (f"; {env_text}" if env_text else "")
          + (f"; NCCL host side {params['hw']}" if params.get("nccl_host") else ""))
@@ -297,7 +301,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
         for i, nbytes in enumerate(sizes):
             # with faults no in-place iterations (fault_lines says why): N/A in the table
             kw = dict(algorithm=args.algo, protocol=args.proto,
-                      channels=args.channels if tuned else channels,
+                      channels=args.channels if tuned and not p2p else channels,
                       qps=args.qps, datatype=args.datatype, root=args.root, iters=args.iters,
                       warmup_iters=args.warmup_iters, inplace=not faulty, nccl=nccl,
                       trace=bool(args.trace))

@@ -499,6 +499,10 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
                          nranks, rf.nodes, nccl)
     if tuned is not None:
         algorithm, protocol, channels = tuned.algo, tuned.proto, tuner.channels
+    elif collective in ("alltoall", "sendrecv"):  # NCCL's p2p: no algorithm to tune; its
+        # sends above NCCL_P2P_LL_THRESHOLD (16 KiB) are Simple
+        algorithm = "ring" if algorithm == "auto" else algorithm
+        protocol = "simple" if protocol == "auto" else protocol
     if not channels:
         channels = default_channels(rf.nodes, rf.gpus_per_node)
     sch = schedule(collective, nranks, counts.param_count, datatype,
