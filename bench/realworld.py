@@ -90,9 +90,10 @@ def main(argv: list[str]) -> int:
             total += 1
             within += abs(ratio - 1) <= TOLERANCE
             t = r.get("tuner") or {}
-            ran = f"{r['algorithm'].capitalize()}/{_P[r['protocol']]}"
+            algo = r["algorithm"]
+            ran = f"{algo if algo == 'p2p' else algo.capitalize()}/{_P[r['protocol']]}"
             nccl = t.get("nccl", "-")
-            mark = "" if nccl.split("/")[0] in ("Ring", "Tree") else "  (not simulated)"
+            mark = "" if nccl.split("/")[0] in ("Ring", "Tree", "-") else "  (not simulated)"
             line = f"   {size:>11} {real:8.2f} {bus:8.2f} {ratio:8.2f}"
             if net:
                 nb = net[size].get("busbw_GB_per_s") or 0.0
@@ -141,7 +142,7 @@ def plot(rows: list[dict[str, Any]], all_setups: list[dict[str, Any]], path: str
         if all(r.get("network_only_busbw") for r in rs):
             ax.plot(x, [r["network_only_busbw"] for r in rs], "--", color="tab:gray",
                     label="lossless, network alone")
-        other = [r for r in rs if r["nccl"].split("/")[0] not in ("Ring", "Tree")]
+        other = [r for r in rs if r["nccl"].split("/")[0] not in ("Ring", "Tree", "-")]
         if other:
             ax.plot([r["size_bytes"] for r in other], [r["real_busbw"] for r in other], "x",
                     color="tab:red", markersize=9, label="NCCL picks NVLS/NVLSTree")
