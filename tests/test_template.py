@@ -25,6 +25,22 @@ def _layers(v6: bool, psn: int, ecn: int, qp: int, vlan: bool, pay: int, opcode:
     return d
 
 
+
+def _made(tpls, which, values, strided):
+    """make_rows of ``tpls``, into a fresh array or (``strided``) into the last columns of
+    wider records whose first 16 bytes it must leave alone."""
+    import numpy as np
+
+    from wire.template import make_rows
+
+    if not strided:
+        return make_rows(tpls, which, values)
+    size = tpls[0].size_bytes
+    records = np.full((len(values), 16 + size), 0xEE, dtype=np.uint8)
+    got = make_rows(tpls, which, values, out=records[:, 16:])
+    assert (records[:, :16] == 0xEE).all()
+    return got
+
 @given(v6=st.booleans(), vlan=st.booleans(), pay=st.integers(0, 300),
        opcode=st.sampled_from(["RC_RDMA_WRITE_MIDDLE", "RC_ACKNOWLEDGE"]),
        values=st.lists(st.tuples(st.integers(0, 0xFFFFFF), st.integers(0, 3),
@@ -89,8 +105,6 @@ def test_make_rows_of_several_templates_equal_make(v6, vlan, pay, field, flows, 
     """make_rows (a capture's flows: templates of one length differing in addresses, QP,
     ECN and so checksums) gives row i as templates[which[i]].make(value i), into a strided
     view too (the frame columns of pcap records)."""
-    import numpy as np
-
     from wire.template import make_rows
 
     field = field.replace("IP", "ipv6" if v6 else "ipv4")
@@ -100,13 +114,8 @@ def test_make_rows_of_several_templates_equal_make(v6, vlan, pay, field, flows, 
         3 if field.endswith("ecn") else 1
     which = [g % len(tpls) for g, _ in rows]
     values = [v & mask for _, v in rows]
+    got = _made(tpls, which, values, strided)
     size = tpls[0].size_bytes
-    if strided:
-        records = np.full((len(rows), 16 + size), 0xEE, dtype=np.uint8)
-        got = make_rows(tpls, which, values, out=records[:, 16:])
-        assert (records[:, :16] == 0xEE).all()
-    else:
-        got = make_rows(tpls, which, values)
     assert got.shape == (len(rows), size)
     for row, g, v in zip(got, which, values, strict=True):
         assert bytes(row) == bytes(tpls[g].make(**{field: v}))
@@ -162,20 +171,12 @@ def test_ib_patched_packets_equal_build_ib(pay, opcode, fecn, vl, values) -> Non
 def test_make_rows_of_ib_templates_equal_make(pay, flows, rows, strided) -> None:
     """make_rows of IbTemplates (a capture of an IB link): row i is templates[which[i]]
     .make(psn i), the ICRC and the VCRC (which covers the ICRC) from their linear parts."""
-    import numpy as np
-
-    from wire.template import IbTemplate, make_rows
+    from wire.template import IbTemplate
 
     tpls = [IbTemplate(_ib_layers(0, qp, fecn, ack, vl, pay, "RC_RDMA_WRITE_MIDDLE"))
             for qp, fecn, ack, vl in flows]
     which = [g % len(tpls) for g, _ in rows]
     values = [v for _, v in rows]
-    size = tpls[0].size_bytes
-    if strided:
-        records = np.full((len(rows), 16 + size), 0xEE, dtype=np.uint8)
-        got = make_rows(tpls, which, values, out=records[:, 16:])
-        assert (records[:, :16] == 0xEE).all()
-    else:
-        got = make_rows(tpls, which, values)
+    got = _made(tpls, which, values, strided)
     for row, g, v in zip(got, which, values, strict=True):
         assert bytes(row) == bytes(tpls[g].make(**{"bth.psn": v}))

@@ -42,6 +42,18 @@ _ICRC_MASKED = {"ipv4": {"dscp", "ecn", "ttl"}, "ipv6": {"dscp", "ecn", "flow_la
                                                           "hop_limit"}}
 
 
+
+def _layer_offsets(names: Sequence[str], first: str, at: int) -> dict[str, int]:
+    """Byte offset of each fixed-size header of a dissected frame's ``names`` from layer
+    ``first`` (at ``at``) up to its payload or ICRC, each size its field table's."""
+    offsets: dict[str, int] = {}
+    for name in names[names.index(first):]:
+        if name in ("payload", "icrc"):
+            break
+        offsets[name] = at
+        at += SPECS[name].size_bytes
+    return offsets
+
 class _Template:
     """What the two templates share: ``_frame`` (the packet as built), ``names`` and
     ``_slots`` (the patched fields: byte, shift, mask, width), ``_icrc_end`` (where the ICRC
@@ -120,13 +132,8 @@ class RoceTemplate(_Template):
         hdr = d.get("ipv4")["ihl"] * 4 if self._v4 else SPECS["ipv6"].size_bytes
         self._udp = self._ip + hdr
         self._udp_end = self._icrc_end = self._udp + d.get("udp")["length"]
-        offsets: dict[str, int] = {"ipv4" if self._v4 else "ipv6": self._ip}
-        at = self._udp
-        for name in d.names[d.names.index("udp"):]:
-            if name in ("payload", "icrc"):
-                break
-            offsets[name] = at
-            at += SPECS[name].size_bytes
+        offsets = {"ipv4" if self._v4 else "ipv6": self._ip,
+                   **_layer_offsets(d.names, "udp", self._udp)}
         self.names = tuple(patch)
         slots = []
         self._ip_patched = False
@@ -253,13 +260,7 @@ class IbTemplate(_Template):
                              "VCRC; no GRH)")
         self._frame = bytes(frame)
         self._icrc_end = len(frame) - VCRC_BYTES
-        offsets: dict[str, int] = {}
-        at = LRH.size_bytes
-        for name in d.names[d.names.index("bth"):]:
-            if name in ("payload", "icrc"):
-                break
-            offsets[name] = at
-            at += SPECS[name].size_bytes
+        offsets = _layer_offsets(d.names, "bth", LRH.size_bytes)
         self.names = tuple(patch)
         slots = []
         crc_from = self._icrc_end - ICRC_BYTES

@@ -815,19 +815,25 @@ class Host:
     def _rc_arm(self, fid: int) -> None:
         """Make sure a timer runs for the flow's ACK deadline (lazy: a timer that fires
         before the deadline, which moves later with resends and ACKs, sleeps again)."""
-        due = self._rc_tx[fid].deadline_ps
-        old = self._rc_timer.get(fid)
-        if due is None:  # nothing unacknowledged: no timer left behind
+        self._arm_timer(self._rc_timer, fid, self._rc_tx[fid].deadline_ps,
+                        self._rc_timer_due, fid)
+
+    def _arm_timer(self, timers: dict, fid: int, due: int | None, fn: Callable[..., None],
+                   *args: object) -> None:
+        """The one timer of ``timers[fid]`` due at ``due`` (None: none left behind), lazily:
+        a timer already due no later stays (it sleeps again when it fires early), one due
+        later is replaced (the deadline moved earlier)."""
+        old = timers.get(fid)
+        if due is None:
             if old is not None:
                 old.cancel()
-                del self._rc_timer[fid]
+                del timers[fid]
             return
         if old is not None:
             if old.at_ps <= due:
                 return
-            old.cancel()  # the deadline moved earlier (an older frame is now the oldest)
-        self._rc_timer[fid] = self.engine.schedule(max(due, self.engine.now_ps),
-                                                   self._rc_timer_due, fid)
+            old.cancel()
+        timers[fid] = self.engine.schedule(max(due, self.engine.now_ps), fn, *args)
 
     def _rc_timer_due(self, fid: int) -> None:
         del self._rc_timer[fid]
@@ -1102,19 +1108,8 @@ class Host:
     def _rc_rx_arm(self, fid: int, tc: int, src: int) -> None:
         """Make sure a timer runs for the open gap of out-of-order receiver ``fid`` (none
         when no gap is open; lazy, as :meth:`_rc_arm`)."""
-        due = self._rc_rx[fid].deadline_ps
-        old = self._rc_rx_timer.get(fid)
-        if due is None:
-            if old is not None:
-                old.cancel()
-                del self._rc_rx_timer[fid]
-            return
-        if old is not None:
-            if old.at_ps <= due:
-                return
-            old.cancel()
-        self._rc_rx_timer[fid] = self.engine.schedule(max(due, self.engine.now_ps),
-                                                      self._rc_rx_due, fid, tc, src)
+        self._arm_timer(self._rc_rx_timer, fid, self._rc_rx[fid].deadline_ps,
+                        self._rc_rx_due, fid, tc, src)
 
     def _rc_rx_due(self, fid: int, tc: int, src: int) -> None:
         """The gap timer of receiver ``fid``: its NAK when the gap is still open."""
