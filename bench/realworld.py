@@ -22,6 +22,8 @@ import tempfile
 import tomllib
 from typing import Any
 
+from sim.workloads.tuner import nccl_text
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: A size within this factor of the real busbw counts as matched (1 MiB and up).
 TOLERANCE = 0.15
@@ -90,8 +92,7 @@ def main(argv: list[str]) -> int:
             total += 1
             within += abs(ratio - 1) <= TOLERANCE
             t = r.get("tuner") or {}
-            algo = r["algorithm"]
-            ran = f"{algo if algo == 'p2p' else algo.capitalize()}/{_P[r['protocol']]}"
+            ran = nccl_text(r["algorithm"], r["protocol"])
             nccl = t.get("nccl", "-")
             mark = "" if nccl.split("/")[0] in ("Ring", "Tree", "-") else "  (not simulated)"
             line = f"   {size:>11} {real:8.2f} {bus:8.2f} {ratio:8.2f}"
@@ -99,22 +100,23 @@ def main(argv: list[str]) -> int:
                 nb = net[size].get("busbw_GB_per_s") or 0.0
                 line += f" {nb:8.2f} {nb / real:6.2f}"
             print(f"{line}  {ran:>12}  {nccl}{mark}")
-            rows_out.append({"setup": s["name"], "size_bytes": size, "real_busbw": real,
-                             "sim_busbw": bus, "ratio": round(ratio, 4), "ran": ran,
+            rows_out.append({"setup": s["name"], "size_bytes": size,
+                             "real_busbw_GB_per_s": real, "sim_busbw_GB_per_s": bus,
+                             "ratio": round(ratio, 4), "ran": ran,
                              "nccl": nccl,
-                             **({"network_only_busbw": net[size].get("busbw_GB_per_s")}
+                             **({"network_only_busbw_GB_per_s": net[size].get("busbw_GB_per_s")}
                                 if net else {})})
     print(f"\n{within} of {total} sizes within +-{TOLERANCE:.0%} of the real busbw")
     if a.plot:
         plot(rows_out, setups(), a.plot)
         print(f"figure: {a.plot}")
     if a.json:
-        with open(a.json, "w", encoding="utf-8") as fp:
+        from wire.atomic import atomic_file
+
+        with atomic_file(a.json, "w", encoding="utf-8") as fp:  # whole or not at all
             json.dump(rows_out, fp, indent=1)
     return 0
 
-
-_P = {"simple": "Simple", "ll": "LL", "ll128": "LL128"}
 
 
 def plot(rows: list[dict[str, Any]], all_setups: list[dict[str, Any]], path: str) -> None:
@@ -136,15 +138,16 @@ def plot(rows: list[dict[str, Any]], all_setups: list[dict[str, Any]], path: str
     for ax, name in zip(axes.flat, names, strict=False):
         rs = sorted((r for r in rows if r["setup"] == name), key=lambda r: r["size_bytes"])
         x = [r["size_bytes"] for r in rs]
-        ax.plot(x, [r["real_busbw"] for r in rs], "o-", color="black", label="real")
-        ax.plot(x, [r["sim_busbw"] for r in rs], "s-", color="tab:blue",
+        ax.plot(x, [r["real_busbw_GB_per_s"] for r in rs], "o-", color="black", label="real")
+        ax.plot(x, [r["sim_busbw_GB_per_s"] for r in rs], "s-", color="tab:blue",
                 label="lossless, NCCL's host side")
-        if all(r.get("network_only_busbw") for r in rs):
-            ax.plot(x, [r["network_only_busbw"] for r in rs], "--", color="tab:gray",
+        if all(r.get("network_only_busbw_GB_per_s") for r in rs):
+            ax.plot(x, [r["network_only_busbw_GB_per_s"] for r in rs], "--", color="tab:gray",
                     label="lossless, network alone")
         other = [r for r in rs if r["nccl"].split("/")[0] not in ("Ring", "Tree", "-")]
         if other:
-            ax.plot([r["size_bytes"] for r in other], [r["real_busbw"] for r in other], "x",
+            ax.plot([r["size_bytes"] for r in other],
+                    [r["real_busbw_GB_per_s"] for r in other], "x",
                     color="tab:red", markersize=9, label="NCCL picks NVLS/NVLSTree")
         ax.set_xscale("log", base=2)
         ax.set_xticks(x, [size_label(v) for v in x], fontsize=8)

@@ -21,6 +21,7 @@ from sim.workloads.tuner import (
     Tuner,
     TunerError,
     from_environment,
+    nccl_text,
     parse_nccl_list,
     search,
 )
@@ -65,9 +66,7 @@ def test_choice_per_size(nodes, size, nccl, ours):
     t = Tuner(H100, 8 * nodes, nodes)
     c = t.choose("allreduce", size, RUNNABLE_ALGOS)
     assert c.nccl_text == ours
-    from sim.scenarios.collective import nccl_name
-
-    assert nccl_name(c.nccl_algo, c.nccl_proto) == nccl
+    assert nccl_text(c.nccl_algo, c.nccl_proto) == nccl
 
 
 def test_channels_drop_for_small_calls_as_topoGetAlgoInfo():

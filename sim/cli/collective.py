@@ -527,7 +527,7 @@ def tuner_lines(rows: list[dict[str, Any]], hw: str) -> list[str]:
     """The tuner's picks per size, as NCCL_DEBUG=INFO's tuning lines say them: algorithm,
     protocol and channels run, NCCL's own pick over every algorithm (NVLS and NVLSTree are
     not simulated yet), and the model's time."""
-    from sim.workloads.tuner import NCCL_VERSION
+    from sim.workloads.tuner import NCCL_VERSION, nccl_text
 
     out = ["#", f"# {'tuner':>10}  {'ran':>12}  {'channels':>8}  {'NCCL picks':>15}  "
                 f"{'model time':>10}   NCCL {NCCL_VERSION}'s cost model, node {hw}",
@@ -536,13 +536,11 @@ def tuner_lines(rows: list[dict[str, Any]], hw: str) -> list[str]:
         t = r.get("tuner")
         if t is None:
             continue
-        ran = f"{t['algorithm'].capitalize()}/{_PROTO_TEXT[t['protocol']]}"
+        ran = nccl_text(t["algorithm"], t["protocol"])
         out.append(f"# {r['size_bytes']:10d}  {ran:>12}  {t['channels']:8d}  {t['nccl']:>15}  "
                    f"{t['model_time_us']:10.1f}")
     return out
 
-
-_PROTO_TEXT = {"simple": "Simple", "ll": "LL", "ll128": "LL128"}
 
 
 def _write_json(doc: Mapping[str, Any], fp: TextIO) -> None:

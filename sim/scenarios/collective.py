@@ -351,16 +351,6 @@ def _gc_thresholds(fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def _tuner_coll(collective: str) -> str:
-    return str(collective)
-
-
-def nccl_name(algo: str, proto: str) -> str:
-    from sim.workloads.tuner import Choice
-
-    return Choice(algo, proto, 0, 0, 0.0).nccl_text if algo else "-"
-
-
 def _tuner(params: Mapping[str, Any], nranks: int, nodes: int,
            nccl: Mapping[str, Any] | None, channels: int | None = None) -> Any:
     """NCCL's tuner for this communicator (:class:`sim.workloads.tuner.Tuner`)."""
@@ -422,7 +412,7 @@ def tune_size(collective: str, size_bytes: int, algorithm: str, protocol: str,
     algos = RUNNABLE_ALGOS if collective == "allreduce" else ("ring",)
     if algorithm != "auto":
         algos = (algorithm,)
-    return tuner.choose(_tuner_coll(collective), size_bytes, algos), tuner
+    return tuner.choose(str(collective), size_bytes, algos), tuner
 
 
 @_gc_thresholds
@@ -529,7 +519,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
 
         if tuner is None:
             tuner = _tuner(params, nranks, rf.nodes, nccl, channels)
-        job_kw["host"] = HostSide.of(tuner, _tuner_coll(collective), str(algorithm),
+        job_kw["host"] = HostSide.of(tuner, str(collective), str(algorithm),
                                      str(protocol))
     if faults and (params.get("faults") or params.get("detect_us", -1) >= 0 or
                    params.get("converge_us", -1) >= 0 or getattr(rf, "stragglers", ())):
@@ -592,9 +582,11 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         "algorithm": "p2p" if p2p else str(algorithm), "protocol": str(protocol),
     }
     if tuned is not None:
+        from sim.workloads.tuner import nccl_text as tuner_text
+
         row["tuner"] = {"algorithm": tuned.algo, "protocol": tuned.proto,
                         "channels": sch.nchannels, "model_time_us": round(tuned.time_us, 3),
-                        "nccl": nccl_name(tuned.nccl_algo, tuned.nccl_proto)}
+                        "nccl": tuner_text(tuned.nccl_algo, tuned.nccl_proto)}
     if failed:  # a QP error stopped it: when and which QP
         row["failed"] = failed[0]
     if moved:

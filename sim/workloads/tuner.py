@@ -60,13 +60,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
     "ALGOS", "PROTOS", "RUNNABLE_ALGOS", "PRESETS", "Hardware", "Graphs", "Graph", "Choice",
     "Tuner", "HostSide", "TunerError", "search", "parse_nccl_list", "from_environment",
-    "NCCL_VERSION", "NCCL_VARIABLES",
+    "NCCL_VERSION", "NCCL_VARIABLES", "ALGO_NAMES", "PROTO_NAMES", "nccl_text",
 ]
 
 #: The NCCL release the constants are read from (``makefiles/version.mk``).
@@ -78,10 +78,18 @@ ALGOS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree",
 PROTOS = ("ll", "ll128", "simple")
 #: The algorithms the simulator's schedules run (:func:`sim.workloads.nccl.schedule`).
 RUNNABLE_ALGOS = ("tree", "ring")
-_ALGO_NAMES = {"tree": "Tree", "ring": "Ring", "collnet_direct": "CollNetDirect",
+ALGO_NAMES = {"tree": "Tree", "ring": "Ring", "collnet_direct": "CollNetDirect",
                "collnet_chain": "CollNetChain", "nvls": "NVLS", "nvls_tree": "NVLSTree",
                "pat": "PAT"}
-_PROTO_NAMES = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+PROTO_NAMES = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+
+
+def nccl_text(algo: str, proto: str) -> str:
+    """An algorithm and protocol as ``NCCL_DEBUG=INFO`` names them (``Ring/Simple``; ``p2p``
+    for point-to-point sends, ``-`` for none)."""
+    if not algo:
+        return "-"
+    return f"{ALGO_NAMES.get(algo, algo)}/{PROTO_NAMES.get(proto, proto)}"
 
 _COLLS = ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")
 _COLL_NAMES = {"broadcast": "Broadcast", "reduce": "Reduce", "allgather": "AllGather",
@@ -232,13 +240,12 @@ PRESETS: dict[str, Hardware] = {
 @dataclass(frozen=True)
 class Graph:
     """One algorithm's search result: channels and their bandwidth inside the node
-    (``bwIntra``) and between nodes (``bwInter``), GB/s, and whether the intra-node path is
-    NVLink."""
+    (``bwIntra``) and between nodes (``bwInter``), GB/s (the intra-node path is NVLink: the
+    presets' nodes have an NVSwitch)."""
 
     channels: int
     bw_intra_GBps: float
     bw_inter_GBps: float
-    nvlink: bool = True
 
 
 @dataclass(frozen=True)
@@ -357,7 +364,7 @@ class Choice:
     @property
     def nccl_text(self) -> str:
         """As ``NCCL_DEBUG=INFO`` names it: ``Ring/Simple``."""
-        return f"{_ALGO_NAMES[self.algo]}/{_PROTO_NAMES[self.proto]}"
+        return nccl_text(self.algo, self.proto)
 
 
 @dataclass
@@ -388,9 +395,9 @@ class Tuner:
             self.graphs = search(self.hw, self.nodes, self.nranks // self.nodes)
         a_def = {c: dict.fromkeys(ALGOS, 1) for c in _COLLS}
         p_def = {c: {"ll": 1, "ll128": 2, "simple": 1} for c in _COLLS}
-        self._enabled_algo = parse_nccl_list(self.algo, ALGOS, _ALGO_NAMES, a_def) \
+        self._enabled_algo = parse_nccl_list(self.algo, ALGOS, ALGO_NAMES, a_def) \
             if self.algo else a_def
-        self._enabled_proto = parse_nccl_list(self.proto, PROTOS, _PROTO_NAMES, p_def) \
+        self._enabled_proto = parse_nccl_list(self.proto, PROTOS, PROTO_NAMES, p_def) \
             if self.proto else p_def
 
     @property
@@ -486,14 +493,11 @@ class Tuner:
         return 2 * (n - 1) if coll == "allreduce" else (n - 1 if coll in (
             "allgather", "reducescatter") else n)
 
-    def _intra_hw(self) -> str:
-        return "nvlink"
-
     def latency_us(self, coll: str, algo: str, proto: str) -> float:
         """NCCL's latency of one call (µs, before the ring plateau factor)."""
         p = PROTOS.index(proto)
         lat = BASE_LAT_US[algo][p]
-        intra = HW_LAT_US[self._intra_hw()][algo][p]
+        intra = HW_LAT_US["nvlink"][algo][p]
         inter = (HW_LAT_US["net"]["tree"][p] if self.ppn == 1 else HW_LAT_US["net"][algo][p])
         m = self.nodes
         if algo == "ring":
@@ -550,7 +554,7 @@ class Tuner:
         if mine is None:
             raise TunerError(f"{_COLL_NAMES.get(coll, coll)}: no algorithm and protocol left "
                              f"(NCCL_ALGO={self.algo or '-'}, NCCL_PROTO={self.proto or '-'}; "
-                             f"the simulator runs {', '.join(_ALGO_NAMES[a] for a in runnable)})")
+                             f"the simulator runs {', '.join(ALGO_NAMES[a] for a in runnable)})")
         a, p, t = mine
         nc = self.channels
         nt = MAX_THREADS[p]
@@ -650,12 +654,3 @@ def from_environment(env: Mapping[str, str]) -> dict[str, Any]:
             raise TunerError(f"{var}={v}: expected {lo}..{hi}")
         out[key] = bool(n) if key == "nvls" else n
     return out
-
-
-def with_overrides(hw: Hardware, **kw: Any) -> Hardware:
-    """``hw`` with some fields replaced (the ``-p`` keys of the same names)."""
-    return replace(hw, **kw)
-
-
-def ceil_log2(n: int) -> int:
-    return math.ceil(math.log2(n)) if n > 1 else 0
