@@ -41,7 +41,8 @@ def test_plot_draws_a_panel_per_setup(tmp_path):
 
     s = setups()[:3]
     rows = [{"setup": x["name"], "size_bytes": size, "real_busbw_GB_per_s": bus,
-             "sim_busbw_GB_per_s": bus * 1.1, "ratio": 1.1, "ran": "Ring/Simple", "nccl": "NVLSTree/Simple" if i else "Ring/LL"}
+             "sim_busbw_GB_per_s": bus * 1.1, "ratio": 1.1, "ran": "Ring/Simple",
+             "nccl": "NVLSTree/Simple" if i else "Ring/LL"}
             for x in s for i, (size, _t, bus) in enumerate(x["rows"])]
     out = tmp_path / "f.png"
     plot(rows, setups(), str(out))
