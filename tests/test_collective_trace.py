@@ -79,3 +79,18 @@ def test_p2p_collectives_with_auto_run_simple_and_say_so(tmp_path, capsys):
     first = capsys.readouterr().out.splitlines()[0]
     assert "algo p2p, proto simple, channels 4," in first
     assert json.loads(out.read_text())["otherData"]["trace"] == "alltoall 1048576 B, p2p/simple"
+
+
+def test_a_size_too_big_for_a_trace_is_said_and_the_smaller_one_kept(tmp_path, capsys,
+                                                                       monkeypatch):
+    """A size with more transfers than a trace holds is one line on stderr, not a failure;
+    the trace is of the largest size that fits."""
+    from sim.workloads import collective_stats
+
+    monkeypatch.setattr(collective_stats, "TRACE_MAX_TRANSFERS", 300)
+    out = tmp_path / "t.json"
+    assert main(["collective", "allreduce", "-b", "64K", "-e", "2M", "-f", "32",
+                 "--trace", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "--trace: size 2097152: 896 transfers: a trace holds at most 300" in err
+    assert json.loads(out.read_text())["otherData"]["trace"].startswith("allreduce 65536 B")

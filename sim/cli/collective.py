@@ -344,6 +344,9 @@ def cmd_collective(args: argparse.Namespace) -> int:
             tr = row.pop("trace", None)
             if tr is not None:
                 trace_doc = tr  # the largest completed size's
+            why = row.pop("trace_problem", None)
+            if why:
+                _err(f"--trace: size {nbytes}: {why}; the trace is of a smaller size")
             rows.append(row)
             if row["error"] is None:
                 if kept is not None:
@@ -419,6 +422,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
             with atomic_file(args.csv, "w", encoding="utf-8", newline="") as fp:
                 _write_csv(header, csv_rows, fp)
         if args.trace:
+            if trace_doc is None:
+                _err(f"--trace: no size completed with a trace; {args.trace} holds no event")
             with atomic_file(args.trace, "w", encoding="utf-8") as fp:
                 json.dump(trace_doc or {"traceEvents": [], "displayTimeUnit": "ns"}, fp,
                           separators=(",", ":"))

@@ -468,7 +468,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     ``algorithm``, ``protocol`` and, with the tuner, ``tuner`` (the pick, NCCL's own pick
     over every algorithm, the model's time in µs) say what ran.  ``trace`` adds ``trace``:
     the last out-of-place iteration as Chrome trace events
-    (:func:`sim.workloads.collective_stats.chrome_trace`; None when the size failed)."""
+    (:func:`sim.workloads.collective_stats.chrome_trace`; None when the size failed, and
+    ``trace_problem`` says why when it has too many transfers for one)."""
     from sim.scenarios.common import collective_packet
     from sim.units import gbps
     from sim.workloads.collective import fabric_counters, nvlink_domain
@@ -597,9 +598,14 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     if trace:
         from sim.workloads.collective_stats import chrome_trace
 
-        row["trace"] = None if error is not None or run is None else chrome_trace(
-            run, rf.gpus_per_node, bool(params["nvlink"]),
-            f"{collective} {counts.size_bytes} B, {row['algorithm']}/{protocol}")
+        row["trace"] = None
+        if error is None and run is not None:
+            try:
+                row["trace"] = chrome_trace(
+                    run, rf.gpus_per_node, bool(params["nvlink"]),
+                    f"{collective} {counts.size_bytes} B, {row['algorithm']}/{protocol}")
+            except ValueError as e:  # too many transfers for one trace: said, not fatal
+                row["trace_problem"] = str(e)
     if error is None and run is not None:
         row["transfer_time_us"] = transfer_time_us(run)
     if error is None:
