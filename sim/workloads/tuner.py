@@ -16,8 +16,11 @@ The model (``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime``, ``src/graph/tuning
   (``ncclTopoCompute``, ``src/graph/search.cc``).  :func:`search` follows its rules for the
   regular nodes of :data:`PRESETS` (every GPU behind one NVSwitch, one NIC per GPU on the
   GPU's PCIe switch): the first speed of the architecture's ladder not above the best
-  GPU-NIC path (multi-node) or GPU-GPU path (one node); as many channels as the NICs
-  (``floor(nic / speed)`` each) and the NVLinks (``nvlink / speed`` per GPU) carry;
+  GPU-NIC path (multi-node) or GPU-GPU path (one node); as many channels as the NVLinks
+  carry (one node: ``nvlink / speed``) or as the node's NICs carry (``floor(nic / speed)``
+  each, the preset's NICs per GPU times the node's GPUs) while each channel's ``speed`` on
+  ``g - 1`` of the node's ``g`` GPUs' NVLinks fits (several nodes: a channel leaves
+  through a NIC);
   ``ncclTopoDupChannels`` (twice the channels at half the speed unless ``bwIntra < 25``, or
   ``sm > 80``, ``bwIntra < 50`` and more than 4 channels); the runtime channels are twice
   the search's (``ncclTopoPostset``, ``src/graph/connect.cc``), twice again on sm90+ with
