@@ -6,8 +6,8 @@ options that describe it, the out-of-place rows from 1 MiB up) runs as
 ``lossless collective COLL -b MIN -e MAX ARGS --algo auto --proto auto -p hw=HW -p
 nccl_host=true`` with the setup's NCCL environment variables in the environment, one
 process per setup, and prints per size the real and simulated busbw, their ratio, what the
-simulator ran and what NCCL's tuner picks over every algorithm (NVLS and NVLSTree are not
-simulated yet: a row where NCCL picks them is marked).  ``--network-only`` runs each setup a
+simulator ran and what NCCL's tuner picks over every algorithm (a row where NCCL picks one
+the simulator does not run, CollNet or PAT, is marked).  ``--network-only`` runs each setup a
 second time without NCCL's host side (the network alone) and prints that ratio
 too.  The summary counts the sizes within +-15 % (1 MiB and up)."""
 
@@ -94,7 +94,7 @@ def main(argv: list[str]) -> int:
             t = r.get("tuner") or {}
             ran = nccl_text(r["algorithm"], r["protocol"])
             nccl = t.get("nccl", "-")
-            mark = "" if nccl.split("/")[0] in ("Ring", "Tree", "-") else "  (not simulated)"
+            mark = "" if nccl in (ran, "-") else "  (NCCL's pick not simulated)"
             line = f"   {size:>11} {real:8.2f} {bus:8.2f} {ratio:8.2f}"
             if net:
                 nb = net[size].get("busbw_GB_per_s") or 0.0
@@ -122,7 +122,7 @@ def main(argv: list[str]) -> int:
 def plot(rows: list[dict[str, Any]], all_setups: list[dict[str, Any]], path: str) -> None:
     """A panel per setup: the real busbw, the simulated one with NCCL's host side and,
     when run, the network alone, against size (log2); sizes where NCCL picks an algorithm
-    the simulator does not have are marked."""
+    the simulator does not run are marked."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -144,11 +144,11 @@ def plot(rows: list[dict[str, Any]], all_setups: list[dict[str, Any]], path: str
         if all(r.get("network_only_busbw_GB_per_s") for r in rs):
             ax.plot(x, [r["network_only_busbw_GB_per_s"] for r in rs], "--", color="tab:gray",
                     label="lossless, network alone")
-        other = [r for r in rs if r["nccl"].split("/")[0] not in ("Ring", "Tree", "-")]
+        other = [r for r in rs if r["nccl"] not in (r["ran"], "-")]
         if other:
             ax.plot([r["size_bytes"] for r in other],
                     [r["real_busbw_GB_per_s"] for r in other], "x",
-                    color="tab:red", markersize=9, label="NCCL picks NVLS/NVLSTree")
+                    color="tab:red", markersize=9, label="NCCL picks what is not simulated")
         ax.set_xscale("log", base=2)
         ax.set_xticks(x, [size_label(v) for v in x], fontsize=8)
         ax.minorticks_off()

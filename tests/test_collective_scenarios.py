@@ -393,3 +393,33 @@ def test_one_fabric_file_one_set_of_names(tmp_path, kind, topo):
             "rail": {0: "spine0", 1: "leaf0", 2: "leaf1", 3: "h3"},
             "custom": {0: "sw0", 1: "sw1", 10: "h10"}}[kind]
     assert {k: replay[k] for k in want} == want
+
+
+def test_nvls_tree_in_a_fabric_file_equals_run_size(tmp_path) -> None:
+    """``algo = "nvls_tree"`` in a ``[[collective]]`` runs NVLink SHARP inside the nodes and
+    the tree between them, with the figures of lossless collective's."""
+    f = _file(tmp_path, _entry(collective="allreduce", size="1M", iters=2, algo="nvls_tree"))
+    s = _replay(f, tmp_path / "o")
+    [c] = s["collectives"]
+    want = _run_size("allreduce", 1 << 20, 2, algorithm="nvls_tree")
+    assert c["complete"] and c["wrong"] == 0 and want["wrong"] == 0
+    assert want["algorithm"] == "nvls_tree"
+    assert c["busbw_GB_per_s"] == pytest.approx(want["busbw_GB_per_s"], rel=0.01)
+
+
+def test_nvls_one_node_is_bound_by_each_gpus_nvlink() -> None:
+    """One node of 8 GPUs, no host side: an NVLS AllReduce moves (n + 1) / n of the buffer
+    through each GPU's NVLink each way (nvlink_bytes: every transfer once), so it takes at
+    least that at the NVLink rate, and the pipeline of 2 channels keeps it within 15 % of
+    it; the ring moves 2 (n - 1) / n and is slower."""
+    from sim.scenarios.base import resolve_params
+    from sim.scenarios.collective import collective_params, run_size
+
+    p = resolve_params(collective_params(), {"nodes": 1, "gpus_per_node": 8})
+    size, n = 64 << 20, 8
+    row = run_size("allreduce", size, "rail", p, algorithm="nvls", inplace=False)
+    bound_us = (n + 1) / n * size * 8 / (p["nvlink_gbps"] * 1e9) * 1e6
+    assert row["wrong"] == 0 and row["nvlink_bytes"] == (n + 1) * size
+    assert bound_us <= row["time_us"] <= 1.15 * bound_us
+    ring = run_size("allreduce", size, "rail", p, algorithm="ring", inplace=False)
+    assert ring["time_us"] > 1.3 * row["time_us"]

@@ -94,3 +94,22 @@ def test_a_size_too_big_for_a_trace_is_said_and_the_smaller_one_kept(tmp_path, c
     err = capsys.readouterr().err
     assert "--trace: size 2097152: 896 transfers: a trace holds at most 300" in err
     assert json.loads(out.read_text())["otherData"]["trace"].startswith("allreduce 65536 B")
+
+
+def test_trace_of_nvls_names_the_switch_buffers(tmp_path, capsys):
+    """An NVLS AllReduce on one node (the tuner's pick with NCCL's host side): the NVSwitch's
+    buffers are processes of their own, every transfer to or from them is on NVLink, and the
+    step timeline names them too."""
+    out, res = tmp_path / "t.json", tmp_path / "o"
+    assert main(["collective", "allreduce", "-b", "16M", "-e", "16M", "-p", "nodes=1", "-p",
+                 "gpus_per_node=8", "-p", "hw=h100-cx7", "-p", "nccl_host=true", "--algo",
+                 "auto", "--trace", str(out), "--out", str(res)]) == 0
+    capsys.readouterr()
+    row = json.loads((res / "results.json").read_text())["results"][-1]
+    assert (row["algorithm"], row["tuner"]["nccl"]) == ("nvls", "NVLS/Simple")
+    ev = json.loads(out.read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in ev if e["name"] == "process_name"}
+    assert names[8] == "NVLS reduce of head 0 (node 0)"
+    assert names[23] == "NVLS multicast of head 7 (node 0)" and len(names) == 8 + 16
+    assert {e["cat"] for e in ev if e["ph"] == "X" and e["cat"] != "wait"} == {"NVLink"}
+    assert (res / "step_timeline.png").stat().st_size > 0

@@ -467,3 +467,76 @@ def test_tree_ll128_chunk_as_calcCollChunking(mib, chunk):
                  protocol="ll128", gpus_per_node=8)
     assert s.chunk_bytes == chunk
     verify(s)
+
+
+# ---- NVLS and the NVLS tree ----------------------------------------------------------------
+
+@given(nodes=st.integers(1, 6), gpn=st.sampled_from([2, 3, 4, 8]),
+       count=st.integers(1, 1 << 20), nchannels=st.integers(1, 16),
+       dtype=st.sampled_from(["float", "half", "double", "int8"]),
+       rnd=st.randoms(use_true_random=False))
+def test_nvls_every_rank_gets_the_full_reduction(nodes, gpn, count, nchannels, dtype, rnd):
+    """NVLS (one node) and the NVLS tree (several): every GPU ends with the sum of all, in
+    any order the dependencies allow, and no transfer sends nothing."""
+    algo = "nvls" if nodes == 1 else "nvls_tree"
+    s = schedule("allreduce", nodes * gpn, count, dtype, nchannels=nchannels, algorithm=algo,
+                 gpus_per_node=gpn)
+    verify(s, topological_order(s, random.Random(rnd.random())))
+    assert s.buffers == 2 * nodes * gpn and s.nchannels == nchannels  # no channel dropping
+    assert all(t.nbytes > 0 for t in s.transfers)
+    for t in s.transfers:  # an NVLS buffer talks to the GPUs of its own node only
+        assert s.node_of(t.src) == s.node_of(t.dst) or max(t.src, t.dst) < s.nranks
+
+
+def test_nvls_one_node_moves_what_nvlink_sharp_moves():
+    """One node of n GPUs: each GPU sends every chunk once into the switch (ld_reduce reads
+    all n copies) and the sums of its heads once (multimem.st): (n + 1) / n of the buffer;
+    it receives its heads' sums and every result: (n + 1) / n too; nothing crosses nodes."""
+    n, size = 8, 64 * MIB
+    s = schedule("allreduce", n, size // 4, nchannels=16, algorithm="nvls", gpus_per_node=n)
+    for r in range(n):
+        assert s.sent_bytes(r) == s.received_bytes(r) == size * (n + 1) // n
+    assert s.chunk_bytes == 64 * 1024  # 64 MiB < 64 x (16 x 8) x 128 KiB
+    verify(s)
+
+
+def test_nvls_tree_crosses_nodes_head_to_head_on_every_rail():
+    """The NVLS tree: only heads of one index talk across nodes (a rail each), every rail
+    carries the same bytes, and on 2 nodes each head's chunk crosses once up and once
+    down: the network carries 2 x buffer / GPUs per node per rail."""
+    gpn, size = 8, 64 * MIB
+    s = schedule("allreduce", 2 * gpn, size // 4, nchannels=16, algorithm="nvls_tree",
+                 gpus_per_node=gpn)
+    net = Counter()
+    for t in s.transfers:
+        if s.node_of(t.src) != s.node_of(t.dst):
+            assert t.src < s.nranks and t.dst < s.nranks and t.src % gpn == t.dst % gpn
+            net[t.src % gpn] += t.nbytes
+    assert net == {h: 2 * size // gpn for h in range(gpn)}
+    verify(s)
+
+
+@pytest.mark.parametrize("algo, nodes, mib, chunk", [
+    ("nvls", 1, 1024, 128 << 10), ("nvls", 1, 512, 64 << 10), ("nvls", 1, 16, 32 << 10),
+    ("nvls", 1, 4, 16 << 10), ("nvls_tree", 2, 1024, 128 << 10),
+    ("nvls_tree", 2, 32, 64 << 10), ("nvls_tree", 2, 4, 32 << 10),
+    ("nvls_tree", 4, 1024, 64 << 10)])
+def test_nvls_chunk_as_calcCollChunking(algo, nodes, mib, chunk):
+    """NCCL 2.30.7's NVLS chunk (128 KiB, NCCL_NVLS_CHUNKSIZE) shrinks to 64, 32, 16 KiB
+    below 64, 8, 2 x (channels x heads) chunks; the NVLS tree's (at most 64 KiB from 4
+    nodes) to 64 and 32 KiB below 4 and 1 x; 16 channels, 8 heads."""
+    s = schedule("allreduce", 8 * nodes, (mib << 20) // 4, nchannels=16, algorithm=algo,
+                 gpus_per_node=8)
+    assert s.chunk_bytes == chunk
+
+
+@pytest.mark.parametrize("kw, why", [
+    ({"algorithm": "nvls", "nranks": 16}, "one node only"),
+    ({"algorithm": "nvls_tree", "nranks": 8}, "two or more nodes"),
+    ({"algorithm": "nvls", "nranks": 8, "protocol": "ll128"}, "simple protocol only"),
+    ({"algorithm": "nvls", "nranks": 8, "collective": "allgather"}, "allreduce only"),
+])
+def test_nvls_refuses_what_nccl_does_not_run(kw, why):
+    args = {"collective": "allreduce", "count": 1024, "gpus_per_node": 8, **kw}
+    with pytest.raises(ScheduleError, match=why):
+        schedule(args.pop("collective"), args.pop("nranks"), args.pop("count"), **args)

@@ -62,17 +62,20 @@ def test_allreduce_latency_and_bandwidth_as_ncclTopoTuneModel(nodes, algo, proto
     (4, 4 << 20, "Tree/LL128", "Tree/LL128"), (4, 1 << 30, "Ring/Simple", "Ring/Simple"),
 ])
 def test_choice_per_size(nodes, size, nccl, ours):
-    """NCCL's own pick over every algorithm, and the pick among those simulated."""
+    """NCCL's own pick over every algorithm, which the simulator runs too (NVLS and the NVLS
+    tree included), and the pick among Ring and Tree only."""
     t = Tuner(H100, 8 * nodes, nodes)
     c = t.choose("allreduce", size, RUNNABLE_ALGOS)
-    assert c.nccl_text == ours
+    assert c.nccl_text == nccl
     assert nccl_text(c.nccl_algo, c.nccl_proto) == nccl
+    assert t.choose("allreduce", size, ("tree", "ring")).nccl_text == ours
 
 
 def test_channels_drop_for_small_calls_as_topoGetAlgoInfo():
     t = Tuner(H100, 8, 1)
     assert t.choose("allreduce", 1024, RUNNABLE_ALGOS).channels == 1
-    assert t.choose("allreduce", 1 << 30, RUNNABLE_ALGOS).channels == 24
+    assert t.choose("allreduce", 1 << 30, ("ring",)).channels == 24
+    assert t.choose("allreduce", 1 << 30, RUNNABLE_ALGOS).channels == 16  # nvlsChannels
     assert Tuner(H100, 8, 1, max_channels=8).channels == 8
     assert Tuner(H100, 16, 2, min_channels=24).channels == 24
 

@@ -530,19 +530,19 @@ def fault_lines(rows: Sequence[Mapping[str, Any]],
 
 def tuner_lines(rows: list[dict[str, Any]], hw: str) -> list[str]:
     """The tuner's picks per size, as NCCL_DEBUG=INFO's tuning lines say them: algorithm,
-    protocol and channels run, NCCL's own pick over every algorithm (NVLS and NVLSTree are
-    not simulated yet), and the model's time."""
+    protocol and channels run, NCCL's own pick over every algorithm (it differs where NCCL
+    picks what the simulator does not run: CollNet, PAT), and the model's time."""
     from sim.workloads.tuner import NCCL_VERSION, nccl_text
 
-    out = ["#", f"# {'tuner':>10}  {'ran':>12}  {'channels':>8}  {'NCCL picks':>15}  "
+    out = ["#", f"# {'tuner':>10}  {'ran':>15}  {'channels':>8}  {'NCCL picks':>15}  "
                 f"{'model time':>10}   NCCL {NCCL_VERSION}'s cost model, node {hw}",
-           f"# {'size (B)':>10}  {'':>12}  {'':>8}  {'':>15}  {'(us)':>10}"]
+           f"# {'size (B)':>10}  {'':>15}  {'':>8}  {'':>15}  {'(us)':>10}"]
     for r in rows:
         t = r.get("tuner")
         if t is None:
             continue
         ran = nccl_text(t["algorithm"], t["protocol"])
-        out.append(f"# {r['size_bytes']:10d}  {ran:>12}  {t['channels']:8d}  {t['nccl']:>15}  "
+        out.append(f"# {r['size_bytes']:10d}  {ran:>15}  {t['channels']:8d}  {t['nccl']:>15}  "
                    f"{t['model_time_us']:10.1f}")
     return out
 
@@ -767,7 +767,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "variables as in the environment (docs/reference/collective.md)")
     c.add_argument("--algo", choices=["auto", *(str(a) for a in Algorithm)], default=None,
                    help="auto: NCCL's tuner picks per size among the algorithms simulated "
-                        "(ring, tree), as restricted by NCCL_ALGO (default: auto when an "
+                        "(ring, tree, nvls on one node, nvls_tree on several; all but ring "
+                        "AllReduce only), as restricted by NCCL_ALGO (default: auto when an "
                         "NCCL_ALGO or NCCL_PROTO is in the environment, else ring)")
     c.add_argument("--proto", choices=["auto", *(str(p) for p in Protocol)], default=None,
                    help="auto: NCCL's tuner picks per size (NCCL_PROTO restricts it; "

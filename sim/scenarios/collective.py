@@ -489,7 +489,10 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     tuned, tuner = tune_size(collective, counts.size_bytes, algorithm, protocol, channels, params,
                          nranks, rf.nodes, nccl)
     if tuned is not None:
-        algorithm, protocol, channels = tuned.algo, tuned.proto, tuner.channels
+        algorithm, protocol = tuned.algo, tuned.proto
+        # NVLS runs on its own channels (nvlsChannels); the others on the communicator's,
+        # which the schedule drops for small calls as getAlgoInfo does
+        channels = tuned.channels if algorithm in ("nvls", "nvls_tree") else tuner.channels
     elif collective in ("alltoall", "sendrecv"):  # NCCL's p2p: no algorithm to tune; its
         # sends above NCCL_P2P_LL_THRESHOLD (16 KiB) are Simple
         algorithm = "ring" if algorithm == "auto" else algorithm

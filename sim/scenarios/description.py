@@ -326,7 +326,8 @@ def _collective_params() -> tuple[Param, ...]:
         Param("size", "1M", "nccl-tests' -b size: bytes or 64K / 16M / 1G (powers of 1024)",
               _size),
         Param("datatype", "float", "element type (nccl-tests -d)", _choice(*DTYPE_BYTES)),
-        Param("algo", "ring", "NCCL algorithm: ring | tree (tree: allreduce only)",
+        Param("algo", "ring", "NCCL algorithm: ring | tree | nvls | nvls_tree (all but ring: "
+              "allreduce only; nvls: one node, nvls_tree: several, simple protocol)",
               _choice(*(a.value for a in Algorithm))),
         Param("proto", "simple", "NCCL protocol: simple | ll | ll128",
               _choice(*(p.value for p in Protocol))),

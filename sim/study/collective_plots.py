@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from sim.workloads.nccl import rank_label
+
 if TYPE_CHECKING:
     from wire.linkstack import HeaderStack
 
@@ -474,13 +476,18 @@ def _timeline_figure(doc: Mapping[str, Any]) -> Any:
     g = doc.get("gpus_per_node") or 1
     nvlink = bool(doc.get("params", {}).get("nvlink")) and g > 1
 
+    nranks = doc.get("nranks") or 1 << 30
+
     def via(peer: int) -> str:
         if not nvlink:
             return ""
+        if peer >= nranks:  # an NVLS buffer: in the node's NVSwitch
+            return " (NVLink)"
         return " (NVLink)" if peer // g == rank // g else " (network)"
 
     ax.set_yticks(range(len(keys)),
-                  [f"ch{c} {'recv from' if d == 0 else 'send to'} rank {p}{via(p)}"
+                  [f"ch{c} {'recv from' if d == 0 else 'send to'} "
+                   f"{rank_label(p, nranks, g)}{via(p)}"
                    for c, d, p in reversed(keys)], fontsize="small")
     ax.set_ylim(-0.6, len(keys) - 0.4)
     end_us = max((e["finish_ps"] for e in events), default=0) / 1e6

@@ -72,6 +72,10 @@ Nodes, NVLink and PXN (``gpus_per_node`` > 1; ranks ``n*G .. n*G+G-1`` are node 
   the order transfers are posted, so two on one egress serialise), and is received
   ``nvlink_latency_ps`` after its last byte left.  Wire bytes are the protocol's (LL, LL128
   flags count; NVLink has no RoCE headers).
+* NVLS (NVLink SHARP): a transfer to or from an NVLS buffer (a schedule's ranks from
+  ``sch.nranks`` on, :func:`sim.workloads.nccl.nvls_buffer`) holds only its GPU's link, in
+  or out: the switch reduces what the GPUs send in and copies a stored result out to each
+  GPU on that GPU's own link.  The buffer's sends use no GPU channel (NCCL's host side).
 * A transfer to another node is a network transfer from the NIC that
   :func:`sim.workloads.nccl.send_nic_rank` names: with ``pxn`` (default) the NIC of the
   sender's node on the receiver's rail, reached first over NVLink (the same egress model)
@@ -208,7 +212,8 @@ def fabric_counters(fabric: Fabric) -> dict[str, int]:
 
 class NvlinkDomain:
     """The NVLink of one fabric's GPUs (keyed by their NIC's host id) behind a non-blocking
-    NVSwitch: when each GPU's egress and ingress are next free, and the bytes carried."""
+    NVSwitch: when each GPU's egress and ingress are next free, and the bytes the GPUs sent
+    into it (an NVLS buffer's copies out of the switch are not counted again)."""
 
     __slots__ = ("egress_free_ps", "ingress_free_ps", "nbytes")
 
@@ -222,12 +227,16 @@ class NvlinkDomain:
         """Book ``nbytes`` from GPU ``src`` to GPU ``dst`` at ``rate_bps`` from ``now_ps``:
         it starts when ``src``'s egress and ``dst``'s ingress are both free, holds both for
         ``nbytes * 8 / rate_bps``, and is received ``latency_ps`` after.  Returns that
-        time (ps)."""
+        time (ps).  A negative ``src`` or ``dst`` is an NVLS buffer in the NVSwitch
+        (:func:`sim.workloads.nccl.nvls_buffer`), which holds no port of its own."""
         dur = -(-nbytes * 8 * 10**12 // rate_bps)
         start = max(now_ps, self.egress_free_ps.get(src, 0), self.ingress_free_ps.get(dst, 0))
         end = start + dur
-        self.egress_free_ps[src] = self.ingress_free_ps[dst] = end
-        self.nbytes += nbytes
+        if src >= 0:  # a negative key is the NVSwitch's side of an NVLS buffer: each GPU's
+            self.egress_free_ps[src] = end  # link is what limits it
+            self.nbytes += nbytes  # bytes GPUs sent into NVLink
+        if dst >= 0:
+            self.ingress_free_ps[dst] = end
         return end + latency_ps
 
 
@@ -378,10 +387,18 @@ class CollectiveJob:
         if nvlink_bps <= 0 or nvlink_latency_ps < 0:
             raise ValueError("nvlink_bps must be > 0 and nvlink_latency_ps >= 0")
         self.gpn, self.nvlink, self.pxn = g, bool(nvlink) and g > 1, bool(pxn)
+        if sch.buffers and not self.nvlink:
+            raise ValueError(f"{sch.algorithm.value} needs NVLink between the GPUs of a node "
+                             f"(nvlink on, gpus_per_node >= 2)")
+        #: rank -> its node, NVLS buffers (ranks from ``sch.nranks``) included
+        self.node = [r // g for r in range(sch.nranks)] + [
+            sch.node_of(sch.nranks + i) for i in range(sch.buffers)]
+        #: rank -> its key in the NVLink domain: a GPU's host id, an NVLS buffer's -1 - i
         self.nvlink_bps, self.nvlink_latency_ps = nvlink_bps, nvlink_latency_ps
         self.nvl = nvlink_domain(fabric) if self.nvlink else None
         self.on_done = on_done
         self.sch, self.fabric, self.hosts = sch, fabric, hosts
+        self.nvl_key = hosts + tuple(-1 - i for i in range(sch.buffers))
         self.mtu, self.hdr = mtu_bytes, header_bytes
         n = len(sch.transfers)
         self.run = CollectiveRun(sch, self.hosts, [None] * n, [None] * n)
@@ -428,7 +445,7 @@ class CollectiveJob:
             c = conns.get(key)
             if c is None:  # a connection without transfers
                 c = conns[key] = _Conn()
-            if self.nvlink and src // g == dst // g:
+            if self.nvlink and self.node[src] == self.node[dst]:
                 c.nic = None
                 continue
             relay = send_nic_rank(src, dst, g, self.pxn) if self.nvlink else src
@@ -513,8 +530,8 @@ class CollectiveJob:
         inside one) its channel moves it (:meth:`_on_channel`)."""
         host = self.host
         assert host is not None
-        g = self.gpn
-        self.fabric.engine.call_in(host.step_ps(t.src // g != t.dst // g), self._on_channel,
+        node = self.node
+        self.fabric.engine.call_in(host.step_ps(node[t.src] != node[t.dst]), self._on_channel,
                                    t)
 
     def _on_channel(self, t: Transfer) -> None:
@@ -526,7 +543,8 @@ class CollectiveJob:
         ends (``copy_done_ps``); LL and LL128 stream line by line [A]."""
         host = self.host
         assert host is not None
-        busy = host.busy_ps(t.nbytes)
+        # an NVLS buffer's sends are the NVSwitch's, no GPU channel's
+        busy = host.busy_ps(t.nbytes) if t.src < self.sch.nranks else 0
         if not busy:
             self._ready(t)
             return
@@ -534,8 +552,7 @@ class CollectiveJob:
         key = (t.src, t.channel)
         start = max(eng.now_ps, self.channel_free_ps.get(key, 0))
         self.channel_free_ps[key] = done = start + busy
-        g = self.gpn
-        if t.src // g != t.dst // g or not self.nvlink:  # the network: a whole step
+        if self.node[t.src] != self.node[t.dst] or not self.nvlink:  # the network: a step
             eng.call_at(done, self._ready, t)
             return
         if self.sch.protocol is Protocol.SIMPLE:  # a whole step, then its flag
@@ -582,7 +599,7 @@ class CollectiveJob:
             return
         # over NVLink: to the receiver itself (inside a node) or to the GPU whose NIC sends
         to = t.dst if nic is None else nic
-        at = self.nvl.reserve(self.hosts[t.src], self.hosts[to], t.wire_bytes,
+        at = self.nvl.reserve(self.nvl_key[t.src], self.nvl_key[to], t.wire_bytes,
                               self.nvlink_bps, self.nvlink_latency_ps, now)
         if self.copy_done_ps:  # NCCL's host side: not before the channel's copy ends
             at = max(at, self.copy_done_ps.pop(t.id, 0))

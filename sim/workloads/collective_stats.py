@@ -29,6 +29,7 @@ from sim.fabric import Fabric
 from sim.net.switch import Switch
 from sim.nic.host import Host
 from sim.workloads.collective import CollectiveRun
+from sim.workloads.nccl import rank_label
 
 __all__ = ["busiest_link", "port_counters", "link_usage", "rank_timeline", "switch_levels",
            "level_names", "tier_order"]
@@ -176,7 +177,8 @@ TRACE_MAX_TRANSFERS = 500_000
 def chrome_trace(run: CollectiveRun, gpus_per_node: int = 1, nvlink: bool = True,
                  label: str = "") -> dict[str, Any]:
     """``run`` as Chrome trace events (the JSON Perfetto and chrome://tracing open): a
-    process per rank (``rank 5 (node 0, GPU 5)``), a track per channel, direction and path
+    process per rank (``rank 5 (node 0, GPU 5)``) and per NVLS buffer (``NVLS reduce of
+    head 1 (node 0)``, in the NVSwitch), a track per channel, direction and path
     (``ch 3 send net``, ``ch 3 recv NVLink``), and per transfer a slice on its sender's send
     track from its post to its last byte received (``reduce -> 6`` or ``copy -> 6``), the
     same span on its receiver's recv track, and, where it was posted after its data were
@@ -203,9 +205,10 @@ def chrome_trace(run: CollectiveRun, gpus_per_node: int = 1, nvlink: bool = True
                            "args": {"sort_index": n}})
         return tids[key]
 
-    for r in range(sch.nranks):
-        events.append({"ph": "M", "name": "process_name", "pid": r,
-                       "args": {"name": f"rank {r} (node {r // g}, GPU {r % g})"}})
+    for r in range(sch.nranks + sch.buffers):
+        name = f"rank {r} (node {r // g}, GPU {r % g})" if r < sch.nranks else \
+            rank_label(r, sch.nranks, g)
+        events.append({"ph": "M", "name": "process_name", "pid": r, "args": {"name": name}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": r,
                        "args": {"sort_index": r}})
     ready = run.ready_ps or [None] * len(sch.transfers)
@@ -213,7 +216,8 @@ def chrome_trace(run: CollectiveRun, gpus_per_node: int = 1, nvlink: bool = True
         s, f = run.start_ps[t.id], run.finish_ps[t.id]
         if s is None or f is None or t.src == t.dst:
             continue
-        path = "NVLink" if nvlink and g > 1 and t.src // g == t.dst // g else "net"
+        path = "NVLink" if nvlink and g > 1 and sch.node_of(t.src) == sch.node_of(t.dst) \
+            else "net"
         what = "reduce" if t.reduce else "copy"
         args = {"id": t.id, "bytes": t.nbytes, "step": t.step, "loop": t.loop,
                 "channel": t.channel}

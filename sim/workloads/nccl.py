@@ -60,6 +60,20 @@ The rules modelled (each with its source):
   ppn) / ppn chunks, down to 128 KiB, then 32 KiB, in 1920-byte grains
   (``calcCollChunking``, ``src/enqueue.cc``, NCCL 2.30.7); a node forwards a chunk up
   after it received it from all its children, and down after it received it from its parent.
+* NVLS and the NVLS tree AllReduce (NVLink SHARP: :func:`_nvls_allreduce`,
+  ``RunWorkColl<.., NCCL_ALGO_NVLS / NCCL_ALGO_NVLS_TREE, ..>`` of ``all_reduce.h``,
+  ``connectNvls`` of ``src/graph/connect.cc``).  Every GPU of a node is a head (one per
+  NIC).  A channel takes a contiguous part of the buffer in loops of one chunk per head;
+  the chunk is 128 KiB (``NCCL_NVLS_CHUNKSIZE``), at most 64 KiB for the tree from 4 nodes
+  (``NCCL_NVLSTREE_MAX_CHUNKSIZE``), and shrinks for small calls (``calcCollChunking``).
+  The NVSwitch's buffers are pseudo-ranks from ``nranks`` on (:func:`nvls_buffer`, as NCCL's
+  NVLS peers ``nRanks + 1 + h``): per chunk every GPU sends its copy to the head's reduce
+  buffer, the head receives the sum (``multimem.ld_reduce``), stores it once to the
+  multicast buffer (``multimem.st``), which sends it to every GPU of the node.  Across nodes
+  the heads of one index form NCCL's double binary tree over nodes (channel ``c`` on tree
+  ``c % 2``), adding their children's partial sums before sending up, and storing what comes
+  down.  NVLS runs on one node (across nodes NCCL needs CollNet for it), the NVLS tree on
+  several; both Simple only, no channel dropping.
 * AllToAll and SendRecv are grouped ``ncclSend``/``ncclRecv`` (nccl-tests ``src/alltoall.cu``,
   ``src/sendrecv.cu``): in round d rank r sends to r+d; each peer's bytes are split into
   ``NCCL_NCHANNELS_PER_NET_PEER`` (2) parts aligned to 4 KiB (``ncclP2pPartBounds``,
@@ -99,9 +113,11 @@ The rules modelled (each with its source):
   :func:`nccl_rings` that is the rail of the ring; for AllToAll and SendRecv it keeps every
   network byte in-rail.  Without PXN the send leaves through s's own NIC.
 
-Not modelled: NVLS/CollNet/PAT algorithms, the algorithm/protocol tuner (the caller chooses),
-Reduce/Gather/Scatter.  Which hops go over NVLink is decided where the schedule runs
-(:mod:`sim.workloads.collective`); the schedule itself lists every send.
+Not modelled: CollNet (SHARP) and PAT, NVLS for AllGather and ReduceScatter, user-buffer
+registration, Reduce/Gather/Scatter; the algorithm and protocol are the caller's
+(:mod:`sim.workloads.tuner` picks them as NCCL does).  Which hops go over NVLink is
+decided where the schedule runs (:mod:`sim.workloads.collective`); the schedule itself lists
+every send.
 """
 
 from __future__ import annotations
@@ -117,7 +133,7 @@ __all__ = [
     "Collective", "Algorithm", "Protocol", "Transfer", "Connection", "Schedule",
     "ScheduleError", "schedule", "simulate_ownership", "verify", "topological_order",
     "Inputs", "inputs_set", "default_channels",
-    "finish_times", "nccl_rings", "send_nic_rank",
+    "finish_times", "nccl_rings", "send_nic_rank", "nvls_buffer", "rank_label",
     "btree", "dtree", "channel_tree", "qp_split", "step_data_bytes", "udp_sport", "wire_bytes",
     "DTYPE_BYTES",
     "NCCL_STEPS", "SIMPLE_BUFFSIZE_BYTES", "LL_BUFFSIZE_BYTES", "LL128_BUFFSIZE_BYTES",
@@ -146,6 +162,10 @@ LL128_LINE_DATA_BYTES = 120
 LL128_BUFFSIZE_BYTES = 120 * 640 * NCCL_STEPS * 8
 #: P2P chunk over the network (``NCCL_P2P_NET_CHUNKSIZE`` default, ``src/init.cc``).
 P2P_NET_CHUNK_BYTES = 128 * 1024
+#: NVLS chunk, 128 KiB (``NCCL_NVLS_CHUNKSIZE``, ``src/transport/nvls.cc``); the NVLS tree's
+#: is at most 64 KiB from 4 nodes up (``NCCL_NVLSTREE_MAX_CHUNKSIZE``'s default, same file).
+NVLS_CHUNK_BYTES = 128 * 1024
+NVLS_TREE_MAX_CHUNK_BYTES = 64 * 1024
 #: P2P per-channel parts are aligned to 4 KiB (``ncclP2pPartBounds``, ``device.h``).
 P2P_PART_ALIGN_BYTES = 4096
 #: Multi-QP sends are cut in 128-byte multiples (``ncclIbMultiSend``, ``net_ib.cc``).
@@ -174,6 +194,8 @@ class Collective(StrEnum):
 class Algorithm(StrEnum):
     RING = "ring"
     TREE = "tree"
+    NVLS = "nvls"
+    NVLS_TREE = "nvls_tree"
 
 
 class Protocol(StrEnum):
@@ -456,6 +478,15 @@ class Schedule:
     connections: dict[tuple[int, int, int], Connection] = field(default_factory=dict)
     #: each channel's ring order (ring algorithms; empty otherwise)
     rings: list[list[int]] = field(default_factory=list)
+    #: NVLS buffers (NVLS, NVLS tree): ranks ``nranks ..`` that are no GPU but a node's
+    #: NVLink SHARP buffer of one head, two per head (:func:`nvls_buffer`); 0 otherwise
+    buffers: int = 0
+
+    def node_of(self, rank: int) -> int:
+        """The node of ``rank``: a GPU's (``rank // gpus_per_node``) or an NVLS buffer's."""
+        if rank < self.nranks:
+            return rank // self.gpus_per_node
+        return (rank - self.nranks) // (2 * self.gpus_per_node)
 
     def sent_bytes(self, rank: int) -> int:
         return sum(t.nbytes for t in self.transfers if t.src == rank)
@@ -582,11 +613,23 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
         raise ScheduleError(f"root {root} not in 0..{nranks - 1}")
     if not 0 < qp_base < 1 << 23:
         raise ScheduleError(f"qp_base must be in 1..{(1 << 23) - 1}, got {qp_base}")
-    if algo is Algorithm.TREE and coll is not Collective.ALLREDUCE:
-        raise ScheduleError(f"the tree algorithm is modelled for allreduce only, not {coll.value}")
+    if algo is not Algorithm.RING and coll is not Collective.ALLREDUCE:
+        raise ScheduleError(f"the {algo.value} algorithm is modelled for allreduce only, not "
+                            f"{coll.value}")
     gpn = gpus_per_node or (nranks if nranks <= 8 else 8)
-    if algo is Algorithm.TREE and (gpn < 1 or nranks % gpn):
-        raise ScheduleError(f"tree: {nranks} ranks are not whole nodes of {gpn} GPUs")
+    if algo is not Algorithm.RING and (gpn < 1 or nranks % gpn):
+        raise ScheduleError(f"{algo.value}: {nranks} ranks are not whole nodes of {gpn} GPUs")
+    nvls = algo in (Algorithm.NVLS, Algorithm.NVLS_TREE)
+    if nvls and protocol != Protocol.SIMPLE:
+        raise ScheduleError(f"{algo.value} runs the simple protocol only (NCCL's), not "
+                            f"{Protocol(protocol).value}")
+    if nvls and gpn < 2:
+        raise ScheduleError(f"{algo.value}: NVLink SHARP needs 2 or more GPUs per node")
+    if algo is Algorithm.NVLS and nranks > gpn:
+        raise ScheduleError("nvls: one node only (across nodes NCCL runs NVLS with CollNet "
+                            "(NVLS+SHARP), not modelled; nvls_tree is the NVLS tree)")
+    if algo is Algorithm.NVLS_TREE and nranks == gpn:
+        raise ScheduleError("nvls_tree: two or more nodes (one node runs nvls)")
     elt = DTYPE_BYTES[dtype]
     max_nt, threshold = _THREADS[proto]
     nt = max_nt if nthreads is None else nthreads
@@ -601,7 +644,7 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
     else:
         total = count * elt
     nc = nchannels
-    if drop_channels and not p2p:
+    if drop_channels and not p2p and not nvls:  # NVLS keeps its channels (getAlgoInfo)
         nc, nt = _drop_channels(total, nc, nt, threshold)
     if rings is None:
         nodes = nranks // gpn if gpn and nranks % gpn == 0 else 1
@@ -629,6 +672,8 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
         _p2p(b, coll)
     elif algo is Algorithm.TREE:
         _tree_allreduce(b)
+    elif nvls:
+        _nvls_allreduce(b)
     else:
         sch.rings = [list(r) for r in rings[:nc]]
         _ring(b, coll, sch.rings)
@@ -806,6 +851,121 @@ def _tree_allreduce(b: _Builder) -> None:
     sch.loops = loops
 
 
+def nvls_buffer(sch: Schedule, node: int, head: int, multicast: bool) -> int:
+    """The pseudo-rank of node ``node``'s NVLS buffer of head ``head`` (NCCL's peers
+    ``nRanks + 1 + h`` of ``connectNvls``, ``src/graph/connect.cc``): the reduce side
+    (``multicast`` False: GPUs' data in, ``multimem.ld_reduce`` out) or the multicast side
+    (``multimem.st`` in, every GPU out)."""
+    return sch.nranks + 2 * (node * sch.gpus_per_node + head) + int(multicast)
+
+
+def rank_label(rank: int, nranks: int, gpus_per_node: int) -> str:
+    """How the outputs name a schedule's ``rank``: ``rank 5``, or for an NVLS buffer
+    (:func:`nvls_buffer`) ``NVLS reduce of head 1 (node 0)`` / ``NVLS multicast of ..``."""
+    if rank < nranks:
+        return f"rank {rank}"
+    i = rank - nranks
+    g = max(1, gpus_per_node)
+    return (f"NVLS {'multicast' if i % 2 else 'reduce'} of head {i // 2 % g} "
+            f"(node {i // (2 * g)})")
+
+
+def _nvls_chunk_bytes(sch: Schedule, nbytes: int, nodes: int) -> int:
+    """``calcCollChunking`` (``src/enqueue.cc``, NCCL 2.30.7) for NVLS and the NVLS tree: the
+    chunk shrinks for small calls against ``nChannels x nHeads`` concurrent chunks."""
+    ops = sch.nchannels * sch.gpus_per_node
+    if sch.algorithm is Algorithm.NVLS:
+        chunk = min(step_data_bytes(Protocol.SIMPLE), NVLS_CHUNK_BYTES)
+        rules = ((64, 65536), (8, 32768), (2, 16384))
+    else:
+        chunk = min(NVLS_CHUNK_BYTES, NVLS_TREE_MAX_CHUNK_BYTES if nodes >= 4
+                    else NVLS_CHUNK_BYTES)
+        rules = ((32, 262144), (16, 131072), (4, 65536), (1, 32768))
+    for mult, to in rules:
+        if nbytes < mult * ops * chunk and chunk > to:
+            chunk = to
+    return chunk
+
+
+def _nvls_allreduce(b: _Builder) -> None:
+    """NVLink SHARP AllReduce (``RunWorkColl<.., NCCL_ALGO_NVLS / NCCL_ALGO_NVLS_TREE,
+    NCCL_PROTO_SIMPLE>``, ``src/device/all_reduce.h``).  Each channel takes a contiguous part
+    of the buffer in loops of one chunk per head (every GPU of a node is a head, one per NIC);
+    per chunk of head ``h`` on node ``k``: every GPU's copy of it goes through the NVSwitch
+    (the ``multimem.ld_reduce`` of ``h``: GPU -> reduce buffer), ``h`` receives the sum
+    (buffer -> ``h``), and ``h`` stores the result once to the multicast buffer
+    (``multimem.st``: ``h`` -> buffer) that the switch copies to every GPU of the node
+    (buffer -> GPU).  The NVLS tree (several nodes) puts NCCL's double binary tree over
+    nodes between the heads of one index (channel ``c`` on tree ``c % 2``, as
+    ``connectNvls``): ``h`` adds its children's partial sums to its node's, sends that to its
+    parent's ``h`` and stores what comes down (the root: its total).  In the tree, ``h``'s own
+    copy is added by ``h`` itself, not read through the switch, so that the symbolic replay
+    counts it once: ``1/ppn`` of the reduce bytes are not on NVLink there."""
+    sch = b.sch
+    n, nc, elt, g = sch.nranks, sch.nchannels, sch.elem_bytes, sch.gpus_per_node
+    nodes = n // g
+    size = sch.count
+    chunk = _nvls_chunk_bytes(sch, size * elt, nodes) // elt
+    sch.chunk_bytes = chunk * elt
+    sch.steps_per_loop = 1
+    sch.buffers = 2 * n
+    tree = sch.algorithm is Algorithm.NVLS_TREE
+    last_align = max(1, (16384 if not tree else 16) // elt)
+    part = _ceil_div(size, nc)
+    loops = 0
+    for ch in range(nc):
+        lo, hi = min(ch * part, size), min((ch + 1) * part, size)
+        which = ch % 2
+        ck = chunk
+        for loop, at in enumerate(range(lo, hi, g * chunk)):
+            loops = max(loops, loop + 1)
+            if hi - at < g * chunk:  # the last loop: the remainder over the heads
+                ck = _align_up(_ceil_div(hi - at, g), last_align)
+            for h in range(g):
+                off = at + h * ck
+                nelem = min(ck, hi - off)
+                if nelem <= 0:
+                    continue
+                _nvls_chunk(b, tree, nodes, which, h, ch, loop, off * elt, nelem * elt)
+    sch.loops = loops
+
+
+def _nvls_chunk(b: _Builder, tree: bool, nodes: int, which: int, h: int, ch: int, loop: int,
+                off: int, nbytes: int) -> None:
+    """The transfers of one chunk of head ``h`` on every node (:func:`_nvls_allreduce`)."""
+    sch = b.sch
+    g = sch.gpus_per_node
+    kw = {"loop": loop, "src_block": 0, "dst_block": 0, "offset_bytes": off}
+    head = [k * g + h for k in range(nodes)]
+    summed: list[int] = []  # per node: the transfer that gave head h its node's sum
+    for k in range(nodes):
+        red = nvls_buffer(sch, k, h, False)
+        ins = [b.add(k * g + i, red, ch, nbytes, step=0, reduce=True, **kw)
+               for i in range(g) if not (tree and i == h)]
+        summed.append(b.add(red, head[k], ch, nbytes, step=1, reduce=tree, deps=ins, **kw))
+    up: dict[int, int] = {}
+    if tree:  # children before parents: partial sums up the tree of nodes
+        kids_of = {k: dtree(nodes, k, which) for k in range(nodes)}
+        for k in _postorder(kids_of):
+            parent, kids = kids_of[k]
+            if parent != -1:
+                up[k] = b.add(head[k], head[parent], ch, nbytes, step=2, reduce=True,
+                              deps=[summed[k], *(up[c] for c in kids_of[k][1])], **kw)
+        order = list(reversed(_postorder(kids_of)))
+    else:
+        kids_of, order = {0: (-1, ())}, [0]
+    down: dict[int, int] = {}
+    for k in order:  # parents before children: the result down, then to every GPU
+        parent, kids = kids_of[k]
+        got = [summed[k], *(up[c] for c in kids)] if parent == -1 else [down[k]]
+        for c in kids:
+            down[c] = b.add(head[k], head[c], ch, nbytes, step=3, reduce=False, deps=got, **kw)
+        mc = nvls_buffer(sch, k, h, True)
+        st = b.add(head[k], mc, ch, nbytes, step=4, reduce=False, deps=got, **kw)
+        for i in range(g):
+            b.add(mc, k * g + i, ch, nbytes, step=5, reduce=False, deps=(st,), **kw)
+
+
 def _postorder(tree: dict[int, tuple[int, tuple]]) -> list[int]:
     root = next(r for r, (p, _) in tree.items() if p == -1)
     out: list[int] = []
@@ -914,6 +1074,8 @@ _NOTHING: Inputs = (None, 0)
 
 
 def _initial(sch: Schedule, rank: int, block: int) -> Inputs:
+    if rank >= sch.nranks:  # an NVLS buffer holds nothing of its own
+        return _NOTHING
     c = sch.collective
     if c is Collective.ALLREDUCE:
         return (0, 1 << rank)

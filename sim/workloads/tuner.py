@@ -51,7 +51,11 @@ NCCL's model charges for each; and NCCL's modelled bus bandwidth of the algorith
 protocol as what the GPUs' channels can move (per rank and channel, the bus bandwidth over
 the runtime channels; NCCL's per-channel caps, ``perChMaxRingLL128Bw`` and the like, are
 how its model bounds what a channel's threads copy and reduce), on top of which the network
-may slow them further.  The 1.4 plateau factor and the tree correction factors are
+may slow them further.  NVLS and the NVLS tree: a GPU sends ``(ppn + 1) / ppn`` of the
+buffer (every chunk into the switch, its heads' sums once), so the channel rate is NCCL's
+busBw converted to those bytes, and a chunk's four NVLink hops (into the reduce buffer, the
+sum out, the store in, the copies out) share the call's NVLink ``hwLat`` (25 µs on Hopper)
+a quarter each [A].  The 1.4 plateau factor and the tree correction factors are
 NCCL's corrections of its closed formula for what a step-by-step run shows anyway (pipeline
 fill, chunk rounding); they are used to choose, not added to the simulated time [A].
 
@@ -80,7 +84,7 @@ NCCL_VERSION = "2.30.7"
 ALGOS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 PROTOS = ("ll", "ll128", "simple")
 #: The algorithms the simulator's schedules run (:func:`sim.workloads.nccl.schedule`).
-RUNNABLE_ALGOS = ("tree", "ring")
+RUNNABLE_ALGOS = ("tree", "ring", "nvls", "nvls_tree")
 ALGO_NAMES = {"tree": "Tree", "ring": "Ring", "collnet_direct": "CollNetDirect",
                "collnet_chain": "CollNetChain", "nvls": "NVLS", "nvls_tree": "NVLSTree",
                "pat": "PAT"}
@@ -619,6 +623,15 @@ class HostSide:
         # twice: the runtime channels before NCCL_MIN/MAX_NCHANNELS), so that more channels
         # (NCCL_MIN_NCHANNELS) move more, as more CTAs do
         per = g.nvls_channels if algo in ("nvls", "nvls_tree") else g.runtime_channels
+        if algo in ("nvls", "nvls_tree"):
+            # NVLS: a GPU sends (ppn + 1) / ppn of the buffer (its copy of every chunk to
+            # the switch, then its heads' results once), where busBw counts 2 (n - 1) / n:
+            # the rate at which a channel's sends take NCCL's modelled time.  A chunk makes
+            # four NVLink hops (in, sum out, store in, copies out): each a quarter of the
+            # call's NVLink latency
+            n, ppn = tuner.nranks, tuner.ppn
+            bus_GBps *= n * (ppn + 1) / (2 * (n - 1) * ppn)
+            intra /= 4
         rate = round(bus_GBps * 1e9 / per) if bus_GBps > 0 and per else 0
         return cls(_ps(BASE_LAT_US[algo][p]), _ps(intra), _ps(inter), rate)
 
