@@ -162,7 +162,7 @@ def plot(rows: list[dict[str, Any]], all_setups: list[dict[str, Any]], path: str
         ax.axis("off")
     fig.suptitle("Published nccl-tests tables against lossless collective "
                  "(python -m bench realworld)", fontsize=11)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.98))  # the suptitle above the first row's titles
     tmp = path + ".tmp.png"
     fig.savefig(tmp, dpi=110)
     plt.close(fig)

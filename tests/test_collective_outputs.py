@@ -24,8 +24,10 @@ from tests.helpers import posted_pair, run_cli
 
 pytest.importorskip("matplotlib")
 
+#: Ring Simple on one channel, the network alone (no NCCL host side): a known traffic
 TINY = ["collective", "allreduce", "--fabric", "star", "-p", "nodes=4", "-p",
-        "gpus_per_node=1", "-p", "link_gbps=100", "-b", "256K", "-e", "512K", "--channels", "1"]
+        "gpus_per_node=1", "-p", "link_gbps=100", "-b", "256K", "-e", "512K", "--channels", "1",
+        "--algo", "ring", "--proto", "simple", "-p", "nccl_host=false"]
 
 
 def _one_line_error(rc: int, out: str, err: str) -> str:
@@ -275,9 +277,11 @@ def test_run_size_details_links_sum_to_the_posted_bytes_of_the_last_iteration():
     from sim.scenarios.collective import collective_params, run_size
 
     p = resolve_params(collective_params(), {"nodes": 4, "gpus_per_node": 1,
-                                             "link_gbps": 100, "reliable": False})
+                                             "link_gbps": 100, "reliable": False,
+                                             "nccl_host": False})
     calls = []  # (unreliable NICs: no ACKs, every byte a NIC sends is data)
-    row = run_size("allreduce", 256 << 10, "star", p, channels=1, iters=2, details=True,
+    row = run_size("allreduce", 256 << 10, "star", p, algorithm="ring", protocol="simple",
+                   channels=1, iters=2, details=True,
                    progress=lambda d, t: calls.append((d, t)))
     assert row["counters"]["pfc_pauses"] == 0  # so every byte a NIC sent is data
     up = sum(x["tx_bytes"] for x in row["links"] if x["tier"] == "host->switch")
@@ -377,6 +381,13 @@ def test_bound_with_nvlink_counts_the_rails_a_ring_crosses_nodes_on():
     assert "2 channel(s) on 2 rail(s)" in busbw_bound(doc)[1]
     doc["nodes"] = 1  # no network hop: NVLink's 450 GB/s
     assert busbw_bound(doc)[0] == 450.0 and "NVLink" in busbw_bound(doc)[1]
+    # NVLS on one node: the switch reduces, so 2 (g - 1) / (g + 1) x NVLink (700 GB/s)
+    assert busbw_bound(doc, {"algorithm": "nvls"})[0] == pytest.approx(2 * 7 / 9 * 450)
+    # a tree or NVLS tree AllReduce on 2 nodes: 2 (m - 1) / m = 1 buffer out of each node
+    # over its 8 NICs: busbw 2 (n - 1) / n x 8 NICs = 15 NICs
+    doc["nodes"] = 2
+    for algo in ("tree", "nvls_tree"):
+        assert busbw_bound(doc, {"algorithm": algo})[0] == pytest.approx(15 * nic)
     doc["nodes"], doc["params"]["nvlink"] = 2, False  # every hop over a NIC
     assert busbw_bound(doc, {"nchannels": 2})[0] == pytest.approx(nic)
 

@@ -72,9 +72,13 @@ def _run_size(collective: str, nbytes: int, iters: int, nvlink: bool = True,
     from sim.scenarios.base import resolve_params
     from sim.scenarios.collective import collective_params, run_size
 
-    # the fabric file's hosts have no PCIe model ([hosts] pcie_gen 0)
+    # the fabric file's hosts have no PCIe model ([hosts] pcie_gen 0); its [[collective]]
+    # entries run what they name (ring and simple by default) on the network alone
     p = resolve_params(collective_params(), {"nodes": 2, "gpus_per_node": 2, "spines": 1,
-                                             "pcie_gen": 0, "nvlink": nvlink, "pxn": pxn})
+                                             "pcie_gen": 0, "nvlink": nvlink, "pxn": pxn,
+                                             "nccl_host": False})
+    kw.setdefault("algorithm", "ring")
+    kw.setdefault("protocol", "simple")
     return run_size(collective, nbytes, "rail", p, iters=iters, inplace=False, **kw)
 
 
@@ -415,11 +419,14 @@ def test_nvls_one_node_is_bound_by_each_gpus_nvlink() -> None:
     from sim.scenarios.base import resolve_params
     from sim.scenarios.collective import collective_params, run_size
 
-    p = resolve_params(collective_params(), {"nodes": 1, "gpus_per_node": 8})
+    p = resolve_params(collective_params(), {"nodes": 1, "gpus_per_node": 8,
+                                             "nccl_host": False})
     size, n = 64 << 20, 8
-    row = run_size("allreduce", size, "rail", p, algorithm="nvls", inplace=False)
+    row = run_size("allreduce", size, "rail", p, algorithm="nvls", protocol="simple",
+                   inplace=False)
     bound_us = (n + 1) / n * size * 8 / (p["nvlink_gbps"] * 1e9) * 1e6
     assert row["wrong"] == 0 and row["nvlink_bytes"] == (n + 1) * size
     assert bound_us <= row["time_us"] <= 1.15 * bound_us
-    ring = run_size("allreduce", size, "rail", p, algorithm="ring", inplace=False)
+    ring = run_size("allreduce", size, "rail", p, algorithm="ring", protocol="simple",
+                    inplace=False)
     assert ring["time_us"] > 1.3 * row["time_us"]

@@ -18,7 +18,10 @@ from tests.helpers import LEAF_SPINE_FLOWS_TOML
 US = 10**6
 FAST_WD = {"watchdog": True, "wd_poll_ms": 0.05, "wd_detect_polls": 2, "wd_restore_ms": 0.2}
 #: a 2-node x 2-GPU rail fabric: ranks 0..3 on hosts 3..6, rank 1's NIC is host 4
-RAIL = ["-p", "nodes=2", "-p", "gpus_per_node=2"]
+#: Ring Simple on the network alone (no NCCL host side): the fault times below fall on the
+#: first sends
+NET = ["--algo", "ring", "--proto", "simple", "-p", "nccl_host=false"]
+RAIL = ["-p", "nodes=2", "-p", "gpus_per_node=2", *NET]
 #: RC with a short timer: 4.096 us x 2^1 = 8.192 us, one retry
 RC = ["-p", "reliable=true", "-p", "ack_timeout=1", "-p", "retry_cnt=1"]
 
@@ -584,7 +587,7 @@ def test_lossless_collective_p_fault_with_a_fabric_file(tmp_path) -> None:
     f = tmp_path / "r.toml"
     f.write_text(_RAIL_FILE.split("[[collective]]")[0])
     path = tmp_path / "r.json"
-    rc = main(["collective", "allreduce", "-b", "1M", "-e", "1M", "--fabric", str(f),
+    rc = main(["collective", "allreduce", "-b", "1M", "-e", "1M", "--fabric", str(f), *NET,
                "-p", "fault=nic_down:rank=1,at_us=5", "-p", "failover=true",
                "--json", str(path)])
     r = json.loads(path.read_text())["results"][0]
@@ -685,9 +688,14 @@ def test_a_fabric_files_straggler_applies_to_lossless_collective(tmp_path) -> No
                  'node = 2\ndelay_us = 7.0\n')  # host 2 is rank 1
     path = tmp_path / "r.json"
     assert main(["collective", "allreduce", "-b", "256K", "-e", "256K", "--fabric", str(f),
-                 "--timeline-rank", "1", "--json", str(path)]) == 0
+                 *NET, "--timeline-rank", "1", "--json", str(path)]) == 0
     tl = json.loads(path.read_text())["results"][0]["timeline"]
     assert min(x["start_ps"] for x in tl if x["dir"] == "send") == 7 * US
+    # with NCCL's host side the delay adds to its launch and step latencies
+    assert main(["collective", "allreduce", "-b", "256K", "-e", "256K", "--fabric", str(f),
+                 "--timeline-rank", "1", "--json", str(path)]) == 0
+    tl = json.loads(path.read_text())["results"][0]["timeline"]
+    assert min(x["start_ps"] for x in tl if x["dir"] == "send") > 7 * US
     f.write_text(f.read_text().replace("node = 2", "node = 99"))
     assert main(["collective", "allreduce", "-b", "256K", "-e", "256K", "--fabric",
                  str(f)]) == 2

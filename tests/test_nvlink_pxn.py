@@ -151,9 +151,11 @@ def test_run_size_places_the_fabrics_nodes_and_takes_the_nvlink_keys():
     from sim.scenarios.base import resolve_params
     from sim.scenarios.collective import collective_params, run_size
 
-    def row(fabric: str, **kw):
-        p = resolve_params(collective_params(), {"nodes": 2, "gpus_per_node": 4, **kw})
-        return run_size("allreduce", 1 << 20, fabric, p, inplace=False)
+    def row(fabric: str, **kw):  # Ring Simple on the network alone: NVLink is what differs
+        p = resolve_params(collective_params(), {"nodes": 2, "gpus_per_node": 4,
+                                                 "nccl_host": False, **kw})
+        return run_size("allreduce", 1 << 20, fabric, p, algorithm="ring", protocol="simple",
+                        inplace=False)
 
     on, off = row("rail"), row("rail", nvlink=False)
     assert on["wrong"] == off["wrong"] == 0

@@ -12,7 +12,7 @@ import pytest
 from bench.realworld import setups
 
 FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
-          "alltoall": lambda n: (n - 1) / n}
+          "alltoall": lambda n: (n - 1) / n, "reducescatter": lambda n: (n - 1) / n}
 
 
 @pytest.mark.parametrize("s", setups(), ids=lambda s: s["name"])

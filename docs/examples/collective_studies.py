@@ -22,7 +22,10 @@ MIB = 1 << 20
 
 def _run(collective: str, nbytes: int, fabric: str, given: dict[str, Any], **kw: Any
          ) -> dict[str, Any]:
-    params = resolve_params(collective_params(), dict(given))
+    # the network alone, Ring Simple (the studies are of the fabric: ECMP, PFC, DCQCN)
+    params = resolve_params(collective_params(), {"nccl_host": False, **given})
+    kw.setdefault("algorithm", "ring")
+    kw.setdefault("protocol", "simple")
     t0 = time.perf_counter()
     row = run_size(collective, nbytes, fabric, params, inplace=False, **kw)
     row["wall_s"] = time.perf_counter() - t0

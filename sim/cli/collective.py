@@ -2,7 +2,7 @@
 nccl-tests reports it (docs/reference/collective.md; the model: docs/explanation/collectives.md).
 
 For every size of ``-b/-e/-f`` (or ``-i``): a fresh fabric (``--fabric
-rail|star|fattree|superpod`` with its ``-p`` parameters; the rank count is the fabric's),
+rail|star|fattree|superpod|nvl72`` with its ``-p`` parameters; the rank count is the fabric's),
 the schedule of :func:`sim.workloads.nccl.schedule` for nccl-tests' count, ``-w`` warm-up
 and ``-n`` timed iterations back to back through :func:`sim.workloads.collective.run_schedule`
 (each iteration starts when the previous one is received; the QPs and their congestion
@@ -124,11 +124,11 @@ def cmd_collective(args: argparse.Namespace) -> int:
     except TunerError as e:
         _err(f"{'-p' if pasted else 'environment'}: {e}")
         return EXIT_USAGE
-    tuned = bool(nccl.keys() & {"algo", "proto"}) or "auto" in (args.algo, args.proto)
     if args.algo is None:
-        args.algo = "auto" if tuned else "ring"
+        args.algo = "auto"
     if args.proto is None:
-        args.proto = "auto" if tuned else "simple"
+        args.proto = "auto"
+    tuned = "auto" in (args.algo, args.proto)
     if args.qps is None:
         args.qps = nccl.get("qps", 1)
     if not tuned:
@@ -166,6 +166,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
                 raise ValueError(f"--fabric: expected one of {', '.join(FABRICS)} or a "
                                  f"fabric file FILE.toml, got {args.fabric!r}")
             check_fabric_keys(args.fabric, given)
+            if args.fabric == "nvl72":  # racks of 72 GPUs on NVLink 5, unless -p hw says
+                given.setdefault("hw", "gb200-nvl72")
             if "hw" in given:  # the named node's GPUs, NICs and NVLink, unless given
                 from sim.workloads.tuner import PRESETS
 
@@ -274,7 +276,9 @@ def cmd_collective(args: argparse.Namespace) -> int:
     # AllToAll and SendRecv are NCCL's point-to-point sends: no ring or tree
     p2p = coll in (Collective.ALLTOALL, Collective.SENDRECV)
     algo = "p2p" if p2p else args.algo
-    auto_ch = "auto" if tuned and not p2p and not args.channels else ""
+    # NCCL's channels with its tuner or its host side (run_size takes them from the model)
+    nccl_ch = (tuned or bool(params.get("nccl_host"))) and not p2p
+    auto_ch = "auto" if nccl_ch and not args.channels else ""
     if p2p and args.proto == "auto":  # NCCL's sends above 16 KiB: Simple
         args.proto = "simple"
     emit(f"# lossless collective {coll}: {nranks} ranks ({shape[0]} nodes x "
@@ -283,7 +287,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
          f"{args.proto}, channels {auto_ch if auto_ch else channels}, "
          f"qps {args.qps}; -w {args.warmup_iters} -n {args.iters}"
          + (f"; {env_text}" if env_text else "")
-         + (f"; NCCL host side {params['hw']}" if params.get("nccl_host") else ""))
+         + (f"; NCCL host side {params['hw']}" if params.get("nccl_host") and not p2p
+            else ""))
     for line in header_lines():
         emit(line)
     show = not args.quiet and (args.progress or sys.stderr.isatty())
@@ -301,7 +306,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
         for i, nbytes in enumerate(sizes):
             # with faults no in-place iterations (fault_lines says why): N/A in the table
             kw = dict(algorithm=args.algo, protocol=args.proto,
-                      channels=args.channels if tuned and not p2p else channels,
+                      channels=args.channels if nccl_ch else channels,
                       qps=args.qps, datatype=args.datatype, root=args.root, iters=args.iters,
                       warmup_iters=args.warmup_iters, inplace=not faulty, nccl=nccl,
                       trace=bool(args.trace))
@@ -753,9 +758,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--fabric", default="rail", metavar="KIND|FILE.toml",
                    help="rail: rail-optimised leaves and spines; star: one non-blocking "
                         "switch; fattree: 3-tier k-ary fat-tree (-p k=, oversubscription=); "
-                        "superpod: DGX H100 SuperPOD scalable units (-p sus=); or a fabric "
-                        "file FILE.toml (its hosts are the ranks, its traffic is left out; "
-                        "-p TABLE.KEY=VALUE overrides it) (default rail)")
+                        "superpod: DGX H100 SuperPOD scalable units (-p sus=); nvl72: GB200 "
+                        "NVL72 racks (72 GPUs on NVLink 5 each; -p nodes= racks, rails=, "
+                        "radix=); or a fabric file FILE.toml (its hosts are the ranks, its "
+                        "traffic is left out; -p TABLE.KEY=VALUE overrides it) (default rail)")
     c.add_argument("-p", "--param", type=_kv, action="append", metavar="KEY=VALUE",
                    help="fabric parameter (repeatable): nodes, gpus_per_node, spines, ecmp, "
                         "k, oversubscription, sus, superpod_nodes, nvlink, nvlink_gbps, "
@@ -766,14 +772,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "docs/howto/inject-faults.md); NCCL_ALGO=Ring etc.: NCCL's "
                         "variables as in the environment (docs/reference/collective.md)")
     c.add_argument("--algo", choices=["auto", *(str(a) for a in Algorithm)], default=None,
-                   help="auto: NCCL's tuner picks per size among the algorithms simulated "
-                        "(ring, tree, nvls on one node, nvls_tree on several; all but ring "
-                        "AllReduce only), as restricted by NCCL_ALGO (default: auto when an "
-                        "NCCL_ALGO or NCCL_PROTO is in the environment, else ring)")
+                   help="auto (default): NCCL's tuner picks per size among the algorithms "
+                        "simulated (ring, tree, nvls on one node, nvls_tree on several; all "
+                        "but ring AllReduce only), as restricted by NCCL_ALGO")
     c.add_argument("--proto", choices=["auto", *(str(p) for p in Protocol)], default=None,
-                   help="auto: NCCL's tuner picks per size (NCCL_PROTO restricts it; "
-                        "default: auto with --algo auto or an NCCL_ALGO/NCCL_PROTO in the "
-                        "environment, else simple)")
+                   help="auto (default): NCCL's tuner picks per size (NCCL_PROTO restricts "
+                        "it)")
     c.add_argument("--channels", type=integer(1, MAXCHANNELS), default=None, metavar="N",
                    help="NCCL channels (NCCL_MIN/MAX_NCHANNELS; small sizes use fewer; "
                         "default: with the tuner NCCL's (the environment's "

@@ -42,7 +42,8 @@ from sim.net.switch import EcnConfig, Switch
 from sim.trace import Tracer
 from sim.units import gbps
 
-__all__ = ["RailFabric", "rail_optimized", "collective_star", "switch_mmu_config"]
+__all__ = ["RailFabric", "rail_optimized", "collective_star", "scale_up_racks",
+           "switch_mmu_config"]
 
 #: The PFC response time the headroom allows for, 1 µs: the scenarios' default
 #: (``RESPONSE_PS`` of :mod:`sim.scenarios.common`, not imported: scenarios sit above fabric).
@@ -178,3 +179,97 @@ def collective_star(nranks: int, *, gpus_per_node: int = 1, link_gbps: float = 4
         fab.connect(0, h, h, 0, hr, prop_ps)
     _validate(fab, ranks, None)
     return RailFabric(fab, (), (0,), ranks, nranks // gpus_per_node, gpus_per_node)
+
+
+def scale_up_racks(nodes: int, gpus_per_node: int = 72, *, rails: int = 4,
+                   radix: int = 64, link_gbps: float = 400.0, prop_ps: int = 500_000,
+                   seed: int = 0, ecmp: bool = True, ecn: EcnConfig | None = None,
+                   mmu_config: MmuConfig | None = None, tracer: Tracer | None = None,
+                   host_kw: Mapping[str, Any] | None = None,
+                   switch_kw: Mapping[str, Any] | None = None,
+                   link_kw: Mapping[str, Any] | None = None) -> RailFabric:
+    """NVL72-class racks on a rail-optimised scale-out network: ``nodes`` NVLink domains
+    (racks) of ``gpus_per_node`` GPUs, one NIC each; GPU ``g`` is on rail ``g mod rails``
+    (its place in a 4-GPU compute tray); each rail's NICs fill leaves of ``radix`` ports
+    non-blocking (half down, half up), as evenly as they go; every leaf's ``radix / 2``
+    uplinks are spread over the spines (uplink ``u`` to spine ``u mod S``, so a leaf may
+    have several parallel links to one spine) and there are as few spines as hold them all
+    (``S = ceil(leaves x radix / 2 / radix)``).
+
+    Node numbering: spines ``0 .. S-1``, then the leaves rail by rail, then the NICs
+    node-major (rank ``n * G + g``).  Leaf ports ``0 .. d-1`` go down (to its NICs in rank
+    order), ``d ..`` up.  Routes: a leaf sends its own NICs' traffic down and everything else
+    to the ECMP group of its uplinks (``ecmp=False``: the uplink ``dst mod uplinks``); a
+    spine sends to the ECMP group of its links to the destination's leaf.  ``radix`` None is
+    refused (the leaves' size needs it)."""
+    _positive(nodes=nodes, gpus_per_node=gpus_per_node, rails=rails, radix=radix)
+    if radix < 2 or radix % 2:
+        raise ValueError(f"radix must be an even number >= 2, got {radix}")
+    if rails > gpus_per_node:
+        raise ValueError(f"rails ({rails}) must not exceed gpus_per_node ({gpus_per_node})")
+    if not link_gbps > 0 or link_gbps != link_gbps:
+        raise ValueError(f"link_gbps must be > 0, got {link_gbps!r}")
+    N, G = nodes, gpus_per_node
+    if N * G < 2:
+        raise ValueError("a fabric for collectives needs at least 2 GPUs")
+    rate = gbps(link_gbps)
+    half = radix // 2
+    # each rail's NICs (rank order), cut into leaves of at most `half`, as even as they go
+    rail_ranks = [[n * G + g for n in range(N) for g in range(G) if g % rails == r]
+                  for r in range(rails)]
+    leaf_groups: list[tuple[int, list[int]]] = []  # (rail, ranks on the leaf)
+    for r, rr in enumerate(rail_ranks):
+        k = -(-len(rr) // half)
+        size = -(-len(rr) // k)
+        leaf_groups += [(r, rr[i:i + size]) for i in range(0, len(rr), size)]
+    L = len(leaf_groups)
+    S = max(1, -(-L * half // radix))
+    cfg = mmu_config or switch_mmu_config(radix, rate)
+    if cfg.ports < radix:
+        raise ValueError(f"switches use {radix} ports; mmu_config.ports is {cfg.ports}")
+    hkw, skw = dict(host_kw or {}), dict(switch_kw or {})
+    fab = Fabric(seed, tracer, **dict(link_kw or {}))
+    spine_ids = tuple(range(S))
+    leaf_ids = tuple(S + i for i in range(L))
+    ranks = tuple(S + L + r for r in range(N * G))
+    leaf_of = {ranks[x]: i for i, (_, grp) in enumerate(leaf_groups) for x in grp}
+    per_rail: dict[int, int] = {}
+    for i, (r, _) in enumerate(leaf_groups):
+        j = per_rail[r] = per_rail.get(r, -1) + 1
+        fab.names[leaf_ids[i]] = f"leaf{r}" if j == 0 and len(
+            [1 for x, _ in leaf_groups if x == r]) == 1 else f"leaf{r}.{j}"
+    fab.names.update({s: f"spine{s}" for s in spine_ids})
+    # spine s's ports to leaf i: the leaf's uplinks u with u % S == s, numbered leaf by leaf
+    spine_ports: dict[tuple[int, int], list[int]] = {}
+    nxt = [0] * S
+    links = []  # (leaf index, leaf port, spine, spine port)
+    for i, (_, grp) in enumerate(leaf_groups):
+        d = len(grp)
+        for u in range(half):
+            s = u % S
+            links.append((i, d + u, s, nxt[s]))
+            spine_ports.setdefault((s, i), []).append(nxt[s])
+            nxt[s] += 1
+    if max(nxt) > radix:
+        raise ValueError(f"a spine needs {max(nxt)} ports, more than the radix {radix}")
+    for s in spine_ids:
+        routes = {}
+        for h, i in leaf_of.items():
+            ports = spine_ports[(s, i)]
+            routes[h] = ports[0] if len(ports) == 1 else tuple(ports)
+        fab.add_switch(s, Mmu(cfg), routes=routes, ecn=ecn, **skw)
+    for i, (_, grp) in enumerate(leaf_groups):
+        d = len(grp)
+        up = tuple(range(d, d + half))
+        down = {ranks[x]: p for p, x in enumerate(grp)}
+        routes = {h: down[h] if h in down else (up if ecmp else d + h % half)
+                  for h in ranks}
+        fab.add_switch(leaf_ids[i], Mmu(cfg), routes=routes, ecn=ecn, **skw)
+    for i, (_, grp) in enumerate(leaf_groups):
+        for p, x in enumerate(grp):
+            fab.add_host(ranks[x], rate, **hkw)
+            fab.connect(leaf_ids[i], p, ranks[x], 0, rate, prop_ps)
+    for i, lp, s, sp in links:
+        fab.connect(leaf_ids[i], lp, s, sp, rate, prop_ps)
+    _validate(fab, ranks, radix)
+    return RailFabric(fab, spine_ids, leaf_ids, ranks, N, G)

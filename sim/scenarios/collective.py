@@ -36,7 +36,7 @@ __all__ = ["FABRICS", "FABRIC_KEYS", "FILE_KEYS", "FileFabric", "build_fabric",
            "check_fabric_keys", "collective_params", "fabric_file", "is_fabric_file",
            "run_size", "split_file_params", "transfer_time_us"]
 
-FABRICS = ("rail", "star", "fattree", "superpod")
+FABRICS = ("rail", "star", "fattree", "superpod", "nvl72")
 
 #: ``-p`` keys that shape one kind of fabric: given with another ``--fabric`` they are a
 #: mistake (a fat-tree's size is ``k``, a SuperPOD's ``sus``; neither has ``nodes``).
@@ -45,6 +45,7 @@ FABRIC_KEYS = {
     "star": {"nodes", "gpus_per_node"},
     "fattree": {"k", "oversubscription", "gpus_per_node"},
     "superpod": {"sus", "superpod_nodes"},
+    "nvl72": {"nodes", "gpus_per_node", "rails", "radix"},
 }
 _SHAPE_KEYS = set().union(*FABRIC_KEYS.values())
 
@@ -258,11 +259,22 @@ def build_fabric(kind: str, p: dict[str, Any], *, tracer: Any = None, faults: bo
         return done(superpod(p["sus"], nodes=p["superpod_nodes"] or None,
                              link_gbps=p["link_gbps"], prop_ps=prop_ps, seed=p["seed"],
                              ecmp=p["ecmp"], **setup(SU_SLOTS + SUPERPOD_LEAF_UPLINKS)))
+    if kind == "nvl72":  # p["nodes"] racks (NVLink domains), rails by place in a tray
+        from sim.fabric.rail import scale_up_racks
+
+        return done(scale_up_racks(p["nodes"], p["gpus_per_node"], rails=p["rails"],
+                                   radix=p["radix"], link_gbps=p["link_gbps"],
+                                   prop_ps=prop_ps, seed=p["seed"], ecmp=p["ecmp"],
+                                   **setup(p["radix"])))
     if kind == "star":  # p["nodes"] nodes of p["gpus_per_node"] GPUs, one NIC each
         return done(collective_star(nranks, gpus_per_node=p["gpus_per_node"],
                                     link_gbps=p["link_gbps"], prop_ps=prop_ps,
                                     seed=p["seed"], **setup(nranks + 1)))
     g = p["gpus_per_node"]
+    if g > 64:  # rail_optimized's spines have a port per rail, 64 at most
+        raise ValueError(f"-p gpus_per_node={g}: a rail fabric has a leaf per GPU of a node "
+                         f"and 64-port spines, so 64 at most; --fabric nvl72 puts racks of "
+                         f"72 GPUs on 4 rails")
     spines = p["spines"] or max(1, -(-g // 2))
     return done(rail_optimized(p["nodes"], g, spines=spines, link_gbps=p["link_gbps"],
                                prop_ps=prop_ps, seed=p["seed"], ecmp=p["ecmp"],
@@ -353,16 +365,26 @@ def _gc_thresholds(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _tuner(params: Mapping[str, Any], nranks: int, nodes: int,
            nccl: Mapping[str, Any] | None, channels: int | None = None) -> Any:
-    """NCCL's tuner for this communicator (:class:`sim.workloads.tuner.Tuner`)."""
+    """NCCL's tuner for this communicator (:class:`sim.workloads.tuner.Tuner`): the node
+    ``params["hw"]`` names, with the fabric's NIC rate (``link_gbps``) as NCCL would detect
+    it."""
+    import dataclasses
+
     from sim.workloads.tuner import PRESETS, Tuner
 
     n = dict(nccl or {})
     lo, hi = n.get("min_channels", 0), n.get("max_channels", 0)
     if channels:
         lo = hi = channels
-    return Tuner(PRESETS[params.get("hw", "h100-cx7")], nranks, nodes, algo=n.get("algo", ""),
+    hw = PRESETS[params.get("hw", "h100-cx7")]
+    if params.get("link_gbps") and params["link_gbps"] != hw.nic_gbps:
+        hw = dataclasses.replace(hw, nic_gbps=float(params["link_gbps"]))
+    # NVLS needs the node's GPUs on NVLink (an NVSwitch): not with -p nvlink=false or one
+    # GPU per node
+    nvlink = bool(params.get("nvlink", True)) and nranks // max(1, nodes) > 1
+    return Tuner(hw, nranks, nodes, algo=n.get("algo", ""),
                  proto=n.get("proto", ""), min_channels=lo, max_channels=hi,
-                 nvls=n.get("nvls", True))
+                 nvls=n.get("nvls", True) and nvlink)
 
 
 def resolve_port(fabric: Any, text: str) -> tuple[int, int]:
@@ -417,7 +439,7 @@ def tune_size(collective: str, size_bytes: int, algorithm: str, protocol: str,
 
 @_gc_thresholds
 def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any], *,
-             algorithm: str = "ring", protocol: str = "simple", channels: int | None = None,
+             algorithm: str = "auto", protocol: str = "auto", channels: int | None = None,
              qps: int = 1, datatype: str = "float", root: int = 0, iters: int = 1,
              warmup_iters: int = 0, inplace: bool = True, details: bool = False,
              timeline_rank: int = 0,
@@ -457,15 +479,18 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     (``params["faults"]``, the reroute keys, a fabric file's ``[[faults]]``): the fault-free
     run it is compared with.
 
-    NCCL's host side (:mod:`sim.workloads.tuner`): ``algorithm`` / ``protocol`` "auto" let
-    NCCL's tuner pick them and the channels for this size, among the algorithms the
-    simulator runs (``nccl``: NCCL_ALGO / NCCL_PROTO as ``algo`` / ``proto``,
-    ``min_channels``, ``max_channels``, ``nvls``: :func:`sim.workloads.tuner.from_environment`;
-    ``channels`` given: NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS = it); ``params["hw"]`` is
-    the node it models; ``params["nccl_host"]`` adds NCCL's host side: its launch and
+    NCCL's host side (:mod:`sim.workloads.tuner`): ``algorithm`` / ``protocol`` "auto" (the
+    defaults, as ``lossless collective``'s) let NCCL's tuner pick them and the channels for
+    this size, among the algorithms the simulator runs (``nccl``: NCCL_ALGO / NCCL_PROTO as
+    ``algo`` / ``proto``, ``min_channels``, ``max_channels``, ``nvls``:
+    :func:`sim.workloads.tuner.from_environment`; ``channels`` given: NCCL_MIN_NCHANNELS =
+    NCCL_MAX_NCHANNELS = it); ``params["hw"]`` is the node it models (with the fabric's NIC
+    rate); ``params["nccl_host"]`` (default true) adds NCCL's host side: its launch and
     per-step latencies and its channels' bandwidth (:class:`sim.workloads.tuner.HostSide`;
-    not for AllToAll and SendRecv).  The row's
-    ``algorithm``, ``protocol`` and, with the tuner, ``tuner`` (the pick, NCCL's own pick
+    not for AllToAll and SendRecv), and ``channels`` None is then NCCL's channel count for
+    the algorithm; false runs the network alone (``channels`` None: one per NIC of a node,
+    :func:`sim.workloads.nccl.default_channels`).  The row's ``algorithm``, ``protocol``
+    and, with the tuner, ``tuner`` (the pick, NCCL's own pick
     over every algorithm, the model's time in µs) say what ran.  ``trace`` adds ``trace``:
     the last out-of-place iteration as Chrome trace events
     (:func:`sim.workloads.collective_stats.chrome_trace`; None when the size failed, and
@@ -497,8 +522,18 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         # sends above NCCL_P2P_LL_THRESHOLD (16 KiB) are Simple
         algorithm = "ring" if algorithm == "auto" else algorithm
         protocol = "simple" if protocol == "auto" else protocol
+    p2p = collective in ("alltoall", "sendrecv")
+    host_side = bool(params.get("nccl_host")) and not p2p
+    if host_side and tuner is None:
+        tuner = _tuner(params, nranks, rf.nodes, nccl, channels)
     if not channels:
-        channels = default_channels(rf.nodes, rf.gpus_per_node)
+        if host_side:  # NCCL's channels (its NVLS channels for NVLS)
+            g = tuner.graphs
+            channels = (g.nvls_channels if rf.nodes == 1 else min(g.nvls_channels,
+                                                                  tuner.channels)) \
+                if algorithm in ("nvls", "nvls_tree") else tuner.channels
+        else:
+            channels = default_channels(rf.nodes, rf.gpus_per_node)
     sch = schedule(collective, nranks, counts.param_count, datatype,
                    nchannels=channels, algorithm=algorithm, protocol=protocol,
                    root=root, gpus_per_node=rf.gpus_per_node,
@@ -517,12 +552,9 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
               "pxn": params["pxn"]}
     if params.get("failover"):  # acts on QP errors: with RC on (-p reliable, a file's [hosts])
         job_kw["failover"] = True
-    p2p = collective in ("alltoall", "sendrecv")
-    if params.get("nccl_host") and not p2p:
+    if host_side:
         from sim.workloads.tuner import HostSide
 
-        if tuner is None:
-            tuner = _tuner(params, nranks, rf.nodes, nccl, channels)
         job_kw["host"] = HostSide.of(tuner, str(collective), str(algorithm),
                                      str(protocol))
     if faults and (params.get("faults") or params.get("detect_us", -1) >= 0 or

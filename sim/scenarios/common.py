@@ -470,8 +470,13 @@ def collective_params() -> tuple[Param, ...]:
 
     return (
         Param("nodes", 2, "nodes (servers)", in_range(1, 1024)),
-        Param("gpus_per_node", 4, "GPUs per node, one NIC each (rail: one leaf per GPU)",
-              in_range(1, 64)),
+        Param("gpus_per_node", 4, "GPUs per node (an NVLink domain), one NIC each (rail: "
+              "one leaf per GPU; nvl72: 72 with -p hw=gb200-nvl72, the default there)",
+              in_range(1, 72)),
+        Param("rails", 4, "nvl72: scale-out rails, GPU g on rail g mod rails (its place in "
+              "a 4-GPU compute tray)", in_range(1, 72)),
+        Param("radix", 64, "nvl72: ports per switch; leaves non-blocking, half down, half up "
+              "(64: Quantum-2 at 400G; 144: Quantum-X800 at 800G)", in_range(4, 512)),
         Param("spines", 0, "rail: spine switches (0: half the GPUs per node, at least 1)",
               in_range(0, 256)),
         Param("ecmp", True, "rail, fattree, superpod: hash flows over all uplinks (false: "
@@ -517,12 +522,13 @@ def collective_params() -> tuple[Param, ...]:
               "as NCCL's does)", None),
         *REROUTE_PARAMS,
         Param("hw", "h100-cx7", "the node NCCL's tuner and host-side latencies model "
-              "(sim.workloads.tuner.PRESETS: h100-cx7, b200-cx7, a100-cx6, gb200-cx7)",
+              "(sim.workloads.tuner.PRESETS: h100-cx7, b200-cx7, a100-cx6, gb200-cx7, "
+              "gb200-nvl72; --fabric nvl72: gb200-nvl72 unless given)",
               _hw_problem),
-        Param("nccl_host", False, "NCCL's host side in the run (its cost model for the "
+        Param("nccl_host", True, "NCCL's host side in the run (its cost model for the "
               "algorithm and protocol: the launch latency, each step's latency, NVLink "
               "inside a node or the network between nodes, and its bus bandwidth as what "
-              "the GPUs' channels move)", None),
+              "the GPUs' channels move; false: the network alone)", None),
     )
 
 

@@ -217,21 +217,37 @@ def busbw_bound(doc: Mapping[str, Any], row: Mapping[str, Any] | None = None
     ``ceil(channels / gpus_per_node)`` of the channels' ring edges: the bound is
     ``channels / ceil(channels / gpus_per_node)`` NICs' rates, at most NVLink's per-GPU rate
     (every edge of a GPU goes over its NVLink, directly or as PXN's first hop).  On one node
-    the bound is NVLink's.  Other collectives with NVLink: one NIC's rate, stated as counting
-    the network hops only."""
+    the bound is NVLink's, except NVLS's: the switch reduces and multicasts, so a GPU moves
+    (g + 1) / g of the buffer each way, and busbw can reach 2 (g - 1) / (g + 1) x NVLink.
+    Any other AllReduce across m nodes (tree, NVLS tree) sends at least 2 (m - 1) / m of the
+    buffer out of each node (the bandwidth bound of an AllReduce that reduces in its
+    endpoints), over the node's g NICs.  Other collectives with NVLink: one NIC's rate,
+    stated as counting the network hops only.  The algorithm is the row's (what ran at that
+    size: the tuner's pick), else the document's."""
     p = doc.get("params", {})
     nr = nic_rate(doc)
     g = doc.get("gpus_per_node") or 1
     nodes = doc.get("nodes")
+    algo = (row or {}).get("algorithm") or doc.get("algorithm")
     nvl = p.get("nvlink_gbps", 0) / 8 if p.get("nvlink") and g > 1 else None
     if nvl and nodes == 1:
+        if algo == "nvls":
+            k = 2 * (g - 1) / (g + 1)
+            return k * nvl, (f"bound {k * nvl:.0f} GB/s: NVLS, {k:.3g} x NVLink "
+                             f"{p['nvlink_gbps']:g} Gb/s (one node)")
         return nvl, f"bound {nvl:.0f} GB/s: NVLink {p['nvlink_gbps']:g} Gb/s (one node)"
     if nr is None:
         return None
     nic, why = nr
     if not nvl:
         return nic, f"bound {nic:.2f} GB/s: {why}"
-    if doc.get("algorithm") == "ring" and doc.get("collective") in _RING_COLLECTIVES:
+    if algo in ("tree", "nvls_tree") and doc.get("collective") == "allreduce" and nodes \
+            and nodes > 1:
+        n = nodes * g
+        k = g * (n - 1) * nodes / (n * (nodes - 1))
+        return k * nic, (f"bound {k * nic:.2f} GB/s: {g} NICs per node, an AllReduce "
+                         f"sends 2(m-1)/m of the buffer out of each of m nodes ({why})")
+    if algo == "ring" and doc.get("collective") in _RING_COLLECTIVES:
         c = int((row or {}).get("nchannels") or doc.get("channels") or 1)
         per_nic = -(-c // g)
         k = c / per_nic
@@ -303,17 +319,21 @@ def overlay_figure(docs: Sequence[Mapping[str, Any]], names: Sequence[str] | Non
         per_size = [(x0, b) for x0, b in per_size if b is not None]
         if per_size:
             key = json.dumps([b for _, b in per_size])
-            bounds.setdefault(key, (per_size, color))
-    for per_size, color in bounds.values():
+            bounds.setdefault(key, (per_size, color, len({r.get("algorithm") for r in rows})))
+    for per_size, color, nalgos in bounds.values():
         c = "tab:red" if len(bounds) == 1 else color
         text = per_size[-1][1][1]  # the largest size's
         values = [b[0] for _, b in per_size]
         if len(set(values)) == 1:
             ax.axhline(values[0], linestyle="--", linewidth=1.2, color=c, label=text)
-        else:  # fewer channels at small sizes: a lower bound there
+        elif nalgos <= 1:  # fewer channels at small sizes: a lower bound there
             ax.plot([x0 for x0, _ in per_size], values, linestyle="--", linewidth=1.2,
                     color=c, drawstyle="steps-mid",
                     label=f"{text} (fewer channels below {size_label(_first_top(per_size))})")
+        else:  # the tuner ran other algorithms at other sizes: each size's own bound
+            ax.plot([x0 for x0, _ in per_size], values, linestyle="--", linewidth=1.2,
+                    color=c, drawstyle="steps-mid",
+                    label=f"{text} (the largest size's; each size: what ran there)")
         top = max(top, *values)
     if inplace and len(docs) > 1:
         from matplotlib.lines import Line2D

@@ -195,10 +195,13 @@ def _collective(p: Mapping[str, Any], fabric: str, name: str) -> dict[str, Any]:
     from sim.scenarios.collective import collective_params, run_size
     from sim.workloads.nccl_tests import parse_size
 
+    # Ring Simple on the network alone: the comparison is of the fabrics (headers, flow
+    # control, routing), not of NCCL's host side
     cp = resolve_params(collective_params(), {
         "nodes": p["nodes"], "gpus_per_node": p["gpus_per_node"], "nvlink": False,
-        "link_gbps": p["coll_gbps"], **_fabric_kw(p, fabric)})
-    row = run_size(name, parse_size(p["coll_size"]), "rail", cp, inplace=False)
+        "link_gbps": p["coll_gbps"], "nccl_host": False, **_fabric_kw(p, fabric)})
+    row = run_size(name, parse_size(p["coll_size"]), "rail", cp, algorithm="ring",
+                   protocol="simple", inplace=False)
     c = row["counters"]
     tt = row.get("transfer_time_us") or {}
     busbw = row.get("busbw_GB_per_s")

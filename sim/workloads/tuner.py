@@ -236,6 +236,13 @@ PRESETS: dict[str, Hardware] = {
         "NVIDIA DGX A100 User Guide: 8 A100 SXM4 (12 NVLink 3 links each, 6 NVSwitches), 8 "
         "ConnectX-6 200 Gb/s (HDR) on PCIe Gen4 x16, 2 AMD EPYC 7742; NVLink 3: 600 GB/s per "
         "GPU both ways", 2400.0, 4),
+    "gb200-nvl72": Hardware(
+        "gb200-nvl72", 100, 18, 72, 72, 400.0, 48.0, "arm",
+        "NVIDIA GB200 NVL72: one NVLink domain of 72 B200 GPUs (18 compute trays of 4, 18 "
+        "NVLink 5 links per GPU to the 18 NVLink switch chips of 9 switch trays: 1.8 TB/s per "
+        "GPU both ways), one ConnectX-7 400 Gb/s per GPU (4 per tray), 36 Grace CPUs (Arm); "
+        "NCCL sees the rack as one node (MNNVL); DGX SuperPOD GB200 reference architecture "
+        "and DGX GB200 user guide", 7200.0, 5),
     "gb200-cx7": Hardware(
         "gb200-cx7", 100, 18, 4, 4, 400.0, 48.0, "arm",
         "NVIDIA GB200 NVL72 compute tray: 2 Grace CPUs (Arm), 4 B200 (18 NVLink 5 links "
