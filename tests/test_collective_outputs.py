@@ -469,3 +469,14 @@ def test_options_the_schedule_refuses_are_refused_before_the_table():
     assert rc == 2 and out == "" and "tree algorithm is modelled for allreduce only" in err
     rc, out, _ = run_cli(["collective", "alltoall", "-b", "64K", "-e", "64K", "--quiet"])
     assert rc == 0 and "; algo p2p, proto simple," in out.splitlines()[0]
+
+
+def test_one_node_names_no_busiest_link(tmp_path):
+    """Everything over NVLink (one node): no link carried a byte, so no busiest link (it
+    printed an idle NIC at 0.0 %)."""
+    out = tmp_path / "r.json"
+    rc, so, err = run_cli(["collective", "allreduce", "-b", "1M", "-e", "1M", "-p", "nodes=1",
+                           "-p", "gpus_per_node=4", "--json", str(out)])
+    assert rc == 0, err
+    assert so.count("none (NVLink only)") == 1
+    assert json.loads(out.read_text())["results"][0]["busiest_link"] is None

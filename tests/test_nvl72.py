@@ -84,3 +84,4 @@ def test_a_rail_fabric_of_72_gpus_per_node_points_to_nvl72(capsys):
                  "gpus_per_node=72"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--fabric nvl72" in err
+

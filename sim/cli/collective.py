@@ -397,7 +397,9 @@ def cmd_collective(args: argparse.Namespace) -> int:
     for r in rows:
         c = r["counters"]
         b = r["busiest_link"]
-        busiest = f"{b['name']} {100 * b['utilisation']:.1f}%" if b else "-"
+        busiest = f"{b['name']} {100 * b['utilisation']:.1f}%" if b else (
+            "none (NVLink only)" if r.get("error") is None and r.get("links") is not None
+            else "-")
         fc = (f"{c.get('credit_stall_ps', 0) / 1e6:{w}.3f}" if ib
               else f"{c['pfc_pauses']:{w}d}")
         emit(f"# {r['size_bytes']:10d}  {r['nchannels']:8d}  {r['transfers']:9d}  "

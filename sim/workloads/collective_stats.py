@@ -162,10 +162,13 @@ def rank_timeline(run: CollectiveRun, rank: int) -> list[dict[str, Any]]:
 def busiest_link(links: Sequence[Mapping[str, Any]] | None) -> dict[str, Any] | None:
     """The most utilised link of a size (``links`` of :func:`sim.scenarios.collective.run_size` with
     ``details``, i.e. :func:`link_usage`):
-    ``name`` (``leaf0:p2->spine0``), ``tier``, ``utilisation``; None without links."""
+    ``name`` (``leaf0:p2->spine0``), ``tier``, ``utilisation``; None without links, or when
+    no link carried a byte (everything over NVLink: one node)."""
     if not links:
         return None
     b = max(links, key=lambda v: v["utilisation"])
+    if not b["tx_bytes"]:
+        return None
     return {"name": f"{b['name']}->{b['peer_name']}", "tier": b["tier"],
             "utilisation": b["utilisation"]}
 
