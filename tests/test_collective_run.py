@@ -363,3 +363,30 @@ def test_first_start_and_last_finish_skip_the_unset(times) -> None:
         else:
             with pytest.raises(ValueError):
                 _extreme(pick, times)
+
+
+def test_p2p_on_one_node_with_nccls_host_side(tmp_path):
+    """AllToAll on one DGX H100 node with NCCL's host side: 32 p2p channels, 4 per peer,
+    512 KiB chunks, two SM copies per byte at NCCL's NVLink bandwidth (18 x 20.6 GB/s) shared
+    by the 28 channels a rank sends on; so a 32 MiB call (1 MiB per channel: 2 chunks) takes
+    at least the launch and 3 chunk copies (2 sent, the last one copied out), and is slower
+    than the network alone."""
+    import json
+
+    from sim.workloads.tuner import BASE_LAT_US
+
+    out = tmp_path / "r.json"
+    rc, _, err = _cli(["collective", "alltoall", "-b", "32M", "-e", "32M", "-p", "nodes=1",
+                       "-p", "gpus_per_node=8", "-p", "hw=h100-cx7", "-d", "double",
+                       "--json", str(out)], None)
+    assert rc == 0, err
+    row = json.loads(out.read_text())["results"][0]
+    assert row["nchannels"] == 32 and row["wrong"] == 0
+    rate = 18 * 20.6e9 / 28
+    floor_us = BASE_LAT_US["ring"][2] + 3 * (512 << 10) / rate * 1e6
+    assert floor_us <= row["time_us"] <= 1.2 * floor_us
+    rc, _, err = _cli(["collective", "alltoall", "-b", "32M", "-e", "32M", "-p", "nodes=1",
+                       "-p", "gpus_per_node=8", "-p", "nccl_host=false", "-d", "double",
+                       "--json", str(out)], None)
+    assert rc == 0, err
+    assert json.loads(out.read_text())["results"][0]["time_us"] < row["time_us"] / 1.5

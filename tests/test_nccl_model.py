@@ -250,8 +250,12 @@ def test_tree_chunk_is_one_step_and_shrinks_for_small_calls():
 def test_alltoall_uses_every_channel_in_128k_chunks():
     """SimAI puts AllToAll on channel 0 without chunking (github.com/aliyun/SimAI issue #252).  Here
     each peer's 4 MiB goes over NCCL_NCHANNELS_PER_NET_PEER = 2 channels in 128 KiB sends, and the
-    seven rounds of 8 ranks move over all 8 channels."""
-    s = schedule("alltoall", 8, 4 * MIB // 4, nchannels=8)
+    seven rounds of 8 ranks (8 nodes) move over all 8 channels; on one node of 8 GPUs every
+    peer is on NVLink and the chunk is NCCL_P2P_NVL_CHUNKSIZE, 512 KiB."""
+    one = schedule("alltoall", 8, 4 * MIB // 4, nchannels=8, gpus_per_node=8)
+    assert {t.nbytes for t in one.transfers} == {512 * 1024}
+    verify(one)
+    s = schedule("alltoall", 8, 4 * MIB // 4, nchannels=8, gpus_per_node=1)
     assert {t.channel for t in s.transfers} == set(range(8))
     assert {t.nbytes for t in s.transfers} == {128 * 1024}
     pairs = Counter((t.src, t.dst) for t in s.transfers)
@@ -265,7 +269,8 @@ def test_alltoall_uses_every_channel_in_128k_chunks():
     assert all(conn[(t.src, t.dst, t.channel, t.seq - 8)] in t.depends_on
                for t in s.transfers if t.seq >= 8)
     verify(s)
-    wide = schedule("alltoall", 4, 4 * MIB // 4, nchannels=8, p2p_channels_per_peer=8)
+    wide = schedule("alltoall", 4, 4 * MIB // 4, nchannels=8, p2p_channels_per_peer=8,
+                    gpus_per_node=1)
     assert {len({t.channel for t in wide.transfers if (t.src, t.dst) == (0, 1)})} == {8}
     verify(wide)
 

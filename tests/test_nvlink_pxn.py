@@ -46,15 +46,16 @@ def test_intra_node_transfer_is_bytes_over_nvlink_rate_plus_latency():
 
 
 def test_two_transfers_on_one_egress_serialise():
-    # 256 KiB to one peer: two 128 KiB P2P chunks on one connection, both posted at once
+    # 1 MiB to one peer: two 512 KiB P2P chunks (NCCL_P2P_NVL_CHUNKSIZE: one node) on one
+    # connection, both posted at once
     rf = rail_optimized(1, 2)
-    s = schedule("sendrecv", 2, 262144 // 4, "float", nchannels=1, gpus_per_node=2)
+    s = schedule("sendrecv", 2, (1 << 20) // 4, "float", nchannels=1, gpus_per_node=2)
     mine = [t for t in s.transfers if t.src == 0]
-    assert [t.wire_bytes for t in mine] == [131072, 131072] and not mine[1].depends_on
+    assert [t.wire_bytes for t in mine] == [524288, 524288] and not mine[1].depends_on
     run = run_schedule(s, rf.fabric, rf.ranks, gpus_per_node=2, nvlink_bps=800 * 10**9,
                        nvlink_latency_ps=5000)
     t0 = run.first_start_ps
-    d = _ps(131072, 800 * 10**9)
+    d = _ps(524288, 800 * 10**9)
     assert [run.finish_ps[t.id] - t0 for t in mine] == [d + 5000, 2 * d + 5000]
 
 

@@ -278,3 +278,12 @@ def test_a_node_of_fewer_gpus_has_fewer_nics():
     g = search(H100, 2, 4)
     assert (g.ring.channels, g.ring.bw_inter_GBps, g.runtime_channels) == (8, 24, 16)
     assert Tuner(H100, 8, 2).bus_bw_GBps("allreduce", "ring", "simple") == 192
+
+
+def test_p2p_channels_as_ncclTopoComputeP2pChannels():
+    """One DGX H100 node: the communicator's 24 channels round up to 32 p2p channels, and an
+    AllToAll's operations take 32 halved until x 8 ranks fits: 4 per peer."""
+    from sim.workloads.tuner import p2p_channels
+
+    assert p2p_channels(Tuner(H100, 8, 1)) == (32, 4)
+    assert p2p_channels(Tuner(H100, 4, 1, max_channels=8)) == (8, 2)

@@ -276,8 +276,11 @@ def cmd_collective(args: argparse.Namespace) -> int:
     # AllToAll and SendRecv are NCCL's point-to-point sends: no ring or tree
     p2p = coll in (Collective.ALLTOALL, Collective.SENDRECV)
     algo = "p2p" if p2p else args.algo
+    # NCCL's host side: collectives anywhere, point-to-point sends on one node's NVLink
+    host_side = bool(params.get("nccl_host")) and (not p2p or (
+        shape[0] == 1 and shape[1] > 1 and bool(params["nvlink"])))
     # NCCL's channels with its tuner or its host side (run_size takes them from the model)
-    nccl_ch = (tuned or bool(params.get("nccl_host"))) and not p2p
+    nccl_ch = (tuned and not p2p) or host_side
     auto_ch = "auto" if nccl_ch and not args.channels else ""
     if p2p and args.proto == "auto":  # NCCL's sends above 16 KiB: Simple
         args.proto = "simple"
@@ -287,8 +290,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
          f"{args.proto}, channels {auto_ch if auto_ch else channels}, "
          f"qps {args.qps}; -w {args.warmup_iters} -n {args.iters}"
          + (f"; {env_text}" if env_text else "")
-         + (f"; NCCL host side {params['hw']}" if params.get("nccl_host") and not p2p
-            else ""))
+         + (f"; NCCL host side {params['hw']}" if host_side else ""))
     for line in header_lines():
         emit(line)
     show = not args.quiet and (args.progress or sys.stderr.isatty())

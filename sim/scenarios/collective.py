@@ -487,9 +487,10 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     NCCL_MAX_NCHANNELS = it); ``params["hw"]`` is the node it models (with the fabric's NIC
     rate); ``params["nccl_host"]`` (default true) adds NCCL's host side: its launch and
     per-step latencies and its channels' bandwidth (:class:`sim.workloads.tuner.HostSide`;
-    not for AllToAll and SendRecv), and ``channels`` None is then NCCL's channel count for
-    the algorithm; false runs the network alone (``channels`` None: one per NIC of a node,
-    :func:`sim.workloads.nccl.default_channels`).  The row's ``algorithm``, ``protocol``
+    AllToAll and SendRecv: on one node only, :func:`sim.workloads.tuner.p2p_host_side`),
+    and ``channels`` None is then NCCL's channel count for the algorithm (its p2p channels
+    for AllToAll and SendRecv); false runs the network alone (``channels`` None: one per NIC
+    of a node, :func:`sim.workloads.nccl.default_channels`).  The row's ``algorithm``, ``protocol``
     and, with the tuner, ``tuner`` (the pick, NCCL's own pick
     over every algorithm, the model's time in µs) say what ran.  ``trace`` adds ``trace``:
     the last out-of-place iteration as Chrome trace events
@@ -523,9 +524,17 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         algorithm = "ring" if algorithm == "auto" else algorithm
         protocol = "simple" if protocol == "auto" else protocol
     p2p = collective in ("alltoall", "sendrecv")
-    host_side = bool(params.get("nccl_host")) and not p2p
+    # NCCL's host side: collectives anywhere; point-to-point sends on one node (NVLink)
+    p2p_host = p2p and rf.nodes == 1 and rf.gpus_per_node > 1 and bool(params["nvlink"])
+    host_side = bool(params.get("nccl_host")) and (not p2p or p2p_host)
     if host_side and tuner is None:
         tuner = _tuner(params, nranks, rf.nodes, nccl, channels)
+    per_peer = 2  # NCCL_NCHANNELS_PER_NET_PEER, the schedule's default
+    if host_side and p2p:
+        from sim.workloads.tuner import p2p_channels
+
+        nc, per_peer = p2p_channels(tuner)
+        channels = channels or nc
     if not channels:
         if host_side:  # NCCL's channels (its NVLS channels for NVLS)
             g = tuner.graphs
@@ -537,7 +546,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     sch = schedule(collective, nranks, counts.param_count, datatype,
                    nchannels=channels, algorithm=algorithm, protocol=protocol,
                    root=root, gpus_per_node=rf.gpus_per_node,
-                   qps_per_connection=qps)
+                   qps_per_connection=qps, p2p_channels_per_peer=per_peer)
     limit_ps = int(params["limit_ms"] * 10**9)
     # the fabric's header stack (RoCEv2 or InfiniBand, wire.linkstack) and its largest packet
     stack = rf.fabric.stack
@@ -552,7 +561,12 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
               "pxn": params["pxn"]}
     if params.get("failover"):  # acts on QP errors: with RC on (-p reliable, a file's [hosts])
         job_kw["failover"] = True
-    if host_side:
+    if host_side and p2p:
+        from sim.workloads.tuner import p2p_host_side
+
+        rounds = nranks - 1 if collective == "alltoall" else 1
+        job_kw["host"] = p2p_host_side(tuner, min(sch.nchannels, rounds * per_peer))
+    elif host_side:
         from sim.workloads.tuner import HostSide
 
         job_kw["host"] = HostSide.of(tuner, str(collective), str(algorithm),

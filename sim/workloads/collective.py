@@ -352,6 +352,8 @@ class CollectiveJob:
         #: id -> when its channel's copy ends (NVLink transfers, with ``host``)
         self.channel_free_ps: dict[tuple[int, int], int] = {}
         self.copy_done_ps: dict[int, int] = {}
+        #: (rank, channel) -> when its receiving copy is free (host.recv_copy)
+        self.recv_free_ps: dict[tuple[int, int], int] = {}
         if reliable is not None:  # RC in the job's hosts (Host.set_reliable)
             opts = {} if isinstance(reliable, bool) else dict(reliable)
             on = reliable if isinstance(reliable, bool) else bool(opts.pop("reliable", True))
@@ -603,6 +605,12 @@ class CollectiveJob:
                               self.nvlink_bps, self.nvlink_latency_ps, now)
         if self.copy_done_ps:  # NCCL's host side: not before the channel's copy ends
             at = max(at, self.copy_done_ps.pop(t.id, 0))
+        host = self.host
+        if host is not None and host.recv_copy and nic is None:
+            # the receiver's channel copies it out of its FIFO once it is there
+            key = (t.dst, t.channel)
+            start = max(at, self.recv_free_ps.get(key, 0))
+            at = self.recv_free_ps[key] = start + host.busy_ps(t.nbytes)
         if nic is None:  # received at ``at``: _finish(t.id, at) then
             eng.call_at(at, self._finish, t.id, at)
         else:

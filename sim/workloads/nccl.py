@@ -79,8 +79,9 @@ The rules modelled (each with its source):
   ``NCCL_NCHANNELS_PER_NET_PEER`` (2) parts aligned to 4 KiB (``ncclP2pPartBounds``,
   ``src/include/device.h``), each on a channel, the rounds moving over all channels (NCCL
   spreads them with ``ncclP2pChannelForPart``'s bit reversal; we take the next channels), and
-  each part goes in 128 KiB chunks over the network (``NCCL_P2P_NET_CHUNKSIZE``,
-  ``src/init.cc``), at most ``NCCL_STEPS`` in flight.
+  each part goes in 128 KiB chunks (``NCCL_P2P_NET_CHUNKSIZE``, ``src/init.cc``; 512 KiB,
+  ``NCCL_P2P_NVL_CHUNKSIZE``, when every peer is on one node's NVLink), at most
+  ``NCCL_STEPS`` in flight.
 * Protocols on the wire.  LL: each 16-byte line carries 8 bytes of data and two 4-byte flags
   (``union ncclLLFifoLine``); LL128: each 128-byte line carries 120 bytes of data
   (``NCCL_LL128_LINESIZE``, ``NCCL_LL128_DATAELEMS``).
@@ -137,7 +138,7 @@ __all__ = [
     "btree", "dtree", "channel_tree", "qp_split", "step_data_bytes", "udp_sport", "wire_bytes",
     "DTYPE_BYTES",
     "NCCL_STEPS", "SIMPLE_BUFFSIZE_BYTES", "LL_BUFFSIZE_BYTES", "LL128_BUFFSIZE_BYTES",
-    "P2P_NET_CHUNK_BYTES", "MAXCHANNELS", "WARP_SIZE",
+    "P2P_NET_CHUNK_BYTES", "P2P_NVL_CHUNK_BYTES", "MAXCHANNELS", "WARP_SIZE",
 ]
 
 # ---- constants (NVIDIA/nccl; see the module docstring for each file) ------------------------
@@ -162,6 +163,9 @@ LL128_LINE_DATA_BYTES = 120
 LL128_BUFFSIZE_BYTES = 120 * 640 * NCCL_STEPS * 8
 #: P2P chunk over the network (``NCCL_P2P_NET_CHUNKSIZE`` default, ``src/init.cc``).
 P2P_NET_CHUNK_BYTES = 128 * 1024
+#: P2P chunk when every peer is on NVLink (one node), 512 KiB (``NCCL_P2P_NVL_CHUNKSIZE``,
+#: ``src/init.cc``); with several nodes every peer's chunk is the network's (``p2pChunkSize``).
+P2P_NVL_CHUNK_BYTES = 512 * 1024
 #: NVLS chunk, 128 KiB (``NCCL_NVLS_CHUNKSIZE``, ``src/transport/nvls.cc``); the NVLS tree's
 #: is at most 64 KiB from 4 nodes up (``NCCL_NVLSTREE_MAX_CHUNKSIZE``'s default, same file).
 NVLS_CHUNK_BYTES = 128 * 1024
@@ -654,7 +658,7 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
         raise ScheduleError("rings: one permutation of 0..nranks-1 per channel")
     if p2p:
         chunk_steps, slice_steps = 1, 1
-        chunk_bytes = P2P_NET_CHUNK_BYTES
+        chunk_bytes = P2P_NVL_CHUNK_BYTES if nranks <= gpn else P2P_NET_CHUNK_BYTES
     elif algo is Algorithm.RING and proto is Protocol.SIMPLE:
         chunk_steps, slice_steps = _RING_STEPS[coll]
         chunk_bytes = step_data_bytes(proto) * chunk_steps
@@ -982,7 +986,8 @@ def _postorder(tree: dict[int, tuple[int, tuple]]) -> list[int]:
 
 def _p2p(b: _Builder, coll: Collective) -> None:
     """Grouped send/recv: per peer ``p2p_channels_per_peer`` parts (4 KiB aligned), each on
-    its own channel, in 128 KiB chunks; successive rounds move to the next channels."""
+    its own channel, in chunks of ``sch.chunk_bytes`` (512 KiB on one node, 128 KiB across
+    nodes); successive rounds move to the next channels."""
     sch = b.sch
     n, nc, elt = sch.nranks, sch.nchannels, sch.elem_bytes
     nbytes = sch.count * elt
@@ -1001,8 +1006,8 @@ def _p2p(b: _Builder, coll: Collective) -> None:
             for k in range(nparts):
                 ch = (base + k) % nc
                 beg, end = min(k * part, nbytes), min((k + 1) * part, nbytes)
-                for i, o in enumerate(range(beg, end, P2P_NET_CHUNK_BYTES)):
-                    ln = min(P2P_NET_CHUNK_BYTES, end - o)
+                for i, o in enumerate(range(beg, end, sch.chunk_bytes)):
+                    ln = min(sch.chunk_bytes, end - o)
                     if coll is Collective.SENDRECV:
                         sblk, dblk = 0, 0
                     else:  # src's input block dst lands in dst's output block src

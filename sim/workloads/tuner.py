@@ -74,6 +74,7 @@ __all__ = [
     "ALGOS", "PROTOS", "RUNNABLE_ALGOS", "PRESETS", "Hardware", "Graphs", "Graph", "Choice",
     "Tuner", "HostSide", "TunerError", "search", "parse_nccl_list", "from_environment",
     "NCCL_VERSION", "NCCL_VARIABLES", "ALGO_NAMES", "PROTO_NAMES", "nccl_text",
+    "p2p_channels", "p2p_host_side",
 ]
 
 #: The NCCL release the constants are read from (``makefiles/version.mk``).
@@ -605,6 +606,10 @@ class HostSide:
     intra_ps: int
     inter_ps: int
     channel_Bps: int = 0
+    #: the receiver's channel copies each NVLink transfer out too (NCCL's point-to-point
+    #: sends without registered buffers: the sender copies into the peer's FIFO, the
+    #: receiver out of it), at the same rate
+    recv_copy: bool = False
 
     def step_ps(self, crosses_nodes: bool) -> int:
         return self.inter_ps if crosses_nodes else self.intra_ps
@@ -641,6 +646,33 @@ class HostSide:
             intra /= 4
         rate = round(bus_GBps * 1e9 / per) if bus_GBps > 0 and per else 0
         return cls(_ps(BASE_LAT_US[algo][p]), _ps(intra), _ps(inter), rate)
+
+
+def p2p_channels(tuner: Tuner) -> tuple[int, int]:
+    """(channels, channels per peer) of NCCL's point-to-point sends on one node
+    (``ncclTopoComputeP2pChannels``, ``src/graph/paths.cc``, and the per-operation channel
+    count of ``src/enqueue.cc``, NCCL 2.30.7): ``p2pnChannels`` is the communicator's
+    channels rounded up to a power of 2 (at most 64); an operation's channels per peer
+    halve from there while they times the ranks exceed ``p2pnChannels``."""
+    nc = 1 << max(0, (min(tuner.channels, 64) - 1).bit_length())
+    per = nc
+    while per > 1 and per * tuner.nranks > nc:
+        per //= 2
+    return nc, per
+
+
+def p2p_host_side(tuner: Tuner, active_channels: int) -> HostSide:
+    """NCCL's host side for the point-to-point sends of one node (AllToAll, SendRecv): the
+    launch (``baseLat`` of Ring Simple), each chunk's NVLink step (``hwLat`` of Ring Simple
+    on NVLink), and two SM copies per byte, the sender's into the peer's FIFO and the
+    receiver's out of it, each at NCCL's NVLink bandwidth of a GPU (links x
+    ``SM*_NVLINK_BW``, ``src/graph/topo.h``: what an SM copy drives over NVLink) shared by
+    the ``active_channels`` a rank copies on.  NCCL has no cost model of its own for
+    point-to-point: these are its collective constants applied to its p2p data path [A]."""
+    p = PROTOS.index("simple")
+    rate = round(tuner.hw.nvlink_GBps * 1e9 / max(1, active_channels))
+    return HostSide(_ps(BASE_LAT_US["ring"][p]), _ps(HW_LAT_US["nvlink"]["ring"][p]),
+                    _ps(HW_LAT_US["net"]["ring"][p]), rate, recv_copy=True)
 
 
 def _ps(us: float) -> int:
