@@ -111,6 +111,17 @@ def test_environment():
         from_environment({"NCCL_MAX_NCHANNELS": "many"})
     with pytest.raises(TunerError, match=r"NCCL_MIN_NCHANNELS=99: expected 0\.\.64"):
         from_environment({"NCCL_MIN_NCHANNELS": "99"})
+    # read, and said back where the model does not follow them
+    from sim.workloads.tuner import environment_notes
+
+    v = from_environment({"NCCL_COLLNET_ENABLE": "1", "NCCL_CROSS_NIC": "1"})
+    assert v == {"collnet": True, "cross_nic": 1}
+    notes = environment_notes(v)
+    assert len(notes) == 2 and "CollNet (SHARP) is not simulated" in notes[0]
+    assert environment_notes(from_environment({"NCCL_CROSS_NIC": "2",
+                                               "NCCL_COLLNET_ENABLE": "0"})) == []
+    with pytest.raises(TunerError, match=r"NCCL_CROSS_NIC=3: expected 0\.\.2"):
+        from_environment({"NCCL_CROSS_NIC": "3"})
 
 
 def test_host_side_is_nccls_per_step_latency_and_channel_bandwidth():
@@ -247,6 +258,11 @@ def test_nccl_variables_pasted_as_p_keys(tmp_path, monkeypatch, capsys):
     assert main(["collective", "allreduce", "-p", "NCCL_ALGO=Ring", "-p",
                  "NCCL_ALGO=Tree"]) == 2
     assert "-p NCCL_ALGO: given twice" in capsys.readouterr().err
+    # read but not modelled: said back once, and named on the first line
+    assert main(["collective", "allreduce", "-e", "1M", "-p", "NCCL_COLLNET_ENABLE=1"]) == 0
+    o = capsys.readouterr()
+    assert o.err.count("NCCL_COLLNET_ENABLE=1: CollNet (SHARP) is not simulated") == 1
+    assert "NCCL_COLLNET_ENABLE=1" in o.out.splitlines()[0]
 
 
 def test_hw_sets_the_nodes_fabric_defaults(tmp_path, capsys):

@@ -102,7 +102,12 @@ def cmd_collective(args: argparse.Namespace) -> int:
         _err(f"COLLECTIVE: expected one of {', '.join(str(x) for x in Collective)}, got "
              f"{args.collective!r}")
         return EXIT_USAGE
-    from sim.workloads.tuner import NCCL_VARIABLES, TunerError, from_environment
+    from sim.workloads.tuner import (
+        NCCL_VARIABLES,
+        TunerError,
+        environment_notes,
+        from_environment,
+    )
 
     # NCCL's environment variables, as the job that runs the collective has them: the
     # environment's, then -p NCCL_*=... (pasted from the job's settings) over them
@@ -124,6 +129,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
     except TunerError as e:
         _err(f"{'-p' if pasted else 'environment'}: {e}")
         return EXIT_USAGE
+    for note in environment_notes(nccl):  # read, not modelled: said once
+        _err(note)
     if args.algo is None:
         args.algo = "auto"
     if args.proto is None:

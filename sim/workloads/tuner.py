@@ -74,7 +74,7 @@ __all__ = [
     "ALGOS", "PROTOS", "RUNNABLE_ALGOS", "PRESETS", "Hardware", "Graphs", "Graph", "Choice",
     "Tuner", "HostSide", "TunerError", "search", "parse_nccl_list", "from_environment",
     "NCCL_VERSION", "NCCL_VARIABLES", "ALGO_NAMES", "PROTO_NAMES", "nccl_text",
-    "p2p_channels", "p2p_host_side",
+    "p2p_channels", "p2p_host_side", "environment_notes",
 ]
 
 #: The NCCL release the constants are read from (``makefiles/version.mk``).
@@ -681,15 +681,33 @@ def _ps(us: float) -> int:
 
 #: The NCCL environment variables the model takes (:func:`from_environment`).
 NCCL_VARIABLES = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
-                  "NCCL_NVLS_ENABLE", "NCCL_IB_QPS_PER_CONNECTION")
+                  "NCCL_NVLS_ENABLE", "NCCL_IB_QPS_PER_CONNECTION", "NCCL_COLLNET_ENABLE",
+                  "NCCL_CROSS_NIC")
+
+
+def environment_notes(values: Mapping[str, Any]) -> list[str]:
+    """What the model does not follow of :func:`from_environment`'s ``values``, one line
+    each: CollNet (``NCCL_COLLNET_ENABLE=1``: SHARP is not simulated, and NCCL's own pick
+    leaves it out here too) and ``NCCL_CROSS_NIC=1`` (rings are NCCL's crossNic 0 search's:
+    each leaves a node on the NIC it came in on, as with the default 2 on a rail-optimised
+    node)."""
+    out = []
+    if values.get("collnet"):
+        out.append("NCCL_COLLNET_ENABLE=1: CollNet (SHARP) is not simulated; NCCL's pick and "
+                   "the run leave it out")
+    if values.get("cross_nic") == 1:
+        out.append("NCCL_CROSS_NIC=1: rings are modelled as crossNic 0 (each leaves a node "
+                   "on the NIC it came in on)")
+    return out
 
 
 def from_environment(env: Mapping[str, str]) -> dict[str, Any]:
     """The NCCL environment variables the tuner and the schedule take, as keyword values:
     ``NCCL_ALGO``, ``NCCL_PROTO``, ``NCCL_MIN_NCHANNELS``, ``NCCL_MAX_NCHANNELS``,
-    ``NCCL_NVLS_ENABLE``, ``NCCL_IB_QPS_PER_CONNECTION`` (keys ``algo``, ``proto``,
-    ``min_channels``, ``max_channels``, ``nvls``, ``qps``); a bad value is a TunerError
-    naming the variable."""
+    ``NCCL_NVLS_ENABLE``, ``NCCL_IB_QPS_PER_CONNECTION``, ``NCCL_COLLNET_ENABLE``,
+    ``NCCL_CROSS_NIC`` (keys ``algo``, ``proto``, ``min_channels``, ``max_channels``,
+    ``nvls``, ``qps``, ``collnet``, ``cross_nic``; the last two are only said back:
+    :func:`environment_notes`); a bad value is a TunerError naming the variable."""
     out: dict[str, Any] = {}
     for var, key in (("NCCL_ALGO", "algo"), ("NCCL_PROTO", "proto")):
         if env.get(var):
@@ -697,7 +715,9 @@ def from_environment(env: Mapping[str, str]) -> dict[str, Any]:
     for var, key, lo, hi in (("NCCL_MIN_NCHANNELS", "min_channels", 0, MAXCHANNELS),
                              ("NCCL_MAX_NCHANNELS", "max_channels", 1, MAXCHANNELS),
                              ("NCCL_IB_QPS_PER_CONNECTION", "qps", 1, 128),
-                             ("NCCL_NVLS_ENABLE", "nvls", 0, 2)):
+                             ("NCCL_NVLS_ENABLE", "nvls", 0, 2),
+                             ("NCCL_COLLNET_ENABLE", "collnet", 0, 1),
+                             ("NCCL_CROSS_NIC", "cross_nic", 0, 2)):
         v = env.get(var)
         if v is None or v == "":
             continue
@@ -707,5 +727,5 @@ def from_environment(env: Mapping[str, str]) -> dict[str, Any]:
             raise TunerError(f"{var}={v!r}: expected an integer") from None
         if not lo <= n <= hi:
             raise TunerError(f"{var}={v}: expected {lo}..{hi}")
-        out[key] = bool(n) if key == "nvls" else n
+        out[key] = bool(n) if key in ("nvls", "collnet") else n
     return out
