@@ -775,7 +775,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "traffic is left out; -p TABLE.KEY=VALUE overrides it) (default rail)")
     c.add_argument("-p", "--param", type=_kv, action="append", metavar="KEY=VALUE",
                    help="fabric parameter (repeatable): nodes, gpus_per_node, spines, ecmp, "
-                        "k, oversubscription, sus, superpod_nodes, nvlink, nvlink_gbps, "
+                        "k, oversubscription, sus, superpod_nodes, rails, radix, hw, "
+                        "nccl_host, nvlink, nvlink_gbps, "
                         "nvlink_latency_ns, pxn, link_gbps, pfc, cc, preset, buffer_kb, "
                         "xoff_kb, kmin_kb, kmax_kb, pmax, packet_bytes, prop_ns, seed, "
                         "limit_ms, reliable, failover, detect_us, converge_us ...; "
