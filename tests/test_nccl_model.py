@@ -545,3 +545,16 @@ def test_nvls_refuses_what_nccl_does_not_run(kw, why):
     args = {"collective": "allreduce", "count": 1024, "gpus_per_node": 8, **kw}
     with pytest.raises(ScheduleError, match=why):
         schedule(args.pop("collective"), args.pop("nranks"), args.pop("count"), **args)
+
+
+def test_nvls_buffer_of_inverts_nvls_buffer():
+    from sim.workloads.nccl import nvls_buffer, nvls_buffer_of, rank_label
+
+    s = schedule("allreduce", 12, 1 << 12, nchannels=2, algorithm="nvls_tree", gpus_per_node=4)
+    for node in range(3):
+        for head in range(4):
+            for mc in (False, True):
+                r = nvls_buffer(s, node, head, mc)
+                assert nvls_buffer_of(r, 12, 4) == (node, head, mc) and s.node_of(r) == node
+    assert rank_label(nvls_buffer(s, 2, 3, True), 12, 4) == "NVLS multicast of head 3 (node 2)"
+    assert rank_label(5, 12, 4) == "rank 5"

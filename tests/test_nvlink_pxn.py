@@ -168,3 +168,12 @@ def test_run_size_places_the_fabrics_nodes_and_takes_the_nvlink_keys():
         "max_queue_bytes"]  # the ring's node-to-node hops cross the rails through a spine
     assert row("star")["nvlink_bytes"] > 0  # 2 nodes of 4 GPUs on the star too
     assert row("star", nodes=8, gpus_per_node=1)["nvlink_bytes"] == 0  # one GPU per node
+
+
+def test_an_nvls_schedule_and_a_job_of_other_nodes_are_refused():
+    """An NVLS schedule's buffers belong to its nodes: a job grouping the ranks otherwise is
+    one error before the fabric is touched."""
+    rf = rail_optimized(2, 4)
+    s = schedule("allreduce", 8, 1 << 12, nchannels=2, algorithm="nvls_tree", gpus_per_node=4)
+    with pytest.raises(ValueError, match="the schedule's nodes have 4 GPUs, the job's 2"):
+        run_schedule(s, rf.fabric, rf.ranks, gpus_per_node=2)

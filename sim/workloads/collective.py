@@ -392,6 +392,9 @@ class CollectiveJob:
         if sch.buffers and not self.nvlink:
             raise ValueError(f"{sch.algorithm.value} needs NVLink between the GPUs of a node "
                              f"(nvlink on, gpus_per_node >= 2)")
+        if sch.buffers and g != sch.gpus_per_node:
+            raise ValueError(f"{sch.algorithm.value}: the schedule's nodes have "
+                             f"{sch.gpus_per_node} GPUs, the job's {g}")
         #: rank -> its node, NVLS buffers (ranks from ``sch.nranks``) included
         self.node = [r // g for r in range(sch.nranks)] + [
             sch.node_of(sch.nranks + i) for i in range(sch.buffers)]

@@ -210,7 +210,7 @@ def chrome_trace(run: CollectiveRun, gpus_per_node: int = 1, nvlink: bool = True
 
     for r in range(sch.nranks + sch.buffers):
         name = f"rank {r} (node {r // g}, GPU {r % g})" if r < sch.nranks else \
-            rank_label(r, sch.nranks, g)
+            rank_label(r, sch.nranks, sch.gpus_per_node)
         events.append({"ph": "M", "name": "process_name", "pid": r, "args": {"name": name}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": r,
                        "args": {"sort_index": r}})

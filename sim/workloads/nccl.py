@@ -134,7 +134,7 @@ __all__ = [
     "Collective", "Algorithm", "Protocol", "Transfer", "Connection", "Schedule",
     "ScheduleError", "schedule", "simulate_ownership", "verify", "topological_order",
     "Inputs", "inputs_set", "default_channels",
-    "finish_times", "nccl_rings", "send_nic_rank", "nvls_buffer", "rank_label",
+    "finish_times", "nccl_rings", "send_nic_rank", "nvls_buffer", "nvls_buffer_of", "rank_label",
     "btree", "dtree", "channel_tree", "qp_split", "step_data_bytes", "udp_sport", "wire_bytes",
     "DTYPE_BYTES",
     "NCCL_STEPS", "SIMPLE_BUFFSIZE_BYTES", "LL_BUFFSIZE_BYTES", "LL128_BUFFSIZE_BYTES",
@@ -490,7 +490,7 @@ class Schedule:
         """The node of ``rank``: a GPU's (``rank // gpus_per_node``) or an NVLS buffer's."""
         if rank < self.nranks:
             return rank // self.gpus_per_node
-        return (rank - self.nranks) // (2 * self.gpus_per_node)
+        return nvls_buffer_of(rank, self.nranks, self.gpus_per_node)[0]
 
     def sent_bytes(self, rank: int) -> int:
         return sum(t.nbytes for t in self.transfers if t.src == rank)
@@ -863,15 +863,21 @@ def nvls_buffer(sch: Schedule, node: int, head: int, multicast: bool) -> int:
     return sch.nranks + 2 * (node * sch.gpus_per_node + head) + int(multicast)
 
 
+def nvls_buffer_of(rank: int, nranks: int, gpus_per_node: int) -> tuple[int, int, bool]:
+    """(node, head, multicast) of the NVLS buffer ``rank`` (``>= nranks``): the inverse of
+    :func:`nvls_buffer`."""
+    node_head, multicast = divmod(rank - nranks, 2)
+    node, head = divmod(node_head, max(1, gpus_per_node))
+    return node, head, bool(multicast)
+
+
 def rank_label(rank: int, nranks: int, gpus_per_node: int) -> str:
     """How the outputs name a schedule's ``rank``: ``rank 5``, or for an NVLS buffer
     (:func:`nvls_buffer`) ``NVLS reduce of head 1 (node 0)`` / ``NVLS multicast of ..``."""
     if rank < nranks:
         return f"rank {rank}"
-    i = rank - nranks
-    g = max(1, gpus_per_node)
-    return (f"NVLS {'multicast' if i % 2 else 'reduce'} of head {i // 2 % g} "
-            f"(node {i // (2 * g)})")
+    node, head, multicast = nvls_buffer_of(rank, nranks, gpus_per_node)
+    return f"NVLS {'multicast' if multicast else 'reduce'} of head {head} (node {node})"
 
 
 def _nvls_chunk_bytes(sch: Schedule, nbytes: int, nodes: int) -> int:
