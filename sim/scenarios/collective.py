@@ -516,9 +516,9 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
                          nranks, rf.nodes, nccl)
     if tuned is not None:
         algorithm, protocol = tuned.algo, tuned.proto
-        # NVLS runs on its own channels (nvlsChannels); the others on the communicator's,
-        # which the schedule drops for small calls as getAlgoInfo does
-        channels = tuned.channels if algorithm in ("nvls", "nvls_tree") else tuner.channels
+        # NVLS on its own channels; the others on the communicator's, which the schedule
+        # drops for small calls as getAlgoInfo does
+        channels = tuner.algo_channels(algorithm)
     elif collective in ("alltoall", "sendrecv"):  # NCCL's p2p: no algorithm to tune; its
         # sends above NCCL_P2P_LL_THRESHOLD (16 KiB) are Simple
         algorithm = "ring" if algorithm == "auto" else algorithm
@@ -537,10 +537,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         channels = channels or nc
     if not channels:
         if host_side:  # NCCL's channels (its NVLS channels for NVLS)
-            g = tuner.graphs
-            channels = (g.nvls_channels if rf.nodes == 1 else min(g.nvls_channels,
-                                                                  tuner.channels)) \
-                if algorithm in ("nvls", "nvls_tree") else tuner.channels
+            channels = tuner.algo_channels(str(algorithm))
         else:
             channels = default_channels(rf.nodes, rf.gpus_per_node)
     sch = schedule(collective, nranks, counts.param_count, datatype,

@@ -429,6 +429,16 @@ class Tuner:
             n = min(n, self.max_channels)
         return max(n, self.min_channels or 1)
 
+    def algo_channels(self, algo: str) -> int:
+        """The channels ``algo`` runs on before any reduction for small calls: NVLS and the
+        NVLS tree their own (``nvlsChannels``; across nodes at most the communicator's), the
+        others the communicator's (:attr:`channels`)."""
+        if algo in ("nvls", "nvls_tree"):
+            g = self.graphs
+            assert g is not None
+            return g.nvls_channels if self.nodes == 1 else min(g.nvls_channels, self.channels)
+        return self.channels
+
     def _available(self, coll: str, algo: str, proto: str) -> bool:
         if coll in ("broadcast", "reduce"):
             return algo == "ring"
@@ -571,14 +581,10 @@ class Tuner:
                              f"(NCCL_ALGO={self.algo or '-'}, NCCL_PROTO={self.proto or '-'}; "
                              f"the simulator runs {', '.join(ALGO_NAMES[a] for a in runnable)})")
         a, p, t = mine
-        nc = self.channels
+        nc = self.algo_channels(a)
         nt = MAX_THREADS[p]
         thr = THREAD_THRESHOLD[p] * (self.nranks if (a == "ring" and p == "ll") else 1)
-        if a in ("nvls", "nvls_tree"):
-            g = self.graphs
-            assert g is not None
-            nc = g.nvls_channels if self.nodes == 1 else min(g.nvls_channels, nc)
-        else:
+        if a not in ("nvls", "nvls_tree"):
             while nbytes < nc * nt * thr and nc >= 2:
                 nc -= 1
             while nbytes < nc * nt * thr and nt % 128 == 0:
