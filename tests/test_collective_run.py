@@ -390,3 +390,44 @@ def test_p2p_on_one_node_with_nccls_host_side(tmp_path):
                        "--json", str(out)], None)
     assert rc == 0, err
     assert json.loads(out.read_text())["results"][0]["time_us"] < row["time_us"] / 1.5
+
+
+def test_host_side_applies_and_nvls_needs_nvlink(capsys):
+    """NCCL's host side: every collective with -p nccl_host, point-to-point sends only on one
+    node of several GPUs on NVLink; --algo nvls with NVLink off is one line, exit 2, before
+    the table (it failed size by size)."""
+    from sim.cli import main
+    from sim.scenarios.collective import host_side_applies
+
+    on, off = {"nccl_host": True, "nvlink": True}, {"nccl_host": False, "nvlink": True}
+    assert host_side_applies("allreduce", 2, 4, on) and not host_side_applies(
+        "allreduce", 2, 4, off)
+    assert host_side_applies("alltoall", 1, 8, on)
+    assert not host_side_applies("alltoall", 2, 8, on)
+    assert not host_side_applies("alltoall", 1, 8, {"nccl_host": True, "nvlink": False})
+    for extra in ([], ["--proto", "simple"]):
+        assert main(["collective", "allreduce", "-b", "1M", "-e", "1M", "--algo", "nvls",
+                     *extra, "-p", "nodes=1", "-p", "nvlink=false"]) == 2
+        o = capsys.readouterr()
+        assert o.out == "" and o.err.count("\n") == 1
+        assert "--algo nvls: NVLink SHARP needs NVLink between the GPUs of a node " \
+               "(-p nvlink=false)" in o.err
+
+
+def test_the_first_line_names_only_the_nccl_variables_read(monkeypatch, capsys):
+    """With --algo and --proto both given the tuner is off: of NCCL's variables only the QPs
+    are read, and the first line names only what was read (it named NCCL_ALGO too)."""
+    from sim.cli import main
+
+    monkeypatch.setenv("NCCL_ALGO", "Tree")
+    monkeypatch.setenv("NCCL_COLLNET_ENABLE", "1")
+    monkeypatch.setenv("NCCL_IB_QPS_PER_CONNECTION", "2")
+    assert main(["collective", "allreduce", "-b", "1M", "-e", "1M", "--algo", "ring",
+                 "--proto", "simple"]) == 0
+    o = capsys.readouterr()
+    first = o.out.splitlines()[0]
+    assert "qps 2" in first and "NCCL_IB_QPS_PER_CONNECTION=2" in first
+    assert "NCCL_ALGO" not in first and "NCCL_COLLNET" not in first and o.err == ""
+    assert main(["collective", "allreduce", "-b", "1M", "-e", "1M"]) == 0
+    o = capsys.readouterr()
+    assert "NCCL_ALGO=Tree" in o.out.splitlines()[0] and "CollNet (SHARP)" in o.err

@@ -37,8 +37,10 @@ from sim.cli.argtypes import key_value as _kv
 from sim.scenarios.collective import (
     FABRICS,
     build_fabric,
+    check_algorithm,
     check_fabric_keys,
     collective_params,
+    host_side_applies,
     is_fabric_file,
     run_size,
     split_file_params,
@@ -129,8 +131,6 @@ def cmd_collective(args: argparse.Namespace) -> int:
     except TunerError as e:
         _err(f"{'-p' if pasted else 'environment'}: {e}")
         return EXIT_USAGE
-    for note in environment_notes(nccl):  # read, not modelled: said once
-        _err(note)
     if args.algo is None:
         args.algo = "auto"
     if args.proto is None:
@@ -138,9 +138,12 @@ def cmd_collective(args: argparse.Namespace) -> int:
     tuned = "auto" in (args.algo, args.proto)
     if args.qps is None:
         args.qps = nccl.get("qps", 1)
-    if not tuned:
+    if not tuned:  # --algo and --proto given: of NCCL's variables only the QPs are read
         nccl = {k: v for k, v in nccl.items() if k == "qps"}
-    env_text = " ".join(f"{v}={env[v]}" for v in NCCL_VARIABLES if env.get(v))
+    for note in environment_notes(nccl):  # read, not modelled: said once
+        _err(note)
+    read = NCCL_VARIABLES if tuned else ("NCCL_IB_QPS_PER_CONNECTION",)
+    env_text = " ".join(f"{v}={env[v]}" for v in read if env.get(v))
     from sim.scenarios.common import (
         apply_faults,
         check_stragglers,
@@ -221,6 +224,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
                  protocol="simple" if args.proto == "auto" else args.proto,
                  root=min(args.root, nranks - 1),
                  gpus_per_node=rf.gpus_per_node, qps_per_connection=args.qps)
+        check_algorithm(args.algo, rf.gpus_per_node, params)
         if "auto" in (args.algo, args.proto) and args.collective not in ("alltoall",
                                                                           "sendrecv"):
             from sim.scenarios.collective import tune_size
@@ -283,9 +287,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
     # AllToAll and SendRecv are NCCL's point-to-point sends: no ring or tree
     p2p = coll in (Collective.ALLTOALL, Collective.SENDRECV)
     algo = "p2p" if p2p else args.algo
-    # NCCL's host side: collectives anywhere, point-to-point sends on one node's NVLink
-    host_side = bool(params.get("nccl_host")) and (not p2p or (
-        shape[0] == 1 and shape[1] > 1 and bool(params["nvlink"])))
+    host_side = host_side_applies(str(coll), shape[0], shape[1], params)
     # NCCL's channels with its tuner or its host side (run_size takes them from the model)
     nccl_ch = (tuned and not p2p) or host_side
     auto_ch = "auto" if nccl_ch and not args.channels else ""

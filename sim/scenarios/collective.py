@@ -33,8 +33,9 @@ if TYPE_CHECKING:
     from sim.fabric.rail import RailFabric
 
 __all__ = ["FABRICS", "FABRIC_KEYS", "FILE_KEYS", "FileFabric", "build_fabric",
-           "check_fabric_keys", "collective_params", "fabric_file", "is_fabric_file",
-           "run_size", "split_file_params", "transfer_time_us"]
+           "check_algorithm", "check_fabric_keys", "collective_params", "fabric_file",
+           "host_side_applies", "is_fabric_file", "run_size", "split_file_params",
+           "transfer_time_us"]
 
 FABRICS = ("rail", "star", "fattree", "superpod", "nvl72")
 
@@ -418,6 +419,27 @@ def resolve_port(fabric: Any, text: str) -> tuple[int, int]:
     return nid, port
 
 
+def host_side_applies(collective: str, nodes: int, gpus_per_node: int,
+                      params: Mapping[str, Any]) -> bool:
+    """Whether NCCL's host side is in the run: ``params["nccl_host"]``, for every
+    collective but point-to-point sends (AllToAll, SendRecv), which have it on one node of
+    several GPUs on NVLink only (:func:`sim.workloads.tuner.p2p_host_side`)."""
+    if not params.get("nccl_host"):
+        return False
+    if collective not in ("alltoall", "sendrecv"):
+        return True
+    return nodes == 1 and gpus_per_node > 1 and bool(params["nvlink"])
+
+
+def check_algorithm(algorithm: str, gpus_per_node: int, params: Mapping[str, Any]) -> None:
+    """ValueError for an algorithm the fabric's nodes cannot run: NVLS and the NVLS tree
+    need NVLink between a node's GPUs."""
+    if algorithm in ("nvls", "nvls_tree") and not (params["nvlink"] and gpus_per_node > 1):
+        why = "-p nvlink=false" if not params["nvlink"] else "1 GPU per node"
+        raise ValueError(f"--algo {algorithm}: NVLink SHARP needs NVLink between the GPUs of "
+                         f"a node ({why})")
+
+
 def tune_size(collective: str, size_bytes: int, algorithm: str, protocol: str,
           channels: int | None, params: Mapping[str, Any], nranks: int, nodes: int,
           nccl: Mapping[str, Any] | None) -> tuple[Any, Any]:
@@ -524,9 +546,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         algorithm = "ring" if algorithm == "auto" else algorithm
         protocol = "simple" if protocol == "auto" else protocol
     p2p = collective in ("alltoall", "sendrecv")
-    # NCCL's host side: collectives anywhere; point-to-point sends on one node (NVLink)
-    p2p_host = p2p and rf.nodes == 1 and rf.gpus_per_node > 1 and bool(params["nvlink"])
-    host_side = bool(params.get("nccl_host")) and (not p2p or p2p_host)
+    host_side = host_side_applies(collective, rf.nodes, rf.gpus_per_node, params)
     if host_side and tuner is None:
         tuner = _tuner(params, nranks, rf.nodes, nccl, channels)
     per_peer = 2  # NCCL_NCHANNELS_PER_NET_PEER, the schedule's default
