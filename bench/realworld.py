@@ -163,10 +163,13 @@ def plot(rows: list[dict[str, Any]], all_setups: list[dict[str, Any]], path: str
     fig.suptitle("Published nccl-tests tables against lossless collective "
                  "(python -m bench realworld)", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.98))  # the suptitle above the first row's titles
-    tmp = path + ".tmp.png"
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
+    from wire.atomic import atomic_file
+
+    try:
+        with atomic_file(path, "wb") as f:  # whole or not at all
+            fig.savefig(f, format="png", dpi=110)
+    finally:
+        plt.close(fig)
 
 
 if __name__ == "__main__":
