@@ -309,8 +309,10 @@ def test_default_channels_one_per_nic_of_a_node(tmp_path):
     rc, _, err = _cli(["collective", "allreduce", "-b", "64M", "-e", "64M", "--algo", "ring",
                        "--json", str(out)], None)
     assert rc == 0, err
-    row = json.loads(out.read_text())["results"][0]
+    doc = json.loads(out.read_text())
+    row = doc["results"][0]
     assert row["nchannels"] == Tuner(PRESETS["h100-cx7"], 8, 2).channels == 16
+    assert doc["channels"] is None  # NCCL's per size (it said 4, one per NIC)
 
 
 def test_a_transfer_on_an_undeclared_connection_is_refused_before_the_fabric_is_touched():

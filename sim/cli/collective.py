@@ -427,7 +427,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
            # an InfiniBand fabric says so (RoCE documents keep their keys)
            **({"header_stack": "ib", "flow_control": "credits"} if ib else {}),
            "params": params, "algorithm": args.algo, "protocol": args.proto,
-           "channels": channels, "qps_per_connection": args.qps,
+           # null when NCCL's model picks them per size (each row's nchannels)
+           "channels": None if auto_ch else channels, "qps_per_connection": args.qps,
            "datatype": args.datatype, "op": redop, "root": root,
            "iters": args.iters, "warmup_iters": args.warmup_iters,
            "timeline_rank": args.timeline_rank, "results": rows}

@@ -245,8 +245,8 @@ def busbw_bound(doc: Mapping[str, Any], row: Mapping[str, Any] | None = None
             and nodes > 1:
         n = nodes * g
         k = g * (n - 1) * nodes / (n * (nodes - 1))
-        return k * nic, (f"bound {k * nic:.2f} GB/s: {g} NICs per node, an AllReduce "
-                         f"sends 2(m-1)/m of the buffer out of each of m nodes ({why})")
+        return k * nic, (f"bound {k * nic:.2f} GB/s: {g} NICs of a node, an AllReduce "
+                         f"sends 2(m-1)/m of it out of each of m = {nodes} nodes")
     if algo == "ring" and doc.get("collective") in _RING_COLLECTIVES:
         c = int((row or {}).get("nchannels") or doc.get("channels") or 1)
         per_nic = -(-c // g)
@@ -333,7 +333,7 @@ def overlay_figure(docs: Sequence[Mapping[str, Any]], names: Sequence[str] | Non
         else:  # the tuner ran other algorithms at other sizes: each size's own bound
             ax.plot([x0 for x0, _ in per_size], values, linestyle="--", linewidth=1.2,
                     color=c, drawstyle="steps-mid",
-                    label=f"{text} (the largest size's; each size: what ran there)")
+                    label=f"{text}\n(the largest size's; each size has its algorithm's)")
         top = max(top, *values)
     if inplace and len(docs) > 1:
         from matplotlib.lines import Line2D
@@ -356,7 +356,8 @@ def overlay_figure(docs: Sequence[Mapping[str, Any]], names: Sequence[str] | Non
         else docs[0]["collective"]
     if len(docs) == 1:
         d = docs[0]
-        title += (f"; {d.get('algorithm')}/{d.get('protocol')}, channels {d.get('channels')},"
+        ch = d.get("channels") or "auto"
+        title += (f"; {d.get('algorithm')}/{d.get('protocol')}, channels {ch},"
                   f" qps {d.get('qps_per_connection')}")
     if failed:
         title += f"\n{failed} size(s) failed, not drawn (results.json: error)"
