@@ -481,3 +481,19 @@ def test_one_node_names_no_busiest_link(tmp_path):
     assert rc == 0, err
     assert so.count("none (NVLink only)") == 1
     assert json.loads(out.read_text())["results"][0]["busiest_link"] is None
+    # the link figure says so too (it named an idle NIC at 0.0 %)
+    import matplotlib.pyplot as plt
+
+    from sim.study.collective_plots import figures
+
+    d = tmp_path / "o"
+    rc, _, err = run_cli(["collective", "allreduce", "-b", "1M", "-e", "1M", "-p", "nodes=1",
+                          "-p", "gpus_per_node=4", "--out", str(d), "--no-plots"])
+    assert rc == 0, err
+    figs = figures(json.loads((d / "results.json").read_text()))
+    try:
+        title = figs["link_utilisation.png"]._suptitle.get_text()
+    finally:
+        for f in figs.values():
+            plt.close(f)
+    assert "no link carried a byte (everything over NVLink)" in title and "0.0%" not in title

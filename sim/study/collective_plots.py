@@ -428,12 +428,12 @@ def _link_figure(doc: Mapping[str, Any]) -> Any:
     axes[0].set_ylabel("utilisation (% of line rate)")
     axes[0].set_ylim(0, 112)
     t_us = row["time_ps"] / 1e6
+    most = (f"busiest link {busiest['name']} -> {busiest['peer_name']} ({busiest['tier']}): "
+            f"{100 * busiest['utilisation']:.1f}% of {busiest['rate_bps'] / 1e9:g} Gb/s"
+            if busiest["tx_bytes"] else "no link carried a byte (everything over NVLink)")
     fig.suptitle(f"{_common_title(doc)}: link utilisation = tx bytes / (rate x time) during "
-                 f"{size_text(row['size_bytes'])}"
-                 f" ({t_us:.4g} µs)\nbusiest link {busiest['name']} -> "
-                 f"{busiest['peer_name']} ({busiest['tier']}): "
-                 f"{100 * busiest['utilisation']:.1f}% of "
-                 f"{busiest['rate_bps'] / 1e9:g} Gb/s", fontweight="bold")
+                 f"{size_text(row['size_bytes'])} ({t_us:.4g} µs)\n{most}",
+                 fontweight="bold")
     return fig
 
 
