@@ -375,8 +375,17 @@ def test_coll_counts_as_nccl_tests():
         (MIB // 8, MIB, MIB // 32, MIB)
     rs = nt.coll_counts("reducescatter", MIB, "float", 8)
     assert (rs.send_bytes, rs.recv_bytes, rs.param_count) == (MIB, MIB // 8, MIB // 32)
+    # a rank's share trimmed to 16 bytes: 83 floats -> 80
     a2a = nt.coll_counts("alltoall", 1000, "float", 3)
-    assert (a2a.send_bytes, a2a.recv_bytes, a2a.param_count) == (996, 996, 83)
+    assert (a2a.send_bytes, a2a.recv_bytes, a2a.param_count) == (960, 960, 80)
+    # the size and count columns of a published 80-rank alltoall_perf (double; NCCL 2.29.2,
+    # nccl-tests 2.17.8, xxrjun/nccl-tests-cluster's example-cluster01): -b 32M -f 2
+    for size, shown, count in ((33554432, 33553920, 52428), (67108864, 67107840, 104856),
+                               (134217728, 134216960, 209714)):
+        c = nt.coll_counts("alltoall", size, "double", 80)
+        assert (c.size_bytes, c.param_count) == (shown, count)
+    rs3 = nt.coll_counts("reducescatter", 1000, "half", 3)
+    assert (rs3.send_bytes, rs3.param_count) == (3 * 160 * 2, 160)
     ar = nt.coll_counts("allreduce", 1002, "half", 8)
     assert (ar.send_bytes, ar.param_count) == (1002, 501)
     # S: AllGather's is the whole output, ReduceScatter's the whole input.

@@ -6,7 +6,8 @@ Everything here follows NVIDIA/nccl-tests (files of that repository):
   ``*GetCollByteCount`` gives the send count, receive count and the count passed to NCCL
   (``paramcount``): AllReduce, Broadcast, SendRecv ``count``; AllGather ``count/n`` per rank
   (receive ``(count/n)*n``); ReduceScatter ``count/n`` per rank (send ``(count/n)*n``);
-  AlltoAll ``count/n`` per peer (send and receive ``(count/n)*n``) (``src/all_reduce.cu``,
+  AlltoAll ``count/n`` per peer (send and receive ``(count/n)*n``), ``count/n`` trimmed to
+  a multiple of 16 bytes (``& -(16/eltSize)``) (``src/all_reduce.cu``,
   ``all_gather.cu``, ``reduce_scatter.cu``, ``alltoall.cu``, ``broadcast.cu``,
   ``sendrecv.cu``).  The ``size`` column is ``max(sendBytes, recvBytes)``, the ``count``
   column ``paramcount``.
@@ -66,7 +67,9 @@ def coll_counts(collective: Collective | str, size_bytes: int, dtype: str, nrank
     if size_bytes < 0 or nranks < 1:
         raise ValueError("size_bytes must be >= 0 and nranks >= 1")
     count = size_bytes // elt
-    per = count // nranks
+    # a rank's share is trimmed to a multiple of 16 bytes (nccl-tests since December 2024,
+    # commit 29f4114: aligned buffers for any rank count)
+    per = (count // nranks) & -max(1, 16 // elt)
     if coll is Collective.ALLGATHER:
         send, recv, param = per, per * nranks, per
     elif coll is Collective.REDUCESCATTER:
