@@ -156,7 +156,11 @@ def test_the_choice_is_the_least_time(nodes, size, preset, coll):
     assert c.time_us == min(times) and c.algo in algos and c.proto in PROTOS
     everything = [v for v in c.table.values() if v is not None]
     assert c.table[(c.nccl_algo, c.nccl_proto)] == min(everything)
-    assert c.nccl_algo in ALGOS and 1 <= c.channels <= t.channels
+    # NVLS and the NVLS tree run their own channels (32 for the tree on 2 B200 nodes, more
+    # than the communicator's 16), the others at most the communicator's
+    assert c.nccl_algo in ALGOS and 1 <= c.channels <= t.algo_channels(c.algo)
+    assert t.algo_channels(c.algo) == (t.channels if c.algo not in ("nvls", "nvls_tree")
+                                       else t.graphs.nvls_channels)
 
 
 def test_cli_auto_with_the_environment_and_the_host_side(tmp_path, monkeypatch, capsys):
@@ -303,3 +307,21 @@ def test_p2p_channels_as_ncclTopoComputeP2pChannels():
 
     assert p2p_channels(Tuner(H100, 8, 1)) == (32, 4)
     assert p2p_channels(Tuner(H100, 4, 1, max_channels=8)) == (8, 2)
+
+
+@pytest.mark.parametrize("preset, nodes, channels", [
+    ("h100-cx7", 1, 16), ("h100-cx7", 4, 16),   # NVLS_NCHANNELS_SM90
+    ("b200-cx7", 1, 24),                          # SM100 on one NVLink domain
+    ("b200-cx7", 2, 32), ("b200-cx7", 4, 24),     # 400G NICs: 50 GB/s as NCCL rates them
+    ("gb300-cx8", 2, 32), ("gb300-cx8", 4, 24),   # 800G: 100 GB/s, 4 GPUs a node
+    ("gb300-nvl72", 4, 32),                       # 800G, 72 GPUs a node
+])
+def test_nvls_channels_as_nccl_tunes_them(preset, nodes, channels):
+    """nvlsChannels (ncclNvlsTuning and ncclNvlsTreeSm100Tuning, src/transport/nvls.cc,
+    NCCL 2.30.7); the NVLS tree runs on all of them, across nodes too (getAlgoInfo)."""
+    hw = PRESETS[preset]
+    t = Tuner(hw, hw.gpus_per_node * nodes, nodes)
+    assert t.graphs.nvls_channels == channels
+    assert t.algo_channels("nvls_tree") == channels
+    assert t.algo_channels("nvls") == (channels if nodes == 1 else
+                                       min(channels, t.channels))

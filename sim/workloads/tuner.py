@@ -249,6 +249,20 @@ PRESETS: dict[str, Hardware] = {
         "NVIDIA GB200 NVL72 compute tray: 2 Grace CPUs (Arm), 4 B200 (18 NVLink 5 links "
         "each), 4 ConnectX-7 400 Gb/s (the NVL72 rack's NVLink domain across trays is not "
         "modelled: each tray is a node); NVLink 5: 1.8 TB/s per GPU both ways", 7200.0, 5),
+    "gb300-nvl72": Hardware(
+        "gb300-nvl72", 100, 18, 72, 72, 800.0, 96.0, "arm",
+        "NVIDIA GB300 NVL72 (Enterprise Reference Architecture, NVL72 AI factory, 'System "
+        "Hardware & Components'): 72 Blackwell Ultra GPUs in one NVLink domain (9 NVSwitch "
+        "trays, 130 TB/s: 1.8 TB/s per GPU both ways), 18 compute trays of 4 GPUs and 2 Grace "
+        "CPUs (Arm), 4 ConnectX-8 per tray, one per GPU: 800 Gb/s (XDR InfiniBand, or 2 x "
+        "400G Ethernet) on PCIe Gen6 x16 to its GPU (NVIDIA, Hot Chips 2025); Blackwell "
+        "Ultra is compute capability 10.3, NCCL's Blackwell rows; NCCL sees the rack as one "
+        "node (MNNVL)", 7200.0, 6),
+    "gb300-cx8": Hardware(
+        "gb300-cx8", 100, 18, 4, 4, 800.0, 96.0, "arm",
+        "NVIDIA GB300 NVL72 compute tray as a node (the rack's NVLink domain across trays is "
+        "not modelled): 2 Grace CPUs (Arm), 4 Blackwell Ultra GPUs (18 NVLink 5 links each), "
+        "4 ConnectX-8 800 Gb/s on PCIe Gen6 x16 (sources as gb300-nvl72)", 7200.0, 6),
 }
 
 
@@ -322,6 +336,14 @@ def search(hw: Hardware, nodes: int, gpus_per_node: int | None = None) -> Graphs
         top = max((x for x in SPEEDS_INTRA[arch] if x <= 2 * s_nvls), default=s_nvls)
         nvls = Graph(heads, s_nvls, speed if nodes > 1 else top)
         nvls_ch = 16 if hw.sm < 100 else (32 if nodes > 1 else 24)
+        if hw.sm >= 100 and nodes > 1:  # ncclNvlsTreeSm100Tuning (src/transport/nvls.cc)
+            nic = hw.nic_GBps
+            if nodes == 2 and nic >= 48:
+                nvls_ch = 32
+            elif nic >= 96:
+                nvls_ch = 24 if g <= 8 else 32
+            elif nic >= 48:
+                nvls_ch = 24
     return Graphs(ring, ring, nvls, runtime, nvls_ch)
 
 
@@ -431,12 +453,15 @@ class Tuner:
 
     def algo_channels(self, algo: str) -> int:
         """The channels ``algo`` runs on before any reduction for small calls: NVLS and the
-        NVLS tree their own (``nvlsChannels``; across nodes at most the communicator's), the
-        others the communicator's (:attr:`channels`)."""
+        NVLS tree their own (``nvlsChannels``; NVLS across nodes at most the communicator's:
+        ``getAlgoInfo``, ``src/enqueue.cc``), the others the communicator's
+        (:attr:`channels`)."""
         if algo in ("nvls", "nvls_tree"):
             g = self.graphs
             assert g is not None
-            return g.nvls_channels if self.nodes == 1 else min(g.nvls_channels, self.channels)
+            if algo == "nvls" and self.nodes > 1:
+                return min(g.nvls_channels, self.channels)
+            return g.nvls_channels
         return self.channels
 
     def _available(self, coll: str, algo: str, proto: str) -> bool:
