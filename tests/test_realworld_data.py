@@ -21,10 +21,12 @@ def test_rows_are_consistent_nccl_tests_rows(s):
     n = int(p["nodes"]) * int(p["gpus_per_node"])
     assert s["source"].startswith("https://") and s["rows"]
     sizes = [r[0] for r in s["rows"]]
-    assert sizes == sorted(sizes) and sizes[0] >= 1 << 20
+    assert sizes == sorted(sizes) and sizes[0] >= 1024
     for size, time_us, busbw in s["rows"]:
         algbw = size / time_us / 1e3
-        assert busbw == pytest.approx(algbw * FACTOR[s["collective"]](n), rel=0.01), size
+        # busbw is printed with two decimals: 0.06 for 1 KiB in 29.75 us
+        assert busbw == pytest.approx(algbw * FACTOR[s["collective"]](n), rel=0.01,
+                                      abs=0.006), size
 
 
 def test_every_setup_parses_as_a_collective_command():
