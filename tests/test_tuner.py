@@ -309,19 +309,43 @@ def test_p2p_channels_as_ncclTopoComputeP2pChannels():
     assert p2p_channels(Tuner(H100, 4, 1, max_channels=8)) == (8, 2)
 
 
-@pytest.mark.parametrize("preset, nodes, channels", [
-    ("h100-cx7", 1, 16), ("h100-cx7", 4, 16),   # NVLS_NCHANNELS_SM90
-    ("b200-cx7", 1, 24),                          # SM100 on one NVLink domain
-    ("b200-cx7", 2, 32), ("b200-cx7", 4, 24),     # 400G NICs: 50 GB/s as NCCL rates them
-    ("gb300-cx8", 2, 32), ("gb300-cx8", 4, 24),   # 800G: 100 GB/s, 4 GPUs a node
-    ("gb300-nvl72", 4, 32),                       # 800G, 72 GPUs a node
+@pytest.mark.parametrize("preset, nodes, channels, chunk_k, tree_max_k", [
+    ("h100-cx7", 1, 16, 128, 128), ("h100-cx7", 4, 16, 128, 64),  # NVLS_NCHANNELS_SM90
+    ("b200-cx7", 1, 24, 128, 128),                # SM100 on one NVLink domain
+    ("b200-cx7", 2, 32, 128, 64),                 # 400G NICs: 50 GB/s as NCCL rates them
+    ("b200-cx7", 4, 24, 128, 64),
+    ("gb300-cx8", 2, 32, 256, 256),               # 800G: 100 GB/s, 4 GPUs a node
+    ("gb300-cx8", 4, 24, 256, 256),
+    ("gb300-nvl72", 4, 32, 128, 64),              # 800G, 72 GPUs a node
+    ("gb200-nvl72", 2, 32, 128, 64),
 ])
-def test_nvls_channels_as_nccl_tunes_them(preset, nodes, channels):
-    """nvlsChannels (ncclNvlsTuning and ncclNvlsTreeSm100Tuning, src/transport/nvls.cc,
-    NCCL 2.30.7); the NVLS tree runs on all of them, across nodes too (getAlgoInfo)."""
+def test_nvls_tuning_as_nccl_tunes_it(preset, nodes, channels, chunk_k, tree_max_k):
+    """nvlsChannels, nvlsChunkSize and nvlsTreeMaxChunkSize (ncclNvlsTuning and
+    ncclNvlsTreeSm100Tuning, src/transport/nvls.cc, NCCL 2.30.7); the NVLS tree runs on all
+    the NVLS channels, across nodes too (getAlgoInfo)."""
     hw = PRESETS[preset]
     t = Tuner(hw, hw.gpus_per_node * nodes, nodes)
-    assert t.graphs.nvls_channels == channels
+    g = t.graphs
+    assert (g.nvls_channels, g.nvls_chunk_bytes, g.nvls_tree_max_chunk_bytes) == \
+        (channels, chunk_k * 1024, tree_max_k * 1024)
     assert t.algo_channels("nvls_tree") == channels
     assert t.algo_channels("nvls") == (channels if nodes == 1 else
                                        min(channels, t.channels))
+
+
+def test_nvls_tree_chunk_follows_the_node():
+    """The NVLS tree's chunk is min(nvlsChunkSize, nvlsTreeMaxChunkSize), then shrunk for
+    small calls (calcCollChunking): with 2 GB300 trays' 256 KiB, 256 KiB for a call of 32 x
+    8 concurrent chunks (2 channels x 4 heads), 128 KiB below 16 x 8; NCCL's defaults 128
+    KiB."""
+    from sim.workloads.nccl import schedule
+
+    count = 64 * 1024 * 1024 // 4
+    kw = {"algorithm": "nvls_tree", "gpus_per_node": 4, "nchannels": 2}
+    assert schedule("allreduce", 8, count, "float", **kw).chunk_bytes == 128 * 1024
+    big = schedule("allreduce", 8, count, "float", nvls_chunk_bytes=256 * 1024,
+                   nvls_tree_max_chunk_bytes=256 * 1024, **kw)
+    assert big.chunk_bytes == 256 * 1024
+    small = schedule("allreduce", 8, count // 4, "float", nvls_chunk_bytes=256 * 1024,
+                     nvls_tree_max_chunk_bytes=256 * 1024, **kw)
+    assert small.chunk_bytes == 128 * 1024  # 16 MiB is less than 16 x 8 x 256 KiB

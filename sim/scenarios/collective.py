@@ -560,10 +560,14 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
             channels = tuner.algo_channels(str(algorithm))
         else:
             channels = default_channels(rf.nodes, rf.gpus_per_node)
+    nvls_kw = {}
+    if tuner is not None and tuner.graphs is not None:  # NCCL's NVLS chunks for the node
+        nvls_kw = {"nvls_chunk_bytes": tuner.graphs.nvls_chunk_bytes,
+                   "nvls_tree_max_chunk_bytes": tuner.graphs.nvls_tree_max_chunk_bytes}
     sch = schedule(collective, nranks, counts.param_count, datatype,
                    nchannels=channels, algorithm=algorithm, protocol=protocol,
                    root=root, gpus_per_node=rf.gpus_per_node,
-                   qps_per_connection=qps, p2p_channels_per_peer=per_peer)
+                   qps_per_connection=qps, p2p_channels_per_peer=per_peer, **nvls_kw)
     limit_ps = int(params["limit_ms"] * 10**9)
     # the fabric's header stack (RoCEv2 or InfiniBand, wire.linkstack) and its largest packet
     stack = rf.fabric.stack

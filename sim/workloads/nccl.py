@@ -170,6 +170,8 @@ P2P_NVL_CHUNK_BYTES = 512 * 1024
 #: is at most 64 KiB from 4 nodes up (``NCCL_NVLSTREE_MAX_CHUNKSIZE``'s default, same file).
 NVLS_CHUNK_BYTES = 128 * 1024
 NVLS_TREE_MAX_CHUNK_BYTES = 64 * 1024
+#: the smallest chunk calcCollChunking shrinks an NVLS chunk to
+NVLS_MIN_CHUNK_BYTES = 16 * 1024
 #: P2P per-channel parts are aligned to 4 KiB (``ncclP2pPartBounds``, ``device.h``).
 P2P_PART_ALIGN_BYTES = 4096
 #: Multi-QP sends are cut in 128-byte multiples (``ncclIbMultiSend``, ``net_ib.cc``).
@@ -478,6 +480,9 @@ class Schedule:
     gpus_per_node: int = 1
     qps_per_connection: int = 1
     p2p_channels_per_peer: int = 2
+    #: NVLS: ``nvlsChunkSize`` and ``nvlsTreeMaxChunkSize`` (0: NCCL's default)
+    nvls_chunk_bytes: int = NVLS_CHUNK_BYTES
+    nvls_tree_max_chunk_bytes: int = 0
     transfers: list[Transfer] = field(default_factory=list)
     connections: dict[tuple[int, int, int], Connection] = field(default_factory=dict)
     #: each channel's ring order (ring algorithms; empty otherwise)
@@ -580,7 +585,8 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
              gpus_per_node: int | None = None, qps_per_connection: int = 1,
              nthreads: int | None = None, rings: Sequence[Sequence[int]] | None = None,
              drop_channels: bool = True, p2p_channels_per_peer: int = 2,
-             qp_base: int = 0x100) -> Schedule:
+             qp_base: int = 0x100, nvls_chunk_bytes: int = NVLS_CHUNK_BYTES,
+             nvls_tree_max_chunk_bytes: int = 0) -> Schedule:
     """The transfers NCCL performs for one call.
 
     ``count`` is the element count the NCCL call takes: ``ncclAllReduce``/``ncclBroadcast``
@@ -597,7 +603,10 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
     default to -1 and compute it); the peers of successive rounds take the next channels,
     so an AllToAll uses them all.  ``qp_base``: the first local QP number (QPs are numbered
     from it, connection by connection); schedules that run at once on one fabric (several
-    jobs, ``[[collective]]`` of a fabric file) need disjoint ranges.
+    jobs, ``[[collective]]`` of a fabric file) need disjoint ranges.  NVLS and the NVLS tree:
+    ``nvls_chunk_bytes`` (``nvlsChunkSize``) and ``nvls_tree_max_chunk_bytes``
+    (``nvlsTreeMaxChunkSize``; 0: NCCL's default, 64 KiB from 4 nodes, else the chunk), as
+    :func:`sim.workloads.tuner.nvls_tuning` gives them for a node.
     """
     coll, algo, proto = Collective(collective), Algorithm(algorithm), Protocol(protocol)
     if dtype not in DTYPE_BYTES:
@@ -615,6 +624,11 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
                             f"got {p2p_channels_per_peer}")
     if not 0 <= root < nranks:
         raise ScheduleError(f"root {root} not in 0..{nranks - 1}")
+    if not (NVLS_MIN_CHUNK_BYTES <= nvls_chunk_bytes <= 1 << 20
+            and (nvls_tree_max_chunk_bytes == 0
+                 or NVLS_MIN_CHUNK_BYTES <= nvls_tree_max_chunk_bytes <= 1 << 20)):
+        raise ScheduleError(f"NVLS chunk sizes must be in {NVLS_MIN_CHUNK_BYTES}..{1 << 20} "
+                            f"bytes, got {nvls_chunk_bytes} and {nvls_tree_max_chunk_bytes}")
     if not 0 < qp_base < 1 << 23:
         raise ScheduleError(f"qp_base must be in 1..{(1 << 23) - 1}, got {qp_base}")
     if algo is not Algorithm.RING and coll is not Collective.ALLREDUCE:
@@ -668,7 +682,8 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
     block = count * elt
     sch = Schedule(coll, algo, proto, nranks, count, dtype, elt, nc, nt, chunk_bytes,
                    slice_steps, NCCL_STEPS // slice_steps, 0, 0, block, root, gpn,
-                   qps_per_connection, p2p_channels_per_peer)
+                   qps_per_connection, p2p_channels_per_peer, nvls_chunk_bytes,
+                   nvls_tree_max_chunk_bytes)
     b = _Builder(sch, nchannels, qp_base)
     if nranks == 1 or count == 0:
         return b.finish()
@@ -885,11 +900,12 @@ def _nvls_chunk_bytes(sch: Schedule, nbytes: int, nodes: int) -> int:
     chunk shrinks for small calls against ``nChannels x nHeads`` concurrent chunks."""
     ops = sch.nchannels * sch.gpus_per_node
     if sch.algorithm is Algorithm.NVLS:
-        chunk = min(step_data_bytes(Protocol.SIMPLE), NVLS_CHUNK_BYTES)
+        chunk = min(step_data_bytes(Protocol.SIMPLE), sch.nvls_chunk_bytes)
         rules = ((64, 65536), (8, 32768), (2, 16384))
     else:
-        chunk = min(NVLS_CHUNK_BYTES, NVLS_TREE_MAX_CHUNK_BYTES if nodes >= 4
-                    else NVLS_CHUNK_BYTES)
+        tree_max = sch.nvls_tree_max_chunk_bytes or (
+            NVLS_TREE_MAX_CHUNK_BYTES if nodes >= 4 else sch.nvls_chunk_bytes)
+        chunk = min(sch.nvls_chunk_bytes, tree_max)
         rules = ((32, 262144), (16, 131072), (4, 65536), (1, 32768))
     for mult, to in rules:
         if nbytes < mult * ops * chunk and chunk > to:

@@ -72,7 +72,8 @@ from typing import Any
 
 __all__ = [
     "ALGOS", "PROTOS", "RUNNABLE_ALGOS", "PRESETS", "Hardware", "Graphs", "Graph", "Choice",
-    "Tuner", "HostSide", "TunerError", "search", "parse_nccl_list", "from_environment",
+    "nvls_tuning", "Tuner", "HostSide", "TunerError", "search", "parse_nccl_list",
+    "from_environment",
     "NCCL_VERSION", "NCCL_VARIABLES", "ALGO_NAMES", "PROTO_NAMES", "nccl_text",
     "p2p_channels", "p2p_host_side", "environment_notes",
 ]
@@ -287,6 +288,42 @@ class Graphs:
     nvls: Graph | None
     runtime_channels: int
     nvls_channels: int
+    #: NVLS chunk size and the NVLS tree's largest chunk (``nvlsChunkSize``,
+    #: ``nvlsTreeMaxChunkSize``, bytes)
+    nvls_chunk_bytes: int = 128 * 1024
+    nvls_tree_max_chunk_bytes: int = 128 * 1024
+
+
+def nvls_tuning(hw: Hardware, nodes: int, ppn: int) -> tuple[int, int, int]:
+    """(nvlsChannels, nvlsChunkSize, nvlsTreeMaxChunkSize) as ``ncclNvlsTuning`` sets them
+    (``src/transport/nvls.cc``, NCCL 2.30.7): 16 channels on Hopper, 24 on one Blackwell
+    NVLink domain, 32 across nodes, 128 KiB chunks, the tree's chunk at most 64 KiB from 4
+    nodes; Blackwell across nodes per ``ncclNvlsTreeSm100Tuning`` by nodes, GPUs per node
+    and NIC bandwidth (NCCL's GB/s).  [A] every preset's NIC sits on its GPU's PCIe switch
+    (``gpuToNicPathType <= PATH_PXB``)."""
+    if hw.sm < 100:
+        ch = 16
+    else:
+        ch = 32 if nodes > 1 else 24
+    chunk, tree_max = 128 * 1024, 0
+    if hw.sm >= 100 and nodes > 1:
+        nic = hw.nic_GBps
+        if nodes == 2 and nic >= 48:
+            ch, tree_max = 32, 128 * 1024
+            if ppn <= 4:
+                chunk = tree_max = 256 * 1024
+            elif ppn >= 16 or (ppn <= 8 and nic < 96):
+                tree_max = 64 * 1024
+        elif nic >= 96:
+            if ppn <= 8:
+                ch, chunk, tree_max = 24, 256 * 1024, 256 * 1024
+            else:
+                ch, tree_max = 32, (128 * 1024 if ppn < 32 else 64 * 1024)
+        elif nic >= 48:
+            ch, tree_max = 24, 64 * 1024
+    if not tree_max:  # NCCL_NVLSTREE_MAX_CHUNKSIZE's default
+        tree_max = 64 * 1024 if nodes >= 4 else chunk
+    return ch, chunk, tree_max
 
 
 def _first(ladder: tuple[float, ...], limit: float) -> float:
@@ -335,16 +372,10 @@ def search(hw: Hardware, nodes: int, gpus_per_node: int | None = None) -> Graphs
         # fits, across nodes the ring's (NIC-bound) speed
         top = max((x for x in SPEEDS_INTRA[arch] if x <= 2 * s_nvls), default=s_nvls)
         nvls = Graph(heads, s_nvls, speed if nodes > 1 else top)
-        nvls_ch = 16 if hw.sm < 100 else (32 if nodes > 1 else 24)
-        if hw.sm >= 100 and nodes > 1:  # ncclNvlsTreeSm100Tuning (src/transport/nvls.cc)
-            nic = hw.nic_GBps
-            if nodes == 2 and nic >= 48:
-                nvls_ch = 32
-            elif nic >= 96:
-                nvls_ch = 24 if g <= 8 else 32
-            elif nic >= 48:
-                nvls_ch = 24
-    return Graphs(ring, ring, nvls, runtime, nvls_ch)
+    ch, chunk, tree_max = nvls_tuning(hw, nodes, g)
+    if nvls is not None:
+        nvls_ch = ch
+    return Graphs(ring, ring, nvls, runtime, nvls_ch, chunk, tree_max)
 
 
 def parse_nccl_list(value: str, names: tuple[str, ...], aliases: Mapping[str, str],
