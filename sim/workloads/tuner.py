@@ -41,7 +41,8 @@ The model (``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime``, ``src/graph/tuning
   ``treeCorrectionFactor[proto][log2(bytes/64)]``.
 * **Choice**: the least time over the enabled and available entries, ties to the earlier
   (Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT) x (LL, LL128, Simple);
-  channels then dropped while ``bytes < nc x nthreads x threshold`` (``topoGetAlgoInfo``).
+  channels then dropped while ``bytes < nc x nthreads x threshold`` (``topoGetAlgoInfo``);
+  NVLS and the NVLS tree run NCCL's ``nvlsChannels`` in its chunks (:func:`nvls_tuning`).
 
 What the simulator takes from it (:class:`HostSide`): the base latency once, when the
 call is launched, and each step's ``hwLat`` when its data are ready (NVLink inside a node,
