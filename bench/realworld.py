@@ -45,16 +45,21 @@ def setups() -> list[dict[str, Any]]:
         return tomllib.load(fp)["setup"]
 
 
+def nominal_bytes(printed: int) -> int:
+    """The -b/-e size nccl-tests printed ``printed`` for: its sizes double from -b and each is
+    printed trimmed to the ranks (80 ranks: 32M prints 33553920), so the power of 2 at or
+    above it (the tables' sizes are powers of 2 before the trim)."""
+    return 1 << (printed - 1).bit_length()
+
+
 def run_setup(s: dict[str, Any], max_bytes: int, nccl_host: bool) -> dict[int, dict]:
     """The simulated rows of setup ``s`` up to ``max_bytes``: size -> results row."""
     sizes = [r[0] for r in s["rows"] if r[0] <= max_bytes]
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "r.json")
-        # nccl-tests' sizes double from -b and print each trimmed to the ranks (80 ranks:
-        # 32M -> 33553920): start from the power of 2 the smallest row was trimmed from
-        lo = 1 << (min(sizes) - 1).bit_length()
         cmd = [sys.executable, "-m", "sim", "collective", s["collective"], "-b",
-               str(lo), "-e", str(1 << (max(sizes) - 1).bit_length()), *s["args"].split(),
+               str(nominal_bytes(min(sizes))), "-e", str(nominal_bytes(max(sizes))),
+               *s["args"].split(),
                "--algo", "auto",
                "--proto", "auto", "-p", f"hw={s['hw']}", "-p",
                f"nccl_host={'true' if nccl_host else 'false'}", "--json", out,

@@ -50,3 +50,20 @@ def test_plot_draws_a_panel_per_setup(tmp_path):
     plot(rows, setups(), str(out))
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(tmp_path.glob("*.tmp.png"))
+
+
+def test_sizes_run_are_the_ones_nccl_tests_printed():
+    """A table's printed sizes are trimmed to its ranks; the bench runs the power of 2 they
+    came from, and the simulator prints the same trimmed size (nccl-tests' counts)."""
+    from bench.realworld import nominal_bytes
+    from sim.workloads.nccl_tests import coll_counts
+
+    for s in setups():
+        p = dict(re.findall(r"-p (\w+)=(\S+)", s["args"]))
+        n = int(p["nodes"]) * int(p["gpus_per_node"])
+        dtype = "double" if "-d double" in s["args"] else "float"
+        for size, _t, _b in s["rows"]:
+            nominal = nominal_bytes(size)
+            assert nominal & (nominal - 1) == 0 and nominal >= size
+            assert coll_counts(s["collective"], nominal, dtype, n).size_bytes == size, \
+                (s["name"], size)
