@@ -414,6 +414,18 @@ def test_host_side_applies_and_nvls_needs_nvlink(capsys):
         assert o.out == "" and o.err.count("\n") == 1
         assert "--algo nvls: NVLink SHARP needs NVLink between the GPUs of a node " \
                "(-p nvlink=false)" in o.err
+    # an AllToAll across nodes runs the network alone, and its first line says so
+    alone = "the network alone (NCCL's host side is modelled for point-to-point sends"
+    for args, said in ((["-p", "nodes=2", "-p", "gpus_per_node=2"], alone),
+                       (["-p", "nodes=1", "-p", "gpus_per_node=4"], "NCCL host side h100-cx7"),
+                       (["-p", "nodes=2", "-p", "gpus_per_node=2", "-p", "nccl_host=false"],
+                        None)):
+        assert main(["collective", "alltoall", "-b", "64K", "-e", "64K", *args]) == 0
+        first = capsys.readouterr().out.splitlines()[0]
+        if said:
+            assert first.endswith(said) or said in first
+        else:
+            assert "alone" not in first and "host side" not in first
 
 
 def test_the_first_line_names_only_the_nccl_variables_read(monkeypatch, capsys):

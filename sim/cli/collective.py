@@ -299,7 +299,9 @@ def cmd_collective(args: argparse.Namespace) -> int:
          f"{args.proto}, channels {auto_ch if auto_ch else channels}, "
          f"qps {args.qps}; -w {args.warmup_iters} -n {args.iters}"
          + (f"; {env_text}" if env_text else "")
-         + (f"; NCCL host side {params['hw']}" if host_side else ""))
+         + (f"; NCCL host side {params['hw']}" if host_side else
+            "; the network alone (NCCL's host side is modelled for point-to-point sends on "
+            "one node's NVLink only)" if p2p and params.get("nccl_host") else ""))
     for line in header_lines():
         emit(line)
     show = not args.quiet and (args.progress or sys.stderr.isatty())
