@@ -36,8 +36,8 @@ SMALL_TOLERANCE = 0.30
 SMALL_BYTES = 1 << 20
 
 
-def tolerance(size: int) -> float:
-    return TOLERANCE if size >= SMALL_BYTES else SMALL_TOLERANCE
+def tolerance(size_bytes: int) -> float:
+    return TOLERANCE if size_bytes >= SMALL_BYTES else SMALL_TOLERANCE
 
 
 def setups() -> list[dict[str, Any]]:
@@ -59,9 +59,8 @@ def run_setup(s: dict[str, Any], max_bytes: int, nccl_host: bool) -> dict[int, d
         out = os.path.join(tmp, "r.json")
         cmd = [sys.executable, "-m", "sim", "collective", s["collective"], "-b",
                str(nominal_bytes(min(sizes))), "-e", str(nominal_bytes(max(sizes))),
-               *s["args"].split(),
-               "--algo", "auto",
-               "--proto", "auto", "-p", f"hw={s['hw']}", "-p",
+               *s["args"].split(), "--algo", "auto", "--proto", "auto", "-p", f"hw={s['hw']}",
+               "-p",
                f"nccl_host={'true' if nccl_host else 'false'}", "--json", out,
                "--quiet"]
         env = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_")}
@@ -121,14 +120,14 @@ def main(argv: list[str]) -> int:
             nccl = t.get("nccl", "-")
             mark = "" if nccl in (ran, "-") else "  (NCCL's pick not simulated)"
             # NCCL's own cost model's time for what it picks, as the same ratio
-            mt = t.get("model_time_us")
-            model = real_us / mt if mt else None
+            model_us = t.get("model_time_us")
+            model = real_us / model_us if model_us else None
             line = (f"   {size:>11} {real:8.2f} {bus:8.2f} {ratio:8.2f} "
                     + (f"{model:6.2f}" if model else f"{'-':>6}"))
             if net:
                 nb = net[size].get("busbw_GB_per_s") or 0.0
-                nt = net[size].get("time_us")
-                line += f" {nb:8.2f} {real_us / nt if nt else 0.0:6.2f}"
+                net_us = net[size].get("time_us")
+                line += f" {nb:8.2f} {real_us / net_us if net_us else 0.0:6.2f}"
             print(f"{line}  {ran:>12}  {nccl}{mark}")
             rows_out.append({"setup": s["name"], "size_bytes": size,
                              "real_busbw_GB_per_s": real, "sim_busbw_GB_per_s": bus,

@@ -423,7 +423,7 @@ def test_host_side_applies_and_nvls_needs_nvlink(capsys):
         assert main(["collective", "alltoall", "-b", "64K", "-e", "64K", *args]) == 0
         first = capsys.readouterr().out.splitlines()[0]
         if said:
-            assert first.endswith(said) or said in first
+            assert said in first
         else:
             assert "alone" not in first and "host side" not in first
 

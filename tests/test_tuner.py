@@ -159,8 +159,6 @@ def test_the_choice_is_the_least_time(nodes, size, preset, coll):
     # NVLS and the NVLS tree run their own channels (32 for the tree on 2 B200 nodes, more
     # than the communicator's 16), the others at most the communicator's
     assert c.nccl_algo in ALGOS and 1 <= c.channels <= t.algo_channels(c.algo)
-    assert t.algo_channels(c.algo) == (t.channels if c.algo not in ("nvls", "nvls_tree")
-                                       else t.graphs.nvls_channels)
 
 
 def test_cli_auto_with_the_environment_and_the_host_side(tmp_path, monkeypatch, capsys):
@@ -349,3 +347,43 @@ def test_nvls_tree_chunk_follows_the_node():
     small = schedule("allreduce", 8, count // 4, "float", nvls_chunk_bytes=256 * 1024,
                      nvls_tree_max_chunk_bytes=256 * 1024, **kw)
     assert small.chunk_bytes == 128 * 1024  # 16 MiB is less than 16 x 8 x 256 KiB
+
+
+def test_run_size_schedules_the_nodes_nvls_chunks(monkeypatch):
+    """lossless collective hands the tuner's NVLS chunks to the schedule: 2 GB300 trays run
+    the NVLS tree in 256 KiB chunks (ncclNvlsTreeSm100Tuning), a DGX H100 pair in NCCL's
+    default 128 KiB."""
+    import sim.workloads.nccl as nccl
+    from sim.scenarios.base import resolve_params
+    from sim.scenarios.collective import collective_params, run_size
+
+    seen = []
+    real = nccl.schedule
+
+    def spy(*a, **kw):
+        seen.append((kw.get("nvls_chunk_bytes"), kw.get("nvls_tree_max_chunk_bytes")))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(nccl, "schedule", spy)
+    for hw, want in (("gb300-cx8", (256 << 10, 256 << 10)), ("h100-cx7", (128 << 10, 128 << 10))):
+        node = PRESETS[hw]
+        params = resolve_params(collective_params(), {
+            "nodes": 2, "gpus_per_node": node.gpus_per_node, "hw": hw,
+            "link_gbps": node.nic_gbps})
+        run_size("allreduce", 1 << 20, "rail", params, algorithm="nvls_tree",
+                 protocol="simple", inplace=False)
+        assert seen[-1] == want, hw
+
+
+def test_the_reference_lists_every_preset_with_its_fabric_defaults():
+    """docs/reference/collective.md's hw row names every preset and the keys it sets."""
+    import pathlib
+
+    text = (pathlib.Path(__file__).parent.parent / "docs" / "reference" /
+            "collective.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| `hw` |"))
+    for name, hw in PRESETS.items():
+        d = hw.fabric_defaults()
+        assert f"`{name}`" in row, name
+        assert (f"{d['gpus_per_node']}, {d['link_gbps']:g}, {d['nvlink_gbps']:g}, "
+                f"{d['pcie_gen']} for {name}") in row, name

@@ -467,6 +467,7 @@ def collective_params() -> tuple[Param, ...]:
     units, :data:`sim.scenarios.common.FABRIC_PARAMS`) with collective defaults, and the
     shape of the fabric."""
     from sim.fabric.fattree import k_problem, sus_problem
+    from sim.workloads.tuner import PRESETS
 
     return (
         Param("nodes", 2, "nodes (servers)", in_range(1, 1024)),
@@ -522,9 +523,8 @@ def collective_params() -> tuple[Param, ...]:
               "as NCCL's does)", None),
         *REROUTE_PARAMS,
         Param("hw", "h100-cx7", "the node NCCL's tuner and host-side latencies model "
-              "(sim.workloads.tuner.PRESETS: h100-cx7, b200-cx7, a100-cx6, gb200-cx7, gb300-cx8, "
-              "gb200-nvl72, gb300-nvl72; --fabric nvl72: gb200-nvl72 unless given)",
-              _hw_problem),
+              f"(sim.workloads.tuner.PRESETS: {', '.join(PRESETS)}; --fabric nvl72: "
+              "gb200-nvl72 unless given)", _hw_problem),
         Param("nccl_host", True, "NCCL's host side in the run (its cost model for the "
               "algorithm and protocol: the launch latency, each step's latency, NVLink "
               "inside a node or the network between nodes, and its bus bandwidth as what "

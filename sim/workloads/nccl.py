@@ -135,6 +135,7 @@ __all__ = [
     "ScheduleError", "schedule", "simulate_ownership", "verify", "topological_order",
     "Inputs", "inputs_set", "default_channels",
     "finish_times", "nccl_rings", "send_nic_rank", "nvls_buffer", "nvls_buffer_of", "rank_label",
+    "nvls_tree_max_chunk_bytes",
     "btree", "dtree", "channel_tree", "qp_split", "step_data_bytes", "udp_sport", "wire_bytes",
     "DTYPE_BYTES",
     "NCCL_STEPS", "SIMPLE_BUFFSIZE_BYTES", "LL_BUFFSIZE_BYTES", "LL128_BUFFSIZE_BYTES",
@@ -895,6 +896,12 @@ def rank_label(rank: int, nranks: int, gpus_per_node: int) -> str:
     return f"NVLS {'multicast' if multicast else 'reduce'} of head {head} (node {node})"
 
 
+def nvls_tree_max_chunk_bytes(nodes: int, chunk_bytes: int) -> int:
+    """``nvlsTreeMaxChunkSize`` by default (``NCCL_NVLSTREE_MAX_CHUNKSIZE`` unset and no
+    Blackwell tuning, ``src/transport/nvls.cc``): 64 KiB from 4 nodes, else the chunk."""
+    return NVLS_TREE_MAX_CHUNK_BYTES if nodes >= 4 else chunk_bytes
+
+
 def _nvls_chunk_bytes(sch: Schedule, nbytes: int, nodes: int) -> int:
     """``calcCollChunking`` (``src/enqueue.cc``, NCCL 2.30.7) for NVLS and the NVLS tree: the
     chunk shrinks for small calls against ``nChannels x nHeads`` concurrent chunks."""
@@ -903,8 +910,8 @@ def _nvls_chunk_bytes(sch: Schedule, nbytes: int, nodes: int) -> int:
         chunk = min(step_data_bytes(Protocol.SIMPLE), sch.nvls_chunk_bytes)
         rules = ((64, 65536), (8, 32768), (2, 16384))
     else:
-        tree_max = sch.nvls_tree_max_chunk_bytes or (
-            NVLS_TREE_MAX_CHUNK_BYTES if nodes >= 4 else sch.nvls_chunk_bytes)
+        tree_max = (sch.nvls_tree_max_chunk_bytes
+                    or nvls_tree_max_chunk_bytes(nodes, sch.nvls_chunk_bytes))
         chunk = min(sch.nvls_chunk_bytes, tree_max)
         rules = ((32, 262144), (16, 131072), (4, 65536), (1, 32768))
     for mult, to in rules:

@@ -71,6 +71,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sim.workloads.nccl import NVLS_CHUNK_BYTES, nvls_tree_max_chunk_bytes
+
 __all__ = [
     "ALGOS", "PROTOS", "RUNNABLE_ALGOS", "PRESETS", "Hardware", "Graphs", "Graph", "Choice",
     "nvls_tuning", "Tuner", "HostSide", "TunerError", "search", "parse_nccl_list",
@@ -166,10 +168,12 @@ SPEEDS_INTER = {
     "other": (48, 30, 28, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3, 2.4, 1.2, 0.24, 0.12)}
 #: NVLink bandwidth per link (GB/s; ``SM*_NVLINK_BW``, ``src/graph/topo.h``).
 NVLINK_LINK_GBPS = {70: 20.0, 80: 20.0, 90: 20.6, 100: 40.1}
-#: Most channels (``MAXCHANNELS``, ``device.h``) and the runtime NVLS channels
-#: (``NVLS_NCHANNELS_SM90`` 16; SM100: 32 on several nodes, 24 on one;
-#: ``src/transport/nvls.cc``).
+#: Most channels (``MAXCHANNELS``, ``device.h``).
 MAXCHANNELS = 64
+#: NVLS channels before ncclNvlsTreeSm100Tuning (``NVLS_NCHANNELS_SM90``,
+#: ``NVLS_NCHANNELS_SM100``: several nodes, ``NVLS_NCHANNELS_SM100_NVL``: one NVLink domain;
+#: ``src/transport/nvls.cc``).
+NVLS_NCHANNELS_SM90, NVLS_NCHANNELS_SM100, NVLS_NCHANNELS_SM100_NVL = 16, 32, 24
 _ARCH_INDEX = {"volta": 0, "ampere": 1, "hopper": 2, "blackwell": 3}
 
 
@@ -291,8 +295,8 @@ class Graphs:
     nvls_channels: int
     #: NVLS chunk size and the NVLS tree's largest chunk (``nvlsChunkSize``,
     #: ``nvlsTreeMaxChunkSize``, bytes)
-    nvls_chunk_bytes: int = 128 * 1024
-    nvls_tree_max_chunk_bytes: int = 128 * 1024
+    nvls_chunk_bytes: int = NVLS_CHUNK_BYTES
+    nvls_tree_max_chunk_bytes: int = NVLS_CHUNK_BYTES
 
 
 def nvls_tuning(hw: Hardware, nodes: int, ppn: int) -> tuple[int, int, int]:
@@ -303,27 +307,28 @@ def nvls_tuning(hw: Hardware, nodes: int, ppn: int) -> tuple[int, int, int]:
     and NIC bandwidth (NCCL's GB/s).  [A] every preset's NIC sits on its GPU's PCIe switch
     (``gpuToNicPathType <= PATH_PXB``)."""
     if hw.sm < 100:
-        ch = 16
+        ch = NVLS_NCHANNELS_SM90
     else:
-        ch = 32 if nodes > 1 else 24
-    chunk, tree_max = 128 * 1024, 0
+        ch = NVLS_NCHANNELS_SM100 if nodes > 1 else NVLS_NCHANNELS_SM100_NVL
+    kib = 1024
+    chunk, tree_max = NVLS_CHUNK_BYTES, 0
     if hw.sm >= 100 and nodes > 1:
         nic = hw.nic_GBps
         if nodes == 2 and nic >= 48:
-            ch, tree_max = 32, 128 * 1024
+            ch, tree_max = 32, 128 * kib
             if ppn <= 4:
-                chunk = tree_max = 256 * 1024
+                chunk = tree_max = 256 * kib
             elif ppn >= 16 or (ppn <= 8 and nic < 96):
-                tree_max = 64 * 1024
+                tree_max = 64 * kib
         elif nic >= 96:
             if ppn <= 8:
-                ch, chunk, tree_max = 24, 256 * 1024, 256 * 1024
+                ch, chunk, tree_max = 24, 256 * kib, 256 * kib
             else:
-                ch, tree_max = 32, (128 * 1024 if ppn < 32 else 64 * 1024)
+                ch, tree_max = 32, (128 * kib if ppn < 32 else 64 * kib)
         elif nic >= 48:
-            ch, tree_max = 24, 64 * 1024
+            ch, tree_max = 24, 64 * kib
     if not tree_max:  # NCCL_NVLSTREE_MAX_CHUNKSIZE's default
-        tree_max = 64 * 1024 if nodes >= 4 else chunk
+        tree_max = nvls_tree_max_chunk_bytes(nodes, chunk)
     return ch, chunk, tree_max
 
 
@@ -717,7 +722,7 @@ def p2p_channels(tuner: Tuner) -> tuple[int, int]:
     count of ``src/enqueue.cc``, NCCL 2.30.7): ``p2pnChannels`` is the communicator's
     channels rounded up to a power of 2 (at most 64); an operation's channels per peer
     halve from there while they times the ranks exceed ``p2pnChannels``."""
-    nc = 1 << max(0, (min(tuner.channels, 64) - 1).bit_length())
+    nc = 1 << max(0, (min(tuner.channels, MAXCHANNELS) - 1).bit_length())
     per = nc
     while per > 1 and per * tuner.nranks > nc:
         per //= 2
