@@ -430,7 +430,8 @@ def test_host_side_applies_and_nvls_needs_nvlink(capsys):
 
 def test_the_first_line_names_only_the_nccl_variables_read(monkeypatch, capsys):
     """With --algo and --proto both given the tuner is off: of NCCL's variables only the QPs
-    are read, and the first line names only what was read (it named NCCL_ALGO too)."""
+    and CollNet are read, and the first line names only what was read (it named NCCL_ALGO
+    too)."""
     from sim.cli import main
 
     monkeypatch.setenv("NCCL_ALGO", "Tree")
@@ -441,7 +442,8 @@ def test_the_first_line_names_only_the_nccl_variables_read(monkeypatch, capsys):
     o = capsys.readouterr()
     first = o.out.splitlines()[0]
     assert "qps 2" in first and "NCCL_IB_QPS_PER_CONNECTION=2" in first
-    assert "NCCL_ALGO" not in first and "NCCL_COLLNET" not in first and o.err == ""
+    assert "NCCL_ALGO" not in first and "NCCL_COLLNET_ENABLE=1" in first
+    assert "no SHARP" in o.err  # the default fabric is RoCE
     assert main(["collective", "allreduce", "-b", "1M", "-e", "1M"]) == 0
     o = capsys.readouterr()
-    assert "NCCL_ALGO=Tree" in o.out.splitlines()[0] and "CollNet (SHARP)" in o.err
+    assert "NCCL_ALGO=Tree" in o.out.splitlines()[0] and "no SHARP" in o.err

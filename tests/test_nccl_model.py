@@ -545,7 +545,12 @@ def test_nvls_chunk_as_calcCollChunking(algo, nodes, mib, chunk):
 
 
 @pytest.mark.parametrize("kw, why", [
-    ({"algorithm": "nvls", "nranks": 16}, "one node only"),
+    ({"algorithm": "nvls", "nranks": 16}, "NVLS\\+SHARP"),
+    ({"algorithm": "ring", "nranks": 16, "sharp": True}, "CollNet's algorithms only"),
+    ({"algorithm": "collnet_chain", "nranks": 16}, "on SHARP switches"),
+    ({"algorithm": "collnet_direct", "nranks": 8, "sharp": True}, "two or more nodes"),
+    ({"algorithm": "collnet_direct", "nranks": 16, "sharp": True, "protocol": "ll"},
+     "simple protocol only"),
     ({"algorithm": "nvls_tree", "nranks": 8}, "two or more nodes"),
     ({"algorithm": "nvls", "nranks": 8, "protocol": "ll128"}, "simple protocol only"),
     ({"algorithm": "nvls", "nranks": 8, "collective": "allgather"}, "allreduce only"),
@@ -567,3 +572,77 @@ def test_nvls_buffer_of_inverts_nvls_buffer():
                 assert nvls_buffer_of(r, 12, 4) == (node, head, mc) and s.node_of(r) == node
     assert rank_label(nvls_buffer(s, 2, 3, True), 12, 4) == "NVLS multicast of head 3 (node 2)"
     assert rank_label(5, 12, 4) == "rank 5"
+
+
+# ---- NVLS+SHARP (CollNet) --------------------------------------------------------------------
+
+@given(nodes=st.integers(2, 5), gpn=st.sampled_from([1, 2, 3, 4, 8]),
+       count=st.integers(1, 1 << 20), nchannels=st.integers(1, 20),
+       dtype=st.sampled_from(["float", "half", "double", "int8"]),
+       algo=st.sampled_from(["nvls", "collnet_direct", "collnet_chain"]),
+       rnd=st.randoms(use_true_random=False))
+def test_collnet_every_rank_gets_the_full_reduction(nodes, gpn, count, nchannels, dtype,
+                                                     algo, rnd):
+    """CollNet across nodes on SHARP (NVLS+SHARP, Direct, Chain): every GPU ends with the
+    sum of all in any order the dependencies allow; the network carries only head <-> its
+    rail's aggregator, and per node the heads send up and get back the whole buffer once."""
+    from sim.workloads.nccl import sharp_aggregator
+
+    if algo == "nvls" and gpn == 1:
+        gpn = 2  # NVLink SHARP needs 2 GPUs or more
+    s = schedule("allreduce", nodes * gpn, count, dtype, nchannels=nchannels,
+                 algorithm=algo, gpus_per_node=gpn, sharp=True)
+    verify(s, topological_order(s, random.Random(rnd.random())))
+    assert s.aggregators == gpn
+    assert s.buffers == (2 * nodes * gpn if algo == "nvls" else 0)
+    up, down = Counter(), Counter()
+    for t in s.transfers:
+        assert t.nbytes > 0
+        if s.node_of(t.src) == s.node_of(t.dst):
+            continue
+        head, agg = (t.src, t.dst) if t.dst >= s.nranks else (t.dst, t.src)
+        assert head < s.nranks and agg == sharp_aggregator(s, head % gpn)
+        assert s.node_of(agg) == nodes + head % gpn  # a node of its own
+        (up if t.dst == agg else down)[head] += t.nbytes
+    assert up == down
+    for k in range(nodes):
+        assert sum(up[k * gpn + h] for h in range(gpn)) == s.block_bytes
+
+
+def test_nvls_sharp_layout_and_group_dependencies():
+    """NCCL's collnet layout: channel b's chunk of head k in loop L at L x loopSize +
+    (b x heads + k) x chunk; the aggregator answers a chunk once every node sent the chunks
+    of the same loop of every channel of its group of 8 (the proxy's one iallreduce per
+    group); each head sends and receives a heads-th of the buffer over the network."""
+    from sim.workloads.nccl import COLLNET_GROUP_CHANNELS, rank_label, sharp_aggregator
+
+    nodes, g, nc, size = 2, 8, 16, 64 * MIB
+    s = schedule("allreduce", nodes * g, size // 4, nchannels=nc, algorithm="nvls",
+                 gpus_per_node=g, sharp=True)
+    c = s.chunk_bytes
+    assert c == 64 << 10 and s.loops == size // (nc * g * c)  # 64 MiB < 64 x 128 x 128 KiB
+    ts = s.transfers
+    ups = [t for t in ts if t.dst >= sharp_aggregator(s, 0)]
+    for t in ups:
+        b, k = t.channel, t.src % g
+        assert t.offset_bytes == t.loop * nc * g * c + (b * g + k) * c
+    for t in ts:
+        if t.src >= sharp_aggregator(s, 0):
+            b, k = t.channel, t.dst % g
+            group = {u.id for u in ups if u.loop == t.loop and u.src % g == k
+                     and u.channel // COLLNET_GROUP_CHANNELS == b // COLLNET_GROUP_CHANNELS}
+            assert len(group) == nodes * COLLNET_GROUP_CHANNELS
+            assert group <= set(t.depends_on)
+    for r in range(nodes * g):
+        net = sum(t.nbytes for t in ups if t.src == r)
+        assert net == size // g
+    assert rank_label(sharp_aggregator(s, 3), s.nranks, g) == "SHARP aggregator of rail 3"
+
+
+def test_nvls_sharp_on_one_node_is_nvls():
+    """NCCL has no CollNet on one node (NCCL_COLLNET_NODE_THRESHOLD 2): sharp changes
+    nothing there."""
+    a = schedule("allreduce", 8, 1 << 20, nchannels=16, algorithm="nvls", gpus_per_node=8)
+    b = schedule("allreduce", 8, 1 << 20, nchannels=16, algorithm="nvls", gpus_per_node=8,
+                 sharp=True)
+    assert a.transfers == b.transfers and b.aggregators == 0

@@ -50,7 +50,7 @@ def test_dgx_h100_graphs_as_nccls_search_finds_them():
 def test_allreduce_latency_and_bandwidth_as_ncclTopoTuneModel(nodes, algo, proto, lat_us, algbw):
     t = Tuner(H100, 8 * nodes, nodes)
     assert t.latency_us("allreduce", algo, proto) == pytest.approx(lat_us, abs=0.05)
-    assert t._bus_bw("allreduce", algo, proto) == pytest.approx(algbw, abs=0.05)
+    assert t.algo_bw_GBps("allreduce", algo, proto) == pytest.approx(algbw, abs=0.05)
 
 
 @pytest.mark.parametrize("nodes, size, nccl, ours", [
@@ -117,7 +117,8 @@ def test_environment():
     v = from_environment({"NCCL_COLLNET_ENABLE": "1", "NCCL_CROSS_NIC": "1"})
     assert v == {"collnet": True, "cross_nic": 1}
     notes = environment_notes(v)
-    assert len(notes) == 2 and "CollNet (SHARP) is not simulated" in notes[0]
+    assert len(notes) == 2 and "NCCL_COLLNET_ENABLE=1: no SHARP on this fabric" in notes[0]
+    assert "may run on the leaves' SHARP" in environment_notes(v, sharp=True)[0]
     assert environment_notes(from_environment({"NCCL_CROSS_NIC": "2",
                                                "NCCL_COLLNET_ENABLE": "0"})) == []
     with pytest.raises(TunerError, match=r"NCCL_CROSS_NIC=3: expected 0\.\.2"):
@@ -263,7 +264,7 @@ def test_nccl_variables_pasted_as_p_keys(tmp_path, monkeypatch, capsys):
     # read but not modelled: said back once, and named on the first line
     assert main(["collective", "allreduce", "-e", "1M", "-p", "NCCL_COLLNET_ENABLE=1"]) == 0
     o = capsys.readouterr()
-    assert o.err.count("NCCL_COLLNET_ENABLE=1: CollNet (SHARP) is not simulated") == 1
+    assert o.err.count("NCCL_COLLNET_ENABLE=1: no SHARP on this fabric") == 1
     assert "NCCL_COLLNET_ENABLE=1" in o.out.splitlines()[0]
 
 

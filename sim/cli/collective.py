@@ -45,6 +45,7 @@ from sim.scenarios.collective import (
     run_size,
     split_file_params,
 )
+from sim.scenarios.collective_plan import COLLNET_ALGOS
 from sim.workloads.nccl import Collective, default_channels, schedule
 
 __all__ = ["add_parsers", "FABRICS", "build_fabric", "collective_params", "csv_table",
@@ -138,11 +139,9 @@ def cmd_collective(args: argparse.Namespace) -> int:
     tuned = "auto" in (args.algo, args.proto)
     if args.qps is None:
         args.qps = nccl.get("qps", 1)
-    if not tuned:  # --algo and --proto given: of NCCL's variables only the QPs are read
-        nccl = {k: v for k, v in nccl.items() if k == "qps"}
-    for note in environment_notes(nccl):  # read, not modelled: said once
-        _err(note)
-    read = NCCL_VARIABLES if tuned else ("NCCL_IB_QPS_PER_CONNECTION",)
+    if not tuned:  # --algo and --proto given: of NCCL's variables only the QPs and CollNet
+        nccl = {k: v for k, v in nccl.items() if k in ("qps", "collnet")}  # are read
+    read = NCCL_VARIABLES if tuned else ("NCCL_IB_QPS_PER_CONNECTION", "NCCL_COLLNET_ENABLE")
     env_text = " ".join(f"{v}={env[v]}" for v in read if env.get(v))
     from sim.scenarios.common import (
         apply_faults,
@@ -176,6 +175,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
                 raise ValueError(f"--fabric: expected one of {', '.join(FABRICS)} or a "
                                  f"fabric file FILE.toml, got {args.fabric!r}")
             check_fabric_keys(args.fabric, given)
+            if nccl.get("collnet") and args.fabric == "rail" and given.get("fabric") == "ib":
+                given.setdefault("sharp", True)  # Quantum leaves: SHARP for CollNet
             if args.fabric == "nvl72":  # racks of 72 GPUs on NVLink 5, unless -p hw says
                 given.setdefault("hw", "gb200-nvl72")
             if "hw" in given:  # the named node's GPUs, NICs and NVLink, unless given
@@ -201,6 +202,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
         if args.fabric in ("rail", "star") and params["nodes"] * params["gpus_per_node"] < 2:
             raise ValueError("nodes x gpus_per_node: a collective needs at least 2 GPUs")
         rf = build_fabric(args.fabric, params)  # a bad fabric is refused before any run
+        for note in environment_notes(nccl, bool(getattr(rf, "aggregators", ()))):
+            _err(note)  # read, not modelled: said once
         params.update(getattr(rf, "settings", {}))  # a fabric file's own settings
         if plan.entries:  # faults (-p fault=): checked on this fabric, run on each size's
             apply_faults(plan, rf.fabric, rf.ranks)
@@ -217,14 +220,15 @@ def cmd_collective(args: argparse.Namespace) -> int:
                       *(e for _, e in getattr(rf, "stragglers", ()))]
         nranks, shape = len(rf.ranks), (rf.nodes, rf.gpus_per_node)
         channels = args.channels or default_channels(*shape)
+        check_algorithm(args.algo, rf.gpus_per_node, params, rf.nodes)
         # the schedule's own checks (an algorithm a collective does not take, a root...)
         # before the table starts: a call of no element builds no transfer
         schedule(args.collective, nranks, 0, args.datatype, nchannels=channels,
                  algorithm="ring" if args.algo == "auto" else args.algo,
                  protocol="simple" if args.proto == "auto" else args.proto,
                  root=min(args.root, nranks - 1),
-                 gpus_per_node=rf.gpus_per_node, qps_per_connection=args.qps)
-        check_algorithm(args.algo, rf.gpus_per_node, params)
+                 gpus_per_node=rf.gpus_per_node, qps_per_connection=args.qps,
+                 sharp=args.algo in COLLNET_ALGOS and bool(getattr(rf, "aggregators", ())))
         if "auto" in (args.algo, args.proto) and args.collective not in ("alltoall",
                                                                           "sendrecv"):
             from sim.scenarios.collective import tune_size
@@ -552,19 +556,18 @@ def fault_lines(rows: Sequence[Mapping[str, Any]],
 def tuner_lines(rows: list[dict[str, Any]], hw: str) -> list[str]:
     """The tuner's picks per size, as NCCL_DEBUG=INFO's tuning lines say them: algorithm,
     protocol and channels run, NCCL's own pick over every algorithm (it differs where NCCL
-    picks what the simulator does not run: CollNet, PAT), and the model's time."""
+    picks what the simulator does not run: PAT), and the model's time."""
     from sim.workloads.tuner import NCCL_VERSION, nccl_text
 
-    out = ["#", f"# {'tuner':>10}  {'ran':>15}  {'channels':>8}  {'NCCL picks':>15}  "
+    picks = [(r, nccl_text(t["algorithm"], t["protocol"]), t) for r in rows
+             if (t := r.get("tuner")) is not None]
+    w = max([15, *(len(x) for _, ran, t in picks for x in (ran, t["nccl"]))])
+    out = ["#", f"# {'tuner':>10}  {'ran':>{w}}  {'channels':>8}  {'NCCL picks':>{w}}  "
                 f"{'model time':>10}   NCCL {NCCL_VERSION}'s cost model, node {hw}",
-           f"# {'size (B)':>10}  {'':>15}  {'':>8}  {'':>15}  {'(us)':>10}"]
-    for r in rows:
-        t = r.get("tuner")
-        if t is None:
-            continue
-        ran = nccl_text(t["algorithm"], t["protocol"])
-        out.append(f"# {r['size_bytes']:10d}  {ran:>15}  {t['channels']:8d}  {t['nccl']:>15}  "
-                   f"{t['model_time_us']:10.1f}")
+           f"# {'size (B)':>10}  {'':>{w}}  {'':>8}  {'':>{w}}  {'(us)':>10}"]
+    for r, ran, t in picks:
+        out.append(f"# {r['size_bytes']:10d}  {ran:>{w}}  {t['channels']:8d}  "
+                   f"{t['nccl']:>{w}}  {t['model_time_us']:10.1f}")
     return out
 
 
@@ -790,8 +793,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "variables as in the environment (docs/reference/collective.md)")
     c.add_argument("--algo", choices=["auto", *(str(a) for a in Algorithm)], default=None,
                    help="auto (default): NCCL's tuner picks per size among the algorithms "
-                        "simulated (ring, tree, nvls on one node, nvls_tree on several; all "
-                        "but ring AllReduce only), as restricted by NCCL_ALGO")
+                        "simulated (ring, tree, nvls on one node, nvls_tree on several; with "
+                        "SHARP (-p sharp=true, NCCL_COLLNET_ENABLE=1) nvls, collnet_direct "
+                        "and collnet_chain across nodes; all but ring AllReduce only), as "
+                        "restricted by NCCL_ALGO")
     c.add_argument("--proto", choices=["auto", *(str(p) for p in Protocol)], default=None,
                    help="auto (default): NCCL's tuner picks per size (NCCL_PROTO restricts "
                         "it)")

@@ -16,7 +16,19 @@ Node numbering:
   so :attr:`RailFabric.ranks` lists the hosts node-major (rank ``n*G + g``), the order NCCL
   gives ranks when every node runs its GPUs 0..G-1;
 * leaf ports ``0 .. nodes-1`` go down (port ``n`` to node ``n``'s NIC), ports ``nodes ..
-  nodes+S-1`` up (port ``nodes+s`` to spine ``s``); spine port ``i`` goes to leaf ``i``.
+  nodes+S-1`` up (port ``nodes+s`` to spine ``s``); spine port ``i`` goes to leaf ``i``;
+* with ``sharp``, leaf ``i``'s SHARP aggregation node is host ``S + G + nodes*G + i`` on
+  leaf port ``nodes+S`` (:attr:`RailFabric.aggregators`).
+
+SHARP (InfiniBand Quantum switches' in-network reduction, which NCCL uses through CollNet):
+each rail's leaf holds every node's NIC of that rail, so the rail's SHARP tree is that one
+switch (NVIDIA's NCCL-RDMA-SHARP plugin documentation requires leaves that each hold one
+rail).  Its aggregation node is modelled as a host on the leaf whose link carries
+``nodes`` x ``link_gbps`` [A: the leaf sums its member ports at their line rate, so the
+aggregator never binds before they do; the aggregation latency and reduction rate of
+Quantum-2 are not published].  A head's sum goes up its own NIC's link and the result
+comes back down it, as SHARP's streaming aggregation moves them; the aggregator's
+replies are unicasts to each member.
 
 Routes (static, loop-free): a leaf sends a destination on its own rail down; any other goes
 up to the ECMP group of all spines (hashed per flow, :class:`sim.net.switch.Switch`), or with
@@ -61,6 +73,8 @@ class RailFabric:
     ranks: tuple[int, ...]
     nodes: int
     gpus_per_node: int
+    #: host id of each rail's SHARP aggregator (``rail_optimized(sharp=True)``), by rail
+    aggregators: tuple[int, ...] = ()
 
 
 def switch_mmu_config(ports: int, link_bps: int, *, buffer_mb: float = 32.0,
@@ -99,12 +113,14 @@ def rail_optimized(nodes: int, gpus_per_node: int = 8, *, spines: int | None = N
                    mmu_config: MmuConfig | None = None, radix: int | None = 64,
                    tracer: Tracer | None = None, host_kw: Mapping[str, Any] | None = None,
                    switch_kw: Mapping[str, Any] | None = None,
-                   link_kw: Mapping[str, Any] | None = None) -> RailFabric:
+                   link_kw: Mapping[str, Any] | None = None,
+                   sharp: bool = False) -> RailFabric:
     """A rail-optimised two-tier fabric: ``nodes`` nodes of ``gpus_per_node`` GPUs (one NIC
     each), leaf ``i`` for rail ``i``, ``spines`` spines (default: ``ceil(gpus_per_node / 2)``,
     at least 1), every link ``link_gbps`` with ``prop_ps`` of propagation (500 ns: 100 m of
-    fibre at 5 ns/m).  ``radix`` bounds a switch's ports (None: no bound).  See the module
-    docstring for numbering and routes; ``host_kw``/``switch_kw``/``link_kw`` as for
+    fibre at 5 ns/m).  ``radix`` bounds a switch's ports (None: no bound).  ``sharp``: a
+    SHARP aggregation node on every leaf (module docstring).  See the module docstring for
+    numbering and routes; ``host_kw``/``switch_kw``/``link_kw`` as for
     :func:`sim.fabric.topology.leaf_spine`."""
     S = spines if spines is not None else max(1, -(-gpus_per_node // 2))
     _positive(nodes=nodes, gpus_per_node=gpus_per_node, spines=S)
@@ -114,9 +130,10 @@ def rail_optimized(nodes: int, gpus_per_node: int = 8, *, spines: int | None = N
         raise ValueError("a fabric for collectives needs at least 2 GPUs")
     rate = gbps(link_gbps)
     N, G = nodes, gpus_per_node
-    cfg = mmu_config or switch_mmu_config(max(N + S, G), rate)
-    if cfg.ports < max(N + S, G):
-        raise ValueError(f"leaves use {N + S} ports and spines {G}; mmu_config.ports is "
+    A = 1 if sharp else 0  # the aggregator's leaf port
+    cfg = mmu_config or switch_mmu_config(max(N + S + A, G), rate)
+    if cfg.ports < max(N + S + A, G):
+        raise ValueError(f"leaves use {N + S + A} ports and spines {G}; mmu_config.ports is "
                          f"{cfg.ports}")
     hkw, skw = dict(host_kw or {}), dict(switch_kw or {})
     fab = Fabric(seed, tracer, **dict(link_kw or {}))
@@ -125,17 +142,20 @@ def rail_optimized(nodes: int, gpus_per_node: int = 8, *, spines: int | None = N
     host = [[S + G + n * G + g for g in range(G)] for n in range(N)]
     ranks = tuple(h for row in host for h in row)
     uplinks = tuple(N + s for s in range(S))
+    # host -> (its rail, its leaf port): the NICs, then each leaf's SHARP aggregator
+    where = {host[n][g]: (g, n) for n in range(N) for g in range(G)}
+    aggs = tuple(S + G + N * G + g for g in range(G)) if sharp else ()
+    where.update({a: (g, N + S) for g, a in enumerate(aggs)})
     fab.names.update({s: f"spine{s}" for s in spine_ids})
     fab.names.update({leaf: f"leaf{g}" for g, leaf in enumerate(leaf_ids)})
+    fab.names.update({a: f"sharp{g}" for g, a in enumerate(aggs)})
     for s in spine_ids:
-        fab.add_switch(s, Mmu(cfg), routes={host[n][g]: g for n in range(N) for g in range(G)},
+        fab.add_switch(s, Mmu(cfg), routes={d: g for d, (g, _) in where.items()},
                        ecn=ecn, **skw)
     for g, leaf in enumerate(leaf_ids):
         routes: dict = {}
-        for n in range(N):
-            for g2 in range(G):
-                d = host[n][g2]
-                routes[d] = n if g2 == g else (uplinks if ecmp else N + d % S)
+        for d, (g2, port) in where.items():
+            routes[d] = port if g2 == g else (uplinks if ecmp else N + d % S)
         fab.add_switch(leaf, Mmu(cfg), routes=routes, ecn=ecn, **skw)
     for g, leaf in enumerate(leaf_ids):
         for n in range(N):
@@ -143,8 +163,13 @@ def rail_optimized(nodes: int, gpus_per_node: int = 8, *, spines: int | None = N
             fab.connect(leaf, n, host[n][g], 0, rate, prop_ps)
         for s in spine_ids:
             fab.connect(leaf, N + s, s, g, rate, prop_ps)
-    _validate(fab, ranks, radix)
-    return RailFabric(fab, spine_ids, leaf_ids, ranks, N, G)
+        if sharp:  # the leaf's aggregation node: its members' rate together [A], in the
+            # switch (no PCIe, no cable)
+            fab.add_host(aggs[g], N * rate, **{k: v for k, v in hkw.items()
+                                                if not k.startswith(("pcie_", "rx_"))})
+            fab.connect(leaf, N + S, aggs[g], 0, N * rate, 0)
+    _validate(fab, ranks + aggs, radix)
+    return RailFabric(fab, spine_ids, leaf_ids, ranks, N, G, aggs)
 
 
 def collective_star(nranks: int, *, gpus_per_node: int = 1, link_gbps: float = 400.0,

@@ -26,16 +26,23 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sim.engine import raise_gc_thresholds
+from sim.scenarios.collective_plan import (
+    SizePlan,
+    host_side_applies,
+    plan_size,
+    tune_size,
+)
 from sim.scenarios.common import collective_params
 
 if TYPE_CHECKING:
     from sim.fabric.fattree import FatTree, SuperPod
     from sim.fabric.rail import RailFabric
 
-__all__ = ["FABRICS", "FABRIC_KEYS", "FILE_KEYS", "FileFabric", "build_fabric",
+__all__ = ["FABRICS", "FABRIC_KEYS", "FILE_KEYS", "FileFabric", "SizePlan", "build_fabric",
+           "plan_size",
            "check_algorithm", "check_fabric_keys", "collective_params", "fabric_file",
            "host_side_applies", "is_fabric_file", "run_size", "split_file_params",
-           "transfer_time_us"]
+           "transfer_time_us", "tune_size"]
 
 FABRICS = ("rail", "star", "fattree", "superpod", "nvl72")
 
@@ -230,6 +237,9 @@ def build_fabric(kind: str, p: dict[str, Any], *, tracer: Any = None, faults: bo
     from sim.scenarios.common import collective_packet, fabric_setup
     from sim.units import gbps
 
+    if p.get("sharp") and kind != "rail":
+        raise ValueError(f"-p sharp=true: SHARP is modelled on --fabric rail (a leaf per "
+                         f"rail), not {kind}")
     p = collective_packet(p)  # packet_bytes 0: the fabric's largest packet
     rate = gbps(p["link_gbps"])
     nranks = p["nodes"] * p["gpus_per_node"]
@@ -277,9 +287,13 @@ def build_fabric(kind: str, p: dict[str, Any], *, tracer: Any = None, faults: bo
                          f"and 64-port spines, so 64 at most; --fabric nvl72 puts racks of "
                          f"72 GPUs on 4 rails")
     spines = p["spines"] or max(1, -(-g // 2))
+    sharp = bool(p.get("sharp"))
+    if sharp and p.get("fabric", "roce") != "ib":
+        raise ValueError("-p sharp=true: SHARP is InfiniBand's (Quantum switches): add "
+                         "-p fabric=ib")
     return done(rail_optimized(p["nodes"], g, spines=spines, link_gbps=p["link_gbps"],
-                               prop_ps=prop_ps, seed=p["seed"], ecmp=p["ecmp"],
-                               **setup(max(p["nodes"] + spines, g))))
+                               prop_ps=prop_ps, seed=p["seed"], ecmp=p["ecmp"], sharp=sharp,
+                               **setup(max(p["nodes"] + spines + sharp, g))))
 
 
 def _iterations(sch, rf, n: int, warmup: int, mtu: int, limit_ps: int, progress=None,
@@ -364,30 +378,6 @@ def _gc_thresholds(fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def _tuner(params: Mapping[str, Any], nranks: int, nodes: int,
-           nccl: Mapping[str, Any] | None, channels: int | None = None) -> Any:
-    """NCCL's tuner for this communicator (:class:`sim.workloads.tuner.Tuner`): the node
-    ``params["hw"]`` names, with the fabric's NIC rate (``link_gbps``) as NCCL would detect
-    it."""
-    import dataclasses
-
-    from sim.workloads.tuner import PRESETS, Tuner
-
-    n = dict(nccl or {})
-    lo, hi = n.get("min_channels", 0), n.get("max_channels", 0)
-    if channels:
-        lo = hi = channels
-    hw = PRESETS[params.get("hw", "h100-cx7")]
-    if params.get("link_gbps") and params["link_gbps"] != hw.nic_gbps:
-        hw = dataclasses.replace(hw, nic_gbps=float(params["link_gbps"]))
-    # NVLS needs the node's GPUs on NVLink (an NVSwitch): not with -p nvlink=false or one
-    # GPU per node
-    nvlink = bool(params.get("nvlink", True)) and nranks // max(1, nodes) > 1
-    return Tuner(hw, nranks, nodes, algo=n.get("algo", ""),
-                 proto=n.get("proto", ""), min_channels=lo, max_channels=hi,
-                 nvls=n.get("nvls", True) and nvlink)
-
-
 def resolve_port(fabric: Any, text: str) -> tuple[int, int]:
     """A port of ``fabric`` named as the outputs name it: ``leaf0:p2`` (a switch's port),
     ``h12`` (a host's NIC), or ``NODE:PORT`` in ids; ValueError naming what exists."""
@@ -419,45 +409,22 @@ def resolve_port(fabric: Any, text: str) -> tuple[int, int]:
     return nid, port
 
 
-def host_side_applies(collective: str, nodes: int, gpus_per_node: int,
-                      params: Mapping[str, Any]) -> bool:
-    """Whether NCCL's host side is in the run: ``params["nccl_host"]``, for every
-    collective but point-to-point sends (AllToAll, SendRecv), which have it on one node of
-    several GPUs on NVLink only (:func:`sim.workloads.tuner.p2p_host_side`)."""
-    if not params.get("nccl_host"):
-        return False
-    if collective not in ("alltoall", "sendrecv"):
-        return True
-    return nodes == 1 and gpus_per_node > 1 and bool(params["nvlink"])
-
-
-def check_algorithm(algorithm: str, gpus_per_node: int, params: Mapping[str, Any]) -> None:
+def check_algorithm(algorithm: str, gpus_per_node: int, params: Mapping[str, Any],
+                    nodes: int = 1) -> None:
     """ValueError for an algorithm the fabric's nodes cannot run: NVLS and the NVLS tree
-    need NVLink between a node's GPUs."""
+    need NVLink between a node's GPUs, NVLS across ``nodes`` and CollNet Direct and Chain
+    SHARP (``params["sharp"]``)."""
     if algorithm in ("nvls", "nvls_tree") and not (params["nvlink"] and gpus_per_node > 1):
         why = "-p nvlink=false" if not params["nvlink"] else "1 GPU per node"
         raise ValueError(f"--algo {algorithm}: NVLink SHARP needs NVLink between the GPUs of "
                          f"a node ({why})")
-
-
-def tune_size(collective: str, size_bytes: int, algorithm: str, protocol: str,
-          channels: int | None, params: Mapping[str, Any], nranks: int, nodes: int,
-          nccl: Mapping[str, Any] | None) -> tuple[Any, Any]:
-    """(the tuner's choice, the tuner) with ``algorithm`` or ``protocol`` "auto", else
-    (None, None).  A fixed algorithm or protocol restricts the choice to it."""
-    if "auto" not in (algorithm, protocol) or collective in ("alltoall", "sendrecv"):
-        return None, None
-    from sim.workloads.tuner import RUNNABLE_ALGOS
-
-    n = dict(nccl or {})
-    if protocol != "auto":  # --proto: that protocol only, as NCCL_PROTO=<it>
-        n["proto"] = protocol
-    tuner = _tuner(params, nranks, nodes, n, channels)
-    algos = RUNNABLE_ALGOS if collective == "allreduce" else ("ring",)
-    if algorithm != "auto":
-        algos = (algorithm,)
-    return tuner.choose(str(collective), size_bytes, algos), tuner
-
+    if algorithm == "nvls" and nodes > 1 and not params.get("sharp"):
+        raise ValueError("--algo nvls: across nodes NCCL runs NVLS with CollNet (NVLS+SHARP), "
+                         "which needs SHARP switches (--fabric rail -p fabric=ib "
+                         "-p sharp=true); --algo nvls_tree is NVLS without them")
+    if algorithm.startswith("collnet") and (nodes < 2 or not params.get("sharp")):
+        raise ValueError(f"--algo {algorithm}: CollNet runs across nodes on SHARP switches "
+                         f"(two or more nodes, --fabric rail -p fabric=ib -p sharp=true)")
 
 @_gc_thresholds
 def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any], *,
@@ -527,47 +494,20 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         port_counters,
         rank_timeline,
     )
-    from sim.workloads.nccl import ScheduleError, default_channels, schedule, verify
+    from sim.workloads.nccl import ScheduleError, verify
     from sim.workloads.nccl_tests import coll_counts
 
     rf = build_fabric(fabric, dict(params), tracer=getattr(observer, "tracer", None),
                       faults=faults)
     nranks = len(rf.ranks)
     counts = coll_counts(collective, nbytes, datatype, nranks)
-    tuned, tuner = tune_size(collective, counts.size_bytes, algorithm, protocol, channels, params,
-                         nranks, rf.nodes, nccl)
-    if tuned is not None:
-        algorithm, protocol = tuned.algo, tuned.proto
-        # NVLS on its own channels; the others on the communicator's, which the schedule
-        # drops for small calls as getAlgoInfo does
-        channels = tuner.algo_channels(algorithm)
-    elif collective in ("alltoall", "sendrecv"):  # NCCL's p2p: no algorithm to tune; its
-        # sends above NCCL_P2P_LL_THRESHOLD (16 KiB) are Simple
-        algorithm = "ring" if algorithm == "auto" else algorithm
-        protocol = "simple" if protocol == "auto" else protocol
+    sized = plan_size(collective, counts, rf.nodes, rf.gpus_per_node, params,
+                      algorithm=algorithm, protocol=protocol, channels=channels, qps=qps,
+                      datatype=datatype, root=root, nccl=nccl,
+                      aggregators=getattr(rf, "aggregators", ()))
+    sch, tuned = sized.schedule, sized.tuned
+    algorithm, protocol = sized.algorithm, sized.protocol
     p2p = collective in ("alltoall", "sendrecv")
-    host_side = host_side_applies(collective, rf.nodes, rf.gpus_per_node, params)
-    if host_side and tuner is None:
-        tuner = _tuner(params, nranks, rf.nodes, nccl, channels)
-    per_peer = 2  # NCCL_NCHANNELS_PER_NET_PEER, the schedule's default
-    if host_side and p2p:
-        from sim.workloads.tuner import p2p_channels
-
-        nc, per_peer = p2p_channels(tuner)
-        channels = channels or nc
-    if not channels:
-        if host_side:  # NCCL's channels (its NVLS channels for NVLS)
-            channels = tuner.algo_channels(str(algorithm))
-        else:
-            channels = default_channels(rf.nodes, rf.gpus_per_node)
-    nvls_kw = {}
-    if tuner is not None and tuner.graphs is not None:  # NCCL's NVLS chunks for the node
-        nvls_kw = {"nvls_chunk_bytes": tuner.graphs.nvls_chunk_bytes,
-                   "nvls_tree_max_chunk_bytes": tuner.graphs.nvls_tree_max_chunk_bytes}
-    sch = schedule(collective, nranks, counts.param_count, datatype,
-                   nchannels=channels, algorithm=algorithm, protocol=protocol,
-                   root=root, gpus_per_node=rf.gpus_per_node,
-                   qps_per_connection=qps, p2p_channels_per_peer=per_peer, **nvls_kw)
     limit_ps = int(params["limit_ms"] * 10**9)
     # the fabric's header stack (RoCEv2 or InfiniBand, wire.linkstack) and its largest packet
     stack = rf.fabric.stack
@@ -580,18 +520,12 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
               "nvlink_bps": gbps(params["nvlink_gbps"]),
               "nvlink_latency_ps": round(params["nvlink_latency_ns"] * 1000),
               "pxn": params["pxn"]}
+    if sch.aggregators:
+        job_kw["aggregators"] = rf.aggregators
     if params.get("failover"):  # acts on QP errors: with RC on (-p reliable, a file's [hosts])
         job_kw["failover"] = True
-    if host_side and p2p:
-        from sim.workloads.tuner import p2p_host_side
-
-        rounds = nranks - 1 if collective == "alltoall" else 1
-        job_kw["host"] = p2p_host_side(tuner, min(sch.nchannels, rounds * per_peer))
-    elif host_side:
-        from sim.workloads.tuner import HostSide
-
-        job_kw["host"] = HostSide.of(tuner, str(collective), str(algorithm),
-                                     str(protocol))
+    if sized.host is not None:
+        job_kw["host"] = sized.host
     if faults and (params.get("faults") or params.get("detect_us", -1) >= 0 or
                    params.get("converge_us", -1) >= 0 or getattr(rf, "stragglers", ())):
         # -p fault= on this size's fabric, and a fabric file's stragglers

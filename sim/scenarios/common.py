@@ -498,6 +498,10 @@ def collective_params() -> tuple[Param, ...]:
               "assumption)", nonneg),
         Param("pxn", True, "NCCL's PXN: a send to another node leaves through the NIC on "
               "the receiver's rail, over NVLink first (false: the sender's own NIC)", None),
+        Param("sharp", False, "rail, InfiniBand (-p fabric=ib): every leaf runs SHARP (an "
+              "aggregation node per rail), which NCCL uses for AllReduce across nodes "
+              "(NVLS+SHARP) with NCCL_COLLNET_ENABLE=1; that variable on such a fabric sets "
+              "it unless given", None),
         with_default("link_gbps", 400.0),
         with_default("pfc", True),
         with_default("xoff_kb", 256.0),

@@ -502,6 +502,8 @@ def _timeline_figure(doc: Mapping[str, Any]) -> Any:
     def via(peer: int) -> str:
         if not nvlink:
             return ""
+        if peer >= 3 * nranks:  # a SHARP aggregator (sim.workloads.nccl.rank_label)
+            return " (network)"
         if peer >= nranks:  # an NVLS buffer: in the node's NVSwitch
             return " (NVLink)"
         return " (NVLink)" if peer // g == rank // g else " (network)"

@@ -82,6 +82,10 @@ Nodes, NVLink and PXN (``gpus_per_node`` > 1; ranks ``n*G .. n*G+G-1`` are node 
   when that is another GPU's NIC; it is then posted on that NIC like any other send, and
   received by the receiver's own NIC.  ``nvlink=False`` sends every transfer, even inside a
   node, through the sender's own NIC (the behaviour before nodes were modelled).
+* SHARP (NVLS+SHARP, :func:`sim.workloads.nccl.sharp_aggregator`): a head sends its node's
+  sum to its rail's aggregator (a host on the rail's leaf, ``aggregators``) from its own
+  NIC, never by PXN, and the aggregator answers every head directly.  The aggregator's
+  answers are the switch's: no NCCL step latency and no GPU channel.
 """
 
 from __future__ import annotations
@@ -330,7 +334,9 @@ class CollectiveJob:
     Several jobs may share hosts (each QP's deliveries go to its own job).
 
     ``gpus_per_node`` (default 1: every rank its own node), ``nvlink``, ``nvlink_bps``,
-    ``nvlink_latency_ps`` and ``pxn``: see the module docstring.  ``reliable`` (True, or
+    ``nvlink_latency_ps`` and ``pxn``: see the module docstring.  ``aggregators``: the
+    hosts of a schedule's SHARP aggregators (NVLS+SHARP), by rail
+    (:attr:`sim.fabric.rail.RailFabric.aggregators`).  ``reliable`` (True, or
     the options of :meth:`sim.nic.host.Host.set_reliable`: ``retransmit``, ``ack_timeout``,
     ``retry_cnt``) turns RC reliability on in the job's hosts (sim.nic.rc); None leaves
     them as they are."""
@@ -344,7 +350,8 @@ class CollectiveJob:
                  reliable: Mapping[str, Any] | bool | None = None,
                  failover: bool = False,
                  on_fail: Callable[[CollectiveJob], None] | None = None,
-                 host: HostSide | None = None) -> None:
+                 host: HostSide | None = None,
+                 aggregators: Sequence[int] = ()) -> None:
         #: NCCL's host side (sim.workloads.tuner.HostSide): the launch, then each
         #: transfer's step latency and its channel's time when its data are ready; None: none
         self.host = host
@@ -389,20 +396,34 @@ class CollectiveJob:
         if nvlink_bps <= 0 or nvlink_latency_ps < 0:
             raise ValueError("nvlink_bps must be > 0 and nvlink_latency_ps >= 0")
         self.gpn, self.nvlink, self.pxn = g, bool(nvlink) and g > 1, bool(pxn)
-        if sch.buffers and not self.nvlink:
+        if sch.buffers and not self.nvlink:  # (CollNet's aggregators need no NVLink)
             raise ValueError(f"{sch.algorithm.value} needs NVLink between the GPUs of a node "
                              f"(nvlink on, gpus_per_node >= 2)")
         if sch.buffers and g != sch.gpus_per_node:
             raise ValueError(f"{sch.algorithm.value}: the schedule's nodes have "
                              f"{sch.gpus_per_node} GPUs, the job's {g}")
-        #: rank -> its node, NVLS buffers (ranks from ``sch.nranks``) included
+        if len(aggregators) < sch.aggregators:
+            raise ValueError(f"the schedule sums on {sch.aggregators} SHARP aggregators "
+                             f"(NVLS+SHARP); aggregators has {len(aggregators)} hosts "
+                             f"(sim.fabric.rail.rail_optimized(sharp=True) makes them)")
+        #: the first SHARP aggregator's pseudo-rank (past every rank when there are none)
+        self.agg0 = 3 * sch.nranks if sch.aggregators else sch.nranks + sch.buffers
+        #: pseudo-rank -> its node: the GPUs' (by the job's nodes), the NVLS buffers' and
+        #: the SHARP aggregators' (-1: no such rank)
         self.node = [r // g for r in range(sch.nranks)] + [
-            sch.node_of(sch.nranks + i) for i in range(sch.buffers)]
+            sch.node_of(r) for r in range(sch.nranks, sch.nranks + sch.buffers)]
+        if sch.aggregators:
+            self.node += [-1] * (self.agg0 - len(self.node)) + [
+                sch.node_of(self.agg0 + i) for i in range(sch.aggregators)]
         #: rank -> its key in the NVLink domain: a GPU's host id, an NVLS buffer's -1 - i
         self.nvlink_bps, self.nvlink_latency_ps = nvlink_bps, nvlink_latency_ps
         self.nvl = nvlink_domain(fabric) if self.nvlink else None
         self.on_done = on_done
         self.sch, self.fabric, self.hosts = sch, fabric, hosts
+        #: pseudo-rank -> host: the ranks', none (-1) for NVLS buffers, the SHARP
+        #: aggregators'
+        self.host_of = hosts + (-1,) * (self.agg0 - sch.nranks) + tuple(
+            aggregators[:sch.aggregators])
         self.nvl_key = hosts + tuple(-1 - i for i in range(sch.buffers))
         self.mtu, self.hdr = mtu_bytes, header_bytes
         n = len(sch.transfers)
@@ -454,7 +475,9 @@ class CollectiveJob:
                 c.nic = None
                 continue
             relay = send_nic_rank(src, dst, g, self.pxn) if self.nvlink else src
-            if relay >= sch.nranks:  # a last node with fewer GPUs has no NIC on that rail
+            if relay >= sch.nranks or max(src, dst) >= self.agg0:
+                # a last node with fewer GPUs has no NIC on that rail; a head talks to its
+                # rail's SHARP aggregator on its own NIC (no PXN), which answers it directly
                 relay = src
             c.nic = relay
             moved = _MOVED.get(fabric, {})
@@ -490,11 +513,11 @@ class CollectiveJob:
 
 
     def _host(self, rank: int) -> Host:
-        if not 0 <= rank < len(self.hosts):
+        if not 0 <= rank < len(self.host_of) or self.host_of[rank] < 0:
             raise ValueError(f"rank {rank} has no host (hosts has {len(self.hosts)})")
-        node = self.fabric.nodes.get(self.hosts[rank])
+        node = self.fabric.nodes.get(self.host_of[rank])
         if not isinstance(node, Host):
-            raise ValueError(f"rank {rank}: node {self.hosts[rank]} is not a host")
+            raise ValueError(f"rank {rank}: node {self.host_of[rank]} is not a host")
         return node
 
     @property
@@ -536,6 +559,9 @@ class CollectiveJob:
         host = self.host
         assert host is not None
         node = self.node
+        if t.src >= self.agg0:  # a SHARP aggregator's answer: the switch's, no NCCL step
+            self._on_channel(t)
+            return
         self.fabric.engine.call_in(host.step_ps(node[t.src] != node[t.dst]), self._on_channel,
                                    t)
 
@@ -625,7 +651,7 @@ class CollectiveJob:
             return
         now = self.fabric.engine.now_ps
         nodes, flows = self.fabric.nodes, self.fabric.flows
-        src = nodes[self.hosts[nic]]
+        src = nodes[self.host_of[nic]]
         qps = self.conn_of[t.id].qps
         split = self.qp_frame_bytes.get(t.qp_bytes)
         if split is None:  # a schedule has few sizes: each QP split's frame bytes once
@@ -795,7 +821,8 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
                  delay_ps: Mapping[int, Any] | None = None,
                  reliable: Mapping[str, Any] | bool | None = None,
                  failover: bool = False,
-                 host: HostSide | None = None) -> CollectiveRun:
+                 host: HostSide | None = None,
+                 aggregators: Sequence[int] = ()) -> CollectiveRun:
     """Drive ``sch`` through ``fabric`` (rank ``r`` on host ``hosts[r]``) from the fabric's
     current time until every transfer is received; see the module docstring.
 
@@ -808,7 +835,8 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
     received so far (a progress line; it must not touch the fabric).  ``gpus_per_node``,
     ``nvlink``, ``nvlink_bps``, ``nvlink_latency_ps``, ``pxn``: as for
     :class:`CollectiveJob` (the default, one GPU per node, sends everything over the
-    network); ``reliable``, ``delay_ps``, ``failover``: as for :class:`CollectiveJob`.  A
+    network); ``reliable``, ``delay_ps``, ``failover``, ``aggregators``: as for
+    :class:`CollectiveJob`.  A
     QP error stops the run at once: :class:`QpFailure` (with ``check``; else the partial
     run).  The NVLink bytes are in ``nvlink_domain(fabric).nbytes``."""
     runner = CollectiveJob(sch, fabric, hosts, tc=tc, mtu_bytes=mtu_bytes,
@@ -816,7 +844,7 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
                            nvlink=nvlink, nvlink_bps=nvlink_bps,
                            nvlink_latency_ps=nvlink_latency_ps, pxn=pxn, delay_ps=delay_ps,
                            reliable=reliable, failover=failover,
-                           host=host)
+                           host=host, aggregators=aggregators)
     eng = fabric.engine
     t0 = eng.now_ps
     step = slice_ps if slice_ps is not None else DEFAULT_SLICE_PS

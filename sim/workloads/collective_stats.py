@@ -208,7 +208,7 @@ def chrome_trace(run: CollectiveRun, gpus_per_node: int = 1, nvlink: bool = True
                            "args": {"sort_index": n}})
         return tids[key]
 
-    for r in range(sch.nranks + sch.buffers):
+    for r in sch.pseudo_ranks():
         name = f"rank {r} (node {r // g}, GPU {r % g})" if r < sch.nranks else \
             rank_label(r, sch.nranks, sch.gpus_per_node)
         events.append({"ph": "M", "name": "process_name", "pid": r, "args": {"name": name}})

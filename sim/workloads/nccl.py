@@ -135,7 +135,8 @@ __all__ = [
     "ScheduleError", "schedule", "simulate_ownership", "verify", "topological_order",
     "Inputs", "inputs_set", "default_channels",
     "finish_times", "nccl_rings", "send_nic_rank", "nvls_buffer", "nvls_buffer_of", "rank_label",
-    "nvls_tree_max_chunk_bytes",
+    "nvls_tree_max_chunk_bytes", "sharp_aggregator", "collnet_direct_channels",
+    "COLLNET_GROUP_CHANNELS",
     "btree", "dtree", "channel_tree", "qp_split", "step_data_bytes", "udp_sport", "wire_bytes",
     "DTYPE_BYTES",
     "NCCL_STEPS", "SIMPLE_BUFFSIZE_BYTES", "LL_BUFFSIZE_BYTES", "LL128_BUFFSIZE_BYTES",
@@ -171,6 +172,13 @@ P2P_NVL_CHUNK_BYTES = 512 * 1024
 #: is at most 64 KiB from 4 nodes up (``NCCL_NVLSTREE_MAX_CHUNKSIZE``'s default, same file).
 NVLS_CHUNK_BYTES = 128 * 1024
 NVLS_TREE_MAX_CHUNK_BYTES = 64 * 1024
+#: Channels whose chunks the collnet proxy posts as one network operation
+#: (``COLLNET_GROUP_NSUBS``, ``src/transport/coll_net.cc``).
+COLLNET_GROUP_CHANNELS = 8
+#: Threads of a CollNet channel (``NCCL_MAX_NTHREADS``, ``src/include/device.h``) and the
+#: bytes a thread before fewer channels (``ncclTopoTuneModel``, ``src/graph/tuning.cc``).
+NCCL_MAX_NTHREADS = 640
+COLLNET_THREAD_THRESHOLD = 512
 #: the smallest chunk calcCollChunking shrinks an NVLS chunk to
 NVLS_MIN_CHUNK_BYTES = 16 * 1024
 #: P2P per-channel parts are aligned to 4 KiB (``ncclP2pPartBounds``, ``device.h``).
@@ -203,6 +211,8 @@ class Algorithm(StrEnum):
     TREE = "tree"
     NVLS = "nvls"
     NVLS_TREE = "nvls_tree"
+    COLLNET_DIRECT = "collnet_direct"
+    COLLNET_CHAIN = "collnet_chain"
 
 
 class Protocol(StrEnum):
@@ -491,12 +501,26 @@ class Schedule:
     #: NVLS buffers (NVLS, NVLS tree): ranks ``nranks ..`` that are no GPU but a node's
     #: NVLink SHARP buffer of one head, two per head (:func:`nvls_buffer`); 0 otherwise
     buffers: int = 0
+    #: SHARP aggregators (CollNet: NVLS across nodes with ``sharp``, CollNet Direct and
+    #: Chain): ranks ``3 x nranks ..``, one per rail (head index), that are no GPU but the
+    #: InfiniBand switch's aggregation node of that rail (:func:`sharp_aggregator`); 0
+    #: otherwise
+    aggregators: int = 0
 
     def node_of(self, rank: int) -> int:
-        """The node of ``rank``: a GPU's (``rank // gpus_per_node``) or an NVLS buffer's."""
+        """The node of ``rank``: a GPU's (``rank // gpus_per_node``), an NVLS buffer's, or
+        for a SHARP aggregator ``nodes + rail`` (a node of its own, in the network)."""
         if rank < self.nranks:
             return rank // self.gpus_per_node
+        if rank >= 3 * self.nranks:
+            return self.nranks // self.gpus_per_node + rank - 3 * self.nranks
         return nvls_buffer_of(rank, self.nranks, self.gpus_per_node)[0]
+
+    def pseudo_ranks(self) -> list[int]:
+        """Every rank of the schedule's transfers: the GPUs, the NVLS buffers, the SHARP
+        aggregators."""
+        n = self.nranks
+        return [*range(n + self.buffers), *range(3 * n, 3 * n + self.aggregators)]
 
     def sent_bytes(self, rank: int) -> int:
         return sum(t.nbytes for t in self.transfers if t.src == rank)
@@ -587,7 +611,7 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
              nthreads: int | None = None, rings: Sequence[Sequence[int]] | None = None,
              drop_channels: bool = True, p2p_channels_per_peer: int = 2,
              qp_base: int = 0x100, nvls_chunk_bytes: int = NVLS_CHUNK_BYTES,
-             nvls_tree_max_chunk_bytes: int = 0) -> Schedule:
+             nvls_tree_max_chunk_bytes: int = 0, sharp: bool = False) -> Schedule:
     """The transfers NCCL performs for one call.
 
     ``count`` is the element count the NCCL call takes: ``ncclAllReduce``/``ncclBroadcast``
@@ -607,7 +631,10 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
     jobs, ``[[collective]]`` of a fabric file) need disjoint ranges.  NVLS and the NVLS tree:
     ``nvls_chunk_bytes`` (``nvlsChunkSize``) and ``nvls_tree_max_chunk_bytes``
     (``nvlsTreeMaxChunkSize``; 0: NCCL's default, 64 KiB from 4 nodes, else the chunk), as
-    :func:`sim.workloads.tuner.nvls_tuning` gives them for a node.
+    :func:`sim.workloads.tuner.nvls_tuning` gives them for a node.  ``sharp``: NVLS across
+    nodes as NCCL runs it with CollNet (NVLS+SHARP, :func:`_nvls_sharp_allreduce`): the
+    InfiniBand switches' SHARP aggregators (pseudo-ranks, :func:`sharp_aggregator`) sum the
+    heads' node sums; on one node NCCL has no CollNet and ``sharp`` changes nothing.
     """
     coll, algo, proto = Collective(collective), Algorithm(algorithm), Protocol(protocol)
     if dtype not in DTYPE_BYTES:
@@ -644,9 +671,20 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
                             f"{Protocol(protocol).value}")
     if nvls and gpn < 2:
         raise ScheduleError(f"{algo.value}: NVLink SHARP needs 2 or more GPUs per node")
-    if algo is Algorithm.NVLS and nranks > gpn:
-        raise ScheduleError("nvls: one node only (across nodes NCCL runs NVLS with CollNet "
-                            "(NVLS+SHARP), not modelled; nvls_tree is the NVLS tree)")
+    if algo is Algorithm.NVLS and nranks > gpn and not sharp:
+        raise ScheduleError("nvls across nodes runs with CollNet (NVLS+SHARP): sharp=True, "
+                            "on a fabric with SHARP aggregators; nvls_tree is the NVLS tree")
+    collnet = algo in (Algorithm.COLLNET_DIRECT, Algorithm.COLLNET_CHAIN)
+    if sharp and algo not in (Algorithm.NVLS, Algorithm.COLLNET_DIRECT,
+                              Algorithm.COLLNET_CHAIN):
+        raise ScheduleError(f"sharp: CollNet's algorithms only (nvls across nodes, "
+                            f"collnet_direct, collnet_chain), not {algo.value}")
+    if collnet and not (sharp and nranks > gpn):
+        raise ScheduleError(f"{algo.value}: CollNet runs across nodes on SHARP switches "
+                            f"(sharp=True, two or more nodes)")
+    if collnet and protocol != Protocol.SIMPLE:
+        raise ScheduleError(f"{algo.value} runs the simple protocol only (NCCL's), not "
+                            f"{Protocol(protocol).value}")
     if algo is Algorithm.NVLS_TREE and nranks == gpn:
         raise ScheduleError("nvls_tree: two or more nodes (one node runs nvls)")
     elt = DTYPE_BYTES[dtype]
@@ -663,7 +701,11 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
     else:
         total = count * elt
     nc = nchannels
-    if drop_channels and not p2p and not nvls:  # NVLS keeps its channels (getAlgoInfo)
+    if collnet:  # 640 threads, 512 bytes a thread (ncclTopoTuneModel)
+        nt, threshold = NCCL_MAX_NTHREADS if nthreads is None else nt, COLLNET_THREAD_THRESHOLD
+    if drop_channels and algo is Algorithm.COLLNET_DIRECT:
+        nc = collnet_direct_channels(total, nc, nt, gpn)
+    elif drop_channels and not p2p and not nvls:  # NVLS keeps its channels (getAlgoInfo)
         nc, nt = _drop_channels(total, nc, nt, threshold)
     if rings is None:
         nodes = nranks // gpn if gpn and nranks % gpn == 0 else 1
@@ -692,6 +734,8 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
         _p2p(b, coll)
     elif algo is Algorithm.TREE:
         _tree_allreduce(b)
+    elif (nvls or collnet) and sharp and nranks > gpn:
+        _collnet_allreduce(b)
     elif nvls:
         _nvls_allreduce(b)
     else:
@@ -887,11 +931,53 @@ def nvls_buffer_of(rank: int, nranks: int, gpus_per_node: int) -> tuple[int, int
     return node, head, bool(multicast)
 
 
+def sharp_aggregator(sch: Schedule, rail: int) -> int:
+    """The pseudo-rank of rail ``rail``'s SHARP aggregator (CollNet): ``3 x nranks + rail``,
+    past every NVLS buffer a schedule may have."""
+    return 3 * sch.nranks + rail
+
+
+def collnet_direct_channels(nbytes: int, nc: int, nt: int, heads: int) -> int:
+    """CollNet Direct's channels for a call of ``nbytes`` (``topoGetAlgoInfo``,
+    ``src/enqueue.cc``): fewer while ``nbytes < nc x nt x heads x threshold``, first down to
+    16, then 8, 4, 2, 1, the threshold halved on the way at 1.5 x each step."""
+    thr = COLLNET_THREAD_THRESHOLD
+    switch, flag = 16, True
+    while switch >= 1 and flag:
+        while (flag := nbytes < nc * nt * heads * thr) and nc > switch:
+            if nc == switch + switch // 2:
+                thr //= 2
+            nc -= 1
+        switch //= 2
+    return nc
+
+
+def _collnet_chunk_bytes(sch: Schedule, nbytes: int) -> int:
+    """``calcCollChunking`` (``src/enqueue.cc``, NCCL 2.30.7) for CollNet Direct (chunks of
+    one step, 512 KiB, halved against ``nChannels x nHeads x depth`` (depth 2) concurrent
+    chunks) and Chain (256 KiB, against ``nChannels x depth``, depth the GPUs per node)."""
+    nc, g = sch.nchannels, sch.gpus_per_node
+    if sch.algorithm is Algorithm.COLLNET_DIRECT:
+        chunk, per, depth = step_data_bytes(Protocol.SIMPLE), nc * g, 2
+        rules = ((64, 131072), (8, 65536), (8, 32768))
+    else:
+        chunk, per, depth = min(256 * 1024, step_data_bytes(Protocol.SIMPLE)), nc, g
+        rules = ((64, 131072), (8, 65536), (1, 32768))
+    for mult, floor in rules:
+        while nbytes // (per * chunk) < depth * mult and chunk > floor:
+            chunk //= 2
+    return chunk
+
+
 def rank_label(rank: int, nranks: int, gpus_per_node: int) -> str:
-    """How the outputs name a schedule's ``rank``: ``rank 5``, or for an NVLS buffer
-    (:func:`nvls_buffer`) ``NVLS reduce of head 1 (node 0)`` / ``NVLS multicast of ..``."""
+    """How the outputs name a schedule's ``rank``: ``rank 5``, for an NVLS buffer
+    (:func:`nvls_buffer`) ``NVLS reduce of head 1 (node 0)`` / ``NVLS multicast of ..``, for
+    a SHARP aggregator (:func:`sharp_aggregator`, from ``3 x nranks``) ``SHARP aggregator
+    of rail 1``."""
     if rank < nranks:
         return f"rank {rank}"
+    if rank >= 3 * nranks:
+        return f"SHARP aggregator of rail {rank - 3 * nranks}"
     node, head, multicast = nvls_buffer_of(rank, nranks, gpus_per_node)
     return f"NVLS {'multicast' if multicast else 'reduce'} of head {head} (node {node})"
 
@@ -960,6 +1046,109 @@ def _nvls_allreduce(b: _Builder) -> None:
                 if nelem <= 0:
                     continue
                 _nvls_chunk(b, tree, nodes, which, h, ch, loop, off * elt, nelem * elt)
+    sch.loops = loops
+
+
+def _collnet_allreduce(b: _Builder) -> None:
+    """CollNet AllReduce across nodes on SHARP switches (``RunWorkColl<.., NCCL_ALGO_NVLS /
+    NCCL_ALGO_COLLNET_DIRECT / NCCL_ALGO_COLLNET_CHAIN, ..>`` of ``src/device/all_reduce.h``
+    with ``oneNode`` false, and the collnet proxy, ``src/transport/coll_net.cc``; NCCL 2.30.7).
+
+    Layout: NVLS and Direct: a loop covers ``nChannels x nHeads`` chunks, channel ``b``'s
+    chunk of head ``k`` at ``loop x loopSize + (b x nHeads + k) x chunk``; Chain: one head per
+    channel (the GPU of the channel's NIC, ``b mod GPUs``), channel ``b``'s chunk at ``loop x
+    loopSize + b x chunk``; chunks clipped to the buffer.  Per chunk and node, inside the
+    node: NVLS: every GPU's copy into the NVSwitch, the head reads the sum; Direct: every
+    other GPU sends its copy to the head, which adds them; Chain: a reduce chain from the
+    last GPU of the channel's chain to its head.  Then head ``k`` sends the node's sum to
+    the SHARP aggregator of its rail (``reduce``, over the head's own NIC); the aggregator
+    returns the sum of every node to every node's head ``k``, which passes it on: NVLS: one
+    store to the multicast buffer, copied to every GPU; Direct: a copy to every other GPU;
+    Chain: down the chain.
+
+    The aggregator answers a chunk only when it has the chunks of the same loop of every
+    channel of its group, from every node: the proxy posts one ``iallreduce`` per group of
+    ``COLLNET_GROUP_NSUBS`` (8) of a NIC's channels and step once each has its data
+    (``coll_net.cc``), and the switch returns a reduction when all its members contributed.
+    The group's chunks go as separate transfers (one connection per channel) where the
+    proxy posts one message of the group's bytes [A]."""
+    sch = b.sch
+    n, nc, elt, g = sch.nranks, sch.nchannels, sch.elem_bytes, sch.gpus_per_node
+    nodes = n // g
+    size = sch.count
+    algo = sch.algorithm
+    if algo is Algorithm.NVLS:
+        chunk = _nvls_chunk_bytes(sch, size * elt, nodes) // elt
+        sch.buffers = 2 * n
+    else:
+        chunk = _collnet_chunk_bytes(sch, size * elt) // elt
+    sch.chunk_bytes = chunk * elt
+    sch.steps_per_loop = 1
+    sch.aggregators = g
+    chain = algo is Algorithm.COLLNET_CHAIN
+    heads_per_channel = 1 if chain else g
+    loop_elems = nc * heads_per_channel * chunk
+    loops = _ceil_div(size, loop_elems)
+    kw = {"src_block": 0, "dst_block": 0}
+    for loop in range(loops):
+        # per (rail, group of 8 of its NIC's channels): the chunks' head -> aggregator sends
+        up: dict[tuple[int, int], list[int]] = defaultdict(list)
+        pieces = []
+        for ch in range(nc):
+            for j in range(heads_per_channel):
+                h = ch % g if chain else j
+                off = loop * loop_elems + (ch * heads_per_channel + j) * chunk
+                nelem = min(chunk, size - off)
+                if nelem <= 0:
+                    continue
+                # the channel's place among its NIC's channels: every channel is on every
+                # head's NIC, except in the chain (channel b on NIC b mod GPUs)
+                group = (ch // g if chain else ch) // COLLNET_GROUP_CHANNELS
+                agg = sharp_aggregator(sch, h)
+                nb, ob = nelem * elt, off * elt
+                order = [(h + i) % g for i in range(g)]  # the chain: head first [A]
+                for k in range(nodes):
+                    gpu = [k * g + i for i in order]
+                    if algo is Algorithm.NVLS:
+                        red = nvls_buffer(sch, k, h, False)
+                        ins = [b.add(k * g + i, red, ch, nb, step=0, loop=loop, reduce=True,
+                                     offset_bytes=ob, **kw) for i in range(g)]
+                        last = (b.add(red, gpu[0], ch, nb, step=1, loop=loop, reduce=False,
+                                      offset_bytes=ob, deps=ins, **kw),)
+                    elif algo is Algorithm.COLLNET_DIRECT:
+                        last = tuple(b.add(r, gpu[0], ch, nb, step=0, loop=loop, reduce=True,
+                                           offset_bytes=ob, **kw) for r in gpu[1:])
+                    else:  # up the chain, from its last GPU to its head
+                        last = ()
+                        for a in range(g - 1, 0, -1):
+                            last = (b.add(gpu[a], gpu[a - 1], ch, nb, step=g - a - 1,
+                                          loop=loop, reduce=True, offset_bytes=ob, deps=last,
+                                          **kw),)
+                    t = b.add(gpu[0], agg, ch, nb, step=g, loop=loop, reduce=True,
+                              offset_bytes=ob, deps=last, **kw)
+                    up[(h, group)].append(t)
+                pieces.append((ch, h, group, agg, nb, ob, order))
+        for ch, h, group, agg, nb, ob, order in pieces:
+            deps = tuple(up[(h, group)])
+            for k in range(nodes):
+                gpu = [k * g + i for i in order]
+                got = b.add(agg, gpu[0], ch, nb, step=g + 1, loop=loop, reduce=False,
+                            offset_bytes=ob, deps=deps, **kw)
+                if algo is Algorithm.NVLS:
+                    mc = nvls_buffer(sch, k, h, True)
+                    st = b.add(gpu[0], mc, ch, nb, step=g + 2, loop=loop, reduce=False,
+                               offset_bytes=ob, deps=(got,), **kw)
+                    for i in range(g):
+                        b.add(mc, k * g + i, ch, nb, step=g + 3, loop=loop, reduce=False,
+                              offset_bytes=ob, deps=(st,), **kw)
+                elif algo is Algorithm.COLLNET_DIRECT:
+                    for r in gpu[1:]:
+                        b.add(gpu[0], r, ch, nb, step=g + 2, loop=loop, reduce=False,
+                              offset_bytes=ob, deps=(got,), **kw)
+                else:  # down the chain
+                    for a in range(1, g):
+                        got = b.add(gpu[a - 1], gpu[a], ch, nb, step=g + 1 + a, loop=loop,
+                                    reduce=False, offset_bytes=ob, deps=(got,), **kw)
     sch.loops = loops
 
 

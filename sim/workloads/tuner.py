@@ -71,7 +71,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim.workloads.nccl import NVLS_CHUNK_BYTES, nvls_tree_max_chunk_bytes
+from sim.workloads.nccl import (
+    COLLNET_THREAD_THRESHOLD,
+    NCCL_MAX_NTHREADS,
+    NVLS_CHUNK_BYTES,
+    collnet_direct_channels,
+    nvls_tree_max_chunk_bytes,
+)
 
 __all__ = [
     "ALGOS", "PROTOS", "RUNNABLE_ALGOS", "PRESETS", "Hardware", "Graphs", "Graph", "Choice",
@@ -89,7 +95,7 @@ NCCL_VERSION = "2.30.7"
 ALGOS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 PROTOS = ("ll", "ll128", "simple")
 #: The algorithms the simulator's schedules run (:func:`sim.workloads.nccl.schedule`).
-RUNNABLE_ALGOS = ("tree", "ring", "nvls", "nvls_tree")
+RUNNABLE_ALGOS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree")
 ALGO_NAMES = {"tree": "Tree", "ring": "Ring", "collnet_direct": "CollNetDirect",
                "collnet_chain": "CollNetChain", "nvls": "NVLS", "nvls_tree": "NVLSTree",
                "pat": "PAT"}
@@ -151,6 +157,12 @@ TREE_CORRECTION = {
 }
 #: ``getNetOverhead`` (µs): 2 on AMD CPUs, 1 on Intel and others.
 NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0, "arm": 1.0}
+#: Fewest nodes for CollNet (``NCCL_COLLNET_NODE_THRESHOLD``'s default, ``src/init.cc``).
+COLLNET_NODE_THRESHOLD = 2
+#: Below this NVLS AllReduce algorithm bandwidth (GB/s) across nodes NCCL caps the NVLS
+#: chunk at 32 KiB (``calcCollChunking``, ``src/enqueue.cc``).
+NVLS_SMALL_CHUNK_BELOW_GBPS = 150.0
+NVLS_SMALL_CHUNK_BYTES = 32768
 #: Bytes per thread before more channels or threads (``NCCL_*_THREAD_THRESHOLD``,
 #: ``src/include/comm.h``; Ring LL x nRanks, ``ncclTopoTuneModel``).
 THREAD_THRESHOLD = {"ll": 8, "ll128": 8, "simple": 64}
@@ -447,7 +459,9 @@ class Tuner:
     nodes of ``hw``; ``algo`` / ``proto``: ``NCCL_ALGO`` / ``NCCL_PROTO`` strings ("" =
     NCCL's defaults); ``min_channels`` / ``max_channels``: ``NCCL_MIN_NCHANNELS`` /
     ``NCCL_MAX_NCHANNELS`` (0 = unset); ``nvls``: ``NCCL_NVLS_ENABLE`` (False: off);
-    ``graphs``: the search results (:func:`search` by default)."""
+    ``collnet``: CollNet on (``NCCL_COLLNET_ENABLE=1`` on a fabric whose switches run
+    SHARP): NVLS across nodes (NVLS+SHARP), CollNet Direct and CollNet Chain enter the
+    AllReduce choice; ``graphs``: the search results (:func:`search` by default)."""
 
     hw: Hardware
     nranks: int
@@ -458,6 +472,7 @@ class Tuner:
     max_channels: int = 0
     nvls: bool = True
     graphs: Graphs | None = None
+    collnet: bool = False
     _enabled_algo: dict[str, dict[str, int]] = field(init=False, repr=False)
     _enabled_proto: dict[str, dict[str, int]] = field(init=False, repr=False)
 
@@ -501,6 +516,19 @@ class Tuner:
             return g.nvls_channels
         return self.channels
 
+    def nvls_max_chunk_bytes(self) -> int:
+        """The largest NVLS chunk of a call (``calcCollChunking``, ``src/enqueue.cc``):
+        ``nvlsChunkSize``, but 32 KiB across nodes when NCCL's NVLS AllReduce algorithm
+        bandwidth is below 150 GB/s (e.g. H100 with 200 Gb/s NICs)."""
+        g = self.graphs
+        assert g is not None
+        chunk = g.nvls_chunk_bytes
+        if self.nodes > 1 and g.nvls is not None and g.nvls.channels >= 2 \
+                and self.algo_bw_GBps("allreduce", "nvls", "simple") \
+                < NVLS_SMALL_CHUNK_BELOW_GBPS:
+            chunk = min(chunk, NVLS_SMALL_CHUNK_BYTES)
+        return chunk
+
     def _available(self, coll: str, algo: str, proto: str) -> bool:
         if coll in ("broadcast", "reduce"):
             return algo == "ring"
@@ -510,7 +538,17 @@ class Tuner:
         if algo in ("nvls", "nvls_tree", "pat") and proto != "simple":
             return False
         if algo.startswith("collnet"):
-            return False  # no CollNet/SHARP plugin in this model
+            # CollNet: NCCL_COLLNET_ENABLE and SHARP, from 2 nodes
+            # (NCCL_COLLNET_NODE_THRESHOLD), at most 8 GPUs a node (NCCL_MAX_DIRECT_ARITY
+            # + 1), Simple only, AllReduce only here (SHARP's AllGather and ReduceScatter
+            # are not modelled); Direct needs an NVSwitch (src/graph/tuning.cc,
+            # src/enqueue.cc)
+            if not (self.collnet and self.nodes >= COLLNET_NODE_THRESHOLD and self.ppn <= 8
+                    and proto == "simple" and coll == "allreduce"):
+                return False
+            if algo == "collnet_direct" and self.graphs is not None \
+                    and self.graphs.nvls is None:
+                return False
         if algo == "pat":
             return False  # NCCL's auto mode needs 1 GPU per node and a host net device
         if algo in ("nvls", "nvls_tree"):
@@ -519,7 +557,8 @@ class Tuner:
                 return False
             if algo == "nvls_tree" and self.nodes == 1:
                 return False
-            if algo == "nvls" and self.nodes > 1:
+            if algo == "nvls" and self.nodes > 1 and not (
+                    self.collnet and self.nodes >= COLLNET_NODE_THRESHOLD):
                 return False  # NVLS across nodes needs CollNet (NVLS + SHARP)
             if coll != "allreduce" and self.nodes > 1:
                 return False
@@ -541,7 +580,10 @@ class Tuner:
         i2 = self.nodes - 1 if self.nodes <= 2 else 2
         i1 = k if self.nodes == 1 else (1 if self.hw.cpu == "amd" else 0)
         nch = graph.channels
-        bw = graph.bw_intra_GBps if self.nodes <= 2 else graph.bw_inter_GBps
+        if algo == "collnet_direct":  # a channel per NIC (head), at most 8, at the ring's
+            nch = min(nch, self.ppn, 8)  # speed [A]
+        bw = graph.bw_intra_GBps if self.nodes <= 2 or algo.startswith("collnet") \
+            else graph.bw_inter_GBps
         if algo in ("nvls", "nvls_tree"):
             intra = graph.bw_intra_GBps * NVLS_EFFICIENCY[k] * (nch - 1) / nch
             intra *= 2 if coll == "allreduce" else (self.ppn - 1) / self.ppn
@@ -564,9 +606,15 @@ class Tuner:
                       nch * PER_CH_MAX_TREE_LL128_BWS[k][i2])
         if algo == "pat":
             bus *= 0.75
+        if algo == "collnet_direct":  # "all GPUs need a local NIC to work at full speed"
+            factor = self.ppn / nch
+            factor -= (factor - 1) / 2
+            bus /= factor
+            if self.hw.sm >= 90:
+                bus *= 0.85
         return bus
 
-    def _bus_bw(self, coll: str, algo: str, proto: str) -> float:
+    def algo_bw_GBps(self, coll: str, algo: str, proto: str) -> float:
         """NCCL's algorithm bandwidth (``comm->bandwidths``: busBw converted, GB/s)."""
         bus = self.bus_bw_GBps(coll, algo, proto)
         # busBw -> algBw
@@ -595,6 +643,10 @@ class Tuner:
             lat += (steps - inter_steps) * max(intra, over) + inter_steps * inter
         elif algo == "tree":
             lat += 2 * ((self.ppn - 1) * intra + _log2i(m) * inter)
+        elif algo == "collnet_direct":  # 0.4 us of arity serialisation per local peer
+            lat += 2 * (min(1, self.ppn - 1) * intra + (self.ppn - 1) * 0.4) + inter
+        elif algo == "collnet_chain":
+            lat += 2 * (self.ppn - 1) * intra + inter
         elif algo == "nvls":
             lat = intra + (inter if m > 1 else 0)
         elif algo == "nvls_tree":
@@ -606,7 +658,7 @@ class Tuner:
         size), None when the entry is disabled or unavailable."""
         if not self._available(coll, algo, proto):
             return None
-        bw = self._bus_bw(coll, algo, proto)
+        bw = self.algo_bw_GBps(coll, algo, proto)
         if bw <= 0:
             return None
         lat = self.latency_us(coll, algo, proto)
@@ -646,7 +698,11 @@ class Tuner:
         nc = self.algo_channels(a)
         nt = MAX_THREADS[p]
         thr = THREAD_THRESHOLD[p] * (self.nranks if (a == "ring" and p == "ll") else 1)
-        if a not in ("nvls", "nvls_tree"):
+        if a.startswith("collnet"):  # 640 threads, 512 bytes a thread
+            nt, thr = NCCL_MAX_NTHREADS, COLLNET_THREAD_THRESHOLD
+        if a == "collnet_direct":
+            nc = collnet_direct_channels(nbytes, nc, nt, self.ppn)
+        elif a not in ("nvls", "nvls_tree"):
             while nbytes < nc * nt * thr and nc >= 2:
                 nc -= 1
             while nbytes < nc * nt * thr and nt % 128 == 0:
@@ -709,9 +765,25 @@ class HostSide:
             # the rate at which a channel's sends take NCCL's modelled time.  A chunk makes
             # four NVLink hops (in, sum out, store in, copies out): each a quarter of the
             # call's NVLink latency
+            # NVLS+SHARP (across nodes): a head also writes its node's sum for the network
+            # once, so (ppn + 2) / ppn; the network's step is charged on that send (the
+            # SHARP switch's answer has none: sim.workloads.collective)
             n, ppn = tuner.nranks, tuner.ppn
-            bus_GBps *= n * (ppn + 1) / (2 * (n - 1) * ppn)
+            sends = ppn + (2 if algo == "nvls" and tuner.nodes > 1 else 1)
+            bus_GBps *= n * sends / (2 * (n - 1) * ppn)
             intra /= 4
+        elif algo == "collnet_direct":
+            # a GPU scatters (ppn - 1) / ppn of the buffer to the heads, sends its head's
+            # share to the network and broadcasts the results, (2 ppn - 1) / ppn, where NCCL
+            # times it at busBw / 2; NCCL's 0.4 us of arity serialisation per local peer on
+            # each of the two NVLink hops
+            ppn = tuner.ppn
+            bus_GBps *= (2 * ppn - 1) / (2 * ppn)
+            intra += 0.4 * (ppn - 1)
+        elif algo == "collnet_chain":
+            # the chain's GPUs send the buffer up and down it: twice its bytes, timed by NCCL
+            # at busBw / 2
+            pass
         rate = round(bus_GBps * 1e9 / per) if bus_GBps > 0 and per else 0
         return cls(_ps(BASE_LAT_US[algo][p]), _ps(intra), _ps(inter), rate)
 
@@ -753,16 +825,20 @@ NCCL_VARIABLES = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCH
                   "NCCL_CROSS_NIC")
 
 
-def environment_notes(values: Mapping[str, Any]) -> list[str]:
+def environment_notes(values: Mapping[str, Any], sharp: bool = False) -> list[str]:
     """What the model does not follow of :func:`from_environment`'s ``values``, one line
-    each: CollNet (``NCCL_COLLNET_ENABLE=1``: SHARP is not simulated, and NCCL's own pick
-    leaves it out here too) and ``NCCL_CROSS_NIC=1`` (rings are NCCL's crossNic 0 search's:
-    each leaves a node on the NIC it came in on, as with the default 2 on a rail-optimised
-    node)."""
+    each: CollNet (``NCCL_COLLNET_ENABLE=1``: with ``sharp``, a fabric whose switches run
+    SHARP, AllReduce may run on them, as NVLS+SHARP, CollNet Direct or CollNet Chain;
+    without, NCCL finds no SHARP and runs without CollNet, as the model does) and
+    ``NCCL_CROSS_NIC=1`` (rings are NCCL's crossNic 0 search's: each leaves a node on the
+    NIC it came in on, as with the default 2 on a rail-optimised node)."""
     out = []
-    if values.get("collnet"):
-        out.append("NCCL_COLLNET_ENABLE=1: CollNet (SHARP) is not simulated; NCCL's pick and "
-                   "the run leave it out")
+    if values.get("collnet") and sharp:
+        out.append("NCCL_COLLNET_ENABLE=1: AllReduce across nodes may run on the leaves' "
+                   "SHARP aggregators (NVLS+SHARP, CollNet Direct, CollNet Chain)")
+    elif values.get("collnet"):
+        out.append("NCCL_COLLNET_ENABLE=1: no SHARP on this fabric (it is modelled on "
+                   "--fabric rail -p fabric=ib), so NCCL runs without CollNet, as here")
     if values.get("cross_nic") == 1:
         out.append("NCCL_CROSS_NIC=1: rings are modelled as crossNic 0 (each leaves a node "
                    "on the NIC it came in on)")
