@@ -430,3 +430,50 @@ def test_nvls_one_node_is_bound_by_each_gpus_nvlink() -> None:
     ring = run_size("allreduce", size, "rail", p, algorithm="ring", protocol="simple",
                     inplace=False)
     assert ring["time_us"] > 1.3 * row["time_us"]
+
+
+@pytest.mark.parametrize("entry", [
+    {"collective": "allreduce", "size": "4M"},
+    {"collective": "allreduce", "size": "64K", "proto": "ll128"},
+    {"collective": "allgather", "size": "1M"},
+])
+def test_an_entry_with_nccls_tuner_and_host_side_equals_lossless_collective(tmp_path, entry):
+    """``algo = "auto"``, ``proto = "auto"`` and ``nccl_host = true`` (lossless
+    collective's defaults) make an entry what ``lossless collective --fabric FILE`` runs:
+    the same pick per size, channels and time (both plan through
+    sim.scenarios.collective.plan_size)."""
+    e = {"algo": "auto", "proto": "auto", "nccl_host": True, "iters": 1, **entry}
+    f = _file(tmp_path, _entry(**e), duration_ms=2)
+    [c] = _replay(f, tmp_path / "o")["collectives"]
+    out = tmp_path / "r.json"
+    size = entry["size"]
+    args = ["collective", entry["collective"], "--fabric", str(f), "-b", size, "-e", size,
+            "--json", str(out), "--quiet"]
+    if "proto" in entry:
+        args += ["--proto", entry["proto"]]
+    status, _, err = run_cli(args)
+    assert status == 0, err
+    [row] = json.loads(out.read_text())["results"]
+    assert c["complete"] and c["wrong"] == 0 and c["nccl_host"]
+    assert (c["algo"], c["proto"], c["nchannels"]) == (row["algorithm"], row["protocol"],
+                                                       row["nchannels"])
+    if entry["collective"] == "allreduce":
+        assert c["tuner"] == row["tuner"]
+    assert c["time_us"] == pytest.approx(row["time_us"], rel=1e-9)
+
+
+def test_an_entry_is_the_network_alone_by_default(tmp_path):
+    """Without nccl_host an entry runs the network alone (as before the key existed): no
+    NCCL latencies, so it is faster than the same entry with them; summary.json's params
+    name the new keys only when given."""
+    times = {}
+    for host in (False, True):
+        extra = {"nccl_host": True} if host else {}
+        f = _file(tmp_path, _entry(collective="allreduce", size="256K", **extra),
+                  name=f"c{int(host)}.toml")
+        s = _replay(f, tmp_path / f"o{int(host)}")
+        [c] = s["collectives"]
+        times[host] = c["time_us"]
+        assert ("nccl_host" in s["params"]["collective"][0]) == host
+        assert "hw" not in s["params"]["collective"][0]
+    assert times[True] > times[False] + 8  # at least NCCL's launch latency

@@ -327,10 +327,11 @@ def _collective_params() -> tuple[Param, ...]:
               _size),
         Param("datatype", "float", "element type (nccl-tests -d)", _choice(*DTYPE_BYTES)),
         Param("algo", "ring", "NCCL algorithm: ring | tree | nvls | nvls_tree (all but ring: "
-              "allreduce only; nvls: one node, nvls_tree: several, simple protocol)",
-              _choice(*(a.value for a in Algorithm))),
-        Param("proto", "simple", "NCCL protocol: simple | ll | ll128",
-              _choice(*(p.value for p in Protocol))),
+              "allreduce only; nvls: one node, nvls_tree: several, simple protocol) | auto "
+              "(NCCL's tuner picks, as lossless collective's default)",
+              _choice(*(a.value for a in Algorithm), "auto")),
+        Param("proto", "simple", "NCCL protocol: simple | ll | ll128 | auto (NCCL's tuner)",
+              _choice(*(p.value for p in Protocol), "auto")),
         Param("channels", 0, "communicator channels (small calls use fewer; 0: as lossless "
               "collective, one per NIC of a node when there are several nodes of several "
               "GPUs, else 2)", in_range(0, MAXCHANNELS)),
@@ -344,6 +345,11 @@ def _collective_params() -> tuple[Param, ...]:
               "and superpod their GPUs per node; else 1, every rank its own node)",
               in_range(0, 1024)),
         cli["nvlink"], cli["nvlink_gbps"], cli["nvlink_latency_ns"], cli["pxn"],
+        cli["hw"],
+        Param("nccl_host", False, "NCCL's host side, as lossless collective's -p nccl_host "
+              "(its default there: true): the launch and per-step latencies and the GPU "
+              "channels' bandwidth of NCCL's cost model for the node hw; false: the network "
+              "alone", None),
         Param("root", 0, "broadcast: the root rank", in_range(0, 65535)),
         Param("tc", TC, "traffic class of the data", in_range(0, 7)),
         Param("packet_bytes", 0, "largest frame without FCS (0: [switch] mtu_bytes); payload "
@@ -357,6 +363,10 @@ def _collective_params() -> tuple[Param, ...]:
 #: Kept out of :data:`SECTIONS` (whose tables ``-p`` sets one by one): ``-p collective.KEY``
 #: sets KEY in every entry.
 COLLECTIVE: tuple[Param, ...] = _collective_params()
+#: ``[[collective]]`` keys that summary.json's ``params`` names only when not their default
+#: (added later: the files without them keep their summary.json as it was)
+_COLLECTIVE_QUIET = {p.name: p.default for p in COLLECTIVE
+                     if p.name in ("failover", "hw", "nccl_host")}
 #: ``[[faults]]`` entries: faults over time (sim.fabric.faults, docs/explanation/faults.md);
 #: the same keys as ``-p fault=`` (:data:`sim.scenarios.common.FAULT_PARAMS`).
 FAULTS: tuple[Param, ...] = FAULT_PARAMS
@@ -565,7 +575,8 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
             raise ScenarioError(f"{label}: {e}") from None
         labels[fid] = f"[[flows]] #{i + 1}"
         fid += 1
-    colls = _collectives(doc, fab, ranks, gpn, sw["mtu_bytes"], labels, where)
+    colls = _collectives(doc, fab, ranks, gpn, sw["mtu_bytes"], labels, where,
+                         links["link_gbps"])
     _check_routes(fab, labels, where)
     plan = _faults(doc, fab, where, fault_params, ranks)
     if need_traffic:  # else the collective is lossless collective's: sc.info["stragglers"]
@@ -605,7 +616,8 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
                                            if getattr(fab, "fault_log", None) else [])
     if colls:  # only then: a file without [[collective]] keeps its summary.json as it was
         # failover only when on: other files keep their summary.json params as they were
-        params["collective"] = [{k: v for k, v in c.spec.items() if k != "failover" or v}
+        params["collective"] = [{k: v for k, v in c.spec.items()
+                                 if k not in _COLLECTIVE_QUIET or v != _COLLECTIVE_QUIET[k]}
                                 for c in colls]
         summaries["collectives"] = lambda _sc: [c.summary() for c in colls]
     sc = Scenario(name=os.path.splitext(os.path.basename(where))[0], params=params,
@@ -655,11 +667,13 @@ class CollectiveEntry:
     ``collectives``."""
 
     def __init__(self, index: int, spec: dict[str, Any], sch: Any, counts: Any,
-                 hosts: list[int], fab: Fabric, mtu_bytes: int, gpus_per_node: int = 1
-                 ) -> None:
+                 hosts: list[int], fab: Fabric, mtu_bytes: int, gpus_per_node: int = 1,
+                 host: Any = None, tuned: Any = None) -> None:
         self.index, self.spec, self.sch, self.counts = index, spec, sch, counts
         self.hosts, self.fab, self.mtu_bytes = hosts, fab, mtu_bytes
         self.gpus_per_node = gpus_per_node
+        #: NCCL's host side (sim.workloads.tuner.HostSide) or None; the tuner's choice
+        self.host, self.tuned = host, tuned
         self.start_ps = us_to_ps(spec["start_us"])
         #: last delivery minus first start of every iteration done, ps
         self.times_ps: list[int] = []
@@ -684,7 +698,7 @@ class CollectiveEntry:
                              nvlink_bps=gbps(sp["nvlink_gbps"]),
                              nvlink_latency_ps=round(sp["nvlink_latency_ns"] * 1000),
                              pxn=sp["pxn"], delay_ps=getattr(self, "delay_ps", None),
-                             failover=sp["failover"], on_fail=self._fail)
+                             failover=sp["failover"], on_fail=self._fail, host=self.host)
 
     def start(self) -> None:
         if self.delay_ps and not self.job.delay_ps:
@@ -723,6 +737,7 @@ class CollectiveEntry:
     def summary(self) -> dict[str, Any]:
         """The entry's figures (nccl-tests' formulas over the mean iteration time)."""
         from sim.workloads.nccl_tests import algbw_busbw
+        from sim.workloads.tuner import nccl_text
 
         sp, sch, n = self.spec, self.sch, len(self.hosts)
         times = self.times_ps
@@ -744,6 +759,12 @@ class CollectiveEntry:
             "time_ps": t_ps, "time_us": None if t_ps is None else t_ps / 1e6,
             "algbw_GB_per_s": alg, "busbw_GB_per_s": bus, "complete": len(times) == sp["iters"],
             "wrong": self.wrong, "error": self.error,
+            **({"tuner": {"algorithm": self.tuned.algo, "protocol": self.tuned.proto,
+                          "channels": sch.nchannels,
+                          "model_time_us": round(self.tuned.time_us, 3),
+                          "nccl": nccl_text(self.tuned.nccl_algo, self.tuned.nccl_proto)}}
+               if self.tuned is not None else {}),
+            **({"nccl_host": True} if self.host is not None else {}),
             **({"failed": self.failed} if self.failed else {}),
             **({"failovers": moved} if (moved := self.failovers + (
                 [] if self.job.done else self.job.run.failovers)) else {}),
@@ -751,14 +772,21 @@ class CollectiveEntry:
 
 
 def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int,
-                 mtu_bytes: int, labels: dict[int, str], where: str) -> list[CollectiveEntry]:
+                 mtu_bytes: int, labels: dict[int, str], where: str,
+                 link_gbps: float = 400.0) -> list[CollectiveEntry]:
     """The ``[[collective]]`` entries as jobs on ``fab`` (started by engine events at their
     ``start_us``); their QP numbers follow the flow ids already in the fabric, entry after
-    entry, below the replayed captures' ids (:data:`sim.workloads.replay.REPLAY_FLOW_BASE`)."""
+    entry, below the replayed captures' ids (:data:`sim.workloads.replay.REPLAY_FLOW_BASE`).
+    Each entry's schedule, NCCL's pick (``algo``/``proto`` "auto") and host side
+    (``nccl_host``) are those of ``lossless collective``
+    (:func:`sim.scenarios.collective.plan_size`), for a node ``hw`` with NICs of the file's
+    ``link_gbps``."""
+    from sim.scenarios.collective_plan import plan_size
     from sim.scenarios.common import collective_packet
-    from sim.workloads.nccl import Collective, ScheduleError, default_channels, schedule
+    from sim.workloads.nccl import Collective, ScheduleError
     from sim.workloads.nccl_tests import coll_counts, parse_size
     from sim.workloads.replay import REPLAY_FLOW_BASE
+    from sim.workloads.tuner import TunerError
 
     specs = _array(doc, "collective", where)
     out: list[CollectiveEntry] = []
@@ -795,13 +823,16 @@ def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int
         except ScenarioError as e:
             raise ScenarioError(f"{label} {str(e).removeprefix('parameter ')}") from None
         counts = coll_counts(coll, parse_size(c["size"]), c["datatype"], n)
+        node = {"nccl_host": c["nccl_host"], "nvlink": c["nvlink"], "hw": c["hw"],
+                "link_gbps": link_gbps}
         try:
-            nch = c["channels"] or default_channels(n // g if g > 1 else n, g)
-            sch = schedule(coll, n, counts.param_count, c["datatype"], nchannels=nch,
-                           algorithm=c["algo"], protocol=c["proto"], root=c["root"],
-                           gpus_per_node=g, qps_per_connection=c["qps"], qp_base=qp_base)
-        except ScheduleError as e:
+            plan = plan_size(coll.value, counts, n // g if g > 1 else n, g, node,
+                             algorithm=c["algo"], protocol=c["proto"],
+                             channels=c["channels"] or None, qps=c["qps"],
+                             datatype=c["datatype"], root=c["root"], qp_base=qp_base)
+        except (ScheduleError, TunerError) as e:
             raise ScenarioError(f"{label}: {e}") from None
+        sch = plan.schedule
         if not sch.transfers:
             raise ScenarioError(f"{label} 'size': {c['size']} gives a count of "
                                 f"{counts.param_count} {c['datatype']} for {n} ranks: "
@@ -812,7 +843,8 @@ def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int
                                 f"{REPLAY_FLOW_BASE - 1} (the replayed captures' flow ids "
                                 f"start at {REPLAY_FLOW_BASE})")
         try:
-            e = CollectiveEntry(i, c, sch, counts, hosts, fab, pkt - stack.header_bytes, g)
+            e = CollectiveEntry(i, c, sch, counts, hosts, fab, pkt - stack.header_bytes, g,
+                                plan.host, plan.tuned)
         except ValueError as err:
             raise ScenarioError(f"{label}: {err}") from None
         for key, conn in sch.connections.items():
