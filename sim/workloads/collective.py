@@ -67,11 +67,12 @@ Nodes, NVLink and PXN (``gpus_per_node`` > 1; ranks ``n*G .. n*G+G-1`` are node 
 * A transfer between two GPUs of one node goes over NVLink (``nvlink``, default on), not
   the NIC: no packets, engine timers only.  Each GPU has an NVLink egress and an ingress of
   ``nvlink_bps`` through a non-blocking NVSwitch (:class:`NvlinkDomain`, one per fabric, so
-  jobs sharing GPUs share their NVLink).  A transfer holds its sender's egress and its
-  receiver's ingress for ``wire_bytes * 8 / nvlink_bps``, from when both are free (FIFO in
-  the order transfers are posted, so two on one egress serialise), and is received
-  ``nvlink_latency_ps`` after its last byte left.  Wire bytes are the protocol's (LL, LL128
-  flags count; NVLink has no RoCE headers).
+  jobs sharing GPUs share their NVLink).  A transfer holds its sender's egress for
+  ``wire_bytes * 8 / nvlink_bps`` from when it is free, and its receiver's ingress as long
+  from when that is free (not before the bytes left; FIFO in the order transfers are
+  posted, so two on one port serialise, but a busy receiver does not hold the sender's
+  other transfers), and is received ``nvlink_latency_ps`` after its last byte entered.
+  Wire bytes are the protocol's (LL, LL128 flags count; NVLink has no RoCE headers).
 * NVLS (NVLink SHARP): a transfer to or from an NVLS buffer (a schedule's ranks from
   ``sch.nranks`` on, :func:`sim.workloads.nccl.nvls_buffer`) holds only its GPU's link, in
   or out: the switch reduces what the GPUs send in and copies a stored result out to each
@@ -229,15 +230,20 @@ class NvlinkDomain:
     def reserve(self, src: int, dst: int, nbytes: int, rate_bps: int, latency_ps: int,
                 now_ps: int) -> int:
         """Book ``nbytes`` from GPU ``src`` to GPU ``dst`` at ``rate_bps`` from ``now_ps``:
-        it starts when ``src``'s egress and ``dst``'s ingress are both free, holds both for
-        ``nbytes * 8 / rate_bps``, and is received ``latency_ps`` after.  Returns that
-        time (ps).  A negative ``src`` or ``dst`` is an NVLS buffer in the NVSwitch
-        (:func:`sim.workloads.nccl.nvls_buffer`), which holds no port of its own."""
+        they leave ``src``'s egress from when it is free and enter ``dst``'s ingress from
+        when that is free (not before they left), each port held for ``nbytes * 8 /
+        rate_bps``; received ``latency_ps`` after the last byte entered.  Returns that
+        time (ps).  A busy receiver does not hold the sender's egress: the NVSwitch takes
+        the bytes in the meantime [A], so a GPU's transfers to other GPUs go on (holding
+        both ports from when both are free made many-to-many copies wait behind one busy
+        receiver, a head-of-line blocking no NVSwitch has).  A negative ``src`` or ``dst``
+        is an NVLS buffer in the NVSwitch (:func:`sim.workloads.nccl.nvls_buffer`), which
+        holds no port of its own."""
         dur = -(-nbytes * 8 * 10**12 // rate_bps)
-        start = max(now_ps, self.egress_free_ps.get(src, 0), self.ingress_free_ps.get(dst, 0))
-        end = start + dur
+        left = max(now_ps, self.egress_free_ps.get(src, 0))
+        end = max(left, self.ingress_free_ps.get(dst, 0)) + dur
         if src >= 0:  # a negative key is the NVSwitch's side of an NVLS buffer: each GPU's
-            self.egress_free_ps[src] = end  # link is what limits it
+            self.egress_free_ps[src] = left + dur  # link is what limits it
             self.nbytes += nbytes  # bytes GPUs sent into NVLink
         if dst >= 0:
             self.ingress_free_ps[dst] = end
