@@ -131,8 +131,10 @@ def test_ctrl_c_keeps_the_folder_as_it_was(tmp_path, capsys, monkeypatch, existe
 
 def test_sigint_subprocess_exit_130_no_partial(tmp_path) -> None:
     out = tmp_path / "o"
+    # a run far longer than the wait before the signal (50 ms of incast took about 0.3 s
+    # and once ended before the signal came): it stops at the signal anyway
     p = subprocess.Popen([sys.executable, "-m", "sim", "replay", "incast", "-p",
-                          "duration_ms=50", "--no-plots", "--out", str(out)],
+                          "duration_ms=2000", "--no-plots", "--out", str(out)],
                          stderr=subprocess.PIPE, text=True, cwd=ROOT)
     deadline = time.monotonic() + 60
     while not any(".partial-" in n for n in os.listdir(tmp_path)):  # the run has started
