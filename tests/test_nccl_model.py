@@ -595,6 +595,40 @@ def test_collnet_every_rank_gets_the_full_reduction(nodes, gpn, count, nchannels
     verify(s, topological_order(s, random.Random(rnd.random())))
     assert s.aggregators == gpn
     assert s.buffers == (2 * nodes * gpn if algo == "nvls" else 0)
+    _only_heads_and_aggregators_cross(s, nodes, gpn, sharp_aggregator)
+
+
+@given(nodes=st.integers(2, 4), gpn=st.sampled_from([1, 2, 3, 8]),
+       count=st.integers(1, 1 << 17), nchannels=st.integers(1, 20),
+       coll=st.sampled_from(["allgather", "reducescatter"]),
+       algo=st.sampled_from(["nvls", "collnet_direct"]),
+       rnd=st.randoms(use_true_random=False))
+def test_sharp_allgather_and_reducescatter_deliver(nodes, gpn, count, nchannels, coll, algo,
+                                                    rnd):
+    """AllGather and ReduceScatter on SHARP (NVLS+SHARP, CollNet Direct): every rank ends
+    with every block (AllGather) or its own block reduced over all (ReduceScatter); a NIC
+    sends its block and receives its rail's window (AllGather), or the reverse."""
+    from sim.workloads.nccl import sharp_aggregator
+
+    if algo == "nvls" and gpn == 1:
+        gpn = 2
+    n = nodes * gpn
+    s = schedule(coll, n, count, "float", nchannels=nchannels, algorithm=algo,
+                 gpus_per_node=gpn, sharp=True)
+    verify(s, topological_order(s, random.Random(rnd.random())))
+    up, down = Counter(), Counter()
+    for t in s.transfers:
+        if t.dst >= 3 * n:
+            up[t.src] += t.nbytes
+        elif t.src >= 3 * n:
+            down[t.dst] += t.nbytes
+    block = count * 4
+    sent, got = (block, nodes * block) if coll == "allgather" else (nodes * block, block)
+    assert up == dict.fromkeys(range(n), sent) and down == dict.fromkeys(range(n), got)
+    _only_heads_and_aggregators_cross(s, nodes, gpn, sharp_aggregator)
+
+
+def _only_heads_and_aggregators_cross(s, nodes, gpn, sharp_aggregator):
     up, down = Counter(), Counter()
     for t in s.transfers:
         assert t.nbytes > 0
@@ -604,9 +638,10 @@ def test_collnet_every_rank_gets_the_full_reduction(nodes, gpn, count, nchannels
         assert head < s.nranks and agg == sharp_aggregator(s, head % gpn)
         assert s.node_of(agg) == nodes + head % gpn  # a node of its own
         (up if t.dst == agg else down)[head] += t.nbytes
-    assert up == down
-    for k in range(nodes):
-        assert sum(up[k * gpn + h] for h in range(gpn)) == s.block_bytes
+    if s.collective == "allreduce":
+        assert up == down
+        for k in range(nodes):
+            assert sum(up[k * gpn + h] for h in range(gpn)) == s.block_bytes
 
 
 def test_nvls_sharp_layout_and_group_dependencies():

@@ -93,7 +93,8 @@ def test_collnet_entries_as_ncclTopoTuneModel():
     off = Tuner(PRESETS["h100-cx7"], 16, 2)
     for algo in ("nvls", "collnet_direct", "collnet_chain"):
         assert off.time_us("allreduce", algo, "simple", MIB) is None
-        assert t.time_us("allgather", algo, "simple", MIB) is None  # AllReduce only here
+        assert off.time_us("allgather", algo, "simple", MIB) is None
+    assert t.time_us("allgather", "collnet_chain", "simple", MIB) is None  # NCCL's rule
     assert t.time_us("allreduce", "collnet_direct", "ll", MIB) is None  # Simple only
     one = Tuner(PRESETS["h100-cx7"], 8, 1, collnet=True)  # NCCL_COLLNET_NODE_THRESHOLD
     assert one.time_us("allreduce", "collnet_chain", "simple", MIB) is None
@@ -146,8 +147,8 @@ def test_collnet_enable_on_an_ib_rail_runs_nvls_sharp(tmp_path, capsys):
             "-p", "gpus_per_node=8", "-p", "fabric=ib", "--json", str(out)]
     assert main([*args, "-p", "NCCL_COLLNET_ENABLE=1"]) == 0
     o = capsys.readouterr()
-    assert "NCCL_COLLNET_ENABLE=1: AllReduce across nodes may run on the leaves' SHARP" \
-        in o.err
+    assert "NCCL_COLLNET_ENABLE=1: AllReduce, AllGather and ReduceScatter across nodes may " \
+        "run on the leaves' SHARP" in o.err
     row = json.loads(out.read_text())["results"][0]
     assert row["algorithm"] == "nvls" and row["wrong"] == 0
     assert row["tuner"]["nccl"] == "NVLS/Simple"
@@ -259,3 +260,42 @@ def test_direct_and_chain_layouts():
     ups = [t for t in c.transfers if t.reduce and t.dst < c.nranks and t.loop == 0
            and t.channel == 1 and t.src < g]
     assert [(t.src, t.dst) for t in ups] == [(0, 3), (3, 2), (2, 1)]  # head 1: 1, 2, 3, 0
+
+
+def test_collnet_allgather_and_reducescatter_entries():
+    """AllGather/ReduceScatter with CollNet (tuning.cc): CollNet Direct's busBw is ppn x
+    min(bwIntra, 0.9 x bwInter) = 8 x min(48, 43.2), NVLS's 8 channels x 40 x 0.85 x 7/8 x
+    7/8, neither converted to an algBw; NCCL picks Direct on 2 DGX H100 nodes from 1 MiB to
+    16 MiB, the ring at 128 MiB, and NVLS+SHARP for small calls from 4 nodes."""
+    t = Tuner(PRESETS["h100-cx7"], 16, 2, collnet=True)
+    for coll in ("allgather", "reducescatter"):
+        assert t.algo_bw_GBps(coll, "collnet_direct", "simple") == pytest.approx(345.6)
+        assert t.algo_bw_GBps(coll, "nvls", "simple") == pytest.approx(208.25)
+        for size, algo in ((MIB, "collnet_direct"), (16 * MIB, "collnet_direct"),
+                           (128 * MIB, "ring")):
+            assert t.choose(coll, size).nccl_algo == algo
+        assert Tuner(PRESETS["h100-cx7"], 32, 4, collnet=True).choose(
+            coll, 64 << 10).nccl_algo == "nvls"
+    assert Tuner(PRESETS["h100-cx7"], 16, 2).time_us("allgather", "collnet_direct",
+                                                     "simple", MIB) is None
+
+
+@pytest.mark.parametrize("coll", ["allgather", "reducescatter"])
+def test_allgather_and_reducescatter_run_on_sharp(tmp_path, capsys, coll):
+    from sim.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(["collective", coll, "-b", "1M", "-e", "1M", "-p", "nodes=2",
+                 "-p", "gpus_per_node=8", "-p", "fabric=ib", "-p", "NCCL_COLLNET_ENABLE=1",
+                 "--json", str(out)]) == 0
+    capsys.readouterr()
+    [r] = json.loads(out.read_text())["results"]
+    assert r["algorithm"] == "collnet_direct" and r["wrong"] == 0
+    assert r["tuner"]["nccl"] == "CollNetDirect/Simple"
+    for algo in ("nvls", "collnet_direct"):  # both run when asked for
+        assert main(["collective", coll, "-b", "4M", "-e", "4M", "-p", "nodes=2",
+                     "-p", "gpus_per_node=4", "-p", "fabric=ib", "-p", "NCCL_COLLNET_ENABLE=1",
+                     "--algo", algo, "--proto", "simple", "--json", str(out)]) == 0
+        capsys.readouterr()
+        [r] = json.loads(out.read_text())["results"]
+        assert r["algorithm"] == algo and r["wrong"] == 0

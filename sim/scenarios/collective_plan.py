@@ -66,7 +66,12 @@ def tune_size(collective: str, size_bytes: int, algorithm: str, protocol: str,
     if protocol != "auto":  # --proto: that protocol only, as NCCL_PROTO=<it>
         n["proto"] = protocol
     tuner = _tuner(params, nranks, nodes, n, channels)
-    algos = RUNNABLE_ALGOS if collective == "allreduce" else ("ring",)
+    if collective == "allreduce":
+        algos = RUNNABLE_ALGOS
+    elif collective in ("allgather", "reducescatter"):  # and on SHARP across nodes
+        algos = ("ring", "collnet_direct", *(("nvls",) if nodes > 1 else ()))
+    else:
+        algos = ("ring",)
     if algorithm != "auto":
         algos = (algorithm,)
     return tuner.choose(str(collective), size_bytes, algos), tuner

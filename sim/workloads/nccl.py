@@ -659,10 +659,14 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
                             f"bytes, got {nvls_chunk_bytes} and {nvls_tree_max_chunk_bytes}")
     if not 0 < qp_base < 1 << 23:
         raise ScheduleError(f"qp_base must be in 1..{(1 << 23) - 1}, got {qp_base}")
-    if algo is not Algorithm.RING and coll is not Collective.ALLREDUCE:
-        raise ScheduleError(f"the {algo.value} algorithm is modelled for allreduce only, not "
-                            f"{coll.value}")
     gpn = gpus_per_node or (nranks if nranks <= 8 else 8)
+    sharp_gather = (algo in (Algorithm.NVLS, Algorithm.COLLNET_DIRECT) and sharp
+                    and nranks > gpn
+                    and coll in (Collective.ALLGATHER, Collective.REDUCESCATTER))
+    if algo is not Algorithm.RING and coll is not Collective.ALLREDUCE and not sharp_gather:
+        raise ScheduleError(f"the {algo.value} algorithm is modelled for allreduce only, not "
+                            f"{coll.value} (nvls and collnet_direct across nodes with "
+                            f"sharp: allgather and reducescatter too)")
     if algo is not Algorithm.RING and (gpn < 1 or nranks % gpn):
         raise ScheduleError(f"{algo.value}: {nranks} ranks are not whole nodes of {gpn} GPUs")
     nvls = algo in (Algorithm.NVLS, Algorithm.NVLS_TREE)
@@ -734,6 +738,8 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
         _p2p(b, coll)
     elif algo is Algorithm.TREE:
         _tree_allreduce(b)
+    elif sharp_gather:
+        _nvls_sharp_gather(b, coll)
     elif (nvls or collnet) and sharp and nranks > gpn:
         _collnet_allreduce(b)
     elif nvls:
@@ -1149,6 +1155,102 @@ def _collnet_allreduce(b: _Builder) -> None:
                     for a in range(1, g):
                         got = b.add(gpu[a - 1], gpu[a], ch, nb, step=g + 1 + a, loop=loop,
                                     reduce=False, offset_bytes=ob, deps=(got,), **kw)
+    sch.loops = loops
+
+
+def _nvls_sharp_gather(b: _Builder, coll: Collective) -> None:
+    """AllGather and ReduceScatter across nodes on SHARP, NVLS+SHARP and CollNet Direct
+    (``RunWorkColl<ncclFuncAllGather / ncclFuncReduceScatter, .., NCCL_ALGO_NVLS /
+    NCCL_ALGO_COLLNET_DIRECT, ..>``, the "NVLS + IB SHARP" branch and the CollNet Direct
+    kernel of ``src/device/all_gather.h`` / ``reduce_scatter.h``, NCCL 2.30.7).  Rail ``h``
+    (GPU ``h`` of every node) has a window of ``nodes x count`` elements, node ``k``'s block
+    at ``k x count``; a loop covers ``nChannels`` chunks of it, channel ``b``'s at ``loop x
+    nChannels x chunk + b x chunk``, cut where it crosses from one node's block to the next.
+
+    AllGather, per piece of node ``k``'s block on rail ``h``: its owner (GPU ``h`` of node
+    ``k``) sends it to the rail's SHARP aggregator, which returns it to head ``h`` of every
+    node (SHARP's allgather: every member receives the whole window); each head passes it
+    to the other GPUs of its node: NVLS: one store to the node's multicast buffer, which
+    copies it to every GPU; Direct: a copy to each.  ReduceScatter, per piece of the block of
+    rank ``k x GPUs + h``: every GPU of every node sends its copy to head ``h`` of its node
+    (NVLS: into the NVSwitch's reduce buffer, whose sum the head reads; Direct: to the head,
+    which adds them to its own), the head sends the node's sum to the aggregator, which
+    returns the sum of every node to the block's owner (head ``h`` of node ``k``).  The
+    aggregator answers a piece when it has the pieces of the same loop of every channel of
+    its group of 8 (as AllReduce's)."""
+    sch = b.sch
+    n, nc, elt, g = sch.nranks, sch.nchannels, sch.elem_bytes, sch.gpus_per_node
+    nodes = n // g
+    count = sch.count
+    direct = sch.algorithm is Algorithm.COLLNET_DIRECT
+    if direct:
+        chunk = _collnet_chunk_bytes(sch, count * elt * n) // elt
+    else:
+        chunk = _nvls_chunk_bytes(sch, count * elt * n, nodes) // elt
+        sch.buffers = 2 * n
+    sch.chunk_bytes = chunk * elt
+    sch.steps_per_loop = 1
+    sch.aggregators = g
+    window = nodes * count
+    loop_elems = nc * chunk
+    loops = _ceil_div(window, loop_elems)
+    gather = coll is Collective.ALLGATHER
+    for loop in range(loops):
+        up: dict[tuple[int, int], list[int]] = defaultdict(list)
+        pieces = []
+        for ch in range(nc):
+            lo = loop * loop_elems + ch * chunk
+            hi = min(lo + chunk, window)
+            group = ch // COLLNET_GROUP_CHANNELS
+            while lo < hi:  # cut at the nodes' blocks
+                k, off = divmod(lo, count)
+                ln = min(hi, (k + 1) * count) - lo
+                for h in range(g):
+                    owner = k * g + h
+                    agg = sharp_aggregator(sch, h)
+                    kw = {"loop": loop, "src_block": owner, "dst_block": owner,
+                          "offset_bytes": off * elt}
+                    nb = ln * elt
+                    if gather:
+                        t = b.add(owner, agg, ch, nb, step=0, reduce=False, **kw)
+                        up[(h, group)].append(t)
+                    else:
+                        for m in range(nodes):
+                            head = m * g + h
+                            if direct:  # the node's other GPUs to the head, which adds them
+                                got = tuple(b.add(m * g + i, head, ch, nb, step=0,
+                                                  reduce=True, **kw)
+                                            for i in range(g) if i != h)
+                            else:  # every GPU into the NVSwitch, the head reads the sum
+                                red = nvls_buffer(sch, m, h, False)
+                                ins = [b.add(m * g + i, red, ch, nb, step=0, reduce=True,
+                                             **kw) for i in range(g)]
+                                got = (b.add(red, head, ch, nb, step=1, reduce=False,
+                                             deps=ins, **kw),)
+                            t = b.add(head, agg, ch, nb, step=2, reduce=True, deps=got,
+                                      **kw)
+                            up[(h, group)].append(t)
+                    pieces.append((ch, h, group, agg, owner, nb, kw))
+                lo += ln
+        for ch, h, group, agg, owner, nb, kw in pieces:
+            deps = tuple(up[(h, group)])
+            if not gather:  # the sum of every node to the block's owner
+                b.add(agg, owner, ch, nb, step=3, reduce=False, deps=deps, **kw)
+                continue
+            for m in range(nodes):  # the window to every node's head, then its GPUs
+                head = m * g + h
+                got = b.add(agg, head, ch, nb, step=1, reduce=False, deps=deps, **kw)
+                if direct:
+                    for i in range(g):
+                        if i != h and m * g + i != owner:
+                            b.add(head, m * g + i, ch, nb, step=2, reduce=False,
+                                  deps=(got,), **kw)
+                    continue
+                mc = nvls_buffer(sch, m, h, True)
+                st = b.add(head, mc, ch, nb, step=2, reduce=False, deps=(got,), **kw)
+                for i in range(g):
+                    if m * g + i != owner:
+                        b.add(mc, m * g + i, ch, nb, step=3, reduce=False, deps=(st,), **kw)
     sch.loops = loops
 
 

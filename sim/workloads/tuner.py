@@ -544,7 +544,7 @@ class Tuner:
             # are not modelled); Direct needs an NVSwitch (src/graph/tuning.cc,
             # src/enqueue.cc)
             if not (self.collnet and self.nodes >= COLLNET_NODE_THRESHOLD and self.ppn <= 8
-                    and proto == "simple" and coll == "allreduce"):
+                    and proto == "simple"):
                 return False
             if algo == "collnet_direct" and self.graphs is not None \
                     and self.graphs.nvls is None:
@@ -560,8 +560,8 @@ class Tuner:
             if algo == "nvls" and self.nodes > 1 and not (
                     self.collnet and self.nodes >= COLLNET_NODE_THRESHOLD):
                 return False  # NVLS across nodes needs CollNet (NVLS + SHARP)
-            if coll != "allreduce" and self.nodes > 1:
-                return False
+            if coll != "allreduce" and self.nodes > 1 and not self.collnet:
+                return False  # NVLS AllGather/ReduceScatter across nodes is NVLS+SHARP
         if proto == "ll128" and self._enabled_proto[coll]["ll128"] == 2:
             if self.hw.sm < 70:
                 return False
@@ -606,7 +606,9 @@ class Tuner:
                       nch * PER_CH_MAX_TREE_LL128_BWS[k][i2])
         if algo == "pat":
             bus *= 0.75
-        if algo == "collnet_direct":  # "all GPUs need a local NIC to work at full speed"
+        if algo == "collnet_direct" and coll in ("allgather", "reducescatter"):
+            bus = self.ppn * min(graph.bw_intra_GBps, graph.bw_inter_GBps * 0.9)
+        elif algo == "collnet_direct":  # "all GPUs need a local NIC to work at full speed"
             factor = self.ppn / nch
             factor -= (factor - 1) / 2
             bus /= factor
@@ -768,10 +770,22 @@ class HostSide:
             # NVLS+SHARP (across nodes): a head also writes its node's sum for the network
             # once, so (ppn + 2) / ppn; the network's step is charged on that send (the
             # SHARP switch's answer has none: sim.workloads.collective)
-            n, ppn = tuner.nranks, tuner.ppn
-            sends = ppn + (2 if algo == "nvls" and tuner.nodes > 1 else 1)
-            bus_GBps *= n * sends / (2 * (n - 1) * ppn)
+            n, ppn, m = tuner.nranks, tuner.ppn, tuner.nodes
+            if coll == "allgather":  # NVLS+SHARP: its block to the network, its rail's
+                bus_GBps *= (1 + m) / n  # window once into the NVSwitch
+            elif coll == "reducescatter":  # its copy of every block into the NVSwitch, its
+                bus_GBps *= (n + m) / n  # rail's node sums to the network
+            else:
+                sends = ppn + (2 if algo == "nvls" and m > 1 else 1)
+                bus_GBps *= n * sends / (2 * (n - 1) * ppn)
             intra /= 4
+        elif algo == "collnet_direct" and coll in ("allgather", "reducescatter"):
+            # AllGather: its block to the network, its rail's window to the node's other
+            # GPUs; ReduceScatter: its copy of the other rails' blocks to their heads, its
+            # rail's node sums to the network; NCCL times the call at busBw
+            n, ppn, m = tuner.nranks, tuner.ppn, tuner.nodes
+            bus_GBps *= (1 + (ppn - 1) * m) / n if coll == "allgather" else 1
+            intra += 0.4 * (ppn - 1)
         elif algo == "collnet_direct":
             # a GPU scatters (ppn - 1) / ppn of the buffer to the heads, sends its head's
             # share to the network and broadcasts the results, (2 ppn - 1) / ppn, where NCCL
@@ -834,8 +848,9 @@ def environment_notes(values: Mapping[str, Any], sharp: bool = False) -> list[st
     NIC it came in on, as with the default 2 on a rail-optimised node)."""
     out = []
     if values.get("collnet") and sharp:
-        out.append("NCCL_COLLNET_ENABLE=1: AllReduce across nodes may run on the leaves' "
-                   "SHARP aggregators (NVLS+SHARP, CollNet Direct, CollNet Chain)")
+        out.append("NCCL_COLLNET_ENABLE=1: AllReduce, AllGather and ReduceScatter across "
+                   "nodes may run on the leaves' SHARP aggregators (NVLS+SHARP, CollNet "
+                   "Direct, CollNet Chain)")
     elif values.get("collnet"):
         out.append("NCCL_COLLNET_ENABLE=1: no SHARP on this fabric (it is modelled on "
                    "--fabric rail -p fabric=ib), so NCCL runs without CollNet, as here")
