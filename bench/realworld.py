@@ -1,20 +1,19 @@
 """``python -m bench realworld [--only NAME] [--max SIZE] [--network-only] [--json FILE]``:
 ``lossless collective`` against published nccl-tests tables of real clusters.
 
-Each setup of ``bench/realworld.toml`` (where it was published, the cluster as published, the
-options that describe it, the out-of-place rows: size, time, busbw) runs as
-``lossless collective COLL -b MIN -e MAX ARGS --algo auto --proto auto -p hw=HW -p
-nccl_host=true`` with the setup's NCCL environment variables in the environment, one
-process per setup, and prints per size the real and simulated busbw, their ratio, what the
-simulator ran and what NCCL's tuner picks over every algorithm (a row where NCCL picks one
-the simulator does not run, CollNet or PAT, is marked).  ``--network-only`` runs each setup a
-second time without NCCL's host side (the network alone) and prints that ratio
-too.  ``model`` is the same ratio for the time NCCL's own cost model gives the algorithm and
+Each setup of ``bench/realworld.toml`` (where it was published, the cluster as published,
+the options that describe it, the out-of-place rows: size, time, busbw) runs as ``lossless
+collective COLL -b MIN -e MAX ARGS --algo auto --proto auto -p hw=HW -p nccl_host=true``
+with the setup's NCCL environment variables in the environment, one process per setup, and
+prints per size the real and simulated busbw, their ratio, what the simulator ran and what
+NCCL's tuner picks over every algorithm (a row where NCCL picks one the simulator does not
+run, PAT or CollNet without SHARP switches, is marked). ``--network-only`` runs each setup a
+second time without NCCL's host side (the network alone) and prints that ratio too.
+``model`` is the same ratio for the time NCCL's own cost model gives the algorithm and
 protocol the simulator ran (what NCCL's tuner compares; NCCL's pick unless the row is
-marked; none for point-to-point sends).  A ratio is the real time over the simulated one
-(the busbw ratio, without the rounding of small busbw figures).  The summary counts the
-sizes within +-15 % from 1 MiB up and within +-30 % below (the targets of the
-comparison)."""
+marked; none for point-to-point sends). A ratio is the real time over the simulated one (the
+busbw ratio, without the rounding of small busbw figures). The summary counts the sizes
+within +-15 % from 1 MiB up and within +-30 % below (the targets of the comparison)."""
 
 from __future__ import annotations
 

@@ -477,3 +477,11 @@ def test_an_entry_is_the_network_alone_by_default(tmp_path):
         assert ("nccl_host" in s["params"]["collective"][0]) == host
         assert "hw" not in s["params"]["collective"][0]
     assert times[True] > times[False] + 8  # at least NCCL's launch latency
+
+
+def test_an_entry_cannot_run_collnet(tmp_path):
+    f = _file(tmp_path, _entry(collective="allreduce", size="1M", algo="collnet_chain"))
+    status, _, err = run_cli(["replay", str(f), "--out", str(tmp_path / "o"), "--no-plots"])
+    assert status == 2 and err.count("\n") == 1
+    assert "'algo': collnet_chain runs on SHARP switches, which fabric files do not model" \
+        in err

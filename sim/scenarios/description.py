@@ -328,7 +328,8 @@ def _collective_params() -> tuple[Param, ...]:
         Param("datatype", "float", "element type (nccl-tests -d)", _choice(*DTYPE_BYTES)),
         Param("algo", "ring", "NCCL algorithm: ring | tree | nvls | nvls_tree (all but ring: "
               "allreduce only; nvls: one node, nvls_tree: several, simple protocol) | auto "
-              "(NCCL's tuner picks, as lossless collective's default)",
+              "(NCCL's tuner picks, as lossless collective's default; the CollNet ones need "
+              "SHARP switches, not in fabric files)",
               _choice(*(a.value for a in Algorithm), "auto")),
         Param("proto", "simple", "NCCL protocol: simple | ll | ll128 | auto (NCCL's tuner)",
               _choice(*(p.value for p in Protocol), "auto")),
@@ -810,6 +811,10 @@ def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int
         coll = Collective(c["collective"])
         if c["root"] >= n:
             raise ScenarioError(f"{label} 'root': {c['root']} is not a rank of 0..{n - 1}")
+        if c["algo"].startswith("collnet"):
+            raise ScenarioError(f"{label} 'algo': {c['algo']} runs on SHARP switches, which "
+                                f"fabric files do not model (lossless collective --fabric "
+                                f"rail -p fabric=ib -p sharp=true does)")
         if c["algo"] == "tree" and coll is not Collective.ALLREDUCE:
             raise ScenarioError(f"{label} 'algo': tree is modelled for allreduce only, not "
                                 f"{coll.value}")

@@ -74,6 +74,13 @@ The rules modelled (each with its source):
   ``c % 2``), adding their children's partial sums before sending up, and storing what comes
   down.  NVLS runs on one node (across nodes NCCL needs CollNet for it), the NVLS tree on
   several; both Simple only, no channel dropping.
+* CollNet on SHARP (:func:`_collnet_allreduce`, :func:`_nvls_sharp_gather`;
+  ``RunWorkColl<.., NCCL_ALGO_NVLS / NCCL_ALGO_COLLNET_DIRECT / NCCL_ALGO_COLLNET_CHAIN,
+  ..>`` across nodes and ``src/transport/coll_net.cc``): head k of every node sends its
+  node's share to the SHARP aggregator of rail k (a pseudo-rank, :func:`sharp_aggregator`),
+  which answers every head k once it has the chunks of a group of 8 channels from every
+  node; inside the node NVLS, Direct (GPUs to the heads and back) or Chain (a chain of the
+  node's GPUs).  AllReduce with all three, AllGather and ReduceScatter with NVLS and Direct.
 * AllToAll and SendRecv are grouped ``ncclSend``/``ncclRecv`` (nccl-tests ``src/alltoall.cu``,
   ``src/sendrecv.cu``): in round d rank r sends to r+d; each peer's bytes are split into
   ``NCCL_NCHANNELS_PER_NET_PEER`` (2) parts aligned to 4 KiB (``ncclP2pPartBounds``,
@@ -114,9 +121,9 @@ The rules modelled (each with its source):
   :func:`nccl_rings` that is the rail of the ring; for AllToAll and SendRecv it keeps every
   network byte in-rail.  Without PXN the send leaves through s's own NIC.
 
-Not modelled: CollNet (SHARP) and PAT, NVLS for AllGather and ReduceScatter, user-buffer
-registration, Reduce/Gather/Scatter; the algorithm and protocol are the caller's
-(:mod:`sim.workloads.tuner` picks them as NCCL does).  Which hops go over NVLink is
+Not modelled: PAT, NVLS AllGather and ReduceScatter on one node, SHARP trees of several
+switches, user-buffer registration, Reduce/Gather/Scatter; the algorithm and protocol are
+the caller's (:mod:`sim.workloads.tuner` picks them as NCCL does).  Which hops go over NVLink is
 decided where the schedule runs (:mod:`sim.workloads.collective`); the schedule itself lists
 every send.
 """
