@@ -206,7 +206,8 @@ def test_sharp_on_another_fabric_kind_is_one_line(capsys):
     assert main(["collective", "allreduce", "-b", "64K", "-e", "64K", "--fabric", "star",
                  "-p", "fabric=ib", "-p", "sharp=true"]) == 2
     o = capsys.readouterr()
-    assert o.err.count("\n") == 1 and "SHARP is modelled on --fabric rail" in o.err
+    assert o.err.count("\n") == 1
+    assert "SHARP is modelled on --fabric rail and superpod" in o.err
 
 
 @pytest.mark.parametrize("hw, extra, picks", [
@@ -299,3 +300,42 @@ def test_allgather_and_reducescatter_run_on_sharp(tmp_path, capsys, coll):
         capsys.readouterr()
         [r] = json.loads(out.read_text())["results"]
         assert r["algorithm"] == algo and r["wrong"] == 0
+
+
+
+@pytest.mark.parametrize("algo", ["nvls", "collnet_direct", "collnet_chain"])
+def test_a_superpod_of_two_sus_reduces_in_two_levels(algo):
+    """On 2 SUs a rail's SHARP tree is its two leaves and a root on a spine: every leaf
+    aggregator sends its nodes' sum up once and gets the total back once (a rail's share
+    of the buffer each way), the root answers each leaf, and the result is right."""
+    from sim.fabric.fattree import superpod
+
+    sp = superpod(2, nodes=34, sharp=True)
+    assert len(sp.aggregators) == 2 * 8 + 8 and sp.nodes_per_leaf == 32
+    n, size = 34 * 8, 1 * MIB
+    s = schedule("allreduce", n, size // 4, algorithm=algo, gpus_per_node=8, sharp=True,
+                 nchannels=16, sharp_nodes_per_leaf=sp.nodes_per_leaf)
+    assert s.aggregators == 24
+    run = run_schedule(s, sp.fabric, sp.ranks, gpus_per_node=8, aggregators=sp.aggregators)
+    verify(s, sorted(range(len(s.transfers)), key=run.start_ps.__getitem__))
+    leaf0, root = 3 * n, 3 * n + 16  # rail 0's aggregator under SU 0's leaf, its root
+    up = sum(t.nbytes for t in s.transfers if t.src == leaf0 and t.dst == root)
+    down = sum(t.nbytes for t in s.transfers if t.src == root and t.dst == leaf0)
+    head = sum(t.nbytes for t in s.transfers if t.src == 0 and t.dst == leaf0)
+    assert up == down == head > 0  # rail 0's share, once each way
+    names = sp.fabric.names
+    assert names[sp.aggregators[0]] == "sharp0.0" and names[sp.aggregators[16]] == "sharp0"
+    from sim.workloads.nccl import rank_label
+    assert rank_label(root, n, 8) == "SHARP aggregator of rail 0 (2)"
+
+
+def test_collnet_enable_on_a_superpod(tmp_path, capsys):
+    from sim.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(["collective", "allreduce", "-b", "1M", "-e", "1M", "--fabric", "superpod",
+                 "-p", "sus=2", "-p", "superpod_nodes=34", "-p", "fabric=ib",
+                 "-p", "NCCL_COLLNET_ENABLE=1", "--json", str(out)]) == 0
+    capsys.readouterr()
+    [r] = json.loads(out.read_text())["results"]
+    assert r["algorithm"] == "nvls" and r["wrong"] == 0 and r["tuner"]["nccl"] == "NVLS/Simple"

@@ -175,7 +175,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
                 raise ValueError(f"--fabric: expected one of {', '.join(FABRICS)} or a "
                                  f"fabric file FILE.toml, got {args.fabric!r}")
             check_fabric_keys(args.fabric, given)
-            if nccl.get("collnet") and args.fabric == "rail" and given.get("fabric") == "ib":
+            if nccl.get("collnet") and args.fabric in ("rail", "superpod") \
+                    and given.get("fabric") == "ib":
                 given.setdefault("sharp", True)  # Quantum leaves: SHARP for CollNet
             if args.fabric == "nvl72":  # racks of 72 GPUs on NVLink 5, unless -p hw says
                 given.setdefault("hw", "gb200-nvl72")

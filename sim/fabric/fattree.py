@@ -48,6 +48,10 @@ other up (ECMP over its 32 uplinks, or ``ecmp=False``: the ``m`` links to spine 
 link ``(dst // S) % m``); a spine sends down to the destination's leaf (ECMP over the ``m``
 parallel links, or ``ecmp=False``: link ``dst % m``).
 
+``superpod(..., sharp=True)``: the switches run SHARP (InfiniBand): an aggregation node per
+rail leaf and, with several SUs, one per rail on spine ``rail mod S``, each a host on its
+switch (:attr:`SuperPod.aggregators`, :func:`superpod`).
+
 Every builder checks what it built (:func:`check_built`): each switch's ports are the
 expected number, all connected, within the radix; the link count; every host pair routable
 by following the tables (every ECMP member), with no loop (:func:`sim.fabric.topology.
@@ -133,6 +137,12 @@ class SuperPod:
     nodes: int
     sus: int
     gpus_per_node: int = DGX_GPUS
+    #: with ``sharp``: the SHARP aggregator host of each rail leaf, SU by SU (rail ``g`` of SU
+    #: ``u`` at ``u * 8 + g``), then with more than one SU each rail's root aggregator on a
+    #: spine (rail ``g`` at ``sus * 8 + g``)
+    aggregators: tuple[int, ...] = ()
+    #: nodes under one rail leaf (the first level of a SHARP tree): 32 slots
+    nodes_per_leaf: int = SU_SLOTS
 
 
 def _positive(**values: int) -> None:
@@ -271,11 +281,19 @@ def superpod(sus: int = 1, *, nodes: int | None = None, link_gbps: float = 400.0
              radix: int | None = 64, tracer: Tracer | None = None,
              host_kw: Mapping[str, Any] | None = None,
              switch_kw: Mapping[str, Any] | None = None,
-             link_kw: Mapping[str, Any] | None = None) -> SuperPod:
+             link_kw: Mapping[str, Any] | None = None, sharp: bool = False) -> SuperPod:
     """The DGX H100 SuperPOD compute fabric of ``sus`` scalable units (1, 2, 4 or 8); see the
     module docstring for what is published and what is assumed.  ``nodes`` (default: all
     ``32*sus - 1``) populates only the first ``nodes`` slots (a smaller job on the same
-    switches; the switches and cables stay those of the full fabric)."""
+    switches; the switches and cables stay those of the full fabric).
+
+    ``sharp``: the switches run SHARP (InfiniBand Quantum-2).  Rail ``g``'s SHARP tree has
+    SU ``u``'s leaf ``g`` as a first level for its nodes and, with several SUs, spine ``g mod
+    S`` as its root [A: SHARP's aggregation manager builds the trees; one root spine per
+    rail spreads them].  Each aggregation node is a host on its switch (leaves: port 64;
+    spines: one port per root after the leaf ports) whose link carries what its members
+    send at their line rate together [A: aggregation latency and rate not published]; it is
+    the switch's own, so it is not counted against the radix."""
     if sus not in SUPERPOD_SUS:
         raise ValueError(f"sus must be one of {list(SUPERPOD_SUS)} (32 leaf uplinks split "
                          f"evenly over 4 spines per SU), got {sus!r}")
@@ -286,10 +304,12 @@ def superpod(sus: int = 1, *, nodes: int | None = None, link_gbps: float = 400.0
         raise ValueError(f"nodes: {sus} SU hold {full} nodes, got {N}")
     rate = _rate(link_gbps)
     G, U, m = DGX_GPUS, SUPERPOD_LEAF_UPLINKS, SUPERPOD_LEAF_UPLINKS // S
-    cfg = mmu_config or switch_mmu_config(SU_SLOTS + U, rate)
-    if cfg.ports < max(SU_SLOTS + U, L * m):
-        raise ValueError(f"switches use {max(SU_SLOTS + U, L * m)} ports; mmu_config.ports "
-                         f"is {cfg.ports}")
+    A = 1 if sharp else 0  # the port of a switch's SHARP aggregator (a spine has at most
+    # one root: 8 rails over 4 x sus >= 8 spines when there are roots)
+    cfg = mmu_config or switch_mmu_config(SU_SLOTS + U + A, rate)
+    if cfg.ports < max(SU_SLOTS + U, L * m) + A:
+        raise ValueError(f"switches use {max(SU_SLOTS + U, L * m) + A} ports; "
+                         f"mmu_config.ports is {cfg.ports}")
     hkw, skw = dict(host_kw or {}), dict(switch_kw or {})
     fab = Fabric(seed, tracer, **dict(link_kw or {}))
     spines = tuple(range(S))
@@ -333,5 +353,77 @@ def superpod(sus: int = 1, *, nodes: int | None = None, link_gbps: float = 400.0
     for u in range(sus):
         on = sum(1 for n in range(N) if n // SU_SLOTS == u)
         ports.update({leaf: on + U for leaf in leaves[u]})
-    check_built(fab, ranks, ports, N * G + L * U, radix)
-    return SuperPod(fab, spines, leaves, ranks, N, sus)
+    aggs: tuple[int, ...] = ()
+    own: dict[int, int] = {}  # switch -> its aggregators' ports (the switch's own)
+    if sharp:
+        aggs = _sharp_aggregators(fab, sus, N, leaves, spines, ranks, m, rate, hkw)
+        for a in aggs:
+            sw = fab.nodes[a].port.peer.node_id
+            own[sw] = own.get(sw, 0) + 1
+    check_built(fab, ranks + aggs, {x: n + own.get(x, 0) for x, n in ports.items()},
+                N * G + L * U + len(aggs), None if sharp else radix)
+    if sharp and radix is not None and max(ports.values()) > radix:  # without their own
+        raise ValueError(f"a switch needs {max(ports.values())} ports, more than the radix "
+                         f"{radix}")
+    return SuperPod(fab, spines, leaves, ranks, N, sus, aggregators=aggs)
+
+
+def _sharp_aggregators(fab: Fabric, sus: int, nodes: int, leaves: tuple[tuple[int, ...], ...],
+                       spines: tuple[int, ...], ranks: tuple[int, ...], m: int, rate: int,
+                       hkw: Mapping[str, Any]) -> tuple[int, ...]:
+    """Add :func:`superpod`'s SHARP aggregation nodes and their routes; returns their host
+    ids (leaf aggregators SU by SU, rail by rail, then one root per rail with several SUs)."""
+    G, U, S = DGX_GPUS, SUPERPOD_LEAF_UPLINKS, len(spines)
+    nxt = max(ranks, default=0) + 1 if ranks else max(fab.nodes) + 1
+    nxt = max(nxt, max(fab.nodes) + 1)
+    kw = {k: v for k, v in hkw.items() if not k.startswith(("pcie_", "rx_"))}
+    out: list[int] = []
+    # leaf aggregators: on leaf (u, g), port 32 + U; nodes of the SU x rate
+    for u in range(sus):
+        on = sum(1 for n in range(nodes) if n // SU_SLOTS == u)
+        for g in range(G):
+            a = nxt + len(out)
+            fab.add_host(a, max(1, on) * rate, **kw)
+            fab.connect(leaves[u][g], SU_SLOTS + U, a, 0, max(1, on) * rate, 0)
+            fab.names[a] = f"sharp{u}.{g}" if sus > 1 else f"sharp{g}"
+            out.append(a)
+    roots: list[int] = []
+    if sus > 1:
+        per_spine: dict[int, int] = {}
+        for g in range(G):
+            s = spines[g % S]
+            a = nxt + len(out) + len(roots)
+            idx = len(fab.nodes[s].ports)  # after the leaf ports (and earlier roots)
+            per_spine[s] = per_spine.get(s, 0) + 1
+            fab.add_host(a, sus * rate, **kw)
+            fab.connect(s, idx, a, 0, sus * rate, 0)
+            fab.names[a] = f"sharp{g}"
+            roots.append(a)
+    aggs = (*out, *roots)
+    # routes: a leaf reaches its own aggregator down, a root only through its spine's links
+    # (a spine reaches its roots down, any leaf aggregator through that leaf's links)
+    where_leaf = {out[u * G + g]: leaves[u][g] for u in range(sus) for g in range(G)}
+    for u in range(sus):
+        for g in range(G):
+            leaf = fab.nodes[leaves[u][g]]
+            routes = dict(leaf.routes)
+            for a, lf in where_leaf.items():
+                routes[a] = SU_SLOTS + U if lf == leaves[u][g] else tuple(
+                    range(SU_SLOTS, SU_SLOTS + U))
+            for g2, a in enumerate(roots):
+                s = g2 % S
+                routes[a] = tuple(SU_SLOTS + s * m + i for i in range(m))
+            leaf.set_routes(routes)
+    flat = [y for su in leaves for y in su]  # leaf index over the fabric (spine ports)
+    for si, s in enumerate(spines):
+        sw = fab.nodes[s]
+        routes = dict(sw.routes)
+        for a, lf in where_leaf.items():
+            li = flat.index(lf)
+            routes[a] = tuple(li * m + i for i in range(m))
+        for g2, a in enumerate(roots):  # another spine's root: down to rail g2's leaf of
+            # SU 0, which sends it up to that spine
+            routes[a] = fab.nodes[a].port.peer_port if g2 % S == si else tuple(
+                g2 * m + i for i in range(m))
+        sw.set_routes(routes)
+    return aggs

@@ -237,9 +237,12 @@ def build_fabric(kind: str, p: dict[str, Any], *, tracer: Any = None, faults: bo
     from sim.scenarios.common import collective_packet, fabric_setup
     from sim.units import gbps
 
-    if p.get("sharp") and kind != "rail":
-        raise ValueError(f"-p sharp=true: SHARP is modelled on --fabric rail (a leaf per "
-                         f"rail), not {kind}")
+    if p.get("sharp") and kind not in ("rail", "superpod"):
+        raise ValueError(f"-p sharp=true: SHARP is modelled on --fabric rail and superpod "
+                         f"(rail leaves), not {kind}")
+    if p.get("sharp") and p.get("fabric", "roce") != "ib":
+        raise ValueError("-p sharp=true: SHARP is InfiniBand's (Quantum switches): add "
+                         "-p fabric=ib")
     p = collective_packet(p)  # packet_bytes 0: the fabric's largest packet
     rate = gbps(p["link_gbps"])
     nranks = p["nodes"] * p["gpus_per_node"]
@@ -269,7 +272,9 @@ def build_fabric(kind: str, p: dict[str, Any], *, tracer: Any = None, faults: bo
 
         return done(superpod(p["sus"], nodes=p["superpod_nodes"] or None,
                              link_gbps=p["link_gbps"], prop_ps=prop_ps, seed=p["seed"],
-                             ecmp=p["ecmp"], **setup(SU_SLOTS + SUPERPOD_LEAF_UPLINKS)))
+                             ecmp=p["ecmp"], sharp=bool(p.get("sharp")),
+                             **setup(SU_SLOTS + SUPERPOD_LEAF_UPLINKS
+                                     + bool(p.get("sharp")))))
     if kind == "nvl72":  # p["nodes"] racks (NVLink domains), rails by place in a tray
         from sim.fabric.rail import scale_up_racks
 
@@ -288,9 +293,6 @@ def build_fabric(kind: str, p: dict[str, Any], *, tracer: Any = None, faults: bo
                          f"72 GPUs on 4 rails")
     spines = p["spines"] or max(1, -(-g // 2))
     sharp = bool(p.get("sharp"))
-    if sharp and p.get("fabric", "roce") != "ib":
-        raise ValueError("-p sharp=true: SHARP is InfiniBand's (Quantum switches): add "
-                         "-p fabric=ib")
     return done(rail_optimized(p["nodes"], g, spines=spines, link_gbps=p["link_gbps"],
                                prop_ps=prop_ps, seed=p["seed"], ecmp=p["ecmp"], sharp=sharp,
                                **setup(max(p["nodes"] + spines + sharp, g))))
@@ -504,7 +506,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     sized = plan_size(collective, counts, rf.nodes, rf.gpus_per_node, params,
                       algorithm=algorithm, protocol=protocol, channels=channels, qps=qps,
                       datatype=datatype, root=root, nccl=nccl,
-                      aggregators=getattr(rf, "aggregators", ()))
+                      aggregators=getattr(rf, "aggregators", ()),
+                      nodes_per_leaf=getattr(rf, "nodes_per_leaf", 0))
     sch, tuned = sized.schedule, sized.tuned
     algorithm, protocol = sized.algorithm, sized.protocol
     p2p = collective in ("alltoall", "sendrecv")

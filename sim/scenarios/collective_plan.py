@@ -93,7 +93,8 @@ def plan_size(collective: str, counts: Any, nodes: int, gpus_per_node: int,
               params: Mapping[str, Any], *, algorithm: str = "auto", protocol: str = "auto",
               channels: int | None = None, qps: int = 1, datatype: str = "float",
               root: int = 0, nccl: Mapping[str, Any] | None = None,
-              aggregators: Sequence[int] = (), qp_base: int = 0x100) -> SizePlan:
+              aggregators: Sequence[int] = (), qp_base: int = 0x100,
+              nodes_per_leaf: int = 0) -> SizePlan:
     """The schedule and NCCL's host side of one call (``counts``:
     :func:`sim.workloads.nccl_tests.coll_counts`) of ``nodes`` nodes of ``gpus_per_node``
     GPUs, as :func:`run_size` (``lossless collective``) and a fabric file's
@@ -101,8 +102,10 @@ def plan_size(collective: str, counts: Any, nodes: int, gpus_per_node: int,
     them and the channels; ``params["nccl_host"]`` adds NCCL's host side; ``channels`` None
     is NCCL's channel count with the tuner or the host side, else one per NIC of a node
     (:func:`sim.workloads.nccl.default_channels`); NVLS across nodes runs NVLS+SHARP when
-    the fabric has SHARP ``aggregators``.  ``ScheduleError`` for what the schedule refuses,
-    ``TunerError`` for NCCL settings that leave nothing to run."""
+    the fabric has SHARP ``aggregators`` (``nodes_per_leaf``: nodes under one rail leaf
+    when the rails span several, as in a SuperPOD; 0: one leaf per rail).
+    ``ScheduleError`` for what the schedule refuses, ``TunerError`` for NCCL settings that
+    leave nothing to run."""
     from sim.workloads.nccl import default_channels, schedule
 
     nranks = nodes * gpus_per_node
@@ -138,6 +141,7 @@ def plan_size(collective: str, counts: Any, nodes: int, gpus_per_node: int,
                    "nvls_tree_max_chunk_bytes": tuner.graphs.nvls_tree_max_chunk_bytes}
     if algorithm in COLLNET_ALGOS and nodes > 1 and aggregators:  # CollNet on SHARP
         nvls_kw["sharp"] = True
+        nvls_kw["sharp_nodes_per_leaf"] = nodes_per_leaf
         if algorithm == "nvls" and tuner is not None:
             nvls_kw["nvls_chunk_bytes"] = tuner.nvls_max_chunk_bytes()
     sch = schedule(collective, nranks, counts.param_count, datatype,

@@ -79,8 +79,10 @@ The rules modelled (each with its source):
   ..>`` across nodes and ``src/transport/coll_net.cc``): head k of every node sends its
   node's share to the SHARP aggregator of rail k (a pseudo-rank, :func:`sharp_aggregator`),
   which answers every head k once it has the chunks of a group of 8 channels from every
-  node; inside the node NVLS, Direct (GPUs to the heads and back) or Chain (a chain of the
-  node's GPUs).  AllReduce with all three, AllGather and ReduceScatter with NVLS and Direct.
+  node (:class:`_Sharp`: with rails over several leaves, each leaf's aggregator sums its
+  nodes and a root per rail answers the leaves); inside the node NVLS, Direct (GPUs to the
+  heads and back) or Chain (a chain of the node's GPUs).  AllReduce with all three,
+  AllGather and ReduceScatter with NVLS and Direct.
 * AllToAll and SendRecv are grouped ``ncclSend``/``ncclRecv`` (nccl-tests ``src/alltoall.cu``,
   ``src/sendrecv.cu``): in round d rank r sends to r+d; each peer's bytes are split into
   ``NCCL_NCHANNELS_PER_NET_PEER`` (2) parts aligned to 4 KiB (``ncclP2pPartBounds``,
@@ -121,8 +123,8 @@ The rules modelled (each with its source):
   :func:`nccl_rings` that is the rail of the ring; for AllToAll and SendRecv it keeps every
   network byte in-rail.  Without PXN the send leaves through s's own NIC.
 
-Not modelled: PAT, NVLS AllGather and ReduceScatter on one node, SHARP trees of several
-switches, user-buffer registration, Reduce/Gather/Scatter; the algorithm and protocol are
+Not modelled: PAT, NVLS AllGather and ReduceScatter on one node, SHARP trees of more than
+two levels, user-buffer registration, Reduce/Gather/Scatter; the algorithm and protocol are
 the caller's (:mod:`sim.workloads.tuner` picks them as NCCL does).  Which hops go over NVLink is
 decided where the schedule runs (:mod:`sim.workloads.collective`); the schedule itself lists
 every send.
@@ -513,6 +515,9 @@ class Schedule:
     #: InfiniBand switch's aggregation node of that rail (:func:`sharp_aggregator`); 0
     #: otherwise
     aggregators: int = 0
+    #: CollNet: the nodes under one rail leaf, the first level of a SHARP tree (0: every
+    #: node under one leaf per rail, a tree of one switch)
+    sharp_nodes_per_leaf: int = 0
 
     def node_of(self, rank: int) -> int:
         """The node of ``rank``: a GPU's (``rank // gpus_per_node``), an NVLS buffer's, or
@@ -618,7 +623,8 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
              nthreads: int | None = None, rings: Sequence[Sequence[int]] | None = None,
              drop_channels: bool = True, p2p_channels_per_peer: int = 2,
              qp_base: int = 0x100, nvls_chunk_bytes: int = NVLS_CHUNK_BYTES,
-             nvls_tree_max_chunk_bytes: int = 0, sharp: bool = False) -> Schedule:
+             nvls_tree_max_chunk_bytes: int = 0, sharp: bool = False,
+             sharp_nodes_per_leaf: int = 0) -> Schedule:
     """The transfers NCCL performs for one call.
 
     ``count`` is the element count the NCCL call takes: ``ncclAllReduce``/``ncclBroadcast``
@@ -642,6 +648,9 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
     nodes as NCCL runs it with CollNet (NVLS+SHARP, :func:`_nvls_sharp_allreduce`): the
     InfiniBand switches' SHARP aggregators (pseudo-ranks, :func:`sharp_aggregator`) sum the
     heads' node sums; on one node NCCL has no CollNet and ``sharp`` changes nothing.
+    ``sharp_nodes_per_leaf``: the nodes under one rail leaf when the rails span several
+    leaves (a SuperPOD's SUs), whose aggregators then send to each rail's root (0: one leaf
+    per rail).
     """
     coll, algo, proto = Collective(collective), Algorithm(algorithm), Protocol(protocol)
     if dtype not in DTYPE_BYTES:
@@ -738,6 +747,9 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
                    slice_steps, NCCL_STEPS // slice_steps, 0, 0, block, root, gpn,
                    qps_per_connection, p2p_channels_per_peer, nvls_chunk_bytes,
                    nvls_tree_max_chunk_bytes)
+    if sharp_nodes_per_leaf < 0:
+        raise ScheduleError(f"sharp_nodes_per_leaf must be >= 0, got {sharp_nodes_per_leaf}")
+    sch.sharp_nodes_per_leaf = sharp_nodes_per_leaf
     b = _Builder(sch, nchannels, qp_base)
     if nranks == 1 or count == 0:
         return b.finish()
@@ -989,8 +1001,9 @@ def rank_label(rank: int, nranks: int, gpus_per_node: int) -> str:
     of rail 1``."""
     if rank < nranks:
         return f"rank {rank}"
-    if rank >= 3 * nranks:
-        return f"SHARP aggregator of rail {rank - 3 * nranks}"
+    if rank >= 3 * nranks:  # rail h's under leaf l at l x GPUs + h (the roots after them)
+        tree, rail = divmod(rank - 3 * nranks, max(1, gpus_per_node))
+        return f"SHARP aggregator of rail {rail}" + (f" ({tree})" if tree else "")
     node, head, multicast = nvls_buffer_of(rank, nranks, gpus_per_node)
     return f"NVLS {'multicast' if multicast else 'reduce'} of head {head} (node {node})"
 
@@ -1062,6 +1075,60 @@ def _nvls_allreduce(b: _Builder) -> None:
     sch.loops = loops
 
 
+class _Sharp:
+    """The SHARP trees of a CollNet schedule: rail ``h``'s aggregator under each leaf
+    (``nodes_per_leaf`` nodes a leaf; all nodes under one when 0) and, with several leaves,
+    its root (:func:`sharp_aggregator` numbers them: leaf ``l``'s of rail ``h`` is ``3 x
+    nranks + l x GPUs + h``, the roots follow).  A head sends a chunk to its leaf's
+    aggregator (:meth:`leaf_of`, recorded by :meth:`up`); :meth:`settle` adds, per chunk,
+    the leaf -> root and root -> leaf transfers (two levels) and says, per leaf, who sends
+    the result down and what that waits for: the ups of the chunk's group of 8 channels from
+    every node (one level), or the root's answer, which waits for every leaf's part of the
+    group."""
+
+    def __init__(self, sch: Schedule, nodes: int, nodes_per_leaf: int) -> None:
+        self.sch, self.g = sch, sch.gpus_per_node
+        self.npl = nodes_per_leaf if 0 < nodes_per_leaf < nodes else nodes
+        self.leaves = _ceil_div(nodes, self.npl)
+        sch.aggregators = self.g * (self.leaves + (1 if self.leaves > 1 else 0))
+        self.ups: dict[tuple[int, int], dict[int, list[int]]] = defaultdict(
+            lambda: defaultdict(list))
+
+    def leaf_of(self, node: int, rail: int) -> int:
+        return 3 * self.sch.nranks + (node // self.npl) * self.g + rail
+
+    def up(self, rail: int, group: int, node: int, tid: int) -> None:
+        self.ups[(rail, group)][node // self.npl].append(tid)
+
+    def settle(self, b: _Builder, pieces: list[tuple], reduce: bool
+               ) -> list[dict[int, tuple[int, tuple[int, ...]]]]:
+        """``pieces``: (channel, rail, group, nbytes, transfer keywords, leaves that need the
+        result) of one loop; returns per piece {leaf: (sender, deps)} of the result."""
+        n, g = self.sch.nranks, self.g
+        if self.leaves == 1:
+            return [{0: (3 * n + h, tuple(self.ups[(h, grp)][0]))}
+                    for _ch, h, grp, _nb, _kw, _need in pieces]
+        root = 3 * n + self.leaves * g
+        to_root: dict[tuple[int, int], list[int]] = defaultdict(list)
+        for ch, h, grp, nb, kw, _need in pieces:
+            for leaf, ups in sorted(self.ups[(h, grp)].items()):
+                if not reduce and not any(b.sch.transfers[u].offset_bytes
+                                          == kw["offset_bytes"]
+                                          and b.sch.transfers[u].src_block == kw["src_block"]
+                                          for u in ups):
+                    continue  # a copy: only the leaf that has the chunk sends it up
+                to_root[(h, grp)].append(b.add(3 * n + leaf * g + h, root + h, ch, nb,
+                                               step=90, reduce=reduce, deps=ups, **kw))
+        out = []
+        for ch, h, grp, nb, kw, need in pieces:
+            deps = tuple(to_root[(h, grp)])
+            out.append({leaf: (3 * n + leaf * g + h,
+                               (b.add(root + h, 3 * n + leaf * g + h, ch, nb, step=91,
+                                      reduce=False, deps=deps, **kw),))
+                        for leaf in sorted(need)})
+        return out
+
+
 def _collnet_allreduce(b: _Builder) -> None:
     """CollNet AllReduce across nodes on SHARP switches (``RunWorkColl<.., NCCL_ALGO_NVLS /
     NCCL_ALGO_COLLNET_DIRECT / NCCL_ALGO_COLLNET_CHAIN, ..>`` of ``src/device/all_reduce.h``
@@ -1097,15 +1164,14 @@ def _collnet_allreduce(b: _Builder) -> None:
         chunk = _collnet_chunk_bytes(sch, size * elt) // elt
     sch.chunk_bytes = chunk * elt
     sch.steps_per_loop = 1
-    sch.aggregators = g
+    net = _Sharp(sch, nodes, sch.sharp_nodes_per_leaf)
     chain = algo is Algorithm.COLLNET_CHAIN
     heads_per_channel = 1 if chain else g
     loop_elems = nc * heads_per_channel * chunk
     loops = _ceil_div(size, loop_elems)
     kw = {"src_block": 0, "dst_block": 0}
     for loop in range(loops):
-        # per (rail, group of 8 of its NIC's channels): the chunks' head -> aggregator sends
-        up: dict[tuple[int, int], list[int]] = defaultdict(list)
+        net.ups.clear()  # per (rail, group of 8 of its NIC's channels, leaf): the ups
         pieces = []
         for ch in range(nc):
             for j in range(heads_per_channel):
@@ -1117,7 +1183,6 @@ def _collnet_allreduce(b: _Builder) -> None:
                 # the channel's place among its NIC's channels: every channel is on every
                 # head's NIC, except in the chain (channel b on NIC b mod GPUs)
                 group = (ch // g if chain else ch) // COLLNET_GROUP_CHANNELS
-                agg = sharp_aggregator(sch, h)
                 nb, ob = nelem * elt, off * elt
                 order = [(h + i) % g for i in range(g)]  # the chain: head first [A]
                 for k in range(nodes):
@@ -1137,14 +1202,18 @@ def _collnet_allreduce(b: _Builder) -> None:
                             last = (b.add(gpu[a], gpu[a - 1], ch, nb, step=g - a - 1,
                                           loop=loop, reduce=True, offset_bytes=ob, deps=last,
                                           **kw),)
-                    t = b.add(gpu[0], agg, ch, nb, step=g, loop=loop, reduce=True,
-                              offset_bytes=ob, deps=last, **kw)
-                    up[(h, group)].append(t)
-                pieces.append((ch, h, group, agg, nb, ob, order))
-        for ch, h, group, agg, nb, ob, order in pieces:
-            deps = tuple(up[(h, group)])
+                    t = b.add(gpu[0], net.leaf_of(k, h), ch, nb, step=g, loop=loop,
+                              reduce=True, offset_bytes=ob, deps=last, **kw)
+                    net.up(h, group, k, t)
+                pieces.append((ch, h, group, nb, {"loop": loop, "offset_bytes": ob, **kw},
+                               range(net.leaves)))
+        for (ch, h, _group, nb, pkw, _need), res in zip(
+                pieces, net.settle(b, pieces, True), strict=True):
+            ob = pkw["offset_bytes"]
+            order = [(h + i) % g for i in range(g)]
             for k in range(nodes):
                 gpu = [k * g + i for i in order]
+                agg, deps = res[k // net.npl]
                 got = b.add(agg, gpu[0], ch, nb, step=g + 1, loop=loop, reduce=False,
                             offset_bytes=ob, deps=deps, **kw)
                 if algo is Algorithm.NVLS:
@@ -1197,13 +1266,13 @@ def _nvls_sharp_gather(b: _Builder, coll: Collective) -> None:
         sch.buffers = 2 * n
     sch.chunk_bytes = chunk * elt
     sch.steps_per_loop = 1
-    sch.aggregators = g
+    net = _Sharp(sch, nodes, sch.sharp_nodes_per_leaf)
     window = nodes * count
     loop_elems = nc * chunk
     loops = _ceil_div(window, loop_elems)
     gather = coll is Collective.ALLGATHER
     for loop in range(loops):
-        up: dict[tuple[int, int], list[int]] = defaultdict(list)
+        net.ups.clear()
         pieces = []
         for ch in range(nc):
             lo = loop * loop_elems + ch * chunk
@@ -1214,13 +1283,13 @@ def _nvls_sharp_gather(b: _Builder, coll: Collective) -> None:
                 ln = min(hi, (k + 1) * count) - lo
                 for h in range(g):
                     owner = k * g + h
-                    agg = sharp_aggregator(sch, h)
                     kw = {"loop": loop, "src_block": owner, "dst_block": owner,
                           "offset_bytes": off * elt}
                     nb = ln * elt
                     if gather:
-                        t = b.add(owner, agg, ch, nb, step=0, reduce=False, **kw)
-                        up[(h, group)].append(t)
+                        t = b.add(owner, net.leaf_of(k, h), ch, nb, step=0, reduce=False,
+                                  **kw)
+                        net.up(h, group, k, t)
                     else:
                         for m in range(nodes):
                             head = m * g + h
@@ -1234,18 +1303,22 @@ def _nvls_sharp_gather(b: _Builder, coll: Collective) -> None:
                                              **kw) for i in range(g)]
                                 got = (b.add(red, head, ch, nb, step=1, reduce=False,
                                              deps=ins, **kw),)
-                            t = b.add(head, agg, ch, nb, step=2, reduce=True, deps=got,
-                                      **kw)
-                            up[(h, group)].append(t)
-                    pieces.append((ch, h, group, agg, owner, nb, kw))
+                            t = b.add(head, net.leaf_of(m, h), ch, nb, step=2, reduce=True,
+                                      deps=got, **kw)
+                            net.up(h, group, m, t)
+                    need = range(net.leaves) if gather else (k // net.npl,)
+                    pieces.append((ch, h, group, nb, kw, need))
                 lo += ln
-        for ch, h, group, agg, owner, nb, kw in pieces:
-            deps = tuple(up[(h, group)])
+        for (ch, h, _group, nb, kw, _need), res in zip(
+                pieces, net.settle(b, pieces, not gather), strict=True):
+            owner = kw["src_block"]
             if not gather:  # the sum of every node to the block's owner
+                agg, deps = res[owner // g // net.npl]
                 b.add(agg, owner, ch, nb, step=3, reduce=False, deps=deps, **kw)
                 continue
             for m in range(nodes):  # the window to every node's head, then its GPUs
                 head = m * g + h
+                agg, deps = res[m // net.npl]
                 got = b.add(agg, head, ch, nb, step=1, reduce=False, deps=deps, **kw)
                 if direct:
                     for i in range(g):

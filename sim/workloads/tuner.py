@@ -853,7 +853,8 @@ def environment_notes(values: Mapping[str, Any], sharp: bool = False) -> list[st
                    "Direct, CollNet Chain)")
     elif values.get("collnet"):
         out.append("NCCL_COLLNET_ENABLE=1: no SHARP on this fabric (it is modelled on "
-                   "--fabric rail -p fabric=ib), so NCCL runs without CollNet, as here")
+                   "--fabric rail or superpod -p fabric=ib), so NCCL runs without CollNet, "
+                   "as here")
     if values.get("cross_nic") == 1:
         out.append("NCCL_CROSS_NIC=1: rings are modelled as crossNic 0 (each leaves a node "
                    "on the NIC it came in on)")
