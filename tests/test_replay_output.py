@@ -133,16 +133,24 @@ def test_sigint_subprocess_exit_130_no_partial(tmp_path) -> None:
     out = tmp_path / "o"
     # a run far longer than the wait before the signal (50 ms of incast took about 0.3 s
     # and once ended before the signal came): it stops at the signal anyway
+    # SIGINT as a terminal gives it: a shell that starts the tests in the background (as
+    # `./.ci/run &` does) passes SIGINT on ignored, and Python then installs no handler
     p = subprocess.Popen([sys.executable, "-m", "sim", "replay", "incast", "-p",
                           "duration_ms=2000", "--no-plots", "--out", str(out)],
-                         stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    deadline = time.monotonic() + 60
-    while not any(".partial-" in n for n in os.listdir(tmp_path)):  # the run has started
-        assert p.poll() is None and time.monotonic() < deadline
-        time.sleep(0.05)
-    time.sleep(0.3)
-    p.send_signal(signal.SIGINT)
-    err = p.communicate(timeout=60)[1].splitlines()
+                         stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 60
+        while not any(".partial-" in n for n in os.listdir(tmp_path)):  # it has started
+            assert p.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.3)
+        p.send_signal(signal.SIGINT)
+        err = p.communicate(timeout=60)[1].splitlines()
+    finally:
+        if p.poll() is None:  # a failed test leaves no run behind
+            p.kill()
+            p.wait()
     assert p.returncode == 130
     assert err[-1] == f"lossless: interrupted: nothing written ({out} not created)"
     assert os.listdir(tmp_path) == []
