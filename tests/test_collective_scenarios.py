@@ -479,9 +479,9 @@ def test_an_entry_is_the_network_alone_by_default(tmp_path):
     assert times[True] > times[False] + 8  # at least NCCL's launch latency
 
 
-def test_an_entry_cannot_run_collnet(tmp_path):
+def test_an_entry_runs_collnet_only_on_sharp(tmp_path):
     f = _file(tmp_path, _entry(collective="allreduce", size="1M", algo="collnet_chain"))
     status, _, err = run_cli(["replay", str(f), "--out", str(tmp_path / "o"), "--no-plots"])
     assert status == 2 and err.count("\n") == 1
-    assert "'algo': collnet_chain runs on SHARP switches, which fabric files do not model" \
+    assert "'algo': CollNet runs on SHARP switches: give the fabric [topology] sharp = true" \
         in err

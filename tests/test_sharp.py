@@ -339,3 +339,75 @@ def test_collnet_enable_on_a_superpod(tmp_path, capsys):
     capsys.readouterr()
     [r] = json.loads(out.read_text())["results"]
     assert r["algorithm"] == "nvls" and r["wrong"] == 0 and r["tuner"]["nccl"] == "NVLS/Simple"
+
+
+
+SHARP_FILE = """\
+[run]
+duration_ms = 2
+[topology]
+kind = "rail"
+nodes = 2
+gpus_per_node = 4
+spines = 2
+sharp = true
+[links]
+link_gbps = 400.0
+cable_m = 100
+fabric = "ib"
+[switch]
+mtu_bytes = 4122
+[capture]
+enabled = false
+"""
+
+
+@pytest.mark.parametrize("coll, size, algo, proto", [
+    ("allreduce", "4M", "auto", "auto"), ("allgather", "1M", "collnet_direct", "simple")])
+def test_a_fabric_file_with_sharp_equals_lossless_collective(tmp_path, capsys, coll, size,
+                                                             algo, proto):
+    """[topology] sharp = true on an InfiniBand rail file: a [[collective]] entry with
+    collnet = true runs what `lossless collective --fabric FILE` runs with
+    NCCL_COLLNET_ENABLE=1 (NCCL's pick, or the algorithm named), to the picosecond."""
+    from sim.cli import main
+
+    f = tmp_path / "s.toml"
+    f.write_text(SHARP_FILE + f"""[[collective]]
+collective = "{coll}"
+size = "{size}"
+algo = "{algo}"
+proto = "{proto}"
+nccl_host = true
+collnet = true
+""")
+    assert main(["replay", str(f), "--out", str(tmp_path / "o"), "--no-plots"]) == 0
+    doc = json.loads((tmp_path / "o" / "summary.json").read_text())
+    [c] = doc["collectives"]
+    assert doc["params"]["topology"]["sharp"] and doc["params"]["collective"][0]["collnet"]
+    out = tmp_path / "r.json"
+    assert main(["collective", coll, "--fabric", str(f), "-b", size, "-e", size,
+                 "--algo", algo, "--proto", proto,
+                 "-p", "NCCL_COLLNET_ENABLE=1", "--json", str(out)]) == 0
+    capsys.readouterr()
+    [r] = json.loads(out.read_text())["results"]
+    assert r["algorithm"] in ("nvls", "collnet_direct") and c["algo"] == r["algorithm"]
+    assert c["wrong"] == 0 and c["time_us"] == pytest.approx(r["time_us"], rel=1e-9)
+
+
+@pytest.mark.parametrize("change, said", [
+    (("fabric = \"ib\"\n", ""), "[topology] sharp: SHARP is InfiniBand's"),
+    (("sharp = true\n", ""), "'collnet': CollNet runs on SHARP switches"),
+    (("kind = \"rail\"", "kind = \"leaf_spine\"\nleaves = 2\nhosts_per_leaf = 2"),
+     "sharp"),
+])
+def test_a_fabric_file_refuses_sharp_where_it_cannot_run(tmp_path, capsys, change, said):
+    from sim.cli import main
+
+    text = SHARP_FILE.replace(*change)
+    if "leaf_spine" in text:
+        text = text.replace("nodes = 2\ngpus_per_node = 4\n", "")
+    f = tmp_path / "s.toml"
+    f.write_text(text + '[[collective]]\ncollective = "allreduce"\ncollnet = true\n')
+    assert main(["replay", str(f), "--out", str(tmp_path / "o"), "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err

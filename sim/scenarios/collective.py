@@ -97,6 +97,9 @@ class FileFabric:
     #: the file's straggler ``[[faults]]`` (label, resolved entry): on the command's
     #: collective (sim.scenarios.common.straggler_delays)
     stragglers: tuple[Any, ...] = ()
+    #: ``[topology] sharp``: the SHARP aggregators and the nodes under one rail leaf
+    aggregators: tuple[int, ...] = ()
+    nodes_per_leaf: int = 0
 
 
 def is_fabric_file(kind: str) -> bool:
@@ -185,9 +188,15 @@ def fabric_file(path: str, overrides: Mapping[str, str] | None = None, *,
     settings = {"link_gbps": lk["link_gbps"], "pfc": sw["pfc"], "cc": h["cc"],
                 "pcie_gen": h["pcie_gen"], "pcie_lanes": h["pcie_lanes"],
                 "pcie_mps_bytes": h["pcie_mps_bytes"], "packet_bytes": sw["mtu_bytes"]}
+    aggs = tuple(sc.info.get("aggregators", ()))
+    if aggs and given_g not in (None, sc.info["gpus_per_node"]):
+        aggs = ()  # another grouping of the ranks: not the nodes SHARP's rails are built on
+    if aggs:
+        settings["sharp"] = True
     return FileFabric(sc.fabric, tuple(ranks), len(ranks) // g, g, sc.info["mtu_bytes"],
                       settings,
-                      stragglers=sc.info.get("stragglers", ()))
+                      stragglers=sc.info.get("stragglers", ()), aggregators=aggs,
+                      nodes_per_leaf=sc.info.get("nodes_per_leaf", 0))
 
 
 def _ib_counters(fab: Any) -> dict[str, int]:

@@ -182,6 +182,10 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
         Param("sus", 1, "superpod: DGX H100 scalable units (1, 2, 4 or 8)", sus_problem),
         Param("superpod_nodes", 0, "superpod: DGX nodes populated (0: all 32*sus - 1)",
               in_range(0, 255)),
+        Param("sharp", False, "rail, superpod, with [links] fabric = \"ib\": the leaves run "
+              "SHARP (an aggregation node per rail leaf; superpod of 2 SUs or more: a root "
+              "per rail on a spine), which [[collective]] entries with collnet = true and "
+              "lossless collective with NCCL_COLLNET_ENABLE=1 use", None),
         Param("switches", 4, "ring: switches in the ring", in_range(2, 256)),
         Param("hosts_per_switch", 1, "ring: hosts per switch", in_range(1, 64)),
         Param("routing", "clockwise", "ring: clockwise | shortest; leaf_spine/rail/fat_tree/"
@@ -347,6 +351,9 @@ def _collective_params() -> tuple[Param, ...]:
               in_range(0, 1024)),
         cli["nvlink"], cli["nvlink_gbps"], cli["nvlink_latency_ns"], cli["pxn"],
         cli["hw"],
+        Param("collnet", False, "NCCL_COLLNET_ENABLE=1: CollNet on the fabric's SHARP "
+              "switches ([topology] sharp = true; the fabric's ranks); NCCL's tuner may then "
+              "pick it (algo = \"auto\") or algo names it", None),
         Param("nccl_host", False, "NCCL's host side, as lossless collective's -p nccl_host "
               "(its default there: true): the launch and per-step latencies and the GPU "
               "channels' bandwidth of NCCL's cost model for the node hw; false: the network "
@@ -367,7 +374,7 @@ COLLECTIVE: tuple[Param, ...] = _collective_params()
 #: ``[[collective]]`` keys that summary.json's ``params`` names only when not their default
 #: (added later: the files without them keep their summary.json as it was)
 _COLLECTIVE_QUIET = {p.name: p.default for p in COLLECTIVE
-                     if p.name in ("failover", "hw", "nccl_host")}
+                     if p.name in ("failover", "hw", "nccl_host", "collnet")}
 #: ``[[faults]]`` entries: faults over time (sim.fabric.faults, docs/explanation/faults.md);
 #: the same keys as ``-p fault=`` (:data:`sim.scenarios.common.FAULT_PARAMS`).
 FAULTS: tuple[Param, ...] = FAULT_PARAMS
@@ -486,6 +493,12 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
     kind = topo["kind"]
     _unused(doc.get("topology", {}), kind, where)
     _ib_routing(doc.get("topology", {}), kind, None, where)
+    sharp = bool(topo["sharp"])
+    if sharp and links["fabric"] != "ib":
+        raise ScenarioError(f"{where}: [topology] sharp: SHARP is InfiniBand's: needs [links] "
+                            f"fabric = \"ib\"")
+    aggs: tuple[int, ...] = ()
+    npl = 0
     sched = {"scheduler": sw["scheduler"], "weights": tuple(sw["weights"])}
     if sw["scheduler"] == "vlarb":
         sched["weights"] = _vlarb(sw, lkw, where)
@@ -510,10 +523,11 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
     elif kind == "rail":
         N, G = topo["nodes"], topo["gpus_per_node"]
         S = topo["spines"]
-        cfg = _mmu(knobs, max(N + S, G), rate, where)
+        cfg = _mmu(knobs, max(N + S + sharp, G), rate, where)
         t = _built(where, rail_optimized, N, G, spines=S, link_gbps=links["link_gbps"],
                    prop_ps=prop, seed=seed, ecmp=topo["ecmp"], ecn=ecn, mmu_config=cfg,
-                   tracer=slot, host_kw=hkw, switch_kw=sched, link_kw=lkw)
+                   tracer=slot, host_kw=hkw, switch_kw=sched, link_kw=lkw, sharp=sharp)
+        aggs = t.aggregators
         fab, groups = t.fabric, [list(t.ranks[n * G:(n + 1) * G]) for n in range(N)]
         ranks, gpn = list(t.ranks), G
     elif kind == "fat_tree":
@@ -525,11 +539,12 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
         fab, groups = t.fabric, [list(g) for g in t.hosts]
         ranks, gpn = list(t.ranks), t.gpus_per_node
     elif kind == "superpod":
-        cfg = _mmu(knobs, SU_SLOTS + SUPERPOD_LEAF_UPLINKS, rate, where)
+        cfg = _mmu(knobs, SU_SLOTS + SUPERPOD_LEAF_UPLINKS + sharp, rate, where)
         t = _built(where, superpod, topo["sus"], nodes=topo["superpod_nodes"] or None,
                    link_gbps=links["link_gbps"], prop_ps=prop, seed=seed, ecmp=topo["ecmp"],
                    ecn=ecn, mmu_config=cfg, tracer=slot, host_kw=hkw, switch_kw=sched,
-                   link_kw=lkw)
+                   link_kw=lkw, sharp=sharp)
+        aggs, npl = t.aggregators, t.nodes_per_leaf
         G = t.gpus_per_node
         fab, groups = t.fabric, [list(t.ranks[n * G:(n + 1) * G]) for n in range(t.nodes)]
         ranks, gpn = list(t.ranks), G
@@ -577,7 +592,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
         labels[fid] = f"[[flows]] #{i + 1}"
         fid += 1
     colls = _collectives(doc, fab, ranks, gpn, sw["mtu_bytes"], labels, where,
-                         links["link_gbps"])
+                         links["link_gbps"], aggs, npl)
     _check_routes(fab, labels, where)
     plan = _faults(doc, fab, where, fault_params, ranks)
     if need_traffic:  # else the collective is lossless collective's: sc.info["stragglers"]
@@ -610,6 +625,8 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
     dur = ms_to_ps(run["duration_ms"])
     params = {"file": where, **{k: v for k, v in sec.items()}, "flows": flows,
               "pcap": [{**p} for p in inputs]}
+    if not sharp:  # named only when on: other files keep their summary.json as it was
+        params["topology"] = {k: v for k, v in topo.items() if k != "sharp"}
     summaries: dict[str, Any] = {}
     if plan.entries:  # only then: a file without [[faults]] keeps its summary.json as it was
         params["faults"] = plan.entries
@@ -628,6 +645,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
                   snaplen_bytes=cap["snaplen"] or None, capture_enabled=cap["enabled"])
     if colls:
         sc.info["collectives"] = colls
+    sc.info.update(aggregators=aggs, nodes_per_leaf=npl)
     sc.info.update(ranks=tuple(ranks), gpus_per_node=gpn, mtu_bytes=sw["mtu_bytes"],
                    stragglers=tuple(plan.stragglers))
     if getattr(fab, "fault_log", None) is not None:  # the fault-free twin, same seed: the
@@ -669,12 +687,14 @@ class CollectiveEntry:
 
     def __init__(self, index: int, spec: dict[str, Any], sch: Any, counts: Any,
                  hosts: list[int], fab: Fabric, mtu_bytes: int, gpus_per_node: int = 1,
-                 host: Any = None, tuned: Any = None) -> None:
+                 host: Any = None, tuned: Any = None, aggregators: tuple[int, ...] = ()
+                 ) -> None:
         self.index, self.spec, self.sch, self.counts = index, spec, sch, counts
         self.hosts, self.fab, self.mtu_bytes = hosts, fab, mtu_bytes
         self.gpus_per_node = gpus_per_node
-        #: NCCL's host side (sim.workloads.tuner.HostSide) or None; the tuner's choice
-        self.host, self.tuned = host, tuned
+        #: NCCL's host side (sim.workloads.tuner.HostSide) or None; the tuner's choice;
+        #: the fabric's SHARP aggregators (CollNet)
+        self.host, self.tuned, self.aggregators = host, tuned, aggregators
         self.start_ps = us_to_ps(spec["start_us"])
         #: last delivery minus first start of every iteration done, ps
         self.times_ps: list[int] = []
@@ -699,7 +719,8 @@ class CollectiveEntry:
                              nvlink_bps=gbps(sp["nvlink_gbps"]),
                              nvlink_latency_ps=round(sp["nvlink_latency_ns"] * 1000),
                              pxn=sp["pxn"], delay_ps=getattr(self, "delay_ps", None),
-                             failover=sp["failover"], on_fail=self._fail, host=self.host)
+                             failover=sp["failover"], on_fail=self._fail, host=self.host,
+                             aggregators=self.aggregators)
 
     def start(self) -> None:
         if self.delay_ps and not self.job.delay_ps:
@@ -774,14 +795,16 @@ class CollectiveEntry:
 
 def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int,
                  mtu_bytes: int, labels: dict[int, str], where: str,
-                 link_gbps: float = 400.0) -> list[CollectiveEntry]:
+                 link_gbps: float = 400.0, aggregators: tuple[int, ...] = (),
+                 nodes_per_leaf: int = 0) -> list[CollectiveEntry]:
     """The ``[[collective]]`` entries as jobs on ``fab`` (started by engine events at their
     ``start_us``); their QP numbers follow the flow ids already in the fabric, entry after
     entry, below the replayed captures' ids (:data:`sim.workloads.replay.REPLAY_FLOW_BASE`).
     Each entry's schedule, NCCL's pick (``algo``/``proto`` "auto") and host side
     (``nccl_host``) are those of ``lossless collective``
     (:func:`sim.scenarios.collective.plan_size`), for a node ``hw`` with NICs of the file's
-    ``link_gbps``."""
+    ``link_gbps``; ``collnet`` (NCCL_COLLNET_ENABLE) runs CollNet on the fabric's SHARP
+    ``aggregators`` (``[topology] sharp``)."""
     from sim.scenarios.collective_plan import plan_size
     from sim.scenarios.common import collective_packet
     from sim.workloads.nccl import Collective, ScheduleError
@@ -811,10 +834,14 @@ def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int
         coll = Collective(c["collective"])
         if c["root"] >= n:
             raise ScenarioError(f"{label} 'root': {c['root']} is not a rank of 0..{n - 1}")
-        if c["algo"].startswith("collnet"):
-            raise ScenarioError(f"{label} 'algo': {c['algo']} runs on SHARP switches, which "
-                                f"fabric files do not model (lossless collective --fabric "
-                                f"rail -p fabric=ib -p sharp=true does)")
+        if (c["algo"].startswith("collnet") or c["collnet"]) and not aggregators:
+            key = "collnet" if c["collnet"] else "algo"
+            raise ScenarioError(f"{label} '{key}': CollNet runs on SHARP switches: give the "
+                                f"fabric [topology] sharp = true (rail or superpod, "
+                                f"InfiniBand)")
+        if c["algo"].startswith("collnet") and not c["collnet"]:
+            raise ScenarioError(f"{label} 'algo': {c['algo']} is NCCL's CollNet: needs "
+                                f"collnet = true (NCCL_COLLNET_ENABLE=1)")
         if c["algo"] == "tree" and coll is not Collective.ALLREDUCE:
             raise ScenarioError(f"{label} 'algo': tree is modelled for allreduce only, not "
                                 f"{coll.value}")
@@ -829,12 +856,19 @@ def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int
             raise ScenarioError(f"{label} {str(e).removeprefix('parameter ')}") from None
         counts = coll_counts(coll, parse_size(c["size"]), c["datatype"], n)
         node = {"nccl_host": c["nccl_host"], "nvlink": c["nvlink"], "hw": c["hw"],
-                "link_gbps": link_gbps}
+                "link_gbps": link_gbps, "sharp": bool(aggregators)}
+        on_sharp = bool(c["collnet"]) and not c["hosts"]  # the fabric's ranks, in order
+        if c["collnet"] and not on_sharp:
+            raise ScenarioError(f"{label} 'collnet': CollNet runs on the fabric's own ranks "
+                                f"(leave hosts unset)")
         try:
             plan = plan_size(coll.value, counts, n // g if g > 1 else n, g, node,
                              algorithm=c["algo"], protocol=c["proto"],
                              channels=c["channels"] or None, qps=c["qps"],
-                             datatype=c["datatype"], root=c["root"], qp_base=qp_base)
+                             datatype=c["datatype"], root=c["root"], qp_base=qp_base,
+                             nccl={"collnet": True} if on_sharp else None,
+                             aggregators=aggregators if on_sharp else (),
+                             nodes_per_leaf=nodes_per_leaf)
         except (ScheduleError, TunerError) as e:
             raise ScenarioError(f"{label}: {e}") from None
         sch = plan.schedule
@@ -849,7 +883,7 @@ def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int
                                 f"start at {REPLAY_FLOW_BASE})")
         try:
             e = CollectiveEntry(i, c, sch, counts, hosts, fab, pkt - stack.header_bytes, g,
-                                plan.host, plan.tuned)
+                                plan.host, plan.tuned, aggregators if on_sharp else ())
         except ValueError as err:
             raise ScenarioError(f"{label}: {err}") from None
         for key, conn in sch.connections.items():
@@ -866,9 +900,9 @@ _KIND_KEYS = {
     "star": {"hosts"}, "leaf_spine": {"leaves", "spines", "hosts_per_leaf", "ecmp", "routing"},
     "ring": {"switches", "hosts_per_switch", "routing"},
     "custom": {"switch_ids", "host_ids", "links", "ecmp"},
-    "rail": {"nodes", "gpus_per_node", "spines", "ecmp", "routing"},
+    "rail": {"nodes", "gpus_per_node", "spines", "ecmp", "routing", "sharp"},
     "fat_tree": {"k", "oversubscription", "ecmp", "routing"},
-    "superpod": {"sus", "superpod_nodes", "ecmp", "routing"},
+    "superpod": {"sus", "superpod_nodes", "ecmp", "routing", "sharp"},
 }
 
 
