@@ -60,7 +60,7 @@ from sim.trace import interest
 from sim.units import gbps, ser_time_ps, wire_bytes
 from wire.roce import CNP_OPCODE
 
-__all__ = ["KINDS", "Fault", "FaultLog", "Reroute", "schedule_faults",
+__all__ = ["KINDS", "Fault", "FaultLog", "Reroute", "schedule_faults", "peer_node",
            "DETECT_PS", "CONVERGE_PS", "IB_REROUTE_PS", "loss_probability"]
 
 KINDS = ("link_down", "flap", "loss", "degrade", "nic_down", "switch_down", "slow_pcie")
@@ -181,6 +181,13 @@ def _control(pkt: Any) -> bool:
         return True
     bth = roce_bth(frame)
     return bth is not None and bth[0] in (ACK_OPCODE, CNP_OPCODE)
+
+
+def peer_node(port: Any) -> Any:
+    """The node at the other end of ``port``'s link, or None: the node itself when the link
+    carries a fault (:class:`_FaultyWire` stands between them then)."""
+    peer = getattr(port, "peer", None)
+    return peer.real if isinstance(peer, _FaultyWire) else peer
 
 
 class _FaultyWire:
