@@ -1,0 +1,134 @@
+"""Max-min fair rates of fluid flows over shared links (sans-IO, no engine).
+
+A flow-level fidelity moves each transfer as a fluid flow at a rate instead of as packets:
+the rates are the max-min fair allocation of the links' capacities among the flows that
+cross them (progressive filling: raise every flow's rate together; when a link is full, its
+flows keep the rate they have and the others go on; Bertsekas and Gallager, "Data
+Networks", 2nd ed., section 6.5.2).  :class:`FluidNet` holds the flows and their links and
+keeps the allocation up to date as flows come and go, recomputing only the flows that
+share a link with the one that changed, directly or through other flows (its component):
+the max-min allocation of one component does not depend on the others, so the result is
+the same as recomputing everything (tested).
+
+Rates are in bytes per picosecond (floats); capacities are given in bits per second and
+converted once.  A flow's path comes from :func:`sim.fabric.paths.path_links`; its first
+link is the sending NIC's, which caps it at the NIC's line rate.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from collections.abc import Hashable, Iterable, Mapping
+
+__all__ = ["FluidNet", "max_min_rates"]
+
+Link = Hashable
+
+
+def max_min_rates(capacity_Bpps: Mapping[Link, float],
+                  paths: Mapping[int, tuple[Link, ...]]) -> dict[int, float]:
+    """The max-min fair rates (bytes/ps) of the flows ``paths`` (flow -> its links) over
+    links of ``capacity_Bpps``: progressive filling with a heap of the links' fair shares
+    (residual capacity over unfrozen flows), ties broken by link order of first use."""
+    on: dict[Link, list[int]] = defaultdict(list)
+    for f, links in paths.items():
+        for link in dict.fromkeys(links):  # a link twice on one path counts once
+            on[link].append(f)
+    residual = {link: float(capacity_Bpps[link]) for link in on}
+    count = {link: len(fs) for link, fs in on.items()}
+    order = {link: i for i, link in enumerate(on)}
+    heap = [(residual[link] / count[link], order[link], link) for link in on]
+    heapq.heapify(heap)
+    rate: dict[int, float] = {}
+    while heap:
+        share, _, link = heapq.heappop(heap)
+        n = count[link]
+        if not n or share != residual[link] / n:  # stale entry
+            continue
+        for f in on[link]:
+            if f in rate:
+                continue
+            rate[f] = share
+            for other in dict.fromkeys(paths[f]):
+                residual[other] -= share
+                count[other] -= 1
+                if other != link and count[other]:
+                    heapq.heappush(heap, (max(residual[other], 0.0) / count[other],
+                                          order[other], other))
+        count[link] = 0
+    for f in paths:  # a flow on no link (or only on links of no capacity left) gets 0
+        rate.setdefault(f, 0.0)
+    return rate
+
+
+class FluidNet:
+    """Fluid flows over links, with their max-min fair rates kept up to date.
+
+    ``capacity_bps``: link -> capacity in bits per second (any hashable link key, e.g. the
+    ``(node, port)`` pairs of :func:`sim.fabric.paths.path_links`).  :meth:`add` and
+    :meth:`remove` change the flows and return the flows whose rate changed (with their new
+    rate); :attr:`rate` holds every active flow's rate (bytes per picosecond);
+    :meth:`set_capacity` changes a link's (a degraded or failed link)."""
+
+    def __init__(self, capacity_bps: Mapping[Link, int]) -> None:
+        self.capacity_Bpps = {link: c / 8e12 for link, c in capacity_bps.items()}
+        self.paths: dict[int, tuple[Link, ...]] = {}
+        self.on: dict[Link, set[int]] = defaultdict(set)
+        self.rate: dict[int, float] = {}
+        #: flows recomputed so far (a measure of the incremental work)
+        self.recomputed = 0
+
+    def add(self, flow: int, links: Iterable[Link]) -> dict[int, float]:
+        """Start ``flow`` on ``links``; the rates that changed."""
+        path = tuple(links)
+        if flow in self.paths:
+            raise ValueError(f"flow {flow} is already active")
+        for link in path:
+            if link not in self.capacity_Bpps:
+                raise ValueError(f"flow {flow}: link {link!r} has no capacity")
+        self.paths[flow] = path
+        for link in path:
+            self.on[link].add(flow)
+        return self._update(self._component((flow,)))
+
+    def remove(self, flow: int) -> dict[int, float]:
+        """End ``flow``; the rates of the others that changed."""
+        path = self.paths.pop(flow)
+        self.rate.pop(flow, None)
+        for link in path:
+            self.on[link].discard(flow)
+        touched = {f for link in path for f in self.on[link]}
+        return self._update(self._component(touched))
+
+    def set_capacity(self, link: Link, capacity_bps: int) -> dict[int, float]:
+        """Change ``link``'s capacity; the rates that changed."""
+        self.capacity_Bpps[link] = capacity_bps / 8e12
+        return self._update(self._component(self.on.get(link, ())))
+
+    def _component(self, seeds: Iterable[int]) -> set[int]:
+        """The flows that share a link with ``seeds``, directly or through each other."""
+        todo = list(seeds)
+        seen = set(todo)
+        links_seen: set[Link] = set()
+        while todo:
+            f = todo.pop()
+            for link in self.paths[f]:
+                if link in links_seen:
+                    continue
+                links_seen.add(link)
+                for g in self.on[link]:
+                    if g not in seen:
+                        seen.add(g)
+                        todo.append(g)
+        return seen
+
+    def _update(self, flows: set[int]) -> dict[int, float]:
+        if not flows:
+            return {}
+        self.recomputed += len(flows)
+        sub = {f: self.paths[f] for f in sorted(flows)}
+        new = max_min_rates(self.capacity_Bpps, sub)
+        changed = {f: r for f, r in new.items() if self.rate.get(f) != r}
+        self.rate.update(new)
+        return changed

@@ -1,0 +1,79 @@
+"""Max-min fair rates of fluid flows (sim.workloads.fluid): a textbook case, the max-min
+conditions on random flow sets (every flow has a bottleneck: a full link where no flow has
+more), and the incremental FluidNet against a recomputation of everything."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sim.workloads.fluid import FluidNet, max_min_rates
+
+
+def test_the_textbook_case():
+    """Bertsekas and Gallager's kind of example: B is shared by three flows (10/3 each);
+    the flow that shares A with one of them gets what A has left."""
+    r = max_min_rates({"A": 10.0, "B": 10.0},
+                      {1: ("A",), 2: ("A", "B"), 3: ("B",), 4: ("B",)})
+    assert r[2] == r[3] == r[4] == pytest.approx(10 / 3)
+    assert r[1] == pytest.approx(10 - 10 / 3)
+
+
+links = st.integers(0, 7)
+instances = st.tuples(
+    st.lists(st.integers(1, 100), min_size=8, max_size=8),
+    st.dictionaries(st.integers(0, 30), st.lists(links, min_size=1, max_size=4),
+                    min_size=1, max_size=20))
+
+
+@given(instances)
+def test_rates_are_max_min_fair(inst):
+    caps, paths = inst
+    cap = {i: float(c) for i, c in enumerate(caps)}
+    paths = {f: tuple(p) for f, p in paths.items()}
+    r = max_min_rates(cap, paths)
+    load = {i: 0.0 for i in cap}
+    for f, p in paths.items():
+        for link in set(p):
+            load[link] += r[f]
+    for link, c in cap.items():
+        assert load[link] <= c * (1 + 1e-9)
+    for f, p in paths.items():  # a bottleneck: full, and no flow on it has more
+        assert any(load[link] >= cap[link] * (1 - 1e-9)
+                   and all(r[g] <= r[f] * (1 + 1e-9) for g, q in paths.items() if link in q)
+                   for link in set(p)), f
+
+
+@given(instances, st.lists(st.integers(0, 30), max_size=25))
+def test_incremental_rates_equal_a_recomputation(inst, removals):
+    """Flows added one by one, some removed: the rates FluidNet keeps are what max-min of
+    the remaining flows gives, and each add or remove recomputes only the flows that share
+    links with it (transitively)."""
+    caps, paths = inst
+    net = FluidNet({i: c * 8 * 10**12 for i, c in enumerate(caps)})
+    for f, p in paths.items():
+        net.add(f, p)
+    for f in removals:
+        if f in net.paths:
+            net.remove(f)
+    want = max_min_rates({i: float(c) for i, c in enumerate(caps)},
+                         {f: p for f, p in sorted(net.paths.items())})
+    assert set(net.rate) == set(want)
+    for f, r in want.items():
+        assert net.rate[f] == pytest.approx(r, rel=1e-12)
+
+
+def test_only_the_component_is_recomputed():
+    """Two flows on disjoint links: adding a third beside the first recomputes those two,
+    not the other; a capacity change moves the rates of the link's flows."""
+    net = FluidNet({"a": 8e12, "b": 8e12, "c": 8e12})
+    net.add(1, ["a"])
+    net.add(2, ["c"])
+    before = net.recomputed
+    changed = net.add(3, ["a", "b"])
+    assert net.recomputed - before == 2 and set(changed) == {1, 3}
+    assert net.rate == {1: 0.5, 2: 1.0, 3: 0.5}
+    assert net.set_capacity("a", 4e12) == {1: 0.25, 3: 0.25}
+    with pytest.raises(ValueError, match="no capacity"):
+        net.add(4, ["z"])
