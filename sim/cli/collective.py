@@ -257,6 +257,11 @@ def cmd_collective(args: argparse.Namespace) -> int:
             if os.path.isdir(path) or not os.path.isdir(folder):
                 _err(f"{path}: {opt}: not a file in an existing folder")
                 return EXIT_USAGE
+    if args.fidelity == "flow" and (args.capture or faulty):
+        _err("--fidelity flow: " + ("--capture needs packets" if args.capture else
+                                    "faults are not modelled at flow fidelity (no packets "
+                                    "to lose)") + "; use --fidelity packet")
+        return EXIT_USAGE
     if args.capture:
         from sim.scenarios.collective import resolve_port
 
@@ -306,7 +311,9 @@ def cmd_collective(args: argparse.Namespace) -> int:
          + (f"; {env_text}" if env_text else "")
          + (f"; NCCL host side {params['hw']}" if host_side else
             "; the network alone (NCCL's host side is modelled for point-to-point sends on "
-            "one node's NVLink only)" if p2p and params.get("nccl_host") else ""))
+            "one node's NVLink only)" if p2p and params.get("nccl_host") else "")
+         + ("; flow fidelity (fluid max-min rates: no packets, queues, PFC, ECN, congestion "
+            "control or losses)" if args.fidelity == "flow" else ""))
     for line in header_lines():
         emit(line)
     show = not args.quiet and (args.progress or sys.stderr.isatty())
@@ -327,7 +334,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
                       channels=args.channels if nccl_ch else channels,
                       qps=args.qps, datatype=args.datatype, root=args.root, iters=args.iters,
                       warmup_iters=args.warmup_iters, inplace=not faulty, nccl=nccl,
-                      trace=bool(args.trace))
+                      trace=bool(args.trace), fidelity=args.fidelity)
             caps = None
             if cap_tmp is not None and i == len(sizes) - 1:  # the largest size's frames
                 from sim.study.collective_capture import PortCaptures
@@ -438,6 +445,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
            "channels": None if auto_ch else channels, "qps_per_connection": args.qps,
            "datatype": args.datatype, "op": redop, "root": root,
            "iters": args.iters, "warmup_iters": args.warmup_iters,
+           **({"fidelity": "flow"} if args.fidelity == "flow" else {}),
            "timeline_rank": args.timeline_rank, "results": rows}
     header, csv_rows = csv_table(doc)
     try:
@@ -792,6 +800,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "fault=KIND:KEY=VALUE,... (repeatable, "
                         "docs/howto/inject-faults.md); NCCL_ALGO=Ring etc.: NCCL's "
                         "variables as in the environment (docs/reference/collective.md)")
+    c.add_argument("--fidelity", choices=["packet", "flow"], default="packet",
+                   help="packet (default): every frame through the switches' queues, PFC, "
+                        "ECN, congestion control; flow: each QP a fluid flow at its max-min "
+                        "fair rate on its path (no packets: no queues, PFC, ECN, congestion "
+                        "control or losses; much faster; faults and --capture refused)")
     c.add_argument("--algo", choices=["auto", *(str(a) for a in Algorithm)], default=None,
                    help="auto (default): NCCL's tuner picks per size among the algorithms "
                         "simulated (ring, tree, nvls on one node, nvls_tree on several; with "

@@ -445,7 +445,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
              timeline_rank: int = 0,
              progress: Callable[[int, int], None] | None = None,
              observer: Any = None, faults: bool = True,
-             nccl: Mapping[str, Any] | None = None, trace: bool = False) -> dict[str, Any]:
+             nccl: Mapping[str, Any] | None = None, trace: bool = False,
+             fidelity: str = "packet") -> dict[str, Any]:
     """One size of ``lossless collective`` (``nbytes`` is nccl-tests' ``-b`` size): a fresh
     fabric of kind ``fabric`` for resolved ``params`` (:func:`collective_params`), the
     schedule of nccl-tests' count, ``warmup_iters`` + ``iters`` out-of-place iterations back
@@ -495,7 +496,10 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     over every algorithm, the model's time in µs) say what ran.  ``trace`` adds ``trace``:
     the last out-of-place iteration as Chrome trace events
     (:func:`sim.workloads.collective_stats.chrome_trace`; None when the size failed, and
-    ``trace_problem`` says why when it has too many transfers for one)."""
+    ``trace_problem`` says why when it has too many transfers for one).  ``fidelity``
+    "flow" runs each QP as a fluid flow at its max-min fair rate on its path instead of as
+    packets (:mod:`sim.workloads.fluid_transport`: no queues, PFC, ECN, congestion control
+    or losses; faults are refused there)."""
     from sim.scenarios.common import collective_packet
     from sim.units import gbps
     from sim.workloads.collective import fabric_counters, nvlink_domain
@@ -538,6 +542,12 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         job_kw["failover"] = True
     if sized.host is not None:
         job_kw["host"] = sized.host
+    if fidelity != "packet":
+        if faults and (params.get("faults") or getattr(rf.fabric, "fault_log", None)
+                       is not None):
+            raise ValueError("--fidelity flow: faults are not modelled at flow fidelity "
+                             "(no packets to lose; use --fidelity packet)")
+        job_kw["fidelity"] = fidelity
     if faults and (params.get("faults") or params.get("detect_us", -1) >= 0 or
                    params.get("converge_us", -1) >= 0 or getattr(rf, "stragglers", ())):
         # -p fault= on this size's fabric, and a fabric file's stragglers

@@ -109,6 +109,10 @@ __all__ = ["ROCE_HEADER_BYTES", "NVLINK_BPS", "NVLINK_LATENCY_PS", "CollectiveJo
            "nvlink_domain", "run_schedule", "fabric_counters"]
 
 # ROCE_HEADER_BYTES (58, from the field tables) is sim.nic.host's, re-exported here.
+#: How a collective's network sends are simulated: ``packet`` (every frame through the
+#: switches' queues, PFC, ECN, congestion control) or ``flow`` (each QP a fluid flow at its
+#: max-min fair rate on its path, :mod:`sim.workloads.fluid_transport`).
+FIDELITIES = ("packet", "flow")
 #: RoCE payload per frame at a 1024-byte MTU (the simulator's default packet).
 DEFAULT_MTU_BYTES = 1024
 #: How long the engine runs between checks for the last delivery.
@@ -357,10 +361,19 @@ class CollectiveJob:
                  failover: bool = False,
                  on_fail: Callable[[CollectiveJob], None] | None = None,
                  host: HostSide | None = None,
-                 aggregators: Sequence[int] = ()) -> None:
+                 aggregators: Sequence[int] = (), fidelity: str = "packet") -> None:
         #: NCCL's host side (sim.workloads.tuner.HostSide): the launch, then each
         #: transfer's step latency and its channel's time when its data are ready; None: none
         self.host = host
+        if fidelity not in FIDELITIES:
+            raise ValueError(f"fidelity must be one of {', '.join(FIDELITIES)}, got "
+                             f"{fidelity!r}")
+        #: flow fidelity: the fabric's QPs as fluid flows (sim.workloads.fluid_transport)
+        self.fluid = None
+        if fidelity == "flow":
+            from sim.workloads.fluid_transport import fluid_transport
+
+            self.fluid = fluid_transport(fabric)
         #: (rank, channel) -> when that GPU channel is free again (with ``host``); transfer
         #: id -> when its channel's copy ends (NVLink transfers, with ``host``)
         self.channel_free_ps: dict[tuple[int, int], int] = {}
@@ -489,6 +502,15 @@ class CollectiveJob:
             moved = _MOVED.get(fabric, {})
             for q, (qpn, sport) in enumerate(zip(conn.qpns, conn.udp_sports, strict=True)):
                 sh, dh = self._host(relay), self._host(dst)
+                if self.fluid is not None:  # a fluid flow on the QP's path
+                    self.base[qpn] = self.fluid.open(qpn, sh.node_id, dh.node_id,
+                                                     self._on_data, mtu_bytes + header_bytes)
+                    self.qp_flow[(src, dst, ch, q)] = qpn
+                    c.qps.append(qpn)
+                    self.run.flows[qpn] = (src, dst, ch, q, sport)
+                    self.run.posted_bytes[qpn] = 0
+                    self.rx_ends[qpn] = deque()
+                    continue
                 while qpn in moved:  # failed in an earlier iteration: its replacement
                     qpn, a, b = moved[qpn]
                     sh, dh = self._host(a), self._host(b)
@@ -668,6 +690,10 @@ class CollectiveJob:
             if not nbytes:
                 continue
             fid = qps[q]
+            if self.fluid is not None:
+                pieces += 1
+                self._send_piece(fid, src, nbytes, t.id)
+                continue
             host = nodes[flows[fid].src]
             pieces += 1
             if host is src:
@@ -687,7 +713,10 @@ class CollectiveJob:
         end = self.run.posted_bytes[fid] + nbytes
         self.run.posted_bytes[fid] = end
         self.rx_ends[fid].append((self.base[fid] + end, tid))
-        src.post(fid, nbytes)
+        if self.fluid is not None:
+            self.fluid.post(fid, nbytes)
+        else:
+            src.post(fid, nbytes)
 
     def _on_data(self, fid: int, got: int, now: int) -> None:
         ends = self.rx_ends.get(fid)
@@ -828,7 +857,8 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
                  reliable: Mapping[str, Any] | bool | None = None,
                  failover: bool = False,
                  host: HostSide | None = None,
-                 aggregators: Sequence[int] = ()) -> CollectiveRun:
+                 aggregators: Sequence[int] = (), fidelity: str = "packet"
+                 ) -> CollectiveRun:
     """Drive ``sch`` through ``fabric`` (rank ``r`` on host ``hosts[r]``) from the fabric's
     current time until every transfer is received; see the module docstring.
 
@@ -850,7 +880,7 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
                            nvlink=nvlink, nvlink_bps=nvlink_bps,
                            nvlink_latency_ps=nvlink_latency_ps, pxn=pxn, delay_ps=delay_ps,
                            reliable=reliable, failover=failover,
-                           host=host, aggregators=aggregators)
+                           host=host, aggregators=aggregators, fidelity=fidelity)
     eng = fabric.engine
     t0 = eng.now_ps
     step = slice_ps if slice_ps is not None else DEFAULT_SLICE_PS

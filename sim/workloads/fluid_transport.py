@@ -1,0 +1,153 @@
+"""QPs as fluid flows: a collective's network sends without packets (flow fidelity).
+
+:class:`FluidTransport` stands where the NICs' packets stand in
+:class:`sim.workloads.collective.CollectiveJob`: a QP opened between two hosts gets its path
+(:func:`sim.fabric.paths.path_links`, as the switches forward its packets); while it has
+bytes posted it is a fluid flow on that path at its max-min fair rate among the flows that
+share its links (:class:`sim.workloads.fluid.FluidNet`, updated on every start and end of a
+QP's activity); a posted message is received ``latency_ps`` after its last byte left: the
+links' propagation, and one full frame stored and forwarded at every switch [A].  No
+packets, so no queues, PFC, ECN, congestion control or losses.
+
+Bytes are wire bytes: the frames' bytes (headers included, :func:`sim.workloads.collective.
+frames_bytes`) plus each frame's framing on the link (Ethernet's FCS, preamble and gap; none
+on InfiniBand), as the packet model serialises them.  One transport per fabric, shared by
+the jobs on it (:func:`fluid_transport`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+from weakref import WeakKeyDictionary
+
+from sim.fabric.paths import path_links
+from sim.workloads.fluid import FluidNet
+
+__all__ = ["FluidTransport", "fluid_transport"]
+
+
+class _Qp:
+    __slots__ = (
+        "active",
+        "delivered",
+        "frame",
+        "latency_ps",
+        "left",
+        "on_data",
+        "overhead",
+        "path",
+        "queue",
+        "rate",
+        "since_ps",
+        "version",
+    )
+
+    def __init__(self, path: tuple, latency_ps: int, on_data: Callable, frame: int,
+                 overhead: int) -> None:
+        self.path, self.latency_ps, self.on_data = path, latency_ps, on_data
+        #: messages posted and not yet sent: (wire bytes, cumulative frame bytes at its end)
+        self.queue: deque[tuple[float, int]] = deque()
+        self.left = 0.0  # wire bytes of the head message still to send
+        self.rate = 0.0  # bytes per ps
+        self.since_ps = 0
+        self.delivered = 0  # cumulative frame bytes handed over (sent)
+        self.version = 0
+        self.active = False
+        self.frame, self.overhead = frame, overhead
+
+
+class FluidTransport:
+    """The QPs of one fabric as fluid flows (module docstring)."""
+
+    def __init__(self, fabric: Any) -> None:
+        self.fabric, self.engine = fabric, fabric.engine
+        caps = {}
+        for nid, node in fabric.nodes.items():
+            for idx, port in node.ports.items():
+                caps[(nid, idx)] = port.rate_bps
+        self.net = FluidNet(caps)
+        self.qps: dict[int, _Qp] = {}
+
+    # ---------------------------------------------------------------- QPs
+    def open(self, fid: int, src: int, dst: int, on_data: Callable[[int, int, int], None],
+             frame_bytes: int) -> int:
+        """Open QP ``fid`` from host ``src`` to host ``dst``; ``on_data(fid, got, now)`` is
+        called as its messages arrive (``got``: its cumulative frame bytes received).
+        Returns the bytes it delivered before (a QP reused by the next iteration)."""
+        q = self.qps.get(fid)
+        if q is not None:
+            if q.queue or q.active:
+                raise ValueError(f"QP {fid} still has bytes in flight")
+            q.on_data = on_data
+            return q.delivered
+        path = path_links(self.fabric, src, dst, fid)
+        nodes = self.fabric.nodes
+        prop = 0
+        for nid, idx in path:
+            prop += nodes[nid].ports[idx].prop_ps
+        port0 = nodes[src].ports[0]
+        overhead = port0.wire_bytes(frame_bytes) - frame_bytes
+        # the last byte is received after the links' propagation and, at each switch, one
+        # full frame stored before it leaves again [A]
+        ser = 0
+        for nid, idx in path[1:]:
+            p = nodes[nid].ports[idx]
+            ser += -(-(frame_bytes + overhead) * 8 * 10**12 // p.rate_bps)
+        self.qps[fid] = _Qp(path, prop + ser, on_data, frame_bytes, overhead)
+        return 0
+
+    def post(self, fid: int, nbytes: int) -> None:
+        """Send ``nbytes`` of frame bytes on QP ``fid`` after what it has posted."""
+        q = self.qps[fid]
+        frames = -(-nbytes // q.frame)
+        end = (q.queue[-1][1] if q.queue else q.delivered) + nbytes
+        q.queue.append((float(nbytes + frames * q.overhead), end))
+        if not q.active:
+            q.active = True
+            q.left = q.queue[0][0]
+            q.since_ps = self.engine.now_ps
+            self._apply(self.net.add(fid, q.path))
+
+    # ---------------------------------------------------------------- rates
+    def _apply(self, changed: dict[int, float]) -> None:
+        now = self.engine.now_ps
+        for fid, rate in changed.items():
+            q = self.qps[fid]
+            q.left -= q.rate * (now - q.since_ps)
+            q.since_ps, q.rate = now, rate
+            q.version += 1
+            if rate > 0:
+                at = now + max(0, -int(-q.left // rate))  # ceil
+                self.engine.call_at(at, self._sent, fid, q.version)
+
+    def _sent(self, fid: int, version: int) -> None:
+        q = self.qps[fid]
+        if version != q.version:
+            return  # the rate changed since: another timer is set
+        now = self.engine.now_ps
+        _, end = q.queue.popleft()
+        q.delivered = end
+        self.engine.call_at(now + q.latency_ps, q.on_data, fid, end, now + q.latency_ps)
+        if q.queue:  # the next message at the same rate
+            q.left, q.since_ps = q.queue[0][0], now
+            q.version += 1
+            at = now + max(0, -int(-q.left // q.rate))
+            self.engine.call_at(at, self._sent, fid, q.version)
+            return
+        q.active, q.rate, q.left = False, 0.0, 0.0
+        self._apply(self.net.remove(fid))
+
+
+_TRANSPORTS: WeakKeyDictionary[Any, FluidTransport] = WeakKeyDictionary()
+
+
+def fluid_transport(fabric: Any) -> FluidTransport:
+    """The fabric's :class:`FluidTransport` (made on first use, after the fabric is built:
+    its links' rates then are the flows' capacities)."""
+    t = _TRANSPORTS.get(fabric)
+    if t is None:
+        t = _TRANSPORTS[fabric] = FluidTransport(fabric)
+    return t
+

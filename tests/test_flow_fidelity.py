@@ -1,0 +1,66 @@
+"""Flow fidelity (sim.workloads.fluid_transport): a collective's QPs as fluid flows at
+max-min fair rates on their paths, against the packet simulation of the same cases."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sim.fabric.fattree import fat_tree
+from sim.fabric.rail import rail_optimized
+from sim.workloads.collective import run_schedule
+from sim.workloads.nccl import schedule, verify
+
+MIB = 1 << 20
+
+
+def _both(make, sch, tol, **kw):
+    times = {}
+    for fidelity in ("packet", "flow"):
+        f = make()
+        run = run_schedule(sch, f.fabric, f.ranks, fidelity=fidelity, **kw)
+        verify(sch, sorted(range(len(sch.transfers)), key=run.start_ps.__getitem__))
+        times[fidelity] = run.time_ps
+    assert times["flow"] == pytest.approx(times["packet"], rel=tol), times
+    return times
+
+
+@pytest.mark.parametrize("qps", [1, 4])
+def test_flow_equals_packets_where_nothing_queues(qps):
+    """A ring over a k=4 fat-tree (one GPU a host, 1 and 4 QPs; ECMP puts them where the
+    packets go) and a ring on a rail fabric with NVLink: within 0.5 % of the packets."""
+    _both(lambda: fat_tree(4, 1, link_gbps=100),
+          schedule("allreduce", 16, (16 * MIB) // 4, nchannels=2, gpus_per_node=1,
+                   qps_per_connection=qps), 0.005)
+    _both(lambda: rail_optimized(2, 4, link_gbps=400),
+          schedule("allreduce", 8, (16 * MIB) // 4, nchannels=4, gpus_per_node=4), 0.005,
+          gpus_per_node=4)
+
+
+def test_flow_is_close_where_links_are_shared():
+    """Without NVLink every ring hop crosses the network and the spines' uplinks are
+    shared: max-min shares them as the packets' round robin does, within 5 %."""
+    _both(lambda: rail_optimized(2, 4, link_gbps=400),
+          schedule("allreduce", 8, (16 * MIB) // 4, nchannels=4, gpus_per_node=4), 0.05,
+          gpus_per_node=4, nvlink=False)
+
+
+def test_the_command_says_its_fidelity(tmp_path, capsys):
+    from sim.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(["collective", "allreduce", "-b", "4M", "-e", "4M", "--fidelity", "flow",
+                 "--json", str(out)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "flow fidelity (fluid max-min rates: no packets" in first
+    doc = json.loads(out.read_text())
+    assert doc["fidelity"] == "flow" and doc["results"][0]["wrong"] == 0
+    assert doc["results"][0]["counters"]["pfc_pauses"] == 0
+    for extra, said in ((["-p", "fault=link_down:node=0,port=0"], "faults are not modelled"),
+                        (["--capture", "h6", "--out", str(tmp_path / "o")],
+                         "--capture needs packets")):
+        assert main(["collective", "allreduce", "-b", "1M", "-e", "1M", "--fidelity", "flow",
+                     *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and said in err
