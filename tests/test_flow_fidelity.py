@@ -64,3 +64,24 @@ def test_the_command_says_its_fidelity(tmp_path, capsys):
                      *extra]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and said in err
+
+
+def test_the_nics_pcie_bounds_a_flow_as_it_bounds_the_packets():
+    """800G NICs behind PCIe Gen5 x16 (the PCIe budget's study): the sender's PCIe read
+    is on the flow's path, and the flow takes what the packets take."""
+    from sim.scenarios.base import resolve_params
+    from sim.scenarios.collective import collective_params, run_size
+
+    p = resolve_params(collective_params(), {"nodes": 2, "gpus_per_node": 8,
+                                             "link_gbps": 800, "pcie_gen": 5,
+                                             "nccl_host": False})
+    rows = {f: run_size("allreduce", 64 * MIB, "rail", p, algorithm="ring",
+                        protocol="simple", inplace=False, fidelity=f)
+            for f in ("packet", "flow")}
+    assert rows["flow"]["time_us"] == pytest.approx(rows["packet"]["time_us"], rel=0.005)
+    free = resolve_params(collective_params(), {"nodes": 2, "gpus_per_node": 8,
+                                                "link_gbps": 800, "pcie_gen": 0,
+                                                "nccl_host": False})
+    unbound = run_size("allreduce", 64 * MIB, "rail", free, algorithm="ring",
+                       protocol="simple", inplace=False, fidelity="flow")
+    assert unbound["time_us"] < 0.98 * rows["flow"]["time_us"]  # PCIe did bind

@@ -504,7 +504,8 @@ class CollectiveJob:
                 sh, dh = self._host(relay), self._host(dst)
                 if self.fluid is not None:  # a fluid flow on the QP's path
                     self.base[qpn] = self.fluid.open(qpn, sh.node_id, dh.node_id,
-                                                     self._on_data, mtu_bytes + header_bytes)
+                                                     self._on_data, mtu_bytes + header_bytes,
+                                                     header_bytes)
                     self.qp_flow[(src, dst, ch, q)] = qpn
                     c.qps.append(qpn)
                     self.run.flows[qpn] = (src, dst, ch, q, sport)

@@ -72,10 +72,14 @@ class FluidTransport:
 
     # ---------------------------------------------------------------- QPs
     def open(self, fid: int, src: int, dst: int, on_data: Callable[[int, int, int], None],
-             frame_bytes: int) -> int:
+             frame_bytes: int, header_bytes: int = 0) -> int:
         """Open QP ``fid`` from host ``src`` to host ``dst``; ``on_data(fid, got, now)`` is
         called as its messages arrive (``got``: its cumulative frame bytes received).
-        Returns the bytes it delivered before (a QP reused by the next iteration)."""
+        Returns the bytes it delivered before (a QP reused by the next iteration).  With
+        the hosts' PCIe model (``pcie_read_bps`` of the sender, ``pcie_write_bps`` of the
+        receiver) the flow also crosses the sender's PCIe read and the receiver's PCIe
+        write, links that carry the frames' payloads (``frame_bytes - header_bytes``) at
+        those rates [A: in wire bytes, scaled by a full frame's wire over payload]."""
         q = self.qps.get(fid)
         if q is not None:
             if q.queue or q.active:
@@ -95,7 +99,17 @@ class FluidTransport:
         for nid, idx in path[1:]:
             p = nodes[nid].ports[idx]
             ser += -(-(frame_bytes + overhead) * 8 * 10**12 // p.rate_bps)
-        self.qps[fid] = _Qp(path, prop + ser, on_data, frame_bytes, overhead)
+        payload = frame_bytes - header_bytes
+        pcie: list[tuple[str, int] | None] = []
+        for end, attr in ((src, "pcie_read_bps"), (dst, "pcie_write_bps")):
+            bps = getattr(nodes[end], attr, None)
+            key = (attr, end) if bps and payload > 0 else None
+            if key is not None and key not in self.net.capacity_Bpps:
+                self.net.capacity_Bpps[key] = bps * (frame_bytes + overhead) / payload / 8e12
+            pcie.append(key)
+        read, write = pcie
+        flow_path = (*((read,) if read else ()), *path, *((write,) if write else ()))
+        self.qps[fid] = _Qp(flow_path, prop + ser, on_data, frame_bytes, overhead)
         return 0
 
     def post(self, fid: int, nbytes: int) -> None:
