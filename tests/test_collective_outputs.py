@@ -497,3 +497,28 @@ def test_one_node_names_no_busiest_link(tmp_path):
         for f in figs.values():
             plt.close(f)
     assert "no link carried a byte (everything over NVLink)" in title and "0.0%" not in title
+
+
+def test_progress_line_estimates_the_time_left():
+    """After a few seconds of a size the line says how long the rest should take at the
+    rate so far: 25 of 100 transfers in 10 s, about 30 s left; 1 of 100 in 100 s, 2 h 45
+    min; not before 3 s, nor at the end."""
+    from sim.cli.collective import Progress
+
+    now = [0.0]
+    s = io.StringIO()
+    p = Progress(1, s, interval_s=0.0, clock=lambda: now[0])
+    cb = p.size(0, 1 << 20)
+    now[0] = 1.0
+    cb(5, 100)
+    now[0] = 10.0
+    cb(25, 100)
+    cb2 = p.size(0, 1 << 20)
+    now[0] = 110.0
+    cb2(1, 100)
+    cb2(100, 100)
+    lines = s.getvalue().splitlines()
+    assert lines[0].endswith("5/100 transfers (5%)")
+    assert lines[1].endswith("25/100 transfers (25%), about 30 s left")
+    assert lines[2].endswith("1/100 transfers (1%), about 2 h 45 min left")
+    assert lines[3].endswith("100/100 transfers (100%)")

@@ -673,11 +673,15 @@ class Progress:
     """The progress line on ``stream`` (stderr): ``size 2/5 (512K): 123/896 transfers``,
     redrawn in place (``\\r``) on a terminal at most every ``interval_s`` seconds; elsewhere
     (``--progress`` into a file) a line at most every ``interval_s`` x 5 seconds.  Never on
-    stdout, which holds the table."""
+    stdout, which holds the table.  After ``eta_after_s`` seconds of a size it adds an
+    estimate of that size's time left, from its transfers received so far (``about 2 min
+    left``: the rate so far, so a rough guide)."""
 
     def __init__(self, nsizes: int, stream: TextIO, interval_s: float = 0.2,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, eta_after_s: float = 3.0
+                 ) -> None:
         self.nsizes, self.stream, self.clock = nsizes, stream, clock
+        self.eta_after_s = eta_after_s
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
         self.interval_s = interval_s if self.tty else 5 * interval_s
         self._last = -1e18
@@ -688,6 +692,7 @@ class Progress:
         from sim.study.collective_plots import size_text
 
         self._last = -1e18
+        begin = self.clock()
 
         def update(done: int, total: int) -> None:
             now = self.clock()
@@ -695,8 +700,12 @@ class Progress:
                 return
             self._last = now
             pct = f" ({100 * done // total}%)" if total else ""
+            spent = now - begin
+            left = ""
+            if 0 < done < total and spent >= self.eta_after_s:
+                left = f", about {_duration_text(spent * (total - done) / done)} left"
             self._show(f"lossless collective: size {i + 1}/{self.nsizes} "
-                       f"({size_text(nbytes)}): {done}/{total} transfers{pct}")
+                       f"({size_text(nbytes)}): {done}/{total} transfers{pct}{left}")
 
         return update
 
@@ -714,6 +723,17 @@ class Progress:
             self.stream.write("\r" + " " * self._width + "\r")
             self.stream.flush()
         self._width = 0
+
+
+def _duration_text(seconds: float) -> str:
+    """``12 s``, ``3 min``, ``1 h 20 min``: a time left, rounded as a person reads it."""
+    s = max(1, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    m = round(s / 60)
+    if m < 60:
+        return f"{m} min"
+    return f"{m // 60} h {m % 60} min"
 
 
 def cmd_plot_collective(args: argparse.Namespace) -> int:
