@@ -85,3 +85,20 @@ def test_the_nics_pcie_bounds_a_flow_as_it_bounds_the_packets():
     unbound = run_size("allreduce", 64 * MIB, "rail", free, algorithm="ring",
                        protocol="simple", inplace=False, fidelity="flow")
     assert unbound["time_us"] < 0.98 * rows["flow"]["time_us"]  # PCIe did bind
+
+
+def test_auto_runs_the_large_sizes_without_packets(tmp_path, capsys):
+    """--fidelity auto: 16 ranks x 256 MiB (4 GiB) with packets, x 1 GiB (16 GiB) at flow
+    fidelity; the rows and a line after the table say which."""
+    from sim.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(["collective", "allreduce", "-b", "256M", "-e", "1G", "-f", "4",
+                 "-p", "nodes=2", "-p", "gpus_per_node=8", "--fidelity", "auto",
+                 "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "# flow fidelity for 1073741824 (auto: from 16 GiB of ranks x size)" in text
+    doc = json.loads(out.read_text())
+    assert doc["fidelity"] == "auto"
+    assert [r.get("fidelity", "packet") for r in doc["results"]] == ["packet", "flow"]
+    assert all(r["wrong"] == 0 for r in doc["results"])

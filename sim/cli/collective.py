@@ -257,6 +257,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
             if os.path.isdir(path) or not os.path.isdir(folder):
                 _err(f"{path}: {opt}: not a file in an existing folder")
                 return EXIT_USAGE
+    if args.fidelity == "auto" and (args.capture or faulty):
+        args.fidelity = "packet"  # captures and faults need packets
     if args.fidelity == "flow" and (args.capture or faulty):
         _err("--fidelity flow: " + ("--capture needs packets" if args.capture else
                                     "faults are not modelled at flow fidelity (no packets "
@@ -313,7 +315,9 @@ def cmd_collective(args: argparse.Namespace) -> int:
             "; the network alone (NCCL's host side is modelled for point-to-point sends on "
             "one node's NVLink only)" if p2p and params.get("nccl_host") else "")
          + ("; flow fidelity (fluid max-min rates: no packets, queues, PFC, ECN, congestion "
-            "control or losses)" if args.fidelity == "flow" else ""))
+            "control or losses)" if args.fidelity == "flow" else
+            "; fidelity auto (flow fidelity, fluid max-min rates without packets, from 16 GiB "
+            "of ranks x size)" if args.fidelity == "auto" else ""))
     for line in header_lines():
         emit(line)
     show = not args.quiet and (args.progress or sys.stderr.isatty())
@@ -433,6 +437,11 @@ def cmd_collective(args: argparse.Namespace) -> int:
     if any("faults" in r for r in rows):
         for line in fault_lines(rows, fault_list):
             emit(line)
+    if args.fidelity == "auto":  # which sizes ran without packets
+        flow = [r["size_bytes"] for r in rows if r.get("fidelity") == "flow"]
+        emit(f"# flow fidelity for {', '.join(map(str, flow))} (auto: from 16 GiB of ranks "
+             f"x size)" if flow else "# every size with packets (auto: below 16 GiB of ranks "
+             "x size)")
     if any("tuner" in r for r in rows):
         for line in tuner_lines(rows, params["hw"]):
             emit(line)
@@ -445,7 +454,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
            "channels": None if auto_ch else channels, "qps_per_connection": args.qps,
            "datatype": args.datatype, "op": redop, "root": root,
            "iters": args.iters, "warmup_iters": args.warmup_iters,
-           **({"fidelity": "flow"} if args.fidelity == "flow" else {}),
+           **({"fidelity": args.fidelity} if args.fidelity != "packet" else {}),
            "timeline_rank": args.timeline_rank, "results": rows}
     header, csv_rows = csv_table(doc)
     try:
@@ -820,11 +829,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "fault=KIND:KEY=VALUE,... (repeatable, "
                         "docs/howto/inject-faults.md); NCCL_ALGO=Ring etc.: NCCL's "
                         "variables as in the environment (docs/reference/collective.md)")
-    c.add_argument("--fidelity", choices=["packet", "flow"], default="packet",
+    c.add_argument("--fidelity", choices=["packet", "flow", "auto"], default="packet",
                    help="packet (default): every frame through the switches' queues, PFC, "
                         "ECN, congestion control; flow: each QP a fluid flow at its max-min "
                         "fair rate on its path (no packets: no queues, PFC, ECN, congestion "
-                        "control or losses; much faster; faults and --capture refused)")
+                        "control or losses; faster; faults and --capture refused); auto: "
+                        "flow from 16 GiB of ranks x size, without faults or --capture")
     c.add_argument("--algo", choices=["auto", *(str(a) for a in Algorithm)], default=None,
                    help="auto (default): NCCL's tuner picks per size among the algorithms "
                         "simulated (ring, tree, nvls on one node, nvls_tree on several; with "

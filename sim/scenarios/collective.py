@@ -38,13 +38,17 @@ if TYPE_CHECKING:
     from sim.fabric.fattree import FatTree, SuperPod
     from sim.fabric.rail import RailFabric
 
-__all__ = ["FABRICS", "FABRIC_KEYS", "FILE_KEYS", "FileFabric", "SizePlan", "build_fabric",
-           "plan_size",
+__all__ = ["AUTO_FLOW_RANK_BYTES", "FABRICS", "FABRIC_KEYS", "FILE_KEYS", "FileFabric",
+           "SizePlan", "build_fabric", "plan_size",
            "check_algorithm", "check_fabric_keys", "collective_params", "fabric_file",
            "host_side_applies", "is_fabric_file", "run_size", "split_file_params",
            "transfer_time_us", "tune_size"]
 
 FABRICS = ("rail", "star", "fattree", "superpod", "nvl72")
+#: ``--fidelity auto``: flow fidelity from this product of ranks and size (bytes) up: 16 GiB
+#: of rank-bytes, about a minute of packets on a 2-core machine (a SuperPOD of 1 SU, 248
+#: ranks x 64 MiB: 67 CPU s at packet fidelity, 35 at flow) [A: chosen, not fitted]
+AUTO_FLOW_RANK_BYTES = 16 << 30
 
 #: ``-p`` keys that shape one kind of fabric: given with another ``--fabric`` they are a
 #: mistake (a fat-tree's size is ``k``, a SuperPOD's ``sus``; neither has ``nodes``).
@@ -499,7 +503,9 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     ``trace_problem`` says why when it has too many transfers for one).  ``fidelity``
     "flow" runs each QP as a fluid flow at its max-min fair rate on its path instead of as
     packets (:mod:`sim.workloads.fluid_transport`: no queues, PFC, ECN, congestion control
-    or losses; faults are refused there)."""
+    or losses; faults are refused there); "auto" runs flow from
+    :data:`AUTO_FLOW_RANK_BYTES` of ranks x size up, without faults, and the row then
+    says ``fidelity``."""
     from sim.scenarios.common import collective_packet
     from sim.units import gbps
     from sim.workloads.collective import fabric_counters, nvlink_domain
@@ -542,9 +548,13 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         job_kw["failover"] = True
     if sized.host is not None:
         job_kw["host"] = sized.host
+    faulted = faults and (params.get("faults") or getattr(rf.fabric, "fault_log", None)
+                          is not None)
+    if fidelity == "auto":  # flow from AUTO_FLOW_RANK_BYTES of ranks x size, without faults
+        fidelity = "flow" if (nranks * counts.size_bytes >= AUTO_FLOW_RANK_BYTES
+                              and not faulted) else "packet"
     if fidelity != "packet":
-        if faults and (params.get("faults") or getattr(rf.fabric, "fault_log", None)
-                       is not None):
+        if faulted:
             raise ValueError("--fidelity flow: faults are not modelled at flow fidelity "
                              "(no packets to lose; use --fidelity packet)")
         job_kw["fidelity"] = fidelity
@@ -607,6 +617,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         "nvlink_bytes": nvlink_domain(rf.fabric).nbytes, "error": error, "wrong": wrong,
         "iteration_times_ps": times, "inplace": None,
         "algorithm": "p2p" if p2p else str(algorithm), "protocol": str(protocol),
+        **({"fidelity": fidelity} if fidelity != "packet" else {}),
     }
     if tuned is not None:
         from sim.workloads.tuner import nccl_text as tuner_text
