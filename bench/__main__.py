@@ -1,5 +1,5 @@
 """``python -m bench [--quick]``: every benchmark (simulator, pcap decoding, crafting);
-``python -m bench sim|wire|craft|coll|scale|mem|realworld [options]``: one of them with its own
+``python -m bench sim|wire|craft|coll|scale|mem|realworld|flow [options]``: one of them with its own
 options (``python -m bench sim --packets 50000``; the old ``python -m bench --packets N`` form still
 runs the simulator benchmark)."""
 
@@ -12,6 +12,7 @@ def main(argv: list[str]) -> int:
     from bench import (
         coll_bench,
         craft_bench,
+        flow_bench,
         mem_bench,
         realworld,
         scale_bench,
@@ -22,7 +23,8 @@ def main(argv: list[str]) -> int:
     suites = {"sim": sim_bench.main, "wire": wire_bench.main, "craft": craft_bench.main,
               "coll": coll_bench.main, "scale": scale_bench.main,
               "mem": mem_bench.main,  # peak RSS of lossless replay
-              "realworld": realworld.main}  # against published nccl-tests tables
+              "realworld": realworld.main,  # against published nccl-tests tables
+              "flow": flow_bench.main}  # flow fidelity against packets
     if argv and argv[0] in suites:
         return suites[argv[0]](argv[1:])
     if argv and argv != ["--quick"]:
@@ -34,7 +36,8 @@ def main(argv: list[str]) -> int:
                        ("wire", ["--quick"] if quick else []),
                        ("craft", ["--quick"] if quick else []),
                        ("coll", ["--quick"] if quick else []),
-                       ("scale", ["--quick"] if quick else [])):
+                       ("scale", ["--quick"] if quick else []),
+                       ("flow", ["--quick"] if quick else [])):
         print(f"\n===== python -m bench {name} {' '.join(args)}".rstrip(), flush=True)
         rc |= suites[name](args)
     return rc

@@ -79,8 +79,9 @@ class FluidNet:
         #: flows recomputed so far (a measure of the incremental work)
         self.recomputed = 0
 
-    def add(self, flow: int, links: Iterable[Link]) -> dict[int, float]:
-        """Start ``flow`` on ``links``; the rates that changed."""
+    def add(self, flow: int, links: Iterable[Link], update: bool = True) -> dict[int, float]:
+        """Start ``flow`` on ``links``; the rates that changed (``update`` False: none
+        recomputed yet, :meth:`refresh` does it)."""
         path = tuple(links)
         if flow in self.paths:
             raise ValueError(f"flow {flow} is already active")
@@ -90,16 +91,22 @@ class FluidNet:
         self.paths[flow] = path
         for link in path:
             self.on[link].add(flow)
-        return self._update(self._component((flow,)))
+        return self._update(self._component((flow,))) if update else {}
 
-    def remove(self, flow: int) -> dict[int, float]:
-        """End ``flow``; the rates of the others that changed."""
+    def remove(self, flow: int, update: bool = True) -> dict[int, float] | set[int]:
+        """End ``flow``; the rates of the others that changed (``update`` False: the flows
+        that shared a link with it, to :meth:`refresh`)."""
         path = self.paths.pop(flow)
         self.rate.pop(flow, None)
         for link in path:
             self.on[link].discard(flow)
         touched = {f for link in path for f in self.on[link]}
-        return self._update(self._component(touched))
+        return self._update(self._component(touched)) if update else touched
+
+    def refresh(self, flows: Iterable[int]) -> dict[int, float]:
+        """Recompute the components of ``flows`` (those still active): the rates that
+        changed.  Several adds and removes at one instant then cost one recomputation."""
+        return self._update(self._component(f for f in flows if f in self.paths))
 
     def set_capacity(self, link: Link, capacity_bps: int) -> dict[int, float]:
         """Change ``link``'s capacity; the rates that changed."""

@@ -69,6 +69,9 @@ class FluidTransport:
                 caps[(nid, idx)] = port.rate_bps
         self.net = FluidNet(caps)
         self.qps: dict[int, _Qp] = {}
+        #: flows whose component changed at this instant, recomputed once by _flush
+        self._touched: set[int] = set()
+        self._flush_due = False
 
     # ---------------------------------------------------------------- QPs
     def open(self, fid: int, src: int, dst: int, on_data: Callable[[int, int, int], None],
@@ -122,7 +125,8 @@ class FluidTransport:
             q.active = True
             q.left = q.queue[0][0]
             q.since_ps = self.engine.now_ps
-            self._apply(self.net.add(fid, q.path))
+            self.net.add(fid, q.path, update=False)
+            self._touch((fid,))
 
     # ---------------------------------------------------------------- rates
     def _apply(self, changed: dict[int, float]) -> None:
@@ -151,7 +155,20 @@ class FluidTransport:
             self.engine.call_at(at, self._sent, fid, q.version)
             return
         q.active, q.rate, q.left = False, 0.0, 0.0
-        self._apply(self.net.remove(fid))
+        q.version += 1
+        self._touch(self.net.remove(fid, update=False))
+
+    def _touch(self, flows: Any) -> None:
+        """Recompute these flows' components once, at the end of this instant's changes."""
+        self._touched.update(flows)
+        if not self._flush_due:
+            self._flush_due = True
+            self.engine.call_at(self.engine.now_ps, self._flush)
+
+    def _flush(self) -> None:
+        self._flush_due = False
+        touched, self._touched = self._touched, set()
+        self._apply(self.net.refresh(touched))
 
 
 _TRANSPORTS: WeakKeyDictionary[Any, FluidTransport] = WeakKeyDictionary()
