@@ -59,9 +59,9 @@ def test_incremental_rates_equal_a_recomputation(inst, removals):
             net.remove(f)
     want = max_min_rates({i: float(c) for i, c in enumerate(caps)},
                          {f: p for f, p in sorted(net.paths.items())})
-    assert set(net.rate) == set(want)
+    assert set(net.rate_Bpps) == set(want)
     for f, r in want.items():
-        assert net.rate[f] == pytest.approx(r, rel=1e-12)
+        assert net.rate_Bpps[f] == pytest.approx(r, rel=1e-12)
 
 
 def test_only_the_component_is_recomputed():
@@ -73,7 +73,7 @@ def test_only_the_component_is_recomputed():
     before = net.recomputed
     changed = net.add(3, ["a", "b"])
     assert net.recomputed - before == 2 and set(changed) == {1, 3}
-    assert net.rate == {1: 0.5, 2: 1.0, 3: 0.5}
+    assert net.rate_Bpps == {1: 0.5, 2: 1.0, 3: 0.5}
     assert net.set_capacity("a", 4e12) == {1: 0.25, 3: 0.25}
     with pytest.raises(ValueError, match="no capacity"):
         net.add(4, ["z"])

@@ -257,12 +257,16 @@ def cmd_collective(args: argparse.Namespace) -> int:
             if os.path.isdir(path) or not os.path.isdir(folder):
                 _err(f"{path}: {opt}: not a file in an existing folder")
                 return EXIT_USAGE
-    if args.fidelity == "auto" and (args.capture or faulty):
-        args.fidelity = "packet"  # captures and faults need packets
-    if args.fidelity == "flow" and (args.capture or faulty):
+    # adaptive routing picks a port per packet: a flow has no single path
+    adaptive = any(getattr(n, "routing", "") == "adaptive" for n in rf.fabric.nodes.values())
+    if args.fidelity == "auto" and (args.capture or faulty or adaptive):
+        args.fidelity = "packet"  # captures, faults and adaptive routing need packets
+    if args.fidelity == "flow" and (args.capture or faulty or adaptive):
         _err("--fidelity flow: " + ("--capture needs packets" if args.capture else
                                     "faults are not modelled at flow fidelity (no packets "
-                                    "to lose)") + "; use --fidelity packet")
+                                    "to lose)" if faulty else
+                                    "adaptive routing picks a port per packet, so a flow "
+                                    "has no single path") + "; use --fidelity packet")
         return EXIT_USAGE
     if args.capture:
         from sim.scenarios.collective import resolve_port
@@ -833,8 +837,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="packet (default): every frame through the switches' queues, PFC, "
                         "ECN, congestion control; flow: each QP a fluid flow at its max-min "
                         "fair rate on its path (no packets: no queues, PFC, ECN, congestion "
-                        "control or losses; faster; faults and --capture refused); auto: "
-                        "flow from 16 GiB of ranks x size, without faults or --capture")
+                        "control or losses; faster; faults, --capture and adaptive routing "
+                        "refused); auto: flow from 16 GiB of ranks x size, without faults, "
+                        "--capture or adaptive routing")
     c.add_argument("--algo", choices=["auto", *(str(a) for a in Algorithm)], default=None,
                    help="auto (default): NCCL's tuner picks per size among the algorithms "
                         "simulated (ring, tree, nvls on one node, nvls_tree on several; with "

@@ -578,9 +578,16 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     ntr = len(sch.transfers)
     total = ntr * (warmup_iters + iters + (iters if inplace else 0))
     snap: list[Any] = [None]
+    # the ports' counters: at flow fidelity what the fluid flows sent (no packets counted)
+    counters = port_counters
+    if fidelity == "flow":
+        from sim.workloads.fluid_transport import fluid_transport
+
+        def counters(fab: Any) -> Any:
+            return fluid_transport(fab).port_counters()
 
     def before() -> None:
-        snap[0] = port_counters(rf.fabric)
+        snap[0] = counters(rf.fabric)
 
     times, run, error = _iterations(
         sch, rf, iters, warmup_iters, mtu, limit_ps,
@@ -589,7 +596,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     links = timeline = None
     if details and error is None and run is not None and ntr:  # 0 elements: nothing sent
         links = link_usage(rf.fabric, run.first_start_ps, run.last_finish_ps, since=snap[0],
-                           ranks=rf.ranks)
+                           ranks=rf.ranks, now=counters(rf.fabric))
         timeline = rank_timeline(run, timeline_rank)
     wrong = None
     if error is None and run is not None:

@@ -87,7 +87,9 @@ def tier_order(tier_from: int, tier_to: int) -> tuple[int, int]:
 
 def link_usage(fabric: Fabric, t0_ps: int, t1_ps: int, *,
                since: Mapping[tuple[int, int], PortCounters] | None = None,
-               ranks: Sequence[int] | None = None) -> list[dict[str, Any]]:
+               ranks: Sequence[int] | None = None,
+               now: Mapping[tuple[int, int], PortCounters] | None = None
+               ) -> list[dict[str, Any]]:
     """Every connected egress port of ``fabric`` over ``[t0_ps, t1_ps)``: what it sent since
     the snapshot ``since`` (:func:`port_counters` taken at ``t0_ps``; None: since the start)
     and its utilisation ``tx_bytes x 8 / (rate_bps x (t1_ps - t0_ps))`` (1.0 = line rate).
@@ -97,7 +99,9 @@ def link_usage(fabric: Fabric, t0_ps: int, t1_ps: int, *,
     ``h<id>``), ``peer_name``, with the fabric's names (:meth:`sim.fabric.Fabric.node_names`,
     the names of every other output), ``tier`` (``host->leaf`` ...), ``rate_bps``,
     ``tx_bytes``, ``tx_packets``, ``busy_ps`` and ``utilisation``.  ``ranks`` (the hosts'
-    rank order) does not change the names: a host is named as in every other output."""
+    rank order) does not change the names: a host is named as in every other output.
+    ``now``: the counters at ``t1_ps`` in :func:`port_counters`' form (default the ports'
+    own; flow fidelity's come from its fluid flows)."""
     if t1_ps <= t0_ps:
         raise ValueError(f"empty window: t0_ps {t0_ps} >= t1_ps {t1_ps}")
     level = switch_levels(fabric)
@@ -115,15 +119,17 @@ def link_usage(fabric: Fabric, t0_ps: int, t1_ps: int, *,
             if peer is None:
                 continue
             b0, busy0, k0 = base.get((nid, idx), (0, 0, 0))
+            b1, busy1, k1 = (now[(nid, idx)] if now is not None
+                             else (p.tx_bytes, p.busy_ps, p.tx_packets))
             lv, pl = level.get(nid, -1), level.get(peer, -1)
-            nbytes = p.tx_bytes - b0
+            nbytes = b1 - b0
             rows.append({
                 "node": nid, "port": idx, "peer": peer,
                 "name": f"{name[nid]}:p{idx}" if not isinstance(node, Host) else name[nid],
                 "peer_name": name[peer],
                 "tier": f"{lname.get(lv, '?')}->{lname.get(pl, '?')}",
-                "rate_bps": p.rate_bps, "tx_bytes": nbytes, "tx_packets": p.tx_packets - k0,
-                "busy_ps": p.busy_ps - busy0,
+                "rate_bps": p.rate_bps, "tx_bytes": nbytes, "tx_packets": k1 - k0,
+                "busy_ps": busy1 - busy0,
                 "utilisation": nbytes * 8 * 10**12 / (p.rate_bps * window),
                 "_key": (tier_order(lv, pl), nid, idx),
             })

@@ -68,14 +68,14 @@ class FluidNet:
     ``capacity_bps``: link -> capacity in bits per second (any hashable link key, e.g. the
     ``(node, port)`` pairs of :func:`sim.fabric.paths.path_links`).  :meth:`add` and
     :meth:`remove` change the flows and return the flows whose rate changed (with their new
-    rate); :attr:`rate` holds every active flow's rate (bytes per picosecond);
+    rate); :attr:`rate_Bpps` holds every active flow's rate (bytes per picosecond);
     :meth:`set_capacity` changes a link's (a degraded or failed link)."""
 
     def __init__(self, capacity_bps: Mapping[Link, int]) -> None:
         self.capacity_Bpps = {link: c / 8e12 for link, c in capacity_bps.items()}
         self.paths: dict[int, tuple[Link, ...]] = {}
         self.on: dict[Link, set[int]] = defaultdict(set)
-        self.rate: dict[int, float] = {}
+        self.rate_Bpps: dict[int, float] = {}
         #: flows recomputed so far (a measure of the incremental work)
         self.recomputed = 0
 
@@ -97,7 +97,7 @@ class FluidNet:
         """End ``flow``; the rates of the others that changed (``update`` False: the flows
         that shared a link with it, to :meth:`refresh`)."""
         path = self.paths.pop(flow)
-        self.rate.pop(flow, None)
+        self.rate_Bpps.pop(flow, None)
         for link in path:
             self.on[link].discard(flow)
         touched = {f for link in path for f in self.on[link]}
@@ -136,6 +136,6 @@ class FluidNet:
         self.recomputed += len(flows)
         sub = {f: self.paths[f] for f in sorted(flows)}
         new = max_min_rates(self.capacity_Bpps, sub)
-        changed = {f: r for f, r in new.items() if self.rate.get(f) != r}
-        self.rate.update(new)
+        changed = {f: r for f, r in new.items() if self.rate_Bpps.get(f) != r}
+        self.rate_Bpps.update(new)
         return changed

@@ -11,8 +11,9 @@ packets, so no queues, PFC, ECN, congestion control or losses.
 
 Bytes are wire bytes: the frames' bytes (headers included, :func:`sim.workloads.collective.
 frames_bytes`) plus each frame's framing on the link (Ethernet's FCS, preamble and gap; none
-on InfiniBand), as the packet model serialises them.  One transport per fabric, shared by
-the jobs on it (:func:`fluid_transport`).
+on InfiniBand), as the packet model serialises them; what they send through each port is
+counted as a port counts it (:meth:`FluidTransport.port_counters`: the link use of the
+outputs).  One transport per fabric, shared by the jobs on it (:func:`fluid_transport`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from sim.fabric.paths import path_links
+from sim.units import ser_time_ps
 from sim.workloads.fluid import FluidNet
 
 __all__ = ["FluidTransport", "fluid_transport"]
@@ -31,31 +33,36 @@ __all__ = ["FluidTransport", "fluid_transport"]
 class _Qp:
     __slots__ = (
         "active",
-        "delivered",
-        "frame",
+        "delivered_bytes",
+        "frame_bytes",
         "latency_ps",
-        "left",
+        "left_bytes",
+        "links",
         "on_data",
-        "overhead",
+        "overhead_bytes",
         "path",
         "queue",
-        "rate",
+        "rate_Bpps",
         "since_ps",
         "version",
     )
 
-    def __init__(self, path: tuple, latency_ps: int, on_data: Callable, frame: int,
-                 overhead: int) -> None:
-        self.path, self.latency_ps, self.on_data = path, latency_ps, on_data
-        #: messages posted and not yet sent: (wire bytes, cumulative frame bytes at its end)
-        self.queue: deque[tuple[float, int]] = deque()
-        self.left = 0.0  # wire bytes of the head message still to send
-        self.rate = 0.0  # bytes per ps
+    def __init__(self, path: tuple, links: tuple, latency_ps: int, on_data: Callable,
+                 frame_bytes: int, overhead_bytes: int) -> None:
+        #: the flow's links in the max-min problem (the PCIe ones included) and the fabric's
+        #: ports it leaves through, whose counters it adds to
+        self.path, self.links = path, links
+        self.latency_ps, self.on_data = latency_ps, on_data
+        #: messages posted and not yet sent: (wire bytes, frame bytes, frames, cumulative
+        #: frame bytes at its end)
+        self.queue: deque[tuple[int, int, int, int]] = deque()
+        self.left_bytes = 0.0  # wire bytes of the head message still to send
+        self.rate_Bpps = 0.0  # bytes per ps
         self.since_ps = 0
-        self.delivered = 0  # cumulative frame bytes handed over (sent)
+        self.delivered_bytes = 0  # cumulative frame bytes handed over (sent)
         self.version = 0
         self.active = False
-        self.frame, self.overhead = frame, overhead
+        self.frame_bytes, self.overhead_bytes = frame_bytes, overhead_bytes
 
 
 class FluidTransport:
@@ -69,6 +76,9 @@ class FluidTransport:
                 caps[(nid, idx)] = port.rate_bps
         self.net = FluidNet(caps)
         self.qps: dict[int, _Qp] = {}
+        #: (node, port) -> [tx_bytes, busy_ps, tx_packets] the fluid flows sent through it,
+        #: as a port counts them (:meth:`port_counters`)
+        self.sent: dict[tuple[int, int], list[int]] = {}
         #: flows whose component changed at this instant, recomputed once by _flush
         self._touched: set[int] = set()
         self._flush_due = False
@@ -88,20 +98,15 @@ class FluidTransport:
             if q.queue or q.active:
                 raise ValueError(f"QP {fid} still has bytes in flight")
             q.on_data = on_data
-            return q.delivered
+            return q.delivered_bytes
         path = path_links(self.fabric, src, dst, fid)
         nodes = self.fabric.nodes
-        prop = 0
-        for nid, idx in path:
-            prop += nodes[nid].ports[idx].prop_ps
-        port0 = nodes[src].ports[0]
-        overhead = port0.wire_bytes(frame_bytes) - frame_bytes
+        ports = [nodes[nid].ports[idx] for nid, idx in path]
+        overhead = ports[0].wire_bytes(frame_bytes) - frame_bytes
         # the last byte is received after the links' propagation and, at each switch, one
         # full frame stored before it leaves again [A]
-        ser = 0
-        for nid, idx in path[1:]:
-            p = nodes[nid].ports[idx]
-            ser += -(-(frame_bytes + overhead) * 8 * 10**12 // p.rate_bps)
+        latency = sum(p.prop_ps for p in ports) + sum(
+            ser_time_ps(frame_bytes + overhead, p.rate_bps) for p in ports[1:])
         payload = frame_bytes - header_bytes
         pcie: list[tuple[str, int] | None] = []
         for end, attr in ((src, "pcie_read_bps"), (dst, "pcie_write_bps")):
@@ -112,18 +117,25 @@ class FluidTransport:
             pcie.append(key)
         read, write = pcie
         flow_path = (*((read,) if read else ()), *path, *((write,) if write else ()))
-        self.qps[fid] = _Qp(flow_path, prop + ser, on_data, frame_bytes, overhead)
+        self.qps[fid] = _Qp(flow_path, path, latency, on_data, frame_bytes, overhead)
         return 0
+
+    def port_counters(self) -> dict[tuple[int, int], tuple[int, int, int]]:
+        """(node id, port index) -> (tx_bytes, busy_ps, tx_packets) the fluid flows sent
+        through every port of the fabric so far, in the form of
+        :func:`sim.workloads.collective_stats.port_counters`."""
+        return {(nid, idx): tuple(self.sent.get((nid, idx), (0, 0, 0)))
+                for nid, node in self.fabric.nodes.items() for idx in node.ports}
 
     def post(self, fid: int, nbytes: int) -> None:
         """Send ``nbytes`` of frame bytes on QP ``fid`` after what it has posted."""
         q = self.qps[fid]
-        frames = -(-nbytes // q.frame)
-        end = (q.queue[-1][1] if q.queue else q.delivered) + nbytes
-        q.queue.append((float(nbytes + frames * q.overhead), end))
+        frames = -(-nbytes // q.frame_bytes)
+        end = (q.queue[-1][3] if q.queue else q.delivered_bytes) + nbytes
+        q.queue.append((nbytes + frames * q.overhead_bytes, nbytes, frames, end))
         if not q.active:
             q.active = True
-            q.left = q.queue[0][0]
+            q.left_bytes = float(q.queue[0][0])
             q.since_ps = self.engine.now_ps
             self.net.add(fid, q.path, update=False)
             self._touch((fid,))
@@ -133,28 +145,36 @@ class FluidTransport:
         now = self.engine.now_ps
         for fid, rate in changed.items():
             q = self.qps[fid]
-            q.left -= q.rate * (now - q.since_ps)
-            q.since_ps, q.rate = now, rate
+            q.left_bytes -= q.rate_Bpps * (now - q.since_ps)
+            q.since_ps, q.rate_Bpps = now, rate
             q.version += 1
             if rate > 0:
-                at = now + max(0, -int(-q.left // rate))  # ceil
-                self.engine.call_at(at, self._sent, fid, q.version)
+                self.engine.call_at(now + _ceil_ps(q.left_bytes, rate), self._sent, fid,
+                                    q.version)
 
     def _sent(self, fid: int, version: int) -> None:
         q = self.qps[fid]
         if version != q.version:
             return  # the rate changed since: another timer is set
         now = self.engine.now_ps
-        _, end = q.queue.popleft()
-        q.delivered = end
+        wire, nbytes, frames, end = q.queue.popleft()
+        q.delivered_bytes = end
+        nodes = self.fabric.nodes
+        for nid, idx in q.links:  # what the ports would count: frame bytes, frames, and
+            c = self.sent.get((nid, idx))  # the time their wire bytes took
+            if c is None:
+                c = self.sent[(nid, idx)] = [0, 0, 0]
+            c[0] += nbytes
+            c[1] += ser_time_ps(wire, nodes[nid].ports[idx].rate_bps)
+            c[2] += frames
         self.engine.call_at(now + q.latency_ps, q.on_data, fid, end, now + q.latency_ps)
         if q.queue:  # the next message at the same rate
-            q.left, q.since_ps = q.queue[0][0], now
+            q.left_bytes, q.since_ps = float(q.queue[0][0]), now
             q.version += 1
-            at = now + max(0, -int(-q.left // q.rate))
-            self.engine.call_at(at, self._sent, fid, q.version)
+            self.engine.call_at(now + _ceil_ps(q.left_bytes, q.rate_Bpps), self._sent, fid,
+                                q.version)
             return
-        q.active, q.rate, q.left = False, 0.0, 0.0
+        q.active, q.rate_Bpps, q.left_bytes = False, 0.0, 0.0
         q.version += 1
         self._touch(self.net.remove(fid, update=False))
 
@@ -169,6 +189,11 @@ class FluidTransport:
         self._flush_due = False
         touched, self._touched = self._touched, set()
         self._apply(self.net.refresh(touched))
+
+
+def _ceil_ps(left_bytes: float, rate_Bpps: float) -> int:
+    """Whole picoseconds to send ``left_bytes`` at ``rate_Bpps`` (rounded up, at least 0)."""
+    return max(0, -int(-left_bytes // rate_Bpps))
 
 
 _TRANSPORTS: WeakKeyDictionary[Any, FluidTransport] = WeakKeyDictionary()
