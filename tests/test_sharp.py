@@ -116,10 +116,11 @@ def test_collnet_direct_channels_as_topoGetAlgoInfo(nbytes, channels):
     (2, 64 * MIB, "nvls_tree"), (4, 32 << 10, "tree"), (4, 128 << 10, "nvls"),
     (4, 1 << 30, "nvls"), (16, 1 << 10, "nvls")])
 def test_collnet_picks_as_nccls_model(nodes, size, algo):
-    """Where NCCL's times cross (the entries above against the tree's, the ring's and the
-    NVLS tree's): on 2 nodes Tree/LL to 128 KiB, NVLS+SHARP to 32 MiB, the NVLS tree (2
-    nodes: twice the inter bandwidth) above; on 4 nodes NVLS+SHARP from 64 KiB on, on 16
-    from the smallest (its latency has no log2(nodes) term)."""
+    """What NCCL's model picks with CollNet on, read off this model's times (pinned: a
+    change of any entry moves them, and the entries themselves are checked against
+    tuning.cc's formulas above): on 2 nodes Tree/LL to 128 KiB, NVLS+SHARP to 32 MiB, the
+    NVLS tree (2 nodes: twice the inter bandwidth) above; on 4 nodes NVLS+SHARP from 64 KiB
+    on, on 16 from the smallest (its latency has no log2(nodes) term)."""
     t = Tuner(PRESETS["h100-cx7"], 8 * nodes, nodes, collnet=True)
     assert t.choose("allreduce", size).algo == algo
 
@@ -266,8 +267,9 @@ def test_direct_and_chain_layouts():
 def test_collnet_allgather_and_reducescatter_entries():
     """AllGather/ReduceScatter with CollNet (tuning.cc): CollNet Direct's busBw is ppn x
     min(bwIntra, 0.9 x bwInter) = 8 x min(48, 43.2), NVLS's 8 channels x 40 x 0.85 x 7/8 x
-    7/8, neither converted to an algBw; NCCL picks Direct on 2 DGX H100 nodes from 1 MiB to
-    16 MiB, the ring at 128 MiB, and NVLS+SHARP for small calls from 4 nodes."""
+    7/8, neither converted to an algBw (worked from tuning.cc); the picks that follow, read
+    off this model and pinned: Direct on 2 DGX H100 nodes from 1 MiB to 16 MiB, the ring at
+    128 MiB, NVLS+SHARP for small calls from 4 nodes."""
     t = Tuner(PRESETS["h100-cx7"], 16, 2, collnet=True)
     for coll in ("allgather", "reducescatter"):
         assert t.algo_bw_GBps(coll, "collnet_direct", "simple") == pytest.approx(345.6)
@@ -326,7 +328,14 @@ def test_a_superpod_of_two_sus_reduces_in_two_levels(algo):
     names = sp.fabric.names
     assert names[sp.aggregators[0]] == "sharp0.0" and names[sp.aggregators[16]] == "sharp0"
     from sim.workloads.nccl import rank_label
-    assert rank_label(root, n, 8) == "SHARP aggregator of rail 0 (2)"
+    assert rank_label(root, n, 8, s.aggregators) == "SHARP aggregator of rail 0 (root)"
+    assert rank_label(leaf0 + 8, n, 8, s.aggregators) == "SHARP aggregator of rail 0 (leaf 1)"
+    assert rank_label(leaf0, n, 8) == "SHARP aggregator of rail 0"
+    steps = {(t.src >= 3 * n, t.dst >= 3 * n, t.src == root or t.dst == root): t.step
+             for t in s.transfers if t.loop == 0 and t.channel == 0 and max(t.src, t.dst)
+             in (leaf0, root)}  # a chunk's hops in order: up, to the root, back, down
+    assert steps[(True, True, True)] > steps[(False, True, False)]
+    assert steps[(True, False, False)] > steps[(True, True, True)]
 
 
 def test_collnet_enable_on_a_superpod(tmp_path, capsys):

@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim.fabric.core import Fabric
-from sim.fabric.rail import switch_mmu_config
+from sim.fabric.rail import add_aggregator, switch_mmu_config
 from sim.fabric.topology import route_problem
 from sim.net.mmu import Mmu, MmuConfig
 from sim.net.switch import EcnConfig, Switch
@@ -374,29 +374,23 @@ def _sharp_aggregators(fab: Fabric, sus: int, nodes: int, leaves: tuple[tuple[in
     """Add :func:`superpod`'s SHARP aggregation nodes and their routes; returns their host
     ids (leaf aggregators SU by SU, rail by rail, then one root per rail with several SUs)."""
     G, U, S = DGX_GPUS, SUPERPOD_LEAF_UPLINKS, len(spines)
-    nxt = max(ranks, default=0) + 1 if ranks else max(fab.nodes) + 1
-    nxt = max(nxt, max(fab.nodes) + 1)
-    kw = {k: v for k, v in hkw.items() if not k.startswith(("pcie_", "rx_"))}
+    nxt = max(fab.nodes) + 1
     out: list[int] = []
     # leaf aggregators: on leaf (u, g), port 32 + U; nodes of the SU x rate
     for u in range(sus):
         on = sum(1 for n in range(nodes) if n // SU_SLOTS == u)
         for g in range(G):
             a = nxt + len(out)
-            fab.add_host(a, max(1, on) * rate, **kw)
-            fab.connect(leaves[u][g], SU_SLOTS + U, a, 0, max(1, on) * rate, 0)
+            add_aggregator(fab, a, leaves[u][g], SU_SLOTS + U, max(1, on) * rate, hkw)
             fab.names[a] = f"sharp{u}.{g}" if sus > 1 else f"sharp{g}"
             out.append(a)
     roots: list[int] = []
     if sus > 1:
-        per_spine: dict[int, int] = {}
         for g in range(G):
             s = spines[g % S]
             a = nxt + len(out) + len(roots)
             idx = len(fab.nodes[s].ports)  # after the leaf ports (and earlier roots)
-            per_spine[s] = per_spine.get(s, 0) + 1
-            fab.add_host(a, sus * rate, **kw)
-            fab.connect(s, idx, a, 0, sus * rate, 0)
+            add_aggregator(fab, a, s, idx, sus * rate, hkw)
             fab.names[a] = f"sharp{g}"
             roots.append(a)
     aggs = (*out, *roots)

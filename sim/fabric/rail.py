@@ -54,8 +54,8 @@ from sim.net.switch import EcnConfig, Switch
 from sim.trace import Tracer
 from sim.units import gbps
 
-__all__ = ["RailFabric", "rail_optimized", "collective_star", "scale_up_racks",
-           "switch_mmu_config"]
+__all__ = ["RailFabric", "add_aggregator", "rail_optimized", "collective_star",
+           "scale_up_racks", "switch_mmu_config"]
 
 #: The PFC response time the headroom allows for, 1 µs: the scenarios' default
 #: (``RESPONSE_PS`` of :mod:`sim.scenarios.common`, not imported: scenarios sit above fabric).
@@ -75,6 +75,16 @@ class RailFabric:
     gpus_per_node: int
     #: host id of each rail's SHARP aggregator (``rail_optimized(sharp=True)``), by rail
     aggregators: tuple[int, ...] = ()
+
+
+def add_aggregator(fab: Fabric, node_id: int, switch: int, port: int, rate_bps: int,
+                   host_kw: Mapping[str, Any]) -> None:
+    """A SHARP aggregation node as a host on ``switch``'s ``port`` at ``rate_bps``: the
+    switch's own, so no cable (no propagation) and no PCIe model (``host_kw`` without its
+    ``pcie_*`` and ``rx_*`` keys); its transport settings are the other hosts'."""
+    fab.add_host(node_id, rate_bps, **{k: v for k, v in host_kw.items()
+                                       if not k.startswith(("pcie_", "rx_"))})
+    fab.connect(switch, port, node_id, 0, rate_bps, 0)
 
 
 def switch_mmu_config(ports: int, link_bps: int, *, buffer_mb: float = 32.0,
@@ -163,11 +173,8 @@ def rail_optimized(nodes: int, gpus_per_node: int = 8, *, spines: int | None = N
             fab.connect(leaf, n, host[n][g], 0, rate, prop_ps)
         for s in spine_ids:
             fab.connect(leaf, N + s, s, g, rate, prop_ps)
-        if sharp:  # the leaf's aggregation node: its members' rate together [A], in the
-            # switch (no PCIe, no cable)
-            fab.add_host(aggs[g], N * rate, **{k: v for k, v in hkw.items()
-                                                if not k.startswith(("pcie_", "rx_"))})
-            fab.connect(leaf, N + S, aggs[g], 0, N * rate, 0)
+        if sharp:  # the leaf's aggregation node: its members' rate together [A]
+            add_aggregator(fab, aggs[g], leaf, N + S, N * rate, hkw)
     _validate(fab, ranks + aggs, radix)
     return RailFabric(fab, spine_ids, leaf_ids, ranks, N, G, aggs)
 

@@ -83,10 +83,14 @@ Nodes, NVLink and PXN (``gpus_per_node`` > 1; ranks ``n*G .. n*G+G-1`` are node 
   when that is another GPU's NIC; it is then posted on that NIC like any other send, and
   received by the receiver's own NIC.  ``nvlink=False`` sends every transfer, even inside a
   node, through the sender's own NIC (the behaviour before nodes were modelled).
-* SHARP (NVLS+SHARP, :func:`sim.workloads.nccl.sharp_aggregator`): a head sends its node's
-  sum to its rail's aggregator (a host on the rail's leaf, ``aggregators``) from its own
-  NIC, never by PXN, and the aggregator answers every head directly.  The aggregator's
-  answers are the switch's: no NCCL step latency and no GPU channel.
+* SHARP (NCCL's CollNet, :func:`sim.workloads.nccl.sharp_aggregator`): a head sends its
+  node's share to its rail's aggregator (a host on the rail's leaf, ``aggregators``) from
+  its own NIC, never by PXN; the aggregators answer each other (a tree of two levels) and
+  the heads directly.  Their sends are the switches': no NCCL step latency and no GPU
+  channel.
+* Flow fidelity (``fidelity="flow"``): each QP is a fluid flow on its packets' path at its
+  max-min fair rate (:mod:`sim.workloads.fluid_transport`) instead of packets; everything
+  above is the same.
 """
 
 from __future__ import annotations
@@ -345,8 +349,10 @@ class CollectiveJob:
 
     ``gpus_per_node`` (default 1: every rank its own node), ``nvlink``, ``nvlink_bps``,
     ``nvlink_latency_ps`` and ``pxn``: see the module docstring.  ``aggregators``: the
-    hosts of a schedule's SHARP aggregators (NVLS+SHARP), by rail
-    (:attr:`sim.fabric.rail.RailFabric.aggregators`).  ``reliable`` (True, or
+    hosts of a schedule's SHARP aggregators (CollNet), in :func:`sim.workloads.nccl.
+    sharp_aggregator`'s order (:attr:`sim.fabric.rail.RailFabric.aggregators`,
+    :attr:`sim.fabric.fattree.SuperPod.aggregators`).  ``fidelity``: ``"packet"`` or
+    ``"flow"`` (module docstring).  ``reliable`` (True, or
     the options of :meth:`sim.nic.host.Host.set_reliable`: ``retransmit``, ``ack_timeout``,
     ``retry_cnt``) turns RC reliability on in the job's hosts (sim.nic.rc); None leaves
     them as they are."""
@@ -423,8 +429,9 @@ class CollectiveJob:
                              f"{sch.gpus_per_node} GPUs, the job's {g}")
         if len(aggregators) < sch.aggregators:
             raise ValueError(f"the schedule sums on {sch.aggregators} SHARP aggregators "
-                             f"(NVLS+SHARP); aggregators has {len(aggregators)} hosts "
-                             f"(sim.fabric.rail.rail_optimized(sharp=True) makes them)")
+                             f"(CollNet); aggregators has {len(aggregators)} hosts "
+                             f"(rail_optimized(sharp=True) and superpod(sharp=True) make "
+                             f"them)")
         #: the first SHARP aggregator's pseudo-rank (past every rank when there are none)
         self.agg0 = 3 * sch.nranks if sch.aggregators else sch.nranks + sch.buffers
         #: pseudo-rank -> its node: the GPUs' (by the job's nodes), the NVLS buffers' and
@@ -872,8 +879,8 @@ def run_schedule(sch: Schedule, fabric: Fabric, hosts: Sequence[int], *, tc: int
     received so far (a progress line; it must not touch the fabric).  ``gpus_per_node``,
     ``nvlink``, ``nvlink_bps``, ``nvlink_latency_ps``, ``pxn``: as for
     :class:`CollectiveJob` (the default, one GPU per node, sends everything over the
-    network); ``reliable``, ``delay_ps``, ``failover``, ``aggregators``: as for
-    :class:`CollectiveJob`.  A
+    network); ``reliable``, ``delay_ps``, ``failover``, ``aggregators``, ``fidelity``: as
+    for :class:`CollectiveJob`.  A
     QP error stops the run at once: :class:`QpFailure` (with ``check``; else the partial
     run).  The NVLink bytes are in ``nvlink_domain(fabric).nbytes``."""
     runner = CollectiveJob(sch, fabric, hosts, tc=tc, mtu_bytes=mtu_bytes,

@@ -216,7 +216,7 @@ def chrome_trace(run: CollectiveRun, gpus_per_node: int = 1, nvlink: bool = True
 
     for r in sch.pseudo_ranks():
         name = f"rank {r} (node {r // g}, GPU {r % g})" if r < sch.nranks else \
-            rank_label(r, sch.nranks, sch.gpus_per_node)
+            rank_label(r, sch.nranks, sch.gpus_per_node, sch.aggregators)
         events.append({"ph": "M", "name": "process_name", "pid": r, "args": {"name": name}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": r,
                        "args": {"sort_index": r}})

@@ -994,16 +994,20 @@ def _collnet_chunk_bytes(sch: Schedule, nbytes: int) -> int:
     return chunk
 
 
-def rank_label(rank: int, nranks: int, gpus_per_node: int) -> str:
+def rank_label(rank: int, nranks: int, gpus_per_node: int, aggregators: int = 0) -> str:
     """How the outputs name a schedule's ``rank``: ``rank 5``, for an NVLS buffer
     (:func:`nvls_buffer`) ``NVLS reduce of head 1 (node 0)`` / ``NVLS multicast of ..``, for
     a SHARP aggregator (:func:`sharp_aggregator`, from ``3 x nranks``) ``SHARP aggregator
-    of rail 1``."""
+    of rail 1``; in a tree of two levels (``aggregators``: the schedule's count, more than
+    one per rail) ``SHARP aggregator of rail 1 (leaf 0)`` / ``(root)``."""
     if rank < nranks:
         return f"rank {rank}"
     if rank >= 3 * nranks:  # rail h's under leaf l at l x GPUs + h (the roots after them)
-        tree, rail = divmod(rank - 3 * nranks, max(1, gpus_per_node))
-        return f"SHARP aggregator of rail {rail}" + (f" ({tree})" if tree else "")
+        g = max(1, gpus_per_node)
+        tree, rail = divmod(rank - 3 * nranks, g)
+        levels = aggregators // g
+        where = "" if levels <= 1 else " (root)" if tree == levels - 1 else f" (leaf {tree})"
+        return f"SHARP aggregator of rail {rail}{where}"
     node, head, multicast = nvls_buffer_of(rank, nranks, gpus_per_node)
     return f"NVLS {'multicast' if multicast else 'reduce'} of head {head} (node {node})"
 
@@ -1091,6 +1095,9 @@ class _Sharp:
         self.npl = nodes_per_leaf if 0 < nodes_per_leaf < nodes else nodes
         self.leaves = _ceil_div(nodes, self.npl)
         sch.aggregators = self.g * (self.leaves + (1 if self.leaves > 1 else 0))
+        #: the hops a chunk makes in the tree beyond head -> leaf -> head: leaf -> root ->
+        #: leaf with two levels (the steps after them move on by as many)
+        self.extra_steps = 2 if self.leaves > 1 else 0
         self.ups: dict[tuple[int, int], dict[int, list[int]]] = defaultdict(
             lambda: defaultdict(list))
 
@@ -1100,10 +1107,11 @@ class _Sharp:
     def up(self, rail: int, group: int, node: int, tid: int) -> None:
         self.ups[(rail, group)][node // self.npl].append(tid)
 
-    def settle(self, b: _Builder, pieces: list[tuple], reduce: bool
+    def settle(self, b: _Builder, pieces: list[tuple], reduce: bool, step: int
                ) -> list[dict[int, tuple[int, tuple[int, ...]]]]:
         """``pieces``: (channel, rail, group, nbytes, transfer keywords, leaves that need the
-        result) of one loop; returns per piece {leaf: (sender, deps)} of the result."""
+        result) of one loop; returns per piece {leaf: (sender, deps)} of the result.  The
+        leaf -> root and root -> leaf transfers are steps ``step`` and ``step + 1``."""
         n, g = self.sch.nranks, self.g
         if self.leaves == 1:
             return [{0: (3 * n + h, tuple(self.ups[(h, grp)][0]))}
@@ -1118,12 +1126,12 @@ class _Sharp:
                                           for u in ups):
                     continue  # a copy: only the leaf that has the chunk sends it up
                 to_root[(h, grp)].append(b.add(3 * n + leaf * g + h, root + h, ch, nb,
-                                               step=90, reduce=reduce, deps=ups, **kw))
+                                               step=step, reduce=reduce, deps=ups, **kw))
         out = []
         for ch, h, grp, nb, kw, need in pieces:
             deps = tuple(to_root[(h, grp)])
             out.append({leaf: (3 * n + leaf * g + h,
-                               (b.add(root + h, 3 * n + leaf * g + h, ch, nb, step=91,
+                               (b.add(root + h, 3 * n + leaf * g + h, ch, nb, step=step + 1,
                                       reduce=False, deps=deps, **kw),))
                         for leaf in sorted(need)})
         return out
@@ -1208,28 +1216,29 @@ def _collnet_allreduce(b: _Builder) -> None:
                 pieces.append((ch, h, group, nb, {"loop": loop, "offset_bytes": ob, **kw},
                                range(net.leaves)))
         for (ch, h, _group, nb, pkw, _need), res in zip(
-                pieces, net.settle(b, pieces, True), strict=True):
+                pieces, net.settle(b, pieces, True, g + 1), strict=True):
             ob = pkw["offset_bytes"]
             order = [(h + i) % g for i in range(g)]
             for k in range(nodes):
                 gpu = [k * g + i for i in order]
                 agg, deps = res[k // net.npl]
-                got = b.add(agg, gpu[0], ch, nb, step=g + 1, loop=loop, reduce=False,
+                x = net.extra_steps
+                got = b.add(agg, gpu[0], ch, nb, step=g + 1 + x, loop=loop, reduce=False,
                             offset_bytes=ob, deps=deps, **kw)
                 if algo is Algorithm.NVLS:
                     mc = nvls_buffer(sch, k, h, True)
-                    st = b.add(gpu[0], mc, ch, nb, step=g + 2, loop=loop, reduce=False,
+                    st = b.add(gpu[0], mc, ch, nb, step=g + 2 + x, loop=loop, reduce=False,
                                offset_bytes=ob, deps=(got,), **kw)
                     for i in range(g):
-                        b.add(mc, k * g + i, ch, nb, step=g + 3, loop=loop, reduce=False,
+                        b.add(mc, k * g + i, ch, nb, step=g + 3 + x, loop=loop, reduce=False,
                               offset_bytes=ob, deps=(st,), **kw)
                 elif algo is Algorithm.COLLNET_DIRECT:
                     for r in gpu[1:]:
-                        b.add(gpu[0], r, ch, nb, step=g + 2, loop=loop, reduce=False,
+                        b.add(gpu[0], r, ch, nb, step=g + 2 + x, loop=loop, reduce=False,
                               offset_bytes=ob, deps=(got,), **kw)
                 else:  # down the chain
                     for a in range(1, g):
-                        got = b.add(gpu[a - 1], gpu[a], ch, nb, step=g + 1 + a, loop=loop,
+                        got = b.add(gpu[a - 1], gpu[a], ch, nb, step=g + 1 + a + x, loop=loop,
                                     reduce=False, offset_bytes=ob, deps=(got,), **kw)
     sch.loops = loops
 
@@ -1310,27 +1319,29 @@ def _nvls_sharp_gather(b: _Builder, coll: Collective) -> None:
                     pieces.append((ch, h, group, nb, kw, need))
                 lo += ln
         for (ch, h, _group, nb, kw, _need), res in zip(
-                pieces, net.settle(b, pieces, not gather), strict=True):
+                pieces, net.settle(b, pieces, not gather, 1 if gather else 3), strict=True):
+            x = net.extra_steps
             owner = kw["src_block"]
             if not gather:  # the sum of every node to the block's owner
                 agg, deps = res[owner // g // net.npl]
-                b.add(agg, owner, ch, nb, step=3, reduce=False, deps=deps, **kw)
+                b.add(agg, owner, ch, nb, step=3 + x, reduce=False, deps=deps, **kw)
                 continue
             for m in range(nodes):  # the window to every node's head, then its GPUs
                 head = m * g + h
                 agg, deps = res[m // net.npl]
-                got = b.add(agg, head, ch, nb, step=1, reduce=False, deps=deps, **kw)
+                got = b.add(agg, head, ch, nb, step=1 + x, reduce=False, deps=deps, **kw)
                 if direct:
                     for i in range(g):
                         if i != h and m * g + i != owner:
-                            b.add(head, m * g + i, ch, nb, step=2, reduce=False,
+                            b.add(head, m * g + i, ch, nb, step=2 + x, reduce=False,
                                   deps=(got,), **kw)
                     continue
                 mc = nvls_buffer(sch, m, h, True)
-                st = b.add(head, mc, ch, nb, step=2, reduce=False, deps=(got,), **kw)
+                st = b.add(head, mc, ch, nb, step=2 + x, reduce=False, deps=(got,), **kw)
                 for i in range(g):
                     if m * g + i != owner:
-                        b.add(mc, m * g + i, ch, nb, step=3, reduce=False, deps=(st,), **kw)
+                        b.add(mc, m * g + i, ch, nb, step=3 + x, reduce=False, deps=(st,),
+                              **kw)
     sch.loops = loops
 
 

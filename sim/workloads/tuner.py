@@ -159,9 +159,9 @@ TREE_CORRECTION = {
 NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0, "arm": 1.0}
 #: Fewest nodes for CollNet (``NCCL_COLLNET_NODE_THRESHOLD``'s default, ``src/init.cc``).
 COLLNET_NODE_THRESHOLD = 2
-#: Below this NVLS AllReduce algorithm bandwidth (GB/s) across nodes NCCL caps the NVLS
-#: chunk at 32 KiB (``calcCollChunking``, ``src/enqueue.cc``).
-NVLS_SMALL_CHUNK_BELOW_GBPS = 150.0
+#: Below this NVLS AllReduce algorithm bandwidth across nodes NCCL caps the NVLS chunk at
+#: 32 KiB (``calcCollChunking``, ``src/enqueue.cc``): 150 GB/s.
+NVLS_SMALL_CHUNK_BELOW_GB_PER_S = 150.0
 NVLS_SMALL_CHUNK_BYTES = 32768
 #: Bytes per thread before more channels or threads (``NCCL_*_THREAD_THRESHOLD``,
 #: ``src/include/comm.h``; Ring LL x nRanks, ``ncclTopoTuneModel``).
@@ -525,7 +525,7 @@ class Tuner:
         chunk = g.nvls_chunk_bytes
         if self.nodes > 1 and g.nvls is not None and g.nvls.channels >= 2 \
                 and self.algo_bw_GBps("allreduce", "nvls", "simple") \
-                < NVLS_SMALL_CHUNK_BELOW_GBPS:
+                < NVLS_SMALL_CHUNK_BELOW_GB_PER_S:
             chunk = min(chunk, NVLS_SMALL_CHUNK_BYTES)
         return chunk
 
