@@ -420,3 +420,18 @@ def test_a_fabric_file_refuses_sharp_where_it_cannot_run(tmp_path, capsys, chang
     assert main(["replay", str(f), "--out", str(tmp_path / "o"), "--no-plots"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and said in err
+
+
+@pytest.mark.parametrize("extra", ['hosts = [6, 7, 8, 9]', 'gpus_per_node = 2'])
+def test_a_collnet_entry_keeps_the_fabrics_ranks_and_nodes(tmp_path, capsys, extra):
+    """SHARP's trees are built on the fabric's rails: an entry on other hosts, or with its
+    ranks grouped into other nodes, is refused in one line."""
+    from sim.cli import main
+
+    f = tmp_path / "s.toml"
+    f.write_text(SHARP_FILE + f'[[collective]]\ncollective = "allreduce"\ncollnet = true\n'
+                              f'{extra}\n')
+    assert main(["replay", str(f), "--out", str(tmp_path / "o"), "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "CollNet runs on the fabric's own ranks and nodes" in err

@@ -332,8 +332,8 @@ def _collective_params() -> tuple[Param, ...]:
         Param("datatype", "float", "element type (nccl-tests -d)", _choice(*DTYPE_BYTES)),
         Param("algo", "ring", "NCCL algorithm: ring | tree | nvls | nvls_tree (all but ring: "
               "allreduce only; nvls: one node, nvls_tree: several, simple protocol) | auto "
-              "(NCCL's tuner picks, as lossless collective's default; the CollNet ones need "
-              "SHARP switches, not in fabric files)",
+              "(NCCL's tuner picks, as lossless collective's default) | collnet_direct | "
+              "collnet_chain (with collnet = true on SHARP switches)",
               _choice(*(a.value for a in Algorithm), "auto")),
         Param("proto", "simple", "NCCL protocol: simple | ll | ll128 | auto (NCCL's tuner)",
               _choice(*(p.value for p in Protocol), "auto")),
@@ -802,7 +802,7 @@ def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int
     entry, below the replayed captures' ids (:data:`sim.workloads.replay.REPLAY_FLOW_BASE`).
     Each entry's schedule, NCCL's pick (``algo``/``proto`` "auto") and host side
     (``nccl_host``) are those of ``lossless collective``
-    (:func:`sim.scenarios.collective.plan_size`), for a node ``hw`` with NICs of the file's
+    (:func:`sim.scenarios.collective_plan.plan_size`), for a node ``hw`` with NICs of the file's
     ``link_gbps``; ``collnet`` (NCCL_COLLNET_ENABLE) runs CollNet on the fabric's SHARP
     ``aggregators`` (``[topology] sharp``)."""
     from sim.scenarios.collective_plan import plan_size
@@ -857,10 +857,11 @@ def _collectives(doc: Mapping[str, Any], fab: Fabric, ranks: list[int], gpn: int
         counts = coll_counts(coll, parse_size(c["size"]), c["datatype"], n)
         node = {"nccl_host": c["nccl_host"], "nvlink": c["nvlink"], "hw": c["hw"],
                 "link_gbps": link_gbps, "sharp": bool(aggregators)}
-        on_sharp = bool(c["collnet"]) and not c["hosts"]  # the fabric's ranks, in order
+        # the fabric's ranks in order, its nodes: the rails SHARP's trees are built on
+        on_sharp = bool(c["collnet"]) and not c["hosts"] and g == gpn
         if c["collnet"] and not on_sharp:
             raise ScenarioError(f"{label} 'collnet': CollNet runs on the fabric's own ranks "
-                                f"(leave hosts unset)")
+                                f"and nodes (leave hosts and gpus_per_node unset)")
         try:
             plan = plan_size(coll.value, counts, n // g if g > 1 else n, g, node,
                              algorithm=c["algo"], protocol=c["proto"],
