@@ -214,11 +214,13 @@ def test_sharp_on_another_fabric_kind_is_one_line(capsys):
 @pytest.mark.parametrize("hw, extra, picks", [
     ("h100-cx7", ["-p", "NCCL_NVLS_ENABLE=0"], {4 * MIB: "collnet_direct",
                                                  32 * MIB: "collnet_chain"}),
-    ("a100-cx6", [], {4 * MIB: "collnet_chain"}),
+    ("a100-cx6", [], {4 * MIB: "collnet_direct"}),
+    ("a100-cx6", ["-p", "nvlink=false"], {4 * MIB: "collnet_chain"}),
 ])
 def test_without_nvls_collnet_direct_and_chain_run(tmp_path, capsys, hw, extra, picks):
     """Without NVLS (NCCL_NVLS_ENABLE=0, or A100s) NCCL's CollNet runs CollNet Direct or
-    Chain, and the simulator runs NCCL's pick; the results are right."""
+    Chain, and the simulator runs NCCL's pick; the results are right.  A DGX A100 has an
+    NVSwitch, so Direct is NCCL's pick there; without NVLink (no NVSwitch) only Chain."""
     from sim.cli import main
 
     out = tmp_path / "r.json"

@@ -37,7 +37,7 @@ def _tuner(params: Mapping[str, Any], nranks: int, nodes: int,
     nvlink = bool(params.get("nvlink", True)) and nranks // max(1, nodes) > 1
     return Tuner(hw, nranks, nodes, algo=n.get("algo", ""),
                  proto=n.get("proto", ""), min_channels=lo, max_channels=hi,
-                 nvls=n.get("nvls", True) and nvlink,
+                 nvls=n.get("nvls", True) and nvlink, nvswitch=nvlink,
                  collnet=bool(n.get("collnet")) and bool(params.get("sharp")))
 
 

@@ -461,7 +461,10 @@ class Tuner:
     ``NCCL_MAX_NCHANNELS`` (0 = unset); ``nvls``: ``NCCL_NVLS_ENABLE`` (False: off);
     ``collnet``: CollNet on (``NCCL_COLLNET_ENABLE=1`` on a fabric whose switches run
     SHARP): NVLS across nodes (NVLS+SHARP), CollNet Direct and CollNet Chain enter the
-    AllReduce choice; ``graphs``: the search results (:func:`search` by default)."""
+    AllReduce choice, NVLS+SHARP and CollNet Direct the AllGather and ReduceScatter one;
+    ``nvswitch``: the node's GPUs share an NVSwitch (CollNet Direct needs one; false with
+    ``-p nvlink=false`` or one GPU per node); ``graphs``: the search results
+    (:func:`search` by default)."""
 
     hw: Hardware
     nranks: int
@@ -473,6 +476,7 @@ class Tuner:
     nvls: bool = True
     graphs: Graphs | None = None
     collnet: bool = False
+    nvswitch: bool = True
     _enabled_algo: dict[str, dict[str, int]] = field(init=False, repr=False)
     _enabled_proto: dict[str, dict[str, int]] = field(init=False, repr=False)
 
@@ -540,14 +544,12 @@ class Tuner:
         if algo.startswith("collnet"):
             # CollNet: NCCL_COLLNET_ENABLE and SHARP, from 2 nodes
             # (NCCL_COLLNET_NODE_THRESHOLD), at most 8 GPUs a node (NCCL_MAX_DIRECT_ARITY
-            # + 1), Simple only, AllReduce only here (SHARP's AllGather and ReduceScatter
-            # are not modelled); Direct needs an NVSwitch (src/graph/tuning.cc,
-            # src/enqueue.cc)
+            # + 1), Simple only (AllGather and ReduceScatter: Direct only, filtered above);
+            # Direct needs an NVSwitch (src/graph/tuning.cc, src/enqueue.cc)
             if not (self.collnet and self.nodes >= COLLNET_NODE_THRESHOLD and self.ppn <= 8
                     and proto == "simple"):
                 return False
-            if algo == "collnet_direct" and self.graphs is not None \
-                    and self.graphs.nvls is None:
+            if algo == "collnet_direct" and not self.nvswitch:
                 return False
         if algo == "pat":
             return False  # NCCL's auto mode needs 1 GPU per node and a host net device
