@@ -342,7 +342,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
                       channels=args.channels if nccl_ch else channels,
                       qps=args.qps, datatype=args.datatype, root=args.root, iters=args.iters,
                       warmup_iters=args.warmup_iters, inplace=not faulty, nccl=nccl,
-                      trace=bool(args.trace), fidelity=args.fidelity)
+                      trace=bool(args.trace), fidelity=args.fidelity,
+                      steady=not args.every_loop, engine=args.engine)
             caps = None
             if cap_tmp is not None and i == len(sizes) - 1:  # the largest size's frames
                 from sim.study.collective_capture import PortCaptures
@@ -446,6 +447,20 @@ def cmd_collective(args: argparse.Namespace) -> int:
         emit(f"# flow fidelity for {', '.join(map(str, flow))} (auto: from 16 GiB of ranks "
              f"x size)" if flow else "# every size with packets (auto: below 16 GiB of ranks "
              "x size)")
+    ring = [str(r["size_bytes"]) for r in rows if r.get("engine") == "ring"]
+    if ring:  # flow fidelity: the calls the ring engine ran
+        emit(f"# {', '.join(ring)}: the ring engine (no transfer objects: each ring edge's "
+             f"sends worked out together; a QP's rate its max-min share with every QP of "
+             f"the ring sending); #wrong N/A: no symbolic replay of the data (--engine job "
+             f"runs the transfers)")
+    for r in rows:  # flow fidelity: the calls run by their steady loops
+        st = r.get("steady")
+        if st:
+            emit(f"# {r['size_bytes']}: {st['loops_run']} of {st['loops']} ring loops "
+                 f"simulated; loops {st['loops_run'] - 5} to {st['loops_run'] - 3} each "
+                 f"repeated the one before {st['period_ps'] / 1e6:.3f} us later, transfer "
+                 f"for transfer, and the {st['loops'] - st['loops_run']} others add that "
+                 f"each (--every-loop simulates them all)")
     if any("tuner" in r for r in rows):
         for line in tuner_lines(rows, params["hw"]):
             emit(line)
@@ -840,6 +855,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "control or losses; faster; faults, --capture and adaptive routing "
                         "refused); auto: flow from 16 GiB of ranks x size, without faults, "
                         "--capture or adaptive routing")
+    c.add_argument("--engine", choices=["auto", "ring", "job"], default="auto",
+                   help="flow fidelity: auto (default): a ring AllReduce, AllGather or "
+                        "ReduceScatter of 500,000 sends or more on the ring engine (no "
+                        "transfer objects), the rest as transfers driven one by one (job); "
+                        "ring or job: always that one (ring: ring calls only)")
+    c.add_argument("--every-loop", action="store_true",
+                   help="flow fidelity: simulate every loop of a ring call of more than 16 "
+                        "loops (default: only until its loops repeat, one period apart, "
+                        "transfer for transfer; then each loop left adds that period, "
+                        "exactly)")
     c.add_argument("--algo", choices=["auto", *(str(a) for a in Algorithm)], default=None,
                    help="auto (default): NCCL's tuner picks per size among the algorithms "
                         "simulated (ring, tree, nvls on one node, nvls_tree on several; with "

@@ -49,6 +49,16 @@ FABRICS = ("rail", "star", "fattree", "superpod", "nvl72")
 #: of rank-bytes, about a minute of packets on a 2-core machine (a SuperPOD of 1 SU, 248
 #: ranks x 64 MiB: 67 CPU s at packet fidelity, 35 at flow) [A: chosen, not fitted]
 AUTO_FLOW_RANK_BYTES = 16 << 30
+#: Flow fidelity: a call of more loops than this (ring, tree, NVLS, NVLS tree) runs a few of
+#: them until they end a fixed period apart, and adds the period of each loop not run
+#: (:mod:`sim.workloads.steady`); ``steady=False`` (``--every-loop``) runs them all.
+STEADY_MIN_LOOPS = 16
+#: Flow fidelity: a ring AllReduce, AllGather or ReduceScatter of this many sends or more
+#: runs on the ring engine (:mod:`sim.workloads.ring_engine`: no transfer objects); below,
+#: the job drives its transfers (``engine`` of :func:`run_size`: "ring" or "job" always)
+RING_ENGINE_SENDS = 500_000
+#: the loops of the first try, doubled until the loops repeat
+STEADY_FIRST_LOOPS = 12
 
 #: ``-p`` keys that shape one kind of fabric: given with another ``--fabric`` they are a
 #: mistake (a fat-tree's size is ``k``, a SuperPOD's ``sus``; neither has ``nodes``).
@@ -343,6 +353,51 @@ def _iterations(sch, rf, n: int, warmup: int, mtu: int, limit_ps: int, progress=
     return times, run, None
 
 
+def _steady_loops(build: Callable[[int], Any], lazy: Any, rf: Any, mtu: int, limit_ps: int,
+                  progress: Callable[[int, int], None] | None, before: Any,
+                  job_kw: Mapping[str, Any]) -> tuple[Any, Any, Any, str | None]:
+    """Flow fidelity, a call of many loops (``lazy``: its schedule without transfers):
+    run the call cut to :data:`STEADY_FIRST_LOOPS` of its loops (``build(loops)``), then
+    twice as many, until its loops end a fixed period apart (:mod:`sim.workloads.steady`).
+    Returns (the schedule run, its run, the :class:`sim.workloads.steady.Steady` found or
+    None, an error or None)."""
+    from sim.workloads.collective import RunError, run_schedule
+    from sim.workloads.steady import Steady, steady_period_ps
+
+    loops, sch, run = STEADY_FIRST_LOOPS, None, None
+    while 2 * loops <= lazy.loops:  # else the whole call costs hardly more
+        sch = build(loops)
+        if before is not None:
+            before()
+        try:
+            run = run_schedule(sch, rf.fabric, rf.ranks, mtu_bytes=mtu, limit_ps=limit_ps,
+                               progress=progress, **job_kw)
+        except RunError as e:
+            return sch, run, None, f"iteration 1: {e}"
+        found = steady_period_ps(run)
+        if found is not None:
+            return sch, run, Steady(found[0], found[1], sch.loops, lazy.loops), None
+        loops *= 2
+    return sch, run, None, None
+
+
+def _ring_engine(sch: Any, rf: Any, mtu: int, progress: Callable[[int, int], None] | None,
+                 before: Any, job_kw: Mapping[str, Any]) -> tuple[Any, str | None]:
+    """Flow fidelity, a ring call on the ring engine (:mod:`sim.workloads.ring_engine`):
+    (its :class:`~sim.workloads.ring_engine.RingRun`, None) or (None, why it failed)."""
+    from sim.workloads.ring_engine import run_ring
+
+    if before is not None:
+        before()
+    kw = {k: job_kw[k] for k in ("header_bytes", "gpus_per_node", "nvlink", "nvlink_bps",
+                                 "nvlink_latency_ps", "pxn") if k in job_kw}
+    try:
+        return run_ring(sch, rf.fabric, rf.ranks, mtu_bytes=mtu, host=job_kw.get("host"),
+                        progress=progress, **kw), None
+    except (ValueError, RuntimeError) as e:
+        return None, f"iteration 1: {e}"
+
+
 def _figures(collective: str, count: int, dtype: str, nranks: int, times: list[int]
              ) -> dict[str, Any]:
     from sim.workloads.nccl_tests import algbw_busbw
@@ -450,7 +505,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
              progress: Callable[[int, int], None] | None = None,
              observer: Any = None, faults: bool = True,
              nccl: Mapping[str, Any] | None = None, trace: bool = False,
-             fidelity: str = "packet") -> dict[str, Any]:
+             fidelity: str = "packet", steady: bool = True,
+             engine: str = "auto") -> dict[str, Any]:
     """One size of ``lossless collective`` (``nbytes`` is nccl-tests' ``-b`` size): a fresh
     fabric of kind ``fabric`` for resolved ``params`` (:func:`collective_params`), the
     schedule of nccl-tests' count, ``warmup_iters`` + ``iters`` out-of-place iterations back
@@ -517,16 +573,44 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     )
     from sim.workloads.nccl import ScheduleError, verify
     from sim.workloads.nccl_tests import coll_counts
+    from sim.workloads.ring_engine import ring_engine_problem, ring_sends
+    from sim.workloads.steady import STEADY_ALGORITHMS
 
     rf = build_fabric(fabric, dict(params), tracer=getattr(observer, "tracer", None),
                       faults=faults)
     nranks = len(rf.ranks)
     counts = coll_counts(collective, nbytes, datatype, nranks)
-    sized = plan_size(collective, counts, rf.nodes, rf.gpus_per_node, params,
-                      algorithm=algorithm, protocol=protocol, channels=channels, qps=qps,
-                      datatype=datatype, root=root, nccl=nccl,
-                      aggregators=getattr(rf, "aggregators", ()),
-                      nodes_per_leaf=getattr(rf, "nodes_per_leaf", 0))
+    faulted = faults and (params.get("faults") or getattr(rf.fabric, "fault_log", None)
+                          is not None)
+    if fidelity == "auto":  # flow from AUTO_FLOW_RANK_BYTES of ranks x size, without faults
+        fidelity = "flow" if (nranks * counts.size_bytes >= AUTO_FLOW_RANK_BYTES
+                              and not faulted) else "packet"
+
+    def plan(**kw: Any) -> Any:
+        return plan_size(collective, counts, rf.nodes, rf.gpus_per_node, params,
+                         algorithm=algorithm, protocol=protocol, channels=channels, qps=qps,
+                         datatype=datatype, root=root, nccl=nccl,
+                         aggregators=getattr(rf, "aggregators", ()),
+                         nodes_per_leaf=getattr(rf, "nodes_per_leaf", 0), **kw)
+
+    # flow fidelity: a call of many loops runs a few of them until they repeat
+    # (sim.workloads.steady); lazy is its plan without transfers
+    lazy = ring = None
+    if (fidelity == "flow" and not faulted and not getattr(rf, "stragglers", ())
+            and collective not in ("alltoall", "sendrecv")):
+        try:
+            lazy = plan(build=False)
+        except ScheduleError:  # not an algorithm of loops: the whole call runs
+            lazy = None
+        if lazy is not None and engine != "job" and ring_engine_problem(
+                lazy.schedule) is None and (engine == "ring" or ring_sends(
+                    lazy.schedule) >= RING_ENGINE_SENDS):
+            ring = lazy  # the ring engine, without transfer objects
+            lazy = None
+        if lazy is not None and (not steady or lazy.schedule.loops <= STEADY_MIN_LOOPS
+                                 or lazy.algorithm not in STEADY_ALGORITHMS):
+            lazy = None
+    sized = lazy or ring or plan()
     sch, tuned = sized.schedule, sized.tuned
     algorithm, protocol = sized.algorithm, sized.protocol
     p2p = collective in ("alltoall", "sendrecv")
@@ -548,11 +632,6 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         job_kw["failover"] = True
     if sized.host is not None:
         job_kw["host"] = sized.host
-    faulted = faults and (params.get("faults") or getattr(rf.fabric, "fault_log", None)
-                          is not None)
-    if fidelity == "auto":  # flow from AUTO_FLOW_RANK_BYTES of ranks x size, without faults
-        fidelity = "flow" if (nranks * counts.size_bytes >= AUTO_FLOW_RANK_BYTES
-                              and not faulted) else "packet"
     if fidelity != "packet":
         if faulted:
             raise ValueError("--fidelity flow: faults are not modelled at flow fidelity "
@@ -575,8 +654,6 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     after = getattr(observer, "iteration", None)
     failed: list[dict[str, Any]] = []
     moved: list[dict[str, Any]] = []  # failover: the QPs moved, every iteration
-    ntr = len(sch.transfers)
-    total = ntr * (warmup_iters + iters + (iters if inplace else 0))
     snap: list[Any] = [None]
     # the ports' counters: at flow fidelity what the fluid flows sent (no packets counted)
     counters = port_counters
@@ -589,15 +666,40 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     def before() -> None:
         snap[0] = counters(rf.fabric)
 
-    times, run, error = _iterations(
-        sch, rf, iters, warmup_iters, mtu, limit_ps,
-        None if progress is None else (lambda done: progress(done, total)),
-        before if details else None, job_kw, failed, moved, after)
+    found = rrun = None
+    if ring is not None:  # every iteration takes as long (nothing carries over)
+        rrun, error = _ring_engine(sch, rf, mtu, progress, before if details else None,
+                                   job_kw)
+        times = [] if error is not None else [rrun.time_ps] * iters
+    elif lazy is not None:  # a few loops until they repeat; every iteration takes as long
+        sch, run, found, error = _steady_loops(
+            lambda loops: plan(loops=loops).schedule, lazy.schedule, rf, mtu, limit_ps,
+            progress, before if details else None, job_kw)
+        if found is None and error is None:  # no steady state: the whole call
+            sized = plan()
+            sch = sized.schedule
+            lazy = None
+    ntr = len(sch.transfers)
+    total = ntr * (warmup_iters + iters + (iters if inplace else 0))
+    if rrun is not None:
+        run = None
+    elif found is not None:
+        times = [] if error is not None else [run.time_ps + found.extra_ps] * iters
+        if after is not None and error is None:
+            after(run)
+    else:
+        times, run, error = _iterations(
+            sch, rf, iters, warmup_iters, mtu, limit_ps,
+            None if progress is None else (lambda done: progress(done, total)),
+            before if details else None, job_kw, failed, moved, after)
     links = timeline = None
     if details and error is None and run is not None and ntr:  # 0 elements: nothing sent
         links = link_usage(rf.fabric, run.first_start_ps, run.last_finish_ps, since=snap[0],
                            ranks=rf.ranks, now=counters(rf.fabric))
         timeline = rank_timeline(run, timeline_rank)
+    if details and error is None and rrun is not None and rrun.transfers:
+        links = link_usage(rf.fabric, rrun.first_start_ps, rrun.last_finish_ps,
+                           since=snap[0], ranks=rf.ranks, now=counters(rf.fabric))
     wrong = None
     if error is None and run is not None:
         # by start time, ties in id order (a stable sort)
@@ -608,7 +710,9 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         except ScheduleError as e:
             error = f"wrong result: {e}"
     in_times: list[int] = []
-    if error is None and inplace:
+    if error is None and inplace and (found is not None or rrun is not None):
+        in_times = list(times)
+    elif error is None and inplace:
         base = ntr * (warmup_iters + iters)
         in_times, _, in_error = _iterations(
             sch, rf, iters, 0, mtu, limit_ps,
@@ -626,6 +730,15 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         "algorithm": "p2p" if p2p else str(algorithm), "protocol": str(protocol),
         **({"fidelity": fidelity} if fidelity != "packet" else {}),
     }
+    if rrun is not None:  # no transfer objects: their count, and no symbolic replay
+        row["transfers"], row["nvlink_bytes"] = rrun.transfers, rrun.nvlink_bytes
+        row["engine"] = "ring"
+    if found is not None:  # the loops simulated, and the call's
+        per_loop = sum(1 for t in sch.transfers if t.loop == 0)
+        row["transfers"] = ntr + (found.loops - found.loops_run) * per_loop
+        row["steady"] = {"loops_run": found.loops_run, "loops": found.loops,
+                         "period_ps": found.period_ps, "spread_ps": found.spread_ps,
+                         "transfers_run": ntr}
     if tuned is not None:
         from sim.workloads.tuner import nccl_text as tuner_text
 
@@ -643,6 +756,9 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         from sim.workloads.collective_stats import chrome_trace
 
         row["trace"] = None
+        if rrun is not None:
+            row["trace_problem"] = ("the ring engine runs without transfer objects: no "
+                                    "trace (--fidelity packet, or a smaller call)")
         if error is None and run is not None:
             try:
                 row["trace"] = chrome_trace(

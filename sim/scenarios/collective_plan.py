@@ -94,7 +94,7 @@ def plan_size(collective: str, counts: Any, nodes: int, gpus_per_node: int,
               channels: int | None = None, qps: int = 1, datatype: str = "float",
               root: int = 0, nccl: Mapping[str, Any] | None = None,
               aggregators: Sequence[int] = (), qp_base: int = 0x100,
-              nodes_per_leaf: int = 0) -> SizePlan:
+              nodes_per_leaf: int = 0, loops: int = 0, build: bool = True) -> SizePlan:
     """The schedule and NCCL's host side of one call (``counts``:
     :func:`sim.workloads.nccl_tests.coll_counts`) of ``nodes`` nodes of ``gpus_per_node``
     GPUs, as :func:`run_size` (``lossless collective``) and a fabric file's
@@ -104,9 +104,13 @@ def plan_size(collective: str, counts: Any, nodes: int, gpus_per_node: int,
     (:func:`sim.workloads.nccl.default_channels`); NVLS across nodes runs NVLS+SHARP when
     the fabric has SHARP ``aggregators`` (``nodes_per_leaf``: nodes under one rail leaf
     when the rails span several, as in a SuperPOD; 0: one leaf per rail).
+    ``loops`` (ring and tree): build the first ``loops - 1`` loops and the
+    last loop of the call only, with everything else resolved for the whole call
+    (:func:`sim.workloads.nccl.truncated_count`); ``build`` False: the schedule's
+    parameters and loops without its transfers (those algorithms only).
     ``ScheduleError`` for what the schedule refuses, ``TunerError`` for NCCL settings that
     leave nothing to run."""
-    from sim.workloads.nccl import default_channels, schedule
+    from sim.workloads.nccl import default_channels, schedule, truncated_count
 
     nranks = nodes * gpus_per_node
     tuned, tuner = tune_size(collective, counts.size_bytes, algorithm, protocol, channels,
@@ -144,10 +148,17 @@ def plan_size(collective: str, counts: Any, nodes: int, gpus_per_node: int,
         nvls_kw["sharp_nodes_per_leaf"] = nodes_per_leaf
         if algorithm == "nvls" and tuner is not None:
             nvls_kw["nvls_chunk_bytes"] = tuner.nvls_max_chunk_bytes()
-    sch = schedule(collective, nranks, counts.param_count, datatype,
-                   nchannels=channels, algorithm=algorithm, protocol=protocol,
-                   root=root, gpus_per_node=gpus_per_node, qps_per_connection=qps,
-                   p2p_channels_per_peer=per_peer, qp_base=qp_base, **nvls_kw)
+    kw = {"nchannels": channels, "algorithm": algorithm, "protocol": protocol, "root": root,
+          "gpus_per_node": gpus_per_node, "qps_per_connection": qps,
+          "p2p_channels_per_peer": per_peer, "qp_base": qp_base, **nvls_kw}
+    count = counts.param_count
+    if loops or not build:
+        sch = schedule(collective, nranks, count, datatype, build=False, **kw)
+        if build:
+            sch = schedule(collective, nranks, truncated_count(sch, loops), datatype,
+                           full_count=count, **kw)
+    else:
+        sch = schedule(collective, nranks, count, datatype, **kw)
     host = None
     if host_side and p2p:
         from sim.workloads.tuner import p2p_host_side

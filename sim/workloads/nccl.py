@@ -518,6 +518,13 @@ class Schedule:
     #: CollNet: the nodes under one rail leaf, the first level of a SHARP tree (0: every
     #: node under one leaf per rail, a tree of one switch)
     sharp_nodes_per_leaf: int = 0
+    #: elements one full loop moves (ring, tree, NVLS, NVLS tree; 0 for the others); for a
+    #: ring or a tree a call ``k x loop_elems`` elements shorter has ``k`` loops fewer and
+    #: the same last loop (:func:`truncated_count`)
+    loop_elems: int = 0
+    #: the count the channels, threads and chunks were resolved for (``full_count`` of
+    #: :func:`schedule`: the call these are the first and last loops of; else ``count``)
+    full_count: int = 0
 
     def node_of(self, rank: int) -> int:
         """The node of ``rank``: a GPU's (``rank // gpus_per_node``), an NVLS buffer's, or
@@ -624,7 +631,8 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
              drop_channels: bool = True, p2p_channels_per_peer: int = 2,
              qp_base: int = 0x100, nvls_chunk_bytes: int = NVLS_CHUNK_BYTES,
              nvls_tree_max_chunk_bytes: int = 0, sharp: bool = False,
-             sharp_nodes_per_leaf: int = 0) -> Schedule:
+             sharp_nodes_per_leaf: int = 0, full_count: int | None = None,
+             build: bool = True) -> Schedule:
     """The transfers NCCL performs for one call.
 
     ``count`` is the element count the NCCL call takes: ``ncclAllReduce``/``ncclBroadcast``
@@ -650,7 +658,11 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
     heads' node sums; on one node NCCL has no CollNet and ``sharp`` changes nothing.
     ``sharp_nodes_per_leaf``: the nodes under one rail leaf when the rails span several
     leaves (a SuperPOD's SUs), whose aggregators then send to each rail's root (0: one leaf
-    per rail).
+    per rail).  ``full_count`` (ring and tree): resolve the channels, threads
+    and chunks for a call of that count, and build the transfers of ``count``: with
+    ``count`` from :func:`truncated_count`, the first loops and the last loop of that call.
+    ``build`` False: the parameters, the rings, ``loops`` and ``loop_elems`` only, no
+    transfers and no connections (a call too big to hold transfer by transfer).
     """
     coll, algo, proto = Collective(collective), Algorithm(algorithm), Protocol(protocol)
     if dtype not in DTYPE_BYTES:
@@ -716,10 +728,16 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
     if algo is Algorithm.RING and proto is Protocol.LL:
         threshold *= nranks
     p2p = coll in (Collective.ALLTOALL, Collective.SENDRECV)
+    full = count if full_count is None else full_count
+    if full < count:
+        raise ScheduleError(f"full_count {full} is below count {count}")
+    if full != count and (p2p or algo not in (Algorithm.RING, Algorithm.TREE) or sharp):
+        raise ScheduleError(f"full_count: ring and tree loops only, not "
+                            f"{'p2p' if p2p else algo.value}")
     if coll in (Collective.ALLGATHER, Collective.REDUCESCATTER):
-        total = count * elt * nranks  # "count is per rank" (computeColl, enqueue.cc)
+        total = full * elt * nranks  # "count is per rank" (computeColl, enqueue.cc)
     else:
-        total = count * elt
+        total = full * elt
     nc = nchannels
     if collnet:  # 640 threads, 512 bytes a thread (ncclTopoTuneModel)
         nt, threshold = NCCL_MAX_NTHREADS if nthreads is None else nt, COLLNET_THREAD_THRESHOLD
@@ -750,9 +768,15 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
     if sharp_nodes_per_leaf < 0:
         raise ScheduleError(f"sharp_nodes_per_leaf must be >= 0, got {sharp_nodes_per_leaf}")
     sch.sharp_nodes_per_leaf = sharp_nodes_per_leaf
+    sch.full_count = full
     b = _Builder(sch, nchannels, qp_base)
     if nranks == 1 or count == 0:
         return b.finish()
+    if not build:
+        if algo is Algorithm.RING and not p2p:
+            sch.rings = [list(r) for r in rings[:nc]]
+        _loop_geometry(sch, coll)
+        return sch
     if p2p:
         _p2p(b, coll)
     elif algo is Algorithm.TREE:
@@ -791,73 +815,131 @@ def _ring_chunk_elems(sch: Schedule, rem: int, parts: int) -> int:
     return min(chunk, -(-rem // (parts * min_chunk)) * min_chunk)
 
 
+def _loop_geometry(sch: Schedule, coll: Collective) -> None:
+    """``loop_elems``, ``loops``, ``steps_per_loop`` and the chunk of a schedule built
+    without its transfers (``build`` False), as its builder works them out."""
+    n, nc, elt, algo = sch.nranks, sch.nchannels, sch.elem_bytes, sch.algorithm
+    size = sch.count
+    if coll in (Collective.ALLTOALL, Collective.SENDRECV) or sch.aggregators or (
+            algo not in (Algorithm.RING, Algorithm.TREE, Algorithm.NVLS,
+                         Algorithm.NVLS_TREE)):
+        raise ScheduleError(f"a schedule without its transfers: ring, tree, nvls and "
+                            f"nvls_tree loops only, not {algo.value} {coll.value}")
+    if algo is Algorithm.RING:
+        sch.steps_per_loop = _ring_hops(coll, n)
+        sch.loop_elems = nc * (n if coll is Collective.ALLREDUCE else 1) * (
+            sch.chunk_bytes // elt)
+        sch.loops = _ceil_div(size, sch.loop_elems)
+    elif algo is Algorithm.TREE:
+        chunk = _tree_chunk_elems(sch)
+        sch.steps_per_loop, sch.loop_elems = 1, nc * chunk
+        sch.loops = _ceil_div(size, sch.loop_elems)
+    else:
+        g = sch.gpus_per_node
+        chunk = _nvls_chunk_bytes(sch, sch.full_count * elt, n // g) // elt
+        sch.chunk_bytes, sch.steps_per_loop, sch.buffers = chunk * elt, 1, 2 * n
+        sch.loop_elems = nc * g * chunk
+        sch.loops = _ceil_div(_ceil_div(size, nc), g * chunk)
+
+
+def truncated_count(sch: Schedule, loops: int) -> int:
+    """The count of a call with ``loops`` loops of ``sch`` (a ring or tree schedule, built
+    or not): its first ``loops - 1`` loops and its last loop, the same loops as ``sch``'s
+    (:func:`schedule` with ``full_count=sch.count``); ``sch.count`` when it has no more
+    loops than that.  Every full loop of a call has the same transfers (only the last one's
+    chunk shrinks to what is left), so a call ``k x loop_elems`` elements shorter has ``k``
+    full loops fewer and the same last loop.  (NVLS loops run in one part of the buffer per
+    channel, the last channel's part shorter: not cut.)"""
+    if not sch.loop_elems or sch.algorithm not in (Algorithm.RING, Algorithm.TREE):
+        raise ScheduleError(f"{sch.algorithm.value} {sch.collective.value}: not a schedule of "
+                            f"whole-buffer loops (ring and tree)")
+    if loops < 2:
+        raise ScheduleError(f"a truncated call keeps 2 or more loops, not {loops}")
+    return sch.count - max(0, sch.loops - loops) * sch.loop_elems
+
+
+def _ring_hops(coll: Collective, n: int) -> int:
+    """Hops of a ring chunk: AllReduce 2(n-1), the others n-1."""
+    return 2 * (n - 1) if coll is Collective.ALLREDUCE else n - 1
+
+
+def ring_loops(sch: Schedule) -> list[tuple[int, int]]:
+    """(first element, chunk elements) of each loop of a ring schedule (``runRing``: the
+    chunk shrinks in the last loop to what is left)."""
+    per_loop = sch.nranks if sch.collective is Collective.ALLREDUCE else 1
+    loop_elems = sch.nchannels * per_loop * (sch.chunk_bytes // sch.elem_bytes)
+    return [(grid, _ring_chunk_elems(sch, sch.count - grid, sch.nchannels * per_loop))
+            for grid in range(0, sch.count, loop_elems)]
+
+
+def ring_piece(sch: Schedule, grid: int, real: int, ch: int, c: int) -> tuple[int, int]:
+    """(first element, elements) of piece ``c`` of channel ``ch`` in the ring loop at
+    ``grid`` with chunk ``real`` (AllReduce: chunk ``c``; the others: the channel's chunk
+    of the block at ring position ``c``); elements <= 0: no such piece."""
+    if sch.collective is Collective.ALLREDUCE:
+        if sch.protocol is Protocol.SIMPLE:
+            off = grid + ch * sch.nranks * real + c * real
+        else:
+            off = grid + (c * sch.nchannels + ch) * real
+    else:
+        off = grid + ch * real
+    return off, min(real, sch.count - off)
+
+
+def ring_slices(sch: Schedule, nelem: int) -> list[tuple[int, int]]:
+    """(offset, elements) of the network sends one ring hop of a piece of ``nelem``
+    elements takes: Simple's slices, else the piece whole."""
+    if sch.protocol is not Protocol.SIMPLE:
+        return [(0, nelem)]
+    slice_elems = step_data_bytes(sch.protocol) // sch.elem_bytes * sch.slice_steps
+    return _simple_slices(nelem, slice_elems, (sch.chunk_bytes // sch.elem_bytes)
+                          // slice_elems)
+
+
+def ring_first_sender(coll: Collective, c: int, ring: Sequence[int], root: int) -> int:
+    """The ring position that sends hop 0 of piece ``c`` (``runRing``'s step 0)."""
+    if coll in (Collective.ALLREDUCE, Collective.REDUCESCATTER):
+        return (c + 1) % len(ring)  # RS: the block of position c reduced along c+1, ..., c
+    if coll is Collective.ALLGATHER:
+        return c                    # position c sends its own block first
+    return ring.index(root)         # broadcast: a pipeline from the root
+
+
 def _ring(b: _Builder, coll: Collective, rings: list[list[int]]) -> None:
     sch = b.sch
-    n, nc, elt = sch.nranks, sch.nchannels, sch.elem_bytes
-    size = sch.count  # elements of one block (AR/BC: the buffer; RS/AG: one rank's shard)
-    per_loop = n if coll is Collective.ALLREDUCE else 1
-    hops = {Collective.ALLREDUCE: 2 * (n - 1)}.get(coll, n - 1)
+    n, nc = sch.nranks, sch.nchannels
+    hops = _ring_hops(coll, n)
     sch.steps_per_loop = hops
-    chunk = sch.chunk_bytes // elt
-    loop_elems = nc * per_loop * chunk
-    step_elems = step_data_bytes(sch.protocol) // elt
-    # A slice is SLICESTEPS steps; a chunk CHUNKSTEPS / SLICESTEPS slices (2 for Simple ring
-    # AllReduce/AllGather/ReduceScatter, 1 otherwise).
-    slice_elems = step_elems * sch.slice_steps
-    spc = chunk // slice_elems
-    loops = 0
-    for loop, grid in enumerate(range(0, size, loop_elems)):
-        loops += 1
-        real = _ring_chunk_elems(sch, size - grid, nc * per_loop)
+    sch.loop_elems = nc * (n if coll is Collective.ALLREDUCE else 1) * (
+        sch.chunk_bytes // sch.elem_bytes)
+    loops = ring_loops(sch)
+    for loop, (grid, real) in enumerate(loops):
         # pieces: (channel, block id, chunk-local offset, nelem, ring of the piece)
         for hop in range(hops):
             for ch in range(nc):
                 ring = rings[ch]
                 for c in range(n):
-                    if coll is Collective.ALLREDUCE:
-                        if sch.protocol is Protocol.SIMPLE:
-                            off = grid + ch * n * real + c * real
-                        else:
-                            off = grid + (c * nc + ch) * real
-                    else:
-                        off = grid + ch * real
-                    nelem = min(real, size - off)
+                    off, nelem = ring_piece(sch, grid, real, ch, c)
                     if nelem <= 0:
                         continue
-                    _ring_hop(b, coll, ring, ch, c, hop, loop, off, nelem, slice_elems, spc)
-    sch.loops = loops
+                    _ring_hop(b, coll, ring, ch, c, hop, loop, off, nelem)
+    sch.loops = len(loops)
 
 
 def _ring_hop(b: _Builder, coll: Collective, ring: list[int], ch: int, c: int, hop: int,
-              loop: int, off: int, nelem: int, slice_elems: int, spc: int) -> None:
+              loop: int, off: int, nelem: int) -> None:
     """Hop ``hop`` of piece ``c`` (AR: chunk index; RS/AG/BC: block by ring position)."""
     sch = b.sch
     n, elt = sch.nranks, sch.elem_bytes
-    if coll is Collective.ALLREDUCE:
-        start = (c + 1) % n          # ring position sending hop 0 (runRing "step 0")
-        reduce = hop < n - 1
-        blk_src = blk_dst = 0
-    elif coll is Collective.REDUCESCATTER:
-        start = (c + 1) % n          # block of ring position c reduced along c+1, ..., c
-        reduce = True
-        blk_src = blk_dst = ring[c]
-    elif coll is Collective.ALLGATHER:
-        start = c                    # ring position c sends its own block first
-        reduce = False
-        blk_src = blk_dst = ring[c]
-    else:  # broadcast: a pipeline from the root around the ring
-        if c != 0:
-            return
-        start = ring.index(sch.root)
-        reduce = False
-        blk_src = blk_dst = 0
-    pos = (start + hop) % n
+    if coll is Collective.BROADCAST and c != 0:
+        return
+    reduce = (hop < n - 1 if coll is Collective.ALLREDUCE
+              else coll is Collective.REDUCESCATTER)
+    blk_src = blk_dst = 0 if coll in (Collective.ALLREDUCE, Collective.BROADCAST) \
+        else ring[c]
+    pos = (ring_first_sender(coll, c, ring, sch.root) + hop) % n
     src, dst = ring[pos], ring[(pos + 1) % n]
-    if sch.protocol is Protocol.SIMPLE:
-        slices = _simple_slices(nelem, slice_elems, spc)
-    else:
-        slices = [(0, nelem)]
-    for s, (soff, slen) in enumerate(slices):
+    for s, (soff, slen) in enumerate(ring_slices(sch, nelem)):
         key = (loop, ch, c, s)
         prev = b.last_hop.get(key)
         b.last_hop[key] = b.add(src, dst, ch, slen * elt, step=hop, loop=loop, reduce=reduce,
@@ -866,11 +948,13 @@ def _ring_hop(b: _Builder, coll: Collective, ring: list[int], ch: int, c: int, h
                                 deps=() if prev is None else (prev,))
 
 
-def _tree_allreduce(b: _Builder) -> None:
-    sch = b.sch
+def _tree_chunk_elems(sch: Schedule) -> int:
+    """The tree's chunk in elements (``computeColl``/``calcCollChunking`` for the call of
+    ``full_count`` elements; a call in one loop gets ``runTreeSplit``'s), set as
+    ``sch.chunk_bytes``."""
     n, nc, elt, gpn = sch.nranks, sch.nchannels, sch.elem_bytes, sch.gpus_per_node
     nnodes = n // gpn
-    nbytes = sch.count * elt
+    nbytes = sch.full_count * elt
     depth = n // nnodes - 1 + int(math.log2(nnodes))
     chunk_b = sch.chunk_bytes
     # computeColl (enqueue.cc): halve the tree chunk for small calls.
@@ -891,7 +975,7 @@ def _tree_allreduce(b: _Builder) -> None:
         grain = _grain_bytes(sch.protocol) * 32  # per warp: NCCL_LL128 grain 1920 B
         chunk_b = max(grain, chunk_b // grain * grain)
     chunk = chunk_b // elt
-    size = sch.count
+    size = sch.full_count
     # runTreeSplit: if one loop covers it all, chunk = ceil(size / (nc * minChunk)) * minChunk.
     threads = sch.nthreads + WARP_SIZE + 3 * WARP_SIZE if sch.protocol is Protocol.SIMPLE \
         else sch.nthreads
@@ -905,13 +989,21 @@ def _tree_allreduce(b: _Builder) -> None:
     if nc * chunk > size:
         chunk = -(-size // (nc * min_chunk)) * min_chunk
     sch.chunk_bytes = chunk * elt
+    return chunk
+
+
+def _tree_allreduce(b: _Builder) -> None:
+    sch = b.sch
+    n, nc, elt, gpn = sch.nranks, sch.nchannels, sch.elem_bytes, sch.gpus_per_node
+    chunk = _tree_chunk_elems(sch)
+    size = sch.count
     sch.steps_per_loop = 1
     # connectTrees doubles the channels: the first half on tree 0, the second on tree 1; a
     # call that dropped channels uses the first ones.
     half = -(-b.comm_channels // 2)
     trees = [channel_tree(n, gpn, 0 if ch < half else 1, ch % gpn) for ch in range(nc)]
     orders = [_postorder(t) for t in trees]
-    loop_elems = nc * chunk
+    loop_elems = sch.loop_elems = nc * chunk
     loops = 0
     for loop, grid in enumerate(range(0, size, loop_elems)):
         loops += 1
@@ -1054,10 +1146,11 @@ def _nvls_allreduce(b: _Builder) -> None:
     n, nc, elt, g = sch.nranks, sch.nchannels, sch.elem_bytes, sch.gpus_per_node
     nodes = n // g
     size = sch.count
-    chunk = _nvls_chunk_bytes(sch, size * elt, nodes) // elt
+    chunk = _nvls_chunk_bytes(sch, sch.full_count * elt, nodes) // elt
     sch.chunk_bytes = chunk * elt
     sch.steps_per_loop = 1
     sch.buffers = 2 * n
+    sch.loop_elems = nc * g * chunk
     tree = sch.algorithm is Algorithm.NVLS_TREE
     last_align = max(1, (16384 if not tree else 16) // elt)
     part = _ceil_div(size, nc)
