@@ -1,7 +1,7 @@
 """``python -m bench [--quick]``: every benchmark (simulator, pcap decoding, crafting);
-``python -m bench sim|wire|craft|coll|scale|mem|realworld|flow [options]``: one of them with its own
-options (``python -m bench sim --packets 50000``; the old ``python -m bench --packets N`` form still
-runs the simulator benchmark)."""
+``python -m bench sim|wire|craft|coll|scale|mem|realworld|flow|ring [options]``: one of them
+with its own options (``python -m bench sim --packets 50000``; the old ``python -m bench
+--packets N`` form still runs the simulator benchmark)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ def main(argv: list[str]) -> int:
         flow_bench,
         mem_bench,
         realworld,
+        ring_bench,
         scale_bench,
         sim_bench,
         wire_bench,
@@ -24,7 +25,8 @@ def main(argv: list[str]) -> int:
               "coll": coll_bench.main, "scale": scale_bench.main,
               "mem": mem_bench.main,  # peak RSS of lossless replay
               "realworld": realworld.main,  # against published nccl-tests tables
-              "flow": flow_bench.main}  # flow fidelity against packets
+              "flow": flow_bench.main,  # flow fidelity against packets
+              "ring": ring_bench.main}  # the ring engine and steady loops; 1,024 GPUs
     if argv and argv[0] in suites:
         return suites[argv[0]](argv[1:])
     if argv and argv != ["--quick"]:
@@ -37,7 +39,8 @@ def main(argv: list[str]) -> int:
                        ("craft", ["--quick"] if quick else []),
                        ("coll", ["--quick"] if quick else []),
                        ("scale", ["--quick"] if quick else []),
-                       ("flow", ["--quick"] if quick else [])):
+                       ("flow", ["--quick"] if quick else []),
+                       ("ring", ["--quick"] if quick else [])):
         print(f"\n===== python -m bench {name} {' '.join(args)}".rstrip(), flush=True)
         rc |= suites[name](args)
     return rc

@@ -1,0 +1,122 @@
+"""The ring engine and the steady loops against the job that drives every transfer, and
+ring AllReduce at 1,024 GPUs: figures, CPU time and peak memory.
+
+Part 1 runs each case of :data:`PAIRS` (``lossless collective``'s size,
+:func:`sim.scenarios.collective.run_size`, flow fidelity) both ways, alternately (job,
+fast, job, fast ... ``--runs`` pairs): the job (``engine="job"``, ``steady=False``: every
+transfer and every loop) against the ring engine (``engine="ring"``) or the steady loops
+(``steady=True``), and prints the simulated times, their ratio, the CPU time of each
+(median) and the speed-up.  Part 2 (without ``--quick``) runs :data:`TARGETS` through the
+command line in a child process each and prints its CPU time and peak resident memory
+against the issue's targets.  CPU times by ``time.process_time`` / ``getrusage``, the
+machine being shared: trust the ratios.
+
+    python -m bench ring            # both parts, 3 pairs each
+    python -m bench ring --quick    # part 1's small cases, 1 pair
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+from sim.scenarios.base import resolve_params
+from sim.scenarios.collective import collective_params, run_size
+
+MIB = 1 << 20
+GIB = 1 << 30
+RING = {"algorithm": "ring"}
+
+#: (name, fabric, -p parameters, size, the fast way's run_size keywords, quick)
+PAIRS: tuple[tuple[str, str, dict[str, Any], int, dict[str, Any], bool], ...] = (
+    ("rail 4x8, 8 ch, ring 64M, host side", "rail", {"nodes": 4, "gpus_per_node": 8},
+     64 * MIB, {**RING, "protocol": "simple", "channels": 8, "engine": "ring"}, True),
+    ("rail 16x8, ring 256M, host side", "rail", {"nodes": 16, "gpus_per_node": 8},
+     256 * MIB, {**RING, "engine": "ring"}, False),
+    ("rail 16x8, ring 1G, host side", "rail", {"nodes": 16, "gpus_per_node": 8},
+     GIB, {**RING, "engine": "ring"}, False),
+    ("fat-tree k=8, 16x8, ring 256M, ECMP", "fattree", {"k": 8, "gpus_per_node": 8},
+     256 * MIB, {**RING, "engine": "ring"}, False),
+    ("fat-tree k=8, 16x8, ring 256M, 4 QPs", "fattree", {"k": 8, "gpus_per_node": 8},
+     256 * MIB, {**RING, "engine": "ring", "qps": 4}, False),
+    ("rail 2x2, 2 ch, ring 1G: steady loops", "rail", {"nodes": 2, "gpus_per_node": 2},
+     GIB, {**RING, "protocol": "simple", "channels": 2, "engine": "job"}, True),
+    ("rail 4x8, ring 16G: steady loops", "rail", {"nodes": 4, "gpus_per_node": 8,
+                                                  "limit_ms": 1000},
+     16 * GIB, {**RING, "engine": "job", "channels": 8}, False),
+)
+
+#: (name, lossless collective arguments, target CPU s, target peak GB)
+TARGETS: tuple[tuple[str, list[str], float, float], ...] = (
+    ("1,024 GPUs, fat-tree k=16, ring 1G", ["allreduce", "-b", "1G", "-e", "1G", "--fabric",
+                                           "fattree", "-p", "k=16", "-p", "gpus_per_node=8",
+                                           "--algo", "ring", "--fidelity", "flow"], 60, 0),
+    ("1,024 GPUs, fat-tree k=16, ring 4G", ["allreduce", "-b", "4G", "-e", "4G", "--fabric",
+                                           "fattree", "-p", "k=16", "-p", "gpus_per_node=8",
+                                           "--algo", "ring", "--fidelity", "flow"], 60, 0),
+)
+
+
+def _one(kind: str, p: dict[str, Any], size: int, kw: dict[str, Any]
+         ) -> tuple[float, dict[str, Any]]:
+    t0 = time.process_time()
+    row = run_size("allreduce", size, kind, p, inplace=False, fidelity="flow", **kw)
+    return time.process_time() - t0, row
+
+
+def _child(args: list[str]) -> tuple[float, float, str]:
+    """CPU seconds and peak resident GB of ``lossless collective ARGS`` in a child, and
+    its busbw line."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run([sys.executable, "-m", "sim.cli", "collective", *args],
+                         capture_output=True, text=True, check=True).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    row = next(line for line in out.splitlines() if line and not line.startswith("#"))
+    return cpu, after.ru_maxrss / 1e6, " ".join(row.split()[5:8])
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench ring", description=__doc__.split(
+        "\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="part 1's small cases, 1 pair")
+    ap.add_argument("--runs", type=int, default=3, help="pairs per case (default 3)")
+    args = ap.parse_args(argv)
+    runs = 1 if args.quick else max(1, args.runs)
+    print(f"{'case':40s} {'job us':>11s} {'fast us':>11s} {'fast/job':>9s} "
+          f"{'job CPU s':>9s} {'fast CPU s':>10s} {'speed-up':>8s}  fast way")
+    for name, kind, given, size, kw, quick in PAIRS:
+        if args.quick and not quick:
+            continue
+        p = resolve_params(collective_params(), given)
+        job_kw = {**kw, "engine": "job", "steady": False}
+        cpu: dict[str, list[float]] = {"job": [], "fast": []}
+        rows: dict[str, dict[str, Any]] = {}
+        for _ in range(runs):
+            for way, k in (("job", job_kw), ("fast", kw)):  # interleaved
+                t, rows[way] = _one(kind, p, size, k)
+                cpu[way].append(t)
+        job, fast = rows["job"], rows["fast"]
+        if job["error"] or fast["error"]:
+            print(f"{name:40s} failed: {job['error'] or fast['error']}")
+            return 1
+        how = ("ring engine" if fast.get("engine") == "ring" else
+               f"{fast['steady']['loops_run']} of {fast['steady']['loops']} loops"
+               if fast.get("steady") else "job")
+        cj, cf = statistics.median(cpu["job"]), statistics.median(cpu["fast"])
+        print(f"{name:40s} {job['time_us']:11.2f} {fast['time_us']:11.2f} "
+              f"{fast['time_ps'] / job['time_ps']:9.6f} {cj:9.2f} {cf:10.2f} "
+              f"{cj / cf:7.1f}x  {how}", flush=True)
+    if args.quick:
+        return 0
+    print(f"\n{'target':40s} {'CPU s':>8s} {'goal s':>7s} {'peak GB':>8s}  time us, algbw, "
+          f"busbw")
+    for name, cli, goal_s, _ in TARGETS:
+        cpu_s, peak, figures = _child(cli)
+        print(f"{name:40s} {cpu_s:8.1f} {goal_s:7.0f} {peak:8.2f}  {figures}", flush=True)
+    return 0
