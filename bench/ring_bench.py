@@ -73,7 +73,8 @@ def _child(args: list[str]) -> tuple[float, float, str]:
     """CPU seconds and peak resident GB of ``lossless collective ARGS`` in a child, and
     its busbw line."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run([sys.executable, "-m", "sim.cli", "collective", *args],
+    out = subprocess.run([sys.executable, "-c", "import sys; from sim.cli import main; "
+                          "raise SystemExit(main(sys.argv[1:]))", "collective", *args],
                          capture_output=True, text=True, check=True).stdout
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -86,12 +87,13 @@ def main(argv: list[str]) -> int:
         "\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="part 1's small cases, 1 pair")
     ap.add_argument("--runs", type=int, default=3, help="pairs per case (default 3)")
+    ap.add_argument("--targets", action="store_true", help="part 2 only")
     args = ap.parse_args(argv)
     runs = 1 if args.quick else max(1, args.runs)
     print(f"{'case':40s} {'job us':>11s} {'fast us':>11s} {'fast/job':>9s} "
           f"{'job CPU s':>9s} {'fast CPU s':>10s} {'speed-up':>8s}  fast way")
     for name, kind, given, size, kw, quick in PAIRS:
-        if args.quick and not quick:
+        if args.targets or (args.quick and not quick):
             continue
         p = resolve_params(collective_params(), given)
         job_kw = {**kw, "engine": "job", "steady": False}

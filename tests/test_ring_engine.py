@@ -31,6 +31,7 @@ def _both(make, sch, host=None, **kw):
     ring = run_ring(sch, f.fabric, f.ranks, mtu_bytes=MTU, nvlink_bps=NVLINK_BPS,
                     nvlink_latency_ps=NVLINK_LATENCY_PS, host=host, **kw)
     assert ring.transfers == len(sch.transfers) == ring_sends(sch)
+    assert ring.held_back == 0
     return job, ring
 
 

@@ -453,6 +453,11 @@ def cmd_collective(args: argparse.Namespace) -> int:
              f"sends worked out together; a QP's rate its max-min share with every QP of "
              f"the ring sending); #wrong N/A: no symbolic replay of the data (--engine job "
              f"runs the transfers)")
+        for r in rows:
+            if r.get("ring_held_back"):
+                emit(f"# {r['size_bytes']}: the ring engine held edges back "
+                     f"{r['ring_held_back']} times (one ran further ahead of the next than "
+                     f"it keeps receipts for): its figures may be late; --engine job")
     for r in rows:  # flow fidelity: the calls run by their steady loops
         st = r.get("steady")
         if st:

@@ -733,6 +733,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     if rrun is not None:  # no transfer objects: their count, and no symbolic replay
         row["transfers"], row["nvlink_bytes"] = rrun.transfers, rrun.nvlink_bytes
         row["engine"] = "ring"
+        if rrun.held_back:
+            row["ring_held_back"] = rrun.held_back
     if found is not None:  # the loops simulated, and the call's
         per_loop = sum(1 for t in sch.transfers if t.loop == 0)
         row["transfers"] = ntr + (found.loops - found.loops_run) * per_loop

@@ -16,9 +16,10 @@ sends at once:
 * posted: when its data and slot are there, after NCCL's host side as
   :class:`~sim.workloads.collective.CollectiveJob` applies it (the step latency, the
   sending GPU channel, one send at a time per edge) and the connection's order;
-* booked, in rounds: every send posted before the earliest one waiting plus the shortest
-  time a receipt can enable another send (the NVLink or path latency plus a step), so that
-  no send posted later can come before it: NVLink as
+* booked, in rounds, once no send still to be booked can take one of its NVLink ports
+  before it (:func:`_safe`: a send not yet posted comes no sooner than what it waits for
+  plus the shortest time a receipt can enable a send, the NVLink or path latency plus a
+  step; a send without NVLink at once): NVLink as
   :class:`~sim.workloads.collective.NvlinkDomain` books it (each GPU's egress and ingress a
   FIFO in the order sends are posted, ties as the schedule lists them), the receiving
   channel's copy inside a node, the network as fluid flows
@@ -81,6 +82,10 @@ class RingRun:
     #: flow id -> (src rank, dst rank, channel, QP index, UDP source port)
     flows: dict[int, tuple[int, int, int, int, int]] = field(default_factory=dict)
     nvlink_bytes: int = 0
+    #: rounds in which an edge that could send waited because it ran too far ahead of the
+    #: next edge (more receive times than the engine keeps): 0 unless a ring is very
+    #: uneven; its figures may then be late
+    held_back: int = 0
 
     @property
     def time_ps(self) -> int:
@@ -289,8 +294,12 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
     # received (kc); posted sends wait (at most max_inflight: the FIFO slots) to be booked
     edges = np.arange(E)
     succ_e = ch_of * n + (pos_of + 1) % n
-    W = max(64, 8 * Smax)  # receive times kept per edge (by grid position), for the next
-    R = np.full((W, E), _NEVER, dtype=np.int64)  # edge's data
+    # receive times kept per edge (by grid position) for the next edge's data: an edge
+    # may run this far ahead of the next one (256 MB of them at most); further, it waits,
+    # which NCCL's FIFO slots would not make it do (counted: RingRun.held_back)
+    W = int(min(J + 2 * Smax, max(64, 8 * Smax, (256 << 20) // (8 * E))))
+    R = np.full((W, E), _NEVER, dtype=np.int64)
+    held_back = 0
     hist = np.full((mi, E), _NEVER, dtype=np.int64)  # receive times of the last mi sends
     jp = np.zeros(E, dtype=np.int64)
     kp = np.zeros(E, dtype=np.int64)
@@ -314,6 +323,9 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
                            dtype=np.int64)
     nvl_users = np.flatnonzero(nvl_edge | pxn_edge) if dom is not None else np.empty(0, int)
     nvl_to = np.where(nvl_edge, dst, relay)[nvl_users]
+    nvl_user = np.zeros(E, dtype=bool)
+    nvl_user[nvl_users] = True
+    nvl_to_e = np.where(nvl_edge, dst, relay)  # the GPU whose ingress an NVLink user takes
     eg_rows = _Fifo(src[nvl_users], n)
     in_rows = _Fifo(nvl_to, n)
     step_ps = np.zeros(E, dtype=np.int64)
@@ -355,9 +367,10 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
                 continue
             first_unc = np.where(kc < kp, pend_pos[kc % mi, edges], jp)
             S_ = g_S[jj]
-            can = (act & ((g_hop[jj] == 0) | (first_unc[prev_e] > jj - S_))
-                   & (kp - kc < mi) & (jp < jp[succ_e] + W - 2 * Smax))
+            could = act & ((g_hop[jj] == 0) | (first_unc[prev_e] > jj - S_)) & (kp - kc < mi)
+            can = could & (jp < jp[succ_e] + W - 2 * Smax)
             if not can.any():
+                held_back += int(could.sum())
                 break
             e_ = np.flatnonzero(can)
             je = jj[e_]
@@ -388,13 +401,16 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
             if (jp >= J).all():
                 break
             raise RuntimeError("ring engine: no send can go on")  # pragma: no cover
-        # 2. book every waiting send posted before the first one plus the lookahead
-        ix = (kc[None, :] + steps) % mi                       # (mi, E): oldest first
-        P = np.take_along_axis(pend_post, ix, 0)
-        horizon = int(pend_post[kc % mi, edges][waiting].min()) + look
-        ok = np.logical_and.accumulate((steps < (kp - kc)[None, :]) & (P < horizon), axis=0)
-        SZ = np.where(ok, np.take_along_axis(pend_sz, ix, 0), 0)
-        POS = np.take_along_axis(pend_pos, ix, 0)
+        # 2. book every waiting send that no send still to be booked can come before on
+        #    its NVLink ports (sends without NVLink: at once, their QP is their own)
+        flat = ((kc[None, :] + steps) % mi) * E + edges[None, :]  # (mi, E): oldest first
+        P = pend_post.ravel()[flat]
+        POS = pend_pos.ravel()[flat]
+        held = steps < (kp - kc)[None, :]
+        tstar = int(P[0][waiting].min())
+        ok = _safe(P, POS, held, tstar, look, jp, kp, kc, last_post, nvl_user, src, nvl_to_e,
+                   prev_e, g_hop, g_S, J, mi, n)
+        SZ = np.where(ok, pend_sz.ravel()[flat], 0)
         recv = np.full((mi, E), _NEVER, dtype=np.int64)
         net_at = P
         if len(nvl_users):
@@ -410,8 +426,7 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
             nvl_bytes += int(wire[SZ[:, u]][lu].sum())
             full = np.full((mi, E), _NEVER, dtype=np.int64)
             full[:, u] = end + nvlink_latency_ps
-            full = np.maximum(full, np.where(ok, np.take_along_axis(pend_copy, ix, 0),
-                                             _NEVER))
+            full = np.maximum(full, np.where(ok, pend_copy.ravel()[flat], _NEVER))
             if host is not None and host.recv_copy:
                 for m in range(mi):
                     rs = np.maximum(full[m], recv_free)
@@ -461,7 +476,8 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
             dom.ingress_free_ps[int(k)] = int(ingress[i])
         dom.nbytes += nvl_bytes
     out = RingRun(launch, t0 if first_post is None else int(first_post),
-                  t0 if not count else last_recv, count, nvlink_bytes=nvl_bytes)
+                  t0 if not count else last_recv, count, nvlink_bytes=nvl_bytes,
+                  held_back=held_back)
     out.flows = flows
     nodes = fabric.nodes
     for e in np.flatnonzero(qpn[:, 0] >= 0):
@@ -484,6 +500,56 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
 
 def _no_data(fid: int, got: int, now: int) -> None:
     """The ring engine's QPs are timed here, not by the fluid transport."""
+
+
+def _safe(P: np.ndarray, POS: np.ndarray, held: np.ndarray, tstar: int, look: int,
+          jp: np.ndarray, kp: np.ndarray, kc: np.ndarray, last_post: np.ndarray,
+          nvl_user: np.ndarray, src: np.ndarray, to: np.ndarray, prev_e: np.ndarray,
+          g_hop: np.ndarray, g_S: np.ndarray, J: int, mi: int, n: int) -> np.ndarray:
+    """Which waiting sends (``(mi, E)``, oldest first: posted ``P`` at grid positions
+    ``POS``, ``held`` where there is one) can be booked now: on an edge without NVLink all
+    of them; on one with NVLink those posted before every send not yet booked that will
+    take one of its ports: the others waiting there, and each user's next sends, posted no
+    sooner than a lower bound (its connection's last post; the receipt of what it waits
+    for, a send waiting on the edge before, or that edge's own bound, plus ``look``).  With
+    none, those posted before ``tstar + look`` (no send can be posted sooner)."""
+    E = len(jp)
+    big = np.iinfo(np.int64).max // 4
+    jj = np.minimum(jp, J - 1)
+    dep = jj - g_S[jj]                       # the position of the data the next send needs
+    pv = prev_e
+    match = held[:, pv] & (POS[:, pv] == dep[None, :])
+    dep_post = np.where(match, P[:, pv], big).min(axis=0)  # waiting on the edge before
+    needs = g_hop[jj] > 0
+    slot = np.where(kp - kc >= mi, P[0] + look, 0)  # its slot: the oldest waiting send
+    lb = np.full(E, tstar + look, dtype=np.int64)
+    for _ in range(4):  # each pass carries the bounds one edge further round the ring
+        data = np.where(needs, np.where(dep_post < big, dep_post + look, lb[pv] + look), 0)
+        lb = np.maximum(np.maximum(np.maximum(lb, last_post), data), slot)
+        lb = np.where(jp >= J, big, lb)
+    cand = held.copy()
+    u = np.flatnonzero(nvl_user)
+    for _ in range(8):
+        h_eg = np.full(n, big, dtype=np.int64)
+        h_in = np.full(n, big, dtype=np.int64)
+        np.minimum.at(h_eg, src[u], lb[u])
+        np.minimum.at(h_in, to[u], lb[u])
+        out = held & ~cand  # waiting but not booked now: they come first at their ports
+        if out[:, u].any():
+            pu = np.where(out[:, u], P[:, u], big).min(axis=0)
+            np.minimum.at(h_eg, src[u], pu)
+            np.minimum.at(h_in, to[u], pu)
+        lim = np.minimum(h_eg[src], h_in[to])
+        new = held & np.where(nvl_user[None, :], P < lim[None, :], True)
+        new = np.logical_and.accumulate(new, axis=0)
+        if (new == cand).all():
+            break
+        cand = new
+    else:  # pragma: no cover - not settled: the plain rule
+        cand = np.zeros_like(held)
+    if not cand.any():
+        cand = np.logical_and.accumulate(held & (P < tstar + look), axis=0)
+    return cand
 
 
 class _Fifo:
