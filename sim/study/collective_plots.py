@@ -463,7 +463,11 @@ def _timeline_figure(doc: Mapping[str, Any]) -> Any:
     if row is None:
         fig, ax = plt.subplots(figsize=(9, 3))
         ax.set_title(f"{_common_title(doc)}: step timeline of rank {rank}")
-        ax.text(0.5, 0.5, "no timeline (no size completed, or the rank sends nothing)",
+        ring = any(r.get("engine") == "ring" and not r.get("error")
+                   for r in doc.get("results", []))
+        why = ("the sizes ran on the ring engine, which keeps no transfers (--engine job)"
+               if ring else "no size completed, or the rank sends nothing")
+        ax.text(0.5, 0.5, f"no timeline ({why})",
                 transform=ax.transAxes, ha="center", va="center", color="0.35")
         ax.set_xticks([])
         ax.set_yticks([])
