@@ -561,7 +561,13 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     packets (:mod:`sim.workloads.fluid_transport`: no queues, PFC, ECN, congestion control
     or losses; faults are refused there); "auto" runs flow from
     :data:`AUTO_FLOW_RANK_BYTES` of ranks x size up, without faults, and the row then
-    says ``fidelity``."""
+    says ``fidelity``.  At flow fidelity a ring AllReduce, AllGather or ReduceScatter of
+    :data:`RING_ENGINE_SENDS` sends or more runs on the ring engine
+    (:mod:`sim.workloads.ring_engine`, no transfer objects: ``engine`` "ring" for any ring
+    call, "job" never; the row then has ``engine`` and ``wrong`` None), and a ring call of
+    more than :data:`STEADY_MIN_LOOPS` loops by its steady loops (:mod:`sim.workloads.steady`,
+    exact; ``steady`` False runs every loop; the row then has ``steady``); every iteration
+    of those takes the first one's time (nothing carries over at flow fidelity)."""
     from sim.scenarios.common import collective_packet
     from sim.units import gbps
     from sim.workloads.collective import fabric_counters, nvlink_domain

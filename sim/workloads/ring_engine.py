@@ -28,7 +28,8 @@ sends at once:
 
 What it gives up against the job at flow fidelity: a QP's rate is its max-min fair share
 with **every** QP of the ring sending (:func:`sim.workloads.fluid.max_min_rates` once),
-where the job recomputes the shares as QPs go busy and idle.  Where no link is shared the
+where the job recomputes the shares as QPs go busy and idle, so it is slow where QPs share
+a link and leave gaps (four QPs a NIC, LL128: 1-2.5 %).  Where no link is shared the
 two post and receive every send at the same picosecond (tests/test_ring_engine.py); with
 NCCL's host side sends posted at the same picosecond may take a port in another order than
 the job's events.  No faults, stragglers, broadcast or CollNet (refused: the job runs
