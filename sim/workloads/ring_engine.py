@@ -404,15 +404,18 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
             raise RuntimeError("ring engine: no send can go on")  # pragma: no cover
         # 2. book every waiting send that no send still to be booked can come before on
         #    its NVLink ports (sends without NVLink: at once, their QP is their own)
-        flat = ((kc[None, :] + steps) % mi) * E + edges[None, :]  # (mi, E): oldest first
+        rows = steps[:int((kp - kc).max())]  # as deep as the most sends waiting on an edge
+        flat = ((kc[None, :] + rows) % mi) * E + edges[None, :]  # oldest first
         P = pend_post.ravel()[flat]
         POS = pend_pos.ravel()[flat]
-        held = steps < (kp - kc)[None, :]
+        held = rows < (kp - kc)[None, :]
         tstar = int(P[0][waiting].min())
         ok = _safe(P, POS, held, tstar, look, jp, kp, kc, last_post, nvl_user, src, nvl_to_e,
                    prev_e, g_hop, g_S, J, mi, n)
+        depth = int(ok.any(axis=1).sum())  # the rows booked now (a prefix: in post order)
+        ok, P, POS, flat = ok[:depth], P[:depth], POS[:depth], flat[:depth]
         SZ = np.where(ok, pend_sz.ravel()[flat], 0)
-        recv = np.full((mi, E), _NEVER, dtype=np.int64)
+        recv = np.full((depth, E), _NEVER, dtype=np.int64)
         net_at = P
         if len(nvl_users):
             u = nvl_users
@@ -425,20 +428,18 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
             left = eg_rows.book(t, d, egress, start=True, order=t, tie=tie)
             end = in_rows.book(left, d, ingress, start=False, order=t, tie=tie)
             nvl_bytes += int(wire[SZ[:, u]][lu].sum())
-            full = np.full((mi, E), _NEVER, dtype=np.int64)
+            full = np.full((depth, E), _NEVER, dtype=np.int64)
             full[:, u] = end + nvlink_latency_ps
             full = np.maximum(full, np.where(ok, pend_copy.ravel()[flat], _NEVER))
             if host is not None and host.recv_copy:
-                for m in range(mi):
+                for m in range(depth):
                     rs = np.maximum(full[m], recv_free)
                     rc = rs + busy[SZ[m]]
                     recv_free = np.where(ok[m] & nvl_edge, rc, recv_free)
                     full[m] = np.where(nvl_edge, rc, full[m])
             recv = np.where(nvl_edge, full, recv)
             net_at = np.where(pxn_edge, full, P)
-        for m in range(mi):  # 3. the network: each QP's message after the one before on it
-            if not ok[m].any():
-                break
+        for m in range(depth):  # 3. the network: each QP's message after the one before
             qb = qfb[SZ[m]]                                    # (E, q) frame bytes per QP
             go = ok[m][:, None] & net_edge[:, None] & (qb > 0)
             if qdur is not None:
@@ -453,7 +454,7 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
             arrive = np.where(go, done + lat, _NEVER).max(axis=1)
             recv[m] = np.where(net_edge, np.where(go.any(axis=1), arrive, P[m]), recv[m])
         # 4. what the next sends wait for: the data (by grid position) and the slots
-        for m in range(mi):
+        for m in range(depth):
             okm = ok[m]
             if not okm.any():
                 break
