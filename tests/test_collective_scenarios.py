@@ -485,3 +485,42 @@ def test_an_entry_runs_collnet_only_on_sharp(tmp_path):
     assert status == 2 and err.count("\n") == 1
     assert "'algo': CollNet runs on SHARP switches: give the fabric [topology] sharp = true" \
         in err
+
+
+def test_an_entry_at_flow_fidelity_equals_lossless_collective_at_flow(tmp_path):
+    """``fidelity = "flow"`` runs the entry's QPs as fluid flows: the time of
+    ``lossless collective --fabric FILE --fidelity flow`` to the picosecond, within 1 % of
+    the packets' here (nothing queues), summary.json and the line say so; the file's other
+    traffic, a packet entry beside it and a bad value are refused in one line."""
+    e = {"collective": "allreduce", "size": "4M", "iters": 1}
+    f = _file(tmp_path, _entry(fidelity="flow", **e), duration_ms=2)
+    status, out_text, err = run_cli(["replay", str(f), "--out", str(tmp_path / "o"),
+                                     "--no-plots"])
+    assert status == 0, err
+    assert "the collectives at flow fidelity" in out_text + err
+    s = json.loads((tmp_path / "o" / "summary.json").read_text())
+    [c] = s["collectives"]
+    assert c["fidelity"] == "flow" and c["complete"] and c["wrong"] == 0
+    assert s["params"]["collective"][0]["fidelity"] == "flow"
+    out = tmp_path / "r.json"
+    status, _, err = run_cli(["collective", "allreduce", "--fabric", str(f), "-b", "4M", "-e",
+                              "4M", "--algo", "ring", "--proto", "simple", "-p",
+                              "nccl_host=false", "--fidelity", "flow", "--json", str(out),
+                              "--quiet"])
+    assert status == 0, err
+    [row] = json.loads(out.read_text())["results"]
+    assert c["time_ps"] == row["time_ps"]
+    p = _file(tmp_path, _entry(**e), duration_ms=2, name="p.toml")
+    [pk] = _replay(p, tmp_path / "p")["collectives"]
+    assert "fidelity" not in pk and "fidelity" not in _replay(
+        p, tmp_path / "p2")["params"]["collective"][0]
+    assert c["time_ps"] == pytest.approx(pk["time_ps"], rel=0.01)
+    for body, said in (
+            (_entry(fidelity="flow", **e) + _entry(**e), "every entry at one fidelity"),
+            (_entry(fidelity="flow", **e) + "[[flows]]\nsrc = 3\ndst = 6\n",
+             "[traffic] or [[flows]] need packets"),
+            (_entry(fidelity="fluid", **e), "fidelity")):
+        bad = _file(tmp_path, body, duration_ms=2, name="bad.toml")
+        status, _, err = run_cli(["replay", str(bad), "--out", str(tmp_path / "b"),
+                                  "--no-plots"])
+        assert status == 2 and err.count("\n") == 1 and said in err, err

@@ -123,6 +123,9 @@ def summary_lines(s: dict, wall_s: float, out: str) -> list[str]:
                      if (p["node"], p["port"]) == deep), f"{deep[0]}:{deep[1]}")
         parts.append(f"deepest queue {peak / 1000:.4g} KB at {port}")
     parts += [drops, f"pauses {t['pauses']}", f"CE marks {t['ce_marked']}"]
+    if any(c.get("fidelity") == "flow" for c in s.get("collectives") or ()):
+        parts.append("the collectives at flow fidelity: fluid flows, no packets to queue, "
+                     "pause or mark")
     names = {n["id"]: n["name"] for n in (s.get("labels") or {}).get("nodes", ())}
     if "credit_stall_ps" in t:  # InfiniBand links: the credit wait, summed over their ports
         parts.insert(len(parts) - 2, f"credit stall {t['credit_stall_ps'] / 1e6:.3f} us "

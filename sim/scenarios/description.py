@@ -364,6 +364,11 @@ def _collective_params() -> tuple[Param, ...]:
               "= packet_bytes - the fabric's header bytes (58 RoCEv2, 26 IB)",
               in_range(0, 9216)),
         cli["failover"],
+        Param("fidelity", "packet", "packet: every frame through the switches; flow: each "
+              "QP a fluid flow at its max-min fair rate on its path, as lossless "
+              "collective --fidelity flow (no queues, PFC, ECN, congestion control or "
+              "losses; only where the file has no other traffic, faults or captures, and "
+              "every entry at flow)", _choice("packet", "flow")),
     )
 
 
@@ -374,7 +379,7 @@ COLLECTIVE: tuple[Param, ...] = _collective_params()
 #: ``[[collective]]`` keys that summary.json's ``params`` names only when not their default
 #: (added later: the files without them keep their summary.json as it was)
 _COLLECTIVE_QUIET = {p.name: p.default for p in COLLECTIVE
-                     if p.name in ("failover", "hw", "nccl_host", "collnet")}
+                     if p.name in ("failover", "hw", "nccl_host", "collnet", "fidelity")}
 #: ``[[faults]]`` entries: faults over time (sim.fabric.faults, docs/explanation/faults.md);
 #: the same keys as ``-p fault=`` (:data:`sim.scenarios.common.FAULT_PARAMS`).
 FAULTS: tuple[Param, ...] = FAULT_PARAMS
@@ -612,7 +617,18 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
             raise ScenarioError(f"{where}: [[pcap]] #{i + 1} 'file': {path}: "
                                 f"{e.strerror or e}") from None
         pcaps.append((path, scale_fraction(p["time_scale"])))
-    if need_traffic and not fab.flows and not pcaps and not replayed:
+    flow = [c for c in colls if c.spec["fidelity"] == "flow"]
+    if flow:  # fluid flows see no packets, and packets no fluid flows: nothing else to meet
+        first = f"{where}: [[collective]] #{flow[0].index + 1} 'fidelity'"
+        if len(flow) < len(colls):
+            raise ScenarioError(f"{first}: flow, and another entry runs packets: every "
+                                f"entry at one fidelity")
+        other = ("[traffic] or [[flows]]" if fab.flows else "[[pcap]]" if pcaps or replayed
+                 else "[[faults]]" if getattr(fab, "fault_log", None) is not None else "")
+        if other:
+            raise ScenarioError(f"{first}: flow fidelity runs the collectives alone: the "
+                                f"file's {other} need packets (fidelity = \"packet\")")
+    if need_traffic and not fab.flows and not pcaps and not replayed and not flow:
         raise ScenarioError(f"{where}: no traffic: give [traffic] pattern, [[flows]], "
                             f"[[collective]] or [[pcap]]")
     cap = sec["capture"]
@@ -720,7 +736,7 @@ class CollectiveEntry:
                              nvlink_latency_ps=round(sp["nvlink_latency_ns"] * 1000),
                              pxn=sp["pxn"], delay_ps=getattr(self, "delay_ps", None),
                              failover=sp["failover"], on_fail=self._fail, host=self.host,
-                             aggregators=self.aggregators)
+                             aggregators=self.aggregators, fidelity=sp["fidelity"])
 
     def start(self) -> None:
         if self.delay_ps and not self.job.delay_ps:
@@ -787,6 +803,7 @@ class CollectiveEntry:
                           "nccl": nccl_text(self.tuned.nccl_algo, self.tuned.nccl_proto)}}
                if self.tuned is not None else {}),
             **({"nccl_host": True} if self.host is not None else {}),
+            **({"fidelity": "flow"} if sp["fidelity"] == "flow" else {}),
             **({"failed": self.failed} if self.failed else {}),
             **({"failovers": moved} if (moved := self.failovers + (
                 [] if self.job.done else self.job.run.failovers)) else {}),
