@@ -57,7 +57,8 @@ def test_the_command_says_its_fidelity(tmp_path, capsys):
     doc = json.loads(out.read_text())
     assert doc["fidelity"] == "flow" and doc["results"][0]["wrong"] == 0
     assert doc["results"][0]["counters"]["pfc_pauses"] == 0
-    for extra, said in ((["-p", "fault=link_down:node=0,port=0"], "faults are not modelled"),
+    for extra, said in ((["-p", "fault=loss:node=0,port=0,loss_rate=0.01"],
+                         "a loss fault drops packets"),
                         (["--capture", "h6", "--out", str(tmp_path / "o")],
                          "--capture needs packets"),
                         (["-p", "fabric=ib", "-p", "ib_routing=adaptive"],
@@ -122,3 +123,62 @@ def test_link_use_at_flow_fidelity_is_what_the_packets_sent():
     for key, b in fl.items():
         assert b <= pk[key] and b == pytest.approx(pk[key], rel=0.01, abs=1)
     assert rows["flow"]["busiest_link"]["name"] == rows["packet"]["busiest_link"]["name"]
+
+
+def _fault_rows(fault: str, *extra: str) -> dict:
+    """busbw rows of the same faulted size at both fidelities (2 x 4 GPUs on a rail)."""
+    from sim.cli import main
+
+    rows = {}
+    for fidelity in ("packet", "flow"):
+        import json as _json
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            out = f"{d}/r.json"
+            assert main(["collective", "allreduce", "-b", "16M", "-e", "16M", "--algo", "ring",
+                         "--proto", "simple", "-p", "nccl_host=false", "--fidelity",
+                         fidelity, "-p", f"fault={fault}", *extra, "--json", out,
+                         "--quiet"]) == 0
+            rows[fidelity] = _json.loads(open(out).read())["results"][0]
+    return rows
+
+
+def test_a_slow_nic_at_flow_fidelity_is_the_packets():
+    """A NIC degraded to 100 Gb/s from the start: the ring runs at its pace at both
+    fidelities, within 0.5 %, and the fault report sees the stall at both."""
+    rows = _fault_rows("degrade:node=6,port=0,rate_gbps=100")
+    pk, fl = rows["packet"], rows["flow"]
+    assert fl["fidelity"] == "flow" and fl["error"] is None
+    assert fl["time_ps"] == pytest.approx(pk["time_ps"], rel=0.005)
+    ft, pt = fl["faults"]["time"], pk["faults"]["time"]
+    assert ft["faulted_ps"] > 3 * ft["baseline_ps"]
+    assert ft["stall_ps"] == pytest.approx(pt["stall_ps"], rel=0.01)
+
+
+def test_a_link_down_at_flow_fidelity_moves_the_flows_as_the_routes_change():
+    """A spine link down mid-run, routes recomputed 10 us later: at flow fidelity the QPs on
+    it stop (capacity 0), then follow the new routes (their paths walked again); the
+    packets lose frames and resend them (RC).  Within 5 % (flow fast: no resends)."""
+    rows = _fault_rows("link_down:node=0,port=0,at_us=100", "-p", "nvlink=false", "-p",
+                       "reliable=true", "-p", "ack_timeout=8", "-p", "detect_us=5", "-p",
+                       "converge_us=5", "-p", "limit_ms=1000")
+    pk, fl = rows["packet"], rows["flow"]
+    assert fl["error"] is None and pk["error"] is None
+    assert fl["time_ps"] == pytest.approx(pk["time_ps"], rel=0.05)
+    ft = fl["faults"]["time"]
+    assert ft["stall_ps"] > 0.3 * ft["baseline_ps"]
+
+
+def test_a_link_down_stalls_the_flows_on_it_until_the_routes_change():
+    """Before the routes change (60 ms by default) the QPs through the down link carry
+    nothing: a run bounded at 2 ms is incomplete, and says so."""
+    from sim.scenarios.base import resolve_params
+    from sim.scenarios.collective import collective_params, run_size
+
+    p = resolve_params(collective_params(), {"nvlink": False, "nccl_host": False,
+                                             "limit_ms": 2})
+    p["faults"] = [{"kind": "link_down", "node": 0, "port": 0, "at_us": 50}]
+    row = run_size("allreduce", 16 << 20, "rail", p, algorithm="ring", protocol="simple",
+                   fidelity="flow", inplace=False)
+    assert row["error"] and "incomplete" in row["error"]

@@ -261,10 +261,12 @@ def cmd_collective(args: argparse.Namespace) -> int:
     adaptive = any(getattr(n, "routing", "") == "adaptive" for n in rf.fabric.nodes.values())
     if args.fidelity == "auto" and (args.capture or faulty or adaptive):
         args.fidelity = "packet"  # captures, faults and adaptive routing need packets
-    if args.fidelity == "flow" and (args.capture or faulty or adaptive):
+    lossy = any(str(e.get("kind", "")) == "loss" if isinstance(e, dict) else
+                str(e).startswith("loss") for e in fault_list)
+    if args.fidelity == "flow" and (args.capture or lossy or adaptive):
         _err("--fidelity flow: " + ("--capture needs packets" if args.capture else
-                                    "faults are not modelled at flow fidelity (no packets "
-                                    "to lose)" if faulty else
+                                    "a loss fault drops packets, and flow fidelity has "
+                                    "none" if lossy else
                                     "adaptive routing picks a port per packet, so a flow "
                                     "has no single path") + "; use --fidelity packet")
         return EXIT_USAGE
@@ -857,9 +859,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="packet (default): every frame through the switches' queues, PFC, "
                         "ECN, congestion control; flow: each QP a fluid flow at its max-min "
                         "fair rate on its path (no packets: no queues, PFC, ECN, congestion "
-                        "control or losses; faster; faults, --capture and adaptive routing "
-                        "refused); auto: flow from 16 GiB of ranks x size, without faults, "
-                        "--capture or adaptive routing")
+                        "control or losses; faster; faults act on the flows' links and "
+                        "paths; loss faults, --capture and adaptive routing refused); auto: "
+                        "flow from 16 GiB of ranks x size, without faults, --capture or "
+                        "adaptive routing")
     c.add_argument("--engine", choices=["auto", "ring", "job"], default="auto",
                    help="flow fidelity: auto (default): a ring AllReduce, AllGather or "
                         "ReduceScatter of 500,000 sends or more on the ring engine (no "

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,7 +62,7 @@ from sim.units import gbps, ser_time_ps, wire_bytes
 from wire.roce import CNP_OPCODE
 
 __all__ = ["KINDS", "Fault", "FaultLog", "Reroute", "schedule_faults", "peer_node",
-           "DETECT_PS", "CONVERGE_PS", "IB_REROUTE_PS", "loss_probability"]
+           "link_down", "DETECT_PS", "CONVERGE_PS", "IB_REROUTE_PS", "loss_probability"]
 
 KINDS = ("link_down", "flap", "loss", "degrade", "nic_down", "switch_down", "slow_pcie")
 
@@ -159,9 +160,15 @@ class FaultLog:
     events: list[dict[str, Any]] = field(default_factory=list)
     drops: dict[str, int] = field(default_factory=dict)
     dropped_bytes: dict[str, int] = field(default_factory=dict)
+    #: called with each event as it is noted, after the fault has acted (a link down, a
+    #: rate changed, routes recomputed): what models the fabric without packets follows
+    listeners: list[Callable[[dict[str, Any]], None]] = field(default_factory=list)
 
     def note(self, t_ps: int, what: str, **kw: Any) -> None:
-        self.events.append({"t_ps": t_ps, "what": what, **kw})
+        ev = {"t_ps": t_ps, "what": what, **kw}
+        self.events.append(ev)
+        for fn in self.listeners:
+            fn(ev)
 
     def summary(self) -> dict[str, Any]:
         return {"events": list(self.events), "drops": dict(self.drops),
@@ -181,6 +188,12 @@ def _control(pkt: Any) -> bool:
         return True
     bth = roce_bth(frame)
     return bth is not None and bth[0] in (ACK_OPCODE, CNP_OPCODE)
+
+
+def link_down(port: Any) -> bool:
+    """Whether a fault holds ``port``'s link down now."""
+    peer = getattr(port, "peer", None)
+    return isinstance(peer, _FaultyWire) and peer.down
 
 
 def peer_node(port: Any) -> Any:

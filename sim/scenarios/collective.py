@@ -639,9 +639,6 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     if sized.host is not None:
         job_kw["host"] = sized.host
     if fidelity != "packet":
-        if faulted:
-            raise ValueError("--fidelity flow: faults are not modelled at flow fidelity "
-                             "(no packets to lose; use --fidelity packet)")
         job_kw["fidelity"] = fidelity
     if faults and (params.get("faults") or params.get("detect_us", -1) >= 0 or
                    params.get("converge_us", -1) >= 0 or getattr(rf, "stragglers", ())):
@@ -651,6 +648,10 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         plan = resolve_faults([(f"-p fault #{i + 1}", e) for i, e in
                                enumerate(params.get("faults") or [])],
                               ib=params.get("fabric") == "ib", reroute_params=params)
+        lossy = next((label for label, f, _ in plan.faults if f.kind == "loss"), None)
+        if fidelity == "flow" and lossy:
+            raise ValueError(f"--fidelity flow: {lossy}: a loss fault drops packets, and "
+                             f"flow fidelity has none (use --fidelity packet)")
         apply_faults(plan, rf.fabric, rf.ranks)
         plan = plan._replace(stragglers=[*getattr(rf, "stragglers", ()), *plan.stragglers])
         if plan.stragglers:

@@ -571,10 +571,20 @@ class CollectiveProbe(FaultProbe):
         fab.engine.call_at(first_bin_ps, self._tick, priority=1 << 30)
 
     def _take(self, r: int) -> None:
+        from sim.workloads.fluid_transport import transport_of
+
         fab = self.fab
         nodes = fab.nodes
-        self.tx[r] = [p.tx_bytes for _, _, p in self.ports]
-        self.rx[r, 0] = sum(nodes[f.dst].rx_bytes.get(fid, 0) for fid, f in fab.flows.items())
+        fluid = transport_of(fab)
+        if fluid is not None:  # flow fidelity: what the fluid flows sent and handed over
+            sent = fluid.sent
+            self.tx[r] = [sent[(nid, idx)][0] if (nid, idx) in sent else 0
+                          for nid, idx, _ in self.ports]
+            self.rx[r, 0] = sum(q.delivered_bytes for q in fluid.qps.values())
+        else:
+            self.tx[r] = [p.tx_bytes for _, _, p in self.ports]
+            self.rx[r, 0] = sum(nodes[f.dst].rx_bytes.get(fid, 0)
+                                for fid, f in fab.flows.items())
         self.rc[r] = _rc_totals(self.hosts)
         self.lost[r] = _fault_lost(fab)
         self.pauses[r] = (sum(sum(s.pause_sent.values()) for s in self.switches)

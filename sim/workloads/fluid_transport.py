@@ -7,7 +7,11 @@ bytes posted it is a fluid flow on that path at its max-min fair rate among the 
 share its links (:class:`sim.workloads.fluid.FluidNet`, updated on every start and end of a
 QP's activity); a posted message is received ``latency_ps`` after its last byte left: the
 links' propagation, and one full frame stored and forwarded at every switch [A].  No
-packets, so no queues, PFC, ECN, congestion control or losses.
+packets, so no queues, PFC, ECN, congestion control or losses.  Faults
+(:mod:`sim.fabric.faults`, through its log's listeners) act on the flows: a link down has no
+capacity until it is up again (its QPs wait with their bytes, where packets would be lost
+and resent [A]), a degraded link or PCIe slot its new rate, and new routes move every QP
+whose path changed (one without a route waits for one).
 
 Bytes are wire bytes: the frames' bytes (headers included, :func:`sim.workloads.collective.
 frames_bytes`) plus each frame's framing on the link (Ethernet's FCS, preamble and gap; none
@@ -23,17 +27,18 @@ from collections.abc import Callable
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sim.fabric.paths import path_links
+from sim.fabric.paths import PathError, path_links
 from sim.units import ser_time_ps
 from sim.workloads.fluid import FluidNet
 
-__all__ = ["FluidTransport", "fluid_transport"]
+__all__ = ["FluidTransport", "fluid_transport", "transport_of"]
 
 
 class _Qp:
     __slots__ = (
         "active",
         "delivered_bytes",
+        "dst",
         "frame_bytes",
         "latency_ps",
         "left_bytes",
@@ -44,6 +49,7 @@ class _Qp:
         "queue",
         "rate_Bpps",
         "since_ps",
+        "src",
         "version",
     )
 
@@ -63,6 +69,7 @@ class _Qp:
         self.version = 0
         self.active = False
         self.frame_bytes, self.overhead_bytes = frame_bytes, overhead_bytes
+        self.src = self.dst = -1  # its hosts (open)
 
 
 class FluidTransport:
@@ -75,6 +82,8 @@ class FluidTransport:
             for idx, port in node.ports.items():
                 caps[(nid, idx)] = port.rate_bps
         self.net = FluidNet(caps)
+        #: a PCIe link's capacity per bit/s of the host's rate (wire bytes over payload)
+        self._pcie_scale: dict[tuple[str, int], float] = {}
         self.qps: dict[int, _Qp] = {}
         #: (node, port) -> [tx_bytes, busy_ps, tx_packets] the fluid flows sent through it,
         #: as a port counts them (:meth:`port_counters`)
@@ -82,6 +91,71 @@ class FluidTransport:
         #: flows whose component changed at this instant, recomputed once by _flush
         self._touched: set[int] = set()
         self._flush_due = False
+        #: faults (sim.fabric.faults): a link down carries nothing, a degraded one its new
+        #: rate, new routes move the QPs onto their new paths; checked once per instant
+        self._fault_due = False
+        self._rerouted = False
+        log = getattr(fabric, "fault_log", None)
+        if log is not None:
+            log.listeners.append(self._fault)
+
+    # ---------------------------------------------------------------- faults
+    def _fault(self, event: dict[str, Any]) -> None:
+        self._rerouted |= event["what"] == "reroute"
+        if not self._fault_due:
+            self._fault_due = True
+            self.engine.call_at(self.engine.now_ps, self._refault)
+
+    def _refault(self) -> None:
+        """The links' capacities as the faults left them (0 while down), the PCIe links'
+        rates, and after new routes every QP's path; the flows they touch recomputed."""
+        from sim.fabric.faults import link_down
+
+        self._fault_due = False
+        net, nodes = self.net, self.fabric.nodes
+        touched: set[int] = set()
+        for link in list(net.capacity_Bpps):
+            if link[0] == "no route":
+                continue
+            if isinstance(link[0], str):  # a host's PCIe read or write (open)
+                attr, host = link
+                bps = getattr(nodes[host], attr, None) or 0
+                cap = bps * self._pcie_scale.get(link, 0.0) / 8e12
+            else:
+                port = nodes[link[0]].ports[link[1]]
+                cap = 0.0 if link_down(port) else port.rate_bps / 8e12
+            if cap != net.capacity_Bpps[link]:
+                net.capacity_Bpps[link] = cap
+                touched |= net.on.get(link, set())
+        if self._rerouted:
+            self._rerouted = False
+            for fid, q in self.qps.items():
+                try:
+                    path = path_links(self.fabric, q.src, q.dst, fid)
+                except PathError:  # no route now: it sends nothing until one comes back,
+                    path = (("no route", fid),)  # as its packets would be dropped [A]
+                    net.capacity_Bpps[path[0]] = 0.0
+                if path == q.links:
+                    continue
+                ends = (q.path[:1] if q.path and isinstance(q.path[0][0], str) else (),
+                        q.path[-1:] if q.path and isinstance(q.path[-1][0], str) else ())
+                q.links, q.path = path, (*ends[0], *path, *ends[1])
+                if not isinstance(path[0][0], str):
+                    q.latency_ps = self._latency(path, q.frame_bytes + q.overhead_bytes)
+                if q.active:
+                    net.remove(fid, update=False)
+                    net.add(fid, q.path, update=False)
+                    touched.add(fid)
+        if touched:
+            self._touch(touched)
+
+    def _latency(self, path: tuple, wire_frame: int) -> int:
+        """The links' propagation and, at each switch, one full frame stored and forwarded
+        [A]."""
+        nodes = self.fabric.nodes
+        ports = [nodes[nid].ports[idx] for nid, idx in path]
+        return sum(p.prop_ps for p in ports) + sum(ser_time_ps(wire_frame, p.rate_bps)
+                                                   for p in ports[1:])
 
     # ---------------------------------------------------------------- QPs
     def open(self, fid: int, src: int, dst: int, on_data: Callable[[int, int, int], None],
@@ -103,21 +177,20 @@ class FluidTransport:
         nodes = self.fabric.nodes
         ports = [nodes[nid].ports[idx] for nid, idx in path]
         overhead = ports[0].wire_bytes(frame_bytes) - frame_bytes
-        # the last byte is received after the links' propagation and, at each switch, one
-        # full frame stored before it leaves again [A]
-        latency = sum(p.prop_ps for p in ports) + sum(
-            ser_time_ps(frame_bytes + overhead, p.rate_bps) for p in ports[1:])
+        latency = self._latency(path, frame_bytes + overhead)
         payload = frame_bytes - header_bytes
         pcie: list[tuple[str, int] | None] = []
         for end, attr in ((src, "pcie_read_bps"), (dst, "pcie_write_bps")):
             bps = getattr(nodes[end], attr, None)
             key = (attr, end) if bps and payload > 0 else None
             if key is not None and key not in self.net.capacity_Bpps:
-                self.net.capacity_Bpps[key] = bps * (frame_bytes + overhead) / payload / 8e12
+                self._pcie_scale[key] = (frame_bytes + overhead) / payload
+                self.net.capacity_Bpps[key] = bps * self._pcie_scale[key] / 8e12
             pcie.append(key)
         read, write = pcie
         flow_path = (*((read,) if read else ()), *path, *((write,) if write else ()))
         self.qps[fid] = _Qp(flow_path, path, latency, on_data, frame_bytes, overhead)
+        self.qps[fid].src, self.qps[fid].dst = src, dst
         return 0
 
     def port_counters(self) -> dict[tuple[int, int], tuple[int, int, int]]:
@@ -197,6 +270,11 @@ def _ceil_ps(left_bytes: float, rate_Bpps: float) -> int:
 
 
 _TRANSPORTS: WeakKeyDictionary[Any, FluidTransport] = WeakKeyDictionary()
+
+
+def transport_of(fabric: Any) -> FluidTransport | None:
+    """The fabric's :class:`FluidTransport` if a flow-fidelity run made one, else None."""
+    return _TRANSPORTS.get(fabric)
 
 
 def fluid_transport(fabric: Any) -> FluidTransport:
