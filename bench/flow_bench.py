@@ -46,6 +46,15 @@ CASES: tuple[tuple[str, str, dict[str, Any], str, int, dict[str, Any], bool], ..
      "allreduce", 64 * MIB, {"algorithm": "ring", "protocol": "simple"}, False),
     ("SuperPOD 1 SU, ring 64M, network alone", "superpod", {"nccl_host": False},
      "allreduce", 64 * MIB, {"algorithm": "ring", "protocol": "simple"}, False),
+    ("rail 2x4, a NIC at 100G, ring 16M", "rail",
+     {"nccl_host": False, "faults": [{"kind": "degrade", "node": 6, "port": 0,
+                                       "rate_gbps": 100}]},
+     "allreduce", 16 * MIB, {"algorithm": "ring", "protocol": "simple"}, True),
+    ("rail 2x4 no NVLink, spine link down, 16M", "rail",
+     {"nccl_host": False, "nvlink": False, "reliable": True, "ack_timeout": 8,
+      "detect_us": 5, "converge_us": 5, "limit_ms": 1000,
+      "faults": [{"kind": "link_down", "node": 0, "port": 0, "at_us": 100}]},
+     "allreduce", 16 * MIB, {"algorithm": "ring", "protocol": "simple"}, False),
 )
 
 
@@ -69,7 +78,11 @@ def main(argv: list[str]) -> int:
     for name, kind, given, coll, size, kw, quick in CASES:
         if args.quick and not quick:
             continue
-        p = resolve_params(collective_params(), given)
+        faults = given.get("faults")
+        p = resolve_params(collective_params(), {k: v for k, v in given.items()
+                                                  if k != "faults"})
+        if faults:  # the fault entries of -p fault= (sim.scenarios.common.resolve_faults)
+            p["faults"] = faults
         cpu: dict[str, list[float]] = {"packet": [], "flow": []}
         rows: dict[str, dict[str, Any]] = {}
         for _ in range(runs):
