@@ -519,6 +519,8 @@ def test_an_entry_at_flow_fidelity_equals_lossless_collective_at_flow(tmp_path):
             (_entry(fidelity="flow", **e) + _entry(**e), "every entry at one fidelity"),
             (_entry(fidelity="flow", **e) + "[[flows]]\nsrc = 3\ndst = 6\n",
              "[traffic] or [[flows]] need packets"),
+            (_entry(fidelity="flow", **e) + '[[faults]]\nkind = "link_down"\nnode = 0\n'
+             'port = 0\nat_us = 10\n', "[[faults]] are not followed"),
             (_entry(fidelity="fluid", **e), "fidelity")):
         bad = _file(tmp_path, body, duration_ms=2, name="bad.toml")
         status, _, err = run_cli(["replay", str(bad), "--out", str(tmp_path / "b"),

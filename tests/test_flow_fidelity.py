@@ -182,3 +182,22 @@ def test_a_link_down_stalls_the_flows_on_it_until_the_routes_change():
     row = run_size("allreduce", 16 << 20, "rail", p, algorithm="ring", protocol="simple",
                    fidelity="flow", inplace=False)
     assert row["error"] and "incomplete" in row["error"]
+
+
+def test_a_nic_link_down_leaves_its_qps_without_a_route_until_it_is_back():
+    """A host's link down from 100 to 400 us with routes recomputed 2 us after each change:
+    between them no switch has a route to that host, so the QPs to it wait (no path), and
+    when the link is back they take their paths again and the call completes, later than
+    without the fault by most of the outage."""
+    from sim.scenarios.base import resolve_params
+    from sim.scenarios.collective import collective_params, run_size
+
+    p = resolve_params(collective_params(), {"nvlink": False, "nccl_host": False,
+                                             "detect_us": 1, "converge_us": 1,
+                                             "limit_ms": 5})
+    kw = dict(algorithm="ring", protocol="simple", fidelity="flow", inplace=False)
+    clean = run_size("allreduce", 16 << 20, "rail", p, **kw)
+    p["faults"] = [{"kind": "link_down", "node": 4, "port": 0, "at_us": 100, "until_us": 400}]
+    row = run_size("allreduce", 16 << 20, "rail", p, **kw)
+    assert row["error"] is None and clean["error"] is None
+    assert row["time_ps"] > clean["time_ps"] + 150 * 10**6

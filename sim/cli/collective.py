@@ -36,6 +36,8 @@ from sim.cli.argtypes import err as _err
 from sim.cli.argtypes import key_value as _kv
 from sim.scenarios.collective import (
     FABRICS,
+    RING_ENGINE_SENDS,
+    STEADY_MIN_LOOPS,
     build_fabric,
     check_algorithm,
     check_fabric_keys,
@@ -864,15 +866,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "flow from 16 GiB of ranks x size, without faults, --capture or "
                         "adaptive routing")
     c.add_argument("--engine", choices=["auto", "ring", "job"], default="auto",
-                   help="flow fidelity: auto (default): a ring AllReduce, AllGather or "
-                        "ReduceScatter of 500,000 sends or more on the ring engine (no "
-                        "transfer objects), the rest as transfers driven one by one (job); "
-                        "ring or job: always that one (ring: ring calls only)")
+                   help=f"flow fidelity: auto (default): a ring AllReduce, AllGather or "
+                        f"ReduceScatter of {RING_ENGINE_SENDS:,} sends or more on the ring "
+                        f"engine (no transfer objects), the rest as transfers driven one by "
+                        f"one (job); ring or job: always that one (ring: ring calls only)")
     c.add_argument("--every-loop", action="store_true",
-                   help="flow fidelity: simulate every loop of a ring call of more than 16 "
-                        "loops (default: only until its loops repeat, one period apart, "
-                        "transfer for transfer; then each loop left adds that period, "
-                        "exactly)")
+                   help=f"flow fidelity: simulate every loop of a ring call of "
+                        f"{STEADY_MIN_LOOPS} loops or more (default: only until its loops "
+                        f"repeat, one period apart, transfer for transfer; then each loop "
+                        f"left adds that period, exactly)")
     c.add_argument("--algo", choices=["auto", *(str(a) for a in Algorithm)], default=None,
                    help="auto (default): NCCL's tuner picks per size among the algorithms "
                         "simulated (ring, tree, nvls on one node, nvls_tree on several; with "

@@ -163,6 +163,8 @@ class FaultLog:
     #: called with each event as it is noted, after the fault has acted (a link down, a
     #: rate changed, routes recomputed): what models the fabric without packets follows
     listeners: list[Callable[[dict[str, Any]], None]] = field(default_factory=list)
+    #: the kinds of the faults installed (:func:`schedule_faults`)
+    kinds: set[str] = field(default_factory=set)
 
     def note(self, t_ps: int, what: str, **kw: Any) -> None:
         ev = {"t_ps": t_ps, "what": what, **kw}
@@ -541,6 +543,7 @@ def schedule_faults(fabric: Any, faults: list[Fault] | tuple[Fault, ...], seed: 
         eng = _Engine(fabric, fabric.engine.seed if seed is None else seed, reroute)
         fabric._fault_engine = eng
         fabric.fault_log = eng.log
+    eng.log.kinds.update(f.kind for f in faults)
     for f in faults:
         eng.install(eng.count, f)  # the fault's index seeds its random process
         eng.count += 1

@@ -49,16 +49,17 @@ FABRICS = ("rail", "star", "fattree", "superpod", "nvl72")
 #: of rank-bytes, about a minute of packets on a 2-core machine (a SuperPOD of 1 SU, 248
 #: ranks x 64 MiB: 67 CPU s at packet fidelity, 35 at flow) [A: chosen, not fitted]
 AUTO_FLOW_RANK_BYTES = 16 << 30
-#: Flow fidelity: a call of more loops than this (ring, tree, NVLS, NVLS tree) runs a few of
-#: them until they end a fixed period apart, and adds the period of each loop not run
-#: (:mod:`sim.workloads.steady`); ``steady=False`` (``--every-loop``) runs them all.
-STEADY_MIN_LOOPS = 16
+#: the loops of the first try of a call by its steady loops, doubled until the loops repeat
+STEADY_FIRST_LOOPS = 12
+#: Flow fidelity: a ring call of this many loops or more runs cut to a few of them until they
+#: repeat one period apart, and adds the period of each loop not run
+#: (:mod:`sim.workloads.steady`); ``steady=False`` (``--every-loop``) runs them all.  Below,
+#: the first try would cost about as much as the whole call.
+STEADY_MIN_LOOPS = 2 * STEADY_FIRST_LOOPS
 #: Flow fidelity: a ring AllReduce, AllGather or ReduceScatter of this many sends or more
 #: runs on the ring engine (:mod:`sim.workloads.ring_engine`: no transfer objects); below,
 #: the job drives its transfers (``engine`` of :func:`run_size`: "ring" or "job" always)
 RING_ENGINE_SENDS = 500_000
-#: the loops of the first try, doubled until the loops repeat
-STEADY_FIRST_LOOPS = 12
 
 #: ``-p`` keys that shape one kind of fabric: given with another ``--fabric`` they are a
 #: mistake (a fat-tree's size is ``k``, a SuperPOD's ``sus``; neither has ``nodes``).
@@ -365,7 +366,7 @@ def _steady_loops(build: Callable[[int], Any], lazy: Any, rf: Any, mtu: int, lim
     from sim.workloads.steady import Steady, steady_period_ps
 
     loops, sch, run = STEADY_FIRST_LOOPS, None, None
-    while 2 * loops <= lazy.loops:  # else the whole call costs hardly more
+    while 2 * loops <= lazy.loops:  # else the whole call costs about as much
         sch = build(loops)
         if before is not None:
             before()
@@ -559,13 +560,14 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     ``trace_problem`` says why when it has too many transfers for one).  ``fidelity``
     "flow" runs each QP as a fluid flow at its max-min fair rate on its path instead of as
     packets (:mod:`sim.workloads.fluid_transport`: no queues, PFC, ECN, congestion control
-    or losses; faults are refused there); "auto" runs flow from
+    or losses; faults act on the flows' links and paths, loss faults are refused); "auto"
+    runs flow from
     :data:`AUTO_FLOW_RANK_BYTES` of ranks x size up, without faults, and the row then
     says ``fidelity``.  At flow fidelity a ring AllReduce, AllGather or ReduceScatter of
     :data:`RING_ENGINE_SENDS` sends or more runs on the ring engine
     (:mod:`sim.workloads.ring_engine`, no transfer objects: ``engine`` "ring" for any ring
     call, "job" never; the row then has ``engine`` and ``wrong`` None), and a ring call of
-    more than :data:`STEADY_MIN_LOOPS` loops by its steady loops (:mod:`sim.workloads.steady`,
+    :data:`STEADY_MIN_LOOPS` loops or more by its steady loops (:mod:`sim.workloads.steady`,
     exact; ``steady`` False runs every loop; the row then has ``steady``); every iteration
     of those takes the first one's time (nothing carries over at flow fidelity)."""
     from sim.scenarios.common import collective_packet
@@ -582,6 +584,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     from sim.workloads.ring_engine import ring_engine_problem, ring_sends
     from sim.workloads.steady import STEADY_ALGORITHMS
 
+    if engine not in ("auto", "ring", "job"):
+        raise ValueError(f"engine must be auto, ring or job, got {engine!r}")
     rf = build_fabric(fabric, dict(params), tracer=getattr(observer, "tracer", None),
                       faults=faults)
     nranks = len(rf.ranks)
@@ -613,7 +617,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
                     lazy.schedule) >= RING_ENGINE_SENDS):
             ring = lazy  # the ring engine, without transfer objects
             lazy = None
-        if lazy is not None and (not steady or lazy.schedule.loops <= STEADY_MIN_LOOPS
+        if lazy is not None and (not steady or lazy.schedule.loops < STEADY_MIN_LOOPS
                                  or lazy.algorithm not in STEADY_ALGORITHMS):
             lazy = None
     sized = lazy or ring or plan()

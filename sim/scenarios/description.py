@@ -624,10 +624,14 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
             raise ScenarioError(f"{first}: flow, and another entry runs packets: every "
                                 f"entry at one fidelity")
         other = ("[traffic] or [[flows]]" if fab.flows else "[[pcap]]" if pcaps or replayed
-                 else "[[faults]]" if getattr(fab, "fault_log", None) is not None else "")
+                 else "")
         if other:
             raise ScenarioError(f"{first}: flow fidelity runs the collectives alone: the "
                                 f"file's {other} need packets (fidelity = \"packet\")")
+        if getattr(fab, "fault_log", None) is not None:  # the jobs' fluid flows were made
+            raise ScenarioError(f"{first}: [[faults]] are not followed by a fabric file's "
+                                f"flow-fidelity entries (lossless collective --fabric FILE "
+                                f"--fidelity flow follows them; or fidelity = \"packet\")")
     if need_traffic and not fab.flows and not pcaps and not replayed and not flow:
         raise ScenarioError(f"{where}: no traffic: give [traffic] pattern, [[flows]], "
                             f"[[collective]] or [[pcap]]")

@@ -97,6 +97,9 @@ class FluidTransport:
         self._rerouted = False
         log = getattr(fabric, "fault_log", None)
         if log is not None:
+            if "loss" in log.kinds:
+                raise ValueError("flow fidelity: a loss fault drops packets, and fluid flows "
+                                 "have none (use packets)")
             log.listeners.append(self._fault)
 
     # ---------------------------------------------------------------- faults
@@ -137,9 +140,10 @@ class FluidTransport:
                     net.capacity_Bpps[path[0]] = 0.0
                 if path == q.links:
                     continue
-                ends = (q.path[:1] if q.path and isinstance(q.path[0][0], str) else (),
-                        q.path[-1:] if q.path and isinstance(q.path[-1][0], str) else ())
-                q.links, q.path = path, (*ends[0], *path, *ends[1])
+                # the hosts' PCIe read and write links stay at the ends of the flow's path
+                read = tuple(x for x in q.path[:1] if x[0] == "pcie_read_bps")
+                write = tuple(x for x in q.path[-1:] if x[0] == "pcie_write_bps")
+                q.links, q.path = path, (*read, *path, *write)
                 if not isinstance(path[0][0], str):
                     q.latency_ps = self._latency(path, q.frame_bytes + q.overhead_bytes)
                 if q.active:

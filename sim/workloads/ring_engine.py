@@ -154,8 +154,8 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
     nvl_on = bool(nvlink) and g > 1
     eng = fabric.engine
     t0 = eng.now_ps
-    launch = None if host is None else t0  # the call; its first sends' data are ready
-    T0 = t0 if host is None else t0 + host.launch_ps  # launch_ps later
+    launch_ps = None if host is None else t0  # the call; its first sends' data are ready
+    ready0_ps = t0 if host is None else t0 + host.launch_ps  # launch_ps later
     E = nc * n
     rings = np.asarray(sch.rings[:nc], dtype=np.int64)  # (nc, n) ranks
     src = rings.reshape(-1)
@@ -204,8 +204,8 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
     fluid = fluid_transport(fabric)
     frame = mtu_bytes + hdr
     host_of = list(hosts)
-    rate = np.ones((E, q))
-    lat = np.zeros((E, q), dtype=np.int64)
+    rate_Bpps = np.ones((E, q))
+    lat_ps = np.zeros((E, q), dtype=np.int64)
     overhead = 0
     flows: dict[int, tuple[int, int, int, int, int]] = {}
     paths = {}
@@ -215,14 +215,14 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
             fluid.open(fid, host_of[relay[e]], host_of[dst[e]], _no_data, frame, hdr)
             qp = fluid.qps[fid]
             paths[fid] = qp.path
-            lat[e, j] = qp.latency_ps
+            lat_ps[e, j] = qp.latency_ps
             overhead = qp.overhead_bytes
             flows[fid] = (int(src[e]), int(dst[e]), int(ch_of[e]), j,
                           udp_sport(fid, 0x800000 + (fid - qp_base)))
     shares = max_min_rates(fluid.net.capacity_Bpps, paths)
     for e in np.flatnonzero(net_edge & (qpn[:, 0] >= 0)):
         for j in range(q):
-            rate[e, j] = shares[int(qpn[e, j])]
+            rate_Bpps[e, j] = shares[int(qpn[e, j])]
     # every edge's sends on one grid of (loop, hop, slice) positions, loop by loop, and
     # the distinct sizes (bytes) of the slices (index 0: none)
     elt, mi = sch.elem_bytes, sch.max_inflight
@@ -275,17 +275,19 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
             gap[li, ch, rr, ss] = d
     g_lh = g_loop * hops + g_hop
     J = len(grid_rows)
-    sizes = np.array(sizes_l, dtype=np.int64)
+    size_bytes = np.array(sizes_l, dtype=np.int64)
     # per size: wire bytes, per QP frame and wire bytes, channel and NVLink times
-    wire = np.array([wire_bytes(int(b), sch.protocol) for b in sizes], dtype=np.int64)
-    qfb = np.array([[frames_bytes(p, mtu_bytes, hdr) for p in qp_split(int(w), q)]
-                    for w in wire], dtype=np.int64).reshape(len(sizes), q)
-    qwire = qfb + -(-qfb // frame) * overhead
-    busy = np.array([host.busy_ps(int(b)) if host is not None else 0 for b in sizes],
+    size_wire_bytes = np.array([wire_bytes(int(b), sch.protocol) for b in size_bytes],
+                               dtype=np.int64)
+    qp_frame_bytes = np.array([[frames_bytes(p, mtu_bytes, hdr) for p in qp_split(int(w), q)]
+                    for w in size_wire_bytes], dtype=np.int64).reshape(len(size_bytes), q)
+    qp_wire_bytes = qp_frame_bytes + -(-qp_frame_bytes // frame) * overhead
+    busy_ps = np.array([host.busy_ps(int(b)) if host is not None else 0 for b in size_bytes],
                     dtype=np.int64)
-    nvl_ps = -(-wire * 8 * 10**12 // nvlink_bps)
-    qdur = np.maximum(0, -np.floor_divide(-qwire[:, None, :].astype(float), rate[None, :, :])
-                      ).astype(np.int64) if len(sizes) * E * q <= 1 << 24 else None
+    nvl_ps = -(-size_wire_bytes * 8 * 10**12 // nvlink_bps)
+    qdur_ps = np.maximum(0, -np.floor_divide(-qp_wire_bytes[:, None, :].astype(float),
+                                             rate_Bpps[None, :, :])
+                      ).astype(np.int64) if len(size_bytes) * E * q <= 1 << 24 else None
 
     def size_at(j: np.ndarray, e: np.ndarray) -> np.ndarray:
         ch = ch_of[e]
@@ -299,28 +301,28 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
     # may run this far ahead of the next one (256 MB of them at most); further, it waits,
     # which NCCL's FIFO slots would not make it do (counted: RingRun.held_back)
     W = int(min(J + 2 * Smax, max(64, 8 * Smax, (256 << 20) // (8 * E))))
-    R = np.full((W, E), _NEVER, dtype=np.int64)
+    recv_at_ps = np.full((W, E), _NEVER, dtype=np.int64)
     held_back = 0
-    hist = np.full((mi, E), _NEVER, dtype=np.int64)  # receive times of the last mi sends
+    hist_ps = np.full((mi, E), _NEVER, dtype=np.int64)  # receive times of the last mi sends
     jp = np.zeros(E, dtype=np.int64)
     kp = np.zeros(E, dtype=np.int64)
     kc = np.zeros(E, dtype=np.int64)
     pend_pos = np.zeros((mi, E), dtype=np.int64)
-    pend_post = np.zeros((mi, E), dtype=np.int64)
+    pend_post_ps = np.zeros((mi, E), dtype=np.int64)
     pend_sz = np.zeros((mi, E), dtype=np.int64)
-    pend_copy = np.full((mi, E), _NEVER, dtype=np.int64)
-    last_post = np.full(E, _NEVER, dtype=np.int64)
-    chan_free = np.full(E, _NEVER, dtype=np.int64)
-    recv_free = np.full(E, _NEVER, dtype=np.int64)
-    qp_free = np.full((E, q), _NEVER, dtype=np.int64)
-    posted = np.zeros((E, q), dtype=np.int64)
+    pend_copy_ps = np.full((mi, E), _NEVER, dtype=np.int64)
+    last_post_ps = np.full(E, _NEVER, dtype=np.int64)
+    chan_free_ps = np.full(E, _NEVER, dtype=np.int64)
+    recv_free_ps = np.full(E, _NEVER, dtype=np.int64)
+    qp_free_ps = np.full((E, q), _NEVER, dtype=np.int64)
+    posted_bytes_qp = np.zeros((E, q), dtype=np.int64)
     frames = np.zeros((E, q), dtype=np.int64)
     dom = nvlink_domain(fabric) if nvl_on else None
     key = np.asarray(host_of[:n], dtype=np.int64)  # a GPU's NVLink key: its NIC's host id
-    egress = ingress = None
+    egress_free_ps = ingress_free_ps = None
     if dom is not None:
-        egress = np.array([dom.egress_free_ps.get(int(k), 0) for k in key], dtype=np.int64)
-        ingress = np.array([dom.ingress_free_ps.get(int(k), 0) for k in key],
+        egress_free_ps = np.array([dom.egress_free_ps.get(int(k), 0) for k in key], dtype=np.int64)
+        ingress_free_ps = np.array([dom.ingress_free_ps.get(int(k), 0) for k in key],
                            dtype=np.int64)
     nvl_users = np.flatnonzero(nvl_edge | pxn_edge) if dom is not None else np.empty(0, int)
     nvl_to = np.where(nvl_edge, dst, relay)[nvl_users]
@@ -339,11 +341,11 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
     if len(nvl_users):
         delays.append(nvlink_latency_ps)
     if (net_edge & (qpn[:, 0] >= 0)).any():
-        delays.append(int(lat[net_edge & (qpn[:, 0] >= 0)].min()))
-    look = (min(delays) if delays else 0) + (
+        delays.append(int(lat_ps[net_edge & (qpn[:, 0] >= 0)].min()))
+    look_ps = (min(delays) if delays else 0) + (
         min(host.inter_ps, host.intra_ps) if host is not None else 0)
-    look = max(1, look)
-    first_post, last_recv, count, nvl_bytes = None, _NEVER, 0, 0
+    look_ps = max(1, look_ps)
+    first_post_ps, last_recv_ps, count, nvl_bytes = None, _NEVER, 0, 0
     steps = np.arange(mi)[:, None]
     cur_sz = size_at(np.zeros(E, dtype=np.int64), edges)  # the size at each edge's jp
     total = ring_sends(sch) if progress is not None else 0
@@ -375,25 +377,25 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
                 break
             e_ = np.flatnonzero(can)
             je = jj[e_]
-            ready = np.where(g_hop[je] > 0, R[(je - S_[e_]) % W, prev_e[e_]], _NEVER)
-            slot = np.where(kp[e_] >= mi, hist[kp[e_] % mi, e_], _NEVER)
-            ready = np.maximum(np.maximum(ready, slot), T0)
+            ready = np.where(g_hop[je] > 0, recv_at_ps[(je - S_[e_]) % W, prev_e[e_]], _NEVER)
+            slot_ps = np.where(kp[e_] >= mi, hist_ps[kp[e_] % mi, e_], _NEVER)
+            ready = np.maximum(np.maximum(ready, slot_ps), ready0_ps)
             sz = cur_sz[e_]
             copy = np.full(len(e_), _NEVER, dtype=np.int64)
             if host is not None:  # step latency, then the sending channel
                 t1 = ready + step_ps[e_]
-                b = busy[sz]
-                cs = np.maximum(t1, chan_free[e_])
-                chan_free[e_] = np.where(b > 0, cs + b, chan_free[e_])
+                b = busy_ps[sz]
+                cs = np.maximum(t1, chan_free_ps[e_])
+                chan_free_ps[e_] = np.where(b > 0, cs + b, chan_free_ps[e_])
                 nv = nvl_edge[e_]
                 ready = np.where(b > 0, np.where(nv, cs, cs + b), t1)
                 if simple:
                     copy = np.where(nv & (b > 0), cs + b, _NEVER)
-            post = np.maximum(ready, last_post[e_])  # the connection's order
-            last_post[e_] = post
+            post = np.maximum(ready, last_post_ps[e_])  # the connection's order
+            last_post_ps[e_] = post
             si = kp[e_] % mi
-            pend_pos[si, e_], pend_post[si, e_] = je, post
-            pend_sz[si, e_], pend_copy[si, e_] = sz, copy
+            pend_pos[si, e_], pend_post_ps[si, e_] = je, post
+            pend_sz[si, e_], pend_copy_ps[si, e_] = sz, copy
             kp[e_] += 1
             jp[e_] += 1
             cur_sz[e_] = size_at(np.minimum(jp[e_], J - 1), e_)
@@ -406,79 +408,79 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
         #    its NVLink ports (sends without NVLink: at once, their QP is their own)
         rows = steps[:int((kp - kc).max())]  # as deep as the most sends waiting on an edge
         flat = ((kc[None, :] + rows) % mi) * E + edges[None, :]  # oldest first
-        P = pend_post.ravel()[flat]
+        post_ps = pend_post_ps.ravel()[flat]
         POS = pend_pos.ravel()[flat]
         held = rows < (kp - kc)[None, :]
-        tstar = int(P[0][waiting].min())
-        ok = _safe(P, POS, held, tstar, look, jp, kp, kc, last_post, nvl_user, src, nvl_to_e,
-                   prev_e, g_hop, g_S, J, mi, n)
+        tstar_ps = int(post_ps[0][waiting].min())
+        ok = _safe(post_ps, POS, held, tstar_ps, look_ps, jp, kp, kc, last_post_ps, nvl_user,
+                   src, nvl_to_e, prev_e, g_hop, g_S, J, mi, n)
         depth = int(ok.any(axis=1).sum())  # the rows booked now (a prefix: in post order)
-        ok, P, POS, flat = ok[:depth], P[:depth], POS[:depth], flat[:depth]
+        ok, post_ps, POS, flat = ok[:depth], post_ps[:depth], POS[:depth], flat[:depth]
         SZ = np.where(ok, pend_sz.ravel()[flat], 0)
         recv = np.full((depth, E), _NEVER, dtype=np.int64)
-        net_at = P
+        net_at = post_ps
         if len(nvl_users):
             u = nvl_users
             lu = ok[:, u]
-            t = np.where(lu, P[:, u], _NEVER)
+            t = np.where(lu, post_ps[:, u], _NEVER)
             d = np.where(lu, nvl_ps[SZ[:, u]], 0)
             pj = POS[:, u]
             c = piece_at[ch_of[u][None, :], (pos_of[u][None, :] - g_hop[pj]) % n]
             tie = ((g_lh[pj] * nc + ch_of[u][None, :]) * n + c) * Smax + g_s[pj]
-            left = eg_rows.book(t, d, egress, start=True, order=t, tie=tie)
-            end = in_rows.book(left, d, ingress, start=False, order=t, tie=tie)
-            nvl_bytes += int(wire[SZ[:, u]][lu].sum())
+            left = eg_rows.book(t, d, egress_free_ps, start=True, order=t, tie=tie)
+            end = in_rows.book(left, d, ingress_free_ps, start=False, order=t, tie=tie)
+            nvl_bytes += int(size_wire_bytes[SZ[:, u]][lu].sum())
             full = np.full((depth, E), _NEVER, dtype=np.int64)
             full[:, u] = end + nvlink_latency_ps
-            full = np.maximum(full, np.where(ok, pend_copy.ravel()[flat], _NEVER))
+            full = np.maximum(full, np.where(ok, pend_copy_ps.ravel()[flat], _NEVER))
             if host is not None and host.recv_copy:
                 for m in range(depth):
-                    rs = np.maximum(full[m], recv_free)
-                    rc = rs + busy[SZ[m]]
-                    recv_free = np.where(ok[m] & nvl_edge, rc, recv_free)
+                    rs = np.maximum(full[m], recv_free_ps)
+                    rc = rs + busy_ps[SZ[m]]
+                    recv_free_ps = np.where(ok[m] & nvl_edge, rc, recv_free_ps)
                     full[m] = np.where(nvl_edge, rc, full[m])
             recv = np.where(nvl_edge, full, recv)
-            net_at = np.where(pxn_edge, full, P)
+            net_at = np.where(pxn_edge, full, post_ps)
         for m in range(depth):  # 3. the network: each QP's message after the one before
-            qb = qfb[SZ[m]]                                    # (E, q) frame bytes per QP
+            qb = qp_frame_bytes[SZ[m]]  # (E, q) frame bytes per QP
             go = ok[m][:, None] & net_edge[:, None] & (qb > 0)
-            if qdur is not None:
-                dur = qdur[SZ[m], edges]
+            if qdur_ps is not None:
+                dur = qdur_ps[SZ[m], edges]
             else:
-                dur = np.maximum(0, -np.floor_divide(-qwire[SZ[m]].astype(float), rate)
+                dur = np.maximum(0, -np.floor_divide(-qp_wire_bytes[SZ[m]].astype(float), rate_Bpps)
                                  ).astype(np.int64)
-            done = np.maximum(net_at[m][:, None], qp_free) + dur
-            qp_free = np.where(go, done, qp_free)
-            posted += np.where(go, qb, 0)
+            done = np.maximum(net_at[m][:, None], qp_free_ps) + dur
+            qp_free_ps = np.where(go, done, qp_free_ps)
+            posted_bytes_qp += np.where(go, qb, 0)
             frames += np.where(go, -(-qb // frame), 0)
-            arrive = np.where(go, done + lat, _NEVER).max(axis=1)
-            recv[m] = np.where(net_edge, np.where(go.any(axis=1), arrive, P[m]), recv[m])
+            arrive = np.where(go, done + lat_ps, _NEVER).max(axis=1)
+            recv[m] = np.where(net_edge, np.where(go.any(axis=1), arrive, post_ps[m]), recv[m])
         # 4. what the next sends wait for: the data (by grid position) and the slots
         for m in range(depth):
             okm = ok[m]
             if not okm.any():
                 break
             e_ = np.flatnonzero(okm)
-            R[POS[m, e_] % W, e_] = recv[m, e_]
-            hist[(kc[e_] + m) % mi, e_] = recv[m, e_]
+            recv_at_ps[POS[m, e_] % W, e_] = recv[m, e_]
+            hist_ps[(kc[e_] + m) % mi, e_] = recv[m, e_]
             if _TRACE is not None:
                 for e in e_:
                     j = int(POS[m, e])
                     _TRACE[(int(g_loop[j]), int(g_hop[j]), int(g_s[j]), int(ch_of[e]),
-                            int(src[e]))] = (int(P[m, e]), int(recv[m, e]))
+                            int(src[e]))] = (int(post_ps[m, e]), int(recv[m, e]))
         nok = ok.sum(axis=0)
         kc += nok
         count += int(nok.sum())
-        first_post = int(P[ok].min()) if first_post is None else min(first_post,
-                                                                      int(P[ok].min()))
-        last_recv = max(last_recv, int(recv[ok].max()))
+        first_post_ps = int(post_ps[ok].min()) if first_post_ps is None else min(first_post_ps,
+                                                                      int(post_ps[ok].min()))
+        last_recv_ps = max(last_recv_ps, int(recv[ok].max()))
     if dom is not None:
         for i, k in enumerate(key):
-            dom.egress_free_ps[int(k)] = int(egress[i])
-            dom.ingress_free_ps[int(k)] = int(ingress[i])
+            dom.egress_free_ps[int(k)] = int(egress_free_ps[i])
+            dom.ingress_free_ps[int(k)] = int(ingress_free_ps[i])
         dom.nbytes += nvl_bytes
-    out = RingRun(launch, t0 if first_post is None else int(first_post),
-                  t0 if not count else last_recv, count, nvlink_bytes=nvl_bytes,
+    out = RingRun(launch_ps, t0 if first_post_ps is None else int(first_post_ps),
+                  t0 if not count else last_recv_ps, count, nvlink_bytes=nvl_bytes,
                   held_back=held_back)
     out.flows = flows
     nodes = fabric.nodes
@@ -487,7 +489,7 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
             fid = int(qpn[e, j])
             if fid not in flows:
                 continue
-            nb, nf = int(posted[e, j]), int(frames[e, j])
+            nb, nf = int(posted_bytes_qp[e, j]), int(frames[e, j])
             out.posted_bytes[fid] = nb
             fluid.qps[fid].delivered_bytes += nb
             for nid, idx in fluid.qps[fid].links:  # what the ports count, as the fluid
@@ -504,45 +506,46 @@ def _no_data(fid: int, got: int, now: int) -> None:
     """The ring engine's QPs are timed here, not by the fluid transport."""
 
 
-def _safe(P: np.ndarray, POS: np.ndarray, held: np.ndarray, tstar: int, look: int,
-          jp: np.ndarray, kp: np.ndarray, kc: np.ndarray, last_post: np.ndarray,
+def _safe(post_ps: np.ndarray, POS: np.ndarray, held: np.ndarray, tstar_ps: int, look_ps: int,
+          jp: np.ndarray, kp: np.ndarray, kc: np.ndarray, last_post_ps: np.ndarray,
           nvl_user: np.ndarray, src: np.ndarray, to: np.ndarray, prev_e: np.ndarray,
           g_hop: np.ndarray, g_S: np.ndarray, J: int, mi: int, n: int) -> np.ndarray:
-    """Which waiting sends (``(mi, E)``, oldest first: posted ``P`` at grid positions
+    """Which waiting sends (``(mi, E)``, oldest first: posted at ``post_ps`` at grid positions
     ``POS``, ``held`` where there is one) can be booked now: on an edge without NVLink all
     of them; on one with NVLink those posted before every send not yet booked that will
     take one of its ports: the others waiting there, and each user's next sends, posted no
     sooner than a lower bound (its connection's last post; the receipt of what it waits
-    for, a send waiting on the edge before, or that edge's own bound, plus ``look``).  With
-    none, those posted before ``tstar + look`` (no send can be posted sooner)."""
+    for, a send waiting on the edge before, or that edge's own bound, plus ``look_ps``).  With
+    none, those posted before ``tstar_ps + look_ps`` (no send can be posted sooner)."""
     E = len(jp)
     big = np.iinfo(np.int64).max // 4
     jj = np.minimum(jp, J - 1)
     dep = jj - g_S[jj]                       # the position of the data the next send needs
     pv = prev_e
     match = held[:, pv] & (POS[:, pv] == dep[None, :])
-    dep_post = np.where(match, P[:, pv], big).min(axis=0)  # waiting on the edge before
+    dep_post_ps = np.where(match, post_ps[:, pv], big).min(axis=0)  # waiting on the edge before
     needs = g_hop[jj] > 0
-    slot = np.where(kp - kc >= mi, P[0] + look, 0)  # its slot: the oldest waiting send
-    lb = np.full(E, tstar + look, dtype=np.int64)
+    slot_ps = np.where(kp - kc >= mi, post_ps[0] + look_ps, 0)  # its slot: the oldest waiting send
+    lb_ps = np.full(E, tstar_ps + look_ps, dtype=np.int64)
     for _ in range(4):  # each pass carries the bounds one edge further round the ring
-        data = np.where(needs, np.where(dep_post < big, dep_post + look, lb[pv] + look), 0)
-        lb = np.maximum(np.maximum(np.maximum(lb, last_post), data), slot)
-        lb = np.where(jp >= J, big, lb)
+        data = np.where(needs, np.where(dep_post_ps < big, dep_post_ps + look_ps,
+                                        lb_ps[pv] + look_ps), 0)
+        lb_ps = np.maximum(np.maximum(np.maximum(lb_ps, last_post_ps), data), slot_ps)
+        lb_ps = np.where(jp >= J, big, lb_ps)
     cand = held.copy()
     u = np.flatnonzero(nvl_user)
     for _ in range(8):
         h_eg = np.full(n, big, dtype=np.int64)
         h_in = np.full(n, big, dtype=np.int64)
-        np.minimum.at(h_eg, src[u], lb[u])
-        np.minimum.at(h_in, to[u], lb[u])
+        np.minimum.at(h_eg, src[u], lb_ps[u])
+        np.minimum.at(h_in, to[u], lb_ps[u])
         out = held & ~cand  # waiting but not booked now: they come first at their ports
         if out[:, u].any():
-            pu = np.where(out[:, u], P[:, u], big).min(axis=0)
+            pu = np.where(out[:, u], post_ps[:, u], big).min(axis=0)
             np.minimum.at(h_eg, src[u], pu)
             np.minimum.at(h_in, to[u], pu)
         lim = np.minimum(h_eg[src], h_in[to])
-        new = held & np.where(nvl_user[None, :], P < lim[None, :], True)
+        new = held & np.where(nvl_user[None, :], post_ps < lim[None, :], True)
         new = np.logical_and.accumulate(new, axis=0)
         if (new == cand).all():
             break
@@ -550,7 +553,7 @@ def _safe(P: np.ndarray, POS: np.ndarray, held: np.ndarray, tstar: int, look: in
     else:  # pragma: no cover - not settled: the plain rule
         cand = np.zeros_like(held)
     if not cand.any():
-        cand = np.logical_and.accumulate(held & (P < tstar + look), axis=0)
+        cand = np.logical_and.accumulate(held & (post_ps < tstar_ps + look_ps), axis=0)
     return cand
 
 
