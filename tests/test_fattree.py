@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from sim.cli import main
 from sim.fabric.fattree import check_built, fat_tree, superpod
+from sim.net.routes import RouteRule, route_values
 from sim.net.switch import Switch, ecmp_hash, ecmp_salt
 from sim.workloads.collective import frames_bytes, run_schedule
 from sim.workloads.nccl import schedule, verify
@@ -114,12 +115,57 @@ def test_check_built_catches_a_loop_a_hole_and_wrong_counts():
     dst = ft.hosts[2][0]
     agg = fab.nodes[ft.aggs[0][0]]
     core = fab.nodes[agg.ports[2].peer.node_id]
+    core.routes = dict(core.routes)  # the built table is a rule (read-only): a dict copy
     core.routes[dst] = 0
     with pytest.raises(ValueError, match=f"cannot reach host {dst}: loops at switch"):
         check_built(fab, ft.ranks, ports, links, None)
     del core.routes[dst]
     with pytest.raises(ValueError, match=f"no route to {dst}"):
         check_built(fab, ft.ranks, ports, links, None)
+
+
+@pytest.mark.parametrize("k, o, ecmp", [(4, 1, True), (4, 2, False), (6, 1, True),
+                                         (8, 1, False), (8, 3, True)])
+def test_fat_tree_rules_are_the_tables_of_the_module_docstring(k, o, ecmp):
+    """Every switch's rule (RouteRule) equals, destination by destination, the table the
+    module docstring's numbering and routes give, written out here as a dict."""
+    ft = fat_tree(k, o, ecmp=ecmp)
+    h, H = k // 2, o * k // 2
+    base = h * h + 2 * k * h
+    up, e_up = tuple(range(h, 2 * h)), tuple(range(H, H + h))
+    for node, sw in ft.fabric.nodes.items():
+        if not isinstance(sw, Switch):
+            continue
+        want = {}
+        for d in ft.ranks:
+            j = d - base
+            dp, de, di = j // (h * H), (j // H) % h, j % H
+            if node < h * h:  # a core: the destination's pod
+                want[d] = dp
+            elif node < h * h + k * h:  # aggregation switch of pod p
+                p = (node - h * h) // h
+                want[d] = de if dp == p else (up if ecmp else h + (d // h) % h)
+            else:
+                p, e = divmod(node - h * h - k * h, h)
+                want[d] = di if (dp, de) == (p, e) else (e_up if ecmp else H + d % h)
+        assert isinstance(sw.routes, RouteRule)
+        assert dict(sw.routes) == want and sw.routes == want and len(sw.routes) == len(want)
+        assert set(route_values(sw.routes)) == set(want.values())
+        assert sw.routes.get(-1) is None and -1 not in sw.routes
+
+
+def test_large_fat_tree_builds_with_sampled_route_checks():
+    """k=32 (8,192 hosts, 1,280 switches): built in seconds (rules, no per-destination
+    tables); the check still finds a switch without a route to a sampled host."""
+    ft = fat_tree(32, gpus_per_node=8)
+    assert len(ft.ranks) == 8192 and len(_switches(ft.fabric)) == 1280
+    assert len(ft.fabric.nodes[ft.cores[0]].routes) == 8192
+    fab = ft.fabric
+    ports = {s.node_id: len(s.ports) for s in _switches(fab)}
+    edge = fab.nodes[ft.edges[5][3]]
+    edge.routes = {d: r for d, r in edge.routes.items() if d != ft.ranks[-1]}
+    with pytest.raises(ValueError, match=f"no route to {ft.ranks[-1]}"):
+        check_built(fab, ft.ranks, ports, _links(fab), None)
 
 
 # ------------------------------------------------------------------ SuperPOD
@@ -191,8 +237,8 @@ def test_cli_collective_on_fattree_and_superpod(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, msg", [
-    (["--fabric", "fattree", "-p", "k=3"], "parameter 'k': must be an even int in 2..16"),
-    (["--fabric", "fattree", "-p", "k=18"], "parameter 'k': must be an even int in 2..16"),
+    (["--fabric", "fattree", "-p", "k=3"], "parameter 'k': must be an even int in 2..64"),
+    (["--fabric", "fattree", "-p", "k=66"], "parameter 'k': must be an even int in 2..64"),
     (["--fabric", "fattree", "-p", "oversubscription=0"], "oversubscription"),
     (["--fabric", "fattree", "-p", "gpus_per_node=3"], "does not divide the 16 hosts"),
     (["--fabric", "fattree", "-p", "sus=2"], "-p sus: does not apply to --fabric fattree"),
@@ -233,7 +279,7 @@ def test_fabric_file_kinds_build(tmp_path, topology, extra, hosts, switches):
 
 
 @pytest.mark.parametrize("topology, msg", [
-    ('kind = "fat_tree"\nk = 5', "[topology] parameter 'k': must be an even int in 2..16"),
+    ('kind = "fat_tree"\nk = 5', "[topology] parameter 'k': must be an even int in 2..64"),
     ('kind = "fat_tree"\nsus = 2', "[topology] ['sus'] do(es) not apply to kind = 'fat_tree'"),
     ('kind = "superpod"\nsus = 2\nsuperpod_nodes = 70', "[topology] nodes: 2 SU hold 63"),
     ('kind = "rail"\nk = 4', "[topology] ['k'] do(es) not apply to kind = 'rail'"),

@@ -55,7 +55,8 @@ switch (:attr:`SuperPod.aggregators`, :func:`superpod`).
 Every builder checks what it built (:func:`check_built`): each switch's ports are the
 expected number, all connected, within the radix; the link count; every host pair routable
 by following the tables (every ECMP member), with no loop (:func:`sim.fabric.topology.
-route_problem`).  A failure is a ``ValueError`` saying which switch or which pair.
+route_problem`; above 1,024 hosts every host to two, and every pair of a sample).  A
+failure is a ``ValueError`` saying which switch or which pair.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ from sim.fabric.core import Fabric
 from sim.fabric.rail import add_aggregator, switch_mmu_config
 from sim.fabric.topology import route_problem
 from sim.net.mmu import Mmu, MmuConfig
+from sim.net.routes import RouteRule
 from sim.net.switch import EcnConfig, Switch
 from sim.trace import Tracer
 
@@ -83,9 +85,8 @@ SU_SLOTS = 32
 SUPERPOD_LEAF_UPLINKS = 32
 #: The SU counts this builder takes (32 uplinks split evenly over 4 spines per SU).
 SUPERPOD_SUS = (1, 2, 4, 8)
-#: The largest ``k`` the CLI and fabric files take (k=16: 1,024 hosts, 320 switches; every
-#: host pair is checked when built, so the check grows with the square of the hosts).
-MAX_K = 16
+#: The largest ``k`` the CLI and fabric files take (k=64: 65,536 hosts, 5,120 switches).
+MAX_K = 64
 
 
 def k_problem(v: Any) -> str | None:
@@ -161,8 +162,9 @@ def check_built(fab: Fabric, hosts: tuple[int, ...], ports: Mapping[int, int], l
                 radix: int | None) -> None:
     """Check a generated fabric: every switch has exactly ``ports[switch]`` ports, all
     connected and at most ``radix`` (None: no bound); the fabric has ``links`` links; every
-    host has its link; every ordered pair of ``hosts`` is routable by the tables with no loop.
-    Raises ``ValueError`` naming what is wrong."""
+    host has its link; every ordered pair of ``hosts`` (above :data:`ROUTE_CHECK_ALL` hosts,
+    a sample of pairs) is routable by the tables with no loop.  Raises ``ValueError`` naming
+    what is wrong."""
     n_ports = 0
     for nid, node in sorted(fab.nodes.items()):
         if not isinstance(node, Switch):
@@ -183,10 +185,30 @@ def check_built(fab: Fabric, hosts: tuple[int, ...], ports: Mapping[int, int], l
     if n_ports != 2 * links:
         raise ValueError(f"{n_ports / 2:g} links built, expected {links}")
     memo: dict = {}
-    for a in hosts:
-        for b in hosts:
-            if a != b and (why := route_problem(fab, a, b, memo)):
-                raise ValueError(f"host {a} cannot reach host {b}: {why}")
+    for a, b in _route_checks(hosts):
+        if a != b and (why := route_problem(fab, a, b, memo)):
+            raise ValueError(f"host {a} cannot reach host {b}: {why}")
+
+
+#: Up to this many hosts :func:`check_built` follows the routes of every host pair; above,
+#: of every host to the first and the last host, and of every pair of
+#: :data:`ROUTE_SAMPLE` hosts spread over the fabric (its rules are the same at every size).
+ROUTE_CHECK_ALL = 1024
+ROUTE_SAMPLE = 64
+
+
+def _route_checks(hosts: tuple[int, ...]):
+    """The (source, destination) pairs :func:`check_built` follows."""
+    if len(hosts) <= ROUTE_CHECK_ALL:
+        yield from ((a, b) for a in hosts for b in hosts)
+        return
+    ends = (hosts[0], hosts[-1])
+    for x in hosts:
+        for y in ends:
+            yield x, y
+    step = len(hosts) / ROUTE_SAMPLE
+    sample = [hosts[int(i * step)] for i in range(ROUTE_SAMPLE)]
+    yield from ((a, b) for a in sample for b in sample)
 
 
 def fat_tree(k: int, oversubscription: int = 1, *, link_gbps: float = 400.0,
@@ -226,31 +248,26 @@ def fat_tree(k: int, oversubscription: int = 1, *, link_gbps: float = 400.0,
                   for p in range(k) for e in range(h))
     ranks = tuple(x for grp in hosts for x in grp)
 
-    def where(d: int) -> tuple[int, int, int]:  # (pod, edge, index) of host d
-        j = d - base
-        return j // (h * H), (j // H) % h, j % H
-
     up = tuple(range(h, 2 * h))
     for role, ids in (("core", cores), ("agg", [x for pod in aggs for x in pod]),
                       ("edge", [x for pod in edges for x in pod])):
         fab.names.update({x: f"{role}{i}" for i, x in enumerate(ids)})
+    # the tables as rules of the destination (RouteRule): (5k/4) x k**3/4 entries otherwise
+    dests = range(base, base + nhosts)
     for c in cores:
-        fab.add_switch(c, Mmu(cfg), routes={d: where(d)[0] for d in ranks}, ecn=ecn, **skw)
+        fab.add_switch(c, Mmu(cfg), routes=RouteRule(dests, _Below(base, nhosts, h * H, None,
+                       0, 1, 1), range(k)), ecn=ecn, **skw)
     for p in range(k):
+        rule = _Below(base + p * h * H, h * H, H, up if ecmp else None, h, h, h)
         for node in aggs[p]:
-            routes: dict = {}
-            for d in ranks:
-                dp, de, _ = where(d)
-                routes[d] = de if dp == p else (up if ecmp else h + (d // h) % h)
-            fab.add_switch(node, Mmu(cfg), routes=routes, ecn=ecn, **skw)
+            fab.add_switch(node, Mmu(cfg), routes=RouteRule(
+                dests, rule, (*range(h), *((up,) if ecmp else up))), ecn=ecn, **skw)
     e_up = tuple(range(H, H + h))
     for p in range(k):
         for e, node in enumerate(edges[p]):
-            routes = {}
-            for d in ranks:
-                dp, de, di = where(d)
-                routes[d] = di if (dp, de) == (p, e) else (e_up if ecmp else H + d % h)
-            fab.add_switch(node, Mmu(cfg), routes=routes, ecn=ecn, **skw)
+            rule = _Below(base + (p * h + e) * H, H, 1, e_up if ecmp else None, H, 1, h)
+            fab.add_switch(node, Mmu(cfg), routes=RouteRule(
+                dests, rule, (*range(H), *((e_up,) if ecmp else e_up))), ecn=ecn, **skw)
     for p in range(k):
         for e, node in enumerate(edges[p]):
             for i, x in enumerate(hosts[p * h + e]):
@@ -267,6 +284,29 @@ def fat_tree(k: int, oversubscription: int = 1, *, link_gbps: float = 400.0,
     links = nhosts + k * h * h + k * h * h  # host-edge, edge-agg, agg-core
     check_built(fab, ranks, ports, links, radix)
     return FatTree(fab, cores, aggs, edges, hosts, ranks, k, o, gpus_per_node)
+
+
+@dataclass(frozen=True, slots=True)
+class _Below:
+    """A fat-tree switch's route to host ``d``: down to port ``(d - lo) // unit`` when ``d``
+    is one of the ``span`` hosts from ``lo`` (its subtree), else ``up`` (the ECMP group of
+    its uplinks) or, without ECMP, uplink ``first_up + (d // div) % h``."""
+
+    lo: int
+    span: int
+    unit: int
+    up: tuple[int, ...] | None
+    first_up: int
+    div: int
+    h: int
+
+    def __call__(self, d: int) -> int | tuple[int, ...]:
+        j = d - self.lo
+        if 0 <= j < self.span:
+            return j // self.unit
+        if self.up is not None:
+            return self.up
+        return self.first_up + (d // self.div) % self.h
 
 
 def superpod_size(sus: int) -> tuple[int, int, int]:

@@ -55,6 +55,7 @@ from sim.events import Dropped
 from sim.flowctl.credit import cbfc_free
 from sim.flowctl.pfc import is_mac_control
 from sim.net.port import Port
+from sim.net.routes import RouteRule
 from sim.net.switch import Switch
 from sim.nic.host import ACK_OPCODE, roce_bth
 from sim.trace import interest
@@ -249,7 +250,7 @@ class _Engine:
         self.held: dict[tuple, int] = {}  # (kind, target) -> faults of that kind holding it
         # (kind, target) -> (rate before the first, {fault index: its rate}): degrade, slow_pcie
         self.slowed: dict[tuple, tuple[Any, dict[int, Any]]] = {}
-        self.orig_routes = {n: (dict(s.routes), s.routing) for n, s in fabric.nodes.items()
+        self.orig_routes = {n: (_snapshot(s.routes), s.routing) for n, s in fabric.nodes.items()
                             if isinstance(s, Switch)}
 
     # ----------------------------------------------------------- bookkeeping
@@ -553,3 +554,8 @@ def schedule_faults(fabric: Any, faults: list[Fault] | tuple[Fault, ...], seed: 
 def loss_probability(nbytes: int, ber: float) -> float:
     """Frame loss probability for a bit error rate: ``1 - (1 - ber) ** (8 * wire bytes)``."""
     return -math.expm1(8 * wire_bytes(nbytes) * math.log1p(-ber)) if ber < 1 else 1.0
+
+
+def _snapshot(routes: Any) -> Any:
+    """A switch's table as it is now (a rule is read-only: itself)."""
+    return routes if isinstance(routes, RouteRule) else dict(routes)

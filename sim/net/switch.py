@@ -55,6 +55,7 @@ from sim.flowctl.ib import BLOCK_BYTES
 from sim.flowctl.pfc import PfcResponder, apply_pause, is_mac_control, pfc_packet
 from sim.net.mmu import Mmu
 from sim.net.port import QUANTUM_BYTES, CreditPort, Port, check_scheduler
+from sim.net.routes import RouteRule
 from sim.packet import CE, NOT_ECT, PacketIds, SimPacket
 from sim.trace import Interest, NullTracer, Tracer, interest
 
@@ -175,7 +176,9 @@ class Switch:
     """A switch whose egress ports are added by :meth:`add_port` (``Fabric.connect`` does).
 
     ``routes``: destination node -> egress port, or -> a tuple/list of ports (ECMP group);
-    read (and type-checked) at construction: later changes to the dict are not seen.
+    read (and type-checked) at construction: later changes to the dict are not seen.  A
+    :class:`sim.net.routes.RouteRule` (a table by formula) is asked per destination on
+    first use, its values type-checked at construction.
     ``ecmp_seed``: salt of the ECMP hash (None: the engine's seed).  ``scheduler``,
     ``weights``, ``quantum_bytes``: egress scheduling of every port (:class:`sim.net.port.Port`).
     """
@@ -257,19 +260,26 @@ class Switch:
                              f"{list(ROUTING_MODES)}, got {routing!r}")
         single: dict[int, int] = {}
         groups: dict[int, tuple[int, ...]] = {}
-        for dst, r in routes.items():
+        rule = routes if isinstance(routes, RouteRule) else None
+        # a rule's values are checked once (each destination's is one of them) and its
+        # answers kept as they are asked for (_resolve)
+        for dst, r in (((f"any ({v!r})", v) for v in rule.outs) if rule is not None
+                       else routes.items()):
             if isinstance(r, int) and not isinstance(r, bool):
-                single[dst] = r
+                if rule is None:
+                    single[dst] = r
             elif (isinstance(r, (tuple, list)) and r
                   and all(isinstance(p, int) and not isinstance(p, bool) for p in r)):
                 if routing == "static" and len(r) > 1:
                     raise ValueError(f"switch {self.node_id}: routing 'static' takes one port "
                                      f"per destination; route to {dst} is {r!r}")
-                groups[dst] = tuple(r)
+                if rule is None:
+                    groups[dst] = tuple(r)
             else:
                 raise ValueError(f"switch {self.node_id}: route to {dst} must be a port (int) "
                                  f"or a non-empty tuple/list of ports, got {r!r}")
         self.routes = routes
+        self._rule = rule
         self.routing = routing
         self._adaptive = routing == "adaptive"
         self._single, self._groups = single, groups
@@ -290,6 +300,10 @@ class Switch:
         for dst, group in self._groups.items():
             for out in group:
                 self._port_for(dst, out)
+        if self._rule is not None:
+            for r in self._rule.outs:
+                for out in (r if isinstance(r, tuple | list) else (r,)):
+                    self._port_for("any", out)
 
     def _resolve(self, pkt: SimPacket) -> Port | None:
         """Slow path of forwarding: a first use of a single-port route, or an ECMP group."""
@@ -298,7 +312,15 @@ class Switch:
         if group is None:
             out = self._single.get(dst)
             if out is None:
-                return None
+                rule = self._rule
+                r = None if rule is None else rule.get(dst)
+                if r is None:
+                    return None
+                if isinstance(r, int):
+                    out = self._single[dst] = r
+                else:
+                    group = self._groups[dst] = tuple(r)
+        if group is None:
             p = self._fwd[dst] = self._port_for(dst, out)
             return p
         key = (pkt.src, dst, pkt.flow)

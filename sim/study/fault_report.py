@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from sim.net.routes import route_values
 from sim.units import us_to_ps
 
 __all__ = ["FaultProbe", "RECOVERY_TOLERANCE", "PRE_FAULT_BINS", "fault_intervals",
@@ -105,7 +106,7 @@ class FaultProbe:
         self.hosts = [n for n in fab.nodes.values() if isinstance(n, Host)]
         #: ECMP / adaptive groups of every switch before the run (the original routes).
         self.groups: dict[int, list[tuple[int, ...]]] = {
-            nid: sorted({tuple(r) for r in s.routes.values() if not isinstance(r, int)})
+            nid: sorted({tuple(r) for r in route_values(s.routes) if not isinstance(r, int)})
             for nid, s in fab.nodes.items() if isinstance(s, Switch)}
         self.tx = np.zeros((nbins, len(self.ports)), dtype=np.int64)
         self.rx = np.zeros((nbins, len(self.flows)), dtype=np.int64)
@@ -556,7 +557,8 @@ class CollectiveProbe(FaultProbe):
         self.flows = [-1]
         self.hosts = [n for n in fab.nodes.values() if isinstance(n, Host)]
         self.switches = [n for n in fab.nodes.values() if isinstance(n, Switch)]
-        self.groups = {nid: sorted({tuple(r) for r in s.routes.values() if not isinstance(r, int)})
+        self.groups = {nid: sorted({tuple(r) for r in route_values(s.routes)
+                                    if not isinstance(r, int)})
                        for nid, s in fab.nodes.items() if isinstance(s, Switch)}
         cap = 2 * nbins + 1
         self.tx = np.zeros((cap, len(self.ports)), dtype=np.int64)
