@@ -59,6 +59,9 @@ TARGETS: tuple[tuple[str, list[str], float], ...] = (
     ("1,024 GPUs, fat-tree k=16, ring 4G", ["allreduce", "-b", "4G", "-e", "4G", "--fabric",
                                            "fattree", "-p", "k=16", "-p", "gpus_per_node=8",
                                            "--algo", "ring", "--fidelity", "flow"], 60),
+    ("8,192 GPUs, fat-tree k=32, ring 1G", ["allreduce", "-b", "1G", "-e", "1G", "--fabric",
+                                           "fattree", "-p", "k=32", "-p", "gpus_per_node=8",
+                                           "--algo", "ring", "--fidelity", "flow"], 120),
 )
 
 

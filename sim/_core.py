@@ -50,6 +50,7 @@ COMPILED: tuple[str, ...] = (
     "sim.flowctl.ib",
     "sim.trace",
     "sim.study.samples",
+    "sim.workloads.ring_kernel",
 )
 
 #: Set to ``1`` to run the interpreted core even when the compiled one is installed.

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -160,3 +161,48 @@ def test_iterations_at_flow_fidelity_take_the_same_time():
     # share is slow by what the job's idle gaps give the others (1.3 % here)
     assert ring["time_ps"] == pytest.approx(row["time_ps"], rel=0.03)
     assert ring["time_ps"] > row["time_ps"]
+
+
+def _interpreted_kernel():
+    """sim.workloads.ring_kernel loaded from its .py (the compiled core may be in use)."""
+    import importlib.util
+    import sys
+
+    from sim.workloads import ring_kernel
+
+    path = Path(ring_kernel.__file__).with_name("ring_kernel.py")
+    spec = importlib.util.spec_from_file_location("_ring_kernel_py", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        del sys.modules[spec.name]
+    return mod
+
+
+@pytest.mark.parametrize("coll,proto,size,host", [
+    ("allreduce", "simple", 1000003 * 4, HOST), ("allreduce", "ll128", 4 * MIB, None),
+    ("allgather", "ll", 1 * MIB, HOST)])
+def test_the_kernel_runs_the_same_from_its_py_as_compiled(coll, proto, size, host,
+                                                          monkeypatch):
+    """One source: the ring kernel's .py (interpreted) posts and receives every send at the
+    picosecond the module in use (compiled, when built) does, with the same counters."""
+    make, n, g = RAIL
+    count = size // 4 // (n if coll != "allreduce" else 1)
+    sch = schedule(coll, n, count, nchannels=8, gpus_per_node=g, protocol=proto,
+                   qps_per_connection=2)
+    runs = []
+    for kernel in (None, _interpreted_kernel().RingKernel):
+        if kernel is not None:
+            monkeypatch.setattr(ring_engine, "RingKernel", kernel)
+        ring_engine._TRACE = {}
+        try:
+            f = make()
+            r = run_ring(sch, f.fabric, f.ranks, mtu_bytes=MTU, nvlink_bps=NVLINK_BPS,
+                         nvlink_latency_ps=NVLINK_LATENCY_PS, host=host, gpus_per_node=g)
+            runs.append((dict(ring_engine._TRACE), r.time_ps, r.posted_bytes, r.nvlink_bytes))
+        finally:
+            ring_engine._TRACE = None
+    assert runs[0][0] and runs[0] == runs[1]
+    assert all(type(v) is int for pair in runs[1][0].values() for v in pair)

@@ -9,22 +9,21 @@ same shape: edge ``p`` of channel ``ch`` (ring position ``p`` to ``p + 1``) send
 (:func:`sim.workloads.nccl.ring_piece`, :func:`~sim.workloads.nccl.ring_slices`), once it
 has been received there and once the send ``max_inflight`` earlier on its own connection
 has been received (the FIFO slot), and after the one before it on its connection.  So the
-ring engine keeps per edge (arrays over the ``c x n`` edges, numpy) what the job keeps per
-transfer, on one grid of (loop, hop, slice) positions, and works out every edge's next
-sends at once:
+ring engine keeps per edge (arrays over the ``c x n`` edges) what the job keeps per
+transfer, on one grid of (loop, hop, slice) positions, and
+:class:`sim.workloads.ring_kernel.RingKernel` (compiled with the simulator's core) plays
+every send:
 
-* posted: when its data and slot are there, after NCCL's host side as
+* posted as soon as its data and slot are there, after NCCL's host side as
   :class:`~sim.workloads.collective.CollectiveJob` applies it (the step latency, the
   sending GPU channel, one send at a time per edge) and the connection's order;
-* booked, in rounds, once no send still to be booked can take one of its NVLink ports
-  before it (:func:`_safe`: a send not yet posted comes no sooner than what it waits for
-  plus the shortest time a receipt can enable a send, the NVLink or path latency plus a
-  step; a send without NVLink at once): NVLink as
+* booked in the order of the post times (ties as the schedule lists the sends): NVLink as
   :class:`~sim.workloads.collective.NvlinkDomain` books it (each GPU's egress and ingress a
-  FIFO in the order sends are posted, ties as the schedule lists them), the receiving
-  channel's copy inside a node, the network as fluid flows
-  (:mod:`sim.workloads.fluid_transport`: each QP on the path its packets take, a message
-  after the one before on its QP, received its path's latency after its last byte left).
+  FIFO in the order sends are posted), the receiving channel's copy inside a node, the
+  network as fluid flows (:mod:`sim.workloads.fluid_transport`: each QP on the path its
+  packets take, a message after the one before on its QP, received its path's latency
+  after its last byte left).  A booking enables only sends posted later, so the order is
+  the one an event-driven run gives.
 
 What it gives up against the job at flow fidelity: a QP's rate is its max-min fair share
 with **every** QP of the ring sending (:func:`sim.workloads.fluid.max_min_rates` once),
@@ -38,7 +37,6 @@ those).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,10 +58,10 @@ from sim.workloads.nccl import (
     udp_sport,
     wire_bytes,
 )
+from sim.workloads.ring_kernel import RingKernel, edge_records, int_array
 
 __all__ = ["RingRun", "ring_engine_problem", "ring_sends", "run_ring"]
 
-_NEVER = -(1 << 62)  # "no such time": below every time, harmless under max
 #: a test's hook: (loop, hop, slice, channel, sender) -> (posted, received) of every send
 _TRACE: dict | None = None
 
@@ -285,195 +283,51 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
     busy_ps = np.array([host.busy_ps(int(b)) if host is not None else 0 for b in size_bytes],
                     dtype=np.int64)
     nvl_ps = -(-size_wire_bytes * 8 * 10**12 // nvlink_bps)
-    qdur_ps = np.maximum(0, -np.floor_divide(-qp_wire_bytes[:, None, :].astype(float),
-                                             rate_Bpps[None, :, :])
-                      ).astype(np.int64) if len(size_bytes) * E * q <= 1 << 24 else None
 
-    def size_at(j: np.ndarray, e: np.ndarray) -> np.ndarray:
-        ch = ch_of[e]
-        return inv[g_loop[j], ch, piece_at[ch, (pos_of[e] - g_hop[j]) % n], g_s[j]]
-
-    # state per edge: the next grid position to post (jp) and the sends posted (kp) and
-    # received (kc); posted sends wait (at most max_inflight: the FIFO slots) to be booked
-    edges = np.arange(E)
-    succ_e = ch_of * n + (pos_of + 1) % n
     # receive times kept per edge (by grid position) for the next edge's data: an edge
     # may run this far ahead of the next one (256 MB of them at most); further, it waits,
     # which NCCL's FIFO slots would not make it do (counted: RingRun.held_back)
     W = int(min(J + 2 * Smax, max(64, 8 * Smax, (256 << 20) // (8 * E))))
-    recv_at_ps = np.full((W, E), _NEVER, dtype=np.int64)
-    held_back = 0
-    hist_ps = np.full((mi, E), _NEVER, dtype=np.int64)  # receive times of the last mi sends
-    jp = np.zeros(E, dtype=np.int64)
-    kp = np.zeros(E, dtype=np.int64)
-    kc = np.zeros(E, dtype=np.int64)
-    pend_pos = np.zeros((mi, E), dtype=np.int64)
-    pend_post_ps = np.zeros((mi, E), dtype=np.int64)
-    pend_sz = np.zeros((mi, E), dtype=np.int64)
-    pend_copy_ps = np.full((mi, E), _NEVER, dtype=np.int64)
-    last_post_ps = np.full(E, _NEVER, dtype=np.int64)
-    chan_free_ps = np.full(E, _NEVER, dtype=np.int64)
-    recv_free_ps = np.full(E, _NEVER, dtype=np.int64)
-    qp_free_ps = np.full((E, q), _NEVER, dtype=np.int64)
-    posted_bytes_qp = np.zeros((E, q), dtype=np.int64)
-    frames = np.zeros((E, q), dtype=np.int64)
+    succ_e = ch_of * n + (pos_of + 1) % n
     dom = nvlink_domain(fabric) if nvl_on else None
     key = np.asarray(host_of[:n], dtype=np.int64)  # a GPU's NVLink key: its NIC's host id
-    egress_free_ps = ingress_free_ps = None
+    egress_free_ps = np.zeros(n, dtype=np.int64)
+    ingress_free_ps = np.zeros(n, dtype=np.int64)
     if dom is not None:
-        egress_free_ps = np.array([dom.egress_free_ps.get(int(k), 0) for k in key], dtype=np.int64)
+        egress_free_ps = np.array([dom.egress_free_ps.get(int(k), 0) for k in key],
+                                  dtype=np.int64)
         ingress_free_ps = np.array([dom.ingress_free_ps.get(int(k), 0) for k in key],
-                           dtype=np.int64)
-    nvl_users = np.flatnonzero(nvl_edge | pxn_edge) if dom is not None else np.empty(0, int)
-    nvl_to = np.where(nvl_edge, dst, relay)[nvl_users]
-    nvl_user = np.zeros(E, dtype=bool)
-    nvl_user[nvl_users] = True
+                                   dtype=np.int64)
+    nvl_user = (nvl_edge | pxn_edge) if dom is not None else np.zeros(E, dtype=bool)
     nvl_to_e = np.where(nvl_edge, dst, relay)  # the GPU whose ingress an NVLink user takes
-    eg_rows = _Fifo(src[nvl_users], n)
-    in_rows = _Fifo(nvl_to, n)
     step_ps = np.zeros(E, dtype=np.int64)
     if host is not None:
         step_ps = np.where(inter, host.inter_ps, host.intra_ps)
-    simple = sch.protocol is Protocol.SIMPLE
-    # lookahead: a send booked now enables others no sooner than its receipt plus a step,
-    # so every send posted before the first one waiting plus this is booked in one round
-    delays = []
-    if len(nvl_users):
-        delays.append(nvlink_latency_ps)
-    if (net_edge & (qpn[:, 0] >= 0)).any():
-        delays.append(int(lat_ps[net_edge & (qpn[:, 0] >= 0)].min()))
-    look_ps = (min(delays) if delays else 0) + (
-        min(host.inter_ps, host.intra_ps) if host is not None else 0)
-    look_ps = max(1, look_ps)
-    first_post_ps, last_recv_ps, count, nvl_bytes = None, _NEVER, 0, 0
-    steps = np.arange(mi)[:, None]
-    cur_sz = size_at(np.zeros(E, dtype=np.int64), edges)  # the size at each edge's jp
+    # each QP's time for a message of each size at its share
+    dur_ps = np.maximum(0, -np.floor_divide(-qp_wire_bytes[:, None, :].astype(float),
+                                            rate_Bpps[None, :, :])).astype(np.int64)
+    A = int_array
+    kern = RingKernel(
+        (E, n, nc, q, mi, Smax, J, ready0_ps, nvlink_latency_ps, frame),
+        edge_records(prev_e, succ_e, ch_of, pos_of, src, nvl_to_e, nvl_edge, nvl_user,
+                     pxn_edge, net_edge, step_ps, mi),
+        (A(lat_ps.ravel()), A(dur_ps.ravel())),
+        (A(busy_ps), A(nvl_ps), A(size_wire_bytes), A(qp_frame_bytes.ravel())),
+        tuple(A(x.ravel()) for x in (g_loop, g_hop, g_s, g_S, g_lh, inv, gap, piece_at,
+                                     loop_end)),
+        A(egress_free_ps), A(ingress_free_ps),
+        (host is not None, bool(host is not None and host.recv_copy),
+         sch.protocol is Protocol.SIMPLE), W, _TRACE)
     total = ring_sends(sch) if progress is not None else 0
-    told = time.monotonic()
-    while True:
-        if progress is not None and time.monotonic() - told > 1.0:
-            progress(count, total)
-            told = time.monotonic()
-        # 1. post every send whose data and slot are there
-        while True:
-            act = jp < J
-            jj = np.minimum(jp, J - 1)
-            empty = act & (cur_sz == 0)
-            if empty.any():  # no send here (an empty piece): on to the next that has one
-                e0 = np.flatnonzero(empty)
-                j0 = jp[e0]
-                li = g_loop[j0]
-                ch = ch_of[e0]
-                step = gap[li, ch, (pos_of[e0] - g_hop[j0]) % n, g_s[j0]]
-                jp[e0] = np.minimum(j0 + step, loop_end[li])
-                cur_sz[e0] = size_at(np.minimum(jp[e0], J - 1), e0)
-                continue
-            first_unc = np.where(kc < kp, pend_pos[kc % mi, edges], jp)
-            S_ = g_S[jj]
-            could = act & ((g_hop[jj] == 0) | (first_unc[prev_e] > jj - S_)) & (kp - kc < mi)
-            can = could & (jp < jp[succ_e] + W - 2 * Smax)
-            if not can.any():
-                held_back += int(could.sum())
-                break
-            e_ = np.flatnonzero(can)
-            je = jj[e_]
-            ready = np.where(g_hop[je] > 0, recv_at_ps[(je - S_[e_]) % W, prev_e[e_]], _NEVER)
-            slot_ps = np.where(kp[e_] >= mi, hist_ps[kp[e_] % mi, e_], _NEVER)
-            ready = np.maximum(np.maximum(ready, slot_ps), ready0_ps)
-            sz = cur_sz[e_]
-            copy = np.full(len(e_), _NEVER, dtype=np.int64)
-            if host is not None:  # step latency, then the sending channel
-                t1 = ready + step_ps[e_]
-                b = busy_ps[sz]
-                cs = np.maximum(t1, chan_free_ps[e_])
-                chan_free_ps[e_] = np.where(b > 0, cs + b, chan_free_ps[e_])
-                nv = nvl_edge[e_]
-                ready = np.where(b > 0, np.where(nv, cs, cs + b), t1)
-                if simple:
-                    copy = np.where(nv & (b > 0), cs + b, _NEVER)
-            post = np.maximum(ready, last_post_ps[e_])  # the connection's order
-            last_post_ps[e_] = post
-            si = kp[e_] % mi
-            pend_pos[si, e_], pend_post_ps[si, e_] = je, post
-            pend_sz[si, e_], pend_copy_ps[si, e_] = sz, copy
-            kp[e_] += 1
-            jp[e_] += 1
-            cur_sz[e_] = size_at(np.minimum(jp[e_], J - 1), e_)
-        waiting = kp > kc
-        if not waiting.any():
-            if (jp >= J).all():
-                break
-            raise RuntimeError("ring engine: no send can go on")  # pragma: no cover
-        # 2. book every waiting send that no send still to be booked can come before on
-        #    its NVLink ports (sends without NVLink: at once, their QP is their own)
-        rows = steps[:int((kp - kc).max())]  # as deep as the most sends waiting on an edge
-        flat = ((kc[None, :] + rows) % mi) * E + edges[None, :]  # oldest first
-        post_ps = pend_post_ps.ravel()[flat]
-        POS = pend_pos.ravel()[flat]
-        held = rows < (kp - kc)[None, :]
-        tstar_ps = int(post_ps[0][waiting].min())
-        ok = _safe(post_ps, POS, held, tstar_ps, look_ps, jp, kp, kc, last_post_ps, nvl_user,
-                   src, nvl_to_e, prev_e, g_hop, g_S, J, mi, n)
-        depth = int(ok.any(axis=1).sum())  # the rows booked now (a prefix: in post order)
-        ok, post_ps, POS, flat = ok[:depth], post_ps[:depth], POS[:depth], flat[:depth]
-        SZ = np.where(ok, pend_sz.ravel()[flat], 0)
-        recv = np.full((depth, E), _NEVER, dtype=np.int64)
-        net_at = post_ps
-        if len(nvl_users):
-            u = nvl_users
-            lu = ok[:, u]
-            t = np.where(lu, post_ps[:, u], _NEVER)
-            d = np.where(lu, nvl_ps[SZ[:, u]], 0)
-            pj = POS[:, u]
-            c = piece_at[ch_of[u][None, :], (pos_of[u][None, :] - g_hop[pj]) % n]
-            tie = ((g_lh[pj] * nc + ch_of[u][None, :]) * n + c) * Smax + g_s[pj]
-            left = eg_rows.book(t, d, egress_free_ps, start=True, order=t, tie=tie)
-            end = in_rows.book(left, d, ingress_free_ps, start=False, order=t, tie=tie)
-            nvl_bytes += int(size_wire_bytes[SZ[:, u]][lu].sum())
-            full = np.full((depth, E), _NEVER, dtype=np.int64)
-            full[:, u] = end + nvlink_latency_ps
-            full = np.maximum(full, np.where(ok, pend_copy_ps.ravel()[flat], _NEVER))
-            if host is not None and host.recv_copy:
-                for m in range(depth):
-                    rs = np.maximum(full[m], recv_free_ps)
-                    rc = rs + busy_ps[SZ[m]]
-                    recv_free_ps = np.where(ok[m] & nvl_edge, rc, recv_free_ps)
-                    full[m] = np.where(nvl_edge, rc, full[m])
-            recv = np.where(nvl_edge, full, recv)
-            net_at = np.where(pxn_edge, full, post_ps)
-        for m in range(depth):  # 3. the network: each QP's message after the one before
-            qb = qp_frame_bytes[SZ[m]]  # (E, q) frame bytes per QP
-            go = ok[m][:, None] & net_edge[:, None] & (qb > 0)
-            if qdur_ps is not None:
-                dur = qdur_ps[SZ[m], edges]
-            else:
-                dur = np.maximum(0, -np.floor_divide(-qp_wire_bytes[SZ[m]].astype(float), rate_Bpps)
-                                 ).astype(np.int64)
-            done = np.maximum(net_at[m][:, None], qp_free_ps) + dur
-            qp_free_ps = np.where(go, done, qp_free_ps)
-            posted_bytes_qp += np.where(go, qb, 0)
-            frames += np.where(go, -(-qb // frame), 0)
-            arrive = np.where(go, done + lat_ps, _NEVER).max(axis=1)
-            recv[m] = np.where(net_edge, np.where(go.any(axis=1), arrive, post_ps[m]), recv[m])
-        # 4. what the next sends wait for: the data (by grid position) and the slots
-        for m in range(depth):
-            okm = ok[m]
-            if not okm.any():
-                break
-            e_ = np.flatnonzero(okm)
-            recv_at_ps[POS[m, e_] % W, e_] = recv[m, e_]
-            hist_ps[(kc[e_] + m) % mi, e_] = recv[m, e_]
-            if _TRACE is not None:
-                for e in e_:
-                    j = int(POS[m, e])
-                    _TRACE[(int(g_loop[j]), int(g_hop[j]), int(g_s[j]), int(ch_of[e]),
-                            int(src[e]))] = (int(post_ps[m, e]), int(recv[m, e]))
-        nok = ok.sum(axis=0)
-        kc += nok
-        count += int(nok.sum())
-        first_post_ps = int(post_ps[ok].min()) if first_post_ps is None else min(first_post_ps,
-                                                                      int(post_ps[ok].min()))
-        last_recv_ps = max(last_recv_ps, int(recv[ok].max()))
+    if kern.run(progress, total):
+        raise RuntimeError("ring engine: no send can go on")  # pragma: no cover
+    count, nvl_bytes, held_back = kern.count, kern.nvl_bytes, kern.held_back
+    first_post_ps = kern.first_post_ps if count else None
+    last_recv_ps = kern.last_recv_ps
+    egress_free_ps = np.frombuffer(kern.egress_free_ps, dtype=np.int64)
+    ingress_free_ps = np.frombuffer(kern.ingress_free_ps, dtype=np.int64)
+    posted_bytes_qp = np.frombuffer(kern.posted_bytes, dtype=np.int64).reshape(E, q)
+    frames = np.frombuffer(kern.frames, dtype=np.int64).reshape(E, q)
     if dom is not None:
         for i, k in enumerate(key):
             dom.egress_free_ps[int(k)] = int(egress_free_ps[i])
@@ -504,96 +358,3 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
 
 def _no_data(fid: int, got: int, now: int) -> None:
     """The ring engine's QPs are timed here, not by the fluid transport."""
-
-
-def _safe(post_ps: np.ndarray, POS: np.ndarray, held: np.ndarray, tstar_ps: int, look_ps: int,
-          jp: np.ndarray, kp: np.ndarray, kc: np.ndarray, last_post_ps: np.ndarray,
-          nvl_user: np.ndarray, src: np.ndarray, to: np.ndarray, prev_e: np.ndarray,
-          g_hop: np.ndarray, g_S: np.ndarray, J: int, mi: int, n: int) -> np.ndarray:
-    """Which waiting sends (``(mi, E)``, oldest first: posted at ``post_ps`` at grid positions
-    ``POS``, ``held`` where there is one) can be booked now: on an edge without NVLink all
-    of them; on one with NVLink those posted before every send not yet booked that will
-    take one of its ports: the others waiting there, and each user's next sends, posted no
-    sooner than a lower bound (its connection's last post; the receipt of what it waits
-    for, a send waiting on the edge before, or that edge's own bound, plus ``look_ps``).  With
-    none, those posted before ``tstar_ps + look_ps`` (no send can be posted sooner)."""
-    E = len(jp)
-    big = np.iinfo(np.int64).max // 4
-    jj = np.minimum(jp, J - 1)
-    dep = jj - g_S[jj]                       # the position of the data the next send needs
-    pv = prev_e
-    match = held[:, pv] & (POS[:, pv] == dep[None, :])
-    dep_post_ps = np.where(match, post_ps[:, pv], big).min(axis=0)  # waiting on the edge before
-    needs = g_hop[jj] > 0
-    slot_ps = np.where(kp - kc >= mi, post_ps[0] + look_ps, 0)  # its slot: the oldest waiting send
-    lb_ps = np.full(E, tstar_ps + look_ps, dtype=np.int64)
-    for _ in range(4):  # each pass carries the bounds one edge further round the ring
-        data = np.where(needs, np.where(dep_post_ps < big, dep_post_ps + look_ps,
-                                        lb_ps[pv] + look_ps), 0)
-        lb_ps = np.maximum(np.maximum(np.maximum(lb_ps, last_post_ps), data), slot_ps)
-        lb_ps = np.where(jp >= J, big, lb_ps)
-    cand = held.copy()
-    u = np.flatnonzero(nvl_user)
-    for _ in range(8):
-        h_eg = np.full(n, big, dtype=np.int64)
-        h_in = np.full(n, big, dtype=np.int64)
-        np.minimum.at(h_eg, src[u], lb_ps[u])
-        np.minimum.at(h_in, to[u], lb_ps[u])
-        out = held & ~cand  # waiting but not booked now: they come first at their ports
-        if out[:, u].any():
-            pu = np.where(out[:, u], post_ps[:, u], big).min(axis=0)
-            np.minimum.at(h_eg, src[u], pu)
-            np.minimum.at(h_in, to[u], pu)
-        lim = np.minimum(h_eg[src], h_in[to])
-        new = held & np.where(nvl_user[None, :], post_ps < lim[None, :], True)
-        new = np.logical_and.accumulate(new, axis=0)
-        if (new == cand).all():
-            break
-        cand = new
-    else:  # pragma: no cover - not settled: the plain rule
-        cand = np.zeros_like(held)
-    if not cand.any():
-        cand = np.logical_and.accumulate(held & (post_ps < tstar_ps + look_ps), axis=0)
-    return cand
-
-
-class _Fifo:
-    """The NVLink ports of ``ports`` (one per user, GPUs ``0 .. n-1``) as FIFOs: a user's
-    transfer starts when its port is free, in the order of ``order`` (ties by ``tie``),
-    the port then busy for its duration.  Users come in rows (``(rows, users)`` arrays)."""
-
-    def __init__(self, ports: np.ndarray, n: int) -> None:
-        self.ports, self.n = ports, n
-
-    def book(self, t: np.ndarray, d: np.ndarray, free: np.ndarray, *, start: bool,
-             order: np.ndarray, tie: np.ndarray) -> np.ndarray:
-        """Book the users arriving at ``t`` for ``d`` (0: none); ``free`` (per port) is
-        moved on.  Returns when each starts (``start``) or ends (others: ``t``)."""
-        out = t.copy()
-        valid = d > 0
-        if not valid.any():
-            return out
-        rows = np.broadcast_to(self.ports[None, :], t.shape)[valid]
-        tv, dv = t[valid], d[valid]
-        idx = np.lexsort((tie[valid], order[valid], rows))  # by port, order, tie
-        r, T, D = rows[idx], tv[idx], dv[idx]
-        head = np.empty(len(r), dtype=bool)  # the first of each port's run
-        head[0] = True
-        head[1:] = r[1:] != r[:-1]
-        grp = np.cumsum(head) - 1
-        cum = np.cumsum(D)
-        cum -= (cum - D)[head][grp]  # the durations so far within the port's run
-        # E_i = cum_i + max(free, max_{j<=i}(T_j - cum_{j-1})): a running max per run,
-        # made one running max by lifting each run above the ones before it
-        x = T - (cum - D)
-        lift = (x.max() - x.min() + 1) * grp
-        x = np.maximum.accumulate(x + lift) - lift
-        end = cum + np.maximum(x, free[r])
-        tail = np.empty(len(r), dtype=bool)
-        tail[-1] = True
-        tail[:-1] = head[1:]
-        free[r[tail]] = end[tail]
-        res = np.empty(len(r), dtype=np.int64)
-        res[idx] = end - D if start else end
-        out[valid] = res
-        return out
