@@ -452,11 +452,13 @@ def cmd_collective(args: argparse.Namespace) -> int:
              f"x size)" if flow else "# every size with packets (auto: below 16 GiB of ranks "
              "x size)")
     ring = [str(r["size_bytes"]) for r in rows if r.get("engine") == "ring"]
-    if ring:  # flow fidelity: the calls the ring engine ran
+    if ring:  # the calls the ring engine ran
+        how = ("a QP's rate its max-min share with every QP of the ring sending"
+               if any(r.get("fidelity") == "flow" for r in rows if r.get("engine") == "ring")
+               else "the network sends as packets")
         emit(f"# {', '.join(ring)}: the ring engine (no transfer objects: each ring edge's "
-             f"sends worked out together; a QP's rate its max-min share with every QP of "
-             f"the ring sending); #wrong N/A: no symbolic replay of the data (--engine job "
-             f"runs the transfers)")
+             f"sends worked out in time order; {how}); #wrong N/A: no symbolic replay of "
+             f"the data (--engine job runs the transfers)")
         for r in rows:
             if r.get("ring_held_back"):
                 emit(f"# {r['size_bytes']}: the ring engine held edges back "
@@ -866,10 +868,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "flow from 16 GiB of ranks x size, without faults, --capture or "
                         "adaptive routing")
     c.add_argument("--engine", choices=["auto", "ring", "job"], default="auto",
-                   help=f"flow fidelity: auto (default): a ring AllReduce, AllGather or "
-                        f"ReduceScatter of {RING_ENGINE_SENDS:,} sends or more on the ring "
-                        f"engine (no transfer objects), the rest as transfers driven one by "
-                        f"one (job); ring or job: always that one (ring: ring calls only)")
+                   help=f"auto (default): at flow fidelity a ring AllReduce, AllGather "
+                        f"or ReduceScatter of {RING_ENGINE_SENDS:,} sends or more on the "
+                        f"ring engine (no transfer objects), the rest as transfers driven "
+                        f"one by one (job); ring or job: always that one (ring: ring calls "
+                        f"only; with packets too: its NVLink and NCCL's host side worked "
+                        f"out by the engine, the network sends as packets; not with faults, "
+                        f"stragglers or failover)")
     c.add_argument("--every-loop", action="store_true",
                    help=f"flow fidelity: simulate every loop of a ring call of "
                         f"{STEADY_MIN_LOOPS} loops or more (default: only until its loops "

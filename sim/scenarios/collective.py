@@ -383,20 +383,28 @@ def _steady_loops(build: Callable[[int], Any], lazy: Any, rf: Any, mtu: int, lim
 
 
 def _ring_engine(sch: Any, rf: Any, mtu: int, progress: Callable[[int, int], None] | None,
-                 before: Any, job_kw: Mapping[str, Any]) -> tuple[Any, str | None]:
-    """Flow fidelity, a ring call on the ring engine (:mod:`sim.workloads.ring_engine`):
-    (its :class:`~sim.workloads.ring_engine.RingRun`, None) or (None, why it failed)."""
+                 before: Any, job_kw: Mapping[str, Any], runs: int = 1, limit_ps: int = 10**12,
+                 first: int = 1) -> tuple[list[Any], str | None]:
+    """A ring call on the ring engine (:mod:`sim.workloads.ring_engine`), ``runs`` times
+    back to back (packet fidelity: each iteration; ``first``: the first's number):
+    (their :class:`~sim.workloads.ring_engine.RingRun` s, None) or (those that ran, why
+    the next failed).  ``before()`` is called before each."""
     from sim.workloads.ring_engine import run_ring
 
-    if before is not None:
-        before()
     kw = {k: job_kw[k] for k in ("header_bytes", "gpus_per_node", "nvlink", "nvlink_bps",
                                  "nvlink_latency_ps", "pxn") if k in job_kw}
-    try:
-        return run_ring(sch, rf.fabric, rf.ranks, mtu_bytes=mtu, host=job_kw.get("host"),
-                        progress=progress, **kw), None
-    except (ValueError, RuntimeError) as e:
-        return None, f"iteration 1: {e}"
+    out: list[Any] = []
+    for it in range(runs):
+        if before is not None:
+            before()
+        try:
+            out.append(run_ring(sch, rf.fabric, rf.ranks, mtu_bytes=mtu,
+                                host=job_kw.get("host"), progress=progress,
+                                fidelity=job_kw.get("fidelity", "packet"), limit_ps=limit_ps,
+                                **kw))
+        except (ValueError, RuntimeError) as e:
+            return out, f"iteration {first + it}: {e}"
+    return out, None
 
 
 def _figures(collective: str, count: int, dtype: str, nranks: int, times: list[int]
@@ -566,7 +574,9 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     says ``fidelity``.  At flow fidelity a ring AllReduce, AllGather or ReduceScatter of
     :data:`RING_ENGINE_SENDS` sends or more runs on the ring engine
     (:mod:`sim.workloads.ring_engine`, no transfer objects: ``engine`` "ring" for any ring
-    call, "job" never; the row then has ``engine`` and ``wrong`` None), and a ring call of
+    call, "job" never; the row then has ``engine`` and ``wrong`` None; at packet fidelity
+    only ``engine`` "ring" takes it, every iteration run with its network sends as the
+    fabric's packets, without faults, stragglers or failover), and a ring call of
     :data:`STEADY_MIN_LOOPS` loops or more by its steady loops (:mod:`sim.workloads.steady`,
     exact; ``steady`` False runs every loop; the row then has ``steady``); every iteration
     of those takes the first one's time (nothing carries over at flow fidelity)."""
@@ -606,8 +616,9 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     # flow fidelity: a call of many loops runs a few of them until they repeat
     # (sim.workloads.steady); lazy is its plan without transfers
     lazy = ring = None
-    if (fidelity == "flow" and not faulted and not getattr(rf, "stragglers", ())
-            and collective not in ("alltoall", "sendrecv")):
+    if (not faulted and not getattr(rf, "stragglers", ())
+            and collective not in ("alltoall", "sendrecv")
+            and (fidelity == "flow" or (engine == "ring" and not params.get("failover")))):
         try:
             lazy = plan(build=False)
         except ScheduleError:  # not an algorithm of loops: the whole call runs
@@ -617,7 +628,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
                     lazy.schedule) >= RING_ENGINE_SENDS):
             ring = lazy  # the ring engine, without transfer objects
             lazy = None
-        if lazy is not None and (not steady or lazy.schedule.loops < STEADY_MIN_LOOPS
+        if lazy is not None and (fidelity != "flow" or not steady
+                                 or lazy.schedule.loops < STEADY_MIN_LOOPS
                                  or lazy.algorithm not in STEADY_ALGORITHMS):
             lazy = None
     sized = lazy or ring or plan()
@@ -678,10 +690,16 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         snap[0] = counters(rf.fabric)
 
     found = rrun = None
-    if ring is not None:  # every iteration takes as long (nothing carries over)
-        rrun, error = _ring_engine(sch, rf, mtu, progress, before if details else None,
-                                   job_kw)
+    if ring is not None and fidelity == "flow":  # every iteration takes as long
+        rruns, error = _ring_engine(sch, rf, mtu, progress, before if details else None,
+                                    job_kw)
+        rrun = rruns[0] if rruns else None
         times = [] if error is not None else [rrun.time_ps] * iters
+    elif ring is not None:  # packets: each iteration on the fabric as the one before left it
+        rruns, error = _ring_engine(sch, rf, mtu, progress, before if details else None,
+                                    job_kw, warmup_iters + iters, limit_ps)
+        rrun = rruns[-1] if rruns else None
+        times = [r.time_ps for r in rruns[warmup_iters:]]
     elif lazy is not None:  # a few loops until they repeat; every iteration takes as long
         sch, run, found, error = _steady_loops(
             lambda loops: plan(loops=loops).schedule, lazy.schedule, rf, mtu, limit_ps,
@@ -692,7 +710,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
             lazy = None
     ntr = len(sch.transfers)
     total = ntr * (warmup_iters + iters + (iters if inplace else 0))
-    if rrun is not None:
+    if ring is not None:  # the ring engine ran it (or failed: error)
         run = None
     elif found is not None:
         times = [] if error is not None else [run.time_ps + found.extra_ps] * iters
@@ -721,7 +739,12 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         except ScheduleError as e:
             error = f"wrong result: {e}"
     in_times: list[int] = []
-    if error is None and inplace and (found is not None or rrun is not None):
+    if error is None and inplace and rrun is not None and fidelity == "packet":
+        rruns, in_error = _ring_engine(sch, rf, mtu, progress, None, job_kw, iters, limit_ps)
+        in_times = [r.time_ps for r in rruns]
+        if in_error is not None:
+            error = f"in-place {in_error}"
+    elif error is None and inplace and (found is not None or rrun is not None):
         in_times = list(times)
     elif error is None and inplace:
         base = ntr * (warmup_iters + iters)
@@ -741,10 +764,12 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         "algorithm": "p2p" if p2p else str(algorithm), "protocol": str(protocol),
         **({"fidelity": fidelity} if fidelity != "packet" else {}),
     }
-    if rrun is not None:  # no transfer objects: their count, and no symbolic replay
-        row["transfers"], row["nvlink_bytes"] = rrun.transfers, rrun.nvlink_bytes
+    if ring is not None:  # no transfer objects: their count, and no symbolic replay
         row["engine"] = "ring"
-        if rrun.held_back:
+        row["transfers"] = ring_sends(sch)
+        if rrun is not None and fidelity == "flow":  # one run stands for every iteration
+            row["nvlink_bytes"] = rrun.nvlink_bytes
+        if rrun is not None and rrun.held_back:
             row["ring_held_back"] = rrun.held_back
     if found is not None:  # the loops simulated, and the call's
         per_loop = sum(1 for t in sch.transfers if t.loop == 0)
@@ -769,9 +794,9 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         from sim.workloads.collective_stats import chrome_trace
 
         row["trace"] = None
-        if rrun is not None:
+        if ring is not None:
             row["trace_problem"] = ("the ring engine runs without transfer objects: no "
-                                    "trace (--fidelity packet, or a smaller call)")
+                                    "trace (--engine job, or a smaller call)")
         if error is None and run is not None:
             try:
                 row["trace"] = chrome_trace(

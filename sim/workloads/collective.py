@@ -109,7 +109,7 @@ from sim.workloads.tuner import HostSide
 
 __all__ = ["ROCE_HEADER_BYTES", "NVLINK_BPS", "NVLINK_LATENCY_PS", "CollectiveJob",
            "CollectiveRun", "NvlinkDomain", "QpFailure", "RunError", "failure_text",
-           "frames_bytes",
+           "frames_bytes", "open_packet_qp",
            "nvlink_domain", "run_schedule", "fabric_counters"]
 
 # ROCE_HEADER_BYTES (58, from the field tables) is sim.nic.host's, re-exported here.
@@ -296,6 +296,29 @@ def _dispatch(host: Any) -> _Dispatch:
             raise ValueError(f"host {host.node_id} already has an on_data callback")
         disp = host.on_data = _Dispatch()
     return disp
+
+
+def open_packet_qp(fabric: Fabric, qpn: int, sh: Host, dh: Host, *, tc: int,
+                   packet_bytes: int, conn: str,
+                   on_data: Callable[[int, int, int], None]) -> int:
+    """QP ``qpn`` from host ``sh`` to host ``dh`` as a flow of ``fabric`` (made now, or the
+    one an earlier iteration left, which must join the same hosts with nothing in flight),
+    its deliveries to ``on_data(fid, delivered bytes, now)``; returns what it had delivered
+    before.  ValueError (naming its connection ``conn``) for a flow id another flow holds
+    or a QP still sending."""
+    old = fabric.flows.get(qpn)
+    if old is None:
+        flow = Flow(qpn, sh.node_id, dh.node_id, sh.port.rate_bps, tc=tc,
+                    packet_bytes=packet_bytes, start_ps=fabric.engine.now_ps)
+        fabric.flows[qpn] = flow
+        sh.add_posted_flow(flow)
+        dh.expect(flow)
+    elif (old.src, old.dst, old.packet_bytes) != (sh.node_id, dh.node_id, packet_bytes):
+        raise ValueError(f"flow id {qpn} (QP of {conn}) is another flow of the fabric")
+    elif sh.sent_bytes[qpn] != dh.rx_bytes.get(qpn, 0):
+        raise ValueError(f"QP {qpn} of {conn} still has bytes in flight")
+    _dispatch(dh).jobs[qpn] = on_data
+    return dh.rx_bytes.get(qpn, 0)
 
 
 class _QpDispatch:
@@ -524,26 +547,13 @@ class CollectiveJob:
                     sh, dh = self._host(a), self._host(b)
                     if b != dst:
                         self.hop[qpn] = (b, dst)
-                old = fabric.flows.get(qpn)
-                if old is None:
-                    flow = Flow(qpn, sh.node_id, dh.node_id, sh.port.rate_bps, tc=tc,
-                                packet_bytes=mtu_bytes + header_bytes,
-                                start_ps=fabric.engine.now_ps)
-                    fabric.flows[qpn] = flow
-                    sh.add_posted_flow(flow)
-                    dh.expect(flow)
-                elif (old.src, old.dst, old.packet_bytes) != (sh.node_id, dh.node_id,
-                                                             mtu_bytes + header_bytes):
-                    raise ValueError(f"flow id {qpn} (QP of {key}) is another flow of the "
-                                     f"fabric")
-                elif sh.sent_bytes[qpn] != dh.rx_bytes.get(qpn, 0):
-                    raise ValueError(f"QP {qpn} of {key} still has bytes in flight")
-                _dispatch(dh).jobs[qpn] = self._on_data
+                self.base[qpn] = open_packet_qp(fabric, qpn, sh, dh, tc=tc,
+                                                packet_bytes=mtu_bytes + header_bytes,
+                                                conn=str(key), on_data=self._on_data)
                 self._watch(sh, qpn)
                 self.qp_flow[(src, dst, ch, q)] = qpn
                 c.qps.append(qpn)
                 self.run.flows[qpn] = (src, dst, ch, q, sport)
-                self.base[qpn] = dh.rx_bytes.get(qpn, 0)
                 self.run.posted_bytes[qpn] = 0
                 self.rx_ends[qpn] = deque()
 

@@ -37,6 +37,7 @@ those).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,12 +134,20 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
              header_bytes: int | None = None, gpus_per_node: int = 1, nvlink: bool = True,
              nvlink_bps: int, nvlink_latency_ps: int, pxn: bool = True, host: Any = None,
              qp_base: int = 0x100,
-             progress: Callable[[int, int], None] | None = None) -> RingRun:
+             progress: Callable[[int, int], None] | None = None, fidelity: str = "flow",
+             tc: int = 3, limit_ps: int = 10**12) -> RingRun:
     """Run ring schedule ``sch`` (built or not: its rings and parameters are what is read)
     on ``fabric``'s hosts ``hosts`` from the engine's current time (module docstring);
     the keywords are :func:`sim.workloads.collective.run_schedule`'s.  The fabric's clock
     is moved to the last receipt; its :class:`~sim.workloads.collective.NvlinkDomain`
-    keeps what the GPUs' ports are booked to."""
+    keeps what the GPUs' ports are booked to.
+
+    ``fidelity="packet"``: the network sends are the fabric's packets (QPs made or reused
+    as :class:`~sim.workloads.collective.CollectiveJob` makes them, class ``tc``); the
+    kernel books every send posted up to the engine's time, hands the network ones to
+    their NICs and hears of their receipt from the receiving hosts (a connection's sends
+    received in order), while the engine runs in slices until the last receipt or
+    ``limit_ps`` (RuntimeError: incomplete)."""
     from sim.workloads.collective import frames_bytes, nvlink_domain
     from sim.workloads.fluid import max_min_rates
     from sim.workloads.fluid_transport import fluid_transport
@@ -198,8 +207,9 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
         i = conn_index.get((int(src[e]), int(dst[e]), int(ch_of[e])))
         if i is not None:
             qpn[e] = qp_base + i * q + np.arange(q)
-    # the network QPs: fluid flows on their paths at their max-min shares, all sending
-    fluid = fluid_transport(fabric)
+    if fidelity not in ("flow", "packet"):
+        raise ValueError(f"fidelity must be flow or packet, got {fidelity!r}")
+    packets = fidelity == "packet"
     frame = mtu_bytes + hdr
     host_of = list(hosts)
     rate_Bpps = np.ones((E, q))
@@ -207,19 +217,35 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
     overhead = 0
     flows: dict[int, tuple[int, int, int, int, int]] = {}
     paths = {}
-    for e in np.flatnonzero(net_edge & (qpn[:, 0] >= 0)):
-        for j in range(q):
+    base: dict[int, int] = {}
+    net_qps = [(int(e), j) for e in np.flatnonzero(net_edge & (qpn[:, 0] >= 0))
+               for j in range(q)]
+    if packets:  # the network QPs: the fabric's flows of packets
+        from sim.workloads.collective import open_packet_qp
+
+        rx = _PacketReceipts(fabric, E)
+        for e, j in net_qps:
             fid = int(qpn[e, j])
-            fluid.open(fid, host_of[relay[e]], host_of[dst[e]], _no_data, frame, hdr)
-            qp = fluid.qps[fid]
-            paths[fid] = qp.path
-            lat_ps[e, j] = qp.latency_ps
-            overhead = qp.overhead_bytes
-            flows[fid] = (int(src[e]), int(dst[e]), int(ch_of[e]), j,
-                          udp_sport(fid, 0x800000 + (fid - qp_base)))
-    shares = max_min_rates(fluid.net.capacity_Bpps, paths)
-    for e in np.flatnonzero(net_edge & (qpn[:, 0] >= 0)):
-        for j in range(q):
+            key = (int(src[e]), int(dst[e]), int(ch_of[e]))
+            base[fid] = open_packet_qp(fabric, fid, fabric.nodes[host_of[relay[e]]],
+                                       fabric.nodes[host_of[dst[e]]], tc=tc,
+                                       packet_bytes=frame, conn=str(key), on_data=rx.on_data)
+            flows[fid] = (*key, j, udp_sport(fid, 0x800000 + (fid - qp_base)))
+        net_qps = []
+    else:  # fluid flows on their paths at their max-min shares, all sending
+        fluid = fluid_transport(fabric)
+    for e, j in net_qps:
+        fid = int(qpn[e, j])
+        fluid.open(fid, host_of[relay[e]], host_of[dst[e]], _no_data, frame, hdr)
+        qp = fluid.qps[fid]
+        paths[fid] = qp.path
+        lat_ps[e, j] = qp.latency_ps
+        overhead = qp.overhead_bytes
+        flows[fid] = (int(src[e]), int(dst[e]), int(ch_of[e]), j,
+                      udp_sport(fid, 0x800000 + (fid - qp_base)))
+    if paths:
+        shares = max_min_rates(fluid.net.capacity_Bpps, paths)
+        for e, j in net_qps:
             rate_Bpps[e, j] = shares[int(qpn[e, j])]
     # every edge's sends on one grid of (loop, hop, slice) positions, loop by loop, and
     # the distinct sizes (bytes) of the slices (index 0: none)
@@ -317,10 +343,15 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
                                      loop_end)),
         A(egress_free_ps), A(ingress_free_ps),
         (host is not None, bool(host is not None and host.recv_copy),
-         sch.protocol is Protocol.SIMPLE), W, _TRACE)
-    total = ring_sends(sch) if progress is not None else 0
-    if kern.run(progress, total):
-        raise RuntimeError("ring engine: no send can go on")  # pragma: no cover
+         sch.protocol is Protocol.SIMPLE), W, _TRACE, rx.post if packets else None)
+    if packets:
+        rx.drive(kern, ring_sends(sch), [[int(x) for x in row] for row in qpn],
+                 [[int(x) for x in row] for row in qp_frame_bytes], host_of, relay, base,
+                 progress, limit_ps)
+    else:
+        total = ring_sends(sch) if progress is not None else 0
+        if kern.run(progress, total):
+            raise RuntimeError("ring engine: no send can go on")  # pragma: no cover
     count, nvl_bytes, held_back = kern.count, kern.nvl_bytes, kern.held_back
     first_post_ps = kern.first_post_ps if count else None
     last_recv_ps = kern.last_recv_ps
@@ -337,6 +368,9 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
                   t0 if not count else last_recv_ps, count, nvlink_bytes=nvl_bytes,
                   held_back=held_back)
     out.flows = flows
+    if packets:  # what the NICs were given (the ports counted the frames)
+        out.posted_bytes = dict(rx.posted)
+        return out
     nodes = fabric.nodes
     for e in np.flatnonzero(qpn[:, 0] >= 0):
         for j in range(q):
@@ -354,6 +388,95 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
     if out.last_finish_ps > eng.now_ps:
         fabric.run(out.last_finish_ps)
     return out
+
+
+class _PacketReceipts:
+    """Packet fidelity: the ring engine's network sends as the fabric's packets.  The
+    kernel books a send (:meth:`post`: at its post time, after NVLink for PXN) and this
+    hands its QP pieces to the sending NIC; each QP's deliveries (``on_data``) end pieces,
+    and an edge's sends count as received in the order they were booked, once all their
+    pieces are in (the receiver takes its FIFO's steps in order).  The kernel is woken
+    at each post time it has to book (an engine event)."""
+
+    def __init__(self, fabric: Any, E: int) -> None:
+        self.fabric, self.eng = fabric, fabric.engine
+        self.inflight: list[deque[list[int]] | None] = [None] * E  # per edge: [pieces left]
+        self.ends: dict[int, deque[tuple[int, list[int], int]]] = {}  # fid -> (end, rec, e)
+        self.posted: dict[int, int] = {}
+        self.wakes: set[int] = set()
+        self.kern: Any = None
+
+    def post(self, e: int, at_ps: int, sz: int) -> None:
+        rec = [-1]  # pieces left: -1 until handed to the NIC
+        dq = self.inflight[e]
+        if dq is None:
+            dq = self.inflight[e] = deque()
+        dq.append(rec)
+        self.eng.call_at(at_ps, self._send, e, sz, rec)
+
+    def _send(self, e: int, sz: int, rec: list[int]) -> None:
+        pieces = 0
+        nic = self.fabric.nodes[self.host_of[self.relay[e]]]
+        for k, qb in enumerate(self.frame_bytes[sz]):
+            if qb:
+                fid = self.qpn[e][k]
+                end = self.posted[fid] = self.posted.get(fid, 0) + qb
+                self.ends.setdefault(fid, deque()).append((self.base[fid] + end, rec, e))
+                pieces += 1
+                nic.post(fid, qb)
+        rec[0] = pieces
+        if not pieces:
+            self._deliver(e)
+
+    def on_data(self, fid: int, got: int, now: int) -> None:
+        ends = self.ends.get(fid)
+        while ends and got >= ends[0][0]:
+            _, rec, e = ends.popleft()
+            rec[0] -= 1
+            if not rec[0]:
+                self._deliver(e)
+
+    def _deliver(self, e: int) -> None:
+        dq = self.inflight[e]
+        now = self.eng.now_ps
+        while dq and dq[0][0] == 0:
+            dq.popleft()
+            self.kern.received(e, now)
+        self._wake_at_next()
+
+    def _wake_at_next(self) -> None:
+        t = self.kern.next_ps()
+        if t is not None and (not self.wakes or t < min(self.wakes)):
+            self.wakes.add(t)
+            self.eng.call_at(t, self._wake, t)
+
+    def _wake(self, t: int) -> None:
+        self.wakes.discard(t)
+        self.kern.run_until(self.eng.now_ps)
+        self._wake_at_next()
+
+    def drive(self, kern: Any, total: int, qpn: list[list[int]], frame_bytes: list[list[int]],
+              host_of: list[int], relay: Any, base: dict[int, int],
+              progress: Callable[[int, int], None] | None, limit_ps: int) -> None:
+        """Run the engine in slices until every send is received (RuntimeError after
+        ``limit_ps``, or when nothing is left to happen)."""
+        from sim.workloads.collective import DEFAULT_SLICE_PS
+
+        self.kern, self.qpn, self.frame_bytes = kern, qpn, frame_bytes
+        self.host_of, self.relay, self.base = host_of, [int(x) for x in relay], base
+        eng = self.eng
+        t0 = eng.now_ps
+        kern.start()
+        self._wake_at_next()
+        while kern.count < total and eng.now_ps - t0 < limit_ps:
+            if not len(eng):
+                break
+            self.fabric.run(min(eng.now_ps + DEFAULT_SLICE_PS, t0 + limit_ps))
+            if progress is not None:
+                progress(kern.count, total)
+        if kern.count < total:
+            raise RuntimeError(f"ring engine: {kern.count} of {total} sends received after "
+                               f"{(eng.now_ps - t0) / 1e6:g} us")
 
 
 def _no_data(fid: int, got: int, now: int) -> None:

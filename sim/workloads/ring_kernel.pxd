@@ -6,7 +6,7 @@ cimport cython
 
 cdef long long NEVER
 cdef Py_ssize_t _PREV, _SUCC, _CH, _POS, _SRC, _TO, _FLAGS, _STEP, _JP, _KP, _KC, _BK
-cdef Py_ssize_t _SZ, _LAST, _CHAN, _RECV, ED
+cdef Py_ssize_t _SZ, _LAST, _CHAN, _RECV, _KR, ED
 cdef long long _NVL, _USER, _PXN, _NET, _HELD
 cdef Py_ssize_t _PPOS, _PPOST, _PSZ, _PCOPY, _PTIE, _PRECV, PD
 
@@ -18,7 +18,7 @@ cdef class RingKernel:
     cdef public long long[::1] g_loop, g_hop, g_s, g_S, g_lh, inv, gap, piece_at, loop_end
     cdef public long long[::1] egress_free_ps, ingress_free_ps
     cdef public bint has_host, recv_copy, simple
-    cdef public object trace
+    cdef public object trace, net
     cdef public long long es
     cdef public long long[::1] recv_at_ps, qp_free_ps, posted_bytes, frames
     cdef public long long[::1] hp_post, hp_tie, hp_e
@@ -45,14 +45,25 @@ cdef class RingKernel:
     @cython.locals(x=cython.longlong)
     cdef void _post_chain(self, long long e)
     @cython.locals(mi=cython.longlong, q=cython.longlong, b=cython.longlong,
-                   kc=cython.longlong, ps=cython.longlong, j=cython.longlong,
+                   kc=cython.longlong, ps=cython.longlong, ps2=cython.longlong,
                    post=cython.longlong, sz=cython.longlong, flags=cython.longlong,
                    recv=cython.longlong, net_at=cython.longlong, d=cython.longlong,
                    end=cython.longlong, g=cython.longlong, start=cython.longlong,
                    h=cython.longlong, full=cython.longlong, rc=cython.longlong,
-                   arrive=cython.longlong, any_=bint, k=cython.longlong,
+                   arrive=cython.longlong, any_=bint, network=bint, k=cython.longlong,
                    qb=cython.longlong, i=cython.longlong, done=cython.longlong,
                    last=cython.longlong)
     cdef void _book(self, long long e)
-    @cython.locals(e=cython.longlong, tick=cython.longlong, left=cython.longlong)
+    @cython.locals(mi=cython.longlong, b=cython.longlong, kr=cython.longlong,
+                   ps=cython.longlong, j=cython.longlong)
+    cdef void _receive(self, long long e, long long recv)
+    cpdef received(self, long long e, long long recv)
+    cpdef next_ps(self)
+    @cython.locals(e=cython.longlong)
+    cpdef start(self)
+    @cython.locals(e=cython.longlong)
+    cpdef run_until(self, long long limit_ps)
+    @cython.locals(e=cython.longlong, n=cython.longlong)
+    cpdef long long left(self)
+    @cython.locals(e=cython.longlong, tick=cython.longlong)
     cpdef long long run(self, object progress, long long total)

@@ -46,7 +46,8 @@ _SZ = 12         # the size index at _JP
 _LAST = 13       # the last post (ps)
 _CHAN = 14       # the sending GPU channel free at (ps)
 _RECV = 15       # the receiving channel free at (ps)
-ED = 16
+_KR = 16         # sends received (booked first: _KC; at packet fidelity the network's later)
+ED = 17
 _NVL = 1         # sent over NVLink to its receiver
 _USER = 2        # takes NVLink ports (NVLink and PXN edges, NVLink modelled)
 _PXN = 4         # sent by another GPU's NIC of its node, over NVLink to it first
@@ -108,7 +109,7 @@ class RingKernel:
     loop.  ``egress_free_ps`` and ``ingress_free_ps`` (per GPU) are read and moved on."""
 
     def __init__(self, dims, edges, edge_qp, sizes, grid, egress_free_ps, ingress_free_ps,
-                 flags, window, trace) -> None:
+                 flags, window, trace, net=None) -> None:
         (self.E, self.n, self.nc, self.q, self.mi, self.Smax, self.J, self.ready0_ps,
          self.nvl_lat_ps, self.frame_bytes) = dims
         self.ed = edges
@@ -120,6 +121,10 @@ class RingKernel:
         self.has_host, self.recv_copy, self.simple = flags
         self.W = window
         self.trace = trace
+        #: packet fidelity: ``net(e, at_ps, sz)`` posts edge ``e``'s send of size index
+        #: ``sz`` on its QPs at ``at_ps``, and :meth:`received` is told when it arrived;
+        #: None: the QPs are timed here at their rates (flow fidelity)
+        self.net = net
         E, mi, q = self.E, self.mi, self.q
         self.es = ED + mi * PD
         self.recv_at_ps = _filled(E * self.W, NEVER)  # receipts by position (mod W)
@@ -142,6 +147,7 @@ class RingKernel:
             self.ed[b + _KP] = 0
             self.ed[b + _KC] = 0
             self.ed[b + _BK] = -1
+            self.ed[b + _KR] = 0
             self.ed[b + _LAST] = NEVER
             self.ed[b + _CHAN] = NEVER
             self.ed[b + _RECV] = NEVER
@@ -227,8 +233,7 @@ class RingKernel:
             if hop > 0 and self.ed[pv * self.es + _BK] < j - S:
                 break  # its data: not received yet
             kp = self.ed[b + _KP]
-            kc = self.ed[b + _KC]
-            if kp - kc >= mi:
+            if kp - self.ed[b + _KR] >= mi:
                 break  # its slot: not free yet
             if j >= self.ed[self.ed[b + _SUCC] * self.es + _JP] + limit:
                 self.ed[b + _FLAGS] |= _HELD  # too far ahead of the next edge: the
@@ -267,7 +272,7 @@ class RingKernel:
             self.ed[b + _KP] = kp + 1
             self.ed[b + _JP] = j + 1
             self.ed[b + _SZ] = self._size_at(min(j + 1, J - 1), e)
-            if kp == kc:  # its first send waiting: the edge joins the heap
+            if kp == self.ed[b + _KC]:  # its first send waiting: the edge joins the heap
                 self.hn += 1
                 self._sift_up(self.hn - 1, post, tie, e)
             posted = True
@@ -292,7 +297,6 @@ class RingKernel:
         b = e * self.es
         kc = self.ed[b + _KC]
         ps = b + ED + kc % mi * PD
-        j = self.ed[ps + _PPOS]
         post = self.ed[ps + _PPOST]
         sz = self.ed[ps + _PSZ]
         flags = self.ed[b + _FLAGS]
@@ -318,48 +322,99 @@ class RingKernel:
                 recv = full
             if flags & _PXN:
                 net_at = full
+        network = False
         if flags & _NET:  # each QP's message after the one before
-            arrive = NEVER
-            any_ = False
-            for k in range(q):
-                qb = self.qp_frame_bytes[sz * q + k]
-                if qb > 0:
-                    i = e * q + k
-                    done = max(net_at, self.qp_free_ps[i]) + self.dur_ps[(sz * self.E + e) * q
-                                                                          + k]
-                    self.qp_free_ps[i] = done
-                    self.posted_bytes[i] += qb
-                    self.frames[i] += -(-qb // self.frame_bytes)
-                    arrive = max(arrive, done + self.lat_ps[i])
-                    any_ = True
-            recv = arrive if any_ else post
-        self.recv_at_ps[e * self.W + j % self.W] = recv
-        self.ed[ps + _PRECV] = recv
+            if self.net is not None:  # packets: received when the network says so
+                network = True
+            else:
+                arrive = NEVER
+                any_ = False
+                for k in range(q):
+                    qb = self.qp_frame_bytes[sz * q + k]
+                    if qb > 0:
+                        i = e * q + k
+                        done = max(net_at, self.qp_free_ps[i]) + self.dur_ps[
+                            (sz * self.E + e) * q + k]
+                        self.qp_free_ps[i] = done
+                        self.posted_bytes[i] += qb
+                        self.frames[i] += -(-qb // self.frame_bytes)
+                        arrive = max(arrive, done + self.lat_ps[i])
+                        any_ = True
+                recv = arrive if any_ else post
         kc += 1
         self.ed[b + _KC] = kc
-        self.ed[b + _BK] = j
-        self.count += 1
         if self.first_post_ps == NEVER or post < self.first_post_ps:
             self.first_post_ps = post
-        if recv > self.last_recv_ps:
-            self.last_recv_ps = recv
         if kc < self.ed[b + _KP]:  # its next waiting send takes its place in the heap
-            ps = b + ED + kc % mi * PD
-            self._sift_down(self.ed[ps + _PPOST], self.ed[ps + _PTIE], e)
+            ps2 = b + ED + kc % mi * PD
+            self._sift_down(self.ed[ps2 + _PPOST], self.ed[ps2 + _PTIE], e)
         else:
             self.hn -= 1
             last = self.hn
             self._sift_down(self.hp_post[last], self.hp_tie[last], self.hp_e[last])
+        if network:
+            self.net(e, net_at, sz)
+        else:
+            self._receive(e, recv)
+
+    def _receive(self, e, recv):
+        """Edge ``e``'s oldest send not yet received arrived at ``recv``."""
+        mi = self.mi
+        b = e * self.es
+        kr = self.ed[b + _KR]
+        ps = b + ED + kr % mi * PD
+        j = self.ed[ps + _PPOS]
+        self.recv_at_ps[e * self.W + j % self.W] = recv
+        self.ed[ps + _PRECV] = recv
+        self.ed[b + _KR] = kr + 1
+        self.ed[b + _BK] = j
+        self.count += 1
+        if recv > self.last_recv_ps:
+            self.last_recv_ps = recv
         if self.trace is not None:
             self.trace[(self.g_loop[j], self.g_hop[j], self.g_s[j], self.ed[b + _CH],
-                        self.ed[b + _SRC])] = (post, recv)
+                        self.ed[b + _SRC])] = (self.ed[ps + _PPOST], recv)
 
-    def run(self, progress, total):
-        """Post and book every send; ``progress(done, total)`` about once a second.
-        Returns the edges left with sends not posted (0: all done)."""
-        told = time.monotonic()
+    def received(self, e, recv):
+        """Packet fidelity: edge ``e``'s oldest send in the network arrived at ``recv``
+        (the engine's time); the sends it lets go are posted."""
+        self._receive(e, recv)
+        self._post_chain(e)
+        self._post_chain(self.ed[e * self.es + _SUCC])
+
+    def next_ps(self):
+        """The post time of the next send to book (None: none waiting)."""
+        if self.hn == 0:
+            return None
+        return self.hp_post[0]
+
+    def start(self):
+        """Post every send that waits for nothing."""
         for e in range(self.E):
             self._post_chain(e)
+
+    def run_until(self, limit_ps):
+        """Book, in order, every send posted at or before ``limit_ps`` (those it lets go
+        too)."""
+        while self.hn > 0 and self.hp_post[0] <= limit_ps:
+            e = self.hp_e[0]
+            self._book(e)
+            self._post_chain(e)
+            self._post_chain(self.ed[e * self.es + _SUCC])
+
+    def left(self):
+        """The edges with sends not yet posted (0: every send posted)."""
+        n = 0
+        for e in range(self.E):
+            if self.ed[e * self.es + _JP] < self.J:
+                n += 1
+        return n
+
+    def run(self, progress, total):
+        """Flow fidelity: post and book every send; ``progress(done, total)`` about once a
+        second.  Returns the edges left with sends not posted (0: all done)."""
+        told = time.monotonic()
+        self.start()
         tick = 0
         while self.hn > 0:
             e = self.hp_e[0]
@@ -373,8 +428,4 @@ class RingKernel:
                 if now - told > 1.0:
                     progress(self.count, total)
                     told = now
-        left = 0
-        for e in range(self.E):
-            if self.ed[e * self.es + _JP] < self.J:
-                left += 1
-        return left
+        return self.left()
