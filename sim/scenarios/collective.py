@@ -384,11 +384,12 @@ def _steady_loops(build: Callable[[int], Any], lazy: Any, rf: Any, mtu: int, lim
 
 def _ring_engine(sch: Any, rf: Any, mtu: int, progress: Callable[[int, int], None] | None,
                  before: Any, job_kw: Mapping[str, Any], runs: int = 1, limit_ps: int = 10**12,
-                 first: int = 1) -> tuple[list[Any], str | None]:
+                 done_runs: int = 0, all_runs: int = 1) -> tuple[list[Any], str | None]:
     """A ring call on the ring engine (:mod:`sim.workloads.ring_engine`), ``runs`` times
-    back to back (packet fidelity: each iteration; ``first``: the first's number):
-    (their :class:`~sim.workloads.ring_engine.RingRun` s, None) or (those that ran, why
-    the next failed).  ``before()`` is called before each."""
+    back to back (packet fidelity: each iteration): (their
+    :class:`~sim.workloads.ring_engine.RingRun` s, None) or (those that ran, why the next
+    failed).  ``before()`` is called before each; ``progress`` counts the sends of
+    ``all_runs`` runs, ``done_runs`` of them before these."""
     from sim.workloads.ring_engine import run_ring
 
     kw = {k: job_kw[k] for k in ("header_bytes", "gpus_per_node", "nvlink", "nvlink_bps",
@@ -397,13 +398,15 @@ def _ring_engine(sch: Any, rf: Any, mtu: int, progress: Callable[[int, int], Non
     for it in range(runs):
         if before is not None:
             before()
+        prog = None if progress is None else (
+            lambda done, total, k=done_runs + it: progress(k * total + done, all_runs * total))
         try:
             out.append(run_ring(sch, rf.fabric, rf.ranks, mtu_bytes=mtu,
-                                host=job_kw.get("host"), progress=progress,
+                                host=job_kw.get("host"), progress=prog,
                                 fidelity=job_kw.get("fidelity", "packet"), limit_ps=limit_ps,
                                 **kw))
         except (ValueError, RuntimeError) as e:
-            return out, f"iteration {first + it}: {e}"
+            return out, f"iteration {it + 1}: {e}"
     return out, None
 
 
@@ -696,8 +699,9 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         rrun = rruns[0] if rruns else None
         times = [] if error is not None else [rrun.time_ps] * iters
     elif ring is not None:  # packets: each iteration on the fabric as the one before left it
+        runs = warmup_iters + iters
         rruns, error = _ring_engine(sch, rf, mtu, progress, before if details else None,
-                                    job_kw, warmup_iters + iters, limit_ps)
+                                    job_kw, runs, limit_ps, 0, runs + (iters if inplace else 0))
         rrun = rruns[-1] if rruns else None
         times = [r.time_ps for r in rruns[warmup_iters:]]
     elif lazy is not None:  # a few loops until they repeat; every iteration takes as long
@@ -740,7 +744,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
             error = f"wrong result: {e}"
     in_times: list[int] = []
     if error is None and inplace and rrun is not None and fidelity == "packet":
-        rruns, in_error = _ring_engine(sch, rf, mtu, progress, None, job_kw, iters, limit_ps)
+        rruns, in_error = _ring_engine(sch, rf, mtu, progress, None, job_kw, iters, limit_ps,
+                                       warmup_iters + iters, warmup_iters + 2 * iters)
         in_times = [r.time_ps for r in rruns]
         if in_error is not None:
             error = f"in-place {in_error}"

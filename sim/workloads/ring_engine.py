@@ -231,6 +231,7 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
                                        fabric.nodes[host_of[dst[e]]], tc=tc,
                                        packet_bytes=frame, conn=str(key), on_data=rx.on_data)
             flows[fid] = (*key, j, udp_sport(fid, 0x800000 + (fid - qp_base)))
+            rx.posted[fid] = 0
         net_qps = []
     else:  # fluid flows on their paths at their max-min shares, all sending
         fluid = fluid_transport(fabric)
@@ -420,7 +421,7 @@ class _PacketReceipts:
         for k, qb in enumerate(self.frame_bytes[sz]):
             if qb:
                 fid = self.qpn[e][k]
-                end = self.posted[fid] = self.posted.get(fid, 0) + qb
+                end = self.posted[fid] = self.posted[fid] + qb
                 self.ends.setdefault(fid, deque()).append((self.base[fid] + end, rec, e))
                 pieces += 1
                 nic.post(fid, qb)

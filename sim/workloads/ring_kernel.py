@@ -375,25 +375,25 @@ class RingKernel:
             self.trace[(self.g_loop[j], self.g_hop[j], self.g_s[j], self.ed[b + _CH],
                         self.ed[b + _SRC])] = (self.ed[ps + _PPOST], recv)
 
-    def received(self, e, recv):
+    def received(self, e, recv) -> None:
         """Packet fidelity: edge ``e``'s oldest send in the network arrived at ``recv``
         (the engine's time); the sends it lets go are posted."""
         self._receive(e, recv)
         self._post_chain(e)
         self._post_chain(self.ed[e * self.es + _SUCC])
 
-    def next_ps(self):
+    def next_ps(self) -> int | None:
         """The post time of the next send to book (None: none waiting)."""
         if self.hn == 0:
             return None
         return self.hp_post[0]
 
-    def start(self):
+    def start(self) -> None:
         """Post every send that waits for nothing."""
         for e in range(self.E):
             self._post_chain(e)
 
-    def run_until(self, limit_ps):
+    def run_until(self, limit_ps) -> None:
         """Book, in order, every send posted at or before ``limit_ps`` (those it lets go
         too)."""
         while self.hn > 0 and self.hp_post[0] <= limit_ps:
@@ -402,7 +402,7 @@ class RingKernel:
             self._post_chain(e)
             self._post_chain(self.ed[e * self.es + _SUCC])
 
-    def left(self):
+    def left(self) -> int:
         """The edges with sends not yet posted (0: every send posted)."""
         n = 0
         for e in range(self.E):
@@ -410,7 +410,7 @@ class RingKernel:
                 n += 1
         return n
 
-    def run(self, progress, total):
+    def run(self, progress, total) -> int:
         """Flow fidelity: post and book every send; ``progress(done, total)`` about once a
         second.  Returns the edges left with sends not posted (0: all done)."""
         told = time.monotonic()
@@ -429,3 +429,10 @@ class RingKernel:
                     progress(self.count, total)
                     told = now
         return self.left()
+
+
+# Compiled (ring_kernel.pxd), a cpdef method's Python signature has lost its return
+# annotation: put back the ones written above (interpreted, they are there already).
+for _name, _ret in (("received", "None"), ("next_ps", "int | None"), ("start", "None"),
+                    ("run_until", "None"), ("left", "int"), ("run", "int")):
+    vars(RingKernel)[_name].__annotations__.setdefault("return", _ret)
