@@ -22,6 +22,11 @@ from __future__ import annotations
 
 import time
 from array import array
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["RingKernel", "edge_records", "int_array"]
 
@@ -63,7 +68,7 @@ _PRECV = 5       # received at (ps), once booked: the slot is free for the send 
 PD = 6
 
 
-def int_array(values) -> array:
+def int_array(values: np.ndarray | Sequence[int]) -> array:
     """``values`` (a numpy array or a sequence of ints) as the kernel's int64 array."""
     out = array("q")
     if hasattr(values, "tobytes"):
@@ -73,8 +78,10 @@ def int_array(values) -> array:
     return out
 
 
-def edge_records(prev_e, succ_e, ch_of, pos_of, src, to, nvl_edge, nvl_user, pxn_edge,
-                 net_edge, step_ps, mi) -> array:
+def edge_records(prev_e: np.ndarray, succ_e: np.ndarray, ch_of: np.ndarray,
+                 pos_of: np.ndarray, src: np.ndarray, to: np.ndarray, nvl_edge: np.ndarray,
+                 nvl_user: np.ndarray, pxn_edge: np.ndarray, net_edge: np.ndarray,
+                 step_ps: np.ndarray, mi: int) -> array:
     """The edges' records for :class:`RingKernel` (numpy arrays over the edges, the flags
     booleans; ``mi`` send slots each): what each edge is, its state still to set."""
     import numpy as np
@@ -375,7 +382,7 @@ class RingKernel:
             self.trace[(self.g_loop[j], self.g_hop[j], self.g_s[j], self.ed[b + _CH],
                         self.ed[b + _SRC])] = (self.ed[ps + _PPOST], recv)
 
-    def received(self, e, recv) -> None:
+    def received(self, e: int, recv: int) -> None:
         """Packet fidelity: edge ``e``'s oldest send in the network arrived at ``recv``
         (the engine's time); the sends it lets go are posted."""
         self._receive(e, recv)
@@ -393,7 +400,7 @@ class RingKernel:
         for e in range(self.E):
             self._post_chain(e)
 
-    def run_until(self, limit_ps) -> None:
+    def run_until(self, limit_ps: int) -> None:
         """Book, in order, every send posted at or before ``limit_ps`` (those it lets go
         too)."""
         while self.hn > 0 and self.hp_post[0] <= limit_ps:
@@ -410,7 +417,7 @@ class RingKernel:
                 n += 1
         return n
 
-    def run(self, progress, total) -> int:
+    def run(self, progress: Callable[[int, int], None] | None, total: int) -> int:
         """Flow fidelity: post and book every send; ``progress(done, total)`` about once a
         second.  Returns the edges left with sends not posted (0: all done)."""
         told = time.monotonic()
