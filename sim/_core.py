@@ -51,6 +51,7 @@ COMPILED: tuple[str, ...] = (
     "sim.trace",
     "sim.study.samples",
     "sim.workloads.ring_kernel",
+    "sim.workloads.maxmin",
 )
 
 #: Set to ``1`` to run the interpreted core even when the compiled one is installed.

@@ -77,3 +77,86 @@ def test_only_the_component_is_recomputed():
     assert net.set_capacity("a", 4e12) == {1: 0.25, 3: 0.25}
     with pytest.raises(ValueError, match="no capacity"):
         net.add(4, ["z"])
+
+
+def _reference_max_min(capacity, paths):
+    """Progressive filling written with dicts and heapq over tuples (the algorithm
+    max_min_rates documents), to hold the compiled array form to: the same doubles."""
+    import heapq
+    from collections import defaultdict
+
+    on = defaultdict(list)
+    for f, links in paths.items():
+        for link in dict.fromkeys(links):
+            on[link].append(f)
+    residual = {link: float(capacity[link]) for link in on}
+    count = {link: len(fs) for link, fs in on.items()}
+    order = {link: i for i, link in enumerate(on)}
+    heap = [(residual[link] / count[link], order[link], link) for link in on]
+    heapq.heapify(heap)
+    rate = {}
+    while heap:
+        share, _, link = heapq.heappop(heap)
+        n = count[link]
+        if not n or share != residual[link] / n:
+            continue
+        for f in on[link]:
+            if f in rate:
+                continue
+            rate[f] = share
+            for other in dict.fromkeys(paths[f]):
+                residual[other] -= share
+                count[other] -= 1
+                if other != link and count[other]:
+                    heapq.heappush(heap, (max(residual[other], 0.0) / count[other],
+                                          order[other], other))
+        count[link] = 0
+    for f in paths:
+        rate.setdefault(f, 0.0)
+    return rate
+
+
+def _interpreted_fill():
+    """sim.workloads.maxmin.fill from its .py (the compiled core may be in use)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from sim.workloads import maxmin
+
+    spec = importlib.util.spec_from_file_location(
+        "_maxmin_py", Path(maxmin.__file__).with_name("maxmin.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        del sys.modules[spec.name]
+    return mod.fill
+
+
+@given(st.tuples(
+    st.lists(st.sampled_from([0.0, 1.0, 3.0, 10.0, 0.05, 7.5, 1e-3]), min_size=10,
+             max_size=10),
+    st.dictionaries(st.integers(0, 60), st.lists(st.integers(0, 9), min_size=0, max_size=5),
+                    min_size=1, max_size=40)))
+def test_the_compiled_filling_gives_the_reference_doubles(inst):
+    """Equal shares, links of no capacity, repeated links on a path, flows on no link: the
+    rates are exactly (==) the reference's, from the core in use and from the .py."""
+    from array import array
+
+    caps, paths = inst
+    cap = dict(enumerate(caps))
+    paths = {f: tuple(p) for f, p in paths.items()}
+    want = _reference_max_min(cap, paths)
+    assert max_min_rates(cap, paths) == want
+    number: dict = {}
+    c, starts, links = array("d"), array("q", [0]), array("q")
+    for p in paths.values():
+        for link in dict.fromkeys(p):
+            if link not in number:
+                number[link] = len(c)
+                c.append(cap[link])
+            links.append(number[link])
+        starts.append(len(links))
+    assert list(_interpreted_fill()(c, starts, links)) == [want[f] for f in paths]

@@ -17,9 +17,11 @@ link is the sending NIC's, which caps it at the NIC's line rate.
 
 from __future__ import annotations
 
-import heapq
+from array import array
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping
+
+from sim.workloads.maxmin import fill
 
 __all__ = ["FluidNet", "max_min_rates"]
 
@@ -30,36 +32,21 @@ def max_min_rates(capacity_Bpps: Mapping[Link, float],
                   paths: Mapping[int, tuple[Link, ...]]) -> dict[int, float]:
     """The max-min fair rates (bytes/ps) of the flows ``paths`` (flow -> its links) over
     links of ``capacity_Bpps``: progressive filling with a heap of the links' fair shares
-    (residual capacity over unfrozen flows), ties broken by link order of first use."""
-    on: dict[Link, list[int]] = defaultdict(list)
-    for f, links in paths.items():
-        for link in dict.fromkeys(links):  # a link twice on one path counts once
-            on[link].append(f)
-    residual = {link: float(capacity_Bpps[link]) for link in on}
-    count = {link: len(fs) for link, fs in on.items()}
-    order = {link: i for i, link in enumerate(on)}
-    heap = [(residual[link] / count[link], order[link], link) for link in on]
-    heapq.heapify(heap)
-    rate: dict[int, float] = {}
-    while heap:
-        share, _, link = heapq.heappop(heap)
-        n = count[link]
-        if not n or share != residual[link] / n:  # stale entry
-            continue
-        for f in on[link]:
-            if f in rate:
-                continue
-            rate[f] = share
-            for other in dict.fromkeys(paths[f]):
-                residual[other] -= share
-                count[other] -= 1
-                if other != link and count[other]:
-                    heapq.heappush(heap, (max(residual[other], 0.0) / count[other],
-                                          order[other], other))
-        count[link] = 0
-    for f in paths:  # a flow on no link (or only on links of no capacity left) gets 0
-        rate.setdefault(f, 0.0)
-    return rate
+    (residual capacity over unfrozen flows), ties broken by link order of first use
+    (:func:`sim.workloads.maxmin.fill`, compiled with the core)."""
+    number: dict[Link, int] = {}
+    cap = array("d")
+    starts = array("q", [0])
+    links = array("q")
+    for path in paths.values():
+        for link in dict.fromkeys(path):  # a link twice on one path counts once
+            m = number.get(link)
+            if m is None:
+                m = number[link] = len(cap)
+                cap.append(float(capacity_Bpps[link]))
+            links.append(m)
+        starts.append(len(links))
+    return dict(zip(paths, fill(cap, starts, links), strict=True))
 
 
 class FluidNet:
