@@ -21,7 +21,7 @@ from array import array
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping
 
-from sim.workloads.maxmin import fill
+from sim.workloads.maxmin import fill, fill_flows
 
 __all__ = ["FluidNet", "max_min_rates"]
 
@@ -61,6 +61,12 @@ class FluidNet:
     def __init__(self, capacity_bps: Mapping[Link, int]) -> None:
         self.capacity_Bpps = {link: c / 8e12 for link, c in capacity_bps.items()}
         self.paths: dict[int, tuple[Link, ...]] = {}
+        # each link's fixed number (first seen), each flow's links by number (each once, in
+        # path order), and the filling's scratch (-1 per number): maxmin.fill_flows
+        self._number: dict[Link, int] = {}
+        self._keys: list[Link] = []
+        self._numbered: dict[int, array] = {}
+        self._scratch = array("q")
         self.on: dict[Link, set[int]] = defaultdict(set)
         self.rate_Bpps: dict[int, float] = {}
         #: flows recomputed so far (a measure of the incremental work)
@@ -78,12 +84,21 @@ class FluidNet:
         self.paths[flow] = path
         for link in path:
             self.on[link].add(flow)
+        nums = self._numbered[flow] = array("q")
+        for link in dict.fromkeys(path):
+            g = self._number.get(link)
+            if g is None:
+                g = self._number[link] = len(self._keys)
+                self._keys.append(link)
+                self._scratch.append(-1)
+            nums.append(g)
         return self._update(self._component((flow,))) if update else {}
 
     def remove(self, flow: int, update: bool = True) -> dict[int, float] | set[int]:
         """End ``flow``; the rates of the others that changed (``update`` False: the flows
         that shared a link with it, to :meth:`refresh`)."""
         path = self.paths.pop(flow)
+        del self._numbered[flow]
         self.rate_Bpps.pop(flow, None)
         for link in path:
             self.on[link].discard(flow)
@@ -121,8 +136,10 @@ class FluidNet:
         if not flows:
             return {}
         self.recomputed += len(flows)
-        sub = {f: self.paths[f] for f in sorted(flows)}
-        new = max_min_rates(self.capacity_Bpps, sub)
+        order = sorted(flows)  # max_min_rates of these flows in this order, as fill_flows
+        new = dict(zip(order, fill_flows(self.capacity_Bpps, self._keys,  # gives it
+                                         [self._numbered[f] for f in order], self._scratch),
+                       strict=True))
         changed = {f: r for f, r in new.items() if self.rate_Bpps.get(f) != r}
         self.rate_Bpps.update(new)
         return changed

@@ -12,6 +12,12 @@ cimport cython
                h_link=cython.longlong[::1])
 cpdef fill(double[::1] cap, long long[::1] starts, long long[::1] links)
 
+@cython.locals(nflows=Py_ssize_t, total=Py_ssize_t, i=Py_ssize_t, p=Py_ssize_t,
+               k=Py_ssize_t, g=Py_ssize_t, m=Py_ssize_t, starts=cython.longlong[::1],
+               links=cython.longlong[::1], path=cython.longlong[::1],
+               scr=cython.longlong[::1])
+cpdef fill_flows(dict capacity, list keys, list paths, scratch)
+
 cdef bint _before(double s1, Py_ssize_t l1, double s2, Py_ssize_t l2)
 
 @cython.locals(i=Py_ssize_t, p=Py_ssize_t)

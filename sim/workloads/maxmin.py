@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from array import array
 
-__all__ = ["fill"]
+__all__ = ["fill", "fill_flows"]
 
 
 def fill(cap: array, starts: array, links: array) -> array:
@@ -77,6 +77,39 @@ def fill(cap: array, starts: array, links: array) -> array:
     return out
 
 
+def fill_flows(capacity: dict, keys: list, paths: list, scratch: array) -> array:
+    """:func:`fill` of flows given by their links' fixed numbers (``paths``: an int64 array
+    per flow, each link once, in path order; ``keys[g]`` the link numbered ``g``, of
+    capacity ``capacity[keys[g]]``): the links numbered again by first use, with
+    ``scratch`` (-1 for every number, as it is left)."""
+    nflows = len(paths)
+    starts = array("q", [0]) * (nflows + 1)
+    total = 0
+    for i in range(nflows):
+        total += len(paths[i])
+        starts[i + 1] = total
+    links = array("q", [0]) * total
+    cap = array("d")
+    glob = array("q")
+    scr = scratch
+    p = 0
+    for i in range(nflows):
+        path = paths[i]
+        for k in range(len(path)):
+            g = path[k]
+            m = scr[g]
+            if m < 0:
+                m = len(glob)
+                scr[g] = m
+                glob.append(g)
+                cap.append(float(capacity[keys[g]]))
+            links[p] = m
+            p += 1
+    for m in range(len(glob)):
+        scr[glob[m]] = -1
+    return fill(cap, starts, links)
+
+
 def _before(s1: float, l1: int, s2: float, l2: int) -> bool:
     return s1 < s2 or (s1 == s2 and l1 < l2)
 
@@ -120,3 +153,4 @@ def _pop(h_share: array, h_link: array, hn: int) -> int:
 # Compiled (maxmin.pxd), a cpdef function's Python signature has lost its return annotation:
 # put back the one written above (interpreted, it is there already).
 fill.__annotations__.setdefault("return", "array")
+fill_flows.__annotations__.setdefault("return", "array")
