@@ -1,5 +1,5 @@
 """The ring engine and the steady loops against the job that drives every transfer, and
-ring AllReduce at 1,024 GPUs: figures, CPU time and peak memory.
+ring AllReduce at 1,024 and 8,192 GPUs: figures, CPU time and peak memory.
 
 Part 1 runs each case of :data:`PAIRS` (``lossless collective``'s size,
 :func:`sim.scenarios.collective.run_size`, flow fidelity) both ways, alternately (job,
@@ -72,17 +72,26 @@ def _one(kind: str, p: dict[str, Any], size: int, kw: dict[str, Any]
     return time.process_time() - t0, row
 
 
+#: Run in the child: the command, then its own peak resident memory (VmHWM, kB) on stderr.
+#: Not getrusage's children figure: a child forked from this process counts this process's
+#: pages until it execs (a first run read 7.6 GB after part 1 for a 0.42 GB command).
+_CHILD = ("import sys\nfrom sim.cli import main\ntry:\n    rc = main(sys.argv[1:])\n"
+          "finally:\n    hwm = [ln for ln in open('/proc/self/status') if ln.startswith("
+          "'VmHWM')]\n    print(hwm[0].split()[1] if hwm else 0, file=sys.stderr)\n"
+          "raise SystemExit(rc)\n")
+
+
 def _child(args: list[str]) -> tuple[float, float, str]:
-    """CPU seconds and peak resident GB of ``lossless collective ARGS`` in a child, and
-    its busbw line."""
+    """CPU seconds and peak resident GB of ``lossless collective ARGS`` in a child (its
+    own VmHWM, Linux), and its busbw line."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run([sys.executable, "-c", "import sys; from sim.cli import main; "
-                          "raise SystemExit(main(sys.argv[1:]))", "collective", *args],
-                         capture_output=True, text=True, check=True).stdout
+    r = subprocess.run([sys.executable, "-c", _CHILD, "collective", *args],
+                       capture_output=True, text=True, check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    row = next(line for line in out.splitlines() if line and not line.startswith("#"))
-    return cpu, after.ru_maxrss / 1e6, " ".join(row.split()[5:8])
+    row = next(line for line in r.stdout.splitlines() if line and not line.startswith("#"))
+    peak_kb = int(r.stderr.strip().splitlines()[-1])
+    return cpu, peak_kb * 1024 / 1e9, " ".join(row.split()[5:8])
 
 
 def main(argv: list[str]) -> int:

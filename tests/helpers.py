@@ -13,6 +13,8 @@
   computed from the field tables (not from the dissector's own bookkeeping).
 * :func:`real_file`: a public real-world input (a capture from a real tool), skipped when
   the folder of such files is absent.
+* :func:`interpreted`: a module of the compiled core loaded from its ``.py`` (to hold the
+  compiled form to its source).
 """
 
 from __future__ import annotations
@@ -245,3 +247,20 @@ def posted_pair(link_gbps: float, fid: int = 7, packet_bytes: int = 1082, **star
     a.add_posted_flow(flow)
     b.expect(flow)
     return f, fab, a, b, flow
+
+
+def interpreted(module):
+    """``module`` (one of :data:`sim._core.COMPILED`) loaded afresh from its ``.py``, whatever
+    the core in use: its functions run as Python."""
+    import importlib.util
+    import sys
+
+    path = Path(module.__file__).with_name(module.__name__.rsplit(".", 1)[-1] + ".py")
+    spec = importlib.util.spec_from_file_location(f"_py_{module.__name__}", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses and the like look their module up
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        del sys.modules[spec.name]
+    return mod

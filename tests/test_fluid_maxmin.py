@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sim.workloads import maxmin
 from sim.workloads.fluid import FluidNet, max_min_rates
+from tests.helpers import interpreted
 
 
 def test_the_textbook_case():
@@ -114,25 +116,6 @@ def _reference_max_min(capacity, paths):
     return rate
 
 
-def _interpreted_fill():
-    """sim.workloads.maxmin.fill from its .py (the compiled core may be in use)."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    from sim.workloads import maxmin
-
-    spec = importlib.util.spec_from_file_location(
-        "_maxmin_py", Path(maxmin.__file__).with_name("maxmin.py"))
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        del sys.modules[spec.name]
-    return mod
-
-
 @given(st.tuples(
     st.lists(st.sampled_from([0.0, 1.0, 3.0, 10.0, 0.05, 7.5, 1e-3]), min_size=10,
              max_size=10),
@@ -157,7 +140,7 @@ def test_the_compiled_filling_gives_the_reference_doubles(inst):
                 c.append(cap[link])
             links.append(number[link])
         starts.append(len(links))
-    py = _interpreted_fill()
+    py = interpreted(maxmin)
     assert list(py.fill(c, starts, links)) == [want[f] for f in paths]
     # by fixed link numbers (FluidNet's: here the reverse of first use), numbered again
     from sim.workloads.maxmin import fill_flows

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -13,11 +12,12 @@ from sim.fabric.rail import rail_optimized
 from sim.scenarios.base import resolve_params
 from sim.scenarios.collective import run_size
 from sim.scenarios.common import collective_params
-from sim.workloads import ring_engine
+from sim.workloads import ring_engine, ring_kernel
 from sim.workloads.collective import NVLINK_BPS, NVLINK_LATENCY_PS, run_schedule
 from sim.workloads.nccl import schedule
 from sim.workloads.ring_engine import ring_engine_problem, ring_sends, run_ring
 from sim.workloads.tuner import HostSide
+from tests.helpers import interpreted
 
 MIB = 1 << 20
 MTU = 4096 - 58
@@ -34,6 +34,18 @@ def _both(make, sch, host=None, **kw):
     assert ring.transfers == len(sch.transfers) == ring_sends(sch)
     assert ring.held_back == 0
     return job, ring
+
+
+def _assert_every_send_as_the_job(sch, job):
+    """Every send the ring engine traced (ring_engine._TRACE) was posted and received at
+    the picosecond of the job's transfer: the n-th of a (loop, channel, hop, sender) is
+    slice n."""
+    seen: dict = {}
+    for t in sch.transfers:
+        k = (t.loop, t.channel, t.step, t.src)
+        s = seen[k] = seen.get(k, -1) + 1
+        assert ring_engine._TRACE[(t.loop, t.step, s, t.channel, t.src)] == (
+            job.start_ps[t.id], job.finish_ps[t.id]), t
 
 
 RAIL = (lambda: rail_optimized(4, 8, link_gbps=400), 32, 8)
@@ -57,12 +69,7 @@ def test_the_ring_engine_times_every_send_as_the_job_does(coll, proto, size, kw)
     ring_engine._TRACE = {}
     try:
         job, ring = _both(make, sch, gpus_per_node=g, **kw)
-        seen: dict = {}
-        for t in sch.transfers:
-            k = (t.loop, t.channel, t.step, t.src)
-            s = seen[k] = seen.get(k, -1) + 1
-            assert ring_engine._TRACE[(t.loop, t.step, s, t.channel, t.src)] == (
-                job.start_ps[t.id], job.finish_ps[t.id]), t
+        _assert_every_send_as_the_job(sch, job)
     finally:
         ring_engine._TRACE = None
     assert ring.time_ps == job.time_ps
@@ -163,24 +170,6 @@ def test_iterations_at_flow_fidelity_take_the_same_time():
     assert ring["time_ps"] > row["time_ps"]
 
 
-def _interpreted_kernel():
-    """sim.workloads.ring_kernel loaded from its .py (the compiled core may be in use)."""
-    import importlib.util
-    import sys
-
-    from sim.workloads import ring_kernel
-
-    path = Path(ring_kernel.__file__).with_name("ring_kernel.py")
-    spec = importlib.util.spec_from_file_location("_ring_kernel_py", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        del sys.modules[spec.name]
-    return mod
-
-
 @pytest.mark.parametrize("coll,proto,size,host,fidelity", [
     ("allreduce", "simple", 1000003 * 4, HOST, "flow"),
     ("allreduce", "ll128", 4 * MIB, None, "flow"), ("allgather", "ll", 1 * MIB, HOST, "flow"),
@@ -194,7 +183,7 @@ def test_the_kernel_runs_the_same_from_its_py_as_compiled(coll, proto, size, hos
     sch = schedule(coll, n, count, nchannels=8, gpus_per_node=g, protocol=proto,
                    qps_per_connection=2)
     runs = []
-    for kernel in (None, _interpreted_kernel().RingKernel):
+    for kernel in (None, interpreted(ring_kernel).RingKernel):
         if kernel is not None:
             monkeypatch.setattr(ring_engine, "RingKernel", kernel)
         ring_engine._TRACE = {}
@@ -241,12 +230,7 @@ def test_with_packets_every_send_as_the_job(name, case, coll, proto, size, host,
         ring = run_ring(sch, f.fabric, f.ranks, mtu_bytes=MTU, nvlink_bps=NVLINK_BPS,
                         nvlink_latency_ps=NVLINK_LATENCY_PS, host=host, gpus_per_node=g,
                         fidelity="packet")
-        seen: dict = {}
-        for t in sch.transfers:
-            k = (t.loop, t.channel, t.step, t.src)
-            s = seen[k] = seen.get(k, -1) + 1
-            assert ring_engine._TRACE[(t.loop, t.step, s, t.channel, t.src)] == (
-                job.start_ps[t.id], job.finish_ps[t.id]), t
+        _assert_every_send_as_the_job(sch, job)
     finally:
         ring_engine._TRACE = None
     assert ring.time_ps == job.time_ps and ring.transfers == len(sch.transfers)

@@ -147,6 +147,7 @@ __all__ = [
     "nvls_tree_max_chunk_bytes", "sharp_aggregator", "collnet_direct_channels",
     "COLLNET_GROUP_CHANNELS",
     "btree", "dtree", "channel_tree", "qp_split", "step_data_bytes", "udp_sport", "wire_bytes",
+    "connection_qps", "REMOTE_QP_BASE", "ring_hops",
     "DTYPE_BYTES",
     "NCCL_STEPS", "SIMPLE_BUFFSIZE_BYTES", "LL_BUFFSIZE_BYTES", "LL128_BUFFSIZE_BYTES",
     "P2P_NET_CHUNK_BYTES", "P2P_NVL_CHUNK_BYTES", "MAXCHANNELS", "WARP_SIZE",
@@ -591,13 +592,22 @@ class _Builder:
         q = sch.qps_per_connection
         for i, key in enumerate(sorted(self.conn_sends)):
             src, dst, ch = key
-            # Deterministic QP numbers: qp_base (0x100) + connection index * q + i, and
-            # 0x800000 + connection index * q + i on the remote side.
-            lq = tuple(self.qp_base + i * q + j for j in range(q))
-            rq = tuple(0x800000 + i * q + j for j in range(q))
-            ports = tuple(udp_sport(a, b) for a, b in zip(lq, rq, strict=True))
-            sch.connections[key] = Connection(src, dst, ch, lq, rq, ports)
+            sch.connections[key] = Connection(src, dst, ch, *connection_qps(i, q, self.qp_base))
         return sch
+
+
+#: The first remote QP number of a schedule's connections (connection_qps).
+REMOTE_QP_BASE = 0x800000
+
+
+def connection_qps(index: int, qps: int, qp_base: int = 0x100
+                   ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """The QP numbers, remote QP numbers and UDP source ports of connection ``index`` (the
+    schedule's connections sorted by (src, dst, channel)) with ``qps`` QPs each:
+    deterministic, ``qp_base + index * qps + i`` and ``REMOTE_QP_BASE + index * qps + i``."""
+    lq = tuple(qp_base + index * qps + j for j in range(qps))
+    rq = tuple(REMOTE_QP_BASE + index * qps + j for j in range(qps))
+    return lq, rq, tuple(udp_sport(a, b) for a, b in zip(lq, rq, strict=True))
 
 
 def _drop_channels(nbytes: int, nc: int, nt: int, threshold: int) -> tuple[int, int]:
@@ -826,7 +836,7 @@ def _loop_geometry(sch: Schedule, coll: Collective) -> None:
         raise ScheduleError(f"a schedule without its transfers: ring, tree, nvls and "
                             f"nvls_tree loops only, not {algo.value} {coll.value}")
     if algo is Algorithm.RING:
-        sch.steps_per_loop = _ring_hops(coll, n)
+        sch.steps_per_loop = ring_hops(coll, n)
         sch.loop_elems = nc * (n if coll is Collective.ALLREDUCE else 1) * (
             sch.chunk_bytes // elt)
         sch.loops = _ceil_div(size, sch.loop_elems)
@@ -858,7 +868,7 @@ def truncated_count(sch: Schedule, loops: int) -> int:
     return sch.count - max(0, sch.loops - loops) * sch.loop_elems
 
 
-def _ring_hops(coll: Collective, n: int) -> int:
+def ring_hops(coll: Collective, n: int) -> int:
     """Hops of a ring chunk: AllReduce 2(n-1), the others n-1."""
     return 2 * (n - 1) if coll is Collective.ALLREDUCE else n - 1
 
@@ -908,7 +918,7 @@ def ring_first_sender(coll: Collective, c: int, ring: Sequence[int], root: int) 
 def _ring(b: _Builder, coll: Collective, rings: list[list[int]]) -> None:
     sch = b.sch
     n, nc = sch.nranks, sch.nchannels
-    hops = _ring_hops(coll, n)
+    hops = ring_hops(coll, n)
     sch.steps_per_loop = hops
     sch.loop_elems = nc * (n if coll is Collective.ALLREDUCE else 1) * (
         sch.chunk_bytes // sch.elem_bytes)

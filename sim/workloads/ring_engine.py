@@ -50,13 +50,14 @@ from sim.workloads.nccl import (
     Collective,
     Protocol,
     Schedule,
+    connection_qps,
     qp_split,
     ring_first_sender,
+    ring_hops,
     ring_loops,
     ring_piece,
     ring_slices,
     send_nic_rank,
-    udp_sport,
     wire_bytes,
 )
 from sim.workloads.ring_kernel import RingKernel, edge_records, int_array
@@ -82,9 +83,9 @@ class RingRun:
     #: flow id -> (src rank, dst rank, channel, QP index, UDP source port)
     flows: dict[int, tuple[int, int, int, int, int]] = field(default_factory=dict)
     nvlink_bytes: int = 0
-    #: rounds in which an edge that could send waited because it ran too far ahead of the
-    #: next edge (more receive times than the engine keeps): 0 unless a ring is very
-    #: uneven; its figures may then be late
+    #: times an edge that could send waited because it ran too far ahead of the next edge
+    #: (more receive times than the engine keeps): 0 unless a ring is very uneven; its
+    #: figures may then be late
     held_back: int = 0
 
     @property
@@ -113,7 +114,7 @@ def ring_engine_problem(sch: Schedule, delay_ps: Any = None) -> str | None:
 
 def ring_sends(sch: Schedule) -> int:
     """The sends (transfers) of ring schedule ``sch`` (built or not)."""
-    hops = _hops(sch)
+    hops = ring_hops(sch.collective, sch.nranks)
     total, memo = 0, {}
     for grid, real in ring_loops(sch):
         for ch in range(sch.nchannels):
@@ -124,10 +125,6 @@ def ring_sends(sch: Schedule) -> int:
                         memo[nelem] = len(ring_slices(sch, nelem))
                     total += memo[nelem] * hops
     return total
-
-
-def _hops(sch: Schedule) -> int:
-    return 2 * (sch.nranks - 1) if sch.collective is Collective.ALLREDUCE else sch.nranks - 1
 
 
 def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int,
@@ -155,6 +152,8 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
     why = ring_engine_problem(sch)
     if why is not None:
         raise ValueError(f"the ring engine runs rings only: {why}")
+    if fidelity not in ("flow", "packet"):
+        raise ValueError(f"fidelity must be flow or packet, got {fidelity!r}")
     n, nc, coll = sch.nranks, sch.nchannels, sch.collective
     g = gpus_per_node
     hdr = fabric.stack.header_bytes if header_bytes is None else header_bytes
@@ -181,7 +180,7 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
     net_edge = ~nvl_edge
     pxn_edge = net_edge & (relay != src)
     loops = ring_loops(sch)
-    hops = _hops(sch)
+    hops = ring_hops(coll, n)
     first = np.array([[ring_first_sender(coll, c, sch.rings[ch], sch.root) for c in range(n)]
                       for ch in range(nc)], dtype=np.int64)
     # position -> piece it sends at hop 0: pos = first[c] + hop  =>  c = piece_at[ch, pos - hop]
@@ -203,12 +202,13 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
     keys = sorted((int(src[e]), int(dst[e]), int(ch_of[e])) for e in np.flatnonzero(sends_any))
     conn_index = {k: i for i, k in enumerate(keys)}
     qpn = np.full((E, q), -1, dtype=np.int64)
+    sport: dict[int, int] = {}  # QP number -> its UDP source port
     for e in range(E):
         i = conn_index.get((int(src[e]), int(dst[e]), int(ch_of[e])))
         if i is not None:
-            qpn[e] = qp_base + i * q + np.arange(q)
-    if fidelity not in ("flow", "packet"):
-        raise ValueError(f"fidelity must be flow or packet, got {fidelity!r}")
+            lq, _, ports = connection_qps(i, q, qp_base)
+            qpn[e] = lq
+            sport.update(zip(lq, ports, strict=True))
     packets = fidelity == "packet"
     frame = mtu_bytes + hdr
     host_of = list(hosts)
@@ -230,7 +230,7 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
             base[fid] = open_packet_qp(fabric, fid, fabric.nodes[host_of[relay[e]]],
                                        fabric.nodes[host_of[dst[e]]], tc=tc,
                                        packet_bytes=frame, conn=str(key), on_data=rx.on_data)
-            flows[fid] = (*key, j, udp_sport(fid, 0x800000 + (fid - qp_base)))
+            flows[fid] = (*key, j, sport[fid])
             rx.posted[fid] = 0
         net_qps = []
     else:  # fluid flows on their paths at their max-min shares, all sending
@@ -242,8 +242,7 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
         paths[fid] = qp.path
         lat_ps[e, j] = qp.latency_ps
         overhead = qp.overhead_bytes
-        flows[fid] = (int(src[e]), int(dst[e]), int(ch_of[e]), j,
-                      udp_sport(fid, 0x800000 + (fid - qp_base)))
+        flows[fid] = (int(src[e]), int(dst[e]), int(ch_of[e]), j, sport[fid])
     if paths:
         shares = max_min_rates(fluid.net.capacity_Bpps, paths)
         for e, j in net_qps:
@@ -309,7 +308,8 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
     qp_wire_bytes = qp_frame_bytes + -(-qp_frame_bytes // frame) * overhead
     busy_ps = np.array([host.busy_ps(int(b)) if host is not None else 0 for b in size_bytes],
                     dtype=np.int64)
-    nvl_ps = -(-size_wire_bytes * 8 * 10**12 // nvlink_bps)
+    nvl_ps = np.array([ser_time_ps(int(w), nvlink_bps) for w in size_wire_bytes],
+                      dtype=np.int64)  # as NvlinkDomain.reserve times a transfer
 
     # receive times kept per edge (by grid position) for the next edge's data: an edge
     # may run this far ahead of the next one (256 MB of them at most); further, it waits,
@@ -476,8 +476,12 @@ class _PacketReceipts:
             if progress is not None:
                 progress(kern.count, total)
         if kern.count < total:
+            from sim.workloads.collective import fabric_counters
+
+            c = fabric_counters(self.fabric)
             raise RuntimeError(f"ring engine: {kern.count} of {total} sends received after "
-                               f"{(eng.now_ps - t0) / 1e6:g} us")
+                               f"{(eng.now_ps - t0) / 1e6:g} us (pauses {c['pfc_pauses']}, "
+                               f"drops {c['drops']}; --engine job says more)")
 
 
 def _no_data(fid: int, got: int, now: int) -> None:

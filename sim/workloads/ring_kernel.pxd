@@ -5,10 +5,10 @@
 cimport cython
 
 cdef long long NEVER
-cdef Py_ssize_t _PREV, _SUCC, _CH, _POS, _SRC, _TO, _FLAGS, _STEP, _JP, _KP, _KC, _BK
-cdef Py_ssize_t _SZ, _LAST, _CHAN, _RECV, _KR, ED
+cdef Py_ssize_t _PREV, _SUCC, _CH, _POS, _SRC, _TO, _FLAGS, _STEP_PS, _JP, _KP, _KC, _BK
+cdef Py_ssize_t _SZ, _LAST_PS, _CHAN_FREE_PS, _RECV_FREE_PS, _KR, ED
 cdef long long _NVL, _USER, _PXN, _NET, _HELD
-cdef Py_ssize_t _PPOS, _PPOST, _PSZ, _PCOPY, _PTIE, _PRECV, PD
+cdef Py_ssize_t _PPOS, _PPOST_PS, _PSZ, _PCOPY_PS, _PTIE, _PRECV_PS, PD
 
 
 cdef class RingKernel:
@@ -21,7 +21,7 @@ cdef class RingKernel:
     cdef public object trace, net
     cdef public long long es
     cdef public long long[::1] recv_at_ps, qp_free_ps, posted_bytes, frames
-    cdef public long long[::1] hp_post, hp_tie, hp_e
+    cdef public long long[::1] hp_post_ps, hp_tie, hp_e
     cdef public long long hn, count, first_post_ps, last_recv_ps, nvl_bytes, held_back
 
     @cython.locals(n=cython.longlong, b=cython.longlong)

@@ -42,15 +42,15 @@ _POS = 3         # its ring position
 _SRC = 4         # its GPU (NVLink egress)
 _TO = 5          # the GPU whose NVLink ingress it takes
 _FLAGS = 6       # _NVL | _USER | _PXN | _NET | _HELD
-_STEP = 7        # NCCL's step latency (ps)
+_STEP_PS = 7     # NCCL's step latency (ps)
 _JP = 8          # the next grid position to post
 _KP = 9          # sends posted
 _KC = 10         # sends booked
-_BK = 11         # the last position booked
+_BK = 11         # the last position received
 _SZ = 12         # the size index at _JP
-_LAST = 13       # the last post (ps)
-_CHAN = 14       # the sending GPU channel free at (ps)
-_RECV = 15       # the receiving channel free at (ps)
+_LAST_PS = 13    # the last post (ps)
+_CHAN_FREE_PS = 14  # the sending GPU channel free at (ps)
+_RECV_FREE_PS = 15  # the receiving channel free at (ps)
 _KR = 16         # sends received (booked first: _KC; at packet fidelity the network's later)
 ED = 17
 _NVL = 1         # sent over NVLink to its receiver
@@ -60,11 +60,11 @@ _NET = 8         # sent over the network
 _HELD = 16       # waiting for the next edge to move on (the receipts it keeps)
 # a send slot's record (PD fields from e * es + ED + slot * PD)
 _PPOS = 0        # its grid position
-_PPOST = 1       # posted at (ps)
+_PPOST_PS = 1    # posted at (ps)
 _PSZ = 2         # its size index
-_PCOPY = 3       # its channel copy ends at (ps), NEVER: none
+_PCOPY_PS = 3    # its channel copy ends at (ps), NEVER: none
 _PTIE = 4        # its order among sends posted at one picosecond
-_PRECV = 5       # received at (ps), once booked: the slot is free for the send mi later
+_PRECV_PS = 5    # received at (ps): the slot is then free for the send mi later
 PD = 6
 
 
@@ -88,7 +88,7 @@ def edge_records(prev_e: np.ndarray, succ_e: np.ndarray, ch_of: np.ndarray,
 
     rec = np.full((len(prev_e), ED + mi * PD), NEVER, dtype=np.int64)
     for f, col in ((_PREV, prev_e), (_SUCC, succ_e), (_CH, ch_of), (_POS, pos_of),
-                   (_SRC, src), (_TO, to), (_STEP, step_ps)):
+                   (_SRC, src), (_TO, to), (_STEP_PS, step_ps)):
         rec[:, f] = col
     rec[:, _FLAGS] = (np.where(nvl_edge, _NVL, 0) | np.where(nvl_user, _USER, 0)
                       | np.where(pxn_edge, _PXN, 0) | np.where(net_edge, _NET, 0))
@@ -139,7 +139,7 @@ class RingKernel:
         self.posted_bytes = _filled(E * q, 0)
         self.frames = _filled(E * q, 0)
         # a heap of the edges with a send waiting to be booked, by that send's (post, tie)
-        self.hp_post = _filled(E + 1, 0)
+        self.hp_post_ps = _filled(E + 1, 0)
         self.hp_tie = _filled(E + 1, 0)
         self.hp_e = _filled(E + 1, 0)
         self.hn = 0
@@ -155,9 +155,9 @@ class RingKernel:
             self.ed[b + _KC] = 0
             self.ed[b + _BK] = -1
             self.ed[b + _KR] = 0
-            self.ed[b + _LAST] = NEVER
-            self.ed[b + _CHAN] = NEVER
-            self.ed[b + _RECV] = NEVER
+            self.ed[b + _LAST_PS] = NEVER
+            self.ed[b + _CHAN_FREE_PS] = NEVER
+            self.ed[b + _RECV_FREE_PS] = NEVER
             self.ed[b + _SZ] = self._size_at(0, e)
 
     # ------------------------------------------------------------------ the grid
@@ -175,14 +175,14 @@ class RingKernel:
     def _sift_up(self, i, post, tie, e):
         while i > 0:
             p = (i - 1) // 2
-            pp = self.hp_post[p]
+            pp = self.hp_post_ps[p]
             if pp < post or (pp == post and self.hp_tie[p] < tie):
                 break
-            self.hp_post[i] = pp
+            self.hp_post_ps[i] = pp
             self.hp_tie[i] = self.hp_tie[p]
             self.hp_e[i] = self.hp_e[p]
             i = p
-        self.hp_post[i] = post
+        self.hp_post_ps[i] = post
         self.hp_tie[i] = tie
         self.hp_e[i] = e
 
@@ -194,19 +194,19 @@ class RingKernel:
             c = 2 * i + 1
             if c >= n:
                 break
-            cp = self.hp_post[c]
+            cp = self.hp_post_ps[c]
             if c + 1 < n:
-                rp = self.hp_post[c + 1]
+                rp = self.hp_post_ps[c + 1]
                 if rp < cp or (rp == cp and self.hp_tie[c + 1] < self.hp_tie[c]):
                     c += 1
                     cp = rp
             if post < cp or (post == cp and tie < self.hp_tie[c]):
                 break
-            self.hp_post[i] = cp
+            self.hp_post_ps[i] = cp
             self.hp_tie[i] = self.hp_tie[c]
             self.hp_e[i] = self.hp_e[c]
             i = c
-        self.hp_post[i] = post
+        self.hp_post_ps[i] = post
         self.hp_tie[i] = tie
         self.hp_e[i] = e
 
@@ -250,15 +250,15 @@ class RingKernel:
             ready = self.recv_at_ps[pv * W + (j - S) % W] if hop > 0 else NEVER
             ps = b + ED + kp % mi * PD
             if kp >= mi:  # the slot's last send was received then
-                ready = max(ready, self.ed[ps + _PRECV])
+                ready = max(ready, self.ed[ps + _PRECV_PS])
             ready = max(ready, self.ready0_ps)
             copy = NEVER
             if self.has_host:  # the step latency, then the sending channel
-                t1 = ready + self.ed[b + _STEP]
+                t1 = ready + self.ed[b + _STEP_PS]
                 bz = self.busy_ps[sz]
                 if bz > 0:
-                    cs = max(t1, self.ed[b + _CHAN])
-                    self.ed[b + _CHAN] = cs + bz
+                    cs = max(t1, self.ed[b + _CHAN_FREE_PS])
+                    self.ed[b + _CHAN_FREE_PS] = cs + bz
                     if flags & _NVL:
                         ready = cs
                         if self.simple:
@@ -267,14 +267,14 @@ class RingKernel:
                         ready = cs + bz
                 else:
                     ready = t1
-            post = max(ready, self.ed[b + _LAST])  # the connection's order
-            self.ed[b + _LAST] = post
+            post = max(ready, self.ed[b + _LAST_PS])  # the connection's order
+            self.ed[b + _LAST_PS] = post
             tie = ((self.g_lh[j] * self.nc + self.ed[b + _CH]) * n
                    + self._place(j, e)) * self.Smax + self.g_s[j]
             self.ed[ps + _PPOS] = j
-            self.ed[ps + _PPOST] = post
+            self.ed[ps + _PPOST_PS] = post
             self.ed[ps + _PSZ] = sz
-            self.ed[ps + _PCOPY] = copy
+            self.ed[ps + _PCOPY_PS] = copy
             self.ed[ps + _PTIE] = tie
             self.ed[b + _KP] = kp + 1
             self.ed[b + _JP] = j + 1
@@ -304,7 +304,7 @@ class RingKernel:
         b = e * self.es
         kc = self.ed[b + _KC]
         ps = b + ED + kc % mi * PD
-        post = self.ed[ps + _PPOST]
+        post = self.ed[ps + _PPOST_PS]
         sz = self.ed[ps + _PSZ]
         flags = self.ed[b + _FLAGS]
         recv = NEVER
@@ -320,11 +320,11 @@ class RingKernel:
                 end = max(start, self.ingress_free_ps[h]) + d
                 self.ingress_free_ps[h] = end
             self.nvl_bytes += self.wire_bytes[sz]
-            full = max(end + self.nvl_lat_ps, self.ed[ps + _PCOPY])
+            full = max(end + self.nvl_lat_ps, self.ed[ps + _PCOPY_PS])
             if flags & _NVL:
                 if self.has_host and self.recv_copy:  # the receiving channel's copy
-                    rc = max(full, self.ed[b + _RECV]) + self.busy_ps[sz]
-                    self.ed[b + _RECV] = rc
+                    rc = max(full, self.ed[b + _RECV_FREE_PS]) + self.busy_ps[sz]
+                    self.ed[b + _RECV_FREE_PS] = rc
                     full = rc
                 recv = full
             if flags & _PXN:
@@ -354,11 +354,11 @@ class RingKernel:
             self.first_post_ps = post
         if kc < self.ed[b + _KP]:  # its next waiting send takes its place in the heap
             ps2 = b + ED + kc % mi * PD
-            self._sift_down(self.ed[ps2 + _PPOST], self.ed[ps2 + _PTIE], e)
+            self._sift_down(self.ed[ps2 + _PPOST_PS], self.ed[ps2 + _PTIE], e)
         else:
             self.hn -= 1
             last = self.hn
-            self._sift_down(self.hp_post[last], self.hp_tie[last], self.hp_e[last])
+            self._sift_down(self.hp_post_ps[last], self.hp_tie[last], self.hp_e[last])
         if network:
             self.net(e, net_at, sz)
         else:
@@ -372,7 +372,7 @@ class RingKernel:
         ps = b + ED + kr % mi * PD
         j = self.ed[ps + _PPOS]
         self.recv_at_ps[e * self.W + j % self.W] = recv
-        self.ed[ps + _PRECV] = recv
+        self.ed[ps + _PRECV_PS] = recv
         self.ed[b + _KR] = kr + 1
         self.ed[b + _BK] = j
         self.count += 1
@@ -380,7 +380,7 @@ class RingKernel:
             self.last_recv_ps = recv
         if self.trace is not None:
             self.trace[(self.g_loop[j], self.g_hop[j], self.g_s[j], self.ed[b + _CH],
-                        self.ed[b + _SRC])] = (self.ed[ps + _PPOST], recv)
+                        self.ed[b + _SRC])] = (self.ed[ps + _PPOST_PS], recv)
 
     def received(self, e: int, recv: int) -> None:
         """Packet fidelity: edge ``e``'s oldest send in the network arrived at ``recv``
@@ -393,7 +393,7 @@ class RingKernel:
         """The post time of the next send to book (None: none waiting)."""
         if self.hn == 0:
             return None
-        return self.hp_post[0]
+        return self.hp_post_ps[0]
 
     def start(self) -> None:
         """Post every send that waits for nothing."""
@@ -403,7 +403,7 @@ class RingKernel:
     def run_until(self, limit_ps: int) -> None:
         """Book, in order, every send posted at or before ``limit_ps`` (those it lets go
         too)."""
-        while self.hn > 0 and self.hp_post[0] <= limit_ps:
+        while self.hn > 0 and self.hp_post_ps[0] <= limit_ps:
             e = self.hp_e[0]
             self._book(e)
             self._post_chain(e)
