@@ -259,3 +259,19 @@ def test_run_size_with_packets_runs_every_iteration_on_the_ring_engine():
     assert ring["nvlink_bytes"] == job["nvlink_bytes"]
     assert ring["counters"]["drops"] == job["counters"]["drops"] == 0
     assert "engine" not in run_size("allreduce", 16 << 20, "rail", params, **kw)
+
+
+def test_with_packets_an_incomplete_run_says_what_the_fabric_saw():
+    """A packet ring run stopped by its limit raises one line: the sends received of all,
+    when, and the fabric's pauses and drops."""
+    make, n, g = (lambda: rail_optimized(2, 4, link_gbps=400), 8, 4)
+    sch = schedule("allreduce", n, 16 * MIB // 4, nchannels=8, gpus_per_node=g)
+    f = make()
+    with pytest.raises(RuntimeError, match=r"ring engine: \d+ of \d+ sends received after "
+                                           r"[\d.]+ us \(pauses \d+, drops 0; --engine job"):
+        run_ring(sch, f.fabric, f.ranks, mtu_bytes=MTU, nvlink_bps=NVLINK_BPS,
+                 nvlink_latency_ps=NVLINK_LATENCY_PS, gpus_per_node=g, fidelity="packet",
+                 limit_ps=20_000_000)
+    with pytest.raises(ValueError, match="fidelity must be flow or packet"):
+        run_ring(sch, f.fabric, f.ranks, mtu_bytes=MTU, nvlink_bps=NVLINK_BPS,
+                 nvlink_latency_ps=NVLINK_LATENCY_PS, gpus_per_node=g, fidelity="fluid")
