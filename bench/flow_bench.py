@@ -70,13 +70,14 @@ def main(argv: list[str]) -> int:
         "\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="the small cases, 1 pair")
     ap.add_argument("--runs", type=int, default=3, help="pairs per case (default 3)")
+    ap.add_argument("--only", metavar="TEXT", help="the cases whose name has TEXT")
     args = ap.parse_args(argv)
     runs = 1 if args.quick else max(1, args.runs)
     print(f"{'case':44s} {'packet us':>11s} {'flow us':>11s} {'flow/pkt':>8s} "
           f"{'pkt CPU s':>9s} {'flow CPU s':>10s} {'speed-up':>8s}  packets met")
     worst = 0.0
     for name, kind, given, coll, size, kw, quick in CASES:
-        if args.quick and not quick:
+        if (args.quick and not quick) or (args.only and args.only not in name):
             continue
         faults = given.get("faults")
         p = resolve_params(collective_params(), {k: v for k, v in given.items()

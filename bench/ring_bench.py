@@ -1,10 +1,12 @@
-"""The ring engine and the steady loops against the job that drives every transfer, and
-ring AllReduce at 1,024 and 8,192 GPUs: figures, CPU time and peak memory.
+"""The ring engine, the chunk engine (NVLS trees) and the steady loops against the job that
+drives every transfer, and AllReduce at 1,024 and 8,192 GPUs (the ring, and NCCL's pick:
+the NVLS tree): figures, CPU time and peak memory.
 
 Part 1 runs each case of :data:`PAIRS` (``lossless collective``'s size,
 :func:`sim.scenarios.collective.run_size`, flow fidelity) both ways, alternately (job,
 fast, job, fast ... ``--runs`` pairs): the job (``engine="job"``, ``steady=False``: every
-transfer and every loop) against the ring engine (``engine="ring"``) or the steady loops
+transfer and every loop) against the ring engine (``engine="ring"``), the chunk engine
+(``engine="nvls"``) or the steady loops
 (``steady=True``), and prints the simulated times, their ratio, the CPU time of each
 (median) and the speed-up.  Part 2 (without ``--quick``) runs :data:`TARGETS` through the
 command line in a child process each and prints its CPU time and peak resident memory
@@ -13,6 +15,7 @@ machine being shared: trust the ratios.
 
     python -m bench ring            # both parts, 3 pairs each
     python -m bench ring --quick    # part 1's small cases, 1 pair
+    python -m bench ring --only NVLS --runs 1   # the cases whose name has NVLS
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from sim.scenarios.collective import collective_params, run_size
 MIB = 1 << 20
 GIB = 1 << 30
 RING = {"algorithm": "ring"}
+NVLS = {"algorithm": "nvls_tree"}
 
 #: (name, fabric, -p parameters, size, the fast way's run_size keywords, quick)
 PAIRS: tuple[tuple[str, str, dict[str, Any], int, dict[str, Any], bool], ...] = (
@@ -49,6 +53,14 @@ PAIRS: tuple[tuple[str, str, dict[str, Any], int, dict[str, Any], bool], ...] = 
     ("rail 4x8, ring 16G: steady loops", "rail", {"nodes": 4, "gpus_per_node": 8,
                                                   "limit_ms": 1000},
      16 * GIB, {**RING, "engine": "job", "channels": 8}, False),
+    ("rail 2x4, NVLS tree 64M, host side", "rail", {"nodes": 2, "gpus_per_node": 4},
+     64 * MIB, {**NVLS, "engine": "nvls"}, True),
+    ("rail 4x8, NVLS tree 64M, host side", "rail", {"nodes": 4, "gpus_per_node": 8},
+     64 * MIB, {**NVLS, "engine": "nvls"}, True),
+    ("rail 16x8, NVLS tree 256M, host side", "rail", {"nodes": 16, "gpus_per_node": 8},
+     256 * MIB, {**NVLS, "engine": "nvls"}, False),
+    ("fat-tree k=8, 16x8, NVLS tree 64M", "fattree", {"k": 8, "gpus_per_node": 8},
+     64 * MIB, {**NVLS, "engine": "nvls"}, False),
 )
 
 #: (name, lossless collective arguments, the issue's target CPU s)
@@ -62,6 +74,12 @@ TARGETS: tuple[tuple[str, list[str], float], ...] = (
     ("8,192 GPUs, fat-tree k=32, ring 1G", ["allreduce", "-b", "1G", "-e", "1G", "--fabric",
                                            "fattree", "-p", "k=32", "-p", "gpus_per_node=8",
                                            "--algo", "ring", "--fidelity", "flow"], 120),
+    ("1,024 GPUs, k=16, NVLS tree (NCCL's pick) 1G",
+     ["allreduce", "-b", "1G", "-e", "1G", "--fabric", "fattree", "-p", "k=16", "-p",
+      "gpus_per_node=8", "--fidelity", "flow"], 60),
+    ("8,192 GPUs, k=32, NVLS tree (NCCL's pick) 1G",
+     ["allreduce", "-b", "1G", "-e", "1G", "--fabric", "fattree", "-p", "k=32", "-p",
+      "gpus_per_node=8", "--fidelity", "flow"], 120),
 )
 
 
@@ -100,12 +118,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--quick", action="store_true", help="part 1's small cases, 1 pair")
     ap.add_argument("--runs", type=int, default=3, help="pairs per case (default 3)")
     ap.add_argument("--targets", action="store_true", help="part 2 only")
+    ap.add_argument("--only", metavar="TEXT", help="the cases whose name has TEXT")
     args = ap.parse_args(argv)
     runs = 1 if args.quick else max(1, args.runs)
     print(f"{'case':40s} {'job us':>11s} {'fast us':>11s} {'fast/job':>9s} "
           f"{'job CPU s':>9s} {'fast CPU s':>10s} {'speed-up':>8s}  fast way")
     for name, kind, given, size, kw, quick in PAIRS:
-        if args.targets or (args.quick and not quick):
+        if args.targets or (args.quick and not quick) or (args.only and args.only not in name):
             continue
         p = resolve_params(collective_params(), given)
         job_kw = {**kw, "engine": "job", "steady": False}
@@ -120,6 +139,7 @@ def main(argv: list[str]) -> int:
             print(f"{name:40s} failed: {job['error'] or fast['error']}")
             return 1
         how = ("ring engine" if fast.get("engine") == "ring" else
+               "chunk engine" if fast.get("engine") == "nvls" else
                f"{fast['steady']['loops_run']} of {fast['steady']['loops']} loops"
                if fast.get("steady") else "job")
         cj, cf = statistics.median(cpu["job"]), statistics.median(cpu["fast"])
@@ -131,6 +151,8 @@ def main(argv: list[str]) -> int:
     print(f"\n{'target':40s} {'CPU s':>8s} {'goal s':>7s} {'peak GB':>8s}  time us, algbw, "
           f"busbw")
     for name, cli, goal_s in TARGETS:
+        if args.only and args.only not in name:
+            continue
         cpu_s, peak, figures = _child(cli)
         print(f"{name:40s} {cpu_s:8.1f} {goal_s:7.0f} {peak:8.2f}  {figures}", flush=True)
     return 0

@@ -52,6 +52,7 @@ COMPILED: tuple[str, ...] = (
     "sim.study.samples",
     "sim.workloads.ring_kernel",
     "sim.workloads.maxmin",
+    "sim.workloads.chunk_kernel",
 )
 
 #: Set to ``1`` to run the interpreted core even when the compiled one is installed.

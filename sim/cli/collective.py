@@ -35,6 +35,7 @@ from sim.cli.argtypes import ArgType, integer
 from sim.cli.argtypes import err as _err
 from sim.cli.argtypes import key_value as _kv
 from sim.scenarios.collective import (
+    ENGINES,
     FABRICS,
     RING_ENGINE_SENDS,
     STEADY_MIN_LOOPS,
@@ -464,6 +465,12 @@ def cmd_collective(args: argparse.Namespace) -> int:
                 emit(f"# {r['size_bytes']}: the ring engine held edges back "
                      f"{r['ring_held_back']} times (one ran further ahead of the next than "
                      f"it keeps receipts for): its figures may be late; --engine job")
+    nv = [str(r["size_bytes"]) for r in rows if r.get("engine") == "nvls"]
+    if nv:  # the calls the chunk engine ran
+        emit(f"# {', '.join(nv)}: the chunk engine (no transfer objects: every chunk of "
+             f"the NVLS tree worked out in time order, each link a FIFO of messages instead "
+             f"of max-min shares); #wrong N/A: no symbolic replay of the data (--engine job "
+             f"runs the transfers)")
     for r in rows:  # flow fidelity: the calls run by their steady loops
         st = r.get("steady")
         if st:
@@ -867,14 +874,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "paths; loss faults, --capture and adaptive routing refused); auto: "
                         "flow from 16 GiB of ranks x size, without faults, --capture or "
                         "adaptive routing")
-    c.add_argument("--engine", choices=["auto", "ring", "job"], default="auto",
+    c.add_argument("--engine", choices=list(ENGINES), default="auto",
                    help=f"auto (default): at flow fidelity a ring AllReduce, AllGather "
                         f"or ReduceScatter of {RING_ENGINE_SENDS:,} sends or more on the "
-                        f"ring engine (no transfer objects), the rest as transfers driven "
-                        f"one by one (job); ring or job: always that one (ring: ring calls "
-                        f"only; with packets too: its NVLink and NCCL's host side worked "
-                        f"out by the engine, the network sends as packets; not with faults, "
-                        f"stragglers or failover)")
+                        f"ring engine, an NVLS tree AllReduce of as many transfers on the "
+                        f"chunk engine (no transfer objects), the rest as transfers driven "
+                        f"one by one (job); ring, nvls or job: always that one (ring: ring "
+                        f"calls only; with packets too: its NVLink and NCCL's host side "
+                        f"worked out by the engine, the network sends as packets; nvls: NVLS "
+                        f"AllReduces without SHARP (other calls as auto), flow fidelity only, "
+                        f"each link a FIFO; "
+                        f"not with faults, stragglers or failover)")
     c.add_argument("--every-loop", action="store_true",
                    help=f"flow fidelity: simulate every loop of a ring call of "
                         f"{STEADY_MIN_LOOPS} loops or more (default: only until its loops "

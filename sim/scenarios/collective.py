@@ -57,9 +57,13 @@ STEADY_FIRST_LOOPS = 12
 #: the first try would cost about as much as the whole call.
 STEADY_MIN_LOOPS = 2 * STEADY_FIRST_LOOPS
 #: Flow fidelity: a ring AllReduce, AllGather or ReduceScatter of this many sends or more
-#: runs on the ring engine (:mod:`sim.workloads.ring_engine`: no transfer objects); below,
-#: the job drives its transfers (``engine`` of :func:`run_size`: "ring" or "job" always)
+#: runs on the ring engine (:mod:`sim.workloads.ring_engine`: no transfer objects), an NVLS
+#: tree AllReduce of this many transfers on the chunk engine
+#: (:mod:`sim.workloads.nvls_engine`); below, the job drives its transfers (``engine`` of
+#: :func:`run_size`: "ring", "nvls" or "job" always)
 RING_ENGINE_SENDS = 500_000
+#: --engine's choices (run_size)
+ENGINES = ("auto", "ring", "nvls", "job")
 
 #: ``-p`` keys that shape one kind of fabric: given with another ``--fabric`` they are a
 #: mistake (a fat-tree's size is ``k``, a SuperPOD's ``sus``; neither has ``nodes``).
@@ -390,10 +394,12 @@ def _ring_engine(sch: Any, rf: Any, mtu: int, progress: Callable[[int, int], Non
     :class:`~sim.workloads.ring_engine.RingRun` s, None) or (those that ran, why the next
     failed).  ``before()`` is called before each; ``progress`` counts the sends of
     ``all_runs`` runs, ``done_runs`` of them before these."""
-    from sim.workloads.ring_engine import run_ring
+    from sim.workloads.nvls_engine import run_nvls_tree
+    from sim.workloads.ring_engine import ring_engine_problem, run_ring
 
     kw = {k: job_kw[k] for k in ("header_bytes", "gpus_per_node", "nvlink", "nvlink_bps",
                                  "nvlink_latency_ps", "pxn") if k in job_kw}
+    nvls = ring_engine_problem(sch) is not None  # an NVLS tree: the chunk engine
     out: list[Any] = []
     for it in range(runs):
         if before is not None:
@@ -401,6 +407,10 @@ def _ring_engine(sch: Any, rf: Any, mtu: int, progress: Callable[[int, int], Non
         prog = None if progress is None else (
             lambda done, total, k=done_runs + it: progress(k * total + done, all_runs * total))
         try:
+            if nvls:
+                out.append(run_nvls_tree(sch, rf.fabric, rf.ranks, mtu_bytes=mtu,
+                                         host=job_kw.get("host"), progress=prog, **kw))
+                continue
             out.append(run_ring(sch, rf.fabric, rf.ranks, mtu_bytes=mtu,
                                 host=job_kw.get("host"), progress=prog,
                                 fidelity=job_kw.get("fidelity", "packet"), limit_ps=limit_ps,
@@ -577,7 +587,10 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     says ``fidelity``.  At flow fidelity a ring AllReduce, AllGather or ReduceScatter of
     :data:`RING_ENGINE_SENDS` sends or more runs on the ring engine
     (:mod:`sim.workloads.ring_engine`, no transfer objects: ``engine`` "ring" for any ring
-    call, "job" never; the row then has ``engine`` and ``wrong`` None; at packet fidelity
+    call, "job" never; the row then has ``engine`` and ``wrong`` None), an NVLS tree
+    AllReduce of as many transfers on the chunk engine (:mod:`sim.workloads.nvls_engine`:
+    ``engine`` "nvls" for any NVLS AllReduce without SHARP; the row's ``engine`` "nvls";
+    at flow fidelity only); at packet fidelity
     only ``engine`` "ring" takes it, every iteration run with its network sends as the
     fabric's packets, without faults, stragglers or failover), and a ring call of
     :data:`STEADY_MIN_LOOPS` loops or more by its steady loops (:mod:`sim.workloads.steady`,
@@ -594,11 +607,14 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     )
     from sim.workloads.nccl import ScheduleError, verify
     from sim.workloads.nccl_tests import coll_counts
+    from sim.workloads.nvls_engine import nvls_engine_problem, nvls_sends
     from sim.workloads.ring_engine import ring_engine_problem, ring_sends
     from sim.workloads.steady import STEADY_ALGORITHMS
 
-    if engine not in ("auto", "ring", "job"):
-        raise ValueError(f"engine must be auto, ring or job, got {engine!r}")
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "nvls" and fidelity == "packet":
+        raise ValueError("--engine nvls runs at flow fidelity (--fidelity flow)")
     rf = build_fabric(fabric, dict(params), tracer=getattr(observer, "tracer", None),
                       faults=faults)
     nranks = len(rf.ranks)
@@ -630,6 +646,11 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
                 lazy.schedule) is None and (engine == "ring" or ring_sends(
                     lazy.schedule) >= RING_ENGINE_SENDS):
             ring = lazy  # the ring engine, without transfer objects
+            lazy = None
+        elif lazy is not None and engine in ("auto", "nvls") and nvls_engine_problem(
+                lazy.schedule) is None and (engine == "nvls" or nvls_sends(
+                    lazy.schedule) >= RING_ENGINE_SENDS):
+            ring = lazy  # the chunk engine, without transfer objects
             lazy = None
         if lazy is not None and (fidelity != "flow" or not steady
                                  or lazy.schedule.loops < STEADY_MIN_LOOPS
@@ -770,8 +791,9 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         **({"fidelity": fidelity} if fidelity != "packet" else {}),
     }
     if ring is not None:  # no transfer objects: their count, and no symbolic replay
-        row["engine"] = "ring"
-        row["transfers"] = ring_sends(sch)
+        on_ring = ring_engine_problem(sch) is None
+        row["engine"] = "ring" if on_ring else "nvls"
+        row["transfers"] = ring_sends(sch) if on_ring else nvls_sends(sch)
         if rrun is not None and fidelity == "flow":  # one run stands for every iteration
             row["nvlink_bytes"] = rrun.nvlink_bytes
         if rrun is not None and rrun.held_back:

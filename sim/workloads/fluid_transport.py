@@ -236,14 +236,7 @@ class FluidTransport:
         now = self.engine.now_ps
         wire, nbytes, frames, end = q.queue.popleft()
         q.delivered_bytes = end
-        nodes = self.fabric.nodes
-        for nid, idx in q.links:  # what the ports would count: frame bytes, frames, and
-            c = self.sent.get((nid, idx))  # the time their wire bytes took
-            if c is None:
-                c = self.sent[(nid, idx)] = [0, 0, 0]
-            c[0] += nbytes
-            c[1] += ser_time_ps(wire, nodes[nid].ports[idx].rate_bps)
-            c[2] += frames
+        self._count(q, nbytes, wire, frames)
         self.engine.call_at(now + q.latency_ps, q.on_data, fid, end, now + q.latency_ps)
         if q.queue:  # the next message at the same rate
             q.left_bytes, q.since_ps = float(q.queue[0][0]), now
@@ -254,6 +247,27 @@ class FluidTransport:
         q.active, q.rate_Bpps, q.left_bytes = False, 0.0, 0.0
         q.version += 1
         self._touch(self.net.remove(fid, update=False))
+
+    def _count(self, q: _Qp, nbytes: int, wire: int, frames: int) -> None:
+        """What the ports of ``q``'s path would count for ``nbytes`` of frames (``frames``
+        of them, ``wire`` bytes on the wire): frame bytes, frames, the time the wire bytes
+        took."""
+        nodes = self.fabric.nodes
+        for nid, idx in q.links:
+            c = self.sent.get((nid, idx))
+            if c is None:
+                c = self.sent[(nid, idx)] = [0, 0, 0]
+            c[0] += nbytes
+            c[1] += ser_time_ps(wire, nodes[nid].ports[idx].rate_bps)
+            c[2] += frames
+
+    def sent_elsewhere(self, fid: int, nbytes: int, frames: int) -> None:
+        """QP ``fid`` delivered ``nbytes`` of frames (``frames`` of them) timed by an
+        engine of its own (the ring and chunk engines): its counters and its ports' as if
+        this transport had sent them."""
+        q = self.qps[fid]
+        q.delivered_bytes += nbytes
+        self._count(q, nbytes, nbytes + frames * q.overhead_bytes, frames)
 
     def _touch(self, flows: Any) -> None:
         """Recompute these flows' components once, at the end of this instant's changes."""

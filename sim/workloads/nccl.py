@@ -135,8 +135,8 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 __all__ = [
@@ -144,7 +144,9 @@ __all__ = [
     "ScheduleError", "schedule", "simulate_ownership", "verify", "topological_order",
     "Inputs", "inputs_set", "default_channels",
     "finish_times", "nccl_rings", "send_nic_rank", "nvls_buffer", "nvls_buffer_of", "rank_label",
-    "nvls_tree_max_chunk_bytes", "sharp_aggregator", "collnet_direct_channels",
+    "nvls_tree_max_chunk_bytes", "nvls_chunks", "nvls_chunk_transfers",
+    "nvls_slot_freers", "sharp_aggregator",
+    "collnet_direct_channels",
     "COLLNET_GROUP_CHANNELS",
     "btree", "dtree", "channel_tree", "qp_split", "step_data_bytes", "udp_sport", "wire_bytes",
     "connection_qps", "REMOTE_QP_BASE", "ring_hops",
@@ -563,14 +565,21 @@ class _Builder:
         #: data bytes -> (wire bytes, wire bytes per QP): a schedule has few sizes, so these
         #: are worked out (and their tuples held) once per size, not per transfer
         self.sizes: dict[int, tuple[int, tuple[int, ...]]] = {}
+        #: NVLS: (channel, head) -> per loop, per transfer of its chunk, the transfers that
+        #: free its slot (nvls_slot_freers), None once no later chunk needs them
+        self.nvls_freers: dict[tuple[int, int], list[list[tuple[int, ...]] | None]] = {}
 
     def add(self, src: int, dst: int, channel: int, nbytes: int, *, step: int, loop: int,
             reduce: bool, src_block: int, dst_block: int, offset_bytes: int,
-            deps: Iterable[int] = ()) -> int:
+            deps: Iterable[int] = (), slot: tuple[int, ...] | None = None) -> int:
+        """Add a transfer; its FIFO slot: the send ``max_inflight`` before on its connection
+        received, or (``slot``) the transfers that free that slot."""
         sch = self.sch
         sends = self.conn_sends[(src, dst, channel)]
         deps = deps if deps.__class__ is tuple else tuple(deps)
-        if len(sends) >= sch.max_inflight:  # the FIFO slot: the send max_inflight before
+        if slot is not None:
+            deps = (*deps, *slot)
+        elif len(sends) >= sch.max_inflight:  # the FIFO slot: the send max_inflight before
             deps = (*deps, sends[len(sends) - sch.max_inflight])
         if len(deps) > 1:  # sorted, without repeats ((), (d,) are already)
             deps = tuple(sorted(set(deps)))
@@ -1153,33 +1162,56 @@ def _nvls_allreduce(b: _Builder) -> None:
     copy is added by ``h`` itself, not read through the switch, so that the symbolic replay
     counts it once: ``1/ppn`` of the reduce bytes are not on NVLink there."""
     sch = b.sch
-    n, nc, elt, g = sch.nranks, sch.nchannels, sch.elem_bytes, sch.gpus_per_node
+    n, elt, g = sch.nranks, sch.elem_bytes, sch.gpus_per_node
     nodes = n // g
-    size = sch.count
     chunk = _nvls_chunk_bytes(sch, sch.full_count * elt, nodes) // elt
     sch.chunk_bytes = chunk * elt
     sch.steps_per_loop = 1
     sch.buffers = 2 * n
-    sch.loop_elems = nc * g * chunk
+    sch.loop_elems = sch.nchannels * g * chunk
+    tree = sch.algorithm is Algorithm.NVLS_TREE
+    loops = 0
+    for ch, loop, h, off, nelem in nvls_chunks(sch):
+        loops = max(loops, loop + 1)
+        _nvls_chunk(b, tree, nodes, ch % 2, h, ch, loop, off * elt, nelem * elt)
+    sch.loops = loops
+
+
+def nvls_chunks(sch: Schedule) -> Iterator[tuple[int, int, int, int, int]]:
+    """The chunks of NVLS or NVLS tree schedule ``sch`` (built or not) in the order its
+    transfers are listed: (channel, loop, head, first element, elements).  Each channel
+    takes a contiguous part of the buffer in loops of one chunk per head; the last loop
+    shares the remainder over the heads (a head left without elements has no chunk)."""
+    n, nc, elt, g = sch.nranks, sch.nchannels, sch.elem_bytes, sch.gpus_per_node
+    size = sch.count
+    chunk = _nvls_chunk_bytes(sch, sch.full_count * elt, n // g) // elt
     tree = sch.algorithm is Algorithm.NVLS_TREE
     last_align = max(1, (16384 if not tree else 16) // elt)
     part = _ceil_div(size, nc)
-    loops = 0
     for ch in range(nc):
         lo, hi = min(ch * part, size), min((ch + 1) * part, size)
-        which = ch % 2
         ck = chunk
         for loop, at in enumerate(range(lo, hi, g * chunk)):
-            loops = max(loops, loop + 1)
             if hi - at < g * chunk:  # the last loop: the remainder over the heads
                 ck = _align_up(_ceil_div(hi - at, g), last_align)
             for h in range(g):
                 off = at + h * ck
                 nelem = min(ck, hi - off)
-                if nelem <= 0:
-                    continue
-                _nvls_chunk(b, tree, nodes, which, h, ch, loop, off * elt, nelem * elt)
-    sch.loops = loops
+                if nelem > 0:
+                    yield ch, loop, h, off, nelem
+
+
+def nvls_chunk_transfers(sch: Schedule, which: int, h: int, channel: int,
+                         nbytes: int) -> list[Transfer]:
+    """The transfers of one chunk of ``nbytes`` of head ``h`` on ``channel`` (tree
+    ``which``) of NVLS or NVLS tree schedule ``sch``, as its builder makes them, ids from 0
+    and without FIFO slots (every connection of a chunk carries one of its transfers: the
+    slot of a chunk's transfer is its twin ``max_inflight`` loops earlier)."""
+    one = replace(sch, transfers=[], connections={}, max_inflight=1 << 62)
+    b = _Builder(one, sch.nchannels)
+    _nvls_chunk(b, sch.algorithm is Algorithm.NVLS_TREE, sch.nranks // sch.gpus_per_node,
+                which, h, channel, 0, 0, nbytes)
+    return one.transfers
 
 
 class _Sharp:
@@ -1450,25 +1482,36 @@ def _nvls_sharp_gather(b: _Builder, coll: Collective) -> None:
 
 def _nvls_chunk(b: _Builder, tree: bool, nodes: int, which: int, h: int, ch: int, loop: int,
                 off: int, nbytes: int) -> None:
-    """The transfers of one chunk of head ``h`` on every node (:func:`_nvls_allreduce`)."""
+    """The transfers of one chunk of head ``h`` on every node (:func:`_nvls_allreduce`).
+    A transfer's FIFO slot is freed when what it brought has been used: by the
+    transfers of the chunk ``max_inflight`` loops earlier that take its twin's data
+    (:func:`nvls_slot_freers`)."""
     sch = b.sch
     g = sch.gpus_per_node
     kw = {"loop": loop, "src_block": 0, "dst_block": 0, "offset_bytes": off}
+    hist = b.nvls_freers.setdefault((ch, h), [])
+    mi = sch.max_inflight
+    freers = hist[loop - mi] if loop >= mi else None
+    first = len(sch.transfers)
+
+    def add(src: int, dst: int, step: int, reduce: bool, deps: Iterable[int] = ()) -> int:
+        slot = None if freers is None else freers[len(sch.transfers) - first]
+        return b.add(src, dst, ch, nbytes, step=step, reduce=reduce, deps=deps, slot=slot, **kw)
+
     head = [k * g + h for k in range(nodes)]
     summed: list[int] = []  # per node: the transfer that gave head h its node's sum
     for k in range(nodes):
         red = nvls_buffer(sch, k, h, False)
-        ins = [b.add(k * g + i, red, ch, nbytes, step=0, reduce=True, **kw)
-               for i in range(g) if not (tree and i == h)]
-        summed.append(b.add(red, head[k], ch, nbytes, step=1, reduce=tree, deps=ins, **kw))
+        ins = [add(k * g + i, red, 0, True) for i in range(g) if not (tree and i == h)]
+        summed.append(add(red, head[k], 1, tree, ins))
     up: dict[int, int] = {}
     if tree:  # children before parents: partial sums up the tree of nodes
         kids_of = {k: dtree(nodes, k, which) for k in range(nodes)}
         for k in _postorder(kids_of):
             parent, kids = kids_of[k]
             if parent != -1:
-                up[k] = b.add(head[k], head[parent], ch, nbytes, step=2, reduce=True,
-                              deps=[summed[k], *(up[c] for c in kids_of[k][1])], **kw)
+                up[k] = add(head[k], head[parent], 2, True,
+                            [summed[k], *(up[c] for c in kids_of[k][1])])
         order = list(reversed(_postorder(kids_of)))
     else:
         kids_of, order = {0: (-1, ())}, [0]
@@ -1477,11 +1520,28 @@ def _nvls_chunk(b: _Builder, tree: bool, nodes: int, which: int, h: int, ch: int
         parent, kids = kids_of[k]
         got = [summed[k], *(up[c] for c in kids)] if parent == -1 else [down[k]]
         for c in kids:
-            down[c] = b.add(head[k], head[c], ch, nbytes, step=3, reduce=False, deps=got, **kw)
+            down[c] = add(head[k], head[c], 3, False, got)
         mc = nvls_buffer(sch, k, h, True)
-        st = b.add(head[k], mc, ch, nbytes, step=4, reduce=False, deps=got, **kw)
+        st = add(head[k], mc, 4, False, got)
         for i in range(g):
-            b.add(mc, k * g + i, ch, nbytes, step=5, reduce=False, deps=(st,), **kw)
+            add(mc, k * g + i, 5, False, (st,))
+    hist.append(nvls_slot_freers(sch.transfers[first:], first))
+    if loop >= mi:
+        hist[loop - mi] = None
+
+
+def nvls_slot_freers(chunk: Sequence[Transfer], first: int = 0) -> list[tuple[int, ...]]:
+    """Per transfer of one NVLS chunk (ids from ``first``): the transfers whose receipt
+    frees its FIFO slot for the twin ``max_inflight`` chunks later, the ones that use
+    the data it brought (NCCL's receiver releases a slot once it has read it: the NVSwitch
+    buffer's once the head has read the sum or the GPUs the result, a head's once its next
+    send has used it), or the transfer itself when no transfer of the chunk uses it."""
+    users: list[list[int]] = [[] for _ in chunk]
+    for t in chunk:
+        for d in t.depends_on:
+            if d >= first:
+                users[d - first].append(t.id)
+    return [tuple(u) if u else (t.id,) for t, u in zip(chunk, users, strict=True)]
 
 
 def _postorder(tree: dict[int, tuple[int, tuple]]) -> list[int]:

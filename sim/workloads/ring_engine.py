@@ -372,20 +372,13 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
     if packets:  # what the NICs were given (the ports counted the frames)
         out.posted_bytes = dict(rx.posted)
         return out
-    nodes = fabric.nodes
     for e in np.flatnonzero(qpn[:, 0] >= 0):
         for j in range(q):
             fid = int(qpn[e, j])
             if fid not in flows:
                 continue
-            nb, nf = int(posted_bytes_qp[e, j]), int(frames[e, j])
-            out.posted_bytes[fid] = nb
-            fluid.qps[fid].delivered_bytes += nb
-            for nid, idx in fluid.qps[fid].links:  # what the ports count, as the fluid
-                c = fluid.sent.setdefault((nid, idx), [0, 0, 0])  # transport counts it
-                c[0] += nb
-                c[1] += ser_time_ps(nb + nf * overhead, nodes[nid].ports[idx].rate_bps)
-                c[2] += nf
+            out.posted_bytes[fid] = nb = int(posted_bytes_qp[e, j])
+            fluid.sent_elsewhere(fid, nb, int(frames[e, j]))  # what the ports count
     if out.last_finish_ps > eng.now_ps:
         fabric.run(out.last_finish_ps)
     return out

@@ -14,7 +14,7 @@ estimate, because the loops it adds are the very repetition found.
 It applies to rings (:data:`STEADY_ALGORITHMS`).  A tree's and an NVLS tree's loops drift
 against each other instead (their channels slip by whole steps through the FIFO slots:
 measured on 4 nodes of 8 GPUs, NVLS tree AllReduce of 1 GiB, loops 34 to 63 of 128, every
-transfer 21 to 70 µs after its twin of the loop before, never one period), and at packet
+transfer 0.6 to 218 µs after its twin of the loop before, never one period), and at packet
 fidelity queues, PFC and congestion control carry state from loop to loop: those run
 whole.
 """

@@ -1,0 +1,550 @@
+# cython: boundscheck=False, wraparound=False
+"""Repeated chunks of a collective, played transfer by transfer in time order (part of the
+compiled core).
+
+:func:`sim.workloads.nvls_engine.run_nvls_tree` sets up an NVLS tree call as *streams*:
+one per (channel, head), each a sequence of chunks (one per NCCL loop) that all have the
+transfers of one *template* (:func:`sim.workloads.nccl.nvls_chunk`), only their size
+differing.  A transfer waits for the transfers its template names (its data) and, from
+the ``max_inflight``-th chunk of its stream on, for those that free its FIFO slot in the
+chunk ``max_inflight`` earlier (its connection carries one transfer per chunk;
+:func:`sim.workloads.nccl.nvls_slot_freers`).
+:class:`ChunkKernel` keeps a chunk's state only while it is in flight and plays every
+transfer as :class:`sim.workloads.collective.CollectiveJob` drives it: NCCL's step
+latency and the sending GPU channel, the connection's order, NVLink as
+:class:`~sim.workloads.collective.NvlinkDomain` books it, the network QPs one message after
+another through the links of their paths, each link a FIFO of messages.  Events are
+taken in the order of their times, ties in the order they were made (as the fabric's
+engine takes them).
+
+The ``.py`` is the source; ``chunk_kernel.pxd`` types it for Cython (the compiled core,
+:mod:`sim._core`), with the same results: integers only, no negative index, ``//`` and
+``%`` with Python's semantics.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections.abc import Callable
+
+__all__ = ["ChunkKernel"]
+
+#: "no such time": below every time, harmless under max
+NEVER = -(1 << 62)
+
+# how a template's transfer goes (ChunkKernel.tp_kind)
+K_NVL = 0    # over NVLink to its receiver (inside a node)
+K_NET = 1    # from its sender's own NIC
+K_PXN = 2    # over NVLink to another GPU's NIC of its node, then from that NIC
+
+# a template transfer's record (ChunkKernel.tp, TPD fields from tj * TPD): its sender and
+# receiver, kind, NVLink egress and ingress, step latency, whether a GPU channel sends it,
+# its dependencies' count, its users (tp_users[_TUOFF:_TUEND]), its index among the
+# network transfers, the count of transfers that free its slot, the transfers whose slot it
+# frees (tp_slot_users[_TSOFF:_TSEND]), its channel copy's index, its step latency's FIFO
+_TSRC = 0
+_TDST = 1
+_TKIND = 2
+_TFROM = 3
+_TTO = 4
+_TSTEP = 5
+_TGPU = 6
+_TNDEPS = 7
+_TUOFF = 8
+_TUEND = 9
+_TNET = 10
+_TNSLOT = 11
+_TSOFF = 12
+_TSEND = 13
+_TCIX = 14
+_TFIFO = 15
+TPD = 16
+
+# event kinds (the low bits of a heap entry's payload: kind | j << 2 | chunk << KSHIFT)
+EV_CHANNEL = 0   # its step latency has passed: the sending GPU channel takes it
+EV_READY = 1     # its data are ready: posted in its connection's order
+EV_NET = 2       # at the NIC that sends it (after NVLink for PXN)
+EV_FINISH = 3    # received
+KSHIFT = 22      # a template has fewer than 2**20 transfers
+
+# a transfer's state in a chunk (ChunkKernel.wait): > 0 dependencies left, 0 in NCCL's host
+# side, R_DATA data ready (posted when its connection gets to it), R_POSTED posted
+R_DATA = -1
+R_POSTED = -2
+
+
+def _filled(count, value) -> array:
+    return array("q", [value]) * count
+
+
+class ChunkKernel:
+    """The state of one call's chunks (arrays from the engine: flat int64 ``array('q')``;
+    ``(a, b)`` arrays are indexed ``i * b + j``).
+
+    ``dims``: streams ``S``, transfers per template ``m``, network transfers per template
+    ``mnet``, QPs per connection ``q``, ``max_inflight``, most chunks of a stream
+    ``Lmax``, GPUs ``n``, channels ``nc``, pseudo-ranks ``P``, sizes ``nsz``, the first
+    transfers' ready time ``ready0_ps``, NVLink latency, frame bytes.  Per template
+    transfer (``(T, m)``): sender and receiver (pseudo-ranks), kind (``K_*``), the NVLink
+    egress and ingress it takes (GPU ranks, -1: none), NCCL's step latency, whether a GPU
+    channel sends it, its dependencies' count, its users (``tp_uoff`` (T * m + 1) into
+    ``tp_users``, template-local), its index among the template's network transfers (-1),
+    the transfers that free its slot (their count ``tp_nslot``) and the transfers whose
+    slot it frees (``tp_soff`` into ``tp_slot_users``).
+    Per stream: template, channel, chunks, per (stream, chunk) size index.  Per (stream,
+    network transfer, QP): its path's latency and links (``qp_poff`` into ``qp_links``);
+    per (link, size, QP piece) the link's time for it (``link_dur_ps``) and per link when
+    it is free (``link_free_ps``, moved on).
+    Per size: GPU channel time, NVLink time, wire bytes, per QP frame bytes.
+    ``egress_free_ps`` and ``ingress_free_ps`` (per GPU) are read and moved on."""
+
+    def __init__(self, dims, templates, streams, qps, sizes, egress_free_ps, ingress_free_ps,
+                 flags, trace) -> None:
+        (self.S, self.m, self.mnet, self.q, self.mi, self.Lmax, self.n, self.nc, self.P,
+         self.nsz, self.ready0_ps, self.nvl_lat_ps, self.frame_bytes) = dims
+        self.tp, self.tp_users, self.tp_slot_users = templates
+        self.mcopy = 1
+        for k in range(_TCIX, len(self.tp), TPD):
+            if self.tp[k] + 1 > self.mcopy:
+                self.mcopy = self.tp[k] + 1
+        self.st_tpl, self.st_ch, self.st_loops, self.st_sz = streams
+        self.lat_ps, self.qp_poff, self.qp_links, self.link_dur_ps, self.link_free_ps = qps
+        self.busy_ps, self.nvl_ps, self.wire_bytes, self.qp_frame_bytes = sizes
+        self.egress_free_ps, self.ingress_free_ps = egress_free_ps, ingress_free_ps
+        self.has_host, self.recv_copy, self.simple = flags
+        self.trace = trace
+        S, m, q = self.S, self.m, self.q
+        self.posted_bytes = _filled(S * self.mnet * q, 0)
+        self.frames = _filled(S * self.mnet * q, 0)
+        self.chan_free_ps = _filled(self.n * self.nc, NEVER)
+        self.recv_free_ps = _filled(self.P * self.nc, NEVER)
+        self.conn_next = _filled(S * m, 0)  # per (stream, transfer): its next chunk to post
+        self.st_chunk = _filled(S * self.Lmax, -1)  # (stream, loop) -> chunk slot, -1
+        # chunk slots (grown on demand): per slot its stream, loop, transfers done, and per
+        # transfer its state and its channel copy's end
+        self.cap = 0
+        self.ck_s = array("q")
+        self.ck_loop = array("q")
+        self.ck_done = array("q")
+        self.wait = array("b")  # per transfer: its state (fits a signed byte)
+        self.copy_ps = array("q")  # per transfer with a channel copy (tp_cix)
+        self.free = array("q")
+        self.nfree = 0
+        self.hp = _filled(3 * 1024, 0)  # entry i: time, order, payload at 3 * i
+        self.hn = 0
+        self.seq = 0
+        # two FIFOs of EV_CHANNEL events (intra- and inter-node step latency): per FIFO f
+        # its first entry and length, its entries from f * fq_cap (a ring)
+        self.fq_cap = 1024
+        self.fq_t = _filled(2 * self.fq_cap, 0)
+        self.fq_seq = _filled(2 * self.fq_cap, 0)
+        self.fq_p = _filled(2 * self.fq_cap, 0)
+        self.fq_head = _filled(2, 0)
+        self.fq_n = _filled(2, 0)
+        self.count = 0
+        self.first_post_ps = -NEVER
+        self.last_recv_ps = NEVER
+        self.nvl_bytes = 0
+        #: most chunks in flight and most events in the heap at once
+        self.peak_chunks = 0
+        self.open_chunks = 0
+        self.peak_events = 0
+
+    # ------------------------------------------------------------------ storage
+    def _grow_chunks(self):
+        """Twice the chunk slots (the new ones free)."""
+        old, m = self.cap, self.m
+        cap = max(64, 2 * old)
+        for name in ("ck_s", "ck_loop", "ck_done"):
+            a = array("q", getattr(self, name))
+            a.extend(_filled(cap - old, 0))
+            setattr(self, name, a)
+        a = array("b", self.wait)
+        a.extend(array("b", [0]) * ((cap - old) * m))
+        self.wait = a
+        a = array("q", self.copy_ps)
+        a.extend(_filled((cap - old) * self.mcopy, 0))
+        self.copy_ps = a
+        fr = array("q", self.free[:self.nfree])
+        fr.extend(array("q", range(cap - 1, old - 1, -1)))
+        fr.extend(_filled(cap - len(fr), 0))
+        self.free = fr
+        self.nfree += cap - old
+        self.cap = cap
+
+    def _grow_heap(self):
+        a = array("q", self.hp)
+        a.extend(_filled(len(self.hp), 0))
+        self.hp = a
+
+    def _open(self, s, loop):
+        """Make chunk ``loop`` of stream ``s`` (if it has one and it is not made)."""
+        if loop >= self.st_loops[s] or self.st_chunk[s * self.Lmax + loop] >= 0:
+            return
+        if self.nfree == 0:
+            self._grow_chunks()
+        self.nfree -= 1
+        c = self.free[self.nfree]
+        self.st_chunk[s * self.Lmax + loop] = c
+        self.ck_s[c] = s
+        self.ck_loop[c] = loop
+        self.ck_done[c] = 0
+        m = self.m
+        tb = self.st_tpl[s] * m
+        base = c * self.mcopy
+        for j in range(self.mcopy):
+            self.copy_ps[base + j] = NEVER
+        base = c * m
+        for j in range(m):
+            r = (tb + j) * TPD
+            if loop >= self.mi:
+                self.wait[base + j] = self.tp[r + _TNDEPS] + self.tp[r + _TNSLOT]
+            else:
+                self.wait[base + j] = self.tp[r + _TNDEPS]
+        self.open_chunks += 1
+        if self.open_chunks > self.peak_chunks:
+            self.peak_chunks = self.open_chunks
+
+    # ------------------------------------------------------------------ the heap
+    def _push(self, t, kind, c, j):
+        if 3 * self.hn == len(self.hp):
+            self._grow_heap()
+        seq = self.seq
+        self.seq += 1
+        p = kind | (j << 2) | (c << KSHIFT)
+        i = self.hn
+        self.hn += 1
+        if self.hn > self.peak_events:
+            self.peak_events = self.hn
+        while i > 0:
+            par = (i - 1) >> 1
+            pt = self.hp[3 * par]
+            if pt < t or (pt == t and self.hp[3 * par + 1] < seq):
+                break
+            self.hp[3 * i] = pt
+            self.hp[3 * i + 1] = self.hp[3 * par + 1]
+            self.hp[3 * i + 2] = self.hp[3 * par + 2]
+            i = par
+        self.hp[3 * i] = t
+        self.hp[3 * i + 1] = seq
+        self.hp[3 * i + 2] = p
+
+    def _pop(self):
+        """Remove the heap's first entry (read it first)."""
+        self.hn -= 1
+        n = self.hn
+        if n == 0:
+            return
+        t = self.hp[3 * n]
+        seq = self.hp[3 * n + 1]
+        p = self.hp[3 * n + 2]
+        i = 0
+        while True:
+            c = 2 * i + 1
+            if c >= n:
+                break
+            ct = self.hp[3 * c]
+            if c + 1 < n:
+                rt = self.hp[3 * c + 3]
+                if rt < ct or (rt == ct and self.hp[3 * c + 4] < self.hp[3 * c + 1]):
+                    c += 1
+                    ct = rt
+            if t < ct or (t == ct and seq < self.hp[3 * c + 1]):
+                break
+            self.hp[3 * i] = ct
+            self.hp[3 * i + 1] = self.hp[3 * c + 1]
+            self.hp[3 * i + 2] = self.hp[3 * c + 2]
+            i = c
+        self.hp[3 * i] = t
+        self.hp[3 * i + 1] = seq
+        self.hp[3 * i + 2] = p
+
+    def _push_step(self, f, t, c, j):
+        """An EV_CHANNEL event on FIFO ``f``: a step latency is one of two constants and
+        events are made in time order, so each FIFO is in (time, order) order already."""
+        if self.fq_n[f] == self.fq_cap:
+            self._grow_fifos()
+        cap = self.fq_cap
+        i = f * cap + (self.fq_head[f] + self.fq_n[f]) % cap
+        self.fq_n[f] += 1
+        self.fq_t[i] = t
+        self.fq_seq[i] = self.seq
+        self.seq += 1
+        self.fq_p[i] = (j << 2) | (c << KSHIFT)
+
+    def _grow_fifos(self):
+        old = self.fq_cap
+        cap = 2 * old
+        ts, seqs, ps = _filled(2 * cap, 0), _filled(2 * cap, 0), _filled(2 * cap, 0)
+        for f in range(2):
+            for k in range(self.fq_n[f]):
+                i = f * old + (self.fq_head[f] + k) % old
+                ts[f * cap + k] = self.fq_t[i]
+                seqs[f * cap + k] = self.fq_seq[i]
+                ps[f * cap + k] = self.fq_p[i]
+            self.fq_head[f] = 0
+        self.fq_t, self.fq_seq, self.fq_p = ts, seqs, ps
+        self.fq_cap = cap
+
+    # ------------------------------------------------------------------ a transfer
+    def _deps_done(self, c, j, now):
+        """Transfer ``j`` of chunk ``c`` has what it waits for (at ``now``)."""
+        if self.has_host:  # NCCL's step latency, then its channel (EV_CHANNEL)
+            tj = self.st_tpl[self.ck_s[c]] * self.m + j
+            self._push_step(self.tp[tj * TPD + _TFIFO], now + self.tp[tj * TPD + _TSTEP], c, j)
+        else:
+            self._ready(c, j, now)
+
+    def _on_channel(self, c, j, now):
+        """The sending GPU channel moves the transfer's bytes, one transfer at a time."""
+        s = self.ck_s[c]
+        tj = self.st_tpl[s] * self.m + j
+        if not self.tp[tj * TPD + _TGPU]:  # an NVLS buffer's sends are the NVSwitch's
+            self._ready(c, j, now)
+            return
+        sz = self.st_sz[s * self.Lmax + self.ck_loop[c]]
+        busy = self.busy_ps[sz]
+        if busy == 0:
+            self._ready(c, j, now)
+            return
+        key = self.tp[tj * TPD + _TSRC] * self.nc + self.st_ch[s]
+        start = self.chan_free_ps[key]
+        if start < now:
+            start = now
+        done = start + busy
+        self.chan_free_ps[key] = done
+        if self.tp[tj * TPD + _TKIND] != K_NVL:  # the network: a step into the send buffer
+            self._push(done, EV_READY, c, j)
+            return
+        if self.simple:  # a whole step, then its flag
+            self.copy_ps[c * self.mcopy + self.tp[tj * TPD + _TCIX]] = done
+        if start > now:
+            self._push(start, EV_READY, c, j)
+        else:
+            self._ready(c, j, now)
+
+    def _ready(self, c, j, now):
+        """Data ready: the connection posts its sends in order, as far as they are ready."""
+        m = self.m
+        self.wait[c * m + j] = R_DATA
+        s = self.ck_s[c]
+        cn = s * m + j
+        loops = self.st_loops[s]
+        while True:
+            loop = self.conn_next[cn]
+            if loop >= loops:
+                break
+            c2 = self.st_chunk[s * self.Lmax + loop]
+            if c2 < 0 or self.wait[c2 * m + j] != R_DATA:
+                break
+            self.conn_next[cn] = loop + 1
+            self._post(c2, j, now)
+
+    def _post(self, c, j, now):
+        """Post transfer ``j`` of chunk ``c`` now."""
+        m = self.m
+        self.wait[c * m + j] = R_POSTED
+        if now < self.first_post_ps:
+            self.first_post_ps = now
+        s = self.ck_s[c]
+        tj = self.st_tpl[s] * m + j
+        if self.trace is not None:
+            self.trace[(s, self.ck_loop[c], j)] = [now, None]
+        kind = self.tp[tj * TPD + _TKIND]
+        if kind == K_NET:
+            self._post_net(c, j, now)
+            return
+        sz = self.st_sz[s * self.Lmax + self.ck_loop[c]]
+        wire = self.wire_bytes[sz]
+        if wire == 0:
+            self._finish(c, j, now)
+            return
+        # NVLink (NvlinkDomain.reserve): the sender's egress, then the receiver's ingress
+        frm = self.tp[tj * TPD + _TFROM]
+        to = self.tp[tj * TPD + _TTO]
+        dur = self.nvl_ps[sz]
+        left = now
+        if frm >= 0 and self.egress_free_ps[frm] > left:
+            left = self.egress_free_ps[frm]
+        end = left
+        if to >= 0 and self.ingress_free_ps[to] > end:
+            end = self.ingress_free_ps[to]
+        end += dur
+        if frm >= 0:
+            self.egress_free_ps[frm] = left + dur
+            self.nvl_bytes += wire
+        if to >= 0:
+            self.ingress_free_ps[to] = end
+        at = end + self.nvl_lat_ps
+        k = self.tp[tj * TPD + _TCIX]
+        if k >= 0 and self.simple:  # NCCL's host side: not before the channel's copy ends
+            cp = self.copy_ps[c * self.mcopy + k]
+            if cp > at:
+                at = cp
+        if kind == K_PXN:
+            self._push(at, EV_NET, c, j)
+            return
+        if self.recv_copy:  # the receiver's channel copies it out of its FIFO
+            key = self.tp[tj * TPD + _TDST] * self.nc + self.st_ch[s]
+            start = self.recv_free_ps[key]
+            if start < at:
+                start = at
+            at = start + self.busy_ps[sz]
+            self.recv_free_ps[key] = at
+        self._push(at, EV_FINISH, c, j)
+
+    def _post_net(self, c, j, now):
+        """Its QP pieces, each on every link of its QP's path: a link takes a piece from
+        now or when it is free (each link a FIFO of the pieces in the order they are
+        posted) and is busy for the piece's bytes at the link's rate; the piece is through
+        when its last link is done, and received its path's latency later, when every piece
+        is."""
+        s = self.ck_s[c]
+        m, q, nsz = self.m, self.q, self.nsz
+        tj = self.st_tpl[s] * m + j
+        sz = self.st_sz[s * self.Lmax + self.ck_loop[c]]
+        base = (s * self.mnet + self.tp[tj * TPD + _TNET]) * q
+        fin = NEVER
+        for x in range(q):
+            qb = self.qp_frame_bytes[sz * q + x]
+            if qb == 0:
+                continue
+            i = base + x
+            self.posted_bytes[i] += qb
+            self.frames[i] += -(-qb // self.frame_bytes)
+            end = NEVER
+            for k in range(self.qp_poff[i], self.qp_poff[i + 1]):
+                li = self.qp_links[k]
+                start = self.link_free_ps[li]
+                if start < now:
+                    start = now
+                e = start + self.link_dur_ps[(li * nsz + sz) * q + x]
+                self.link_free_ps[li] = e
+                if e > end:
+                    end = e
+            end += self.lat_ps[i]
+            if end > fin:
+                fin = end
+        if fin == NEVER:
+            self._finish(c, j, now)
+        else:
+            self._push(fin, EV_FINISH, c, j)
+
+    def _finish(self, c, j, now):
+        """Received: its users wait for one thing less."""
+        m = self.m
+        s = self.ck_s[c]
+        loop = self.ck_loop[c]
+        self.count += 1
+        if now > self.last_recv_ps:
+            self.last_recv_ps = now
+        if self.trace is not None:
+            self.trace[(s, loop, j)][1] = now
+        if self.ck_done[c] == 0:  # the chunk whose slots this one frees
+            self._open(s, loop + self.mi)
+        self.ck_done[c] += 1
+        tj = self.st_tpl[s] * m + j
+        for k in range(self.tp[tj * TPD + _TUOFF], self.tp[tj * TPD + _TUEND]):
+            u = self.tp_users[k]
+            w = self.wait[c * m + u] - 1
+            self.wait[c * m + u] = w
+            if w == 0:
+                self._deps_done(c, u, now)
+        if loop + self.mi < self.st_loops[s]:  # the slots it frees mi chunks later
+            c2 = self.st_chunk[s * self.Lmax + loop + self.mi]
+            for k in range(self.tp[tj * TPD + _TSOFF], self.tp[tj * TPD + _TSEND]):
+                u = self.tp_slot_users[k]
+                w = self.wait[c2 * m + u] - 1
+                self.wait[c2 * m + u] = w
+                if w == 0:
+                    self._deps_done(c2, u, now)
+        if self.ck_done[c] == m:  # every transfer received: the slot is free again
+            self.st_chunk[s * self.Lmax + loop] = -1
+            self.free[self.nfree] = c
+            self.nfree += 1
+            self.open_chunks -= 1
+
+    # ------------------------------------------------------------------ running
+    def start(self, order: array) -> None:
+        """Open the first ``max_inflight`` chunks of every stream and start the transfers
+        that wait for nothing, in ``order`` (stream, chunk) pairs flattened: the order the
+        schedule lists them."""
+        m = self.m
+        for k in range(0, len(order), 2):
+            s = order[k]
+            loop = order[k + 1]
+            self._open(s, loop)
+        for k in range(0, len(order), 2):
+            s = order[k]
+            loop = order[k + 1]
+            c = self.st_chunk[s * self.Lmax + loop]
+            if c < 0:
+                continue
+            tb = self.st_tpl[s] * m
+            for j in range(m):
+                if self.tp[(tb + j) * TPD + _TNDEPS] == 0:
+                    self.wait[c * m + j] = 0
+                    if self.has_host:
+                        self._push_step(self.tp[(tb + j) * TPD + _TFIFO], self.ready0_ps
+                                        + self.tp[(tb + j) * TPD + _TSTEP], c, j)
+                    else:
+                        self._ready(c, j, self.ready0_ps)
+
+    def run(self, progress: Callable[[int, int], None] | None, total: int) -> int:
+        """Every event in time order; ``progress(count, total)`` about every second.
+        Returns the events left (0: done)."""
+        tick = time.monotonic()
+        k = 0
+        while True:
+            # the first of the heap's and the two FIFOs' first events
+            f = -1
+            if self.hn > 0:
+                t = self.hp[0]
+                sq = self.hp[1]
+            else:
+                t = -NEVER
+                sq = 0
+            for g in range(2):
+                if self.fq_n[g] > 0:
+                    i = g * self.fq_cap + self.fq_head[g]
+                    if self.fq_t[i] < t or (self.fq_t[i] == t and self.fq_seq[i] < sq):
+                        f = g
+                        t = self.fq_t[i]
+                        sq = self.fq_seq[i]
+            if f >= 0:
+                cap = self.fq_cap
+                i = f * cap + self.fq_head[f]
+                p = self.fq_p[i]
+                self.fq_head[f] = (self.fq_head[f] + 1) % cap
+                self.fq_n[f] -= 1
+            elif self.hn > 0:
+                p = self.hp[2]
+                self._pop()
+            else:
+                break
+            kind = p & 3
+            j = (p >> 2) & ((1 << (KSHIFT - 2)) - 1)
+            c = p >> KSHIFT
+            if kind == EV_FINISH:
+                self._finish(c, j, t)
+            elif kind == EV_CHANNEL:
+                self._on_channel(c, j, t)
+            elif kind == EV_READY:
+                self._ready(c, j, t)
+            else:
+                self._post_net(c, j, t)
+            k += 1
+            if progress is not None and k >= 65536:
+                k = 0
+                now = time.monotonic()
+                if now - tick >= 1.0:
+                    tick = now
+                    progress(self.count, total)
+        return self.hn + self.fq_n[0] + self.fq_n[1]
+
+
+# Compiled (chunk_kernel.pxd), a cpdef method's Python signature has lost its return
+# annotation: put back the ones written above (interpreted, they are there already).
+for _name, _ret in (("start", "None"), ("run", "int")):
+    vars(ChunkKernel)[_name].__annotations__.setdefault("return", _ret)

@@ -1,0 +1,304 @@
+"""An NVLS tree call at flow fidelity without transfer objects: the chunk engine.
+
+NCCL's pick for large AllReduces on NVSwitch nodes is the NVLS tree
+(:func:`sim.workloads.nccl.nvls_chunks`): per channel and head, a chunk per loop, each
+the same transfers on every node (the GPUs' copies into the NVSwitch's reduce buffer, the
+sum to the head, partial sums up NCCL's double binary tree of nodes and the total down,
+the multicast store to every GPU).  At 1,024 nodes of 8 GPUs a 1 GiB call is 16,384
+chunks of 19,454 transfers: 319 million, too many to hold as
+:class:`sim.workloads.nccl.Transfer` s and drive one by one
+(:class:`sim.workloads.collective.CollectiveJob`).  But every chunk of one (channel, head)
+has the same transfers, only their size differing, and its connections carry one transfer
+each, so a transfer's FIFO slot is freed by the same transfers of the chunk
+``max_inflight`` earlier (:func:`sim.workloads.nccl.nvls_slot_freers`).  The chunk
+engine builds each chunk's transfers once per (tree, head) as a template
+(:func:`sim.workloads.nccl.nvls_chunk_transfers`) and
+:class:`sim.workloads.chunk_kernel.ChunkKernel` (compiled with the simulator's core) plays
+every transfer of every chunk, holding only the chunks in flight, as the job drives them:
+NCCL's host side, the connections' order, NVLink as
+:class:`~sim.workloads.collective.NvlinkDomain` books it; the network as FIFO links: each
+message on every link of its QP's path, a link busy for its bytes at the link's rate from
+when it is free (in the order messages are posted), received its path's latency after its
+last link is done.
+
+What it gives up against the job at flow fidelity: where QPs share a link the job shares
+it among them (max-min rates, recomputed as QPs go busy and idle) and the engine serves
+their messages one after another; where no link is shared the two post and receive every
+transfer at the same picosecond (tests/test_nvls_engine.py; with NCCL's host side,
+transfers that line up on one picosecond may take a port in another order).  Fixed
+max-min shares with every QP sending, as the ring engine has them, are slow for a tree
+whose QPs idle while chunks climb and descend.  No faults, stragglers or SHARP (refused:
+the job runs those).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from sim.units import ser_time_ps
+from sim.workloads.nccl import (
+    Algorithm,
+    Collective,
+    Protocol,
+    Schedule,
+    connection_qps,
+    nvls_chunk_transfers,
+    nvls_chunks,
+    nvls_slot_freers,
+    qp_split,
+    send_nic_rank,
+    wire_bytes,
+)
+from sim.workloads.ring_engine import RingRun
+from sim.workloads.ring_kernel import int_array
+
+__all__ = ["nvls_engine_problem", "nvls_sends", "run_nvls_tree"]
+
+#: a test's hook: (stream, loop, template transfer) -> [posted, received]
+_TRACE: dict | None = None
+#: the last run's most chunks in flight and most events in its heap at once
+LAST_STATS: dict[str, int] = {}
+
+
+def nvls_engine_problem(sch: Schedule, delay_ps: Any = None) -> str | None:
+    """Why the chunk engine cannot run ``sch`` (None: it can)."""
+    if sch.algorithm not in (Algorithm.NVLS_TREE, Algorithm.NVLS) or (
+            sch.collective is not Collective.ALLREDUCE):
+        return f"{sch.algorithm.value} {sch.collective.value} is not an NVLS AllReduce"
+    if sch.aggregators:
+        return "SHARP aggregators"
+    if delay_ps:
+        return "stragglers"
+    if sch.algorithm is Algorithm.NVLS and sch.nranks > sch.gpus_per_node:
+        return "NVLS across nodes runs on SHARP"
+    return None
+
+
+def nvls_sends(sch: Schedule) -> int:
+    """The transfers of NVLS (tree) schedule ``sch`` (built or not)."""
+    g = sch.gpus_per_node
+    nodes = sch.nranks // g
+    tree = sch.algorithm is Algorithm.NVLS_TREE
+    # per node: the GPUs' copies in (the head's own added by itself in the tree), the sum
+    # to the head, its store, the copies out; in the tree a send up and one down per edge
+    per_chunk = nodes * (2 * g + 1 + (0 if tree else 1)) + (2 * (nodes - 1) if tree else 0)
+    return per_chunk * sum(1 for _ in nvls_chunks(sch))
+
+
+def run_nvls_tree(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int,
+                  header_bytes: int | None = None, gpus_per_node: int = 1,
+                  nvlink: bool = True, nvlink_bps: int, nvlink_latency_ps: int,
+                  pxn: bool = True, host: Any = None, qp_base: int = 0x100,
+                  progress: Callable[[int, int], None] | None = None) -> RingRun:
+    """Run NVLS (tree) schedule ``sch`` (built or not: its parameters are what is read) on
+    ``fabric``'s hosts ``hosts`` from the engine's current time at flow fidelity (module
+    docstring); the keywords are :func:`sim.workloads.collective.run_schedule`'s.  The
+    fabric's clock is moved to the last receipt; its
+    :class:`~sim.workloads.collective.NvlinkDomain` keeps what the GPUs' ports are booked
+    to.  Returns a :class:`~sim.workloads.ring_engine.RingRun` (its ``held_back`` 0)."""
+    from sim.workloads.chunk_kernel import ChunkKernel
+    from sim.workloads.collective import frames_bytes, nvlink_domain
+    from sim.workloads.fluid_transport import fluid_transport
+    from sim.workloads.ring_engine import _no_data
+
+    why = nvls_engine_problem(sch)
+    if why is not None:
+        raise ValueError(f"the chunk engine runs NVLS AllReduces only: {why}")
+    g = gpus_per_node
+    if g != sch.gpus_per_node or not (nvlink and g > 1):
+        raise ValueError(f"{sch.algorithm.value} needs NVLink between the GPUs of a node "
+                         f"(nvlink on, gpus_per_node {sch.gpus_per_node})")
+    n, nc, q, mi = sch.nranks, sch.nchannels, sch.qps_per_connection, sch.max_inflight
+    hdr = fabric.stack.header_bytes if header_bytes is None else header_bytes
+    eng = fabric.engine
+    t0 = eng.now_ps
+    launch_ps = None if host is None else t0
+    ready0_ps = t0 if host is None else t0 + host.launch_ps
+    tree = sch.algorithm is Algorithm.NVLS_TREE
+    # the streams (channel, head) and their chunks' sizes, in the schedule's order
+    S = nc * g
+    chunks = list(nvls_chunks(sch))
+    elt = sch.elem_bytes
+    sizes_l, size_ix = [0], {0: 0}
+    per_stream: list[list[int]] = [[] for _ in range(S)]
+    for ch, loop, h, _, nelem in chunks:
+        nb = nelem * elt
+        if nb not in size_ix:
+            size_ix[nb] = len(sizes_l)
+            sizes_l.append(nb)
+        lst = per_stream[ch * g + h]
+        if loop != len(lst):
+            raise ValueError("chunk engine: a stream's chunks are not its loops 0, 1, ..")
+        lst.append(size_ix[nb])
+    Lmax = max(1, max(len(x) for x in per_stream))
+    st_loops = np.array([len(x) for x in per_stream], dtype=np.int64)
+    st_sz = np.zeros((S, Lmax), dtype=np.int64)
+    for s, lst in enumerate(per_stream):
+        st_sz[s, :len(lst)] = lst
+    st_ch = np.repeat(np.arange(nc), g)
+    whiches = (0, 1) if tree else (0,)
+    st_tpl = np.array([(ch % 2 if tree else 0) * g + h for ch in range(nc) for h in range(g)],
+                      dtype=np.int64)
+    # the templates: (tree, head) -> one chunk's transfers (channel 0 or 1: the keys' channel
+    # is the stream's)
+    node = np.array([sch.node_of(r) for r in range(n + sch.buffers)], dtype=np.int64) \
+        if sch.buffers else np.arange(n) // g
+    tpls = [nvls_chunk_transfers(sch, w, h, w, 1) for w in whiches for h in range(g)]
+    m = len(tpls[0])
+    if any(len(t) != m for t in tpls) or m >= 1 << 20:
+        raise ValueError("chunk engine: templates of unequal or too many transfers")
+    T = len(tpls)
+    tp = {k: np.zeros(T * m, dtype=np.int64) for k in
+          ("src", "dst", "kind", "from", "to", "step", "gpu", "ndeps", "net", "relay", "cix",
+           "fifo")}
+    uoff = np.zeros(T * m + 1, dtype=np.int64)
+    users: list[int] = []
+    soff = np.zeros(T * m + 1, dtype=np.int64)
+    slot_users: list[int] = []
+    nslot = np.zeros(T * m, dtype=np.int64)
+    mnet = 0
+    for ti, trs in enumerate(tpls):
+        src = np.array([t.src for t in trs], dtype=np.int64)
+        dst = np.array([t.dst for t in trs], dtype=np.int64)
+        sl = slice(ti * m, (ti + 1) * m)
+        tp["src"][sl], tp["dst"][sl] = src, dst
+        same = node[src] == node[dst]
+        relay = np.array([s_ if sm else send_nic_rank(int(s_), int(d), g, pxn)
+                          for s_, d, sm in zip(src, dst, same, strict=True)], dtype=np.int64)
+        relay[relay >= n] = src[relay >= n]
+        kind = np.where(same, 0, np.where(relay == src, 1, 2))
+        tp["kind"][sl], tp["relay"][sl] = kind, relay
+        tp["from"][sl] = np.where(src < n, src, -1)
+        to = np.where(same, dst, relay)
+        tp["to"][sl] = np.where(to < n, to, -1)
+        if host is not None:
+            tp["step"][sl] = np.where(same, host.intra_ps, host.inter_ps)
+        tp["gpu"][sl] = src < n
+        copy = same & (src < n)  # a GPU channel's copy over NVLink: its end is kept
+        tp["cix"][sl] = np.where(copy, np.cumsum(copy) - 1, -1)
+        tp["fifo"][sl] = np.where(same, 0, 1)
+        tp["ndeps"][sl] = [len(t.depends_on) for t in trs]
+        net = kind != 0
+        k = int(net.sum())
+        if ti and k != mnet:
+            raise ValueError("chunk engine: templates of unequal network transfers")
+        mnet = k
+        tp["net"][sl] = np.where(net, np.cumsum(net) - 1, -1)
+        us: list[list[int]] = [[] for _ in range(m)]
+        for t in trs:
+            for d in t.depends_on:
+                us[d].append(t.id)
+        for j in range(m):
+            uoff[ti * m + j + 1] = uoff[ti * m + j] + len(us[j])
+            users.extend(us[j])
+        # the FIFO slots: j's twin a chunk mi later waits for the freers of j in this one
+        freed: list[list[int]] = [[] for _ in range(m)]
+        for j, fr in enumerate(nvls_slot_freers(trs)):
+            nslot[ti * m + j] = len(fr)
+            for f in fr:
+                freed[f].append(j)
+        for j in range(m):
+            soff[ti * m + j + 1] = soff[ti * m + j] + len(freed[j])
+            slot_users.extend(freed[j])
+    # connections: the schedule's, numbered in (src, dst, channel) order (connection_qps)
+    live = st_loops > 0
+    P2 = 3 * n
+    keys = []
+    for s in np.flatnonzero(live):
+        ti = int(st_tpl[s])
+        sl = slice(ti * m, (ti + 1) * m)
+        keys.append((tp["src"][sl] * P2 + tp["dst"][sl]) * nc + int(st_ch[s]))
+    allkeys = np.sort(np.concatenate(keys)) if keys else np.zeros(0, dtype=np.int64)
+    frame = mtu_bytes + hdr
+    fluid = fluid_transport(fabric)
+    host_of = list(hosts)
+    lat_ps = np.zeros((S, mnet, q), dtype=np.int64)
+    qp_path: list[list[int]] = [[] for _ in range(S * mnet * q)]
+    link_ix: dict[Any, int] = {}  # the flows' links (ports and PCIe), numbered by first use
+    flows: dict[int, tuple[int, int, int, int, int]] = {}
+    qp_at: list[tuple[int, int, int, int]] = []  # (s, k, x, fid)
+    overhead = 0
+    for s in np.flatnonzero(live):
+        ti, ch = int(st_tpl[s]), int(st_ch[s])
+        sl = slice(ti * m, (ti + 1) * m)
+        for j in np.flatnonzero(tp["kind"][sl] != 0):
+            a, b = int(tp["src"][sl][j]), int(tp["dst"][sl][j])
+            i = int(np.searchsorted(allkeys, (a * P2 + b) * nc + ch))
+            lq, _, ports = connection_qps(i, q, qp_base)
+            k = int(tp["net"][sl][j])
+            relay = int(tp["relay"][sl][j])
+            for x in range(q):
+                fid = lq[x]
+                fluid.open(fid, host_of[relay], host_of[b], _no_data, frame, hdr)
+                qp = fluid.qps[fid]
+                lat_ps[s, k, x] = qp.latency_ps
+                qp_path[(s * mnet + k) * q + x] = [link_ix.setdefault(lk, len(link_ix))
+                                                   for lk in qp.path]
+                overhead = qp.overhead_bytes
+                flows[fid] = (a, b, ch, x, ports[x])
+                qp_at.append((int(s), k, x, fid))
+    nsz = len(sizes_l)
+    size_bytes = np.array(sizes_l, dtype=np.int64)
+    size_wire = np.array([wire_bytes(int(b), sch.protocol) for b in size_bytes], dtype=np.int64)
+    qp_frame_bytes = np.array([[frames_bytes(p, mtu_bytes, hdr) for p in qp_split(int(w), q)]
+                               for w in size_wire], dtype=np.int64).reshape(nsz, q)
+    qp_wire_bytes = qp_frame_bytes + -(-qp_frame_bytes // frame) * overhead
+    busy = np.array([host.busy_ps(int(b)) if host is not None else 0 for b in size_bytes],
+                    dtype=np.int64)
+    nvl_ps = np.array([ser_time_ps(int(w), nvlink_bps) for w in size_wire], dtype=np.int64)
+    # (link, size, piece): a link's time for a piece at its capacity
+    cap_Bpps = np.array([fluid.net.capacity_Bpps[lk] for lk in link_ix], dtype=float)
+    link_dur_ps = np.maximum(0, -np.floor_divide(
+        -qp_wire_bytes[None, :, :].astype(float), cap_Bpps[:, None, None])).astype(np.int64)
+    qp_poff = np.zeros(S * mnet * q + 1, dtype=np.int64)
+    qp_poff[1:] = np.cumsum([len(p) for p in qp_path])
+    qp_links = np.array([x for p in qp_path for x in p], dtype=np.int64)
+    dom = nvlink_domain(fabric)
+    key = np.asarray(host_of[:n], dtype=np.int64)  # a GPU's NVLink key: its NIC's host id
+    egress = np.array([dom.egress_free_ps.get(int(k), 0) for k in key], dtype=np.int64)
+    ingress = np.array([dom.ingress_free_ps.get(int(k), 0) for k in key], dtype=np.int64)
+    # each template transfer's record (chunk_kernel's _T* fields, in their order)
+    rec = np.stack([tp["src"], tp["dst"], tp["kind"], tp["from"], tp["to"], tp["step"],
+                    tp["gpu"], tp["ndeps"], uoff[:-1], uoff[1:], tp["net"], nslot, soff[:-1],
+                    soff[1:], tp["cix"], tp["fifo"]], axis=1)
+    A = int_array
+    kern = ChunkKernel(
+        (S, m, mnet, q, mi, Lmax, n, nc, n + sch.buffers, nsz, ready0_ps, nvlink_latency_ps,
+         frame),
+        (A(rec.ravel()), A(np.array(users, dtype=np.int64)),
+         A(np.array(slot_users, dtype=np.int64))),
+        (A(st_tpl), A(st_ch), A(st_loops), A(st_sz.ravel())),
+        (A(lat_ps.ravel()), A(qp_poff), A(qp_links), A(link_dur_ps.ravel()),
+         A(np.full(len(link_ix), -(1 << 62), dtype=np.int64))),
+        (A(busy), A(nvl_ps), A(size_wire), A(qp_frame_bytes.ravel())),
+        A(egress), A(ingress),
+        (host is not None, bool(host is not None and host.recv_copy),
+         sch.protocol is Protocol.SIMPLE), _TRACE)
+    order = [x for ch, loop, h, _, _ in chunks if loop < mi for x in (ch * g + h, loop)]
+    total = nvls_sends(sch)
+    kern.start(A(order))
+    left = kern.run(progress, total)
+    LAST_STATS.update(chunks_in_flight=kern.peak_chunks, heap_peak=kern.peak_events,
+                      transfers_per_chunk=m, chunks=len(chunks))
+    if left or kern.count != total:
+        raise RuntimeError(f"chunk engine: {kern.count} of {total} transfers received")
+    for i, k in enumerate(key):
+        dom.egress_free_ps[int(k)] = int(kern.egress_free_ps[i])
+        dom.ingress_free_ps[int(k)] = int(kern.ingress_free_ps[i])
+    dom.nbytes += kern.nvl_bytes
+    count = kern.count
+    out = RingRun(launch_ps, int(kern.first_post_ps) if count else t0,
+                  int(kern.last_recv_ps) if count else t0, count,
+                  nvlink_bytes=kern.nvl_bytes)
+    out.flows = flows
+    posted = np.frombuffer(kern.posted_bytes, dtype=np.int64).reshape(S, mnet, q)
+    frames = np.frombuffer(kern.frames, dtype=np.int64).reshape(S, mnet, q)
+    for s, k, x, fid in qp_at:  # what the ports count, as the fluid transport counts it
+        out.posted_bytes[fid] = nb = int(posted[s, k, x])
+        fluid.sent_elsewhere(fid, nb, int(frames[s, k, x]))
+    if out.last_finish_ps > eng.now_ps:
+        fabric.run(out.last_finish_ps)
+    return out
