@@ -25,7 +25,7 @@ cdef class ChunkKernel:
     cdef public object trace
     cdef public long long[::1] posted_bytes, frames, chan_free_ps, recv_free_ps
     cdef public long long[::1] conn_next, st_chunk
-    cdef public long long cap
+    cdef public long long cap, init_chunks
     cdef public long long[::1] ck_s, ck_loop, ck_done, copy_ps, free
     cdef public signed char[::1] wait
     cdef public long long nfree

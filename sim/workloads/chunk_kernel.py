@@ -78,6 +78,15 @@ def _filled(count, value) -> array:
     return array("q", [value]) * count
 
 
+def _grown(values, typecode, extra, fill) -> array:
+    """A copy of the ``array`` behind ``values`` (itself, or a memoryview of it) with
+    ``extra`` more items ``fill`` (the copy in C, not item by item)."""
+    src = values if isinstance(values, array) else values.base
+    out = array(typecode, src)
+    out.extend(array(typecode, [fill]) * extra)
+    return out
+
+
 class ChunkKernel:
     """The state of one call's chunks (arrays from the engine: flat int64 ``array('q')``;
     ``(a, b)`` arrays are indexed ``i * b + j``).
@@ -100,7 +109,7 @@ class ChunkKernel:
     ``egress_free_ps`` and ``ingress_free_ps`` (per GPU) are read and moved on."""
 
     def __init__(self, dims, templates, streams, qps, sizes, egress_free_ps, ingress_free_ps,
-                 flags, trace) -> None:
+                 flags, trace, init_chunks=0) -> None:
         (self.S, self.m, self.mnet, self.q, self.mi, self.Lmax, self.n, self.nc, self.P,
          self.nsz, self.ready0_ps, self.nvl_lat_ps, self.frame_bytes) = dims
         self.tp, self.tp_users, self.tp_slot_users = templates
@@ -124,6 +133,9 @@ class ChunkKernel:
         # chunk slots (grown on demand): per slot its stream, loop, transfers done, and per
         # transfer its state and its channel copy's end
         self.cap = 0
+        #: chunk slots made at the first chunk (the most a run is expected to hold, so
+        #: that a large run does not copy its chunks' states as it grows)
+        self.init_chunks = init_chunks
         self.ck_s = array("q")
         self.ck_loop = array("q")
         self.ck_done = array("q")
@@ -153,20 +165,14 @@ class ChunkKernel:
 
     # ------------------------------------------------------------------ storage
     def _grow_chunks(self):
-        """Twice the chunk slots (the new ones free)."""
+        """More chunk slots (the new ones free): twice as many, or ``init_chunks`` first."""
         old, m = self.cap, self.m
-        cap = max(64, 2 * old)
+        cap = max(64, self.init_chunks, 2 * old)
         for name in ("ck_s", "ck_loop", "ck_done"):
-            a = array("q", getattr(self, name))
-            a.extend(_filled(cap - old, 0))
-            setattr(self, name, a)
-        a = array("b", self.wait)
-        a.extend(array("b", [0]) * ((cap - old) * m))
-        self.wait = a
-        a = array("q", self.copy_ps)
-        a.extend(_filled((cap - old) * self.mcopy, 0))
-        self.copy_ps = a
-        fr = array("q", self.free[:self.nfree])
+            setattr(self, name, _grown(getattr(self, name), "q", cap - old, 0))
+        self.wait = _grown(self.wait, "b", (cap - old) * m, 0)
+        self.copy_ps = _grown(self.copy_ps, "q", (cap - old) * self.mcopy, 0)
+        fr = _grown(self.free, "q", 0, 0)[:self.nfree]
         fr.extend(array("q", range(cap - 1, old - 1, -1)))
         fr.extend(_filled(cap - len(fr), 0))
         self.free = fr
@@ -174,9 +180,7 @@ class ChunkKernel:
         self.cap = cap
 
     def _grow_heap(self):
-        a = array("q", self.hp)
-        a.extend(_filled(len(self.hp), 0))
-        self.hp = a
+        self.hp = _grown(self.hp, "q", len(self.hp), 0)
 
     def _open(self, s, loop):
         """Make chunk ``loop`` of stream ``s`` (if it has one and it is not made)."""
