@@ -15,7 +15,13 @@ from sim.scenarios.base import resolve_params
 from sim.scenarios.collective import run_size
 from sim.scenarios.common import collective_params
 from sim.workloads import chunk_kernel, nvls_engine
-from sim.workloads.collective import NVLINK_BPS, NVLINK_LATENCY_PS, run_schedule
+from sim.workloads.collective import (
+    NVLINK_BPS,
+    NVLINK_LATENCY_PS,
+    nvlink_domain,
+    run_schedule,
+)
+from sim.workloads.fluid_transport import fluid_transport
 from sim.workloads.nccl import (
     nvls_buffer,
     nvls_chunks,
@@ -39,10 +45,15 @@ def _nvls(nodes, g, nc, size):
 
 
 def _both(make, sch, host=None):
+    """The job and the chunk engine on fresh fabrics: (job run, engine run, the engine's
+    trace); the ports of the two counted the same frame bytes and frames (both send every
+    message on its QP's path, whatever their timing)."""
     g = sch.gpus_per_node
     f = make()
     job = run_schedule(sch, f.fabric, f.ranks, fidelity="flow", mtu_bytes=MTU, host=host,
                        gpus_per_node=g)
+    job_ports = fluid_transport(f.fabric).port_counters()
+    job_nvlink_bytes = nvlink_domain(f.fabric).nbytes
     nvls_engine._TRACE = {}
     try:
         f = make()
@@ -52,6 +63,11 @@ def _both(make, sch, host=None):
     finally:
         nvls_engine._TRACE = None
     assert run.transfers == len(sch.transfers) == nvls_sends(sch)
+    ports = fluid_transport(f.fabric).port_counters()
+    assert {k: (v[0], v[2]) for k, v in ports.items()} == {
+        k: (v[0], v[2]) for k, v in job_ports.items()}
+    assert any(v[0] for v in ports.values()) == (sch.nranks > g)  # one node: no network
+    assert run.nvlink_bytes == job_nvlink_bytes > 0
     return job, run, trace
 
 
@@ -91,18 +107,24 @@ def test_every_transfer_as_the_job_where_no_link_is_shared(nodes, g, nc, size, h
     assert run.nvlink_bytes > 0
 
 
-@pytest.mark.parametrize("make,nodes,nc,size,low,high", [
-    # 16 channels' QPs share each head's NIC: a FIFO of messages serves them one after
-    # another where the job shares the link, so chunks move on sooner
-    (_rail(4, 8), 4, 16, 64 * MIB, 0.92, 0.95),
-    (lambda: fat_tree(4, gpus_per_node=8), 2, 16, 64 * MIB, 0.98, 1.0),
+#: how far the FIFO links may take a call from the job's shared links: the docs' bound
+#: (docs/explanation/collectives.md: within 3 % on the bench's cases, 13 % sooner on a
+#: call of one loop)
+FIFO_GAP = 0.15
+
+
+@pytest.mark.parametrize("make,nodes,nc,size", [
+    (_rail(4, 8), 4, 16, 64 * MIB),  # 16 channels' QPs share each head's NIC
+    (lambda: fat_tree(4, gpus_per_node=8), 2, 16, 64 * MIB),  # and ECMP uplinks
 ])
-def test_where_qps_share_links_within_what_was_measured(make, nodes, nc, size, low, high):
-    """Where QPs share links the engine's FIFO links and the job's max-min shares part:
-    the call's time as measured (docs/explanation/collectives.md)."""
+def test_where_qps_share_links_the_same_bytes_on_every_port(make, nodes, nc, size):
+    """Where QPs share links the engine's FIFO links and the job's max-min shares time
+    the messages differently, but every port carries the same frames (_both checks), the
+    transfers differ in time and the call stays within the docs' bound."""
     sch = _nvls(nodes, 8, nc, size)
-    job, run, _ = _both(make, sch, HOST)
-    assert low <= run.time_ps / job.time_ps <= high
+    job, run, trace = _both(make, sch, HOST)
+    assert _different(sch, job, trace)  # the two models do part here
+    assert abs(run.time_ps / job.time_ps - 1) <= FIFO_GAP
 
 
 def test_the_kernel_runs_the_same_from_its_py_as_compiled(monkeypatch):
@@ -129,7 +151,9 @@ def test_chunks_in_flight_are_bounded_by_the_slots():
                   nvlink_latency_ps=NVLINK_LATENCY_PS, host=HOST, gpus_per_node=4)
     st = nvls_engine.LAST_STATS
     assert st["chunks"] == 4 * 512
-    assert st["chunks_in_flight"] <= 4 * 4 * sch.max_inflight
+    # a stream's copies run at most max_inflight chunks ahead of each hop: into the
+    # buffer, to the head, up, down, the store, the copies out (6 hops on 2 nodes)
+    assert st["chunks_in_flight"] <= 4 * sch.max_inflight * 6
 
 
 def test_a_buffers_slot_is_freed_by_the_read_of_its_data():
@@ -166,10 +190,26 @@ def test_nvls_sends_counts_the_schedules_transfers(nodes, g, nc, count):
     assert nvls_sends(lazy) == nvls_sends(sch) == len(sch.transfers)
 
 
+def test_the_cli_refuses_the_chunk_engine_with_packets(capsys):
+    from sim.cli import main
+
+    assert main(["collective", "allreduce", "-b", "1M", "-e", "1M", "-p", "nodes=2",
+                 "--engine", "nvls", "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert "--engine nvls" in err and "--fidelity flow" in err and "Traceback" not in err
+
+
 def test_what_the_engine_refuses():
     ring = schedule("allreduce", 16, 1 << 20, gpus_per_node=8)
     assert "not an NVLS AllReduce" in nvls_engine_problem(ring)
     assert nvls_engine_problem(_nvls(2, 4, 1, MIB), delay_ps={0: 5}) == "stragglers"
+    # the kernel counts a transfer's waits in a signed byte: at most gpus + 3 of them
+    big = schedule("allreduce", 128, 1 << 20, nchannels=1, gpus_per_node=128,
+                   algorithm="nvls", build=False)
+    assert nvls_engine_problem(big) == "more than 124 GPUs a node"
+    assert nvls_engine_problem(schedule("allreduce", 124, 1 << 20, nchannels=1,
+                                        gpus_per_node=124, algorithm="nvls",
+                                        build=False)) is None
     with pytest.raises(ValueError, match="NVLS AllReduces only"):
         f = _rail(2, 8)()
         run_nvls_tree(ring, f.fabric, f.ranks, mtu_bytes=MTU, nvlink_bps=NVLINK_BPS,
@@ -189,8 +229,7 @@ def test_run_size_and_the_command_line(tmp_path, capsys):
                    algorithm="nvls_tree")
     assert row["engine"] == "nvls" and row["wrong"] is None and "engine" not in job
     assert row["transfers"] == job["transfers"]
-    # a head's NIC carries the up and the down QPs: FIFO links, 3.4 % sooner here
-    assert 0.95 <= row["time_ps"] / job["time_ps"] <= 1.0
+    assert abs(row["time_ps"] / job["time_ps"] - 1) <= FIFO_GAP
     assert row["iteration_times_ps"] == row["inplace"]["iteration_times_ps"]
     with pytest.raises(ValueError, match="flow fidelity"):
         run_size("allreduce", 16 << 20, "rail", params, engine="nvls")

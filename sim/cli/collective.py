@@ -273,6 +273,9 @@ def cmd_collective(args: argparse.Namespace) -> int:
                                     "adaptive routing picks a port per packet, so a flow "
                                     "has no single path") + "; use --fidelity packet")
         return EXIT_USAGE
+    if args.engine == "nvls" and args.fidelity == "packet":
+        _err("--engine nvls: the chunk engine runs at flow fidelity; add --fidelity flow")
+        return EXIT_USAGE
     if args.capture:
         from sim.scenarios.collective import resolve_port
 

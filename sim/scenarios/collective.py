@@ -386,11 +386,12 @@ def _steady_loops(build: Callable[[int], Any], lazy: Any, rf: Any, mtu: int, lim
     return sch, run, None, None
 
 
-def _ring_engine(sch: Any, rf: Any, mtu: int, progress: Callable[[int, int], None] | None,
+def _engine_runs(sch: Any, rf: Any, mtu: int, progress: Callable[[int, int], None] | None,
                  before: Any, job_kw: Mapping[str, Any], runs: int = 1, limit_ps: int = 10**12,
                  done_runs: int = 0, all_runs: int = 1) -> tuple[list[Any], str | None]:
-    """A ring call on the ring engine (:mod:`sim.workloads.ring_engine`), ``runs`` times
-    back to back (packet fidelity: each iteration): (their
+    """A call without transfer objects, ``runs`` times back to back (packet fidelity: each
+    iteration): a ring on the ring engine (:mod:`sim.workloads.ring_engine`), an NVLS tree
+    on the chunk engine (:mod:`sim.workloads.nvls_engine`, flow fidelity).  Returns (their
     :class:`~sim.workloads.ring_engine.RingRun` s, None) or (those that ran, why the next
     failed).  ``before()`` is called before each; ``progress`` counts the sends of
     ``all_runs`` runs, ``done_runs`` of them before these."""
@@ -715,13 +716,13 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
 
     found = rrun = None
     if ring is not None and fidelity == "flow":  # every iteration takes as long
-        rruns, error = _ring_engine(sch, rf, mtu, progress, before if details else None,
+        rruns, error = _engine_runs(sch, rf, mtu, progress, before if details else None,
                                     job_kw)
         rrun = rruns[0] if rruns else None
         times = [] if error is not None else [rrun.time_ps] * iters
     elif ring is not None:  # packets: each iteration on the fabric as the one before left it
         runs = warmup_iters + iters
-        rruns, error = _ring_engine(sch, rf, mtu, progress, before if details else None,
+        rruns, error = _engine_runs(sch, rf, mtu, progress, before if details else None,
                                     job_kw, runs, limit_ps, 0, runs + (iters if inplace else 0))
         rrun = rruns[-1] if rruns else None
         times = [r.time_ps for r in rruns[warmup_iters:]]
@@ -765,7 +766,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
             error = f"wrong result: {e}"
     in_times: list[int] = []
     if error is None and inplace and rrun is not None and fidelity == "packet":
-        rruns, in_error = _ring_engine(sch, rf, mtu, progress, None, job_kw, iters, limit_ps,
+        rruns, in_error = _engine_runs(sch, rf, mtu, progress, None, job_kw, iters, limit_ps,
                                        warmup_iters + iters, warmup_iters + 2 * iters)
         in_times = [r.time_ps for r in rruns]
         if in_error is not None:

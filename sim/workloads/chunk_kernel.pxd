@@ -31,7 +31,7 @@ cdef class ChunkKernel:
     cdef public long long nfree
     cdef public long long[::1] hp
     cdef public long long fq_cap
-    cdef public long long[::1] fq_t, fq_seq, fq_p, fq_head, fq_n
+    cdef public long long[::1] fq_time_ps, fq_seq, fq_p, fq_head, fq_n
     cdef public long long hn, seq, count, first_post_ps, last_recv_ps, nvl_bytes
     cdef public long long peak_chunks, open_chunks, peak_events
 

@@ -95,12 +95,14 @@ class ChunkKernel:
     ``mnet``, QPs per connection ``q``, ``max_inflight``, most chunks of a stream
     ``Lmax``, GPUs ``n``, channels ``nc``, pseudo-ranks ``P``, sizes ``nsz``, the first
     transfers' ready time ``ready0_ps``, NVLink latency, frame bytes.  Per template
-    transfer (``(T, m)``): sender and receiver (pseudo-ranks), kind (``K_*``), the NVLink
-    egress and ingress it takes (GPU ranks, -1: none), NCCL's step latency, whether a GPU
-    channel sends it, its dependencies' count, its users (``tp_uoff`` (T * m + 1) into
-    ``tp_users``, template-local), its index among the template's network transfers (-1),
-    the transfers that free its slot (their count ``tp_nslot``) and the transfers whose
-    slot it frees (``tp_soff`` into ``tp_slot_users``).
+    transfer (``T x m`` of them) its record in ``tp`` (``TPD`` fields, the ``_T*``
+    offsets: sender and receiver (pseudo-ranks), kind (``K_*``), the NVLink egress and
+    ingress it takes (GPU ranks, -1: none), NCCL's step latency, whether a GPU channel
+    sends it, its dependencies' count, its users (a range of ``tp_users``, template-local),
+    its index among the template's network transfers (-1), how many transfers free its
+    slot, the transfers whose slot it frees (a range of ``tp_slot_users``), its channel
+    copy's index, its step latency's FIFO); a transfer waits for at most 127 (``wait`` is
+    a signed byte: the engine checks).
     Per stream: template, channel, chunks, per (stream, chunk) size index.  Per (stream,
     network transfer, QP): its path's latency and links (``qp_poff`` into ``qp_links``);
     per (link, size, QP piece) the link's time for it (``link_dur_ps``) and per link when
@@ -149,7 +151,7 @@ class ChunkKernel:
         # two FIFOs of EV_CHANNEL events (intra- and inter-node step latency): per FIFO f
         # its first entry and length, its entries from f * fq_cap (a ring)
         self.fq_cap = 1024
-        self.fq_t = _filled(2 * self.fq_cap, 0)
+        self.fq_time_ps = _filled(2 * self.fq_cap, 0)
         self.fq_seq = _filled(2 * self.fq_cap, 0)
         self.fq_p = _filled(2 * self.fq_cap, 0)
         self.fq_head = _filled(2, 0)
@@ -272,7 +274,7 @@ class ChunkKernel:
         cap = self.fq_cap
         i = f * cap + (self.fq_head[f] + self.fq_n[f]) % cap
         self.fq_n[f] += 1
-        self.fq_t[i] = t
+        self.fq_time_ps[i] = t
         self.fq_seq[i] = self.seq
         self.seq += 1
         self.fq_p[i] = (j << 2) | (c << KSHIFT)
@@ -284,11 +286,11 @@ class ChunkKernel:
         for f in range(2):
             for k in range(self.fq_n[f]):
                 i = f * old + (self.fq_head[f] + k) % old
-                ts[f * cap + k] = self.fq_t[i]
+                ts[f * cap + k] = self.fq_time_ps[i]
                 seqs[f * cap + k] = self.fq_seq[i]
                 ps[f * cap + k] = self.fq_p[i]
             self.fq_head[f] = 0
-        self.fq_t, self.fq_seq, self.fq_p = ts, seqs, ps
+        self.fq_time_ps, self.fq_seq, self.fq_p = ts, seqs, ps
         self.fq_cap = cap
 
     # ------------------------------------------------------------------ a transfer
@@ -512,9 +514,9 @@ class ChunkKernel:
             for g in range(2):
                 if self.fq_n[g] > 0:
                     i = g * self.fq_cap + self.fq_head[g]
-                    if self.fq_t[i] < t or (self.fq_t[i] == t and self.fq_seq[i] < sq):
+                    if self.fq_time_ps[i] < t or (self.fq_time_ps[i] == t and self.fq_seq[i] < sq):
                         f = g
-                        t = self.fq_t[i]
+                        t = self.fq_time_ps[i]
                         sq = self.fq_seq[i]
             if f >= 0:
                 cap = self.fq_cap

@@ -145,7 +145,7 @@ __all__ = [
     "Inputs", "inputs_set", "default_channels",
     "finish_times", "nccl_rings", "send_nic_rank", "nvls_buffer", "nvls_buffer_of", "rank_label",
     "nvls_tree_max_chunk_bytes", "nvls_chunks", "nvls_chunk_transfers",
-    "nvls_slot_freers", "sharp_aggregator",
+    "nvls_slot_freers", "chunk_users", "sharp_aggregator",
     "collnet_direct_channels",
     "COLLNET_GROUP_CHANNELS",
     "btree", "dtree", "channel_tree", "qp_split", "step_data_bytes", "udp_sport", "wire_bytes",
@@ -435,7 +435,8 @@ class Transfer:
 
     ``depends_on``: transfers that must have been *received* first, for data (the previous
     hop of the same chunk, or a tree node's children) and for a free FIFO slot (the send
-    ``max_inflight`` places earlier on the same connection).  ``seq`` is the position on the
+    ``max_inflight`` places earlier on the same connection; in NVLS schedules the transfers
+    that used what that send brought, :func:`nvls_slot_freers`).  ``seq`` is the position on the
     connection ``(src, dst, channel)``: sends leave in that order.  What it carries:
     bytes ``[offset_bytes, offset_bytes + nbytes)`` of block ``src_block`` as the sender holds
     it, stored by the receiver in block ``dst_block`` (``reduce``: combined with what it has).
@@ -1205,8 +1206,9 @@ def nvls_chunk_transfers(sch: Schedule, which: int, h: int, channel: int,
                          nbytes: int) -> list[Transfer]:
     """The transfers of one chunk of ``nbytes`` of head ``h`` on ``channel`` (tree
     ``which``) of NVLS or NVLS tree schedule ``sch``, as its builder makes them, ids from 0
-    and without FIFO slots (every connection of a chunk carries one of its transfers: the
-    slot of a chunk's transfer is its twin ``max_inflight`` loops earlier)."""
+    and without FIFO slots (every connection of a chunk carries one of its transfers; a
+    transfer's slot is freed by :func:`nvls_slot_freers` of the chunk ``max_inflight``
+    loops earlier)."""
     one = replace(sch, transfers=[], connections={}, max_inflight=1 << 62)
     b = _Builder(one, sch.nchannels)
     _nvls_chunk(b, sch.algorithm is Algorithm.NVLS_TREE, sch.nranks // sch.gpus_per_node,
@@ -1536,12 +1538,19 @@ def nvls_slot_freers(chunk: Sequence[Transfer], first: int = 0) -> list[tuple[in
     the data it brought (NCCL's receiver releases a slot once it has read it: the NVSwitch
     buffer's once the head has read the sum or the GPUs the result, a head's once its next
     send has used it), or the transfer itself when no transfer of the chunk uses it."""
+    return [tuple(u) if u else (t.id,)
+            for t, u in zip(chunk, chunk_users(chunk, first), strict=True)]
+
+
+def chunk_users(chunk: Sequence[Transfer], first: int = 0) -> list[list[int]]:
+    """Per transfer of ``chunk`` (ids from ``first``, in order): the ids of the transfers of
+    the chunk that depend on it, in id order."""
     users: list[list[int]] = [[] for _ in chunk]
     for t in chunk:
         for d in t.depends_on:
             if d >= first:
                 users[d - first].append(t.id)
-    return [tuple(u) if u else (t.id,) for t, u in zip(chunk, users, strict=True)]
+    return users
 
 
 def _postorder(tree: dict[int, tuple[int, tuple]]) -> list[int]:

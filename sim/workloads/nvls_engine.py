@@ -27,8 +27,9 @@ their messages one after another; where no link is shared the two post and recei
 transfer at the same picosecond (tests/test_nvls_engine.py; with NCCL's host side,
 transfers that line up on one picosecond may take a port in another order).  Fixed
 max-min shares with every QP sending, as the ring engine has them, are slow for a tree
-whose QPs idle while chunks climb and descend.  No faults, stragglers or SHARP (refused:
-the job runs those).
+whose QPs idle while chunks climb and descend.  No faults, stragglers, SHARP or nodes of
+more than :data:`MAX_GPUS_PER_NODE` GPUs (:func:`sim.scenarios.collective.run_size` runs
+those on the job).
 """
 
 from __future__ import annotations
@@ -38,27 +39,29 @@ from typing import Any
 
 import numpy as np
 
-from sim.units import ser_time_ps
 from sim.workloads.nccl import (
     Algorithm,
     Collective,
     Protocol,
     Schedule,
+    chunk_users,
     connection_qps,
     nvls_chunk_transfers,
     nvls_chunks,
     nvls_slot_freers,
-    qp_split,
     send_nic_rank,
-    wire_bytes,
 )
-from sim.workloads.ring_engine import RingRun
+from sim.workloads.ring_engine import RingRun, size_tables, time_at_ps
 from sim.workloads.ring_kernel import int_array
 
 __all__ = ["nvls_engine_problem", "nvls_sends", "run_nvls_tree"]
 
 #: a test's hook: (stream, loop, template transfer) -> [posted, received]
 _TRACE: dict | None = None
+#: the most GPUs a node the chunk kernel takes: a transfer waits for at most gpus + 3 others
+#: (the store into the multicast buffer: its data and every GPU's copy out of the chunk
+#: max_inflight earlier), and the kernel counts them in a signed byte
+MAX_GPUS_PER_NODE = 124
 #: the last run's most chunks in flight and most events in its heap at once
 LAST_STATS: dict[str, int] = {}
 
@@ -74,6 +77,8 @@ def nvls_engine_problem(sch: Schedule, delay_ps: Any = None) -> str | None:
         return "stragglers"
     if sch.algorithm is Algorithm.NVLS and sch.nranks > sch.gpus_per_node:
         return "NVLS across nodes runs on SHARP"
+    if sch.gpus_per_node > MAX_GPUS_PER_NODE:
+        return f"more than {MAX_GPUS_PER_NODE} GPUs a node"
     return None
 
 
@@ -100,7 +105,7 @@ def run_nvls_tree(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes
     :class:`~sim.workloads.collective.NvlinkDomain` keeps what the GPUs' ports are booked
     to.  Returns a :class:`~sim.workloads.ring_engine.RingRun` (its ``held_back`` 0)."""
     from sim.workloads.chunk_kernel import ChunkKernel
-    from sim.workloads.collective import frames_bytes, nvlink_domain
+    from sim.workloads.collective import nvlink_domain
     from sim.workloads.fluid_transport import fluid_transport
     from sim.workloads.ring_engine import _no_data
 
@@ -122,13 +127,13 @@ def run_nvls_tree(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes
     S = nc * g
     chunks = list(nvls_chunks(sch))
     elt = sch.elem_bytes
-    sizes_l, size_ix = [0], {0: 0}
+    size_list_bytes, size_ix = [0], {0: 0}  # the chunks' sizes (index 0: none)
     per_stream: list[list[int]] = [[] for _ in range(S)]
     for ch, loop, h, _, nelem in chunks:
         nb = nelem * elt
         if nb not in size_ix:
-            size_ix[nb] = len(sizes_l)
-            sizes_l.append(nb)
+            size_ix[nb] = len(size_list_bytes)
+            size_list_bytes.append(nb)
         lst = per_stream[ch * g + h]
         if loop != len(lst):
             raise ValueError("chunk engine: a stream's chunks are not its loops 0, 1, ..")
@@ -187,10 +192,7 @@ def run_nvls_tree(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes
             raise ValueError("chunk engine: templates of unequal network transfers")
         mnet = k
         tp["net"][sl] = np.where(net, np.cumsum(net) - 1, -1)
-        us: list[list[int]] = [[] for _ in range(m)]
-        for t in trs:
-            for d in t.depends_on:
-                us[d].append(t.id)
+        us = chunk_users(trs)
         for j in range(m):
             uoff[ti * m + j + 1] = uoff[ti * m + j] + len(us[j])
             users.extend(us[j])
@@ -240,26 +242,22 @@ def run_nvls_tree(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes
                 overhead = qp.overhead_bytes
                 flows[fid] = (a, b, ch, x, ports[x])
                 qp_at.append((int(s), k, x, fid))
-    nsz = len(sizes_l)
-    size_bytes = np.array(sizes_l, dtype=np.int64)
-    size_wire = np.array([wire_bytes(int(b), sch.protocol) for b in size_bytes], dtype=np.int64)
-    qp_frame_bytes = np.array([[frames_bytes(p, mtu_bytes, hdr) for p in qp_split(int(w), q)]
-                               for w in size_wire], dtype=np.int64).reshape(nsz, q)
-    qp_wire_bytes = qp_frame_bytes + -(-qp_frame_bytes // frame) * overhead
-    busy = np.array([host.busy_ps(int(b)) if host is not None else 0 for b in size_bytes],
-                    dtype=np.int64)
-    nvl_ps = np.array([ser_time_ps(int(w), nvlink_bps) for w in size_wire], dtype=np.int64)
+    nsz = len(size_list_bytes)
+    size_wire_bytes, qp_frame_bytes, qp_wire_bytes, busy_ps, nvl_ps = size_tables(
+        size_list_bytes, sch.protocol, q, mtu_bytes, hdr, overhead, host, nvlink_bps)
     # (link, size, piece): a link's time for a piece at its capacity
     cap_Bpps = np.array([fluid.net.capacity_Bpps[lk] for lk in link_ix], dtype=float)
-    link_dur_ps = np.maximum(0, -np.floor_divide(
-        -qp_wire_bytes[None, :, :].astype(float), cap_Bpps[:, None, None])).astype(np.int64)
+    link_dur_ps = time_at_ps(qp_wire_bytes[None, :, :], cap_Bpps[:, None, None])
     qp_poff = np.zeros(S * mnet * q + 1, dtype=np.int64)
     qp_poff[1:] = np.cumsum([len(p) for p in qp_path])
     qp_links = np.array([x for p in qp_path for x in p], dtype=np.int64)
     dom = nvlink_domain(fabric)
     key = np.asarray(host_of[:n], dtype=np.int64)  # a GPU's NVLink key: its NIC's host id
-    egress = np.array([dom.egress_free_ps.get(int(k), 0) for k in key], dtype=np.int64)
-    ingress = np.array([dom.ingress_free_ps.get(int(k), 0) for k in key], dtype=np.int64)
+    egress_free_ps = np.array([dom.egress_free_ps.get(int(k), 0) for k in key], dtype=np.int64)
+    ingress_free_ps = np.array([dom.ingress_free_ps.get(int(k), 0) for k in key],
+                               dtype=np.int64)
+    if int((tp["ndeps"] + nslot).max(initial=0)) > 127:  # the kernel's signed byte
+        raise ValueError("chunk engine: a transfer waits for more than 127 others")
     # each template transfer's record (chunk_kernel's _T* fields, in their order)
     rec = np.stack([tp["src"], tp["dst"], tp["kind"], tp["from"], tp["to"], tp["step"],
                     tp["gpu"], tp["ndeps"], uoff[:-1], uoff[1:], tp["net"], nslot, soff[:-1],
@@ -273,8 +271,8 @@ def run_nvls_tree(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes
         (A(st_tpl), A(st_ch), A(st_loops), A(st_sz.ravel())),
         (A(lat_ps.ravel()), A(qp_poff), A(qp_links), A(link_dur_ps.ravel()),
          A(np.full(len(link_ix), -(1 << 62), dtype=np.int64))),
-        (A(busy), A(nvl_ps), A(size_wire), A(qp_frame_bytes.ravel())),
-        A(egress), A(ingress),
+        (A(busy_ps), A(nvl_ps), A(size_wire_bytes), A(qp_frame_bytes.ravel())),
+        A(egress_free_ps), A(ingress_free_ps),
         (host is not None, bool(host is not None and host.recv_copy),
          sch.protocol is Protocol.SIMPLE), _TRACE,
         # chunks in flight: a stream's GPUs may run max_inflight chunks ahead of each hop

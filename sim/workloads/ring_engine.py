@@ -62,7 +62,8 @@ from sim.workloads.nccl import (
 )
 from sim.workloads.ring_kernel import RingKernel, edge_records, int_array
 
-__all__ = ["RingRun", "ring_engine_problem", "ring_sends", "run_ring"]
+__all__ = ["RingRun", "ring_engine_problem", "ring_sends", "run_ring", "size_tables",
+           "time_at_ps"]
 
 #: a test's hook: (loop, hop, slice, channel, sender) -> (posted, received) of every send
 _TRACE: dict | None = None
@@ -112,6 +113,34 @@ def ring_engine_problem(sch: Schedule, delay_ps: Any = None) -> str | None:
     return None
 
 
+def size_tables(sizes_bytes: Sequence[int], protocol: Protocol, qps: int, mtu_bytes: int,
+                header_bytes: int, overhead_bytes: int, host: Any, nvlink_bps: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per data size of ``sizes_bytes`` (numpy int64 arrays): the wire bytes, per QP the
+    frame bytes (``qp_split``, ``frames_bytes``) and the wire bytes with ``overhead_bytes``
+    a frame, the sending GPU channel's time (``host.busy_ps``, 0 without a host side) and
+    the NVLink time (as :class:`~sim.workloads.collective.NvlinkDomain` times a transfer),
+    as the ring and chunk engines look them up by size index."""
+    from sim.workloads.collective import frames_bytes
+
+    frame = mtu_bytes + header_bytes
+    wire = np.array([wire_bytes(int(b), protocol) for b in sizes_bytes], dtype=np.int64)
+    qp_frame = np.array([[frames_bytes(p, mtu_bytes, header_bytes) for p in qp_split(int(w), qps)]
+                         for w in wire], dtype=np.int64).reshape(len(wire), qps)
+    qp_wire = qp_frame + -(-qp_frame // frame) * overhead_bytes
+    busy = np.array([host.busy_ps(int(b)) if host is not None else 0 for b in sizes_bytes],
+                    dtype=np.int64)
+    nvl = np.array([ser_time_ps(int(w), nvlink_bps) for w in wire], dtype=np.int64)
+    return wire, qp_frame, qp_wire, busy, nvl
+
+
+def time_at_ps(nbytes: np.ndarray, rate_Bpps: np.ndarray) -> np.ndarray:
+    """Whole picoseconds (rounded up, at least 0; int64) to send ``nbytes`` at ``rate_Bpps``
+    bytes a picosecond, element by element (numpy broadcasting)."""
+    return np.maximum(0, -np.floor_divide(-np.asarray(nbytes, dtype=float),
+                                          rate_Bpps)).astype(np.int64)
+
+
 def ring_sends(sch: Schedule) -> int:
     """The sends (transfers) of ring schedule ``sch`` (built or not)."""
     hops = ring_hops(sch.collective, sch.nranks)
@@ -145,7 +174,7 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
     their NICs and hears of their receipt from the receiving hosts (a connection's sends
     received in order), while the engine runs in slices until the last receipt or
     ``limit_ps`` (RuntimeError: incomplete)."""
-    from sim.workloads.collective import frames_bytes, nvlink_domain
+    from sim.workloads.collective import nvlink_domain
     from sim.workloads.fluid import max_min_rates
     from sim.workloads.fluid_transport import fluid_transport
 
@@ -299,17 +328,8 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
             gap[li, ch, rr, ss] = d
     g_lh = g_loop * hops + g_hop
     J = len(grid_rows)
-    size_bytes = np.array(sizes_l, dtype=np.int64)
-    # per size: wire bytes, per QP frame and wire bytes, channel and NVLink times
-    size_wire_bytes = np.array([wire_bytes(int(b), sch.protocol) for b in size_bytes],
-                               dtype=np.int64)
-    qp_frame_bytes = np.array([[frames_bytes(p, mtu_bytes, hdr) for p in qp_split(int(w), q)]
-                    for w in size_wire_bytes], dtype=np.int64).reshape(len(size_bytes), q)
-    qp_wire_bytes = qp_frame_bytes + -(-qp_frame_bytes // frame) * overhead
-    busy_ps = np.array([host.busy_ps(int(b)) if host is not None else 0 for b in size_bytes],
-                    dtype=np.int64)
-    nvl_ps = np.array([ser_time_ps(int(w), nvlink_bps) for w in size_wire_bytes],
-                      dtype=np.int64)  # as NvlinkDomain.reserve times a transfer
+    size_wire_bytes, qp_frame_bytes, qp_wire_bytes, busy_ps, nvl_ps = size_tables(
+        sizes_l, sch.protocol, q, mtu_bytes, hdr, overhead, host, nvlink_bps)
 
     # receive times kept per edge (by grid position) for the next edge's data: an edge
     # may run this far ahead of the next one (256 MB of them at most); further, it waits,
@@ -331,8 +351,7 @@ def run_ring(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int
     if host is not None:
         step_ps = np.where(inter, host.inter_ps, host.intra_ps)
     # each QP's time for a message of each size at its share
-    dur_ps = np.maximum(0, -np.floor_divide(-qp_wire_bytes[:, None, :].astype(float),
-                                            rate_Bpps[None, :, :])).astype(np.int64)
+    dur_ps = time_at_ps(qp_wire_bytes[:, None, :], rate_Bpps[None, :, :])
     A = int_array
     kern = RingKernel(
         (E, n, nc, q, mi, Smax, J, ready0_ps, nvlink_latency_ps, frame),
