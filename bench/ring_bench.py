@@ -1,12 +1,13 @@
-"""The ring engine, the chunk engine (NVLS trees) and the steady loops against the job that
-drives every transfer, and AllReduce at 1,024 and 8,192 GPUs (the ring, and NCCL's pick:
-the NVLS tree): figures, CPU time and peak memory.
+"""The ring engine, the chunk engine (trees and NVLS trees) and the steady loops against
+the job that drives every transfer, and AllReduce at 1,024 and 8,192 GPUs (the ring, and
+NCCL's picks: the tree for middle sizes, the NVLS tree for large ones): figures, CPU time
+and peak memory.
 
 Part 1 runs each case of :data:`PAIRS` (``lossless collective``'s size,
 :func:`sim.scenarios.collective.run_size`, flow fidelity) both ways, alternately (job,
 fast, job, fast ... ``--runs`` pairs): the job (``engine="job"``, ``steady=False``: every
 transfer and every loop) against the ring engine (``engine="ring"``), the chunk engine
-(``engine="nvls"``) or the steady loops
+(``engine="chunk"``) or the steady loops
 (``steady=True``), and prints the simulated times, their ratio, the CPU time of each
 (median) and the speed-up.  Part 2 (without ``--quick``) runs :data:`TARGETS` through the
 command line in a child process each and prints its CPU time and peak resident memory
@@ -15,7 +16,7 @@ machine being shared: trust the ratios.
 
     python -m bench ring            # both parts, 3 pairs each
     python -m bench ring --quick    # part 1's small cases, 1 pair
-    python -m bench ring --only NVLS --runs 1   # the cases whose name has NVLS
+    python -m bench ring --only tree --runs 1   # the cases whose name has "tree"
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ MIB = 1 << 20
 GIB = 1 << 30
 RING = {"algorithm": "ring"}
 NVLS = {"algorithm": "nvls_tree"}
+TREE = {"algorithm": "tree"}
 
 #: (name, fabric, -p parameters, size, the fast way's run_size keywords, quick)
 PAIRS: tuple[tuple[str, str, dict[str, Any], int, dict[str, Any], bool], ...] = (
@@ -54,13 +56,21 @@ PAIRS: tuple[tuple[str, str, dict[str, Any], int, dict[str, Any], bool], ...] = 
                                                   "limit_ms": 1000},
      16 * GIB, {**RING, "engine": "job", "channels": 8}, False),
     ("rail 2x4, NVLS tree 64M, host side", "rail", {"nodes": 2, "gpus_per_node": 4},
-     64 * MIB, {**NVLS, "engine": "nvls"}, True),
+     64 * MIB, {**NVLS, "engine": "chunk"}, True),
     ("rail 4x8, NVLS tree 64M, host side", "rail", {"nodes": 4, "gpus_per_node": 8},
-     64 * MIB, {**NVLS, "engine": "nvls"}, True),
+     64 * MIB, {**NVLS, "engine": "chunk"}, True),
     ("rail 16x8, NVLS tree 256M, host side", "rail", {"nodes": 16, "gpus_per_node": 8},
-     256 * MIB, {**NVLS, "engine": "nvls"}, False),
+     256 * MIB, {**NVLS, "engine": "chunk"}, False),
     ("fat-tree k=8, 16x8, NVLS tree 64M", "fattree", {"k": 8, "gpus_per_node": 8},
-     64 * MIB, {**NVLS, "engine": "nvls"}, False),
+     64 * MIB, {**NVLS, "engine": "chunk"}, False),
+    ("rail 2x4, 1 ch, tree 4M, host side", "rail", {"nodes": 2, "gpus_per_node": 4},
+     4 * MIB, {**TREE, "protocol": "simple", "channels": 1, "engine": "chunk"}, True),
+    ("rail 4x8, tree/LL128 16M, host side", "rail", {"nodes": 4, "gpus_per_node": 8},
+     16 * MIB, {**TREE, "protocol": "ll128", "engine": "chunk"}, True),
+    ("fat-tree k=8, 16x8, tree/LL128 16M", "fattree", {"k": 8, "gpus_per_node": 8},
+     16 * MIB, {**TREE, "protocol": "ll128", "engine": "chunk"}, False),
+    ("fat-tree k=8, 16x8, tree/LL128 64M", "fattree", {"k": 8, "gpus_per_node": 8},
+     64 * MIB, {**TREE, "protocol": "ll128", "engine": "chunk"}, False),
 )
 
 #: (name, lossless collective arguments, the issue's target CPU s)
@@ -79,6 +89,9 @@ TARGETS: tuple[tuple[str, list[str], float], ...] = (
       "gpus_per_node=8", "--fidelity", "flow"], 60),
     ("8,192 GPUs, k=32, NVLS tree (NCCL's pick) 1G",
      ["allreduce", "-b", "1G", "-e", "1G", "--fabric", "fattree", "-p", "k=32", "-p",
+      "gpus_per_node=8", "--fidelity", "flow"], 120),
+    ("8,192 GPUs, k=32, tree/LL128 (NCCL's pick) 16M",
+     ["allreduce", "-b", "16M", "-e", "16M", "--fabric", "fattree", "-p", "k=32", "-p",
       "gpus_per_node=8", "--fidelity", "flow"], 120),
 )
 
@@ -139,7 +152,7 @@ def main(argv: list[str]) -> int:
             print(f"{name:40s} failed: {job['error'] or fast['error']}")
             return 1
         how = ("ring engine" if fast.get("engine") == "ring" else
-               "chunk engine" if fast.get("engine") == "nvls" else
+               "chunk engine" if fast.get("engine") == "chunk" else
                f"{fast['steady']['loops_run']} of {fast['steady']['loops']} loops"
                if fast.get("steady") else "job")
         cj, cf = statistics.median(cpu["job"]), statistics.median(cpu["fast"])

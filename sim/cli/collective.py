@@ -273,8 +273,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
                                     "adaptive routing picks a port per packet, so a flow "
                                     "has no single path") + "; use --fidelity packet")
         return EXIT_USAGE
-    if args.engine == "nvls" and args.fidelity == "packet":
-        _err("--engine nvls: the chunk engine runs at flow fidelity; add --fidelity flow")
+    if args.engine == "chunk" and args.fidelity == "packet":
+        _err("--engine chunk: the chunk engine runs at flow fidelity; add --fidelity flow")
         return EXIT_USAGE
     if args.capture:
         from sim.scenarios.collective import resolve_port
@@ -468,10 +468,10 @@ def cmd_collective(args: argparse.Namespace) -> int:
                 emit(f"# {r['size_bytes']}: the ring engine held edges back "
                      f"{r['ring_held_back']} times (one ran further ahead of the next than "
                      f"it keeps receipts for): its figures may be late; --engine job")
-    nv = [str(r["size_bytes"]) for r in rows if r.get("engine") == "nvls"]
+    nv = [str(r["size_bytes"]) for r in rows if r.get("engine") == "chunk"]
     if nv:  # the calls the chunk engine ran
         emit(f"# {', '.join(nv)}: the chunk engine (no transfer objects: every chunk of "
-             f"the NVLS tree worked out in time order, each link a FIFO of messages instead "
+             f"the tree worked out in time order, each link a FIFO of messages instead "
              f"of max-min shares); #wrong N/A: no symbolic replay of the data (--engine job "
              f"runs the transfers)")
     for r in rows:  # flow fidelity: the calls run by their steady loops
@@ -880,13 +880,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--engine", choices=list(ENGINES), default="auto",
                    help=f"auto (default): at flow fidelity a ring AllReduce, AllGather "
                         f"or ReduceScatter of {RING_ENGINE_SENDS:,} sends or more on the "
-                        f"ring engine, an NVLS tree AllReduce of as many transfers on the "
-                        f"chunk engine (no transfer objects), the rest as transfers driven "
-                        f"one by one (job); ring, nvls or job: always that one (ring: ring "
-                        f"calls only; with packets too: its NVLink and NCCL's host side "
-                        f"worked out by the engine, the network sends as packets; nvls: NVLS "
-                        f"AllReduces without SHARP (other calls as auto), flow fidelity only, "
-                        f"each link a FIFO; "
+                        f"ring engine, a tree or NVLS tree AllReduce of as many transfers "
+                        f"on the chunk engine (no transfer objects), the rest as transfers "
+                        f"driven one by one (job); ring, chunk or job: always that one "
+                        f"(ring: ring calls only; with packets too: its NVLink and NCCL's "
+                        f"host side worked out by the engine, the network sends as packets; "
+                        f"chunk: tree and NVLS AllReduces without SHARP (other calls as "
+                        f"auto), flow fidelity only, each link a FIFO; "
                         f"not with faults, stragglers or failover)")
     c.add_argument("--every-loop", action="store_true",
                    help=f"flow fidelity: simulate every loop of a ring call of "

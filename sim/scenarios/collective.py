@@ -57,13 +57,13 @@ STEADY_FIRST_LOOPS = 12
 #: the first try would cost about as much as the whole call.
 STEADY_MIN_LOOPS = 2 * STEADY_FIRST_LOOPS
 #: Flow fidelity: a ring AllReduce, AllGather or ReduceScatter of this many sends or more
-#: runs on the ring engine (:mod:`sim.workloads.ring_engine`: no transfer objects), an NVLS
-#: tree AllReduce of this many transfers on the chunk engine
-#: (:mod:`sim.workloads.nvls_engine`); below, the job drives its transfers (``engine`` of
-#: :func:`run_size`: "ring", "nvls" or "job" always)
+#: runs on the ring engine (:mod:`sim.workloads.ring_engine`: no transfer objects), a tree
+#: or NVLS tree AllReduce of this many transfers on the chunk engine
+#: (:mod:`sim.workloads.chunk_engine`); below, the job drives its transfers (``engine`` of
+#: :func:`run_size`: "ring", "chunk" or "job" always)
 RING_ENGINE_SENDS = 500_000
 #: --engine's choices (run_size)
-ENGINES = ("auto", "ring", "nvls", "job")
+ENGINES = ("auto", "ring", "chunk", "job")
 
 #: ``-p`` keys that shape one kind of fabric: given with another ``--fabric`` they are a
 #: mistake (a fat-tree's size is ``k``, a SuperPOD's ``sus``; neither has ``nodes``).
@@ -390,17 +390,18 @@ def _engine_runs(sch: Any, rf: Any, mtu: int, progress: Callable[[int, int], Non
                  before: Any, job_kw: Mapping[str, Any], runs: int = 1, limit_ps: int = 10**12,
                  done_runs: int = 0, all_runs: int = 1) -> tuple[list[Any], str | None]:
     """A call without transfer objects, ``runs`` times back to back (packet fidelity: each
-    iteration): a ring on the ring engine (:mod:`sim.workloads.ring_engine`), an NVLS tree
-    on the chunk engine (:mod:`sim.workloads.nvls_engine`, flow fidelity).  Returns (their
+    iteration): a ring on the ring engine (:mod:`sim.workloads.ring_engine`), a tree or an
+    NVLS tree on the chunk engine (:mod:`sim.workloads.chunk_engine`, flow fidelity).
+    Returns (their
     :class:`~sim.workloads.ring_engine.RingRun` s, None) or (those that ran, why the next
     failed).  ``before()`` is called before each; ``progress`` counts the sends of
     ``all_runs`` runs, ``done_runs`` of them before these."""
-    from sim.workloads.nvls_engine import run_nvls_tree
+    from sim.workloads.chunk_engine import run_chunks
     from sim.workloads.ring_engine import ring_engine_problem, run_ring
 
     kw = {k: job_kw[k] for k in ("header_bytes", "gpus_per_node", "nvlink", "nvlink_bps",
                                  "nvlink_latency_ps", "pxn") if k in job_kw}
-    nvls = ring_engine_problem(sch) is not None  # an NVLS tree: the chunk engine
+    chunks = ring_engine_problem(sch) is not None  # a tree or NVLS tree: the chunk engine
     out: list[Any] = []
     for it in range(runs):
         if before is not None:
@@ -408,9 +409,9 @@ def _engine_runs(sch: Any, rf: Any, mtu: int, progress: Callable[[int, int], Non
         prog = None if progress is None else (
             lambda done, total, k=done_runs + it: progress(k * total + done, all_runs * total))
         try:
-            if nvls:
-                out.append(run_nvls_tree(sch, rf.fabric, rf.ranks, mtu_bytes=mtu,
-                                         host=job_kw.get("host"), progress=prog, **kw))
+            if chunks:
+                out.append(run_chunks(sch, rf.fabric, rf.ranks, mtu_bytes=mtu,
+                                      host=job_kw.get("host"), progress=prog, **kw))
                 continue
             out.append(run_ring(sch, rf.fabric, rf.ranks, mtu_bytes=mtu,
                                 host=job_kw.get("host"), progress=prog,
@@ -588,10 +589,11 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     says ``fidelity``.  At flow fidelity a ring AllReduce, AllGather or ReduceScatter of
     :data:`RING_ENGINE_SENDS` sends or more runs on the ring engine
     (:mod:`sim.workloads.ring_engine`, no transfer objects: ``engine`` "ring" for any ring
-    call, "job" never; the row then has ``engine`` and ``wrong`` None), an NVLS tree
-    AllReduce of as many transfers on the chunk engine (:mod:`sim.workloads.nvls_engine`:
-    ``engine`` "nvls" for any NVLS AllReduce without SHARP; the row's ``engine`` "nvls";
-    at flow fidelity only); at packet fidelity
+    call, "job" never; the row then has ``engine`` and ``wrong`` None), a tree or NVLS
+    tree AllReduce of as many transfers on the chunk engine
+    (:mod:`sim.workloads.chunk_engine`: ``engine`` "chunk" for any tree or NVLS AllReduce
+    without SHARP or stragglers, with NVLink between a node's GPUs; the row's ``engine``
+    "chunk"; at flow fidelity only); at packet fidelity
     only ``engine`` "ring" takes it, every iteration run with its network sends as the
     fabric's packets, without faults, stragglers or failover), and a ring call of
     :data:`STEADY_MIN_LOOPS` loops or more by its steady loops (:mod:`sim.workloads.steady`,
@@ -599,6 +601,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     of those takes the first one's time (nothing carries over at flow fidelity)."""
     from sim.scenarios.common import collective_packet
     from sim.units import gbps
+    from sim.workloads.chunk_engine import chunk_engine_problem, chunk_sends
     from sim.workloads.collective import fabric_counters, nvlink_domain
     from sim.workloads.collective_stats import (
         busiest_link,
@@ -608,14 +611,13 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     )
     from sim.workloads.nccl import ScheduleError, verify
     from sim.workloads.nccl_tests import coll_counts
-    from sim.workloads.nvls_engine import nvls_engine_problem, nvls_sends
     from sim.workloads.ring_engine import ring_engine_problem, ring_sends
     from sim.workloads.steady import STEADY_ALGORITHMS
 
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    if engine == "nvls" and fidelity == "packet":
-        raise ValueError("--engine nvls runs at flow fidelity (--fidelity flow)")
+    if engine == "chunk" and fidelity == "packet":
+        raise ValueError("--engine chunk runs at flow fidelity (--fidelity flow)")
     rf = build_fabric(fabric, dict(params), tracer=getattr(observer, "tracer", None),
                       faults=faults)
     nranks = len(rf.ranks)
@@ -648,9 +650,9 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
                     lazy.schedule) >= RING_ENGINE_SENDS):
             ring = lazy  # the ring engine, without transfer objects
             lazy = None
-        elif lazy is not None and engine in ("auto", "nvls") and nvls_engine_problem(
-                lazy.schedule) is None and (engine == "nvls" or nvls_sends(
-                    lazy.schedule) >= RING_ENGINE_SENDS):
+        elif lazy is not None and engine in ("auto", "chunk") and chunk_engine_problem(
+                lazy.schedule) is None and (params["nvlink"] or rf.gpus_per_node == 1) and (
+                    engine == "chunk" or chunk_sends(lazy.schedule) >= RING_ENGINE_SENDS):
             ring = lazy  # the chunk engine, without transfer objects
             lazy = None
         if lazy is not None and (fidelity != "flow" or not steady
@@ -793,8 +795,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     }
     if ring is not None:  # no transfer objects: their count, and no symbolic replay
         on_ring = ring_engine_problem(sch) is None
-        row["engine"] = "ring" if on_ring else "nvls"
-        row["transfers"] = ring_sends(sch) if on_ring else nvls_sends(sch)
+        row["engine"] = "ring" if on_ring else "chunk"
+        row["transfers"] = ring_sends(sch) if on_ring else chunk_sends(sch)
         if rrun is not None and fidelity == "flow":  # one run stands for every iteration
             row["nvlink_bytes"] = rrun.nvlink_bytes
         if rrun is not None and rrun.held_back:

@@ -8,6 +8,7 @@ cdef long long NEVER
 cdef long long K_NVL, K_NET, K_PXN
 cdef long long EV_CHANNEL, EV_READY, EV_NET, EV_FINISH, KSHIFT
 cdef long long R_DATA, R_POSTED
+cdef long long CQ_SHIFT, CQ_BUCKETS, CQB
 cdef Py_ssize_t _TSRC, _TDST, _TKIND, _TFROM, _TTO, _TSTEP, _TGPU, _TNDEPS, _TUOFF, _TUEND
 cdef Py_ssize_t _TNET, _TNSLOT, _TSOFF, _TSEND, _TCIX, _TFIFO, TPD
 
@@ -15,8 +16,7 @@ cdef Py_ssize_t _TNET, _TNSLOT, _TSOFF, _TSEND, _TCIX, _TFIFO, TPD
 cdef class ChunkKernel:
     cdef public long long S, m, mnet, q, mi, Lmax, n, nc, P, nsz, ready0_ps, nvl_lat_ps
     cdef public long long frame_bytes
-    cdef public long long[::1] tp, tp_users, tp_slot_users
-    cdef public long long mcopy
+    cdef public int[::1] tp, tp_users, tp_slot_users
     cdef public long long[::1] st_tpl, st_ch, st_loops, st_sz
     cdef public long long[::1] lat_ps, qp_poff, qp_links, link_dur_ps, link_free_ps
     cdef public long long[::1] busy_ps, nvl_ps, wire_bytes, qp_frame_bytes
@@ -24,12 +24,15 @@ cdef class ChunkKernel:
     cdef public bint has_host, recv_copy, simple
     cdef public object trace
     cdef public long long[::1] posted_bytes, frames, chan_free_ps, recv_free_ps
-    cdef public long long[::1] conn_next, st_chunk
+    cdef public int[::1] conn_next, st_chunk
     cdef public long long cap, init_chunks
-    cdef public long long[::1] ck_s, ck_loop, ck_done, copy_ps, free
+    cdef public long long[::1] ck_s, ck_loop, ck_done, free
+    cdef public long long[::1] cp_key, cp_end_ps
+    cdef public long long cp_n
     cdef public signed char[::1] wait
     cdef public long long nfree
-    cdef public long long[::1] hp
+    cdef public long long[::1] hp, cb_head, cb_tail, cb_toff, cq, cq_next, cq_free, ov
+    cdef public long long cq_shift, cq_cur, cq_n, cq_nfree, ov_n, ov_min_ps
     cdef public long long fq_cap
     cdef public long long[::1] fq_time_ps, fq_seq, fq_p, fq_head, fq_n
     cdef public long long hn, seq, count, first_post_ps, last_recv_ps, nvl_bytes
@@ -40,18 +43,37 @@ cdef class ChunkKernel:
     @cython.locals(c=cython.longlong, m=cython.longlong, tb=cython.longlong,
                    base=cython.longlong, j=cython.longlong, r=cython.longlong)
     cdef void _open(self, long long s, long long loop)
-    @cython.locals(seq=cython.longlong, p=cython.longlong, i=cython.longlong,
-                   par=cython.longlong, pt=cython.longlong)
+    @cython.locals(seq=cython.longlong, p=cython.longlong, b=cython.longlong)
     cdef void _push(self, long long t, long long kind, long long c, long long j)
+    @cython.locals(old=cython.longlong, k=cython.longlong, blk=cython.longlong,
+                   i=cython.longlong)
+    cdef void _cq_append(self, long long b, long long t, long long seq, long long p)
+    @cython.locals(b=cython.longlong, blk=cython.longlong, k=cython.longlong,
+                   i=cython.longlong, e=cython.longlong, nxt=cython.longlong)
+    cdef void _cq_next(self)
+    @cython.locals(keep=cython.longlong, e=cython.longlong, t=cython.longlong,
+                   b=cython.longlong)
+    cdef void _ov_spill(self)
+    @cython.locals(i=cython.longlong, par=cython.longlong, pt=cython.longlong)
+    cdef void _heap_push(self, long long t, long long seq, long long p)
     @cython.locals(n=cython.longlong, t=cython.longlong, seq=cython.longlong,
                    p=cython.longlong, i=cython.longlong, c=cython.longlong,
-                   ct=cython.longlong, rt=cython.longlong)
+                   best=cython.longlong, bt=cython.longlong, end=cython.longlong,
+                   k=cython.longlong, kt=cython.longlong)
     cdef void _pop(self)
     @cython.locals(cap=cython.longlong, i=cython.longlong)
     cdef void _push_step(self, long long f, long long t, long long c, long long j)
     @cython.locals(old=cython.longlong, cap=cython.longlong, f=cython.longlong,
                    k=cython.longlong, i=cython.longlong)
     cdef void _grow_fifos(self)
+    @cython.locals(h=cython.longlong)
+    cdef long long _cp_slot(self, long long key)
+    @cython.locals(mask=cython.longlong, i=cython.longlong, keys=cython.longlong[::1],
+                   ends=cython.longlong[::1])
+    cdef void _cp_put(self, long long key, long long end_ps)
+    @cython.locals(mask=cython.longlong, i=cython.longlong, j=cython.longlong,
+                   k=cython.longlong, h=cython.longlong, out=cython.longlong)
+    cdef long long _cp_take(self, long long key)
     @cython.locals(tj=cython.longlong)
     cdef void _deps_done(self, long long c, long long j, long long now)
     @cython.locals(s=cython.longlong, tj=cython.longlong, sz=cython.longlong,
@@ -59,7 +81,8 @@ cdef class ChunkKernel:
                    done=cython.longlong)
     cdef void _on_channel(self, long long c, long long j, long long now)
     @cython.locals(m=cython.longlong, s=cython.longlong, cn=cython.longlong,
-                   loops=cython.longlong, loop=cython.longlong, c2=cython.longlong)
+                   loops=cython.longlong, loop=cython.longlong, c2=cython.longlong,
+                   copy=cython.bint, held=cython.bint)
     cdef void _ready(self, long long c, long long j, long long now)
     @cython.locals(m=cython.longlong, s=cython.longlong, tj=cython.longlong,
                    kind=cython.longlong, sz=cython.longlong, wire=cython.longlong,
@@ -67,7 +90,7 @@ cdef class ChunkKernel:
                    left=cython.longlong, end=cython.longlong, at=cython.longlong,
                    cp=cython.longlong, key=cython.longlong, start=cython.longlong,
                    k=cython.longlong)
-    cdef void _post(self, long long c, long long j, long long now)
+    cdef void _post(self, long long c, long long j, long long now, long long copy_end_ps)
     @cython.locals(s=cython.longlong, m=cython.longlong, q=cython.longlong,
                    nsz=cython.longlong, tj=cython.longlong, sz=cython.longlong,
                    base=cython.longlong, fin=cython.longlong, x=cython.longlong,

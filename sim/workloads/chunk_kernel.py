@@ -2,13 +2,15 @@
 """Repeated chunks of a collective, played transfer by transfer in time order (part of the
 compiled core).
 
-:func:`sim.workloads.nvls_engine.run_nvls_tree` sets up an NVLS tree call as *streams*:
-one per (channel, head), each a sequence of chunks (one per NCCL loop) that all have the
-transfers of one *template* (:func:`sim.workloads.nccl.nvls_chunk`), only their size
-differing.  A transfer waits for the transfers its template names (its data) and, from
-the ``max_inflight``-th chunk of its stream on, for those that free its FIFO slot in the
-chunk ``max_inflight`` earlier (its connection carries one transfer per chunk;
-:func:`sim.workloads.nccl.nvls_slot_freers`).
+:func:`sim.workloads.chunk_engine.run_chunks` sets up a tree or NVLS tree call as
+*streams* (one per channel, or per channel and head), each a sequence of chunks (one per
+NCCL loop) that all have the transfers of one *template*
+(:func:`sim.workloads.nccl.tree_chunk_transfers`,
+:func:`sim.workloads.nccl.nvls_chunk_transfers`), only their size differing.  A
+transfer waits for the transfers its template names (its data) and, from the
+``max_inflight``-th chunk of its stream on, for those that free its FIFO slot in the
+chunk ``max_inflight`` earlier (its connection carries one transfer per chunk: its twin
+there, or :func:`sim.workloads.nccl.nvls_slot_freers`).
 :class:`ChunkKernel` keeps a chunk's state only while it is in flight and plays every
 transfer as :class:`sim.workloads.collective.CollectiveJob` drives it: NCCL's step
 latency and the sending GPU channel, the connection's order, NVLink as
@@ -42,7 +44,8 @@ K_PXN = 2    # over NVLink to another GPU's NIC of its node, then from that NIC
 # receiver, kind, NVLink egress and ingress, step latency, whether a GPU channel sends it,
 # its dependencies' count, its users (tp_users[_TUOFF:_TUEND]), its index among the
 # network transfers, the count of transfers that free its slot, the transfers whose slot it
-# frees (tp_slot_users[_TSOFF:_TSEND]), its channel copy's index, its step latency's FIFO
+# frees (tp_slot_users[_TSOFF:_TSEND]), whether a GPU channel copies it over NVLink (>= 0), its
+# step latency's FIFO
 _TSRC = 0
 _TDST = 1
 _TKIND = 2
@@ -68,6 +71,12 @@ EV_NET = 2       # at the NIC that sends it (after NVLink for PXN)
 EV_FINISH = 3    # received
 KSHIFT = 22      # a template has fewer than 2**20 transfers
 
+# the event queue (ChunkKernel._push): a bucket's picoseconds (1 << CQ_SHIFT, 262 ns),
+# buckets (a ring of them: 4.3 ms), events a block
+CQ_SHIFT = 14
+CQ_BUCKETS = 16384
+CQB = 64
+
 # a transfer's state in a chunk (ChunkKernel.wait): > 0 dependencies left, 0 in NCCL's host
 # side, R_DATA data ready (posted when its connection gets to it), R_POSTED posted
 R_DATA = -1
@@ -88,8 +97,8 @@ def _grown(values, typecode, extra, fill) -> array:
 
 
 class ChunkKernel:
-    """The state of one call's chunks (arrays from the engine: flat int64 ``array('q')``;
-    ``(a, b)`` arrays are indexed ``i * b + j``).
+    """The state of one call's chunks (arrays from the engine: flat int64 ``array('q')``,
+    the templates' int32 ``array('i')``; ``(a, b)`` arrays are indexed ``i * b + j``).
 
     ``dims``: streams ``S``, transfers per template ``m``, network transfers per template
     ``mnet``, QPs per connection ``q``, ``max_inflight``, most chunks of a stream
@@ -100,9 +109,9 @@ class ChunkKernel:
     ingress it takes (GPU ranks, -1: none), NCCL's step latency, whether a GPU channel
     sends it, its dependencies' count, its users (a range of ``tp_users``, template-local),
     its index among the template's network transfers (-1), how many transfers free its
-    slot, the transfers whose slot it frees (a range of ``tp_slot_users``), its channel
-    copy's index, its step latency's FIFO); a transfer waits for at most 127 (``wait`` is
-    a signed byte: the engine checks).
+    slot, the transfers whose slot it frees (a range of ``tp_slot_users``), whether it is
+    a GPU channel's copy over NVLink (>= 0), its step latency's FIFO); a transfer waits
+    for at most 127 (``wait`` is a signed byte: the engine checks).
     Per stream: template, channel, chunks, per (stream, chunk) size index.  Per (stream,
     network transfer, QP): its path's latency and links (``qp_poff`` into ``qp_links``);
     per (link, size, QP piece) the link's time for it (``link_dur_ps``) and per link when
@@ -115,10 +124,6 @@ class ChunkKernel:
         (self.S, self.m, self.mnet, self.q, self.mi, self.Lmax, self.n, self.nc, self.P,
          self.nsz, self.ready0_ps, self.nvl_lat_ps, self.frame_bytes) = dims
         self.tp, self.tp_users, self.tp_slot_users = templates
-        self.mcopy = 1
-        for k in range(_TCIX, len(self.tp), TPD):
-            if self.tp[k] + 1 > self.mcopy:
-                self.mcopy = self.tp[k] + 1
         self.st_tpl, self.st_ch, self.st_loops, self.st_sz = streams
         self.lat_ps, self.qp_poff, self.qp_links, self.link_dur_ps, self.link_free_ps = qps
         self.busy_ps, self.nvl_ps, self.wire_bytes, self.qp_frame_bytes = sizes
@@ -130,8 +135,10 @@ class ChunkKernel:
         self.frames = _filled(S * self.mnet * q, 0)
         self.chan_free_ps = _filled(self.n * self.nc, NEVER)
         self.recv_free_ps = _filled(self.P * self.nc, NEVER)
-        self.conn_next = _filled(S * m, 0)  # per (stream, transfer): its next chunk to post
-        self.st_chunk = _filled(S * self.Lmax, -1)  # (stream, loop) -> chunk slot, -1
+        # per (stream, transfer): its next chunk to post; per (stream, loop): its chunk
+        # slot (-1: none); int32, as the templates (half the memory a cache line holds)
+        self.conn_next = array("i", [0]) * (S * m)
+        self.st_chunk = array("i", [-1]) * (S * self.Lmax)
         # chunk slots (grown on demand): per slot its stream, loop, transfers done, and per
         # transfer its state and its channel copy's end
         self.cap = 0
@@ -142,11 +149,32 @@ class ChunkKernel:
         self.ck_loop = array("q")
         self.ck_done = array("q")
         self.wait = array("b")  # per transfer: its state (fits a signed byte)
-        self.copy_ps = array("q")  # per transfer with a channel copy (tp_cix)
+        # the ends of the GPU channels' copies (Simple, NCCL's host side) of transfers that
+        # are ready but held back by their connection's order: a hash table, chunk * m +
+        # transfer -> end (open addressing, linear probing; key -1: empty)
+        self.cp_key = _filled(1024, -1)
+        self.cp_end_ps = _filled(1024, 0)
+        self.cp_n = 0
         self.free = array("q")
         self.nfree = 0
-        self.hp = _filled(3 * 1024, 0)  # entry i: time, order, payload at 3 * i
+        # the event queue (_push): the heap (entry i: time, order, payload at 3 * i); the
+        # buckets: per bucket its first and last block (-1: none) and the events in its
+        # last, the blocks (CQB events each, a block's next, the free ones); the overflow
+        self.hp = _filled(3 * 1024, 0)
         self.hn = 0
+        self.cq_shift = CQ_SHIFT
+        self.cq_cur = 0
+        self.cq_n = 0
+        self.cb_head = _filled(CQ_BUCKETS, -1)
+        self.cb_tail = _filled(CQ_BUCKETS, -1)
+        self.cb_toff = _filled(CQ_BUCKETS, 0)
+        self.cq = _filled(3 * CQB * 256, 0)
+        self.cq_next = _filled(256, -1)
+        self.cq_free = array("q", range(255, -1, -1))
+        self.cq_nfree = 256
+        self.ov = _filled(3 * 64, 0)
+        self.ov_n = 0
+        self.ov_min_ps = -NEVER
         self.seq = 0
         # two FIFOs of EV_CHANNEL events (intra- and inter-node step latency): per FIFO f
         # its first entry and length, its entries from f * fq_cap (a ring)
@@ -173,7 +201,6 @@ class ChunkKernel:
         for name in ("ck_s", "ck_loop", "ck_done"):
             setattr(self, name, _grown(getattr(self, name), "q", cap - old, 0))
         self.wait = _grown(self.wait, "b", (cap - old) * m, 0)
-        self.copy_ps = _grown(self.copy_ps, "q", (cap - old) * self.mcopy, 0)
         fr = _grown(self.free, "q", 0, 0)[:self.nfree]
         fr.extend(array("q", range(cap - 1, old - 1, -1)))
         fr.extend(_filled(cap - len(fr), 0))
@@ -198,9 +225,6 @@ class ChunkKernel:
         self.ck_done[c] = 0
         m = self.m
         tb = self.st_tpl[s] * m
-        base = c * self.mcopy
-        for j in range(self.mcopy):
-            self.copy_ps[base + j] = NEVER
         base = c * m
         for j in range(m):
             r = (tb + j) * TPD
@@ -212,17 +236,115 @@ class ChunkKernel:
         if self.open_chunks > self.peak_chunks:
             self.peak_chunks = self.open_chunks
 
-    # ------------------------------------------------------------------ the heap
+    # ------------------------------------------------------------------ the event queue
+    # A calendar queue: the events of the next picoseconds in a binary heap (``hp``, ``hn``
+    # of them: those whose time >> cq_shift is below ``cq_cur``), the later ones appended
+    # unsorted to a ring of CQ_BUCKETS buckets (time >> cq_shift from cq_cur on, one a
+    # bucket) or, further still, to an overflow list; a bucket goes into the heap when
+    # the heap runs dry.  A binary heap of every event (millions at 8,192 GPUs, booked far
+    # ahead on FIFO links) walked cache misses at each of its levels; this one stays small.
     def _push(self, t, kind, c, j):
-        if 3 * self.hn == len(self.hp):
-            self._grow_heap()
         seq = self.seq
         self.seq += 1
         p = kind | (j << 2) | (c << KSHIFT)
+        b = t >> self.cq_shift
+        if b < self.cq_cur:
+            self._heap_push(t, seq, p)
+        elif b < self.cq_cur + CQ_BUCKETS:
+            self._cq_append(b & (CQ_BUCKETS - 1), t, seq, p)
+            self.cq_n += 1
+        else:
+            if 3 * self.ov_n == len(self.ov):
+                self.ov = _grown(self.ov, "q", len(self.ov), 0)
+            self.ov[3 * self.ov_n] = t
+            self.ov[3 * self.ov_n + 1] = seq
+            self.ov[3 * self.ov_n + 2] = p
+            self.ov_n += 1
+            if t < self.ov_min_ps:
+                self.ov_min_ps = t
+        if self.hn + self.cq_n + self.ov_n > self.peak_events:
+            self.peak_events = self.hn + self.cq_n + self.ov_n
+
+    def _cq_append(self, b, t, seq, p):
+        """Event (t, seq, p) at the tail of bucket ``b``: a chain of blocks of CQB events."""
+        if self.cb_toff[b] == CQB or self.cb_tail[b] < 0:
+            if self.cq_nfree == 0:  # twice the blocks
+                old = len(self.cq_next)
+                self.cq = _grown(self.cq, "q", 3 * CQB * old, 0)
+                self.cq_next = _grown(self.cq_next, "q", old, -1)
+                self.cq_free = _grown(self.cq_free, "q", old, 0)
+                for k in range(old):
+                    self.cq_free[k] = 2 * old - 1 - k
+                self.cq_nfree = old
+            self.cq_nfree -= 1
+            blk = self.cq_free[self.cq_nfree]
+            self.cq_next[blk] = -1
+            if self.cb_tail[b] < 0:
+                self.cb_head[b] = blk
+            else:
+                self.cq_next[self.cb_tail[b]] = blk
+            self.cb_tail[b] = blk
+            self.cb_toff[b] = 0
+        i = 3 * (self.cb_tail[b] * CQB + self.cb_toff[b])
+        self.cq[i] = t
+        self.cq[i + 1] = seq
+        self.cq[i + 2] = p
+        self.cb_toff[b] += 1
+
+    def _cq_next(self):
+        """The heap empty and events in the buckets or the overflow: the next bucket that
+        has events into the heap."""
+        while self.hn == 0:
+            if self.cq_n == 0:  # only the overflow: on to its first event
+                b = self.ov_min_ps >> self.cq_shift
+                if b > self.cq_cur:
+                    self.cq_cur = b
+            if self.ov_n > 0 and (self.ov_min_ps >> self.cq_shift) < self.cq_cur + CQ_BUCKETS:
+                self._ov_spill()
+            b = self.cq_cur & (CQ_BUCKETS - 1)
+            self.cq_cur += 1
+            blk = self.cb_head[b]
+            if self.cb_tail[b] < 0:
+                continue
+            while blk >= 0:
+                k = CQB if blk != self.cb_tail[b] else self.cb_toff[b]
+                i = 3 * blk * CQB
+                for e in range(i, i + 3 * k, 3):
+                    self._heap_push(self.cq[e], self.cq[e + 1], self.cq[e + 2])
+                self.cq_n -= k
+                nxt = self.cq_next[blk]
+                self.cq_free[self.cq_nfree] = blk
+                self.cq_nfree += 1
+                blk = nxt
+            self.cb_head[b] = -1
+            self.cb_tail[b] = -1
+
+    def _ov_spill(self):
+        """The overflow's events that the buckets now reach into them (or the heap)."""
+        keep = 0
+        self.ov_min_ps = -NEVER
+        for e in range(0, 3 * self.ov_n, 3):
+            t = self.ov[e]
+            b = t >> self.cq_shift
+            if b < self.cq_cur:
+                self._heap_push(t, self.ov[e + 1], self.ov[e + 2])
+            elif b < self.cq_cur + CQ_BUCKETS:
+                self._cq_append(b & (CQ_BUCKETS - 1), t, self.ov[e + 1], self.ov[e + 2])
+                self.cq_n += 1
+            else:
+                self.ov[3 * keep] = t
+                self.ov[3 * keep + 1] = self.ov[e + 1]
+                self.ov[3 * keep + 2] = self.ov[e + 2]
+                keep += 1
+                if t < self.ov_min_ps:
+                    self.ov_min_ps = t
+        self.ov_n = keep
+
+    def _heap_push(self, t, seq, p):
+        if 3 * self.hn == len(self.hp):
+            self._grow_heap()
         i = self.hn
         self.hn += 1
-        if self.hn > self.peak_events:
-            self.peak_events = self.hn
         while i > 0:
             par = (i - 1) >> 1
             pt = self.hp[3 * par]
@@ -293,6 +415,54 @@ class ChunkKernel:
         self.fq_time_ps, self.fq_seq, self.fq_p = ts, seqs, ps
         self.fq_cap = cap
 
+    # ------------------------------------------------------------------ the copies' ends
+    def _cp_slot(self, key):
+        h = (key & 0xFFFFFFF) * 40503 + (key >> 28)
+        return (h ^ (h >> 15)) & (len(self.cp_key) - 1)
+
+    def _cp_put(self, key, end_ps):
+        """Keep ``end_ps`` for ``key`` (not kept yet)."""
+        if 2 * (self.cp_n + 1) > len(self.cp_key):  # at most half full: twice the slots
+            keys, ends = self.cp_key, self.cp_end_ps
+            self.cp_key = _filled(2 * len(keys), -1)
+            self.cp_end_ps = _filled(2 * len(keys), 0)
+            self.cp_n = 0
+            for i in range(len(keys)):
+                if keys[i] >= 0:
+                    self._cp_put(keys[i], ends[i])
+        mask = len(self.cp_key) - 1
+        i = self._cp_slot(key)
+        while self.cp_key[i] >= 0:
+            i = (i + 1) & mask
+        self.cp_key[i] = key
+        self.cp_end_ps[i] = end_ps
+        self.cp_n += 1
+
+    def _cp_take(self, key):
+        """The end kept for ``key``, no longer kept (NEVER: none)."""
+        mask = len(self.cp_key) - 1
+        i = self._cp_slot(key)
+        while self.cp_key[i] != key:
+            if self.cp_key[i] < 0:
+                return NEVER
+            i = (i + 1) & mask
+        out = self.cp_end_ps[i]
+        # the entries after it that it may hold back from their slot move back a place
+        j = i
+        while True:
+            j = (j + 1) & mask
+            k = self.cp_key[j]
+            if k < 0:
+                break
+            h = self._cp_slot(k)
+            if (i < j and (h <= i or h > j)) or (j < i and h <= i and h > j):
+                self.cp_key[i] = k
+                self.cp_end_ps[i] = self.cp_end_ps[j]
+                i = j
+        self.cp_key[i] = -1
+        self.cp_n -= 1
+        return out
+
     # ------------------------------------------------------------------ a transfer
     def _deps_done(self, c, j, now):
         """Transfer ``j`` of chunk ``c`` has what it waits for (at ``now``)."""
@@ -323,20 +493,24 @@ class ChunkKernel:
         if self.tp[tj * TPD + _TKIND] != K_NVL:  # the network: a step into the send buffer
             self._push(done, EV_READY, c, j)
             return
-        if self.simple:  # a whole step, then its flag
-            self.copy_ps[c * self.mcopy + self.tp[tj * TPD + _TCIX]] = done
         if start > now:
             self._push(start, EV_READY, c, j)
         else:
             self._ready(c, j, now)
 
     def _ready(self, c, j, now):
-        """Data ready: the connection posts its sends in order, as far as they are ready."""
+        """Data ready: the connection posts its sends in order, as far as they are ready.
+        A GPU channel's copy (Simple, NCCL's host side) is ready when its channel starts it
+        and ends its step time later: the post waits for that end, kept (``_cp_put``) for
+        a send held back by its connection's order."""
         m = self.m
         self.wait[c * m + j] = R_DATA
         s = self.ck_s[c]
         cn = s * m + j
         loops = self.st_loops[s]
+        copy = (self.has_host and self.simple
+                and self.tp[(self.st_tpl[s] * m + j) * TPD + _TCIX] >= 0)
+        held = True
         while True:
             loop = self.conn_next[cn]
             if loop >= loops:
@@ -345,10 +519,20 @@ class ChunkKernel:
             if c2 < 0 or self.wait[c2 * m + j] != R_DATA:
                 break
             self.conn_next[cn] = loop + 1
-            self._post(c2, j, now)
+            if not copy:
+                self._post(c2, j, now, NEVER)
+            elif c2 == c:
+                held = False
+                self._post(c, j, now, now + self.busy_ps[self.st_sz[s * self.Lmax + loop]])
+            else:
+                self._post(c2, j, now, self._cp_take(c2 * m + j))
+        if copy and held:
+            self._cp_put(c * m + j, now + self.busy_ps[self.st_sz[s * self.Lmax
+                                                                  + self.ck_loop[c]]])
 
-    def _post(self, c, j, now):
-        """Post transfer ``j`` of chunk ``c`` now."""
+    def _post(self, c, j, now, copy_end_ps):
+        """Post transfer ``j`` of chunk ``c`` now (over NVLink: received not before
+        ``copy_end_ps``)."""
         m = self.m
         self.wait[c * m + j] = R_POSTED
         if now < self.first_post_ps:
@@ -383,11 +567,8 @@ class ChunkKernel:
         if to >= 0:
             self.ingress_free_ps[to] = end
         at = end + self.nvl_lat_ps
-        k = self.tp[tj * TPD + _TCIX]
-        if k >= 0 and self.simple:  # NCCL's host side: not before the channel's copy ends
-            cp = self.copy_ps[c * self.mcopy + k]
-            if cp > at:
-                at = cp
+        if copy_end_ps > at:  # NCCL's host side: not before the channel's copy ends
+            at = copy_end_ps
         if kind == K_PXN:
             self._push(at, EV_NET, c, j)
             return
@@ -505,6 +686,8 @@ class ChunkKernel:
         while True:
             # the first of the heap's and the two FIFOs' first events
             f = -1
+            if self.hn == 0 and self.cq_n + self.ov_n > 0:
+                self._cq_next()
             if self.hn > 0:
                 t = self.hp[0]
                 sq = self.hp[1]
@@ -547,7 +730,7 @@ class ChunkKernel:
                 if now - tick >= 1.0:
                     tick = now
                     progress(self.count, total)
-        return self.hn + self.fq_n[0] + self.fq_n[1]
+        return self.hn + self.cq_n + self.ov_n + self.fq_n[0] + self.fq_n[1]
 
 
 # Compiled (chunk_kernel.pxd), a cpdef method's Python signature has lost its return

@@ -529,6 +529,9 @@ class Schedule:
     #: the count the channels, threads and chunks were resolved for (``full_count`` of
     #: :func:`schedule`: the call these are the first and last loops of; else ``count``)
     full_count: int = 0
+    #: the communicator's channels (``nchannels`` of :func:`schedule`, before a small call
+    #: drops some): a tree's channels are split between its two trees by it
+    comm_channels: int = 0
 
     def node_of(self, rank: int) -> int:
         """The node of ``rank``: a GPU's (``rank // gpus_per_node``), an NVLS buffer's, or
@@ -789,6 +792,7 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
         raise ScheduleError(f"sharp_nodes_per_leaf must be >= 0, got {sharp_nodes_per_leaf}")
     sch.sharp_nodes_per_leaf = sharp_nodes_per_leaf
     sch.full_count = full
+    sch.comm_channels = nchannels
     b = _Builder(sch, nchannels, qp_base)
     if nranks == 1 or count == 0:
         return b.finish()
@@ -1014,42 +1018,80 @@ def _tree_chunk_elems(sch: Schedule) -> int:
 
 def _tree_allreduce(b: _Builder) -> None:
     sch = b.sch
-    n, nc, elt, gpn = sch.nranks, sch.nchannels, sch.elem_bytes, sch.gpus_per_node
     chunk = _tree_chunk_elems(sch)
-    size = sch.count
     sch.steps_per_loop = 1
-    # connectTrees doubles the channels: the first half on tree 0, the second on tree 1; a
-    # call that dropped channels uses the first ones.
-    half = -(-b.comm_channels // 2)
-    trees = [channel_tree(n, gpn, 0 if ch < half else 1, ch % gpn) for ch in range(nc)]
+    sch.loop_elems = sch.nchannels * chunk
+    trees = [tree_of_channel(sch, ch) for ch in range(sch.nchannels)]
     orders = [_postorder(t) for t in trees]
-    loop_elems = sch.loop_elems = nc * chunk
     loops = 0
-    for loop, grid in enumerate(range(0, size, loop_elems)):
-        loops += 1
+    for ch, loop, off, nelem in tree_chunks(sch):
+        loops = max(loops, loop + 1)
+        _tree_chunk(b, trees[ch], orders[ch], ch, loop, off * sch.elem_bytes,
+                    nelem * sch.elem_bytes)
+    sch.loops = loops
+
+
+def tree_of_channel(sch: Schedule, ch: int) -> dict[int, tuple[int, tuple]]:
+    """Channel ``ch``'s tree (:func:`channel_tree`): ``connectTrees`` doubles the
+    communicator's channels, the first half on tree 0, the second on tree 1 (a call that
+    dropped channels uses the first ones), head GPU ``ch % gpus_per_node``."""
+    return channel_tree(sch.nranks, sch.gpus_per_node, *tree_key(sch, ch))
+
+
+def tree_key(sch: Schedule, ch: int) -> tuple[int, int]:
+    """(tree, head GPU) of channel ``ch`` of tree schedule ``sch`` (:func:`tree_of_channel`):
+    channels of one key have the same tree."""
+    half = -(-(sch.comm_channels or sch.nchannels) // 2)
+    return (0 if ch < half else 1), ch % sch.gpus_per_node
+
+
+def tree_chunks(sch: Schedule) -> Iterator[tuple[int, int, int, int]]:
+    """The chunks of tree schedule ``sch`` (built or not) in the order its transfers are
+    listed: (channel, loop, first element, elements): loops of one chunk per channel, the
+    last loop's chunks cut to what is left (a channel left without elements has none)."""
+    chunk = sch.chunk_bytes // sch.elem_bytes
+    size = sch.count
+    nc = sch.nchannels
+    for loop, grid in enumerate(range(0, size, nc * chunk)):
         for ch in range(nc):
             off = grid + ch * chunk
             nelem = min(chunk, size - off)
-            if nelem <= 0:
-                continue
-            tree, order = trees[ch], orders[ch]
-            up_of: dict[int, int] = {}
-            for r in order:  # children before parents: reduce up
-                parent, kids = tree[r]
-                if parent == -1:
-                    continue
-                up_of[r] = b.add(r, parent, ch, nelem * elt, step=0, loop=loop, reduce=True,
-                                 src_block=0, dst_block=0, offset_bytes=off * elt,
-                                 deps=[up_of[k] for k in kids])
-            down_of: dict[int, int] = {}
-            for r in reversed(order):  # parents before children: broadcast down
-                parent, kids = tree[r]
-                got = [up_of[k] for k in kids] if parent == -1 else [down_of[r]]
-                for k in kids:
-                    down_of[k] = b.add(r, k, ch, nelem * elt, step=1, loop=loop, reduce=False,
-                                       src_block=0, dst_block=0, offset_bytes=off * elt,
-                                       deps=got)
-    sch.loops = loops
+            if nelem > 0:
+                yield ch, loop, off, nelem
+
+
+def _tree_chunk(b: _Builder, tree: dict[int, tuple[int, tuple]], order: list[int], ch: int,
+                loop: int, off: int, nbytes: int) -> None:
+    """One chunk of a tree AllReduce on channel ``ch``: partial sums up ``tree`` (children
+    before parents, ``order`` its post-order), then the total down.  Each connection
+    carries one of its transfers: a transfer's FIFO slot is its twin's of the chunk
+    ``max_inflight`` loops earlier."""
+    kw = {"loop": loop, "src_block": 0, "dst_block": 0, "offset_bytes": off}
+    up_of: dict[int, int] = {}
+    for r in order:  # children before parents: reduce up
+        parent, kids = tree[r]
+        if parent == -1:
+            continue
+        up_of[r] = b.add(r, parent, ch, nbytes, step=0, reduce=True,
+                         deps=[up_of[k] for k in kids], **kw)
+    down_of: dict[int, int] = {}
+    for r in reversed(order):  # parents before children: broadcast down
+        parent, kids = tree[r]
+        got = [up_of[k] for k in kids] if parent == -1 else [down_of[r]]
+        for k in kids:
+            down_of[k] = b.add(r, k, ch, nbytes, step=1, reduce=False, deps=got, **kw)
+
+
+def tree_chunk_transfers(sch: Schedule, ch: int, nbytes: int) -> list[Transfer]:
+    """The transfers of one chunk of ``nbytes`` on channel ``ch`` of tree schedule ``sch``
+    (built or not), as its builder makes them, ids from 0 and without FIFO slots (each
+    connection of a chunk carries one of its transfers, whose slot is freed by its twin
+    of the chunk ``max_inflight`` loops earlier)."""
+    one = replace(sch, transfers=[], connections={}, max_inflight=1 << 62)
+    tree = tree_of_channel(sch, ch)
+    _tree_chunk(_Builder(one, sch.comm_channels or sch.nchannels), tree, _postorder(tree),
+                ch, 0, 0, nbytes)
+    return one.transfers
 
 
 def nvls_buffer(sch: Schedule, node: int, head: int, multicast: bool) -> int:

@@ -1,18 +1,22 @@
-"""An NVLS tree call at flow fidelity without transfer objects: the chunk engine.
+"""Collectives of repeated chunks at flow fidelity without transfer objects: the chunk
+engine.
 
-NCCL's pick for large AllReduces on NVSwitch nodes is the NVLS tree
-(:func:`sim.workloads.nccl.nvls_chunks`): per channel and head, a chunk per loop, each
-the same transfers on every node (the GPUs' copies into the NVSwitch's reduce buffer, the
-sum to the head, partial sums up NCCL's double binary tree of nodes and the total down,
-the multicast store to every GPU).  At 1,024 nodes of 8 GPUs a 1 GiB call is 16,384
-chunks of 19,454 transfers: 319 million, too many to hold as
+NCCL's picks for AllReduce on many nodes are trees: the tree (:func:`sim.workloads.nccl.
+tree_chunks`: per channel a chunk per loop, partial sums up NCCL's double binary tree of
+nodes, each node's GPUs chained under one head, and the total down) for small and middle
+sizes, the NVLS tree (:func:`sim.workloads.nccl.nvls_chunks`: per channel and head a chunk
+per loop, the GPUs' copies into the NVSwitch's reduce buffer, the sum to the head, partial
+sums up the tree of nodes and the total down, the multicast store to every GPU) for large
+ones.  At 1,024 nodes of 8 GPUs a 1 GiB NVLS tree call is 16,384 chunks of 19,454
+transfers, 319 million; a 16 MiB tree call 8 million: too many to hold as
 :class:`sim.workloads.nccl.Transfer` s and drive one by one
-(:class:`sim.workloads.collective.CollectiveJob`).  But every chunk of one (channel, head)
-has the same transfers, only their size differing, and its connections carry one transfer
-each, so a transfer's FIFO slot is freed by the same transfers of the chunk
-``max_inflight`` earlier (:func:`sim.workloads.nccl.nvls_slot_freers`).  The chunk
-engine builds each chunk's transfers once per (tree, head) as a template
-(:func:`sim.workloads.nccl.nvls_chunk_transfers`) and
+(:class:`sim.workloads.collective.CollectiveJob`).  But every chunk of one *stream* (a
+channel, or a channel and head) has the same transfers, only their size differing, and
+its connections carry one transfer each, so a transfer's FIFO slot is freed by the same
+transfers of the chunk ``max_inflight`` earlier (the twin itself in a tree;
+:func:`sim.workloads.nccl.nvls_slot_freers` in an NVLS tree).  The chunk engine builds
+each chunk's transfers once per template (:func:`sim.workloads.nccl.tree_chunk_transfers`,
+:func:`sim.workloads.nccl.nvls_chunk_transfers`) and
 :class:`sim.workloads.chunk_kernel.ChunkKernel` (compiled with the simulator's core) plays
 every transfer of every chunk, holding only the chunks in flight, as the job drives them:
 NCCL's host side, the connections' order, NVLink as
@@ -24,16 +28,17 @@ last link is done.
 What it gives up against the job at flow fidelity: where QPs share a link the job shares
 it among them (max-min rates, recomputed as QPs go busy and idle) and the engine serves
 their messages one after another; where no link is shared the two post and receive every
-transfer at the same picosecond (tests/test_nvls_engine.py; with NCCL's host side,
+transfer at the same picosecond (tests/test_chunk_engine.py; with NCCL's host side,
 transfers that line up on one picosecond may take a port in another order).  Fixed
 max-min shares with every QP sending, as the ring engine has them, are slow for a tree
-whose QPs idle while chunks climb and descend.  No faults, stragglers, SHARP or nodes of
-more than :data:`MAX_GPUS_PER_NODE` GPUs (:func:`sim.scenarios.collective.run_size` runs
+whose QPs idle while chunks climb and descend.  No faults, stragglers, SHARP or NVLS nodes
+of more than :data:`MAX_GPUS_PER_NODE` GPUs (:func:`sim.scenarios.collective.run_size` runs
 those on the job).
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -44,46 +49,53 @@ from sim.workloads.nccl import (
     Collective,
     Protocol,
     Schedule,
+    Transfer,
     chunk_users,
     connection_qps,
     nvls_chunk_transfers,
     nvls_chunks,
     nvls_slot_freers,
     send_nic_rank,
+    tree_chunk_transfers,
+    tree_chunks,
+    tree_key,
 )
 from sim.workloads.ring_engine import RingRun, size_tables, time_at_ps
 from sim.workloads.ring_kernel import int_array
 
-__all__ = ["nvls_engine_problem", "nvls_sends", "run_nvls_tree"]
+__all__ = ["chunk_engine_problem", "chunk_sends", "run_chunks"]
 
 #: a test's hook: (stream, loop, template transfer) -> [posted, received]
 _TRACE: dict | None = None
-#: the most GPUs a node the chunk kernel takes: a transfer waits for at most gpus + 3 others
-#: (the store into the multicast buffer: its data and every GPU's copy out of the chunk
-#: max_inflight earlier), and the kernel counts them in a signed byte
+#: the most GPUs a node the chunk kernel takes in an NVLS tree: a transfer waits for at most
+#: gpus + 3 others (the store into the multicast buffer: its data and every GPU's copy out
+#: of the chunk max_inflight earlier), and the kernel counts them in a signed byte
 MAX_GPUS_PER_NODE = 124
 #: the last run's most chunks in flight and most events in its heap at once
 LAST_STATS: dict[str, int] = {}
 
 
-def nvls_engine_problem(sch: Schedule, delay_ps: Any = None) -> str | None:
+def chunk_engine_problem(sch: Schedule, delay_ps: Any = None) -> str | None:
     """Why the chunk engine cannot run ``sch`` (None: it can)."""
-    if sch.algorithm not in (Algorithm.NVLS_TREE, Algorithm.NVLS) or (
-            sch.collective is not Collective.ALLREDUCE):
-        return f"{sch.algorithm.value} {sch.collective.value} is not an NVLS AllReduce"
+    if sch.collective is not Collective.ALLREDUCE or sch.algorithm not in (
+            Algorithm.TREE, Algorithm.NVLS_TREE, Algorithm.NVLS):
+        return (f"{sch.algorithm.value} {sch.collective.value} is not a tree or NVLS "
+                f"AllReduce")
     if sch.aggregators:
         return "SHARP aggregators"
     if delay_ps:
         return "stragglers"
     if sch.algorithm is Algorithm.NVLS and sch.nranks > sch.gpus_per_node:
         return "NVLS across nodes runs on SHARP"
-    if sch.gpus_per_node > MAX_GPUS_PER_NODE:
+    if sch.algorithm is not Algorithm.TREE and sch.gpus_per_node > MAX_GPUS_PER_NODE:
         return f"more than {MAX_GPUS_PER_NODE} GPUs a node"
     return None
 
 
-def nvls_sends(sch: Schedule) -> int:
-    """The transfers of NVLS (tree) schedule ``sch`` (built or not)."""
+def chunk_sends(sch: Schedule) -> int:
+    """The transfers of tree, NVLS or NVLS tree schedule ``sch`` (built or not)."""
+    if sch.algorithm is Algorithm.TREE:  # an edge of the tree up and one down a chunk
+        return 2 * (sch.nranks - 1) * sum(1 for _ in tree_chunks(sch))
     g = sch.gpus_per_node
     nodes = sch.nranks // g
     tree = sch.algorithm is Algorithm.NVLS_TREE
@@ -93,12 +105,44 @@ def nvls_sends(sch: Schedule) -> int:
     return per_chunk * sum(1 for _ in nvls_chunks(sch))
 
 
-def run_nvls_tree(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int,
-                  header_bytes: int | None = None, gpus_per_node: int = 1,
-                  nvlink: bool = True, nvlink_bps: int, nvlink_latency_ps: int,
-                  pxn: bool = True, host: Any = None, qp_base: int = 0x100,
-                  progress: Callable[[int, int], None] | None = None) -> RingRun:
-    """Run NVLS (tree) schedule ``sch`` (built or not: its parameters are what is read) on
+def _plan(sch: Schedule) -> tuple[list[int], list[int], list[list[Transfer]],
+                                  list[list[tuple[int, ...]]], list[tuple[int, int, int]]]:
+    """The streams of ``sch``: per stream its channel and template; the templates (a
+    chunk's transfers, sized 1 byte) and per template transfer the transfers that free its
+    slot; the chunks as (stream, loop, bytes), in the order the schedule lists them."""
+    elt = sch.elem_bytes
+    if sch.algorithm is Algorithm.TREE:  # a stream a channel; a template a (tree, head)
+        keys: dict[tuple, int] = {}
+        st_ch, st_tpl, tpls = [], [], []
+        for ch in range(sch.nchannels):
+            key = tree_key(sch, ch)
+            if key not in keys:
+                keys[key] = len(tpls)
+                tpls.append(tree_chunk_transfers(sch, ch, 1))
+            st_ch.append(ch)
+            st_tpl.append(keys[key])
+        freers = [[(j,) for j in range(len(t))] for t in tpls]  # the twin's own receipt
+        chunks = [(ch, loop, nelem * elt) for ch, loop, _, nelem in tree_chunks(sch)]
+        return st_ch, st_tpl, tpls, freers, chunks
+    g = sch.gpus_per_node  # a stream a (channel, head); a template a (tree, head)
+    tree = sch.algorithm is Algorithm.NVLS_TREE
+    whiches = (0, 1) if tree else (0,)
+    tpls = [nvls_chunk_transfers(sch, w, h, w, 1) for w in whiches for h in range(g)]
+    st_ch = [ch for ch in range(sch.nchannels) for _ in range(g)]
+    st_tpl = [(ch % 2 if tree else 0) * g + h for ch in range(sch.nchannels)
+              for h in range(g)]
+    freers = [nvls_slot_freers(t) for t in tpls]
+    chunks = [(ch * g + h, loop, nelem * elt) for ch, loop, h, _, nelem in nvls_chunks(sch)]
+    return st_ch, st_tpl, tpls, freers, chunks
+
+
+def run_chunks(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: int,
+               header_bytes: int | None = None, gpus_per_node: int = 1,
+               nvlink: bool = True, nvlink_bps: int, nvlink_latency_ps: int,
+               pxn: bool = True, host: Any = None, qp_base: int = 0x100,
+               progress: Callable[[int, int], None] | None = None) -> RingRun:
+    """Run tree, NVLS or NVLS tree schedule ``sch`` (built or not: its parameters are what
+    is read) on
     ``fabric``'s hosts ``hosts`` from the engine's current time at flow fidelity (module
     docstring); the keywords are :func:`sim.workloads.collective.run_schedule`'s.  The
     fabric's clock is moved to the last receipt; its
@@ -109,32 +153,30 @@ def run_nvls_tree(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes
     from sim.workloads.fluid_transport import fluid_transport
     from sim.workloads.ring_engine import _no_data
 
-    why = nvls_engine_problem(sch)
+    why = chunk_engine_problem(sch)
     if why is not None:
-        raise ValueError(f"the chunk engine runs NVLS AllReduces only: {why}")
+        raise ValueError(f"the chunk engine runs tree and NVLS AllReduces only: {why}")
     g = gpus_per_node
-    if g != sch.gpus_per_node or not (nvlink and g > 1):
-        raise ValueError(f"{sch.algorithm.value} needs NVLink between the GPUs of a node "
-                         f"(nvlink on, gpus_per_node {sch.gpus_per_node})")
+    if g != sch.gpus_per_node or not (nvlink or g == 1) or (
+            sch.algorithm is not Algorithm.TREE and g == 1):
+        raise ValueError(f"the chunk engine: {sch.algorithm.value} needs NVLink between the "
+                         f"GPUs of a node (nvlink on, gpus_per_node {sch.gpus_per_node})")
     n, nc, q, mi = sch.nranks, sch.nchannels, sch.qps_per_connection, sch.max_inflight
     hdr = fabric.stack.header_bytes if header_bytes is None else header_bytes
     eng = fabric.engine
     t0 = eng.now_ps
     launch_ps = None if host is None else t0
     ready0_ps = t0 if host is None else t0 + host.launch_ps
-    tree = sch.algorithm is Algorithm.NVLS_TREE
-    # the streams (channel, head) and their chunks' sizes, in the schedule's order
-    S = nc * g
-    chunks = list(nvls_chunks(sch))
-    elt = sch.elem_bytes
+    # the streams and their chunks' sizes, in the schedule's order; the templates
+    st_ch_l, st_tpl_l, tpls, freers, chunks = _plan(sch)
+    S = len(st_ch_l)
     size_list_bytes, size_ix = [0], {0: 0}  # the chunks' sizes (index 0: none)
     per_stream: list[list[int]] = [[] for _ in range(S)]
-    for ch, loop, h, _, nelem in chunks:
-        nb = nelem * elt
+    for s, loop, nb in chunks:
         if nb not in size_ix:
             size_ix[nb] = len(size_list_bytes)
             size_list_bytes.append(nb)
-        lst = per_stream[ch * g + h]
+        lst = per_stream[s]
         if loop != len(lst):
             raise ValueError("chunk engine: a stream's chunks are not its loops 0, 1, ..")
         lst.append(size_ix[nb])
@@ -143,15 +185,11 @@ def run_nvls_tree(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes
     st_sz = np.zeros((S, Lmax), dtype=np.int64)
     for s, lst in enumerate(per_stream):
         st_sz[s, :len(lst)] = lst
-    st_ch = np.repeat(np.arange(nc), g)
-    whiches = (0, 1) if tree else (0,)
-    st_tpl = np.array([(ch % 2 if tree else 0) * g + h for ch in range(nc) for h in range(g)],
-                      dtype=np.int64)
-    # the templates: (tree, head) -> one chunk's transfers (channel 0 or 1: the keys' channel
-    # is the stream's)
+    st_ch = np.array(st_ch_l, dtype=np.int64)
+    st_tpl = np.array(st_tpl_l, dtype=np.int64)
+    # (a template's transfers carry its first stream's channel: the streams' are theirs)
     node = np.array([sch.node_of(r) for r in range(n + sch.buffers)], dtype=np.int64) \
         if sch.buffers else np.arange(n) // g
-    tpls = [nvls_chunk_transfers(sch, w, h, w, 1) for w in whiches for h in range(g)]
     m = len(tpls[0])
     if any(len(t) != m for t in tpls) or m >= 1 << 20:
         raise ValueError("chunk engine: templates of unequal or too many transfers")
@@ -183,7 +221,7 @@ def run_nvls_tree(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes
             tp["step"][sl] = np.where(same, host.intra_ps, host.inter_ps)
         tp["gpu"][sl] = src < n
         copy = same & (src < n)  # a GPU channel's copy over NVLink: its end is kept
-        tp["cix"][sl] = np.where(copy, np.cumsum(copy) - 1, -1)
+        tp["cix"][sl] = np.where(copy, 0, -1)
         tp["fifo"][sl] = np.where(same, 0, 1)
         tp["ndeps"][sl] = [len(t.depends_on) for t in trs]
         net = kind != 0
@@ -198,7 +236,7 @@ def run_nvls_tree(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes
             users.extend(us[j])
         # the FIFO slots: j's twin a chunk mi later waits for the freers of j in this one
         freed: list[list[int]] = [[] for _ in range(m)]
-        for j, fr in enumerate(nvls_slot_freers(trs)):
+        for j, fr in enumerate(freers[ti]):
             nslot[ti * m + j] = len(fr)
             for f in fr:
                 freed[f].append(j)
@@ -263,11 +301,19 @@ def run_nvls_tree(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes
                     tp["gpu"], tp["ndeps"], uoff[:-1], uoff[1:], tp["net"], nslot, soff[:-1],
                     soff[1:], tp["cix"], tp["fifo"]], axis=1)
     A = int_array
+
+    def A32(values):  # the templates' int32 arrays (checked: they fit)
+        v = np.asarray(values, dtype=np.int64)
+        if v.size and (v.min() < -(1 << 31) or v.max() >= 1 << 31):
+            raise ValueError("chunk engine: a template field does not fit 32 bits")
+        out = array("i")
+        out.frombytes(v.astype("<i4").tobytes())
+        return out
+
     kern = ChunkKernel(
         (S, m, mnet, q, mi, Lmax, n, nc, n + sch.buffers, nsz, ready0_ps, nvlink_latency_ps,
          frame),
-        (A(rec.ravel()), A(np.array(users, dtype=np.int64)),
-         A(np.array(slot_users, dtype=np.int64))),
+        (A32(rec.ravel()), A32(users), A32(slot_users)),
         (A(st_tpl), A(st_ch), A(st_loops), A(st_sz.ravel())),
         (A(lat_ps.ravel()), A(qp_poff), A(qp_links), A(link_dur_ps.ravel()),
          A(np.full(len(link_ix), -(1 << 62), dtype=np.int64))),
@@ -276,10 +322,13 @@ def run_nvls_tree(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes
         (host is not None, bool(host is not None and host.recv_copy),
          sch.protocol is Protocol.SIMPLE), _TRACE,
         # chunks in flight: a stream's GPUs may run max_inflight chunks ahead of each hop
-        # of the tree, up and down (measured: 10,973 of 16,384 at 1,024 nodes)
-        min(len(chunks), S * mi * (2 * max(1, (n // g - 1).bit_length()) + 4)))
-    order = [x for ch, loop, h, _, _ in chunks if loop < mi for x in (ch * g + h, loop)]
-    total = nvls_sends(sch)
+        # of the tree, up and down (measured: 10,973 of 16,384 at 1,024 nodes of an NVLS
+        # tree); a tree's chain through a node's GPUs adds its hops
+        min(len(chunks), S * mi * (2 * (max(1, (n // g - 1).bit_length())
+                                         + (g if sch.algorithm is Algorithm.TREE else 0))
+                                    + 4)))
+    order = [x for s, loop, _ in chunks if loop < mi for x in (s, loop)]
+    total = chunk_sends(sch)
     kern.start(A(order))
     left = kern.run(progress, total)
     LAST_STATS.update(chunks_in_flight=kern.peak_chunks, heap_peak=kern.peak_events,
