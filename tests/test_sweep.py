@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sim.cli import main
+from sim.cli import sweep as sweep_cli
 from sim.study import sweep as sweep_mod
 from sim.study.sweep import (
     MAX_RUNS,
@@ -354,3 +355,45 @@ def test_sweep_plot_says_which_runs_have_no_finite_value(tmp_path, monkeypatch, 
     assert capsys.readouterr().err.endswith(
         "--y 'v': no finished run has a finite value (1 NaN (undefined for the run, e.g. "
         "0/0), 9 absent (the run does not report it))\n")
+
+
+def test_collective_argv_maps_options_and_the_seed() -> None:
+    """A collective sweep's run is a lossless collective command line: its options by
+    name, the fabric's keys as -p, the run's seed as -p seed unless given."""
+    argv = sweep_cli.collective_argv({"size": "16M", "topology": "fattree", "k": 4,
+                                      "qps": 4, "pfc": False, "fabric": "ib"}, 3, "r.json")
+    assert argv == ["collective", "allreduce", "-b", "16M", "-e", "16M", "--fabric",
+                    "fattree", "--qps", "4", "-p", "k=4", "-p", "pfc=false", "-p",
+                    "fabric=ib", "-p", "seed=3", "--no-plots", "--json", "r.json"]
+    assert "seed=7" in sweep_cli.collective_argv({"size": 1, "seed": 7}, 3)[-2]
+
+
+def test_a_collective_sweep_runs_what_lossless_collective_runs(tmp_path, capsys) -> None:
+    """Each run of ``lossless sweep collective`` gives the figures ``lossless collective``
+    prints for the same size, fabric and seed; bad keys and a missing size are refused
+    before anything runs, in one line, exit 2."""
+    out = tmp_path / "sw"
+    assert main(["sweep", "collective", "-p", "size=1M,4M", "-p", "nodes=2", "-p",
+                 "gpus_per_node=4", "-p", "fidelity=flow", "-p", "algo=tree", "--seeds",
+                 "2", "--workers", "0", "--no-progress", "--out", str(out)]) == 0
+    rows = list(csv.DictReader(open(out / "runs.csv", encoding="utf-8")))
+    assert [(r["size"], r["seed"], r["status"]) for r in rows] == [
+        ("1M", "0", "ok"), ("1M", "1", "ok"), ("4M", "0", "ok"), ("4M", "1", "ok")]
+    assert all(r["algorithm"] == "tree" and r["nranks"] == "8" for r in rows)
+    capsys.readouterr()
+    one = tmp_path / "one.json"
+    assert main(["collective", "allreduce", "-b", "4M", "-e", "4M", "-p", "nodes=2", "-p",
+                 "gpus_per_node=4", "--fidelity", "flow", "--algo", "tree", "-p", "seed=1",
+                 "--no-plots", "--json", str(one)]) == 0
+    ref = json.loads(one.read_text())["results"][0]
+    assert float(rows[3]["busbw_GB_per_s"]) == ref["busbw_GB_per_s"]
+    assert float(rows[3]["time_us"]) == ref["time_us"]
+    capsys.readouterr()
+    for bad, says in ((["-p", "size=1M", "-p", "nodez=2"], "unknown parameter"),
+                      (["-p", "size=1M", "-p", "algo=foo"], "--algo"),
+                      (["-p", "nodes=2"], "-p size=SIZE")):
+        assert main(["sweep", "collective", *bad, "--workers", "0",
+                     "--out", str(tmp_path / "bad")]) == 2
+        err = capsys.readouterr().err
+        assert says in err and "Traceback" not in err and len(err.splitlines()) == 1
+        assert not (tmp_path / "bad").exists()

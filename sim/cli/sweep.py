@@ -4,15 +4,129 @@ docs/reference/sweep-plot.md)."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from sim.cli.argtypes import err as _err
 from sim.cli.argtypes import integer
 
-__all__ = ["add_parsers"]
+__all__ = ["COLLECTIVE", "COLLECTIVE_OPTIONS", "add_parsers", "check_collective",
+           "collective_argv", "run_collective"]
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+#: The sweep target whose runs are ``lossless collective`` calls of one size each
+#: (:func:`collective_argv`), not a scenario: ``lossless sweep collective -p size=16M
+#: -p topology=fattree -p k=32 ...``.
+COLLECTIVE = "collective"
+#: Keys of a collective sweep that are ``lossless collective``'s options (with ``collective``
+#: and ``size``; ``topology`` is ``--fabric KIND|FILE``, ``-p fabric=`` being the transport,
+#: roce or ib); every other key is one of its ``-p KEY=VALUE``.
+COLLECTIVE_OPTIONS = {"topology": "--fabric", "algo": "--algo", "proto": "--proto",
+                      "channels": "--channels", "qps": "--qps", "fidelity": "--fidelity",
+                      "engine": "--engine", "datatype": "-d", "iters": "-n",
+                      "warmup_iters": "-w", "root": "-r"}
+
+
+def _arg_text(v: Any) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
+def collective_argv(params: Mapping[str, Any], seed: int | None,
+                    json_path: str | None = None) -> list[str]:
+    """The ``lossless collective`` command line of one run of a collective sweep:
+    ``collective`` (default allreduce) of ``size`` bytes (required: one size, ``16M`` or a
+    number), the keys of :data:`COLLECTIVE_OPTIONS` as those options, every other key as
+    ``-p KEY=VALUE``; the run's seed is ``-p seed=SEED`` (the fabric's: ECMP hashing and
+    fault draws) unless ``seed`` is a key."""
+    p = dict(params)
+    coll = _arg_text(p.pop("collective", "allreduce"))
+    if "size" not in p:
+        raise ValueError("a collective sweep needs -p size=SIZE (one size a run, e.g. 16M)")
+    size = _arg_text(p.pop("size"))
+    argv = ["collective", coll, "-b", size, "-e", size]
+    for key, flag in COLLECTIVE_OPTIONS.items():
+        if key in p:
+            argv += [flag, _arg_text(p.pop(key))]
+    if seed is not None:
+        p.setdefault("seed", seed)
+    for key, v in p.items():
+        argv += ["-p", f"{key}={_arg_text(v)}"]
+    argv.append("--no-plots")
+    if json_path is not None:
+        argv += ["--json", json_path]
+    return argv
+
+
+def _collective_args(argv: list[str]) -> argparse.Namespace:
+    """``lossless collective``'s parser's reading of ``argv`` (SystemExit 2 and one line on
+    stderr when it refuses it)."""
+    from sim.cli import collective as collective_cmd
+    from sim.cli.argtypes import Parser
+
+    p = Parser(prog="lossless")
+    collective_cmd.add_parsers(p.add_subparsers(dest="command", metavar="COMMAND"))
+    return p.parse_args(argv)
+
+
+def check_collective(params: Mapping[str, Any], seed: int | None) -> None:
+    """ValueError naming what ``lossless collective`` would refuse in a run's command line
+    before it builds anything: an option's value, a ``-p`` key or value."""
+    import contextlib
+    import io
+
+    from sim.cli.collective import check_fabric_keys, collective_params, is_fabric_file
+    from sim.scenarios import ScenarioError
+    from sim.scenarios.base import resolve_params
+    from sim.scenarios.common import split_fault_params
+
+    argv = collective_argv(params, seed)
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            args = _collective_args(argv)
+    except SystemExit:
+        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+        last = lines[-1] if lines else f"lossless {' '.join(argv)}: refused"
+        raise ValueError(last.removeprefix("lossless: ")) from None
+    given = {k: v for k, v in args.param or () if not k.startswith("NCCL_") and k != "fault"}
+    try:
+        _, given = split_fault_params(given)
+        if not is_fabric_file(args.fabric):
+            check_fabric_keys(args.fabric, given)
+            resolve_params(collective_params(), given)
+    except (ScenarioError, ValueError) as e:
+        raise ValueError(f"-p: {e}") from None
+
+
+def run_collective(params: Mapping[str, Any], seed: int | None, out_dir: str
+                   ) -> dict[str, Any]:
+    """One run of a collective sweep: ``lossless collective`` (:func:`collective_argv`) in
+    this process, its results.json in ``out_dir``; returns its size's row with the call's
+    ranks, nodes and GPUs a node (RuntimeError with its last message when it ran nothing)."""
+    import contextlib
+    import io
+
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "results.json")
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        try:
+            args = _collective_args(collective_argv(params, seed, path))
+            rc = args.func(args)
+        except SystemExit as e:  # refused by the parser (check_collective checks first)
+            rc = e.code if isinstance(e.code, int) else 2
+    if rc == 2 or not os.path.exists(path):
+        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+        raise RuntimeError(lines[-1] if lines else f"lossless collective: exit status {rc}")
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    return {**{k: doc[k] for k in ("nranks", "nodes", "gpus_per_node") if k in doc},
+            **doc["results"][0], "exit_status": rc}
 
 
 def _grid_item(text: str) -> tuple[str, str]:
@@ -34,7 +148,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
              f"ADDRESS")
         return EXIT_USAGE
     try:
-        name = scenario_name(args.scenario)
+        name = args.scenario if args.scenario == COLLECTIVE else scenario_name(args.scenario)
         grid = {}
         for key, text in args.param or ():
             if key in grid:
@@ -49,10 +163,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     out = args.out or os.path.join("out", f"sweep_{name}")
     start = time.perf_counter()
     try:
+        coll = args.scenario == COLLECTIVE  # runs of lossless collective, not a scenario
         rows = sweep(args.scenario, grid, out_dir=out, seeds=args.seeds,
                      seed_base=args.seed_base, workers=args.workers, scheduler=args.scheduler,
                      keep_runs=args.keep_runs, retry_failed=args.retry_failed,
-                     progress=None if not args.no_progress else False, force=args.force)
+                     progress=None if not args.no_progress else False, force=args.force,
+                     run=run_collective if coll else None,
+                     check=check_collective if coll else None)
     except (ScenarioError, ValueError, RuntimeError, OSError) as e:
         _err(str(e))
         return EXIT_USAGE
@@ -97,7 +214,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     "scenario, each as an independent task on a local Dask cluster or an "
                     "existing scheduler; results go to DIR/results.jsonl and DIR/runs.csv; "
                     "an interrupted sweep resumes where it stopped (docs/reference/sweep.md).")
-    s.add_argument("scenario", metavar="SCENARIO", help="built-in name or TOML file")
+    s.add_argument("scenario", metavar="SCENARIO",
+                   help="built-in name or TOML file; or 'collective': each run a lossless "
+                        "collective call of one size (-p size=16M, -p topology=KIND|FILE, "
+                        "-p algo=, proto=, channels=, qps=, fidelity=, engine=, the "
+                        "fabric's -p keys; the run's seed is -p seed=)")
     s.add_argument("-p", "--param", type=_grid_item, action="append", metavar="KEY=VALUES",
                    help="swept parameter: KEY=V1,V2,... or KEY=LO:HI:STEP (inclusive); a "
                         "single value fixes the parameter (repeatable)")

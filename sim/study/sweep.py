@@ -215,8 +215,13 @@ def _flat(d: Mapping[str, Any], prefix: str) -> Iterable[tuple[str, Any]]:
             yield f"{prefix}{k}", v
 
 
-def run_one(spec: Mapping[str, Any], keep_dir: str | None = None) -> dict[str, Any]:
-    """Run one sweep point (in a worker); never raises: a failure becomes status "error"."""
+def run_one(spec: Mapping[str, Any], keep_dir: str | None = None,
+            run: Callable[[Mapping[str, Any], int | None, str], dict[str, Any]] | None = None
+            ) -> dict[str, Any]:
+    """Run one sweep point (in a worker); never raises: a failure becomes status "error".
+    ``run(params, seed, out_dir)`` runs it instead of :func:`sim.study.results.run_scenario`
+    and returns its summary (a function a worker can import, e.g.
+    :func:`sim.cli.sweep.run_collective`)."""
     from sim.study.results import run_scenario
 
     t0 = time.perf_counter()
@@ -224,8 +229,12 @@ def run_one(spec: Mapping[str, Any], keep_dir: str | None = None) -> dict[str, A
     row: dict[str, Any] = {"run_id": spec["run_id"], "scenario": spec["scenario"],
                            "seed": spec["seed"], "params": dict(spec["params"])}
     try:
-        summary = run_scenario(spec["scenario"], params=dict(spec["params"]),
-                               seed=spec["seed"], out_dir=out, plots=False, progress=False)
+        if run is not None:
+            summary = run(spec["params"], spec["seed"], out)
+        else:
+            summary = run_scenario(spec["scenario"], params=dict(spec["params"]),
+                                   seed=spec["seed"], out_dir=out, plots=False,
+                                   progress=False)
         row.update(status="ok", error="", figures=flatten_summary(summary))
         if row["seed"] is None:
             row["seed"] = summary.get("seed")
@@ -422,8 +431,17 @@ def sweep(scenario: str, grid: Mapping[str, Sequence[Any]], *, out_dir: str | os
           scheduler: str | None = None, keep_runs: bool = False, retry_failed: bool = False,
           progress: bool | None = None,
           on_row: Callable[[dict[str, Any]], None] | None = None, force: bool = False,
-          warn: Callable[[str], None] | None = _warn_stderr) -> list[dict[str, Any]]:
+          warn: Callable[[str], None] | None = _warn_stderr,
+          run: Callable[[Mapping[str, Any], int | None, str], dict[str, Any]] | None = None,
+          check: Callable[[dict[str, Any], int | None], None] | None = None
+          ) -> list[dict[str, Any]]:
     """Run the sweep; returns the rows in sweep order (finished earlier ones included).
+
+    Each run is :func:`sim.study.results.run_scenario` of ``scenario``, or ``run(params,
+    seed, out_dir)`` returning its summary (:func:`run_one`; ``scenario`` then only names
+    the sweep), whose parameters ``check(params, seed)`` refuses (ValueError) before
+    anything runs (default: building the scenario); ``lossless sweep collective`` passes
+    :func:`sim.cli.sweep.run_collective` and :func:`sim.cli.sweep.check_collective`.
 
     ``workers=None``: a local Dask cluster with one single-threaded worker process per CPU
     this process may use (:func:`local_workers`); ``workers=N``: N such workers, at most that
@@ -436,12 +454,15 @@ def sweep(scenario: str, grid: Mapping[str, Sequence[Any]], *, out_dir: str | os
     the latter two unless ``force`` (which removes an earlier sweep's results and starts
     afresh).  Problems with ``results.jsonl`` lines are reported with ``warn``.
     """
-    from sim.scenarios.loader import build
-
     why = workers_problem(workers) if scheduler is None else None
     if why:
         raise ValueError(f"workers {workers}: {why}; for more, a Dask cluster: "
                          f"scheduler=ADDRESS")
+    if check is None:
+        from sim.scenarios.loader import build
+
+        def check(params: dict[str, Any], seed: int | None) -> None:
+            build(scenario, params, seed)
     if seeds is not None and seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
     out = os.fspath(out_dir)
@@ -457,9 +478,9 @@ def sweep(scenario: str, grid: Mapping[str, Sequence[Any]], *, out_dir: str | os
         key = json.dumps(params, sort_keys=True, default=str)
         if key not in seen:
             if not seen and seeds and seeds > 1:  # the last seed too (a seed's range)
-                build(scenario, dict(params), seed_base + seeds - 1)
+                check(dict(params), seed_base + seeds - 1)
             seen.add(key)
-            build(scenario, params, first_seed)
+            check(params, first_seed)
     del seen
     _check_folder(out, scenario, force)  # before creating anything in a user's folder
     try:
@@ -477,13 +498,13 @@ def sweep(scenario: str, grid: Mapping[str, Sequence[Any]], *, out_dir: str | os
             if other is not None and _scenario_key(other) != _scenario_key(scenario):
                 _start_afresh(out)  # another scenario's results must not be mixed in
         return _sweep_locked(scenario, grid, runs, out, seeds, seed_base, workers, scheduler,
-                             keep_runs, retry_failed, progress, on_row, warn)
+                             run, keep_runs, retry_failed, progress, on_row, warn)
     finally:
         lock.release()
 
 
-def _sweep_locked(scenario, grid, runs, out, seeds, seed_base, workers, scheduler, keep_runs,
-                  retry_failed, progress, on_row, warn) -> list[dict[str, Any]]:
+def _sweep_locked(scenario, grid, runs, out, seeds, seed_base, workers, scheduler, run,
+                  keep_runs, retry_failed, progress, on_row, warn) -> list[dict[str, Any]]:
     repair_tail(out, warn)
     done = {r["run_id"]: r for r in load_rows(out, warn)
             if r.get("status") == "ok" or not retry_failed}
@@ -521,9 +542,9 @@ def _sweep_locked(scenario, grid, runs, out, seeds, seed_base, workers, schedule
     try:
         if left and workers == 0 and scheduler is None:
             for s in todo():
-                record(run_one(s, keep(s)))
+                record(run_one(s, keep(s), run))
         elif left:
-            _run_dask(todo(), keep, record, workers, scheduler)
+            _run_dask(todo(), keep, record, workers, scheduler, run)
     finally:
         if bar is not None:
             bar.close()
@@ -534,7 +555,7 @@ def _sweep_locked(scenario, grid, runs, out, seeds, seed_base, workers, schedule
 
 
 def _run_dask(todo: Iterator[RunSpec], keep, record, workers: int | None,
-              scheduler: str | None) -> None:
+              scheduler: str | None, run: Any = None) -> None:
     """Run ``todo`` on Dask, at most max(_IN_FLIGHT, twice the workers' threads) submitted
     at a time (a new one as each finishes), recording each row as it comes."""
     try:
@@ -558,7 +579,7 @@ def _run_dask(todo: Iterator[RunSpec], keep, record, workers: int | None,
         running = as_completed()
 
         def submit(s: RunSpec) -> None:
-            fut = client.submit(run_one, dict(s), keep(s), pure=False,
+            fut = client.submit(run_one, dict(s), keep(s), run, pure=False,
                                 key=f"run-{s['run_id']}")
             pending[fut.key] = s
             running.add(fut)
