@@ -71,8 +71,8 @@ EV_NET = 2       # at the NIC that sends it (after NVLink for PXN)
 EV_FINISH = 3    # received
 KSHIFT = 22      # a template has fewer than 2**20 transfers
 
-# the event queue (ChunkKernel._push): a bucket's picoseconds (1 << CQ_SHIFT, 262 ns),
-# buckets (a ring of them: 4.3 ms), events a block
+# the event queue (ChunkKernel._push): a bucket's picoseconds (1 << CQ_SHIFT, 16 ns),
+# buckets (a ring of them: 268 us), events a block
 CQ_SHIFT = 14
 CQ_BUCKETS = 16384
 CQB = 64
