@@ -397,3 +397,15 @@ def test_a_collective_sweep_runs_what_lossless_collective_runs(tmp_path, capsys)
         err = capsys.readouterr().err
         assert says in err and "Traceback" not in err and len(err.splitlines()) == 1
         assert not (tmp_path / "bad").exists()
+
+
+def test_a_collective_run_never_reads_an_earlier_tries_results(tmp_path) -> None:
+    """--keep-runs --retry-failed reuses a run's folder: a results.json left there by an
+    earlier try must not pass for this run's when this one writes none."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps(
+        {"nranks": 8, "results": [{"busbw_GB_per_s": 1.0}]}), encoding="utf-8")
+    with pytest.raises(RuntimeError, match="topology|--fabric"):
+        sweep_cli.run_collective({"size": "1M", "topology": "nosuchkind"}, 0, str(folder))
+    assert not (folder / "results.json").exists()

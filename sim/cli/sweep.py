@@ -113,6 +113,8 @@ def run_collective(params: Mapping[str, Any], seed: int | None, out_dir: str
 
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "results.json")
+    if os.path.exists(path):  # an earlier try's (--keep-runs --retry-failed): not this run's
+        os.remove(path)
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         try:
