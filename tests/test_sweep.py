@@ -406,6 +406,6 @@ def test_a_collective_run_never_reads_an_earlier_tries_results(tmp_path) -> None
     folder.mkdir()
     (folder / "results.json").write_text(json.dumps(
         {"nranks": 8, "results": [{"busbw_GB_per_s": 1.0}]}), encoding="utf-8")
-    with pytest.raises(RuntimeError, match="topology|--fabric"):
+    with pytest.raises(RuntimeError, match=r"topology|--fabric"):
         sweep_cli.run_collective({"size": "1M", "topology": "nosuchkind"}, 0, str(folder))
     assert not (folder / "results.json").exists()
