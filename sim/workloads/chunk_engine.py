@@ -151,7 +151,6 @@ def run_chunks(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: i
     from sim.workloads.chunk_kernel import ChunkKernel
     from sim.workloads.collective import nvlink_domain
     from sim.workloads.fluid_transport import fluid_transport
-    from sim.workloads.ring_engine import _no_data
 
     why = chunk_engine_problem(sch)
     if why is not None:
@@ -162,7 +161,7 @@ def run_chunks(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: i
         raise ValueError(f"the chunk engine: {sch.algorithm.value} needs NVLink between the "
                          f"GPUs of a node (nvlink on, gpus_per_node {sch.gpus_per_node})")
     n, nc, q, mi = sch.nranks, sch.nchannels, sch.qps_per_connection, sch.max_inflight
-    hdr = fabric.stack.header_bytes if header_bytes is None else header_bytes
+    hdr_bytes = fabric.stack.header_bytes if header_bytes is None else header_bytes
     eng = fabric.engine
     t0 = eng.now_ps
     launch_ps = None if host is None else t0
@@ -252,43 +251,47 @@ def run_chunks(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: i
         sl = slice(ti * m, (ti + 1) * m)
         keys.append((tp["src"][sl] * P2 + tp["dst"][sl]) * nc + int(st_ch[s]))
     allkeys = np.sort(np.concatenate(keys)) if keys else np.zeros(0, dtype=np.int64)
-    frame = mtu_bytes + hdr
+    frame_bytes = mtu_bytes + hdr_bytes
     fluid = fluid_transport(fabric)
     host_of = list(hosts)
-    lat_ps = np.zeros((S, mnet, q), dtype=np.int64)
-    qp_path: list[list[int]] = [[] for _ in range(S * mnet * q)]
-    link_ix: dict[Any, int] = {}  # the flows' links (ports and PCIe), numbered by first use
-    flows: dict[int, tuple[int, int, int, int, int]] = {}
-    qp_at: list[tuple[int, int, int, int]] = []  # (s, k, x, fid)
-    overhead = 0
+    # the QPs, (stream, network transfer, QP) in that order, as arrays: routed as the fluid
+    # transport would open them (fluid.route) but not opened (a flow object each is 1.5 KB
+    # and millions at 65,536 GPUs); their ports counted after the run (fluid.count_on)
+    nq = S * mnet * q
+    lat_ps = np.zeros(nq, dtype=np.int64)
+    qp_conn = np.full(nq, -1, dtype=np.int64)  # its connection's index (-1: no such QP)
+    qp_nlinks = np.zeros(nq, dtype=np.int64)
+    qp_over_bytes = np.zeros(nq, dtype=np.int64)  # its wire overhead a frame
+    qp_links_l = array("q")
+    link_ix: dict[Any, int] = {}  # the QPs' links (ports and PCIe), numbered by first use
+    overhead_bytes = 0
     for s in np.flatnonzero(live):
         ti, ch = int(st_tpl[s]), int(st_ch[s])
         sl = slice(ti * m, (ti + 1) * m)
-        for j in np.flatnonzero(tp["kind"][sl] != 0):
-            a, b = int(tp["src"][sl][j]), int(tp["dst"][sl][j])
-            i = int(np.searchsorted(allkeys, (a * P2 + b) * nc + ch))
-            lq, _, ports = connection_qps(i, q, qp_base)
-            k = int(tp["net"][sl][j])
+        js = np.flatnonzero(tp["kind"][sl] != 0)
+        conns = np.searchsorted(allkeys, (tp["src"][sl][js] * P2 + tp["dst"][sl][js]) * nc + ch)
+        for j, i in zip(js.tolist(), conns.tolist(), strict=True):
+            b = int(tp["dst"][sl][j])
+            base = (int(s) * mnet + int(tp["net"][sl][j])) * q
             relay = int(tp["relay"][sl][j])
             for x in range(q):
-                fid = lq[x]
-                fluid.open(fid, host_of[relay], host_of[b], _no_data, frame, hdr)
-                qp = fluid.qps[fid]
-                lat_ps[s, k, x] = qp.latency_ps
-                qp_path[(s * mnet + k) * q + x] = [link_ix.setdefault(lk, len(link_ix))
-                                                   for lk in qp.path]
-                overhead = qp.overhead_bytes
-                flows[fid] = (a, b, ch, x, ports[x])
-                qp_at.append((int(s), k, x, fid))
+                flow_path, _, lat, overhead_bytes = fluid.route(
+                    qp_base + i * q + x, host_of[relay], host_of[b], frame_bytes, hdr_bytes)
+                lat_ps[base + x] = lat
+                qp_over_bytes[base + x] = overhead_bytes
+                qp_conn[base + x] = i
+                qp_nlinks[base + x] = len(flow_path)
+                qp_links_l.extend([link_ix.setdefault(lk, len(link_ix)) for lk in flow_path])
     nsz = len(size_list_bytes)
     size_wire_bytes, qp_frame_bytes, qp_wire_bytes, busy_ps, nvl_ps = size_tables(
-        size_list_bytes, sch.protocol, q, mtu_bytes, hdr, overhead, host, nvlink_bps)
+        size_list_bytes, sch.protocol, q, mtu_bytes, hdr_bytes, overhead_bytes, host, nvlink_bps)
     # (link, size, piece): a link's time for a piece at its capacity
     cap_Bpps = np.array([fluid.net.capacity_Bpps[lk] for lk in link_ix], dtype=float)
     link_dur_ps = time_at_ps(qp_wire_bytes[None, :, :], cap_Bpps[:, None, None])
-    qp_poff = np.zeros(S * mnet * q + 1, dtype=np.int64)
-    qp_poff[1:] = np.cumsum([len(p) for p in qp_path])
-    qp_links = np.array([x for p in qp_path for x in p], dtype=np.int64)
+    qp_poff = np.zeros(nq + 1, dtype=np.int64)
+    qp_poff[1:] = np.cumsum(qp_nlinks)
+    qp_links = np.frombuffer(qp_links_l, dtype=np.int64) if qp_links_l else \
+        np.zeros(0, dtype=np.int64)
     dom = nvlink_domain(fabric)
     key = np.asarray(host_of[:n], dtype=np.int64)  # a GPU's NVLink key: its NIC's host id
     egress_free_ps = np.array([dom.egress_free_ps.get(int(k), 0) for k in key], dtype=np.int64)
@@ -312,10 +315,10 @@ def run_chunks(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: i
 
     kern = ChunkKernel(
         (S, m, mnet, q, mi, Lmax, n, nc, n + sch.buffers, nsz, ready0_ps, nvlink_latency_ps,
-         frame),
+         frame_bytes),
         (A32(rec.ravel()), A32(users), A32(slot_users)),
         (A(st_tpl), A(st_ch), A(st_loops), A(st_sz.ravel())),
-        (A(lat_ps.ravel()), A(qp_poff), A(qp_links), A(link_dur_ps.ravel()),
+        (A(lat_ps), A(qp_poff), A(qp_links), A(link_dur_ps.ravel()),
          A(np.full(len(link_ix), -(1 << 62), dtype=np.int64))),
         (A(busy_ps), A(nvl_ps), A(size_wire_bytes), A(qp_frame_bytes.ravel())),
         A(egress_free_ps), A(ingress_free_ps),
@@ -343,12 +346,27 @@ def run_chunks(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: i
     out = RingRun(launch_ps, int(kern.first_post_ps) if count else t0,
                   int(kern.last_recv_ps) if count else t0, count,
                   nvlink_bytes=kern.nvl_bytes)
-    out.flows = flows
-    posted = np.frombuffer(kern.posted_bytes, dtype=np.int64).reshape(S, mnet, q)
-    frames = np.frombuffer(kern.frames, dtype=np.int64).reshape(S, mnet, q)
-    for s, k, x, fid in qp_at:  # what the ports count, as the fluid transport counts it
-        out.posted_bytes[fid] = nb = int(posted[s, k, x])
-        fluid.sent_elsewhere(fid, nb, int(frames[s, k, x]))
+    posted = np.frombuffer(kern.posted_bytes, dtype=np.int64).copy()
+    frames = np.frombuffer(kern.frames, dtype=np.int64).copy()
+    del kern
+    # the QPs as the run reports them, and what their ports count (as the fluid transport
+    # counts a QP's bytes: sent_elsewhere)
+    link_of = list(link_ix)
+    sports: dict[int, tuple[int, ...]] = {}
+    for e in np.flatnonzero(qp_conn >= 0).tolist():
+        i, x = int(qp_conn[e]), e % q
+        fid = qp_base + i * q + x
+        if i not in sports:
+            sports[i] = connection_qps(i, q, qp_base)[2]
+            ab, ch = divmod(int(allkeys[i]), nc)
+            a, b = divmod(ab, P2)
+            for y in range(q):
+                out.flows[qp_base + i * q + y] = (a, b, ch, y, sports[i][y])
+        nb, nf = int(posted[e]), int(frames[e])
+        out.posted_bytes[fid] = out.posted_bytes.get(fid, 0) + nb
+        ports = [link_of[li] for li in qp_links[qp_poff[e]:qp_poff[e + 1]].tolist()
+                 if not isinstance(link_of[li][0], str)]
+        fluid.count_on(ports, nb, nb + nf * int(qp_over_bytes[e]), nf)
     if out.last_finish_ps > eng.now_ps:
         fabric.run(out.last_finish_ps)
     return out

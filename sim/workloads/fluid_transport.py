@@ -23,7 +23,7 @@ outputs).  One transport per fabric, shared by the jobs on it (:func:`fluid_tran
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -177,6 +177,17 @@ class FluidTransport:
                 raise ValueError(f"QP {fid} still has bytes in flight")
             q.on_data = on_data
             return q.delivered_bytes
+        flow_path, path, latency, overhead = self.route(fid, src, dst, frame_bytes,
+                                                        header_bytes)
+        self.qps[fid] = _Qp(flow_path, path, latency, on_data, frame_bytes, overhead)
+        self.qps[fid].src, self.qps[fid].dst = src, dst
+        return 0
+
+    def route(self, fid: int, src: int, dst: int, frame_bytes: int,
+              header_bytes: int = 0) -> tuple[tuple, tuple, int, int]:
+        """What QP ``fid`` from host ``src`` to host ``dst`` would be (:meth:`open`) without
+        opening it: its links in the max-min problem (the PCIe ones included), the fabric's
+        ports it leaves through, its path's latency and its wire overhead a frame."""
         path = path_links(self.fabric, src, dst, fid)
         nodes = self.fabric.nodes
         ports = [nodes[nid].ports[idx] for nid, idx in path]
@@ -193,9 +204,7 @@ class FluidTransport:
             pcie.append(key)
         read, write = pcie
         flow_path = (*((read,) if read else ()), *path, *((write,) if write else ()))
-        self.qps[fid] = _Qp(flow_path, path, latency, on_data, frame_bytes, overhead)
-        self.qps[fid].src, self.qps[fid].dst = src, dst
-        return 0
+        return flow_path, path, latency, overhead
 
     def port_counters(self) -> dict[tuple[int, int], tuple[int, int, int]]:
         """(node id, port index) -> (tx_bytes, busy_ps, tx_packets) the fluid flows sent
@@ -252,8 +261,15 @@ class FluidTransport:
         """What the ports of ``q``'s path would count for ``nbytes`` of frames (``frames``
         of them, ``wire`` bytes on the wire): frame bytes, frames, the time the wire bytes
         took."""
+        self.count_on(q.links, nbytes, wire, frames)
+
+    def count_on(self, ports: Sequence[tuple[int, int]], nbytes: int, wire: int,
+                 frames: int) -> None:
+        """Ports ``ports`` (node id, port index) sent ``nbytes`` of frames (``frames`` of
+        them, ``wire`` bytes on the wire) of one QP timed by an engine of its own (the
+        chunk engine, which routes its QPs without opening them): what they count."""
         nodes = self.fabric.nodes
-        for nid, idx in q.links:
+        for nid, idx in ports:
             c = self.sent.get((nid, idx))
             if c is None:
                 c = self.sent[(nid, idx)] = [0, 0, 0]
