@@ -69,11 +69,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if command in REPLAY_COMMANDS:
         return p
     from sim.cli import collective as collective_cmd
+    from sim.cli import fabric as fabric_cmd
     from sim.cli import ib_vs_roce as ib_vs_roce_cmd
     from sim.cli import sweep as sweep_cmd
 
     sweep_cmd.add_parsers(sub)
     collective_cmd.add_parsers(sub)
+    fabric_cmd.add_parsers(sub)
     ib_vs_roce_cmd.add_parsers(sub)
     return p
 

@@ -1,0 +1,95 @@
+"""``lossless fabric SOURCE``: what a fabric is made of and what is off its pattern
+(:mod:`sim.fabric.survey`), for an ``ibnetdiscover`` file (:mod:`sim.fabric.ibnetdiscover`,
+recognised by its content), a fabric file (``*.toml``) or a built-in fabric kind with its
+``-p`` (those of ``lossless collective --fabric``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+from sim.cli.argtypes import err as _err
+from sim.cli.argtypes import key_value as _kv
+
+__all__ = ["add_parsers", "cmd_fabric"]
+
+EXIT_USAGE = 2
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser(
+        "fabric",
+        help="what a fabric is made of and what is off its pattern: an ibnetdiscover file, "
+             "a fabric file or a built-in kind (docs/reference/cli.md)",
+        description="Count a fabric's switches by tier, nodes and their NICs per rail, links "
+                    "by width and speed, oversubscription per tier, and list what is off the "
+                    "fabric's regular pattern: switches with missing or extra links, links "
+                    "below the usual speed, nodes missing a NIC, NICs on another rail's "
+                    "leaf. SOURCE: ibnetdiscover's output (its topology file or -p listing, "
+                    "plain or gzipped), a fabric file FILE.toml, or a built-in kind (rail, "
+                    "star, fattree, superpod, nvl72) with its -p keys.")
+    s.add_argument("source", metavar="SOURCE",
+                   help="an ibnetdiscover file, FILE.toml, or rail|star|fattree|superpod|nvl72")
+    s.add_argument("-p", "--param", type=_kv, action="append", metavar="KEY=VALUE",
+                   help="a built-in kind's parameter (repeatable), as lossless collective "
+                        "takes it: -p k=8 -p gpus_per_node=8")
+    s.add_argument("--json", action="store_true", help="the report as JSON on stdout")
+    s.set_defaults(func=cmd_fabric)
+
+
+def _graph(source: str, given: dict[str, Any]) -> Any:
+    from sim.fabric.survey import graph_of_fabric, graph_of_ibnetdiscover
+    from sim.scenarios.collective import FABRICS, build_fabric, is_fabric_file
+
+    if source not in FABRICS and not is_fabric_file(source) and os.path.exists(source):
+        from sim.fabric.ibnetdiscover import is_ibnetdiscover, read_ibnetdiscover
+
+        if is_ibnetdiscover(source):
+            if given:
+                raise ValueError(f"-p {next(iter(given))}: an ibnetdiscover file takes no -p")
+            return graph_of_ibnetdiscover(read_ibnetdiscover(source))
+        raise ValueError(f"{source}: neither ibnetdiscover's output nor a fabric file "
+                         f"(*.toml)")
+    from sim.scenarios.base import resolve_params
+    from sim.scenarios.collective import check_fabric_keys, split_file_params
+    from sim.scenarios.common import collective_params
+
+    if is_fabric_file(source):
+        over, given = split_file_params(given)
+        params = resolve_params(collective_params(), given)
+        params["file_overrides"] = over
+    elif source in FABRICS:
+        check_fabric_keys(source, given)
+        params = resolve_params(collective_params(), given)
+    else:
+        raise ValueError(f"{source}: no such file, and not a built-in fabric "
+                         f"({', '.join(FABRICS)})")
+    rf = build_fabric(source, params, faults=False)
+    what = source if is_fabric_file(source) else " ".join(
+        [source, *(f"-p {k}={v}" for k, v in given.items())])
+    return graph_of_fabric(rf.fabric, list(rf.ranks), rf.gpus_per_node, what)
+
+
+def cmd_fabric(args: argparse.Namespace) -> int:
+    from sim.fabric.ibnetdiscover import IbnetdiscoverError
+    from sim.fabric.survey import survey, survey_text
+
+    given: dict[str, Any] = {}
+    for key, value in args.param or []:
+        if key in given:
+            _err(f"-p {key}: given twice")
+            return EXIT_USAGE
+        given[key] = value
+    try:
+        g = _graph(args.source, given)
+    except (IbnetdiscoverError, ValueError, OSError) as e:
+        _err(str(e).splitlines()[0])
+        return EXIT_USAGE
+    rep = survey(g)
+    if args.json:
+        print(json.dumps(rep, indent=1))
+    else:
+        print(survey_text(rep))
+    return 0

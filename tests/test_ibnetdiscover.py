@@ -1,0 +1,283 @@
+"""ibnetdiscover's topology file and -p listing (sim.fabric.ibnetdiscover), the fabric report
+(sim.fabric.survey) and ``lossless fabric``: on real files of a DGX H100 NDR fabric and of
+infiniband_exporter, and on generated fabrics."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.cli import main
+from sim.fabric.ibnetdiscover import (
+    LANE_DATA_BPS,
+    IbLink,
+    IbnetdiscoverError,
+    IbNode,
+    IbTopology,
+    format_ibnetdiscover,
+    is_ibnetdiscover,
+    parse_ibnetdiscover,
+    read_ibnetdiscover,
+)
+from sim.fabric.survey import Graph, graph_of_ibnetdiscover, survey, survey_text
+from tests.helpers import real_file
+
+DGX = "ib/topograph_ibnetdiscover_dgxh100_ndr_fattree.out"
+DGX_P = "ib/generated/sim_ibnetdiscover_p.txt"  # ibsim's -p of the same fabric
+EXPORTER_P = "ib/infiniband_exporter/ibnetdiscover_ports_test.out"
+
+
+def _shape(topo: IbTopology) -> tuple[set, set]:
+    """Nodes and links as sets, whatever the order and the end a link was read from (a
+    CA's LID is written on its links' lines: none without one)."""
+    linked = {g for ln in topo.links for g in (ln.a, ln.b)}
+    return ({(n.kind, n.guid, n.nports, n.desc,
+              n.lid if n.kind == "switch" or n.guid in linked else None)
+             for n in topo.nodes.values()},
+            {(frozenset([(ln.a, ln.a_port), (ln.b, ln.b_port)]), ln.label)
+             for ln in topo.links})
+
+
+# ---------------------------------------------------------------- real files
+def test_the_dgx_h100_fabric_as_ibnetdiscover_wrote_it():
+    topo = read_ibnetdiscover(real_file(DGX))
+    assert topo.form == "topology"
+    kinds = Counter(n.kind for n in topo.nodes.values())
+    assert kinds == {"switch": 40, "ca": 582}
+    # 2,228 port lines, each link written from both ends
+    assert len(topo.links) == 1114
+    assert {ln.label for ln in topo.links} == {"4xNDR"}
+    assert {ln.rate_bps for ln in topo.links} == {400_000_000_000}
+    leaf = topo.nodes[0x2C5EAB0300B87B40]
+    assert (leaf.kind, leaf.nports, leaf.lid) == ("switch", 65, 73)
+    assert leaf.desc == "MF0;A09-P1-IBLEAF-04-04:MQM9701/U1"
+    ca = topo.nodes[0xE09D7303007A4BD8]
+    assert (ca.kind, ca.desc, ca.lid) == ("ca", "a08-p1-dgx-04-c01 mlx5_5", 647)
+    ends = {(ln.a, ln.a_port): (ln.b, ln.b_port) for ln in topo.links}
+    ends |= {v: k for k, v in ends.items()}
+    assert ends[(0x2C5EAB0300B87B40, 35)] == (0x2C5EAB0300C26280, 32)  # leaf -> spine 02
+    assert ends[(0x2C5EAB0300B87B40, 65)] == (0x2C5EAB0300B87B50, 1)  # its SHARP node
+
+
+def test_the_ports_listing_of_the_same_fabric_has_the_same_links():
+    """ibsim served the topology file and ibnetdiscover -p listed it (at SDR: ibsim 0.10
+    knows no NDR): per switch, the same links to the same switches and CAs."""
+    topo, listed = read_ibnetdiscover(real_file(DGX)), read_ibnetdiscover(real_file(DGX_P))
+    assert listed.form == "ports"
+    assert len(listed.links) == len(topo.links)
+    assert {ln.label for ln in listed.links} == {"4xSDR"}
+
+    def per_switch(t: IbTopology) -> Counter:
+        out: Counter = Counter()
+        for ln in t.links:
+            for x, y in ((ln.a, ln.b), (ln.b, ln.a)):
+                if t.nodes[x].kind == "switch":
+                    out[(t.nodes[x].desc, t.nodes[y].kind, t.nodes[y].desc)] += 1
+        return out
+
+    assert per_switch(listed) == per_switch(topo)
+    # every switch port with no cable is listed with ??? (65-port switches)
+    used = Counter(ln.a for ln in listed.links) + Counter(ln.b for ln in listed.links)
+    assert len(listed.unlinked) == sum(65 - used[n.guid] for n in listed.by_kind("switch"))
+
+
+def test_infiniband_exporters_ports_listing():
+    topo = read_ibnetdiscover(real_file(EXPORTER_P))
+    assert topo.form == "ports"
+    assert len(topo.links) == 4 and {ln.label for ln in topo.links} == {"4xEDR"}
+    assert sorted(p for _, p in topo.unlinked) == [37, 80]
+    assert topo.nodes[0x7CFE9003003B4BDE].desc == "o0001 HCA-1"
+    assert topo.nodes[0x7CFE9003009CE5B0].lid == 1719
+
+
+def test_the_report_of_the_dgx_h100_fabric():
+    rep = survey(graph_of_ibnetdiscover(read_ibnetdiscover(real_file(DGX))))
+    assert rep["switches"] == {"leaf": 31, "spine": 9}
+    assert rep["rails"] == 4 and rep["nics_per_node"] == 4
+    assert rep["leaves_per_rail"] == {0: 8, 1: 8, 2: 7, 3: 8}
+    assert rep["sharp_aggregation_nodes"] == 40
+    assert {h["host"] for h in rep["other_hosts"]} == {"ubuntu", "B11-P1-CUFM-02"}
+    assert rep["links"] == {"4xNDR": 1114}
+    leaf = rep["tiers"][0]
+    assert (leaf["links_down"], leaf["links_up"]) == (18, 18)
+    assert rep["tiers"][1]["links_down"] == 62  # 31 leaves x 2 links to each spine
+    off = rep["off"]
+    whys = {s["switch"]: s["why"] for s in off["switches"]}
+    assert whys["A09-P1-IBLEAF-01-02"].startswith("14 of 18 uplinks (")
+    assert "A10-P1-IBSPINE-04: 0 of 2" in whys["A09-P1-IBLEAF-01-02"]
+    assert whys["A10-P1-IBSPINE-04"] == "52 of 62 downlinks"
+    # the HCA swap: HCA-5 and HCA-6 of one node cabled to each other's rail
+    swapped = {(w["nic"], w["rail"], w["leaf_rail"]) for w in off["nics_on_another_rail"]}
+    assert swapped == {("b08-p1-dgx-08-c01 HCA-5", 2, 3), ("b08-p1-dgx-08-c01 HCA-6", 3, 2)}
+    # the first unit has no leaf of rail 2: its nodes have 3 NICs
+    units = off["units_without_a_rail"]
+    assert [(u["rail"], u["nodes"]) for u in units] == [(2, 17)]
+    assert off["nics_without_host_name"]["count"] == 69
+    text = survey_text(rep)
+    assert "31 leaves, 9 spines" in text
+    assert "NIC b08-p1-dgx-08-c01 HCA-5 (rail 2) on B09-P1-IBLEAF-04-08 port 1" in text
+
+
+# ---------------------------------------------------------------- generated fabrics
+_SPEEDS = sorted(LANE_DATA_BPS)
+
+
+@st.composite
+def _topologies(draw):
+    """A random fabric: switches and CAs with links between free ports, random widths,
+    speeds, descriptions (quotes and # inside: ibnetdiscover does not escape them) and
+    LIDs."""
+    nsw = draw(st.integers(1, 5))
+    nca = draw(st.integers(0, 8))
+    guids = draw(st.lists(st.integers(1, (1 << 64) - 1), min_size=nsw + nca,
+                          max_size=nsw + nca, unique=True))
+    desc = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=20
+                   ).map(str.strip)
+    topo = IbTopology("<generated>", "topology")
+    for i, g in enumerate(guids):
+        kind = "switch" if i < nsw else "ca"
+        nports = draw(st.integers(1, 8)) if kind == "switch" else draw(st.integers(1, 2))
+        topo.nodes[g] = IbNode(kind, g, nports, draw(desc), draw(st.integers(1, 0xBFFF)), 0)
+    free = [(g, p) for g, n in topo.nodes.items() for p in range(1, n.nports + 1)]
+    free = draw(st.permutations(free))
+    for i in range(0, len(free) - 1, 2):
+        (a, ap), (b, bp) = free[i], free[i + 1]
+        if a == b or not draw(st.booleans()):
+            continue
+        if topo.nodes[a].kind == "ca" and topo.nodes[b].kind == "ca":
+            continue
+        # (width 0 and speed ???: what ibnetdiscover prints for ones it does not know)
+        topo.links.append(IbLink(a, ap, b, bp, draw(st.sampled_from((0, 1, 2, 4, 8, 12))),
+                                 draw(st.sampled_from([*_SPEEDS, "???"])), 0))
+    return topo
+
+
+@settings(max_examples=60, deadline=None)
+@given(_topologies())
+def test_a_written_topology_file_reads_back(topo):
+    text = format_ibnetdiscover(topo)
+    back = parse_ibnetdiscover(text, "t.out")
+    assert _shape(back) == _shape(topo)
+    for ln in back.links:
+        assert ln.rate_bps == ln.width * LANE_DATA_BPS.get(ln.speed, 0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 6), st.integers(2, 4), st.data())
+def test_a_regular_rail_fabric_and_what_one_missing_link_shows(nodes, rails, data):
+    """Nodes of ``rails`` NICs, a leaf per rail, 2 spines with 2 links to each leaf:
+    nothing is off; a leaf's uplink taken away, that leaf and that spine are listed."""
+    g = Graph("gen")
+    leaves = list(range(100, 100 + rails))
+    spines = [200, 201]
+    for s in leaves + spines:
+        g.switches[s] = f"sw{s}"
+    for n in range(nodes):
+        for r in range(rails):
+            nic = 1000 + n * rails + r
+            g.nics[nic] = f"h{n} mlx5_{r}"
+            g.nic_host[nic] = (f"h{n}", r)
+            g.links.append((nic, 1, leaves[r], 1 + n, 400, "4xNDR"))
+    for s in leaves:
+        for k, sp in enumerate(spines):
+            for j in range(2):
+                g.links.append((s, 50 + 2 * k + j, sp, 10 * s + j, 400, "4xNDR"))
+    rep = survey(g)
+    assert rep["rails"] == rails and rep["nodes"] == nodes
+    assert not any(rep["off"][k] for k in ("switches", "links", "nodes_missing_nics",
+                                           "nics_on_another_rail"))
+    assert "nothing" in survey_text(rep)
+    gone = data.draw(st.sampled_from([i for i, x in enumerate(g.links) if x[0] in leaves]))
+    leaf, spine = g.links[gone][0], g.links[gone][2]
+    del g.links[gone]
+    rep = survey(g)
+    whys = {s["switch"]: s["why"] for s in rep["off"]["switches"]}
+    assert whys[f"sw{leaf}"] == f"3 of 4 uplinks (sw{spine}: 1 of 2)"
+    assert whys[f"sw{spine}"] == f"{2 * rails - 1} of {2 * rails} downlinks"
+
+
+# ---------------------------------------------------------------- bad input
+_GOOD = ('Switch\t4 "S-0000000000000001"\t\t# "sw" enhanced port 0 lid 1 lmc 0\n'
+         '[1]\t"H-0000000000000002"[1](0000000000000002) \t\t# "h mlx5_0" lid 2 4xNDR\n'
+         '\n'
+         'Ca\t1 "H-0000000000000002"\t\t# "h mlx5_0"\n'
+         '[1](0000000000000002) \t"S-0000000000000001"[1]\t\t# lid 2 lmc 0 "sw" lid 1 '
+         '4xNDR\n')
+
+
+def test_the_small_file_reads():
+    topo = parse_ibnetdiscover(_GOOD, "t.out")
+    assert len(topo.links) == 1 and topo.nodes[2].lid == 2
+
+
+@pytest.mark.parametrize("bad,line,says", [
+    (_GOOD.replace("lid 2 4xNDR", "lid 2 4xNDX", 1), 2, "speed 'NDX'"),
+    (_GOOD.replace("lid 2 4xNDR", "lid 2 3xNDR", 1), 2, "width 3x"),
+    (_GOOD.replace("[1]\t", "[7]\t", 1), 2, "port 7: switch"),
+    (_GOOD.replace('lid 1 4xNDR', 'lid 1 4xHDR'), 5, "width and speed 4xHDR"),
+    (_GOOD.replace('"S-0000000000000001"[1]\t', '"S-0000000000000001"[3]\t'), 5,
+     "but line 2 joins port 1 of 0x0000000000000001 to it"),
+    (_GOOD + 'Ca\t1 "H-0000000000000002"\t\t# "again"\n', 6, "declared again"),
+    (_GOOD + "what is this\n", 6, "not a node"),
+    (_GOOD.replace('Switch\t4 "S-', 'Switch\t4 "H-'), 1, "a Switch is S-"),
+])
+def test_bad_lines_are_named_by_file_line_and_field(bad, line, says):
+    with pytest.raises(IbnetdiscoverError) as e:
+        parse_ibnetdiscover(bad, "t.out")
+    assert str(e.value).startswith(f"t.out:{line}: ")
+    assert says in str(e.value)
+
+
+def test_a_file_of_something_else_is_not_ibnetdiscover(tmp_path):
+    (tmp_path / "x.txt").write_text("hello\n")
+    assert not is_ibnetdiscover(tmp_path / "x.txt")
+    (tmp_path / "t.out").write_text(_GOOD)
+    assert is_ibnetdiscover(tmp_path / "t.out")
+    with pytest.raises(IbnetdiscoverError, match="neither"):
+        parse_ibnetdiscover("hello\n", "x.txt")
+
+
+# ---------------------------------------------------------------- the command
+def test_the_command_on_a_real_file(capsys):
+    assert main(["fabric", str(real_file(DGX)), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["switches"] == {"leaf": 31, "spine": 9}
+    assert main(["fabric", str(real_file(EXPORTER_P))]) == 0
+    assert "4 4xEDR" in capsys.readouterr().out
+
+
+def test_the_command_on_built_fabrics_and_files(capsys, tmp_path):
+    assert main(["fabric", "fattree", "-p", "k=4", "-p", "gpus_per_node=2"]) == 0
+    out = capsys.readouterr().out
+    assert "8 leaves, 8 spines, 4 cores" in out and "nothing" in out
+    assert main(["fabric", "rail", "-p", "nodes=4", "-p", "gpus_per_node=8"]) == 0
+    assert "8 rails" in capsys.readouterr().out
+    assert main(["fabric", "docs/examples/two_switches.toml"]) == 0
+    assert "2 switches" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["fabric", "nosuchkind"], "no such file, and not a built-in fabric"),
+    (["fabric", "fattree", "-p", "nosuchkey=1"], "nosuchkey"),
+    (["fabric", "fattree", "-p", "k=4", "-p", "k=6"], "-p k: given twice"),
+])
+def test_the_command_refuses_in_one_line(argv, says, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_the_command_names_the_bad_line(tmp_path, capsys):
+    bad = tmp_path / "fabric.out"
+    bad.write_text(_GOOD.replace("lid 2 4xNDR", "lid 2 4xNDX", 1))
+    assert main(["fabric", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"lossless: {bad}:2: speed 'NDX': one of {', '.join(LANE_DATA_BPS)}"
+    other = tmp_path / "notes.txt"
+    other.write_text("hello\n")
+    assert main(["fabric", str(other)]) == 2
+    assert "neither ibnetdiscover's output nor a fabric file" in capsys.readouterr().err
