@@ -1,6 +1,7 @@
 """ibnetdiscover's topology file and -p listing (sim.fabric.ibnetdiscover), the fabric report
-(sim.fabric.survey) and ``lossless fabric``: on real files of a DGX H100 NDR fabric and of
-infiniband_exporter, and on generated fabrics."""
+(sim.fabric.survey), OpenSM's forwarding tables and routes (sim.fabric.opensm) and
+``lossless fabric``: on real files of a DGX H100 NDR fabric (and what OpenSM, ibsim and
+infiniband-diags made of it) and of infiniband_exporter, and on generated fabrics."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from sim.fabric.ibnetdiscover import (
     parse_ibnetdiscover,
     read_ibnetdiscover,
 )
+from sim.fabric.opensm import LftError, Lfts, read_lfts, route, route_text
 from sim.fabric.survey import Graph, graph_of_ibnetdiscover, survey, survey_text
 from tests.helpers import real_file
 
@@ -281,3 +283,94 @@ def test_the_command_names_the_bad_line(tmp_path, capsys):
     other.write_text("hello\n")
     assert main(["fabric", str(other)]) == 2
     assert "neither ibnetdiscover's output nor a fabric file" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- OpenSM's tables, routes
+LFTS = "ib/generated/osm_updn/opensm-lfts.dump.gz"
+
+
+def test_opensms_tables_fit_the_fabric_they_were_made_on():
+    """OpenSM (up/down, the spines as roots) on ibsim serving the real file: a table per
+    switch, at its LID, every output port one with a cable."""
+    topo, lfts = read_ibnetdiscover(real_file(DGX)), read_lfts(real_file(LFTS))
+    switches = {g for g, n in topo.nodes.items() if n.kind == "switch"}
+    assert set(lfts.tables) == switches
+    assert all(lfts.switch_lid[g] == topo.nodes[g].lid for g in switches)
+    cabled = {(ln.a, ln.a_port) for ln in topo.links} | {(ln.b, ln.b_port)
+                                                          for ln in topo.links}
+    entries = [(g, p) for g, t in lfts.tables.items() for p in t.values()]
+    assert len(entries) == 24526
+    assert all(p == 0 or (g, p) in cabled for g, p in entries)
+    assert all(p == 0 for g, t in lfts.tables.items() for lid, p in t.items()
+               if lid == lfts.switch_lid[g])
+
+
+def test_a_route_by_opensms_tables_is_the_one_ibtracert_printed():
+    topo, lfts = read_ibnetdiscover(real_file(DGX)), read_lfts(real_file(LFTS))
+    traced = real_file("ib/generated/sim_ibtracert.txt").read_text().splitlines()
+    got = route_text(topo, route(topo, "647", "a06-p1-dgx-02-c01 HCA-6", lfts), "647",
+                     "a06-p1-dgx-02-c01 HCA-6").splitlines()
+    # ibsim numbers a CA's port GUID its node GUID + 1; the real fabric, as ibnetdiscover
+    # printed it, the same
+    assert got[:-2] == traced[:-2] and got[-1] == traced[-1]
+    assert got[-2] == traced[-2].replace("0xe09d730300857d79", "0xe09d730300857d78")
+
+
+def test_routes_by_the_tables_and_by_least_hops_are_as_long():
+    """Up/down on a two-tier fat tree takes least-hop paths: 2 links inside a leaf, 4
+    through a spine, whichever CAs."""
+    topo, lfts = read_ibnetdiscover(real_file(DGX)), read_lfts(real_file(LFTS))
+    cas = sorted(g for g, n in topo.nodes.items()
+                 if n.kind == "ca" and "Aggregation" not in n.desc)
+    for a, b in zip(cas[::7], cas[3::7], strict=False):
+        by_sm = route(topo, f"{a:#018x}", f"{b:#018x}", lfts)
+        least = route(topo, f"{a:#018x}", f"{b:#018x}")
+        assert len(by_sm) == len(least) in (2, 4)
+        assert by_sm[-1].peer == least[-1].peer == b
+
+
+def test_ibroutes_listing_reads_as_a_table():
+    lfts = read_lfts(real_file("ib/generated/sim_ibroute_28.txt"))
+    (guid,) = lfts.tables
+    assert guid == 0x2C5EAB0300C25F00 and lfts.switch_lid[guid] == 28
+    table = lfts.tables[guid]
+    assert len(table) == 622 and table[0x1] == 61 and table[0x1C] == 0
+
+
+@pytest.mark.parametrize("text,line,says", [
+    ("0x0001 001 # x\n", 1, "an entry before any switch's header"),
+    ("Unicast lids [0-2] of switch Lid 1 guid 0x0000000000000001 ('s'):\nhello\n", 2,
+     "not a forwarding-table line"),
+    ("Unicast lids [0-2] of switch Lid 1 guid 0x0000000000000001 ('s'):\n0x0002 001 # a\n"
+     "0x0002 003 # b\n", 3, "LID 2: listed twice"),
+    ("", 1, "no switch's table"),
+])
+def test_bad_tables_are_named_by_file_and_line(tmp_path, text, line, says):
+    f = tmp_path / "lfts.dump"
+    f.write_text(text)
+    with pytest.raises(LftError) as e:
+        read_lfts(f)
+    assert str(e.value).startswith(f"{f}:{line}: ") and says in str(e.value)
+
+
+def test_a_route_the_tables_cannot_follow_says_why():
+    topo = parse_ibnetdiscover(_GOOD, "t.out")
+    lfts = Lfts("lfts.dump", {1: {}}, {1: 1})
+    with pytest.raises(LftError, match="has no route to LID 2"):
+        route(topo, "sw", "h mlx5_0", lfts)
+    assert [h.port for h in route(topo, "sw", "h mlx5_0")] == [1]
+    with pytest.raises(LftError, match="no node has this"):
+        route(topo, "sw", "nobody")
+
+
+def test_the_command_routes(capsys):
+    assert main(["fabric", str(real_file(DGX)), "--lft", str(real_file(LFTS)), "--route",
+                 "647", "522"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[2].startswith("[45] -> switch port {0x2c5eab0300c25f00}[31] lid 28-28")
+    assert main(["fabric", "docs/examples/small_rail.topo", "--route", "dgx-01 mlx5_0",
+                 "dgx-08 mlx5_3", "--json"]) == 0
+    hops = json.loads(capsys.readouterr().out)["hops"]
+    assert [h["port"] for h in hops] == [1, 33, 7, 8]
+    assert main(["fabric", "fattree", "--route", "1", "2"]) == 2
+    assert "SOURCE must be an ibnetdiscover file" in capsys.readouterr().err

@@ -36,6 +36,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="a built-in kind's parameter (repeatable), as lossless collective "
                         "takes it: -p k=8 -p gpus_per_node=8")
     s.add_argument("--json", action="store_true", help="the report as JSON on stdout")
+    s.add_argument("--route", nargs=2, metavar=("SRC", "DST"),
+                   help="instead of the report, the path from SRC to DST (LIDs, GUIDs or "
+                        "node descriptions) as ibtracert prints it: by --lft's tables, "
+                        "else by least hops (an ibnetdiscover SOURCE)")
+    s.add_argument("--lft", metavar="FILE",
+                   help="the switches' forwarding tables: OpenSM's opensm-lfts.dump (plain "
+                        "or gzipped) or ibroute's output, for --route")
     s.set_defaults(func=cmd_fabric)
 
 
@@ -83,6 +90,8 @@ def cmd_fabric(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         given[key] = value
     try:
+        if args.route or args.lft:
+            return _route(args, given)
         g = _graph(args.source, given)
     except (IbnetdiscoverError, ValueError, OSError) as e:
         _err(str(e).splitlines()[0])
@@ -92,4 +101,28 @@ def cmd_fabric(args: argparse.Namespace) -> int:
         print(json.dumps(rep, indent=1))
     else:
         print(survey_text(rep))
+    return 0
+
+
+def _route(args: argparse.Namespace, given: dict[str, Any]) -> int:
+    """--route (and --lft) on an ibnetdiscover file."""
+    from sim.fabric.ibnetdiscover import is_ibnetdiscover, read_ibnetdiscover
+    from sim.fabric.opensm import read_lfts, route, route_text
+
+    if not args.route:
+        raise ValueError("--lft: the tables are read for --route SRC DST")
+    if given or not os.path.isfile(args.source) or not is_ibnetdiscover(args.source):
+        raise ValueError("--route: SOURCE must be an ibnetdiscover file")
+    topo = read_ibnetdiscover(args.source)
+    lfts = read_lfts(args.lft) if args.lft else None
+    src, dst = args.route
+    hops = route(topo, src, dst, lfts)
+    if args.json:
+        print(json.dumps({"from": src, "to": dst, "by": "lft" if lfts else "least hops",
+                          "hops": [{"node": f"{h.node:#018x}", "port": h.port,
+                                    "peer": f"{h.peer:#018x}", "peer_port": h.peer_port,
+                                    "peer_desc": topo.nodes[h.peer].desc} for h in hops]},
+                         indent=1))
+    else:
+        print(route_text(topo, hops, src, dst))
     return 0
