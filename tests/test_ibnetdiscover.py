@@ -6,6 +6,7 @@ infiniband-diags made of it) and of infiniband_exporter, and on generated fabric
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 
 import pytest
@@ -374,3 +375,88 @@ def test_the_command_routes(capsys):
     assert [h["port"] for h in hops] == [1, 33, 7, 8]
     assert main(["fabric", "fattree", "--route", "1", "2"]) == 2
     assert "SOURCE must be an ibnetdiscover file" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- simulating the fabric
+def test_an_ibnetdiscover_file_is_a_fabric_to_simulate():
+    from sim.scenarios.base import resolve_params
+    from sim.scenarios.collective import build_fabric, is_fabric_file
+    from sim.scenarios.common import collective_params
+
+    path = "docs/examples/small_rail.topo"
+    assert is_fabric_file(path) and not is_fabric_file("docs/examples/nosuch.topo")
+    rf = build_fabric(path, resolve_params(collective_params(), {}))
+    assert (len(rf.ranks), rf.gpus_per_node, rf.nodes) == (32, 4, 8)
+    fab = rf.fabric
+    topo = read_ibnetdiscover(path)
+    # switches from 0 in GUID order (8), then the 32 NICs: no SHARP node is built
+    assert len(fab.nodes) == 40
+    rates = Counter(p.rate_bps for n in fab.nodes.values() for p in n.ports.values())
+    # the HDR cable at 200 Gb/s at both ends, every other port at 400
+    assert rates[200_000_000_000] == 2
+    assert rf.settings["link_gbps"] == 400.0
+    # rank order: node by node, NICs in rail order; dgx-05's swapped NICs keep their rails
+    hosts = sorted(g for g, n in topo.nodes.items() if n.kind == "ca" and "Aggreg" not in
+                   n.desc)
+    host_id = {g: 8 + i for i, g in enumerate(hosts)}
+    assert list(rf.ranks[:4]) == [host_id[0xE09D730300BB0000 + r] for r in range(4)]
+
+
+def test_the_fabric_routes_by_opensms_tables():
+    from sim.fabric.paths import path_links
+    from sim.fabric.survey import graph_of_ibnetdiscover, node_nics
+    from sim.scenarios.base import resolve_params
+    from sim.scenarios.collective import build_fabric
+    from sim.scenarios.common import collective_params
+
+    dgx, lft = str(real_file(DGX)), str(real_file(LFTS))
+    rf = build_fabric(dgx, resolve_params(collective_params(), {}) | {
+        "file_overrides": {"topology.lft": lft}})
+    assert rf.gpus_per_node == 4 and len(rf.ranks) == 480
+    topo, lfts = read_ibnetdiscover(dgx), read_lfts(lft)
+    # switches from 0 in GUID order, then the built NICs (nodes of 4) in GUID order
+    switches = sorted(g for g, n in topo.nodes.items() if n.kind == "switch")
+    nodes, g4 = node_nics(graph_of_ibnetdiscover(topo))
+    built = sorted(n for nics in nodes.values() if len(nics) == g4 for n in nics)
+    host_of = {g: len(switches) + i for i, g in enumerate(built)}
+    fab = rf.fabric
+    assert sorted(rf.ranks) == sorted(host_of.values())
+    # every route is OpenSM's port for the host's LID; a LID its table leaves out (no path:
+    # up/down through a spine that lacks a leaf's links) has none
+    missing = 0
+    for i, s_ in enumerate(switches):
+        table = lfts.tables[s_]
+        assert fab.nodes[i].routes == {h: table[topo.nodes[g].lid]
+                                       for g, h in host_of.items() if topo.nodes[g].lid in table}
+        missing += sum(1 for g in host_of if topo.nodes[g].lid not in table)
+    assert 0 < missing < len(switches) * len(host_of) // 20
+    by_lid = {topo.nodes[g].lid: h for g, h in host_of.items()}
+    # the path ibtracert printed: out of the leaf's port 45, the spine's 15, the leaf's 1
+    assert [p for _, p in path_links(fab, by_lid[647], by_lid[522], 0x100)] == [0, 45, 15, 1]
+
+
+def test_a_collective_on_an_ibnetdiscover_fabric(tmp_path, capsys):
+    assert main(["collective", "allreduce", "-b", "1M", "-e", "1M", "--fabric",
+                 "docs/examples/small_rail.topo", "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "32 ranks (8 nodes x 4 GPUs), fabric docs/examples/small_rail.topo" in out
+    assert "credits on VLs" in out  # an InfiniBand fabric
+    res = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert res["nranks"] == 32 and res["results"][0]["busbw_GB_per_s"] > 0
+
+
+@pytest.mark.parametrize("topology,says", [
+    ({"kind": "ibnetdiscover"}, "needs file"),
+    ({"kind": "ibnetdiscover", "file": "nosuch.topo"}, "nosuch.topo"),
+    ({"kind": "ibnetdiscover", "file": "small_rail.topo", "lft": "small_rail.topo"},
+     "not a forwarding-table line"),
+    ({"kind": "ibnetdiscover", "file": "small_rail.topo", "links": [[0, 1, 1, 0]]},
+     "do(es) not apply"),
+])
+def test_a_fabric_files_ibnetdiscover_topology_refused_with_reason(topology, says):
+    from sim.scenarios.base import ScenarioError
+    from sim.scenarios.description import build
+
+    with pytest.raises(ScenarioError, match=re.escape(says)):
+        build({"topology": topology, "links": {"fabric": "ib"}}, "f.toml", "docs/examples",
+              need_traffic=False)

@@ -857,8 +857,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "switch; fattree: 3-tier k-ary fat-tree (-p k=, oversubscription=); "
                         "superpod: DGX H100 SuperPOD scalable units (-p sus=); nvl72: GB200 "
                         "NVL72 racks (72 GPUs on NVLink 5 each; -p nodes= racks, rails=, "
-                        "radix=); or a fabric file FILE.toml (its hosts are the ranks, its "
-                        "traffic is left out; -p TABLE.KEY=VALUE overrides it) (default rail)")
+                        "radix=); a fabric file FILE.toml (its hosts are the ranks, its "
+                        "traffic is left out; -p TABLE.KEY=VALUE overrides it); or "
+                        "ibnetdiscover's output (a GPU per NIC of its nodes; -p "
+                        "topology.lft=FILE: OpenSM's tables) (default rail)")
     c.add_argument("-p", "--param", type=_kv, action="append", metavar="KEY=VALUE",
                    help="fabric parameter (repeatable): nodes, gpus_per_node, spines, ecmp, "
                         "k, oversubscription, sus, superpod_nodes, rails, radix, hw, "

@@ -50,10 +50,10 @@ def _graph(source: str, given: dict[str, Any]) -> Any:
     from sim.fabric.survey import graph_of_fabric, graph_of_ibnetdiscover
     from sim.scenarios.collective import FABRICS, build_fabric, is_fabric_file
 
-    if source not in FABRICS and not is_fabric_file(source) and os.path.exists(source):
+    if source not in FABRICS and not source.endswith(".toml") and os.path.exists(source):
         from sim.fabric.ibnetdiscover import is_ibnetdiscover, read_ibnetdiscover
 
-        if is_ibnetdiscover(source):
+        if is_ibnetdiscover(source):  # the file as it is, not the fabric built from it
             if given:
                 raise ValueError(f"-p {next(iter(given))}: an ibnetdiscover file takes no -p")
             return graph_of_ibnetdiscover(read_ibnetdiscover(source))

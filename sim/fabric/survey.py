@@ -118,6 +118,17 @@ def _mode(values: list[Any]) -> Any:
 
 def survey(g: Graph) -> dict[str, Any]:
     """The report (module docstring) as a dict (what ``--json`` prints)."""
+    return _survey(g)[0]
+
+
+def node_nics(g: Graph) -> tuple[dict[str, list[int]], int]:
+    """The compute nodes (named, then unnamed ones by unit and port) with their NICs in
+    rail order (unnamed NICs put in a named node by their place included), and the NICs
+    most nodes have: what a simulation of the fabric takes as its nodes."""
+    return _survey(g)[1:]
+
+
+def _survey(g: Graph) -> tuple[dict[str, Any], dict[str, list[int]], int]:
     sw, nics = g.switches, g.nics
     sharp = {n for n, d in nics.items() if _SHARP in d}
     adj: dict[int, list[tuple[int, int, int, int, str]]] = defaultdict(list)
@@ -323,6 +334,11 @@ def survey(g: Graph) -> dict[str, Any]:
                                    "leaf_rail": leaf_rail[s_], "port": at[n][1]})
     wrong_rail.sort(key=lambda d: d["nic"])
     compute = [h for h in host_nics if h not in other_hosts] + list(anon_nodes)
+    members = {h: [n for _, n in sorted(((rail_of.get(n, 1 << 20), n) for _, n in
+                                          host_nics[h]))] for h in sorted(host_nics)
+               if h not in other_hosts}
+    members |= {h: sorted(lst, key=lambda n: (leaf_rail.get(at[n][0], 1 << 20), n))
+                for h, lst in anon_nodes.items()}
     rails = Counter(leaf_rail.values())
     return {
         "source": g.source,
@@ -354,7 +370,7 @@ def survey(g: Graph) -> dict[str, Any]:
                 "unnamed_nodes": {h: len(lst) for h, lst in anon_nodes.items()},
             },
         },
-    }
+    }, members, usual
 
 
 def _link_text(g: Graph, a: int, ap: int, b: int, bp: int, label: str) -> str:

@@ -122,8 +122,32 @@ class FileFabric:
 
 
 def is_fabric_file(kind: str) -> bool:
-    """``--fabric`` names a file (``*.toml``) rather than a generated kind."""
-    return kind not in FABRICS and kind.endswith(".toml")
+    """``--fabric`` names a file (``*.toml``, or ibnetdiscover's output, recognised by its
+    content) rather than a generated kind."""
+    return kind not in FABRICS and (kind.endswith(".toml") or _is_ibnetdiscover(kind))
+
+
+def _is_ibnetdiscover(path: str) -> bool:
+    from sim.fabric.ibnetdiscover import is_ibnetdiscover
+
+    return os.path.isfile(path) and is_ibnetdiscover(path)
+
+
+def _ibnetdiscover_doc(path: str, overrides: dict[str, str]) -> dict[str, Any]:
+    """The fabric file an ibnetdiscover file stands for: ``[topology] kind =
+    "ibnetdiscover"``, an InfiniBand fabric (``[links] fabric = "ib"``) whose link_gbps is
+    its most common link's rate; ``-p topology.lft=FILE`` is read from where the command
+    runs."""
+    from collections import Counter
+
+    from sim.fabric.ibnetdiscover import read_ibnetdiscover
+
+    rates = Counter(ln.rate_bps for ln in read_ibnetdiscover(path).links if ln.rate_bps)
+    gbps_ = rates.most_common(1)[0][0] / 1e9 if rates else 100.0
+    if overrides.get("topology.lft"):
+        overrides["topology.lft"] = os.path.abspath(str(overrides["topology.lft"]))
+    return {"topology": {"kind": "ibnetdiscover", "file": os.path.abspath(path)},
+            "links": {"fabric": "ib", "link_gbps": gbps_}}
 
 
 def split_file_params(given: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -177,7 +201,8 @@ def fabric_file(path: str, overrides: Mapping[str, str] | None = None, *,
                                      {"gpus_per_node": given_g})["gpus_per_node"]
         except ScenarioError as e:
             raise ScenarioError(f"-p: {e}") from None
-    data = read_toml(path)
+    data = (_ibnetdiscover_doc(path, overrides) if not path.endswith(".toml")
+            and _is_ibnetdiscover(path) else read_toml(path))
     if not is_description(data):
         raise ScenarioError(f"{path}: --fabric needs a fabric file (a [topology] and its "
                             f"settings), not a reference to a built-in scenario")

@@ -73,8 +73,13 @@ _F = FABRIC_PARAMS
 
 
 def _kind(v: str) -> str | None:
-    kinds = ("star", "leaf_spine", "ring", "rail", "fat_tree", "superpod", "custom")
+    kinds = ("star", "leaf_spine", "ring", "rail", "fat_tree", "superpod", "custom",
+             "ibnetdiscover")
     return None if v in kinds else f"must be one of {list(kinds)}"
+
+
+def _path_text(v: str) -> str | None:
+    return None if isinstance(v, str) else "must be a file name (a string)"
 
 
 def _ids(v: list) -> str | None:
@@ -164,8 +169,8 @@ def _port_refs(v: list) -> str | None:
 SECTIONS: dict[str, tuple[Param, ...]] = {
     "run": (_F["duration_ms"], _F["seed"]),
     "topology": (
-        Param("kind", "star", "star | leaf_spine | ring | rail | fat_tree | superpod | custom",
-              _kind),
+        Param("kind", "star", "star | leaf_spine | ring | rail | fat_tree | superpod | custom "
+              "| ibnetdiscover", _kind),
         Param("hosts", 2, "star: number of hosts (host i on switch port i)", in_range(2, 1024)),
         Param("leaves", 2, "leaf_spine: leaf switches", in_range(1, 64)),
         Param("spines", 2, "leaf_spine, rail: spine switches", in_range(1, 64)),
@@ -196,6 +201,11 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
         Param("host_ids", [1], "custom: host node ids", _ids),
         Param("links", [[0, 1, 1, 0]], "custom: links as [node, port, node, port]; a host's "
               "port is 0", _links),
+        Param("file", "", "ibnetdiscover: its topology file or -p listing (relative to this "
+              "file's folder): switches, NICs, links at their width and speed", _path_text),
+        Param("lft", "", "ibnetdiscover: OpenSM's opensm-lfts.dump or ibroute's output: the "
+              "switches route by these tables (unset: least hops, ECMP with ecmp = true)",
+              _path_text),
     ),
     "links": (
         _F["link_gbps"], _F["cable_m"],
@@ -553,9 +563,12 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
         G = t.gpus_per_node
         fab, groups = t.fabric, [list(t.ranks[n * G:(n + 1) * G]) for n in range(t.nodes)]
         ranks, gpn = list(t.ranks), G
+    elif kind == "ibnetdiscover":
+        fab, groups, ranks, gpn = _ibnetdiscover(topo, knobs, prop, seed, ecn, slot, hkw,
+                                                 sched, where, lkw, base_dir)
     else:
         fab, groups = _custom(topo, knobs, rate, prop, seed, ecn, slot, hkw, sched, where, lkw)
-    if kind not in ("rail", "fat_tree", "superpod"):
+    if kind not in ("rail", "fat_tree", "superpod", "ibnetdiscover"):
         ranks, gpn = [h for g in groups for h in g], 1
     _ib_routing(doc.get("topology", {}), kind, fab, where)
 
@@ -922,6 +935,7 @@ _KIND_KEYS = {
     "star": {"hosts"}, "leaf_spine": {"leaves", "spines", "hosts_per_leaf", "ecmp", "routing"},
     "ring": {"switches", "hosts_per_switch", "routing"},
     "custom": {"switch_ids", "host_ids", "links", "ecmp"},
+    "ibnetdiscover": {"file", "lft", "ecmp"},
     "rail": {"nodes", "gpus_per_node", "spines", "ecmp", "routing", "sharp"},
     "fat_tree": {"k", "oversubscription", "ecmp", "routing"},
     "superpod": {"sus", "superpod_nodes", "ecmp", "routing", "sharp"},
@@ -1132,6 +1146,101 @@ def _custom(topo, knobs, rate, prop, seed, ecn, slot, hkw, sched, where, lkw):
     for h in hosts:
         groups.setdefault(adj[h][0][1], []).append(h)
     return fab, [groups[k] for k in sorted(groups)]
+
+
+def _ibnetdiscover(topo, knobs, prop, seed, ecn, slot, hkw, sched, where, lkw, base_dir):
+    """``kind = "ibnetdiscover"``: the fabric an ibnetdiscover file describes
+    (:mod:`sim.fabric.ibnetdiscover`), every link at its width and speed's rate; its
+    compute nodes (:func:`sim.fabric.survey.node_nics`) those with the NICs most have, one
+    rank a NIC in rail order; SHARP aggregation nodes, hosts set aside and nodes short of a
+    NIC not built.  Switches are numbered from 0 in GUID order, then the hosts.  Routes:
+    ``lft``'s tables by the hosts' LIDs, else least hops (``ecmp``: every least-hop port).
+    Returns the fabric, the hosts by leaf, the ranks and the GPUs a node."""
+    from sim.fabric.ibnetdiscover import IbnetdiscoverError, read_ibnetdiscover
+    from sim.fabric.opensm import LftError, read_lfts
+    from sim.fabric.survey import graph_of_ibnetdiscover, node_nics
+
+    if not topo["file"]:
+        raise ScenarioError(f"{where}: [topology] kind = \"ibnetdiscover\" needs file = "
+                            f"\"FILE\" (ibnetdiscover's output)")
+    path = os.path.join(base_dir, topo["file"])
+    try:
+        ib = read_ibnetdiscover(path)
+        lfts = read_lfts(os.path.join(base_dir, topo["lft"])) if topo["lft"] else None
+    except (IbnetdiscoverError, LftError) as e:
+        raise ScenarioError(str(e)) from None
+    except OSError as e:
+        raise ScenarioError(f"{where}: [topology] {e}") from None
+    nodes, gpn = node_nics(graph_of_ibnetdiscover(ib))
+    full = {h: nics for h, nics in nodes.items() if len(nics) == gpn}
+    if len(full) * gpn < 2:
+        raise ScenarioError(f"{path}: fewer than 2 NICs in nodes of {gpn} NICs: no "
+                            f"collective to run")
+    nic_set = {n for nics in full.values() for n in nics}
+    # the switches that reach a built NIC (through switches)
+    adj_g: dict[int, list[tuple[int, int, int, int]]] = {}
+    for ln in ib.links:
+        adj_g.setdefault(ln.a, []).append((ln.a_port, ln.b, ln.b_port, ln.rate_bps))
+        adj_g.setdefault(ln.b, []).append((ln.b_port, ln.a, ln.a_port, ln.rate_bps))
+    is_sw = {g for g, n in ib.nodes.items() if n.kind == "switch"}
+    keep, todo = set(), [nb for n in nic_set for _, nb, _, _ in adj_g.get(n, ())]
+    while todo:
+        x = todo.pop()
+        if x in keep or x not in is_sw:
+            continue
+        keep.add(x)
+        todo.extend(nb for _, nb, _, _ in adj_g.get(x, ()))
+    sw_ids = {g: i for i, g in enumerate(sorted(keep))}
+    host_ids = {g: len(sw_ids) + i for i, g in enumerate(sorted(nic_set))}
+    links = []
+    for ln in ib.links:
+        a = sw_ids.get(ln.a, host_ids.get(ln.a))
+        b = sw_ids.get(ln.b, host_ids.get(ln.b))
+        if a is None or b is None:
+            continue
+        if ln.rate_bps <= 0:
+            raise ScenarioError(f"{path}:{ln.line}: a link of unknown width or speed "
+                                f"({ln.label}) cannot be simulated")
+        ap = 0 if ln.a in host_ids else ln.a_port
+        bp = 0 if ln.b in host_ids else ln.b_port
+        links.append((a, ap, b, bp, ln.rate_bps))
+    adj: dict[int, list[tuple[int, int]]] = {i: [] for i in (*sw_ids.values(),
+                                                              *host_ids.values())}
+    for a, ap, b, bp, _ in links:
+        adj[a].append((ap, b))
+        adj[b].append((bp, a))
+    switches, hosts = sorted(sw_ids.values()), sorted(host_ids.values())
+    ports = 1 + max((p for x in switches for p, _ in adj[x]), default=0)
+    host_rate = {h: r for a, _, b, _, r in links for h in (a, b) if h in hosts}
+    cfg = _mmu(knobs, ports, max(host_rate.values()), where)
+    if lfts is None:
+        routes = _shortest_routes(switches, hosts, adj, topo["ecmp"])
+    else:
+        guid_of = {i: g for g, i in sw_ids.items()}
+        routes = {}
+        for x in switches:
+            table = lfts.tables.get(guid_of[x])
+            if table is None:
+                raise ScenarioError(f"{lfts.path}: no table of switch {guid_of[x]:#018x} "
+                                    f"({ib.nodes[guid_of[x]].desc})")
+            routes[x] = {}
+            for g, h in host_ids.items():
+                lid = ib.nodes[g].lid
+                port = table.get(lid) if lid is not None else None
+                if port is not None and port > 0:
+                    routes[x][h] = port
+    fab = Fabric(seed, slot, **lkw)
+    for x in switches:
+        fab.add_switch(x, Mmu(cfg), routes=routes[x], ecn=ecn, **sched)
+    for h in hosts:
+        fab.add_host(h, host_rate[h], **hkw)
+    for a, ap, b, bp, r in links:
+        fab.connect(a, ap, b, bp, r, prop)
+    groups: dict[int, list[int]] = {}
+    for h in hosts:
+        groups.setdefault(adj[h][0][1], []).append(h)
+    ranks = [host_ids[n] for h in sorted(full) for n in full[h]]
+    return fab, [groups[k] for k in sorted(groups)], ranks, gpn
 
 
 def _shortest_routes(switches, hosts, adj, ecmp: bool) -> dict[int, dict[int, Any]]:
