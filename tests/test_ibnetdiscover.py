@@ -460,3 +460,60 @@ def test_a_fabric_files_ibnetdiscover_topology_refused_with_reason(topology, say
     with pytest.raises(ScenarioError, match=re.escape(says)):
         build({"topology": topology, "links": {"fabric": "ib"}}, "f.toml", "docs/examples",
               need_traffic=False)
+
+
+def _least_hop_tables(topo: IbTopology) -> Lfts:
+    """Tables that send every CA's LID along route()'s least-hop path."""
+    lfts = Lfts("least.dump")
+    for s, n in topo.nodes.items():
+        if n.kind != "switch":
+            continue
+        lfts.switch_lid[s] = n.lid
+        lfts.tables[s] = {n.lid: 0}
+        for c, m in topo.nodes.items():
+            if m.kind == "ca" and m.lid is not None:
+                lfts.tables[s][m.lid] = route(topo, f"{s:#018x}", f"{c:#018x}")[0].port
+    return lfts
+
+
+def test_tables_against_least_hops():
+    from sim.fabric.opensm import compare_routes, compare_text
+
+    topo = read_ibnetdiscover("docs/examples/small_rail.topo")
+    lfts = _least_hop_tables(topo)
+    rep = compare_routes(topo, lfts)
+    cas = [g for g, n in topo.nodes.items() if n.kind == "ca" and "Aggreg" not in n.desc]
+    assert (rep["routes"], rep["no_route"], rep["longer_than_least_hops"]) == (8 * 32, 0, 0)
+    assert rep["leaf_pairs"] == 4 * 3 and len(cas) == 32
+    # one destination sent the long way: leaf r1 -> spine 1 -> leaf r3 -> spine 2 -> leaf r2
+    # (hops are links, the last into the CA)
+    name = {n.desc.split(";")[-1].split(":")[0]: g for g, n in topo.nodes.items()
+            if n.kind == "switch"}
+    dst = next(g for g, n in topo.nodes.items() if n.desc == "dgx-02 mlx5_1")
+    lid = topo.nodes[dst].lid
+    ports = {(ln.a, ln.b): ln.a_port for ln in topo.links} | {
+        (ln.b, ln.a): ln.b_port for ln in topo.links}
+    for a, b in (("ib-leaf-r1", "ib-spine-1"), ("ib-spine-1", "ib-leaf-r3"),
+                 ("ib-leaf-r3", "ib-spine-2"), ("ib-spine-2", "ib-leaf-r2")):
+        lfts.tables[name[a]][lid] = ports[(name[a], name[b])]
+    rep = compare_routes(topo, lfts)
+    assert rep["longer_than_least_hops"] >= 2  # leaf r1 and spine 1 now go the long way
+    assert any(x.startswith("MF0;ib-leaf-r1:MQM9700/U1 to dgx-02 mlx5_1: 5 hops, least 3")
+               for x in rep["longer_examples"])
+    assert "longer than least hops" in compare_text(rep)
+
+
+def test_opensms_up_down_tables_take_least_hop_paths():
+    from sim.fabric.opensm import compare_routes
+
+    rep = compare_routes(read_ibnetdiscover(real_file(DGX)), read_lfts(real_file(LFTS)))
+    assert rep["longer_than_least_hops"] == 0
+    assert (rep["routes"], rep["no_route"]) == (21510, 170)
+    assert rep["leaf_pairs"] == 31 * 30
+    assert rep["switches_used_per_leaf_pair"]["max"] == 9
+
+
+def test_the_report_with_the_tables(capsys):
+    assert main(["fabric", str(real_file(DGX)), "--lft", str(real_file(LFTS)), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["routes"]["tables"] == 40 and rep["switches"] == {"leaf": 31, "spine": 9}

@@ -42,7 +42,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "else by least hops (an ibnetdiscover SOURCE)")
     s.add_argument("--lft", metavar="FILE",
                    help="the switches' forwarding tables: OpenSM's opensm-lfts.dump (plain "
-                        "or gzipped) or ibroute's output, for --route")
+                        "or gzipped) or ibroute's output: --route follows them; without "
+                        "--route the report adds them against least hops")
     s.set_defaults(func=cmd_fabric)
 
 
@@ -90,18 +91,31 @@ def cmd_fabric(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         given[key] = value
     try:
-        if args.route or args.lft:
+        if args.route:
             return _route(args, given)
         g = _graph(args.source, given)
+        routes = _compare(args) if args.lft else None
     except (IbnetdiscoverError, ValueError, OSError) as e:
         _err(str(e).splitlines()[0])
         return EXIT_USAGE
     rep = survey(g)
     if args.json:
-        print(json.dumps(rep, indent=1))
+        print(json.dumps(rep | ({"routes": routes} if routes else {}), indent=1))
     else:
-        print(survey_text(rep))
+        from sim.fabric.opensm import compare_text
+
+        print(survey_text(rep) + ("\n" + compare_text(routes) if routes else ""))
     return 0
+
+
+def _compare(args: argparse.Namespace) -> dict[str, Any]:
+    """--lft without --route: the tables against least hops on an ibnetdiscover file."""
+    from sim.fabric.ibnetdiscover import is_ibnetdiscover, read_ibnetdiscover
+    from sim.fabric.opensm import compare_routes, read_lfts
+
+    if not os.path.isfile(args.source) or not is_ibnetdiscover(args.source):
+        raise ValueError("--lft: SOURCE must be an ibnetdiscover file")
+    return compare_routes(read_ibnetdiscover(args.source), read_lfts(args.lft))
 
 
 def _route(args: argparse.Namespace, given: dict[str, Any]) -> int:
@@ -109,8 +123,6 @@ def _route(args: argparse.Namespace, given: dict[str, Any]) -> int:
     from sim.fabric.ibnetdiscover import is_ibnetdiscover, read_ibnetdiscover
     from sim.fabric.opensm import read_lfts, route, route_text
 
-    if not args.route:
-        raise ValueError("--lft: the tables are read for --route SRC DST")
     if given or not os.path.isfile(args.source) or not is_ibnetdiscover(args.source):
         raise ValueError("--route: SOURCE must be an ibnetdiscover file")
     topo = read_ibnetdiscover(args.source)

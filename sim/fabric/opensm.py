@@ -203,3 +203,105 @@ def route_text(topo: Any, hops: list[Hop], src: str, dst: str) -> str:
     last = hops[-1].peer_port if hops else 0
     out.append(f'To {kind(b)} {{{b:#018x}}} portnum {last} lid {lid(b)} "{nodes[b].desc}"')
     return "\n".join(out)
+
+
+def compare_routes(topo: Any, lfts: Lfts) -> dict[str, Any]:
+    """OpenSM's tables against least hops on the fabric they route: per (switch,
+    destination CA) the hops the tables take to it and the fewest there are (switches
+    without a route counted apart), and per pair of leaves the switches the tables send
+    one leaf's traffic to the other's CAs through against those on least-hop paths (path
+    diversity)."""
+    import statistics
+
+    nodes = topo.nodes
+    peer: dict[tuple[int, int], int] = {}
+    adj: dict[int, set[int]] = {g: set() for g in nodes}
+    for ln in topo.links:
+        peer[(ln.a, ln.a_port)] = ln.b
+        peer[(ln.b, ln.b_port)] = ln.a
+        adj[ln.a].add(ln.b)
+        adj[ln.b].add(ln.a)
+    cas = sorted(g for g, n in nodes.items() if n.kind == "ca" and n.lid is not None
+                 and "Aggregation Node" not in n.desc and adj[g])
+    switches = sorted(g for g in lfts.tables if g in nodes)
+    leaf_of = {c: next(iter(adj[c])) for c in cas}
+    longer, no_route, entries = [], 0, 0
+    via: dict[tuple[int, int], set[int]] = {}
+    least_via: dict[tuple[int, int], set[int]] = {}
+    for c in cas:
+        lid = nodes[c].lid
+        # least hops to c over switches
+        dist = {c: 0}
+        frontier = [c]
+        while frontier:
+            nxt = []
+            for x in frontier:
+                for y in adj[x]:
+                    if y not in dist and nodes[y].kind == "switch":
+                        dist[y] = dist[x] + 1
+                        nxt.append(y)
+            frontier = nxt
+        for s in switches:
+            if s not in dist:
+                continue
+            # the tables' hops from s to c
+            hops, cur, seen = 0, s, set()
+            while cur != c and cur not in seen:
+                seen.add(cur)
+                port = lfts.tables.get(cur, {}).get(lid)
+                if port is None or port == 0 or (cur, port) not in peer:
+                    hops = -1
+                    break
+                cur = peer[(cur, port)]
+                hops += 1
+            if hops < 0 or cur != c:
+                no_route += 1
+                continue
+            entries += 1
+            if hops > dist[s]:
+                longer.append((s, c, hops, dist[s]))
+        lc = leaf_of[c]
+        for s in switches:
+            if s == lc or s not in dist or not any(leaf_of.get(x) == s for x in adj[s]
+                                                   if x in leaf_of):
+                continue
+            port = lfts.tables.get(s, {}).get(lid)
+            if port is not None and (s, port) in peer:
+                via.setdefault((s, lc), set()).add(peer[(s, port)])
+            least_via.setdefault((s, lc), set()).update(
+                y for y in adj[s] if nodes[y].kind == "switch" and dist.get(y) == dist[s] - 1)
+
+    def stats(v: list[int]) -> dict[str, float]:
+        return {"min": min(v), "median": statistics.median(v), "max": max(v)} if v else {}
+
+    pairs = sorted(least_via)
+    used = [len(via.get(p, ())) for p in pairs]
+    avail = [len(least_via[p]) for p in pairs]
+    return {
+        "tables": len(lfts.tables),
+        "routes": entries,
+        "no_route": no_route,
+        "longer_than_least_hops": len(longer),
+        "longer_examples": [
+            f"{nodes[s].desc} to {nodes[c].desc}: {h} hops, least {d}"
+            for s, c, h, d in longer[:5]],
+        "leaf_pairs": len(pairs),
+        "switches_used_per_leaf_pair": stats(used),
+        "least_hop_switches_per_leaf_pair": stats(avail),
+        "leaf_pairs_using_fewer": sum(1 for u, a in zip(used, avail, strict=True) if u < a),
+    }
+
+
+def compare_text(rep: dict[str, Any]) -> str:
+    """:func:`compare_routes`'s result as lines under the report."""
+    u, a = rep["switches_used_per_leaf_pair"], rep["least_hop_switches_per_leaf_pair"]
+    out = [f"routes by the tables ({rep['tables']} switches):",
+           f"  {rep['routes']} switch-to-NIC routes, {rep['no_route']} without one; "
+           f"{rep['longer_than_least_hops']} longer than least hops"]
+    out.extend(f"    {x}" for x in rep["longer_examples"])
+    if u:
+        out.append(f"  per leaf pair, the switches a leaf sends the other's NICs' traffic "
+                   f"through: {u['min']:g}-{u['max']:g} (median {u['median']:g}) of "
+                   f"{a['min']:g}-{a['max']:g} on least-hop paths (median {a['median']:g}); "
+                   f"{rep['leaf_pairs_using_fewer']} of {rep['leaf_pairs']} pairs use fewer")
+    return "\n".join(out)
