@@ -283,7 +283,8 @@ def test_the_command_names_the_bad_line(tmp_path, capsys):
     other = tmp_path / "notes.txt"
     other.write_text("hello\n")
     assert main(["fabric", str(other)]) == 2
-    assert "neither ibnetdiscover's output nor a fabric file" in capsys.readouterr().err
+    assert "neither ibnetdiscover's output, NCCL's topology XML nor a fabric file" in \
+        capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- OpenSM's tables, routes
@@ -517,3 +518,73 @@ def test_the_report_with_the_tables(capsys):
     assert main(["fabric", str(real_file(DGX)), "--lft", str(real_file(LFTS)), "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["routes"]["tables"] == 40 and rep["switches"] == {"leaf": 31, "spine": 9}
+
+
+# ---------------------------------------------------------------- a node: NCCL's topology XML
+def test_nccl_topology_of_a_gcp_a3_node():
+    from sim.fabric.nccl_xml import read_nccl_topo
+
+    topo = read_nccl_topo(real_file("nccl/xla_mock_topo_gcp_a3_h100.xml"))
+    assert [g.attrs["dev"] for g in topo.gpus] == [str(i) for i in range(8)]
+    assert all(sum(g.nvlinks.values()) == 18 for g in topo.gpus)  # H100: 18 NVLinks
+    assert all((g.pcie_gen, g.pcie_lanes) == (4, 16) for g in topo.gpus)
+    # two GPUs under each PCIe switch with one 200G NIC: GPU i's is eth(i // 2 + 1), PIX
+    for i, g in enumerate(topo.gpus):
+        kind, near = topo.nearest_nics(g)
+        assert (kind, [n.name for n in near]) == ("PIX", [f"eth{i // 2 + 1}"])
+    assert {n.name: n.speed_gbps for n in topo.nics}["eth1"] == 200.0
+    assert topo.numa_nodes == 2
+
+
+def test_nccl_topology_of_a_dgx_a100():
+    from sim.fabric.nccl_xml import read_nccl_topo
+
+    topo = read_nccl_topo(real_file("nccl/xla_mock_topo_dgx_a100.xml"))
+    g0 = topo.gpus[0]
+    assert (g0.numa, sum(g0.nvlinks.values())) == (3, 12)  # A100: 12 NVLinks
+    # GPU 0 and mlx5_0, mlx5_1 meet two PCIe switch levels up: PXB (as NCCL prints it)
+    kind, near = topo.nearest_nics(g0)
+    assert (kind, [n.name for n in near]) == ("PXB", ["mlx5_0", "mlx5_1"])
+    assert all(n.attrs.get("gdr") == "1" for n in topo.nics)
+
+
+def test_partial_topologies_by_pci_class():
+    """Cloud images ship files NCCL completes at run time: GPUs (class 0x0302) and NICs
+    (0x0207) by their PCI class only."""
+    from sim.fabric.nccl_xml import read_nccl_topo
+
+    v5 = read_nccl_topo(real_file("nccl/azure_ndv5-topo.xml"))
+    assert len(v5.gpus) == len(v5.nics) == 8
+    assert all((g.pcie_gen, g.pcie_lanes) == (5, 16) for g in v5.gpus)
+    pairs = [(g.busid, [n.busid for n in v5.nearest_nics(g)[1]], v5.nearest_nics(g)[0])
+             for g in v5.gpus]
+    assert all(kind == "PIX" and len(ns) == 1 for _, ns, kind in pairs)
+    assert len({ns[0] for _, ns, _ in pairs}) == 8  # a NIC per GPU
+    v4 = read_nccl_topo(real_file("nccl/azure_ndv4-topo.xml"))
+    assert all(len(v4.nearest_nics(g)[1]) == 2 for g in v4.gpus)  # two HCAs per GPU pair
+    v2 = read_nccl_topo(real_file("nccl/azure_ndv2-topo.xml"))
+    assert sorted({v2.nearest_nics(g)[0] for g in v2.gpus}) == ["PHB", "SYS"]
+
+
+def test_the_command_on_nccl_files(capsys, tmp_path):
+    assert main(["fabric", str(real_file("nccl/xla_mock_topo_gcp_a3_h100.xml"))]) == 0
+    out = capsys.readouterr().out
+    assert "8 GPUs, 8 NICs, 2 NUMA nodes" in out
+    assert "GPU 0 (0000:04:00.0, NUMA 0, PCIe Gen4 x16, 18 NVLinks): nearest NIC eth1 (PIX)" \
+        in out
+    assert main(["fabric", str(real_file("nccl/xla_mock_topo_dgx_a100.xml")), "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["gpus"][0]["nearest_nics"] == ["mlx5_0", "mlx5_1"]
+    assert main(["fabric", str(real_file("nccl/azure_ncv4-graph.xml"))]) == 2
+    assert "an NCCL graph file (NCCL_GRAPH_FILE" in capsys.readouterr().err
+    bad = tmp_path / "topo.xml"
+    bad.write_text('<system version="1">\n  <cpu numaid="0">\n    <pci busid="0000:01:00.0" '
+                   'class="0x030200" link_speed="3.0 GT/s PCIe" link_width="16"/>\n'
+                   '  </cpu>\n</system>\n')
+    assert main(["fabric", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "<pci busid='0000:01:00.0'>: link_speed '3.0 GT/s PCIe'" in err
+    assert len(err.strip().splitlines()) == 1
+    bad.write_text('<system version="1">\n  <cpu numaid="0">\n')
+    assert main(["fabric", str(bad)]) == 2
+    assert f"{bad}:3: not XML" in capsys.readouterr().err

@@ -22,14 +22,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser(
         "fabric",
         help="what a fabric is made of and what is off its pattern: an ibnetdiscover file, "
-             "a fabric file or a built-in kind (docs/reference/cli.md)",
+             "a fabric file or a built-in kind; a node from NCCL's topology XML "
+             "(docs/reference/fabric.md)",
         description="Count a fabric's switches by tier, nodes and their NICs per rail, links "
                     "by width and speed, oversubscription per tier, and list what is off the "
                     "fabric's regular pattern: switches with missing or extra links, links "
                     "below the usual speed, nodes missing a NIC, NICs on another rail's "
                     "leaf. SOURCE: ibnetdiscover's output (its topology file or -p listing, "
                     "plain or gzipped), a fabric file FILE.toml, or a built-in kind (rail, "
-                    "star, fattree, superpod, nvl72) with its -p keys.")
+                    "star, fattree, superpod, nvl72) with its -p keys; or NCCL's topology "
+                    "XML of a node (NCCL_TOPO_DUMP_FILE): its GPUs, NICs, PCIe links and "
+                    "each GPU's nearest NICs.")
     s.add_argument("source", metavar="SOURCE",
                    help="an ibnetdiscover file, FILE.toml, or rail|star|fattree|superpod|nvl72")
     s.add_argument("-p", "--param", type=_kv, action="append", metavar="KEY=VALUE",
@@ -58,8 +61,13 @@ def _graph(source: str, given: dict[str, Any]) -> Any:
             if given:
                 raise ValueError(f"-p {next(iter(given))}: an ibnetdiscover file takes no -p")
             return graph_of_ibnetdiscover(read_ibnetdiscover(source))
-        raise ValueError(f"{source}: neither ibnetdiscover's output nor a fabric file "
-                         f"(*.toml)")
+        with open(source, "rb") as f:
+            if f.read(256).lstrip().startswith(b"<graphs"):
+                raise ValueError(f"{source}: an NCCL graph file (NCCL_GRAPH_FILE: rings and "
+                                 f"trees), which lossless does not read yet; a node's "
+                                 f"topology is NCCL_TOPO_DUMP_FILE's <system>")
+        raise ValueError(f"{source}: neither ibnetdiscover's output, NCCL's topology XML "
+                         f"nor a fabric file (*.toml)")
     from sim.scenarios.base import resolve_params
     from sim.scenarios.collective import check_fabric_keys, split_file_params
     from sim.scenarios.common import collective_params
@@ -82,6 +90,7 @@ def _graph(source: str, given: dict[str, Any]) -> Any:
 
 def cmd_fabric(args: argparse.Namespace) -> int:
     from sim.fabric.ibnetdiscover import IbnetdiscoverError
+    from sim.fabric.nccl_xml import NcclTopoError
     from sim.fabric.survey import survey, survey_text
 
     given: dict[str, Any] = {}
@@ -91,11 +100,21 @@ def cmd_fabric(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         given[key] = value
     try:
+        if os.path.isfile(args.source) and not args.source.endswith(".toml"):
+            from sim.fabric.nccl_xml import is_nccl_topo, node_report, node_text, read_nccl_topo
+
+            if is_nccl_topo(args.source):  # a node, as NCCL's topology file has it
+                if given or args.route or args.lft:
+                    raise ValueError("an NCCL topology file (a node) takes no -p, --route "
+                                     "or --lft")
+                rep = node_report(read_nccl_topo(args.source))
+                print(json.dumps(rep, indent=1) if args.json else node_text(rep))
+                return 0
         if args.route:
             return _route(args, given)
         g = _graph(args.source, given)
         routes = _compare(args) if args.lft else None
-    except (IbnetdiscoverError, ValueError, OSError) as e:
+    except (IbnetdiscoverError, NcclTopoError, ValueError, OSError) as e:
         _err(str(e).splitlines()[0])
         return EXIT_USAGE
     rep = survey(g)

@@ -1,0 +1,211 @@
+"""A node as NCCL sees it: NCCL's topology XML (what ``NCCL_TOPO_DUMP_FILE`` writes and
+``NCCL_TOPO_FILE`` reads; NVIDIA/nccl ``src/graph/xml.cc``, ``topo.cc``) read into its
+CPUs (NUMA nodes), PCIe tree, GPUs and NICs, and per GPU the NICs nearest to it by NCCL's
+path types.
+
+The file is ``<system>`` holding ``<cpu numaid=...>``, each a tree of ``<pci busid=...
+class=... link_speed="16.0 GT/s PCIe" link_width="16">`` (a bridge or PCIe switch port has
+class ``0x0604xx``), the leaves holding ``<gpu dev rank sm gdr>`` (with ``<nvlink target
+count>``) or ``<nic>`` with its ``<net name dev speed port guid gdr>`` (speed in Mb/s).  A
+partial file (as cloud images ship, for NCCL to complete at run time) may list a device
+by its PCI class only: ``0x0302`` a GPU (3D controller), ``0x0207`` an InfiniBand and
+``0x0200`` an Ethernet controller; it is read as such, without its NCCL attributes.
+
+The path types (``src/graph/topo.h``): PIX, through at most one PCIe bridge; PXB, through
+more bridges but not the CPU; PHB, through the CPU's host bridge; SYS, across CPUs (NUMA
+nodes).  NCCL gives a GPU the NICs of its best path type first.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PATH_TYPES", "Device", "NcclTopoError", "NodeTopology", "is_nccl_topo",
+           "node_report", "node_text", "read_nccl_topo"]
+
+#: NCCL's path types between a GPU and a NIC, best first
+PATH_TYPES = ("PIX", "PXB", "PHB", "SYS")
+#: PCIe generation by the link speed NCCL writes (GT/s a lane): PCIe base specification
+_GEN = {"2.5": 1, "5.0": 2, "5": 2, "8.0": 3, "8": 3, "16.0": 4, "16": 4, "32.0": 5,
+        "32": 5, "64.0": 6, "64": 6}
+
+
+class NcclTopoError(ValueError):
+    """A topology file that cannot be read: ``FILE: element: why``."""
+
+
+@dataclass(slots=True)
+class Device:
+    """A GPU or NIC: its kind, PCI bus id, NUMA node, the bus ids of the PCIe bridges above
+    it (nearest first), its own PCIe link (generation, lanes; 0: not given) and NCCL's
+    attributes (empty in a partial file)."""
+
+    kind: str  # "gpu" | "nic"
+    busid: str
+    numa: int
+    bridges: tuple[str, ...]
+    pcie_gen: int
+    pcie_lanes: int
+    attrs: dict[str, str] = field(default_factory=dict)
+    #: a GPU's NVLinks: target bus id -> links
+    nvlinks: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        if self.kind == "gpu":
+            return f"GPU {self.attrs['dev']}" if "dev" in self.attrs else f"GPU {self.busid}"
+        return self.attrs.get("name") or f"NIC {self.busid}"
+
+    @property
+    def speed_gbps(self) -> float | None:
+        """A NIC's speed (NCCL's Mb/s over 1000), None when not given."""
+        s = self.attrs.get("speed")
+        return int(s) / 1000 if s and s.isdigit() else None
+
+
+@dataclass(slots=True)
+class NodeTopology:
+    path: str
+    gpus: list[Device] = field(default_factory=list)
+    nics: list[Device] = field(default_factory=list)
+    numa_nodes: int = 0
+
+    def path_type(self, a: Device, b: Device) -> str:
+        """NCCL's path type between two devices."""
+        if a.numa != b.numa:
+            return "SYS"
+        common = [x for x in a.bridges if x in b.bridges]
+        if not common:
+            return "PHB"
+        lca = common[0]
+        up = a.bridges.index(lca) + b.bridges.index(lca)  # bridges below the common one
+        return "PIX" if up == 0 else "PXB"
+
+    def nearest_nics(self, gpu: Device) -> tuple[str, list[Device]]:
+        """The best path type from ``gpu`` to a NIC and the NICs at it."""
+        if not self.nics:
+            return "", []
+        kinds = {n.busid: self.path_type(gpu, n) for n in self.nics}
+        best = min(kinds.values(), key=PATH_TYPES.index)
+        return best, [n for n in self.nics if kinds[n.busid] == best]
+
+
+def _gen(speed: str, where: str) -> int:
+    if not speed:
+        return 0
+    v = speed.split()[0]
+    if v not in _GEN:
+        raise NcclTopoError(f"{where}: link_speed {speed!r}: not a PCIe rate (2.5 to 64.0 "
+                            f"GT/s)")
+    return _GEN[v]
+
+
+def read_nccl_topo(path: str | Path) -> NodeTopology:
+    """NCCL's topology XML at ``path``."""
+    name = str(path)
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as e:
+        line = e.position[0] if getattr(e, "position", None) else 1
+        raise NcclTopoError(f"{name}:{line}: not XML ({e})") from None
+    if root.tag != "system":
+        raise NcclTopoError(f"{name}: <{root.tag}>: NCCL's topology file is a <system> (a "
+                            f"<graphs> file is NCCL_GRAPH_FILE's)")
+    topo = NodeTopology(name)
+    cpus = root.findall("cpu")
+    topo.numa_nodes = len(cpus)
+
+    def walk(el: ET.Element, numa: int, bridges: tuple[str, ...]) -> None:
+        for child in el:
+            if child.tag != "pci":
+                if child.tag == "nic" and el.tag == "cpu":  # NICs without a PCI device
+                    for net in child.findall("net"):
+                        topo.nics.append(Device("nic", f"cpu{numa}:{net.get('name')}", numa,
+                                                bridges, 0, 0, dict(net.attrib)))
+                continue
+            busid = child.get("busid", "")
+            where = f"{name}: <pci busid={busid!r}>"
+            cls = int(child.get("class", "0x0") or "0x0", 16)
+            try:
+                gen = _gen(child.get("link_speed", ""), where)
+                lanes = int(child.get("link_width", "0") or 0)
+            except ValueError as e:
+                raise NcclTopoError(f"{where}: {e}") from None
+            gpu, nic = child.find("gpu"), child.find("nic")
+            if cls >> 8 == 0x0604 and gpu is None and nic is None:  # a bridge
+                walk(child, numa, (busid, *bridges))
+            elif gpu is not None or cls >> 8 == 0x0302:
+                d = Device("gpu", busid, numa, bridges, gen, lanes,
+                           dict(gpu.attrib) if gpu is not None else {})
+                for nv in (gpu.findall("nvlink") if gpu is not None else ()):
+                    d.nvlinks[nv.get("target", "")] = int(nv.get("count", "0"))
+                topo.gpus.append(d)
+            elif nic is not None or cls >> 8 in (0x0200, 0x0207):
+                nets = nic.findall("net") if nic is not None else []
+                for net in nets or [None]:
+                    topo.nics.append(Device("nic", busid, numa, bridges, gen, lanes,
+                                            dict(net.attrib) if net is not None else {}))
+            else:
+                walk(child, numa, (busid, *bridges))
+
+    for cpu in cpus:
+        try:
+            numa = int(cpu.get("numaid", "0"))
+        except ValueError:
+            raise NcclTopoError(f"{name}: <cpu numaid={cpu.get('numaid')!r}>: not a "
+                                f"number") from None
+        walk(cpu, numa, ())
+    if not topo.gpus and not topo.nics:
+        raise NcclTopoError(f"{name}: no GPU and no NIC")
+    topo.gpus.sort(key=lambda d: (int(d.attrs.get("dev", 1 << 20)), d.busid))
+    return topo
+
+
+def is_nccl_topo(path: str | Path) -> bool:
+    """Whether the file at ``path`` starts as NCCL's topology XML (``<system``)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512).lstrip()
+    except OSError:
+        return False
+    return head.startswith(b"<system") or (head.startswith(b"<?xml") and b"<system" in head)
+
+
+def node_report(topo: NodeTopology) -> dict[str, Any]:
+    """Per GPU its PCIe link, NVLinks, NUMA node and nearest NICs (by NCCL's path type);
+    per NIC its speed, PCIe link and GPUDirect RDMA."""
+    gpus = []
+    for g in topo.gpus:
+        kind, near = topo.nearest_nics(g)
+        gpus.append({"gpu": g.name, "busid": g.busid, "numa": g.numa,
+                     "pcie": [g.pcie_gen, g.pcie_lanes], "nvlinks": sum(g.nvlinks.values()),
+                     "nearest_nics": [n.name for n in near], "path": kind})
+    nics = [{"nic": n.name, "busid": n.busid, "numa": n.numa, "speed_gbps": n.speed_gbps,
+             "pcie": [n.pcie_gen, n.pcie_lanes], "gdr": n.attrs.get("gdr")} for n in topo.nics]
+    return {"source": topo.path, "numa_nodes": topo.numa_nodes, "gpus": gpus, "nics": nics}
+
+
+def node_text(rep: dict[str, Any]) -> str:
+    """:func:`node_report` as text."""
+    def link(p: list[int]) -> str:
+        return f"Gen{p[0]} x{p[1]}" if p[0] else (f"x{p[1]}" if p[1] else "?")
+
+    def where(d: dict[str, Any], name: str) -> str:
+        bus = "" if d["busid"] in name or ":" not in d["busid"] else f"{d['busid']}, "
+        return f"{bus}NUMA {d['numa']}, PCIe {link(d['pcie'])}"
+
+    out = [f"node {rep['source']}: {len(rep['gpus'])} GPUs, {len(rep['nics'])} NICs, "
+           f"{rep['numa_nodes']} NUMA nodes"]
+    for g in rep["gpus"]:
+        near = ", ".join(g["nearest_nics"]) or "none"
+        nv = f", {g['nvlinks']} NVLinks" if g["nvlinks"] else ""
+        out.append(f"  {g['gpu']} ({where(g, g['gpu'])}{nv}): nearest NIC {near} "
+                   f"({g['path']})")
+    for n in rep["nics"]:
+        sp = f"{n['speed_gbps']:g} Gb/s" if n["speed_gbps"] else "speed not given"
+        gdr = {"1": ", GPUDirect RDMA", "0": ", no GPUDirect RDMA"}.get(n["gdr"] or "", "")
+        out.append(f"  {n['nic']} ({where(n, n['nic'])}): {sp}{gdr}")
+    return "\n".join(out)
