@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["LANE_DATA_BPS", "IbLink", "IbNode", "IbTopology", "IbnetdiscoverError",
-           "format_ibnetdiscover", "is_ibnetdiscover", "parse_ibnetdiscover",
-           "read_ibnetdiscover"]
+           "format_ibnetdiscover", "is_ibnetdiscover", "osm_guid", "parse_ibnetdiscover",
+           "read_ibnetdiscover", "topology_of_fabric"]
 
 #: a lane's data rate (b/s) by speed: InfiniBand Architecture Specification Vol. 2, Rel.
 #: 1.5 (and 1.7 for XDR), section 5.2 (signalling rates) and 5.3 (8b/10b to QDR, 64b/66b
@@ -410,3 +410,46 @@ def format_ibnetdiscover(topo: IbTopology) -> str:
                            f"lid {lid(pn)} {ln.label}")
         out.append("")
     return "\n".join(out)
+
+
+def osm_guid(nid: int) -> int:
+    """The GUID :func:`topology_of_fabric` gives node ``nid``: one whose key in OpenSM's
+    tables (the GUID in network byte order read as a little-endian integer,
+    ``sim.scenarios.description._osm_key``) is ``0x0002c903 << 32`` plus ``nid``, so that
+    OpenSM takes the switches in node order, as :func:`sim.fabric.lft.routing_order` does."""
+    return int.from_bytes(((0x0002C903 << 32) + nid).to_bytes(8, "little"), "big")
+
+
+def topology_of_fabric(fabric: object, name: str = "<fabric>") -> IbTopology:
+    """A built :class:`sim.fabric.Fabric` as an ibnetdiscover topology (to write with
+    :func:`format_ibnetdiscover` for ibsim and OpenSM): node ``i`` has GUID
+    :func:`osm_guid` ``(i)`` and LID ``i + 1``, a switch's port ``p`` is its port ``p + 1``
+    (an InfiniBand switch's port 0 is its own management port) and a host's port 0 its
+    CA's port 1; a link's speed is the 4-lane one of its rate (NDR for
+    400 Gb/s, HDR 200, EDR 100, FDR 56, QDR 40... the lane rate that divides it)."""
+    from sim.fabric.faults import peer_node
+    from sim.net.switch import Switch
+
+    topo = IbTopology(name, "topology")
+    nodes = fabric.nodes  # type: ignore[attr-defined]
+    guid = {nid: osm_guid(nid) for nid in nodes}
+    for nid, node in sorted(nodes.items()):
+        sw = isinstance(node, Switch)
+        nports = max(node.ports, default=0) + 1 if sw else 1
+        topo.nodes[guid[nid]] = IbNode("switch" if sw else "ca", guid[nid], nports,
+                                       f"switch {nid}" if sw else f"host {nid} mlx5_0",
+                                       nid + 1, 0)
+    by_rate = {w * v: (w, k) for k, v in LANE_DATA_BPS.items() for w in (4, 1, 2, 8, 12)}
+    seen = set()
+    for nid, node in sorted(nodes.items()):
+        for idx, port in sorted(node.ports.items()):
+            peer = peer_node(port)
+            if peer is None or (nid, idx) in seen:
+                continue
+            seen.add((peer.node_id, port.peer_port))
+            width, speed = by_rate.get(int(port.rate_bps), (4, "???"))
+            a_port = idx + 1 if isinstance(node, Switch) else 1
+            b_port = port.peer_port + 1 if isinstance(peer, Switch) else 1
+            topo.links.append(IbLink(guid[nid], a_port, guid[peer.node_id], b_port, width,
+                                     speed, 0))
+    return topo

@@ -16,9 +16,10 @@ and their node ids for LIDs; switches' own LIDs are not routed (no traffic goes 
   ``osm_port_prof_path_count_get``); the scan goes in port order and only a strictly smaller
   count replaces the best, so ties go to the lowest port number;
 * every destination routed through a port adds one to its path count
-  (``osm_switch_count_path``); destinations are taken in ascending LID (node id) order; by
-  default OpenSM does not count switch LIDs (``port_profile_switch_nodes`` FALSE), matching
-  routing only hosts here.
+  (``osm_switch_count_path``); destinations are taken in OpenSM's order
+  (:func:`routing_order`: the hosts of the switch with the most hosts first, each
+  switch's in port order); by default OpenSM does not count switch LIDs
+  (``port_profile_switch_nodes`` FALSE), matching routing only hosts here.
 
 Simplified [A]: LMC = 0 (one LID per port, so no remote system/node spreading), no
 ``port_shifting``/``scatter_ports`` options, no port weights, all links healthy; the fat-tree
@@ -79,15 +80,36 @@ def minimal_ports(fabric: Fabric, down: Collection[tuple[int, int]] = ()
     return out
 
 
+def routing_order(fabric: Fabric) -> dict[int, int]:
+    """The order OpenSM routes destinations in (``ucast_mgr_build_lfts``,
+    ``sort_ports_by_switch_load`` in ``opensm/osm_ucast_mgr.c``): host -> its place.  The
+    switches with the most hosts first (ties in switch order, the GUID order of the
+    fabric's switches: a stable sort), each one's hosts in its port order; hosts on no
+    switch last."""
+    sws = _switches(fabric)
+    ends = {s: [p.peer.node_id for _, p in sorted(sw.ports.items())
+                if getattr(p, "peer", None) is not None and p.peer.node_id not in sws]
+            for s, sw in sws.items()}
+    order: dict[int, int] = {}
+    for s in sorted(sws, key=lambda x: -len(ends[x])):
+        for h in ends[s]:
+            order.setdefault(h, len(order))
+    for n in sorted(fabric.nodes):
+        if n not in sws:
+            order.setdefault(n, len(order))
+    return order
+
+
 def min_hop_lft(fabric: Fabric, down: Collection[tuple[int, int]] = ()
                 ) -> dict[int, dict[int, int]]:
     """OpenSM min-hop LFTs (module docstring): ``{switch: {host: output port}}`` (``down``:
     as for :func:`minimal_ports`)."""
     lft: dict[int, dict[int, int]] = {}
+    order = routing_order(fabric)
     for s, by_dst in minimal_ports(fabric, down).items():
         count: dict[int, int] = {}
         table = lft[s] = {}
-        for d in sorted(by_dst):
+        for d in sorted(by_dst, key=order.__getitem__):
             best = None
             for port in by_dst[d]:
                 if best is None or count.get(port, 0) < count.get(best, 0):

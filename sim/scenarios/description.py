@@ -1148,14 +1148,22 @@ def _custom(topo, knobs, rate, prop, seed, ecn, slot, hkw, sched, where, lkw):
     return fab, [groups[k] for k in sorted(groups)]
 
 
+def _osm_key(guid: int) -> int:
+    """OpenSM's key of a node GUID in its tables (``cl_qmap`` of ``ib_net64_t``): the GUID
+    in network byte order read as a little-endian integer."""
+    return int.from_bytes(guid.to_bytes(8, "big"), "little")
+
+
 def _ibnetdiscover(topo, knobs, prop, seed, ecn, slot, hkw, sched, where, lkw, base_dir):
     """``kind = "ibnetdiscover"``: the fabric an ibnetdiscover file describes
     (:mod:`sim.fabric.ibnetdiscover`), every link at its width and speed's rate; its
-    compute nodes (:func:`sim.fabric.survey.node_nics`) those with the NICs most have, one
-    rank a NIC in rail order; SHARP aggregation nodes, hosts set aside and nodes short of a
-    NIC not built.  Switches are numbered from 0 in GUID order, then the hosts.  Routes:
-    ``lft``'s tables by the hosts' LIDs, else least hops (``ecmp``: every least-hop port).
-    Returns the fabric, the hosts by leaf, the ranks and the GPUs a node."""
+    every CA a host (the SHARP aggregation nodes, a fabric manager's, nodes short of a NIC
+    included: they take routes as on the real fabric, and send nothing); the ranks the
+    NICs of the compute nodes (:func:`sim.fabric.survey.node_nics`) that have as many as
+    most, node by node in rail order.  Switches are numbered from 0 in OpenSM's order of
+    them (:func:`_osm_key`), then the CAs in GUID order.  Routes: ``lft``'s tables by the
+    hosts' LIDs, else least hops (``ecmp``: every least-hop port).  Returns the fabric, the
+    hosts by leaf, the ranks and the GPUs a node."""
     from sim.fabric.ibnetdiscover import IbnetdiscoverError, read_ibnetdiscover
     from sim.fabric.opensm import LftError, read_lfts
     from sim.fabric.survey import graph_of_ibnetdiscover, node_nics
@@ -1190,8 +1198,13 @@ def _ibnetdiscover(topo, knobs, prop, seed, ecn, slot, hkw, sched, where, lkw, b
             continue
         keep.add(x)
         todo.extend(nb for _, nb, _, _ in adj_g.get(x, ()))
-    sw_ids = {g: i for i, g in enumerate(sorted(keep))}
-    host_ids = {g: len(sw_ids) + i for i, g in enumerate(sorted(nic_set))}
+    # switches in OpenSM's order of them (its switch table's key, the node GUID in network
+    # byte order read as a host integer: byte-swapped on x86), so that OpenSM's routing
+    # order breaks ties as it does (sim.fabric.lft.routing_order)
+    sw_ids = {g: i for i, g in enumerate(sorted(keep, key=_osm_key))}
+    cas = {g for g, n in ib.nodes.items() if n.kind == "ca"
+           and any(nb in keep for _, nb, _, _ in adj_g.get(g, ()))}
+    host_ids = {g: len(sw_ids) + i for i, g in enumerate(sorted(cas))}
     links = []
     for ln in ib.links:
         a = sw_ids.get(ln.a, host_ids.get(ln.a))
