@@ -390,17 +390,19 @@ def test_an_ibnetdiscover_file_is_a_fabric_to_simulate():
     assert (len(rf.ranks), rf.gpus_per_node, rf.nodes) == (32, 4, 8)
     fab = rf.fabric
     topo = read_ibnetdiscover(path)
-    # switches from 0 in GUID order (8), then the 32 NICs: no SHARP node is built
-    assert len(fab.nodes) == 40
+    # switches from 0 in OpenSM's order (8), then every CA in GUID order: the 8 SHARP
+    # aggregation nodes (idle) and the 32 NICs
+    assert len(fab.nodes) == 48
     rates = Counter(p.rate_bps for n in fab.nodes.values() for p in n.ports.values())
     # the HDR cable at 200 Gb/s at both ends, every other port at 400
     assert rates[200_000_000_000] == 2
     assert rf.settings["link_gbps"] == 400.0
     # rank order: node by node, NICs in rail order; dgx-05's swapped NICs keep their rails
-    hosts = sorted(g for g, n in topo.nodes.items() if n.kind == "ca" and "Aggreg" not in
-                   n.desc)
-    host_id = {g: 8 + i for i, g in enumerate(hosts)}
+    cas = sorted(g for g, n in topo.nodes.items() if n.kind == "ca")
+    host_id = {g: 8 + i for i, g in enumerate(cas)}
     assert list(rf.ranks[:4]) == [host_id[0xE09D730300BB0000 + r] for r in range(4)]
+    assert not set(rf.ranks) & {host_id[g] for g in cas if "Aggregation" in
+                                topo.nodes[g].desc}
 
 
 def test_the_fabric_routes_by_opensms_tables():
@@ -409,19 +411,23 @@ def test_the_fabric_routes_by_opensms_tables():
     from sim.scenarios.base import resolve_params
     from sim.scenarios.collective import build_fabric
     from sim.scenarios.common import collective_params
+    from sim.scenarios.description import _osm_key
 
     dgx, lft = str(real_file(DGX)), str(real_file(LFTS))
     rf = build_fabric(dgx, resolve_params(collective_params(), {}) | {
         "file_overrides": {"topology.lft": lft}})
     assert rf.gpus_per_node == 4 and len(rf.ranks) == 480
     topo, lfts = read_ibnetdiscover(dgx), read_lfts(lft)
-    # switches from 0 in GUID order, then the built NICs (nodes of 4) in GUID order
-    switches = sorted(g for g, n in topo.nodes.items() if n.kind == "switch")
+    # switches from 0 in OpenSM's order, then every CA in GUID order; the ranks the NICs
+    # of the nodes of 4
+    switches = sorted((g for g, n in topo.nodes.items() if n.kind == "switch"),
+                      key=_osm_key)
+    cas = sorted(g for g, n in topo.nodes.items() if n.kind == "ca")
+    host_of = {g: len(switches) + i for i, g in enumerate(cas)}
     nodes, g4 = node_nics(graph_of_ibnetdiscover(topo))
     built = sorted(n for nics in nodes.values() if len(nics) == g4 for n in nics)
-    host_of = {g: len(switches) + i for i, g in enumerate(built)}
     fab = rf.fabric
-    assert sorted(rf.ranks) == sorted(host_of.values())
+    assert sorted(rf.ranks) == sorted(host_of[g] for g in built)
     # every route is OpenSM's port for the host's LID; a LID its table leaves out (no path:
     # up/down through a spine that lacks a leaf's links) has none
     missing = 0
