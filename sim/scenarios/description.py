@@ -658,8 +658,11 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
     dur = ms_to_ps(run["duration_ms"])
     params = {"file": where, **{k: v for k, v in sec.items()}, "flows": flows,
               "pcap": [{**p} for p in inputs]}
-    if not sharp:  # named only when on: other files keep their summary.json as it was
-        params["topology"] = {k: v for k, v in topo.items() if k != "sharp"}
+    # named only when on / of their kind: other files keep their summary.json as it was
+    drop = ({"sharp"} if not sharp else set()) | (
+        {"file", "lft"} if kind != "ibnetdiscover" else set())
+    if drop:
+        params["topology"] = {k: v for k, v in params["topology"].items() if k not in drop}
     summaries: dict[str, Any] = {}
     if plan.entries:  # only then: a file without [[faults]] keeps its summary.json as it was
         params["faults"] = plan.entries
