@@ -594,3 +594,21 @@ def test_the_command_on_nccl_files(capsys, tmp_path):
     bad.write_text('<system version="1">\n  <cpu numaid="0">\n')
     assert main(["fabric", str(bad)]) == 2
     assert f"{bad}:3: not XML" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("gbps,label", [(400, "4xNDR"), (200, "4xHDR"), (100, "4xEDR"),
+                                        (800, "4xXDR"), (25, "1xEDR")])
+def test_a_built_fabric_as_ibnetdiscover_writes_it(gbps, label):
+    """topology_of_fabric: links at the 4-lane speed of their rate where there is one, a
+    switch's port p as IB port p + 1, LIDs node + 1; what it writes reads back."""
+    from sim.fabric.fattree import fat_tree
+    from sim.fabric.ibnetdiscover import osm_guid, topology_of_fabric
+
+    fab = fat_tree(4, link_gbps=gbps).fabric
+    topo = topology_of_fabric(fab, "k4")
+    assert {ln.label for ln in topo.links} == {label}
+    assert all(ln.rate_bps == gbps * 10**9 for ln in topo.links)
+    back = parse_ibnetdiscover(format_ibnetdiscover(topo), "k4.topo")
+    assert _shape(back) == _shape(topo) and len(back.links) == 48
+    assert {n.lid for n in back.nodes.values()} == set(range(1, len(fab.nodes) + 1))
+    assert back.nodes[osm_guid(0)].kind == "switch" and back.nodes[osm_guid(0)].nports == 4

@@ -32,7 +32,7 @@ from tests.helpers import REAL_DIR
 _UMAD2SIM = next((p for p in ("/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so",
                               "/usr/lib64/umad2sim/libumad2sim.so",
                               "/usr/lib/umad2sim/libumad2sim.so") if os.path.exists(p)), None)
-_MISSING = [t for t in ("ibsim", "opensm") if shutil.which(t) is None] + (
+_MISSING = [t for t in ("ibsim", "opensm", "ibnetdiscover") if shutil.which(t) is None] + (
     [] if _UMAD2SIM else ["libumad2sim.so"])
 if _MISSING and os.environ.get("LOSSLESS_REQUIRE_OPENSM") == "1":  # CI: the referee must run
     raise RuntimeError(f"LOSSLESS_REQUIRE_OPENSM=1 but {', '.join(_MISSING)} not installed")
@@ -40,9 +40,12 @@ pytestmark = pytest.mark.skipif(bool(_MISSING), reason=f"{', '.join(_MISSING)} n
                                 "(apt-get install opensm ibsim-utils infiniband-diags)")
 
 
-def opensm_tables(topo_text: str, workdir: Path, engine: str = "minhop") -> Path:
+def opensm_tables(topo_text: str, workdir: Path, engine: str = "minhop",
+                  discover: bool = False) -> Path:
     """Serve ``topo_text`` (an ibnetdiscover topology file) with ibsim, run OpenSM once on
-    it with routing engine ``engine``, and return its opensm-lfts.dump."""
+    it with routing engine ``engine``, and return its opensm-lfts.dump; ``discover``: also
+    run infiniband-diags' ``ibnetdiscover`` and ``ibnetdiscover -p`` on the fabric OpenSM
+    brought up (into ``workdir``'s discovered.topo and discovered.ports)."""
     workdir.mkdir(parents=True, exist_ok=True)
     topo = workdir / "fabric.topo"
     topo.write_text(topo_text)
@@ -65,6 +68,14 @@ def opensm_tables(topo_text: str, workdir: Path, engine: str = "minhop") -> Path
                  "OSM_TMP_DIR": str(workdir)},
             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        for args, out in (([], "discovered.topo"), (["-p"], "discovered.ports")):
+            if not discover:
+                break
+            d = subprocess.run(["ibnetdiscover", *args], env={**env, "LD_PRELOAD": _UMAD2SIM},
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                               timeout=300)
+            assert d.returncode == 0, d.stderr[-2000:]
+            (workdir / out).write_text(d.stdout)
     finally:
         sim.terminate()
         try:
@@ -135,3 +146,29 @@ def test_an_ibnetdiscover_fabric_routes_as_opensm(path, tmp_path):
     differ = [(i, h) for i, h in entries
               if lfts.tables[switches[i]].get(ib.nodes[guid_of[h]].lid) != ours[i][h]]
     assert not differ and len(entries) >= 320
+
+
+def test_we_read_what_ibnetdiscover_finds_on_a_fabric_we_wrote(tmp_path):
+    """rdma-core's ibnetdiscover, run on the fabric ibsim serves from our file, writes the
+    same switches, CAs and links in both its forms (ibsim numbers a CA's port GUID its
+    node GUID plus the port, and brings NDR links up at SDR: its 0.10 knows no NDR)."""
+    fab = rail_optimized(4, 4, spines=2).fabric
+    topo = topology_of_fabric(fab, "rail 4 x 4")
+    opensm_tables(format_ibnetdiscover(topo), tmp_path, discover=True)
+    found = read_ibnetdiscover(tmp_path / "discovered.topo")
+    listed = read_ibnetdiscover(tmp_path / "discovered.ports")
+    assert found.form == "topology" and listed.form == "ports"
+
+    def shape(t, by_port_guid=False):
+        kind = {g: n.kind for g, n in t.nodes.items()}
+
+        def node(g):  # a CA by its node GUID (-p lists its port GUID: node GUID + 1)
+            return g - 1 if by_port_guid and kind[g] == "ca" else g
+        return sorted(tuple(sorted([(node(ln.a), ln.a_port), (node(ln.b), ln.b_port)]))
+                      for ln in t.links)
+
+    assert shape(found) == shape(topo)
+    assert shape(listed, by_port_guid=True) == shape(topo)
+    assert {n.desc for n in found.nodes.values()} == {n.desc for n in topo.nodes.values()}
+    assert {ln.label for ln in found.links} == {"4xSDR"}
+    assert {n.lid for n in found.by_kind("switch")} == {n.lid for n in topo.by_kind("switch")}

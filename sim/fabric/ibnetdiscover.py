@@ -439,7 +439,10 @@ def topology_of_fabric(fabric: object, name: str = "<fabric>") -> IbTopology:
         topo.nodes[guid[nid]] = IbNode("switch" if sw else "ca", guid[nid], nports,
                                        f"switch {nid}" if sw else f"host {nid} mlx5_0",
                                        nid + 1, 0)
-    by_rate = {w * v: (w, k) for k, v in LANE_DATA_BPS.items() for w in (4, 1, 2, 8, 12)}
+    by_rate: dict[int, tuple[int, str]] = {}  # 4 lanes where a rate allows (400G: 4xNDR)
+    for w in (4, 1, 2, 8, 12):
+        for k, v in LANE_DATA_BPS.items():
+            by_rate.setdefault(w * v, (w, k))
     seen = set()
     for nid, node in sorted(nodes.items()):
         for idx, port in sorted(node.ports.items()):
