@@ -185,6 +185,22 @@ def test_static_routing_recomputed_without_the_dead_link() -> None:
     assert all(3 != out for out in fab.nodes[2].routes.values())
 
 
+def test_up_down_routing_recomputed_by_up_down_without_the_dead_link() -> None:
+    from sim.fabric.lft import updn_lft
+
+    t1 = T_DOWN + RR.delay_ps
+    fab, _log, tr, _snaps = _run([Fault("link_down", 2, 3, at_ps=T_DOWN)],
+                                 routing="updn", checkpoints=(t1,))
+    assert fab.ib_routing == "updn" and fab.updn_roots == {0, 1}
+    assert not [e for e in _drops(tr) if e.t_ps >= t1]
+    # the spines are the roots; after the reroute every switch has up/down's tables over
+    # the links that are up (leaf 2's port 3 to spine 1 and its reverse gone)
+    dead = {(2, 3), (1, fab.nodes[2].ports[3].peer_port)}
+    want = updn_lft(fab, {0, 1}, down=dead)
+    assert all(fab.nodes[s].routes == want[s] for s in want)
+    assert all(3 != out for out in fab.nodes[2].routes.values())
+
+
 def test_flap_deterministic_per_seed() -> None:
     f = [Fault("flap", 2, 3, at_ps=0, until_ps=800 * US, mtbf_ps=200 * US, mttr_ps=30 * US)]
     a = _run(f, seed=1)[1].summary()

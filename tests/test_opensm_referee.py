@@ -172,3 +172,67 @@ def test_we_read_what_ibnetdiscover_finds_on_a_fabric_we_wrote(tmp_path):
     assert {n.desc for n in found.nodes.values()} == {n.desc for n in topo.nodes.values()}
     assert {ln.label for ln in found.links} == {"4xSDR"}
     assert {n.lid for n in found.by_kind("switch")} == {n.lid for n in topo.by_kind("switch")}
+
+
+def _roots_file(fab, topo, path: Path) -> Path:
+    """The top tier's GUIDs (our up/down's roots: sim.fabric.lft.top_switches), one a
+    line, for OpenSM's -a."""
+    from sim.fabric.lft import top_switches
+
+    by_node = {topo.nodes[g].lid - 1: g for g in topo.nodes}
+    path.write_text("".join(f"0x{by_node[s]:016x}\n" for s in sorted(top_switches(fab))))
+    return path
+
+
+def opensm_updn_tables(topo_text: str, roots: Path, workdir: Path) -> Path:
+    """OpenSM's up/down tables (-R updn -a ROOTS) for ``topo_text``."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    topo = workdir / "fabric.topo"
+    topo.write_text(topo_text)
+    (workdir / "opensm.conf").write_text("")
+    env = {**os.environ, "IBSIM_SOCKNAME": f"lossless.{os.getpid()}.{time.monotonic_ns()}"}
+    with open(workdir / "ibsim.log", "w") as log:
+        sim = subprocess.Popen(["ibsim", "-s", "-n", str(topo)], stdin=subprocess.DEVNULL,
+                               stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            deadline = time.monotonic() + 60
+            while "Network simulator ready" not in (workdir / "ibsim.log").read_text():
+                assert sim.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+            (workdir / "cache").mkdir(exist_ok=True)
+            r = subprocess.run(
+                ["opensm", "-o", "-F", str(workdir / "opensm.conf"), "-R", "updn", "-a",
+                 str(roots), "-D", "0x43", "-e", "-f", str(workdir / "opensm.log"),
+                 "--dump_files_dir", str(workdir)],
+                env={**env, "LD_PRELOAD": _UMAD2SIM, "OSM_CACHE_DIR": str(workdir / "cache"),
+                     "OSM_TMP_DIR": str(workdir)},
+                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
+            assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        finally:
+            sim.terminate()
+            sim.wait(10)
+    assert "updn" in (workdir / "opensm.log").read_text().lower()
+    return workdir / "opensm-lfts.dump"
+
+
+@pytest.mark.parametrize("name", sorted(FABRICS))
+def test_our_up_down_tables_are_opensms(name, tmp_path):
+    from sim.fabric.lft import top_switches, updn_lft
+
+    fab = FABRICS[name]()
+    topo = topology_of_fabric(fab, name)
+    roots = _roots_file(fab, topo, tmp_path / "roots.txt")
+    lfts = read_lfts(opensm_updn_tables(format_ibnetdiscover(topo), roots, tmp_path / "osm"))
+    by_node = {topo.nodes[g].lid - 1: g for g in topo.nodes}
+    hosts = sorted(n for n, x in fab.nodes.items() if not isinstance(x, Switch))
+    # OpenSM's ids are the GUIDs: ours, by node
+    ours = updn_lft(fab, top_switches(fab), {n: by_node[n] for n in by_node})
+    differ = []
+    for s_ in ours:
+        table = lfts.tables[by_node[s_]]
+        for h in hosts:
+            mine = ours[s_].get(h)
+            theirs = table.get(h + 1)
+            if (None if mine is None else mine + 1) != theirs:
+                differ.append((s_, h, mine, theirs))
+    assert not differ, f"{len(differ)} entries differ: {differ[:5]}"

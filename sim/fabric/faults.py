@@ -335,8 +335,10 @@ class _Engine:
         static = {n for n, (_, mode) in self.orig_routes.items() if mode == "static"}
         lft = None
         if static:
-            from sim.fabric.lft import min_hop_lft
-            lft = min_hop_lft(fab, dead)
+            from sim.fabric.lft import min_hop_lft, updn_lft
+            roots = getattr(fab, "updn_roots", None)  # [topology] routing = "updn"
+            lft = (updn_lft(fab, roots, getattr(fab, "node_guid", None), dead)
+                   if roots is not None else min_hop_lft(fab, dead))
         memo: dict[tuple[int, int], bool] = {}
 
         def reaches(sw: int, dst: int, path: frozenset[int]) -> bool:

@@ -36,11 +36,12 @@ from sim.fabric.core import Fabric
 from sim.net.switch import Switch
 
 __all__ = ["minimal_ports", "min_hop_lft", "apply_lft", "apply_groups", "apply_adaptive",
-           "apply_routing", "ROUTINGS"]
+           "apply_routing", "routing_order", "updn_ports", "ROUTINGS"]
 
 #: ``[topology] routing`` of the generated fabrics: the builder's tables (ECMP groups), the
-#: min-hop LFT, or adaptive routing over the minimal ports.
-ROUTINGS = ("ecmp", "static", "adaptive")
+#: min-hop LFT, the up/down LFT (roots: the top tier), or adaptive routing over the minimal
+#: ports.
+ROUTINGS = ("ecmp", "static", "updn", "adaptive")
 
 
 def _switches(fabric: Fabric) -> dict[int, Switch]:
@@ -100,13 +101,127 @@ def routing_order(fabric: Fabric) -> dict[int, int]:
     return order
 
 
-def min_hop_lft(fabric: Fabric, down: Collection[tuple[int, int]] = ()
+def top_switches(fabric: Fabric) -> set[int]:
+    """The switches farthest from the hosts (a breadth-first search over the switches from
+    the ones with hosts; a fabric's ``aside_hosts``, such as SHARP aggregation nodes on
+    every switch, not counted): the spines of two tiers, the cores of three; up/down's
+    roots."""
+    sws = _switches(fabric)
+    aside = getattr(fabric, "aside_hosts", set())  # SHARP aggregation nodes: not hosts here
+    level = {s: 1 for s, sw in sws.items()
+             if any(getattr(p, "peer", None) is not None and p.peer.node_id not in sws
+                    and p.peer.node_id not in aside for p in sw.ports.values())}
+    todo = deque(level)
+    while todo:
+        s = todo.popleft()
+        for p in sws[s].ports.values():
+            n = getattr(getattr(p, "peer", None), "node_id", None)
+            if n in sws and n not in level:
+                level[n] = level[s] + 1
+                todo.append(n)
+    top = max(level.values(), default=0)
+    return {s for s, lv in level.items() if lv == top}
+
+
+def updn_lft(fabric: Fabric, roots: Collection[int] | None = None,
+             ids: dict[int, int] | None = None, down: Collection[tuple[int, int]] = ()
+             ) -> dict[int, dict[int, int]]:
+    """OpenSM's up/down LFTs: :func:`min_hop_lft`'s balancing over :func:`updn_ports`
+    (``roots`` default: :func:`top_switches`)."""
+    if roots is None:
+        roots = top_switches(fabric)
+    return min_hop_lft(fabric, by_dst_ports=updn_ports(fabric, roots, ids, down))
+
+
+def updn_ports(fabric: Fabric, roots: Collection[int], ids: dict[int, int] | None = None,
+               down: Collection[tuple[int, int]] = ()
+               ) -> dict[int, dict[int, tuple[int, ...]]]:
+    """OpenSM's up/down engine's least-hop ports (``opensm/osm_ucast_updn.c``):
+    ``{switch: {host: ports, ascending}}`` over up*down* paths only.  The switches are
+    ranked by their distance from ``roots`` (``updn_subn_rank``); a step from a switch to
+    a neighbour is *up* towards a lower rank (equal ranks: towards the larger id,
+    ``updn_get_dir``; two roots: up); from every switch a breadth-first search outwards
+    (``updn_bfs_by_node``, in port order) never turns from down to up, and records per
+    port the hops back to it; a host is reached through its switch.  ``ids``: a switch's
+    id (OpenSM's: its node GUID; default its node id).  ``down``: (switch, port) egress
+    ports of links that are down, left out (as for :func:`minimal_ports`)."""
+    sws = _switches(fabric)
+    ids = ids or {s: s for s in sws}
+    nb: dict[int, list[tuple[int, int, int]]] = {}  # switch -> [(port, peer, peer port)]
+    for sid, sw in sws.items():
+        nb[sid] = sorted((i, p.peer.node_id, p.peer_port) for i, p in sw.ports.items()
+                         if getattr(p, "peer", None) is not None and p.peer.node_id in sws
+                         and (sid, i) not in down
+                         and (p.peer.node_id, p.peer_port) not in down)
+    never = 1 << 30
+    rank = {x: (0 if x in roots else never) for x in sws}
+    todo: deque[int] = deque(x for x in sws if x in roots)
+    while todo:
+        u = todo.popleft()
+        for _, v, _ in nb[u]:
+            if rank[v] > rank[u] + 1:
+                rank[v] = rank[u] + 1
+                todo.append(v)
+
+    def up(cur: int, rem: int) -> bool:  # the step cur -> rem
+        if rank[cur] == 0 and rank[rem] == 0:
+            return True
+        if rank[cur] != rank[rem]:
+            return rank[cur] > rank[rem]
+        return ids[cur] > ids[rem]
+
+    # hops[x][d]: per port of switch x, the hops to switch d through it
+    hops: dict[int, dict[int, dict[int, int]]] = {x: {} for x in sws}
+    for d in sws:
+        hops[d][d] = {-1: 0}  # -1: the switch itself (OpenSM's port 0)
+        going_up = {d: True}
+        queued = {d}
+        q: deque[int] = deque([d])
+        while q:
+            u = q.popleft()
+            queued.discard(u)
+            least = min(hops[u][d].values())
+            for _, v, vp in nb[u]:
+                nxt_up = up(u, v)
+                if not going_up[u] and nxt_up:  # down then up: not an up*down* path
+                    continue
+                via = hops[v].setdefault(d, {})
+                if least + 1 < via.get(vp, never):
+                    via[vp] = least + 1
+                    if v not in queued:
+                        going_up[v] = nxt_up
+                        queued.add(v)
+                        q.append(v)
+    out: dict[int, dict[int, tuple[int, ...]]] = {x: {} for x in sws}
+    host_at: dict[int, tuple[int, int]] = {}  # host -> (its switch, the port to it)
+    for sid, sw in sws.items():
+        for i, p in sorted(sw.ports.items()):
+            peer = getattr(p, "peer", None)
+            if peer is not None and peer.node_id not in sws and (sid, i) not in down:
+                host_at.setdefault(peer.node_id, (sid, i))
+    for h, (leaf, port) in host_at.items():
+        for x in sws:
+            if x == leaf:
+                out[x][h] = (port,)
+                continue
+            via = hops[x].get(leaf)
+            if not via:
+                continue  # no up*down* path: OpenSM leaves the LID without a route
+            least = min(via.values())
+            out[x][h] = tuple(sorted(p for p, n in via.items() if n == least and p >= 0))
+    return out
+
+
+def min_hop_lft(fabric: Fabric, down: Collection[tuple[int, int]] = (),
+                by_dst_ports: dict[int, dict[int, tuple[int, ...]]] | None = None
                 ) -> dict[int, dict[int, int]]:
     """OpenSM min-hop LFTs (module docstring): ``{switch: {host: output port}}`` (``down``:
-    as for :func:`minimal_ports`)."""
+    as for :func:`minimal_ports`).  ``by_dst_ports``: the least-hop ports to balance over,
+    if not :func:`minimal_ports`'s (:func:`updn_ports`: OpenSM's up/down engine, which
+    builds its tables the same way over its own hop counts)."""
     lft: dict[int, dict[int, int]] = {}
     order = routing_order(fabric)
-    for s, by_dst in minimal_ports(fabric, down).items():
+    for s, by_dst in (by_dst_ports or minimal_ports(fabric, down)).items():
         count: dict[int, int] = {}
         table = lft[s] = {}
         for d in sorted(by_dst, key=order.__getitem__):
@@ -147,10 +262,16 @@ def apply_adaptive(fabric: Fabric) -> None:
 
 def apply_routing(fabric: Fabric, routing: str) -> None:
     """``"ecmp"``: minimal-port groups hashed per flow; ``"static"``: :func:`min_hop_lft`;
-    ``"adaptive"``: :func:`apply_adaptive`."""
+    ``"updn"``: :func:`updn_lft`, the top tier its roots; ``"adaptive"``:
+    :func:`apply_adaptive`."""
     if routing not in ROUTINGS:
         raise ValueError(f"routing must be one of {list(ROUTINGS)}, got {routing!r}")
     if routing == "static":
         apply_lft(fabric, min_hop_lft(fabric))
+    elif routing == "updn":  # (ids: OpenSM's, the switches' GUIDs, where the fabric has them)
+        roots = top_switches(fabric)
+        fabric.updn_roots = roots  # type: ignore[attr-defined]  # the reroutes' roots
+        apply_lft(fabric, updn_lft(fabric, roots, getattr(fabric, "node_guid", None)))
+        fabric.ib_routing = "updn"  # type: ignore[attr-defined]
     else:
         apply_groups(fabric, routing)

@@ -131,7 +131,8 @@ def _fabric(v: str) -> str | None:
 
 
 def _ib_routing(v: str) -> str | None:
-    return None if v in ("", "static", "adaptive") else "must be '', 'static' or 'adaptive'"
+    return None if v in ("", "static", "updn", "adaptive") else \
+        "must be '', 'static', 'updn' or 'adaptive'"
 
 
 def _kmax(v: float) -> str | None:
@@ -184,8 +185,8 @@ FABRIC_PARAMS: dict[str, Param] = {p.name: p for p in (
     Param("vl_buffer_kb", 0.0, "fabric=ib: receive buffer per data VL per link, KB (0: the "
           "switch buffer split evenly over its ports' 8 data VLs after the reserves)", nonneg),
     Param("ib_routing", "", "fabric=ib: '' (the scenario's own tables) | static (OpenSM "
-          "min-hop LFT) | adaptive (per packet, the least queued minimal port; "
-          "sim.fabric.lft)", _ib_routing),
+          "min-hop LFT) | updn (OpenSM up/down LFT, the top tier its roots) | adaptive (per "
+          "packet, the least queued minimal port; sim.fabric.lft)", _ib_routing),
 )}
 
 #: The link-layer parameters of :func:`fabric_setup` (in :func:`fabric_params`).

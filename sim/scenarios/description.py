@@ -194,8 +194,9 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
         Param("switches", 4, "ring: switches in the ring", in_range(2, 256)),
         Param("hosts_per_switch", 1, "ring: hosts per switch", in_range(1, 64)),
         Param("routing", "clockwise", "ring: clockwise | shortest; leaf_spine/rail/fat_tree/"
-              "superpod: ecmp | static (OpenSM min-hop LFT) | adaptive (per packet, least "
-              "queued minimal port); unset: the builder's tables (see ecmp)",
+              "superpod: ecmp | static (OpenSM min-hop LFT) | updn (OpenSM up/down LFT, the "
+              "top tier its roots) | adaptive (per packet, least queued minimal port); unset: "
+              "the builder's tables (see ecmp)",
               _choice("clockwise", "shortest", *ROUTINGS)),
         Param("switch_ids", [0], "custom: switch node ids", _ids),
         Param("host_ids", [1], "custom: host node ids", _ids),
@@ -938,7 +939,7 @@ _KIND_KEYS = {
     "star": {"hosts"}, "leaf_spine": {"leaves", "spines", "hosts_per_leaf", "ecmp", "routing"},
     "ring": {"switches", "hosts_per_switch", "routing"},
     "custom": {"switch_ids", "host_ids", "links", "ecmp"},
-    "ibnetdiscover": {"file", "lft", "ecmp"},
+    "ibnetdiscover": {"file", "lft", "ecmp", "routing"},
     "rail": {"nodes", "gpus_per_node", "spines", "ecmp", "routing", "sharp"},
     "fat_tree": {"k", "oversubscription", "ecmp", "routing"},
     "superpod": {"sus", "superpod_nodes", "ecmp", "routing", "sharp"},
@@ -1174,6 +1175,9 @@ def _ibnetdiscover(topo, knobs, prop, seed, ecn, slot, hkw, sched, where, lkw, b
     if not topo["file"]:
         raise ScenarioError(f"{where}: [topology] kind = \"ibnetdiscover\" needs file = "
                             f"\"FILE\" (ibnetdiscover's output)")
+    if topo["lft"] and topo["routing"] in ROUTINGS:  # (its default: "clockwise", a ring's)
+        raise ScenarioError(f"{where}: [topology] routing = {topo['routing']!r} contradicts "
+                            f"lft (the subnet manager's tables)")
     path = os.path.join(base_dir, topo["file"])
     try:
         ib = read_ibnetdiscover(path)
@@ -1246,6 +1250,11 @@ def _ibnetdiscover(topo, knobs, prop, seed, ecn, slot, hkw, sched, where, lkw, b
                 if port is not None and port > 0:
                     routes[x][h] = port
     fab = Fabric(seed, slot, **lkw)
+    # for [topology] routing = "updn": the switches' GUIDs (OpenSM's ids) and the SHARP
+    # aggregation nodes, which are not the hosts that make a switch a leaf
+    fab.node_guid = {i: g for g, i in sw_ids.items()}  # type: ignore[attr-defined]
+    fab.aside_hosts = {host_ids[g] for g in cas  # type: ignore[attr-defined]
+                       if "Aggregation Node" in ib.nodes[g].desc}
     for x in switches:
         fab.add_switch(x, Mmu(cfg), routes=routes[x], ecn=ecn, **sched)
     for h in hosts:
