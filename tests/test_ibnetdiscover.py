@@ -524,6 +524,12 @@ def test_the_report_with_the_tables(capsys):
     assert main(["fabric", str(real_file(DGX)), "--lft", str(real_file(LFTS)), "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["routes"]["tables"] == 40 and rep["switches"] == {"leaf": 31, "spine": 9}
+    # OpenSM's tables are up/down's (its spines the roots): ours equal, min-hop not
+    ours = rep["routes"]["ours"]
+    assert ours["up/down"] == {"equal": 23018, "different": 0, "only_ours": 0,
+                               "only_theirs": 0}
+    assert ours["min-hop"] == {"equal": 22959, "different": 59, "only_ours": 262,
+                               "only_theirs": 0}
 
 
 # ---------------------------------------------------------------- a node: NCCL's topology XML

@@ -134,7 +134,21 @@ def _compare(args: argparse.Namespace) -> dict[str, Any]:
 
     if not os.path.isfile(args.source) or not is_ibnetdiscover(args.source):
         raise ValueError("--lft: SOURCE must be an ibnetdiscover file")
-    return compare_routes(read_ibnetdiscover(args.source), read_lfts(args.lft))
+    from sim.fabric.lft import min_hop_lft, top_switches, updn_lft
+    from sim.fabric.opensm import tables_against
+    from sim.scenarios.description import build
+
+    topo, lfts = read_ibnetdiscover(args.source), read_lfts(args.lft)
+    rep = compare_routes(topo, lfts)
+    # our engines on the same fabric (every CA a host, as OpenSM routes them)
+    fab = build({"topology": {"kind": "ibnetdiscover", "file": os.path.abspath(args.source)},
+                 "links": {"fabric": "ib"}}, args.source, "/", need_traffic=False).fabric
+    rep["ours"] = {
+        "min-hop": tables_against(fab, topo, lfts, min_hop_lft(fab)),
+        "up/down": tables_against(fab, topo, lfts, updn_lft(fab, top_switches(fab),
+                                                            fab.node_guid)),
+    }
+    return rep
 
 
 def _route(args: argparse.Namespace, given: dict[str, Any]) -> int:

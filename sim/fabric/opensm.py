@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Hop", "Lfts", "LftError", "read_lfts", "route", "route_text"]
+__all__ = ["Hop", "LftError", "Lfts", "compare_routes", "compare_text", "read_lfts", "route",
+           "route_text", "tables_against"]
 
 _HEAD = re.compile(r"Unicast lids \[(\S+?)-(\S+?)\] of switch Lid (\d+) guid 0x([0-9A-Fa-f]+) "
                    r"\((.*)\):\s*$")
@@ -304,4 +305,31 @@ def compare_text(rep: dict[str, Any]) -> str:
                    f"through: {u['min']:g}-{u['max']:g} (median {u['median']:g}) of "
                    f"{a['min']:g}-{a['max']:g} on least-hop paths (median {a['median']:g}); "
                    f"{rep['leaf_pairs_using_fewer']} of {rep['leaf_pairs']} pairs use fewer")
+    for name, c in rep.get("ours", {}).items():
+        n = sum(c.values())
+        roots = " (roots: the top tier)" if name == "up/down" else ""
+        out.append(f"  lossless's {name} tables{roots}: {c['equal']} of {n} "
+                   f"switch-to-CA entries equal, {c['different']} another port, "
+                   f"{c['only_ours']} routed only by ours, {c['only_theirs']} only by theirs")
     return "\n".join(out)
+
+
+def tables_against(fabric: Any, topo: Any, lfts: Lfts, ours: dict[int, dict[int, int]]
+                   ) -> dict[str, int]:
+    """Our tables ``ours`` (``{switch: {host: port}}`` on ``fabric``, built from ``topo`` with
+    ``fabric.node_guid`` and its CAs numbered after the switches in GUID order) against
+    ``lfts``, entry by entry: ``equal``, ``different``, ``only_ours``, ``only_theirs``."""
+    cas = sorted(g for g, n in topo.nodes.items() if n.kind == "ca")
+    nsw = len(fabric.node_guid)
+    out = {"equal": 0, "different": 0, "only_ours": 0, "only_theirs": 0}
+    for s, guid in fabric.node_guid.items():
+        table = lfts.tables.get(guid, {})
+        mine = ours.get(s, {})
+        for j, c in enumerate(cas):
+            a, b = mine.get(nsw + j), table.get(topo.nodes[c].lid)
+            if a is None and b is None:
+                continue
+            key = ("equal" if a == b else "only_theirs" if a is None else
+                   "only_ours" if b is None else "different")
+            out[key] += 1
+    return out
