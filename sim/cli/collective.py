@@ -175,8 +175,10 @@ def cmd_collective(args: argparse.Namespace) -> int:
             params["file_overrides"] = over
         else:
             if args.fabric not in FABRICS:
-                raise ValueError(f"--fabric: expected one of {', '.join(FABRICS)} or a "
-                                 f"fabric file FILE.toml, got {args.fabric!r}")
+                raise ValueError(f"--fabric: expected one of {', '.join(FABRICS)}, a "
+                                 f"fabric file FILE.toml or ibnetdiscover's output, got "
+                                 f"{args.fabric!r}" + ("" if os.path.exists(args.fabric)
+                                                        else " (no such file)"))
             check_fabric_keys(args.fabric, given)
             if nccl.get("collnet") and args.fabric in ("rail", "superpod") \
                     and given.get("fabric") == "ib":
