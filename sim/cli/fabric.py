@@ -34,7 +34,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     "XML of a node (NCCL_TOPO_DUMP_FILE): its GPUs, NICs, PCIe links and "
                     "each GPU's nearest NICs.")
     s.add_argument("source", metavar="SOURCE",
-                   help="an ibnetdiscover file, FILE.toml, or rail|star|fattree|superpod|nvl72")
+                   help="an ibnetdiscover file, FILE.toml, rail|star|fattree|superpod|nvl72, or "
+                        "NCCL's topology XML")
     s.add_argument("-p", "--param", type=_kv, action="append", metavar="KEY=VALUE",
                    help="a built-in kind's parameter (repeatable), as lossless collective "
                         "takes it: -p k=8 -p gpus_per_node=8")
