@@ -653,3 +653,40 @@ def test_routing_and_tables_contradict():
         build({"topology": {"kind": "ibnetdiscover", "file": "small_rail.topo",
                             "lft": "small_rail.topo", "routing": "updn"},
                "links": {"fabric": "ib"}}, "f.toml", "docs/examples", need_traffic=False)
+
+
+def test_a_node_from_nccls_topology_is_the_preset_of_its_user_guide():
+    """The DGX A100's NCCL topology gives the node the a100-cx6 preset states from NVIDIA's
+    user guide: sm 80, 12 NVLinks, 8 GPUs, 8 NICs of 200 Gb/s, PCIe Gen4 x16 (24 GB/s as
+    NCCL rates it), AMD CPUs, NVLink 2,400 Gb/s a direction."""
+    import dataclasses
+
+    from sim.workloads.tuner import PRESETS, node_hardware
+
+    node = node_hardware(str(real_file("nccl/xla_mock_topo_dgx_a100.xml")))
+    same = ("sm", "nvlink_links", "gpus_per_node", "nics_per_node", "nic_gbps", "pcie_GBps",
+            "cpu", "nvlink_gbps", "pcie_gen")
+    want = dataclasses.asdict(PRESETS["a100-cx6"])
+    assert {k: getattr(node, k) for k in same} == {k: want[k] for k in same}
+    a3 = node_hardware(str(real_file("nccl/xla_mock_topo_gcp_a3_h100.xml")))
+    assert (a3.sm, a3.gpus_per_node, a3.nics_per_node, a3.nic_gbps) == (90, 8, 4, 200.0)
+    # four NICs for eight GPUs: a NIC a GPU at half the rate (each GPU its share)
+    assert a3.fabric_defaults()["link_gbps"] == 100.0
+    with pytest.raises(ValueError, match="a partial file"):
+        node_hardware(str(real_file("nccl/azure_ndv5-topo.xml")))
+
+
+def test_the_collective_takes_the_node_from_ncclS_topology(monkeypatch, capsys):
+    a100 = str(real_file("nccl/xla_mock_topo_dgx_a100.xml"))
+    args = ["collective", "allreduce", "-b", "1M", "-e", "1M", "-p", "nodes=2"]
+    assert main([*args, "-p", "hw=a100-cx6"]) == 0
+    preset = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  ")]
+    monkeypatch.setenv("NCCL_TOPO_FILE", a100)  # as the job's environment has it
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"NCCL host side {a100}" in out
+    assert [ln for ln in out.splitlines() if ln.startswith("  ")] == preset
+    monkeypatch.delenv("NCCL_TOPO_FILE")
+    assert main([*args, "-p", f"hw={real_file('nccl/azure_ndv5-topo.xml')}"]) == 2
+    err = capsys.readouterr().err
+    assert "a partial file" in err and len(err.strip().splitlines()) == 1

@@ -125,9 +125,9 @@ def cmd_collective(args: argparse.Namespace) -> int:
                 _err(f"-p {key}: given twice")
                 return EXIT_USAGE
             pasted[key] = str(value)
-            if key not in NCCL_VARIABLES:
+            if key not in NCCL_VARIABLES and key != "NCCL_TOPO_FILE":
                 _err(f"-p {key}: not modelled, ignored (modelled: "
-                     f"{', '.join(NCCL_VARIABLES)})")
+                     f"{', '.join(NCCL_VARIABLES)}, NCCL_TOPO_FILE)")
     env.update(pasted)
     args.param = [(k, v) for k, v in args.param or () if not k.startswith("NCCL_")]
     try:
@@ -164,6 +164,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
             _err(f"-p {key}: given twice")
             return EXIT_USAGE
         given[key] = value
+    if env.get("NCCL_TOPO_FILE") and "hw" not in given:  # the job's node, as NCCL reads it
+        given["hw"] = env["NCCL_TOPO_FILE"]
     try:
         fault_keys, given = split_fault_params(given)
         given.update({k: v for k, v in fault_keys.items() if k in ("detect_us", "converge_us")})
@@ -186,9 +188,9 @@ def cmd_collective(args: argparse.Namespace) -> int:
             if args.fabric == "nvl72":  # racks of 72 GPUs on NVLink 5, unless -p hw says
                 given.setdefault("hw", "gb200-nvl72")
             if "hw" in given:  # the named node's GPUs, NICs and NVLink, unless given
-                from sim.workloads.tuner import PRESETS
+                from sim.workloads.tuner import node_hardware
 
-                node = PRESETS.get(str(given["hw"]))
+                node = node_hardware(str(given["hw"]))
                 for k, v in (node.fabric_defaults() if node else {}).items():
                     if k in given:
                         continue

@@ -72,6 +72,8 @@ class NodeTopology:
     gpus: list[Device] = field(default_factory=list)
     nics: list[Device] = field(default_factory=list)
     numa_nodes: int = 0
+    #: the CPUs' vendor as NCCL's tuner names it: intel, amd or arm ("" unknown)
+    cpu_vendor: str = ""
 
     def path_type(self, a: Device, b: Device) -> str:
         """NCCL's path type between two devices."""
@@ -151,6 +153,10 @@ def read_nccl_topo(path: str | Path) -> NodeTopology:
             else:
                 walk(child, numa, (busid, *bridges))
 
+    vendors = {cpu.get("vendor", ""): cpu.get("arch", "") for cpu in cpus}
+    topo.cpu_vendor = next((("intel" if v == "GenuineIntel" else "amd" if v == "AuthenticAMD"
+                             else "arm" if a in ("arm64", "aarch64") else "")
+                            for v, a in vendors.items()), "")
     for cpu in cpus:
         try:
             numa = int(cpu.get("numaid", "0"))

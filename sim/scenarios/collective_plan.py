@@ -23,13 +23,13 @@ def _tuner(params: Mapping[str, Any], nranks: int, nodes: int,
     it."""
     import dataclasses
 
-    from sim.workloads.tuner import PRESETS, Tuner
+    from sim.workloads.tuner import Tuner, node_hardware
 
     n = dict(nccl or {})
     lo, hi = n.get("min_channels", 0), n.get("max_channels", 0)
     if channels:
         lo = hi = channels
-    hw = PRESETS[params.get("hw", "h100-cx7")]
+    hw = node_hardware(str(params.get("hw", "h100-cx7")))
     if params.get("link_gbps") and params["link_gbps"] != hw.nic_gbps:
         hw = dataclasses.replace(hw, nic_gbps=float(params["link_gbps"]))
     # NVLS needs the node's GPUs on NVLink (an NVSwitch): not with -p nvlink=false or one

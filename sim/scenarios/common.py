@@ -9,6 +9,7 @@ fabric description cannot drift apart.  1 KB = 1000 bytes in every ``*_kb`` para
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -528,8 +529,9 @@ def collective_params() -> tuple[Param, ...]:
               "as NCCL's does)", None),
         *REROUTE_PARAMS,
         Param("hw", "h100-cx7", "the node NCCL's tuner and host-side latencies model "
-              f"(sim.workloads.tuner.PRESETS: {', '.join(PRESETS)}; --fabric nvl72: "
-              "gb200-nvl72 unless given)", _hw_problem),
+              f"(sim.workloads.tuner.PRESETS: {', '.join(PRESETS)}; or NCCL's topology "
+              "XML of a node, NCCL_TOPO_DUMP_FILE's; --fabric nvl72: gb200-nvl72 unless "
+              "given)", _hw_problem),
         Param("nccl_host", True, "NCCL's host side in the run (its cost model for the "
               "algorithm and protocol: the launch latency, each step's latency, NVLink "
               "inside a node or the network between nodes, and its bus bandwidth as what "
@@ -538,9 +540,16 @@ def collective_params() -> tuple[Param, ...]:
 
 
 def _hw_problem(v: Any) -> str | None:
-    from sim.workloads.tuner import PRESETS
+    from sim.workloads.tuner import PRESETS, node_hardware
 
-    return None if v in PRESETS else f"expected one of {', '.join(PRESETS)}"
+    if v in PRESETS:
+        return None
+    try:
+        node_hardware(str(v))
+    except ValueError as e:  # TunerError, NcclTopoError
+        return (str(e) if os.path.isfile(str(v)) else
+                f"expected one of {', '.join(PRESETS)}, or NCCL's topology XML of a node")
+    return None
 
 
 def _packet_bytes(p: Mapping[str, Any]) -> int:

@@ -218,8 +218,11 @@ class Hardware:
     def fabric_defaults(self) -> dict[str, Any]:
         """The ``lossless collective`` keys this node sets when ``-p hw`` names it (each
         unless given): GPUs (one NIC each) per node, the NICs' rate and PCIe generation,
-        NVLink per GPU."""
-        return {"gpus_per_node": self.gpus_per_node, "link_gbps": self.nic_gbps,
+        NVLink per GPU.  A node with fewer NICs than GPUs (GCP A3: 4 NICs for 8 GPUs) gets
+        one NIC a GPU at the rate that gives each GPU its share [A: the fabric's nodes have
+        a NIC per GPU; NICs shared by GPUs are not modelled]."""
+        share = min(1.0, self.nics_per_node / max(1, self.gpus_per_node))
+        return {"gpus_per_node": self.gpus_per_node, "link_gbps": self.nic_gbps * share,
                 "nvlink_gbps": self.nvlink_gbps, "pcie_gen": self.pcie_gen}
 
     @property
@@ -282,6 +285,65 @@ PRESETS: dict[str, Hardware] = {
         "not modelled): 2 Grace CPUs (Arm), 4 Blackwell Ultra GPUs (18 NVLink 5 links each), "
         "4 ConnectX-8 800 Gb/s on PCIe Gen6 x16 (sources as gb300-nvl72)", 7200.0, 6),
 }
+
+
+#: NVLink per link per direction by GPU architecture (GB/s as the vendor states it: NVLink 2,
+#: 3 and 4 25 GB/s a link, NVLink 5 50 GB/s; the presets' nvlink_gbps are links x this x 8)
+NVLINK_LINK_VENDOR_GBPS = {70: 25.0, 80: 25.0, 90: 25.0, 100: 50.0}
+#: NCCL's PCIe bandwidth class a lane by generation (``width x class / 80`` GB/s, the
+#: presets' pcie_GBps: Gen4 x16 24, Gen5 x16 48)
+_PCIE_CLASS = {1: 15, 2: 30, 3: 60, 4: 120, 5: 240, 6: 480}
+
+
+def node_hardware(hw: str) -> Hardware:
+    """The node ``hw`` names: a preset (:data:`PRESETS`), or the path of NCCL's topology
+    XML of a node (``NCCL_TOPO_DUMP_FILE``'s, :func:`hardware_of_topology`)."""
+    if hw in PRESETS:
+        return PRESETS[hw]
+    import os
+
+    from sim.fabric.nccl_xml import is_nccl_topo, read_nccl_topo
+
+    if os.path.isfile(hw) and is_nccl_topo(hw):
+        return hardware_of_topology(read_nccl_topo(hw))
+    raise TunerError(f"hw {hw!r}: one of {', '.join(PRESETS)}, or NCCL's topology XML of "
+                     f"a node")
+
+
+def hardware_of_topology(topo: Any) -> Hardware:
+    """A :class:`Hardware` from NCCL's topology XML (:class:`sim.fabric.nccl_xml.
+    NodeTopology`): the GPUs' architecture (``sm``) and NVLinks (GPU 0's), their count; the
+    NICs nearest to a GPU (NCCL's path types), their count and the fastest's speed; the PCIe
+    path between GPU 0 and its nearest NIC (the narrower of the two links, NCCL's ``width x
+    class / 80`` GB/s) and its generation; the CPU vendor.  A partial file (devices by
+    PCI class only, no ``sm`` or speeds) is refused: NCCL completes those at run time."""
+    from sim.fabric.nccl_xml import NcclTopoError
+
+    gpus = topo.gpus
+    if not gpus:
+        raise NcclTopoError(f"{topo.path}: no GPU")
+    sm = gpus[0].attrs.get("sm", "")
+    if not sm.isdigit():
+        raise NcclTopoError(f"{topo.path}: GPU {gpus[0].busid} has no sm: a partial file "
+                            f"(NCCL completes it at run time); give -p hw=PRESET")
+    near = {n.busid: n for g in gpus for n in topo.nearest_nics(g)[1]}
+    speeds = [n.speed_gbps for n in near.values() if n.speed_gbps]
+    if not speeds:
+        raise NcclTopoError(f"{topo.path}: the GPUs' nearest NICs have no speed")
+    g0 = gpus[0]
+    n0 = topo.nearest_nics(g0)[1][0]
+    links = [(d.pcie_gen, d.pcie_lanes) for d in (g0, n0) if d.pcie_gen and d.pcie_lanes]
+    pcie_GBps = min((w * _PCIE_CLASS[gen] / 80 for gen, w in links), default=24.0)
+    gen = min((gen for gen, _ in links), default=4)
+    sm_i = int(sm)
+    arch = 100 if sm_i >= 100 else sm_i
+    nvl = sum(g0.nvlinks.values())
+    vendor = topo.cpu_vendor
+    return Hardware(
+        f"{topo.path}", sm_i, nvl, len(gpus), len(near), max(speeds), pcie_GBps,
+        vendor, f"NCCL topology XML {topo.path}: {len(gpus)} GPUs (sm {sm_i}, {nvl} NVLinks "
+        f"each), {len(near)} NICs nearest to them ({max(speeds):g} Gb/s), PCIe Gen{gen}",
+        nvl * NVLINK_LINK_VENDOR_GBPS.get(arch, 25.0) * 8, gen)
 
 
 @dataclass(frozen=True)
