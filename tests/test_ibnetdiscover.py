@@ -690,3 +690,25 @@ def test_the_collective_takes_the_node_from_ncclS_topology(monkeypatch, capsys):
     assert main([*args, "-p", f"hw={real_file('nccl/azure_ndv5-topo.xml')}"]) == 2
     err = capsys.readouterr().err
     assert "a partial file" in err and len(err.strip().splitlines()) == 1
+
+
+@st.composite
+def _named_topologies(draw):
+    """_topologies with some CAs named as a DGX's NICs (hosts h0-h3, mlx5_0-3)."""
+    topo = draw(_topologies())
+    for g, n in list(topo.nodes.items()):
+        if n.kind == "ca" and draw(st.booleans()):
+            topo.nodes[g] = IbNode("ca", g, n.nports, f"h{draw(st.integers(0, 3))} "
+                                   f"mlx5_{draw(st.integers(0, 3))}", n.lid, 0)
+    return topo
+
+
+@settings(max_examples=200, deadline=None)
+@given(_named_topologies())
+def test_the_report_of_any_fabric(topo):
+    """Whatever the fabric (switches without links, CAs on CAs' ports, hosts named twice):
+    a report, every link counted once, every NIC but SHARP nodes counted."""
+    rep = survey(graph_of_ibnetdiscover(topo))
+    assert sum(rep["links"].values()) == len(topo.links)
+    assert rep["nics"] == sum(1 for n in topo.nodes.values() if n.kind == "ca")
+    assert survey_text(rep).startswith("fabric <generated>")
