@@ -522,3 +522,24 @@ def test_progress_line_estimates_the_time_left():
     assert lines[1].endswith("25/100 transfers (25%), about 30 s left")
     assert lines[2].endswith("1/100 transfers (1%), about 2 h 45 min left")
     assert lines[3].endswith("100/100 transfers (100%)")
+
+
+def test_a_tier_of_many_links_is_drawn_as_its_sorted_curve():
+    """More links in a tier than MAX_BARS: the sorted utilisations as a filled step curve
+    whose top is the busiest link's (bars thinner than a pixel would hide it)."""
+    import matplotlib.pyplot as plt
+
+    from sim.study.collective_plots import MAX_BARS, figures
+
+    n = MAX_BARS + 100
+    links = [{"tier": "host->leaf", "name": f"h{i}", "peer_name": "leaf0", "tx_bytes": 1 + i,
+              "utilisation": (0.9 if i == 7 else 0.1), "rate_bps": 400e9} for i in range(n)]
+    doc = {"collective": "allreduce", "nranks": n, "fabric": "rail", "params": {},
+           "results": [{"size_bytes": 1 << 20, "time_ps": 10**9, "links": links,
+                        "busbw_GB_per_s": 1.0, "algbw_GB_per_s": 1.0, "time_us": 1000.0}]}
+    fig = figures(doc)["link_utilisation.png"]
+    ax = fig.axes[0]
+    assert not ax.patches  # no bar a link
+    tops = [max(line.get_ydata()) for line in ax.get_lines() if len(line.get_ydata()) > 2]
+    assert tops and max(tops) == pytest.approx(90.0)
+    plt.close("all")

@@ -37,6 +37,9 @@ __all__ = ["busbw_bound", "config_label", "header_stack_of", "nic_rate", "figure
            "overlay_figure", "plot_results", "size_label", "size_text", "write_figures"]
 
 RESULTS = "results.json"
+#: A tier of more links than this is drawn as its sorted curve, not a bar a link (thinner
+#: than a pixel, the bars would be drawn below their height: the busiest would not show).
+MAX_BARS = 400
 #: Per panel, up to this many links get their name under their bar.
 MAX_NAMED_BARS = 24
 #: At most this many rows in the step timeline (the rest are counted in the title).
@@ -406,8 +409,15 @@ def _link_figure(doc: Mapping[str, Any]) -> Any:
     for ax, (tier, links) in zip(axes, tiers.items(), strict=True):
         links = sorted(links, key=lambda v: -v["utilisation"])
         u = [100 * v["utilisation"] for v in links]
-        colors = ["tab:red" if v is busiest else "tab:blue" for v in links]
-        ax.bar(range(len(links)), u, color=colors, width=0.8)
+        if len(links) <= MAX_BARS:
+            colors = ["tab:red" if v is busiest else "tab:blue" for v in links]
+            ax.bar(range(len(links)), u, color=colors, width=0.8)
+        else:  # more links than pixels: bars thinner than a pixel would lose the busiest
+            x = [*range(len(links)), len(links)]  # (the sorted curve, as a filled outline)
+            ax.fill_between(x, [*u, u[-1]], step="post", color="tab:blue", linewidth=0)
+            ax.plot(x, [*u, u[-1]], drawstyle="steps-post", color="tab:blue", linewidth=1.2)
+            if any(v is busiest for v in links):
+                ax.plot([0], [u[0]], marker="o", color="tab:red", markersize=4)
         ax.axhline(100, color="0.3", linestyle="--", linewidth=1)
         top = links[0]
         busy = (f"max {100 * top['utilisation']:.0f}% ({top['name']}), mean "
