@@ -41,12 +41,13 @@ from __future__ import annotations
 
 import gzip
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["LANE_DATA_BPS", "IbLink", "IbNode", "IbTopology", "IbnetdiscoverError",
            "format_ibnetdiscover", "is_ibnetdiscover", "osm_guid", "parse_ibnetdiscover",
-           "read_ibnetdiscover", "topology_of_fabric"]
+           "read_ibnetdiscover", "text_lines", "topology_of_fabric"]
 
 #: a lane's data rate (b/s) by speed: InfiniBand Architecture Specification Vol. 2, Rel.
 #: 1.5 (and 1.7 for XDR), section 5.2 (signalling rates) and 5.3 (8b/10b to QDR, 64b/66b
@@ -313,16 +314,22 @@ def _parse_ports(lines: list[str], name: str) -> IbTopology:
 
 
 # ---------------------------------------------------------------- reading
-def _lines(path: str | Path) -> list[str]:
+def text_lines(path: str | Path, error: type[ValueError] = IbnetdiscoverError) -> list[str]:
+    """The lines of the text file at ``path``, gunzipped if it is gzip (the tools' dumps
+    often are); a file that does not decompress or is not UTF-8 text raises ``error``
+    naming it (and the line)."""
     p = Path(path)
     data = p.read_bytes()
     if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:
+            raise error(f"{p}:1: gzip that does not decompress ({e})") from None
     try:
         return data.decode("utf-8").splitlines()
     except UnicodeDecodeError as e:
         line = data[:e.start].count(b"\n") + 1
-        raise IbnetdiscoverError(f"{p}:{line}: not text (byte {e.start})") from None
+        raise error(f"{p}:{line}: not text (byte {e.start})") from None
 
 
 def _form(lines: list[str]) -> str | None:
@@ -345,7 +352,7 @@ def is_ibnetdiscover(path: str | Path) -> bool:
     """Whether the file at ``path`` is ibnetdiscover's output (either form, plain or
     gzipped), from its content."""
     try:
-        return _form(_lines(path)) is not None
+        return _form(text_lines(path)) is not None
     except (OSError, IbnetdiscoverError):
         return False
 
@@ -365,7 +372,7 @@ def parse_ibnetdiscover(text: str, name: str = "<text>") -> IbTopology:
 
 def read_ibnetdiscover(path: str | Path) -> IbTopology:
     """Read ibnetdiscover's output at ``path`` (either form, plain or gzipped)."""
-    lines = _lines(path)
+    lines = text_lines(path)
     return parse_ibnetdiscover("\n".join(lines), str(path))
 
 

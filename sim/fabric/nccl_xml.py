@@ -23,14 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sim.nic.pcie import GT_PER_S
+
 __all__ = ["PATH_TYPES", "Device", "NcclTopoError", "NodeTopology", "is_nccl_topo",
            "node_report", "node_text", "read_nccl_topo"]
 
 #: NCCL's path types between a GPU and a NIC, best first
 PATH_TYPES = ("PIX", "PXB", "PHB", "SYS")
-#: PCIe generation by the link speed NCCL writes (GT/s a lane): PCIe base specification
-_GEN = {"2.5": 1, "5.0": 2, "5": 2, "8.0": 3, "8": 3, "16.0": 4, "16": 4, "32.0": 5,
-        "32": 5, "64.0": 6, "64": 6}
+#: PCIe generation by the link speed NCCL writes (GT/s a lane): the inverse of
+#: :data:`sim.nic.pcie.GT_PER_S` ("16.0 GT/s PCIe" and "16 GT/s" alike)
+_GEN = {f"{float(gt):g}": gen for gen, gt in GT_PER_S.items()}
 
 
 class NcclTopoError(ValueError):
@@ -98,11 +100,24 @@ class NodeTopology:
 def _gen(speed: str, where: str) -> int:
     if not speed:
         return 0
-    v = speed.split()[0]
+    try:
+        v = f"{float(speed.split()[0]):g}"
+    except ValueError:
+        v = ""
     if v not in _GEN:
         raise NcclTopoError(f"{where}: link_speed {speed!r}: not a PCIe rate (2.5 to 64.0 "
                             f"GT/s)")
     return _GEN[v]
+
+
+def _int(el: ET.Element, attr: str, default: str, where: str, base: int = 10) -> int:
+    """Attribute ``attr`` of ``el`` as an integer (``default`` when absent or empty); a
+    value that is not one names the file, the element and the attribute."""
+    text = el.get(attr, default) or default
+    try:
+        return int(text, base)
+    except ValueError:
+        raise NcclTopoError(f"{where}: {attr}={text!r}: not a number") from None
 
 
 def read_nccl_topo(path: str | Path) -> NodeTopology:
@@ -130,12 +145,9 @@ def read_nccl_topo(path: str | Path) -> NodeTopology:
                 continue
             busid = child.get("busid", "")
             where = f"{name}: <pci busid={busid!r}>"
-            cls = int(child.get("class", "0x0") or "0x0", 16)
-            try:
-                gen = _gen(child.get("link_speed", ""), where)
-                lanes = int(child.get("link_width", "0") or 0)
-            except ValueError as e:
-                raise NcclTopoError(f"{where}: {e}") from None
+            cls = _int(child, "class", "0x0", where, 16)
+            gen = _gen(child.get("link_speed", ""), where)
+            lanes = _int(child, "link_width", "0", where)
             gpu, nic = child.find("gpu"), child.find("nic")
             if cls >> 8 == 0x0604 and gpu is None and nic is None:  # a bridge
                 walk(child, numa, (busid, *bridges))
@@ -143,7 +155,10 @@ def read_nccl_topo(path: str | Path) -> NodeTopology:
                 d = Device("gpu", busid, numa, bridges, gen, lanes,
                            dict(gpu.attrib) if gpu is not None else {})
                 for nv in (gpu.findall("nvlink") if gpu is not None else ()):
-                    d.nvlinks[nv.get("target", "")] = int(nv.get("count", "0"))
+                    d.nvlinks[nv.get("target", "")] = _int(nv, "count", "0",
+                                                           f"{where} <nvlink>")
+                if gpu is not None:
+                    _int(gpu, "dev", "0", f"{where} <gpu>")  # (the GPUs' order below)
                 topo.gpus.append(d)
             elif nic is not None or cls >> 8 in (0x0200, 0x0207):
                 nets = nic.findall("net") if nic is not None else []
@@ -158,11 +173,7 @@ def read_nccl_topo(path: str | Path) -> NodeTopology:
                              else "arm" if a in ("arm64", "aarch64") else "")
                             for v, a in vendors.items()), "")
     for cpu in cpus:
-        try:
-            numa = int(cpu.get("numaid", "0"))
-        except ValueError:
-            raise NcclTopoError(f"{name}: <cpu numaid={cpu.get('numaid')!r}>: not a "
-                                f"number") from None
+        numa = _int(cpu, "numaid", "0", f"{name}: <cpu>")
         walk(cpu, numa, ())
     if not topo.gpus and not topo.nics:
         raise NcclTopoError(f"{name}: no GPU and no NIC")

@@ -18,7 +18,6 @@ header of the same form (the description not quoted) and two column-title lines,
 
 from __future__ import annotations
 
-import gzip
 import re
 from collections import deque
 from dataclasses import dataclass, field
@@ -50,12 +49,11 @@ class Lfts:
 def read_lfts(path: str | Path) -> Lfts:
     """OpenSM's ``opensm-lfts.dump`` or ``ibroute``'s output at ``path`` (plain or
     gzipped)."""
-    data = Path(path).read_bytes()
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
+    from sim.fabric.ibnetdiscover import text_lines
+
     out = Lfts(str(path))
     cur: dict[int, int] | None = None
-    for no, raw in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+    for no, raw in enumerate(text_lines(path, LftError), 1):
         line = raw.strip()
         where = f"{path}:{no}"
         if not line or line.startswith(("Lid ", "Port ")) or _TAIL.match(line):

@@ -194,9 +194,9 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
         Param("switches", 4, "ring: switches in the ring", in_range(2, 256)),
         Param("hosts_per_switch", 1, "ring: hosts per switch", in_range(1, 64)),
         Param("routing", "clockwise", "ring: clockwise | shortest; leaf_spine/rail/fat_tree/"
-              "superpod: ecmp | static (OpenSM min-hop LFT) | updn (OpenSM up/down LFT, the "
-              "top tier its roots) | adaptive (per packet, least queued minimal port); unset: "
-              "the builder's tables (see ecmp)",
+              "superpod/ibnetdiscover: ecmp | static (OpenSM min-hop LFT) | updn (OpenSM "
+              "up/down LFT, the top tier its roots) | adaptive (per packet, least queued "
+              "minimal port); unset: the builder's tables (see ecmp)",
               _choice("clockwise", "shortest", *ROUTINGS)),
         Param("switch_ids", [0], "custom: switch node ids", _ids),
         Param("host_ids", [1], "custom: host node ids", _ids),
@@ -1231,8 +1231,8 @@ def _ibnetdiscover(topo, knobs, prop, seed, ecn, slot, hkw, sched, where, lkw, b
         adj[b].append((bp, a))
     switches, hosts = sorted(sw_ids.values()), sorted(host_ids.values())
     ports = 1 + max((p for x in switches for p, _ in adj[x]), default=0)
-    host_rate = {h: r for a, _, b, _, r in links for h in (a, b) if h in hosts}
-    cfg = _mmu(knobs, ports, max(host_rate.values()), where)
+    host_rate_bps = {h: r for a, _, b, _, r in links for h in (a, b) if h in hosts}
+    cfg = _mmu(knobs, ports, max(host_rate_bps.values()), where)
     if lfts is None:
         routes = _shortest_routes(switches, hosts, adj, topo["ecmp"])
     else:
@@ -1258,7 +1258,7 @@ def _ibnetdiscover(topo, knobs, prop, seed, ecn, slot, hkw, sched, where, lkw, b
     for x in switches:
         fab.add_switch(x, Mmu(cfg), routes=routes[x], ecn=ecn, **sched)
     for h in hosts:
-        fab.add_host(h, host_rate[h], **hkw)
+        fab.add_host(h, host_rate_bps[h], **hkw)
     for a, ap, b, bp, r in links:
         fab.connect(a, ap, b, bp, r, prop)
     groups: dict[int, list[int]] = {}

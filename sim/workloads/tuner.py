@@ -290,8 +290,9 @@ PRESETS: dict[str, Hardware] = {
 #: NVLink per link per direction by GPU architecture (GB/s as the vendor states it: NVLink 2,
 #: 3 and 4 25 GB/s a link, NVLink 5 50 GB/s; the presets' nvlink_gbps are links x this x 8)
 NVLINK_LINK_VENDOR_GBPS = {70: 25.0, 80: 25.0, 90: 25.0, 100: 50.0}
-#: NCCL's PCIe bandwidth class a lane by generation (``width x class / 80`` GB/s, the
-#: presets' pcie_GBps: Gen4 x16 24, Gen5 x16 48)
+#: NCCL's PCIe rate a lane by generation (``kvDictPciGen``, ``src/graph/topo.cc``: 100 Mb/s
+#: units; a link's ``width x rate / 80`` GB/s, the presets' pcie_GBps: Gen4 x16 24, Gen5 x16
+#: 48); NCCL's fallbacks for a link without speed or width: Gen3 (60), 16 lanes
 _PCIE_CLASS = {1: 15, 2: 30, 3: 60, 4: 120, 5: 240, 6: 480}
 
 
@@ -332,9 +333,9 @@ def hardware_of_topology(topo: Any) -> Hardware:
         raise NcclTopoError(f"{topo.path}: the GPUs' nearest NICs have no speed")
     g0 = gpus[0]
     n0 = topo.nearest_nics(g0)[1][0]
-    links = [(d.pcie_gen, d.pcie_lanes) for d in (g0, n0) if d.pcie_gen and d.pcie_lanes]
-    pcie_GBps = min((w * _PCIE_CLASS[gen] / 80 for gen, w in links), default=24.0)
-    gen = min((gen for gen, _ in links), default=4)
+    links = [(d.pcie_gen or 3, d.pcie_lanes or 16) for d in (g0, n0)]  # NCCL's fallbacks
+    pcie_GBps = min(w * _PCIE_CLASS[gen] / 80 for gen, w in links)
+    gen = min(gen for gen, _ in links)
     sm_i = int(sm)
     arch = 100 if sm_i >= 100 else sm_i
     nvl = sum(g0.nvlinks.values())
