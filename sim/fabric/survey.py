@@ -101,8 +101,8 @@ def graph_of_fabric(fabric: Any, hosts: list[int] | None = None, gpus_per_node: 
                 continue
             pidx = port.peer_port
             seen.add((peer.node_id, pidx))
-            rate = int(port.rate_bps)
-            g.links.append((nid, idx, peer.node_id, pidx, rate, f"{rate / 1e9:g}G"))
+            rate_bps = int(port.rate_bps)
+            g.links.append((nid, idx, peer.node_id, pidx, rate_bps, f"{rate_bps / 1e9:g}G"))
     return g
 
 
@@ -132,9 +132,9 @@ def _survey(g: Graph) -> tuple[dict[str, Any], dict[str, list[int]], int]:
     sw, nics = g.switches, g.nics
     sharp = {n for n, d in nics.items() if _SHARP in d}
     adj: dict[int, list[tuple[int, int, int, int, str]]] = defaultdict(list)
-    for a, ap, b, bp, rate, label in g.links:
-        adj[a].append((ap, b, bp, rate, label))
-        adj[b].append((bp, a, ap, rate, label))
+    for a, ap, b, bp, rate_bps, label in g.links:
+        adj[a].append((ap, b, bp, rate_bps, label))
+        adj[b].append((bp, a, ap, rate_bps, label))
     # tiers: leaves hold NICs (SHARP nodes aside), then by distance
     tier: dict[int, int] = {}
     frontier = sorted({s for n in nics if n not in sharp for _, s, *_ in adj[n] if s in sw})
@@ -256,15 +256,15 @@ def _survey(g: Graph) -> tuple[dict[str, Any], dict[str, list[int]], int]:
     up_bps: dict[int, int] = Counter()
     down_bps: dict[int, int] = Counter()
     for s in sw:
-        for _, p, _, rate, _ in adj[s]:
+        for _, p, _, rate_bps, _ in adj[s]:
             if p in sharp:
                 continue
             if p in sw and tier.get(p, 0) > tier.get(s, 0):
                 up[s][p] += 1
-                up_bps[s] += rate
+                up_bps[s] += rate_bps
             elif p in nics or (p in sw and tier.get(p, 0) < tier.get(s, 0)):
                 down[s] += 1
-                down_bps[s] += rate
+                down_bps[s] += rate_bps
     tiers_out = []
     off_switches = []
     for t in range(1, nlevels + 1):
