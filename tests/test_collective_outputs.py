@@ -52,6 +52,7 @@ def test_out_folder_holds_the_results_the_table_and_the_plots(outdir):
     out, js, cs, stdout = outdir
     names = set(os.listdir(out))
     assert names == {".lossless-output", "results.json", "results.csv", "table.txt",
+                     "counters.json",
                      "busbw_vs_size.png", "link_utilisation.png", "step_timeline.png"}
     for png in ("busbw_vs_size.png", "link_utilisation.png", "step_timeline.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -15,12 +15,13 @@ from bench import golden
 #: the model re-pins them and says why in its commit; last: the switch buffer derived from the
 #: ports (every params echo), ECN before PFC's XOFF, RC reliability on by default with
 #: coalesced ACKs, captures as RDMA WRITE messages with the RC PSN and the class's DSCP, and
-#: throughput counted where the NIC delivers; the params echo's `ooo` and `ooo_timeout_us`.
+#: throughput counted where the NIC delivers; the params echo's `ooo` and `ooo_timeout_us`;
+#: summary.json's `tool_counters` (every port as perfquery, ethtool, rdma statistic name it).
 PINNED = {
-    "incast-nopfc": "b0f7c73b7b38a3726dbc7ae80460ac0fe27afa6c7a2103a91cfa732e9e51f160",
-    "sue_packing-cbfc": "3cb794c7d7b31082e684f159cb6919ccf66ba5bf0ce90cb9e10237c4a1002b2b",
-    "pfc_deadlock_ring-wd": "de1a08a65ea9084a59b66a37cbfd6a2799a564c24b2bd0ef556aea3c06c5711a",
-    "pfc_storm-nicwd": "1a36feece2b45194af1bedddff04733963deb4072e3a035c6ba8fb941cd4e874",
+    "incast-nopfc": "3c2926a296678afcd4b82456e615002d286921a4bbe2c68ef70cfdf4c2af83b3",
+    "sue_packing-cbfc": "2e0a11ac1ae1c001e701178e895b221a1b7934950aeb27defd4c829492e9a532",
+    "pfc_deadlock_ring-wd": "23b9e67ac0e8b0738b31f9ff4e465f2d9ec312e74e09d50433ff10557ae115a5",
+    "pfc_storm-nicwd": "807803d09a22acfc43b77421a73a33578172499d2442a96125fcc7a4ff9034bf",
 }
 
 

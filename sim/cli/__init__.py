@@ -69,6 +69,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if command in REPLAY_COMMANDS:
         return p
     from sim.cli import collective as collective_cmd
+    from sim.cli import counters as counters_cmd
     from sim.cli import fabric as fabric_cmd
     from sim.cli import ib_vs_roce as ib_vs_roce_cmd
     from sim.cli import sweep as sweep_cmd
@@ -76,6 +77,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sweep_cmd.add_parsers(sub)
     collective_cmd.add_parsers(sub)
     fabric_cmd.add_parsers(sub)
+    counters_cmd.add_parsers(sub)
     ib_vs_roce_cmd.add_parsers(sub)
     return p
 

@@ -341,6 +341,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     kept: dict[str, Any] | None = None  # the largest completed size keeps links, timeline
     trace_doc: dict[str, Any] | None = None  # --trace: the largest completed size's
+    tool_doc: dict[str, Any] | None = None  # counters.json: the largest completed size's
     fault_series: dict[str, Any] | None = None  # faults_timeline.png: the largest size's
     problems = 0
     import tempfile
@@ -392,6 +393,9 @@ def cmd_collective(args: argparse.Namespace) -> int:
                 row["faults"] = rep = obs.report(row, base_obs, base_row, fault_list)
                 fault_series = {"size_bytes": row["size_bytes"],
                                 "arrays": obs.series(rep, base_obs), "names": obs.names}
+            tc = row.pop("tool_counters", None)
+            if tc is not None and row["error"] is None:  # the largest completed size's
+                tool_doc = {"size_bytes": row["size_bytes"], **tc}
             tr = row.pop("trace", None)
             if tr is not None:
                 trace_doc = tr  # the largest completed size's
@@ -524,6 +528,11 @@ def cmd_collective(args: argparse.Namespace) -> int:
                     _write_csv(header, csv_rows, fp)
                 with open(os.path.join(tmp, "table.txt"), "w", encoding="utf-8") as fp:
                     fp.write("\n".join(table) + "\n")
+                if tool_doc is not None:  # lossless counters DIR reads it
+                    with open(os.path.join(tmp, "counters.json"), "w",
+                              encoding="utf-8") as fp:
+                        json.dump(tool_doc, fp, separators=(",", ":"))
+                        fp.write("\n")
                 if cap_tmp is not None:  # --capture: the largest size's pcaps
                     import shutil
 

@@ -166,6 +166,11 @@ class FaultLog:
     listeners: list[Callable[[dict[str, Any]], None]] = field(default_factory=list)
     #: the kinds of the faults installed (:func:`schedule_faults`)
     kinds: set[str] = field(default_factory=set)
+    #: per (node, port, reason) the frames dropped there: where a corrupt frame arrived,
+    #: the port a link going down flushed (sim.fabric.counters)
+    drops_at: dict[tuple[int, int, str], int] = field(default_factory=dict)
+    #: per (node, port) how many times the port's link went down
+    link_downs: dict[tuple[int, int], int] = field(default_factory=dict)
 
     def note(self, t_ps: int, what: str, **kw: Any) -> None:
         ev = {"t_ps": t_ps, "what": what, **kw}
@@ -258,6 +263,8 @@ class _Engine:
         log = self.log
         log.drops[reason] = log.drops.get(reason, 0) + 1
         log.dropped_bytes[reason] = log.dropped_bytes.get(reason, 0) + pkt.nbytes
+        at = (node, port, reason)
+        log.drops_at[at] = log.drops_at.get(at, 0) + 1
         tracer = self.fabric.tracer
         if Dropped in interest(tracer).types:
             flow = -1 if _control(pkt) else pkt.flow
@@ -303,6 +310,7 @@ class _Engine:
             w = self.wire(p)
             if down and n == 1:
                 changed = True
+                self.log.link_downs[key] = self.log.link_downs.get(key, 0) + 1
                 w.down, w.down_since_ps = True, now
                 self._flush(p)
                 p._divert = self._dropper(p)

@@ -29,7 +29,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Graph", "graph_of_fabric", "graph_of_ibnetdiscover", "survey", "survey_text"]
+__all__ = ["Graph", "graph_of_fabric", "graph_of_ibnetdiscover", "survey", "survey_text",
+           "switch_name"]
 
 _NIC_NAME = re.compile(r"^(\S+)\s+(?:mlx5_(\d+)|HCA-(\d+))$")
 _SHARP = "Aggregation Node"
@@ -51,7 +52,7 @@ class Graph:
 _MLNX_SWITCH = re.compile(r"^MF0;([^:]+):")
 
 
-def _switch_name(desc: str, guid: int) -> str:
+def switch_name(desc: str, guid: int) -> str:
     """A switch's name: NVIDIA/Mellanox switches describe themselves as ``MF0;<host
     name>:<model>/<unit>`` (the host name kept); others as they are; none: the GUID."""
     m = _MLNX_SWITCH.match(desc)
@@ -65,7 +66,7 @@ def graph_of_ibnetdiscover(topo: Any) -> Graph:
         if n.kind == "ca":
             g.nics[n.guid] = n.desc
         else:
-            g.switches[n.guid] = _switch_name(n.desc, n.guid)
+            g.switches[n.guid] = switch_name(n.desc, n.guid)
     for ln in topo.links:
         g.links.append((ln.a, ln.a_port, ln.b, ln.b_port, ln.rate_bps, ln.label))
     for guid, desc in g.nics.items():

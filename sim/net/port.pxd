@@ -50,6 +50,7 @@ cdef class Port:
     cdef public long long tx_bytes
     cdef public long long tx_packets
     cdef public long long pause_received
+    cdef public list pause_rx_prio
     cdef public long long busy_ps
     cdef public long long _tx_end_ps
     cdef public bint _rr_fast

@@ -244,6 +244,9 @@ class Port:
         self.tx_bytes = 0
         self.tx_packets = 0
         self.pause_received = 0
+        #: PFC (or PAUSE) frames received per priority (None until the first: most ports
+        #: never get one); ``pause_received`` is their sum.
+        self.pause_rx_prio: list[int] | None = None
         self.busy_ps = 0
         self._tx_end_ps = 0  # end of the frame on the wire (valid while busy)
         self._rr_fast = scheduler == "rr"  # enqueue's cut-through applies to "rr" only
@@ -711,6 +714,9 @@ class Port:
         """A PFC (or PAUSE, for every priority) frame received on this port."""
         now = self.engine.now_ps
         self.pause_received += 1
+        if self.pause_rx_prio is None:
+            self.pause_rx_prio = [0] * PRIORITIES
+        self.pause_rx_prio[prio] += 1
         if PauseReceived in self._int.types:
             self.tracer.emit(PauseReceived(now, self.node_id, self.index, prio, quanta))
         if self.rate_bps is not self._cached_rate:

@@ -31,6 +31,8 @@ cdef class Switch:
     cdef public object ids
     cdef public object pfc
     cdef public long long drops
+    cdef public dict drops_by_port
+    cdef public dict tx_drops_by_port
     cdef public long long ce_marked
     cdef public object max_hops
     cdef public object ingress_tap

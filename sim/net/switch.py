@@ -222,6 +222,10 @@ class Switch:
         #: The receiver half of PFC: XOFF/XON frames from the MMU's transitions.
         self.pfc = PfcResponder(self)
         self.drops = 0
+        #: frames dropped per port where they came in (buffer admission, TTL, no route),
+        #: and per egress port the PFC watchdog's
+        self.drops_by_port: dict[int, int] = {}
+        self.tx_drops_by_port: dict[int, int] = {}
         self.ce_marked = 0
         self.pause_sent: dict[int, int] = {}
         #: Hop budget (TTL): drop data frames that already crossed this many switches.
@@ -354,6 +358,7 @@ class Switch:
         pg = pkt.tc
         if self.max_hops is not None and pkt.hops >= self.max_hops:
             self.drops += 1
+            self.drops_by_port[port] = self.drops_by_port.get(port, 0) + 1
             if Dropped in self._int.types:
                 self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, port, pg, pkt.id,
                                          pkt.flow, pkt.nbytes, "ttl_expired"))
@@ -363,6 +368,7 @@ class Switch:
         adm = self.mmu._admit(port, pg, pkt.nbytes)
         if not adm.admitted:
             self.drops += 1
+            self.drops_by_port[port] = self.drops_by_port.get(port, 0) + 1
             if Dropped in self._int.types:
                 self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, port, pg, pkt.id,
                                          pkt.flow, pkt.nbytes, adm.reason or "dropped"))
@@ -381,6 +387,7 @@ class Switch:
                 self._pfc(self.mmu.release(port, pg, pkt.nbytes, adm.where))
                 self._occupancy(port, pg)
                 self.drops += 1
+                self.drops_by_port[port] = self.drops_by_port.get(port, 0) + 1
                 if Dropped in self._int.types:
                     self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, port, pg, pkt.id,
                                              pkt.flow, pkt.nbytes, "no_route"))
@@ -456,6 +463,7 @@ class Switch:
     # -------------------------------------------------------------- watchdog
     def _wd_dropped(self, out: int, pkt: SimPacket) -> None:
         self.drops += 1
+        self.tx_drops_by_port[out] = self.tx_drops_by_port.get(out, 0) + 1
         if Dropped in self._int.types:
             self.tracer.emit(Dropped(self.engine.now_ps, self.node_id, out, pkt.tc, pkt.id,
                                      pkt.flow, pkt.nbytes, "pfc_watchdog"))

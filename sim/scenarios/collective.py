@@ -792,7 +792,9 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
         except ScheduleError as e:
             error = f"wrong result: {e}"
     in_times: list[int] = []
+    in_ran = False  # the in-place iterations ran (not a copy of the out-of-place times)
     if error is None and inplace and rrun is not None and fidelity == "packet":
+        in_ran = True
         rruns, in_error = _engine_runs(sch, rf, mtu, progress, None, job_kw, iters, limit_ps,
                                        warmup_iters + iters, warmup_iters + 2 * iters)
         in_times = [r.time_ps for r in rruns]
@@ -801,6 +803,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     elif error is None and inplace and (found is not None or rrun is not None):
         in_times = list(times)
     elif error is None and inplace:
+        in_ran = True
         base = ntr * (warmup_iters + iters)
         in_times, _, in_error = _iterations(
             sch, rf, iters, 0, mtu, limit_ps,
@@ -845,6 +848,22 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     if details:
         row["links"], row["timeline"] = links, timeline
         row["busiest_link"] = busiest_link(links)
+        # every port in the real tools' terms, over what ran of this size
+        from sim.fabric.counters import port_counters as tool_counters
+
+        if error is not None:
+            covers = "the run until it failed"
+        elif found is not None:
+            covers = f"{found.loops_run} of the {found.loops} loops of one iteration"
+        elif ring is not None and fidelity == "flow":
+            covers = "one iteration"
+        else:
+            ran = warmup_iters + iters + (iters if inplace and in_ran else 0)
+            covers = f"{ran} iterations"
+        row["tool_counters"] = {
+            "covers": covers, "fidelity": fidelity,
+            "ports": tool_counters(rf.fabric, flow_ports=counters(rf.fabric)
+                                   if fidelity == "flow" else None)}
     if trace:
         from sim.workloads.collective_stats import chrome_trace
 

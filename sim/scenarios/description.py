@@ -1255,6 +1255,30 @@ def _ibnetdiscover(topo, knobs, prop, seed, ecn, slot, hkw, sched, where, lkw, b
     fab.node_guid = {i: g for g, i in sw_ids.items()}  # type: ignore[attr-defined]
     fab.aside_hosts = {host_ids[g] for g in cas  # type: ignore[attr-defined]
                        if "Aggregation Node" in ib.nodes[g].desc}
+    # every output names a node as the file describes it (a switch by its host name, a CA
+    # by its description: 'dgx-01 mlx5_0'; a name given twice: with its GUID)
+    from sim.fabric.survey import switch_name
+
+    named = {i: switch_name(ib.nodes[g].desc, g) if g in sw_ids
+             else (ib.nodes[g].desc.strip() or f"{g:#018x}")
+             for g, i in (*sw_ids.items(), *host_ids.items())}
+    seen: dict[str, int] = {}
+    for name in named.values():
+        seen[name] = seen.get(name, 0) + 1
+    guid_of_id = {i: g for g, i in (*sw_ids.items(), *host_ids.items())}
+    fab.names.update({i: n if seen[n] == 1 else f"{n} {guid_of_id[i]:#018x}"
+                      for i, n in named.items()})
+    # perfquery's names of the ports (sim.fabric.counters): the file's LIDs and port numbers
+    fab.node_lid = {i: ib.nodes[g].lid  # type: ignore[attr-defined]
+                    for g, i in (*sw_ids.items(), *host_ids.items())
+                    if ib.nodes[g].lid is not None}
+    fab.ib_port = {}  # type: ignore[attr-defined]
+    for ln in ib.links:
+        for g, port in ((ln.a, ln.a_port), (ln.b, ln.b_port)):
+            if g in sw_ids:
+                fab.ib_port[(sw_ids[g], port)] = port  # type: ignore[attr-defined]
+            elif g in host_ids:
+                fab.ib_port[(host_ids[g], 0)] = port  # type: ignore[attr-defined]
     for x in switches:
         fab.add_switch(x, Mmu(cfg), routes=routes[x], ecn=ecn, **sched)
     for h in hosts:

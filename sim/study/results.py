@@ -686,6 +686,12 @@ def _record_into(store: SeriesStore, sc: Any, out: str, wanted: list[tuple[int, 
     if probe is not None:
         probe.finish()
     base = fab.summary()
+    from sim.fabric.counters import port_counters as tool_counters
+    from sim.study.labels import labels  # names for the plots (sim/study/labels.py)
+
+    names = labels(sc)
+    # every port as perfquery, ethtool, rdma statistic show it, named as the plots name it
+    counters = tool_counters(fab, names={n["id"]: n["name"] for n in names["nodes"]})
     means = rec.mean_queue_bytes(dur)
     ports = []
     for p in base["ports"]:
@@ -721,7 +727,7 @@ def _record_into(store: SeriesStore, sc: Any, out: str, wanted: list[tuple[int, 
         "jain_index": jain_index([f["throughput_bps"] for f in flows]),
         "bottleneck": {"node": bnode, "port": bport, "tx_bytes": bp.tx_bytes,
                        "utilisation": round(bp.busy_ps_until(dur) / dur, 6) if dur else 0.0},
-        "flows": flows, "ports": ports,
+        "flows": flows, "ports": ports, "tool_counters": counters,
         "totals": {"drops": sum(n for n, _ in rec.drops_by_reason.values()), "cnps": rec.cnps,
                    "pauses": totals["pauses_sent"], "ce_marked": totals["ce_marked"],
                    "dropped_bytes_by_reason":
@@ -743,9 +749,7 @@ def _record_into(store: SeriesStore, sc: Any, out: str, wanted: list[tuple[int, 
         summary["totals"].update({c: sum(p[c] for p in ib_ports) for c in IB_TOTALS})
     for key, fn in sc.summaries.items():
         summary[key] = fn(sc)
-    from sim.study.labels import labels  # names for the plots (sim/study/labels.py)
-
-    summary["labels"] = labels(sc)
+    summary["labels"] = names
     if replay is not None:
         replay["delivered_bytes"] = sum(
             b for n in fab.nodes.values() if isinstance(n, Host)
