@@ -20,9 +20,12 @@ down port's ``enqueue`` is shadowed by a dropping one), so the fault-free hot pa
   (or for ever); each time is drawn when the event before it happens, so only the next one
   is pending.
 * ``loss``: from ``at`` to ``until``, each frame crossing the link (either direction) is lost at
-  the receiving end with probability ``loss_rate``, or ``1 - (1 - ber) ** (8 * wire bytes)``
-  for a bit error rate ``ber`` (any bit error fails the FCS: IEEE 802.3 clause 3.2.9); reason
-  ``"corrupt"``.
+  the receiving end with probability ``loss_rate``, or for a raw (pre-FEC) bit error ratio
+  ``ber`` as the link's FEC lets it through (:func:`sim.fabric.fec.frame_loss`: ``fec`` "auto"
+  is the code of the link's rate, "none" loses a frame on any bit error, IEEE 802.3 3.2.9);
+  reason ``"corrupt"``.  With ``plr`` (InfiniBand) the link resends what its FEC cannot
+  correct: the frame and those behind it arrive a round trip (twice the propagation and a
+  codeword's time) later, none lost (``plr_resent`` per port).
 * ``degrade``: both ports of the link run at ``rate_gbps`` from ``at`` (e.g. a 400G link
   with half its lanes down at 200G), back to the old rate at ``until``.
 * ``nic_down``: the host's link down.  ``switch_down``: every link of the switch down.
@@ -62,6 +65,10 @@ from sim.trace import interest
 from sim.units import gbps, ser_time_ps, wire_bytes
 from wire.roce import CNP_OPCODE
 
+#: a RS(544,514) codeword's bytes on the wire (544 10-bit symbols): what physical-layer
+#: retransmission sends again
+CODEWORD_BYTES = 680
+
 __all__ = ["KINDS", "Fault", "FaultLog", "Reroute", "schedule_faults", "peer_node",
            "link_down", "DETECT_PS", "CONVERGE_PS", "IB_REROUTE_PS", "loss_probability"]
 
@@ -96,6 +103,11 @@ class Fault:
     rate_gbps: float | None = None
     pcie_gen: int | None = None
     pcie_lanes: int | None = None
+    #: loss by ``ber``: the link's FEC (sim.fabric.fec: "auto", "none", "rs528", "rs544",
+    #: "ll272") and, on InfiniBand, physical-layer retransmission of the codewords it
+    #: cannot correct (delayed, not lost)
+    fec: str = "auto"
+    plr: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -113,6 +125,13 @@ class Fault:
             x = self.loss_rate if self.loss_rate is not None else self.ber
             if not 0.0 <= x <= 1.0:  # type: ignore[operator]
                 raise ValueError(f"loss_rate/ber must be in [0, 1], got {x}")
+            from sim.fabric.fec import FEC_NAMES
+
+            if self.fec not in FEC_NAMES:
+                raise ValueError(f"fec must be one of {', '.join(FEC_NAMES)}, got {self.fec!r}")
+            if self.ber is None and (self.fec != "auto" or self.plr):
+                raise ValueError("fec and plr go with ber (a raw bit error ratio), not "
+                                 "loss_rate")
         if self.kind == "degrade" and not (self.rate_gbps and self.rate_gbps > 0):
             raise ValueError("degrade needs a positive rate_gbps")
         if self.kind in ("degrade", "slow_pcie") and self.rate_gbps:
@@ -171,6 +190,8 @@ class FaultLog:
     drops_at: dict[tuple[int, int, str], int] = field(default_factory=dict)
     #: per (node, port) how many times the port's link went down
     link_downs: dict[tuple[int, int], int] = field(default_factory=dict)
+    #: per (node, port) the frames physical-layer retransmission resent to it
+    plr_resent: dict[tuple[int, int], int] = field(default_factory=dict)
 
     def note(self, t_ps: int, what: str, **kw: Any) -> None:
         ev = {"t_ps": t_ps, "what": what, **kw}
@@ -179,8 +200,11 @@ class FaultLog:
             fn(ev)
 
     def summary(self) -> dict[str, Any]:
-        return {"events": list(self.events), "drops": dict(self.drops),
-                "dropped_bytes": dict(self.dropped_bytes)}
+        out = {"events": list(self.events), "drops": dict(self.drops),
+               "dropped_bytes": dict(self.dropped_bytes)}
+        if self.plr_resent:  # only with plr: other summaries keep their keys
+            out["plr_resent_frames"] = sum(self.plr_resent.values())
+        return out
 
 
 def _control(pkt: Any) -> bool:
@@ -220,8 +244,10 @@ class _FaultyWire:
         self.node_id = real.node_id
         self.down = False
         self.down_since_ps = -1  # last time the link went down (-1: never)
-        #: the loss faults active on the link: (loss_rate, ber, rng) each
-        self.losses: list[tuple[float | None, float | None, random.Random]] = []
+        #: the loss faults active on the link
+        self.losses: list[_Loss] = []
+        #: physical-layer retransmission: frames are delivered no earlier than this
+        self.hold_until_ps = 0
 
     def receive(self, port: int, pkt: Any) -> None:
         now = self.eng.engine.now_ps
@@ -233,13 +259,48 @@ class _FaultyWire:
                 self.port.wire_bytes(pkt.nbytes), self.port.rate_bps)):
             self.eng.drop(self.real.node_id, port, pkt, "link_down")
             return
-        for rate, ber, rng in self.losses:  # each loss fault on its own
-            p = rate if rate is not None else 1.0 - (1.0 - ber) ** (
-                8 * self.port.wire_bytes(pkt.nbytes))
-            if p and (p >= 1.0 or rng.random() < p):
-                self.eng.drop(self.real.node_id, port, pkt, "corrupt")
-                return
+        for loss in self.losses:  # each loss fault on its own
+            p = loss.probability(self.port.wire_bytes(pkt.nbytes), self.port.rate_bps)
+            if p and (p >= 1.0 or loss.rng.random() < p):
+                if not loss.plr:
+                    self.eng.drop(self.real.node_id, port, pkt, "corrupt")
+                    return
+                # resent by the link: the frame, and those behind it, a round trip later
+                # (the receiver's request back, the codeword again)
+                log = self.eng.log
+                at = (self.real.node_id, port)
+                log.plr_resent[at] = log.plr_resent.get(at, 0) + 1
+                self.hold_until_ps = max(self.hold_until_ps, now) + 2 * self.port.prop_ps \
+                    + ser_time_ps(CODEWORD_BYTES, self.port.rate_bps)
+        if self.hold_until_ps > now:  # in order behind a resent codeword
+            self.eng.engine.schedule(self.hold_until_ps, self.real.receive, port, pkt)
+            return
         self.real.receive(port, pkt)
+
+
+class _Loss:
+    """One loss fault on a link: a frame's loss probability by ``loss_rate``, or by
+    ``ber`` through the link's FEC (:func:`sim.fabric.fec.frame_loss`, kept per frame size
+    and rate), its random draws, and whether the link resends instead (``plr``)."""
+
+    __slots__ = ("ber", "cache", "fec", "ib", "plr", "rate", "rng")
+
+    def __init__(self, rate: float | None, ber: float | None, fec: str, plr: bool,
+                 rng: random.Random, ib: bool) -> None:
+        self.rate, self.ber, self.fec, self.plr, self.rng, self.ib = rate, ber, fec, plr, rng, ib
+        self.cache: dict[tuple[int, int], float] = {}
+
+    def probability(self, wire: int, rate_bps: int) -> float:
+        if self.rate is not None:
+            return self.rate
+        p = self.cache.get((wire, rate_bps))
+        if p is None:
+            from sim.fabric.fec import frame_loss
+
+            p = frame_loss(self.ber, wire, self.fec, int(rate_bps),  # type: ignore[arg-type]
+                           self.ib)
+            self.cache[(wire, rate_bps)] = p
+        return p
 
 
 class _Engine:
@@ -248,6 +309,7 @@ class _Engine:
         self.engine = fabric.engine
         self.seed = seed
         self.reroute = reroute
+        self.ib = getattr(fabric, "flow_control", None) == "ib"
         self.log = FaultLog()
         self.count = 0
         self.wires: dict[tuple[int, int], _FaultyWire] = {}
@@ -446,7 +508,11 @@ class _Engine:
         elif f.kind == "flap":
             self._flap_next(ports, target, f, random.Random(f"flap:{self.seed}:{i}"), f.at_ps)
         elif f.kind == "loss":
-            loss = (f.loss_rate, f.ber, random.Random(f"loss:{self.seed}:{i}"))
+            if f.plr and not self.ib:
+                raise ValueError("plr: physical-layer retransmission is InfiniBand's (NDR, "
+                                 "XDR); this fabric runs Ethernet")
+            loss = _Loss(f.loss_rate, f.ber, f.fec, f.plr,
+                         random.Random(f"loss:{self.seed}:{i}"), self.ib)
             self.at(f.at_ps, self._loss, ports, loss, True, target)
             if f.until_ps is not None:
                 self.at(f.until_ps, self._loss, ports, loss, False, target)
@@ -562,7 +628,8 @@ def schedule_faults(fabric: Any, faults: list[Fault] | tuple[Fault, ...], seed: 
 
 
 def loss_probability(nbytes: int, ber: float) -> float:
-    """Frame loss probability for a bit error rate: ``1 - (1 - ber) ** (8 * wire bytes)``."""
+    """Frame loss probability for a bit error rate without FEC (``fec="none"``):
+    ``1 - (1 - ber) ** (8 * wire bytes)``."""
     return -math.expm1(8 * wire_bytes(nbytes) * math.log1p(-ber)) if ber < 1 else 1.0
 
 

@@ -741,6 +741,12 @@ def _kind(v: str) -> str | None:
     return None if v in FAULT_KINDS else f"must be one of {', '.join(FAULT_KINDS)}"
 
 
+def _fec(v: str) -> str | None:
+    from sim.fabric.fec import FEC_NAMES
+
+    return None if v in FEC_NAMES else f"must be one of {', '.join(FEC_NAMES)}"
+
+
 def _reroute_time(v: float) -> str | None:
     return None if v == -1 or v >= 0 else "must be -1 (the default) or >= 0"
 
@@ -760,7 +766,13 @@ FAULT_PARAMS: tuple[Param, ...] = (
     Param("mtbf_us", 0.0, "flap: mean time between failures (us)", nonneg),
     Param("mttr_us", 0.0, "flap: mean time to repair (us)", nonneg),
     Param("loss_rate", 0.0, "loss: probability a frame is lost", frac),
-    Param("ber", 0.0, "loss: bit error rate (instead of loss_rate)", frac),
+    Param("ber", 0.0, "loss: the link's raw (pre-FEC) bit error ratio, as mlxlink's Raw "
+          "Physical BER (instead of loss_rate)", frac),
+    Param("fec", "auto", "loss by ber: the link's FEC, auto (its rate's: RS(528,514) at 100G "
+          "Ethernet, RS(544,514) from 200G and on IB HDR and up), none, rs528, rs544 or "
+          "ll272", _fec),
+    Param("plr", False, "loss by ber on InfiniBand: the link resends the codewords its FEC "
+          "cannot correct (physical-layer retransmission): frames delayed, not lost", None),
     Param("rate_gbps", 0.0, "degrade: the link's rate while degraded; slow_pcie: the PCIe "
           "link's rate both ways (Gb/s)", nonneg),
     Param("pcie_gen", 0, "slow_pcie: the PCIe generation the link runs at (instead of "
@@ -782,7 +794,7 @@ _COMMON_KEYS = ("kind", "at_us", "until_us", "detect_us", "converge_us")
 FAULT_KIND_KEYS: dict[str, tuple[str, ...]] = {
     "link_down": ("node", "port"),
     "flap": ("node", "port", "mtbf_us", "mttr_us"),
-    "loss": ("node", "port", "loss_rate", "ber"),
+    "loss": ("node", "port", "loss_rate", "ber", "fec", "plr"),
     "degrade": ("node", "port", "rate_gbps"),
     "nic_down": ("node", "rank"),
     "switch_down": ("node",),
@@ -900,6 +912,9 @@ def _fault_problem(f: Mapping[str, Any], raw: Mapping[str, Any]) -> tuple[str, s
         return "loss_rate", "kind 'loss' needs loss_rate or ber"
     if kind == "loss" and "loss_rate" in raw and "ber" in raw:
         return "ber", "kind 'loss' takes loss_rate or ber, not both"
+    for key in ("fec", "plr"):
+        if kind == "loss" and key in raw and "ber" not in raw:
+            return key, "goes with ber (a raw bit error ratio through the link's FEC)"
     if kind == "slow_pcie" and (f["rate_gbps"] > 0) == (f["pcie_gen"] > 0):
         return "rate_gbps", "kind 'slow_pcie' needs rate_gbps or pcie_gen (one of them)"
     if kind == "slow_pcie" and "pcie_lanes" in raw and f["pcie_gen"] <= 0:
@@ -924,7 +939,7 @@ def _kind_entry(f: Mapping[str, Any], raw: Mapping[str, Any]) -> dict[str, Any]:
     if "rank" in FAULT_KIND_KEYS[kind]:
         drop.add("node" if f["rank"] >= 0 else "rank")
     if kind == "loss":
-        drop.add("loss_rate" if "ber" in raw else "ber")
+        drop |= {"loss_rate"} if "ber" in raw else {"ber", "fec", "plr"}
     if kind == "slow_pcie":
         drop |= {"pcie_gen", "pcie_lanes"} if f["rate_gbps"] > 0 else {"rate_gbps"}
     return {k: v for k, v in f.items() if (k in _COMMON_KEYS or k in FAULT_KIND_KEYS[kind])
@@ -976,6 +991,8 @@ def resolve_faults(entries: list[tuple[str, Mapping[str, Any]]], *, ib: bool = F
                           loss_rate=f["loss_rate"] if kind == "loss" and not loss_by_ber
                           else None,
                           ber=f["ber"] if loss_by_ber else None,
+                          fec=f["fec"] if loss_by_ber else "auto",
+                          plr=bool(f["plr"]) if loss_by_ber else False,
                           rate_gbps=f["rate_gbps"] or None,
                           pcie_gen=f["pcie_gen"] or None if kind == "slow_pcie" else None,
                           pcie_lanes=f["pcie_lanes"] if kind == "slow_pcie" else None)

@@ -255,6 +255,9 @@ class FaultProbe:
             "bin_ps": self.bin_ps,
             "links": links,
             "conservation": {"balanced": not bad, "unbalanced_flows": bad, "flows": cons},
+            # physical-layer retransmission (a loss fault's plr): frames resent, not lost
+            **({"plr_resent_frames": sum(log.plr_resent.values())} if log.plr_resent
+               else {}),
         }
 
 
