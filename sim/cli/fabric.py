@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from sim.cli.argtypes import err as _err
+from sim.cli.argtypes import finite_float, integer
 from sim.cli.argtypes import key_value as _kv
 
 __all__ = ["add_parsers", "cmd_fabric"]
@@ -33,9 +34,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     "star, fattree, superpod, nvl72) with its -p keys; or NCCL's topology "
                     "XML of a node (NCCL_TOPO_DUMP_FILE): its GPUs, NICs, PCIe links and "
                     "each GPU's nearest NICs.")
-    s.add_argument("source", metavar="SOURCE",
+    s.add_argument("source", metavar="SOURCE", nargs="?",
                    help="an ibnetdiscover file, FILE.toml, rail|star|fattree|superpod|nvl72, or "
-                        "NCCL's topology XML")
+                        "NCCL's topology XML (none with --sonic)")
     s.add_argument("-p", "--param", type=_kv, action="append", metavar="KEY=VALUE",
                    help="a built-in kind's parameter (repeatable), as lossless collective "
                         "takes it: -p k=8 -p gpus_per_node=8")
@@ -48,6 +49,22 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="the switches' forwarding tables: OpenSM's opensm-lfts.dump (plain "
                         "or gzipped) or ibroute's output: --route follows them; without "
                         "--route the report adds them against least hops")
+    s.add_argument("--sonic", action="append", metavar="CONFIG_DB",
+                   help="instead of a fabric, a SONiC switch: its config_db.json (repeatable "
+                        "for files holding its tables): the lossless port's buffer, PFC, ECN "
+                        "and scheduler settings and the switch model they make "
+                        "(docs/reference/fabric.md#a-sonic-switch)")
+    s.add_argument("--pg-lookup", metavar="INI",
+                   help="with --sonic: the platform's pg_profile_lookup.ini, for a "
+                        "configuration without its lossless PG profiles")
+    s.add_argument("--sonic-port", metavar="NAME",
+                   help="with --sonic: the port whose settings are read (default: one of "
+                        "the most common)")
+    s.add_argument("--speed-gbps", type=finite_float(0, 1.6e6, lo_open=True), metavar="GBPS",
+                   help="with --sonic: the port's speed when its PORT entry has none")
+    s.add_argument("--switch-ports", type=integer(1, 4096), metavar="N",
+                   help="with --sonic: the switch's ports, for the model's buffer (default: "
+                        "the ports the configuration lists)")
     s.set_defaults(func=cmd_fabric)
 
 
@@ -100,6 +117,14 @@ def cmd_fabric(args: argparse.Namespace) -> int:
             _err(f"-p {key}: given twice")
             return EXIT_USAGE
         given[key] = value
+    if args.sonic:
+        if args.source or given or args.route or args.lft:
+            _err("--sonic reads a switch's configuration: no SOURCE, -p, --route or --lft")
+            return EXIT_USAGE
+        return _sonic(args)
+    if not args.source:
+        _err("SOURCE: a fabric to report (or --sonic CONFIG_DB)")
+        return EXIT_USAGE
     try:
         if os.path.isfile(args.source) and not args.source.endswith(".toml"):
             from sim.fabric.nccl_xml import is_nccl_topo, node_report, node_text, read_nccl_topo
@@ -171,4 +196,23 @@ def _route(args: argparse.Namespace, given: dict[str, Any]) -> int:
                          indent=1))
     else:
         print(route_text(topo, hops, src, dst))
+    return 0
+
+
+def _sonic(args: argparse.Namespace) -> int:
+    """--sonic: a SONiC switch's configuration and the switch model it makes."""
+    from sim.fabric.sonic import SonicError, read_sonic, sonic_doc, sonic_text
+
+    try:
+        sw = read_sonic(args.sonic, pg_lookup=args.pg_lookup, port=args.sonic_port,
+                        default_speed_mbps=round(args.speed_gbps * 1000)
+                        if args.speed_gbps else None)
+    except SonicError as e:
+        _err(str(e))
+        return EXIT_USAGE
+    ports = args.switch_ports or sw.listed_ports
+    if args.json:
+        print(json.dumps(sonic_doc(sw, ports), indent=1))
+    else:
+        print(sonic_text(sw, ports), end="")
     return 0

@@ -108,6 +108,11 @@ def _weights(v: list) -> str | None:
     return None if ok else "must be 8 ints >= 1 (one DWRR weight per traffic class)"
 
 
+def _paths(v: list) -> str | None:
+    ok = all(isinstance(x, str) and x for x in v)
+    return None if ok else "must be a file name or a list of them"
+
+
 def _sl2vl(v: list) -> str | None:
     ok = len(v) == 8 and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= 15
                              for x in v)
@@ -249,6 +254,15 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
               "(OpenSM qos_vlarb_low)", _vlarb_table),
         Param("vlarb_high_limit", VLARB_DEFAULT[2], "vlarb: limit of high priority, 4 KiB "
               "units, 255 = unbounded (OpenSM qos_high_limit)", in_range(0, 255)),
+        Param("sonic", [], "SONiC config_db.json (or the files holding its tables): the "
+              "buffer, PFC, ECN and scheduler keys not given here (sim.fabric.sonic)",
+              _paths),
+        Param("sonic_pg_lookup", "", "with sonic: the platform's pg_profile_lookup.ini, for "
+              "a configuration without its lossless PG profiles", None),
+        Param("sonic_port", "", "with sonic: the port whose settings are taken (default: "
+              "one of the most common)", None),
+        Param("sonic_vendor", "", "with sonic: spectrum | tomahawk, the meaning of a PG's "
+              "size (default: from the profile)", _choice("", "spectrum", "tomahawk")),
     ),
     "ecn": (_F["kmin_kb"], _F["kmax_kb"], _F["pmax"],
             Param("mark_at", "dequeue", "dequeue | enqueue", _choice("dequeue", "enqueue"))),
@@ -490,6 +504,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
     if unknown:
         raise ScenarioError(f"{where}: unknown key(s) {unknown}; known: {sorted(_TOP)}")
     doc = _fabric_choice(doc, where)
+    doc, sonic = _sonic(doc, where, base_dir)
     sec = {n: _section(doc, n, where) for n in SECTIONS if n not in _ARRAYS}
     flows, inputs = _array(doc, "flows", where), _array(doc, "pcap", where)
     run, topo, links, sw = sec["run"], sec["topology"], sec["links"], sec["switch"]
@@ -504,6 +519,7 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
         raise ScenarioError(f"{where}: [ecn] {e}") from None
     hkw = _host_kw(knobs, rate, where)
     knobs["_cbfc"] = lkw.get("cbfc") or lkw.get("ib")  # read by _mmu
+    knobs["_sonic"] = sonic  # read by _mmu: the keys that depend on the switches' ports
     slot = TracerSlot()
     seed = run["seed"]
     kind = topo["kind"]
@@ -664,6 +680,8 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
         {"file", "lft"} if kind != "ibnetdiscover" else set())
     if drop:
         params["topology"] = {k: v for k, v in params["topology"].items() if k not in drop}
+    if sonic is not None:  # the buffer and headroom [switch] sonic gave these switches
+        params["switch"] = {**params["switch"], **sonic[2]}
     summaries: dict[str, Any] = {}
     if plan.entries:  # only then: a file without [[faults]] keeps its summary.json as it was
         params["faults"] = plan.entries
@@ -1007,6 +1025,15 @@ def _host_kw(knobs: dict[str, Any], rate: int, where: str) -> dict[str, Any]:
 
 
 def _mmu(knobs: dict[str, Any], ports: int, rate: int, where: str):
+    sonic = knobs.get("_sonic")
+    if sonic is not None:  # the buffer and headroom of switches of this many ports
+        from sim.fabric.sonic import switch_keys
+
+        sw, given, derived = sonic
+        keys = switch_keys(sw, ports)[0]
+        derived.update({k: v for k, v in keys.items()
+                        if k in ("buffer_kb", "headroom_kb", "xoff_kb") and k not in given})
+        knobs = {**knobs, **derived}
     cbfc = knobs.get("_cbfc")
     if cbfc is not None:
         # credits alone keep the switch lossless (as sue_packing's cbfc): PFC off, a class's
@@ -1025,6 +1052,49 @@ def _mmu(knobs: dict[str, Any], ports: int, rate: int, where: str):
         return mmu_config(knobs, ports, rate)[0]
     except ScenarioError as e:
         raise ScenarioError(f"{where}: [switch] {e}") from None
+
+
+def _sonic(doc: Mapping[str, Any], where: str, base_dir: str
+           ) -> tuple[Mapping[str, Any], tuple[Any, set[str], dict[str, Any]] | None]:
+    """``[switch] sonic``: the switch's SONiC configuration read (sim.fabric.sonic) and
+    its keys put in ``[switch]`` and ``[ecn]`` where the file does not give them; returns
+    the document and (the configuration, the keys the file gave, the keys :func:`_mmu`
+    derives from the switches' ports: the params echo shows them)."""
+    raw = doc.get("switch")
+    if not isinstance(raw, dict) or not raw.get("sonic"):
+        return doc, None
+    from sim.fabric.sonic import SonicError, read_sonic, switch_keys
+
+    if isinstance(raw["sonic"], str):  # one file
+        raw = {**raw, "sonic": [raw["sonic"]]}
+        doc = {**doc, "switch": raw}
+
+    sw_sec = _section(doc, "switch", where)
+    links = _section(doc, "links", where)
+    if doc.get("links", {}).get("flow_control") in ("ib", "credit") or \
+            doc.get("links", {}).get("fabric") == "ib":
+        raise ScenarioError(f"{where}: [switch] sonic: a SONiC switch runs Ethernet with PFC; "
+                            f"this fabric runs credits")
+
+    def path(p: str) -> str:
+        return p if os.path.isabs(p) else os.path.join(base_dir, p)
+
+    try:
+        sw = read_sonic([path(p) for p in sw_sec["sonic"]],
+                        pg_lookup=path(sw_sec["sonic_pg_lookup"]) if sw_sec["sonic_pg_lookup"]
+                        else None, port=sw_sec["sonic_port"] or None,
+                        vendor=sw_sec["sonic_vendor"] or None,
+                        default_speed_mbps=round(links["link_gbps"] * 1000))
+    except SonicError as e:
+        raise ScenarioError(f"{where}: [switch] sonic: {e}") from None
+    given = {k for k in raw if not k.startswith("sonic")}
+    keys, ecn, _ = switch_keys(sw, 1)  # the keys that do not depend on the ports
+    keys = {k: v for k, v in keys.items() if k not in ("buffer_kb", "headroom_kb")}
+    out = dict(doc)
+    out["switch"] = {**{k: v for k, v in keys.items() if k not in given}, **raw}
+    raw_ecn = doc.get("ecn", {}) if isinstance(doc.get("ecn", {}), dict) else {}
+    out["ecn"] = {**{k: v for k, v in ecn.items() if k not in raw_ecn}, **raw_ecn}
+    return out, (sw, given, {})
 
 
 def _ref(text: str) -> tuple[int, int]:
