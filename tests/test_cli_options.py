@@ -39,7 +39,7 @@ def _base_argv(name: str, sp: argparse.ArgumentParser) -> list[str]:
     argv = [name]
     for a in sp._actions:
         if not a.option_strings and a.nargs != "?":
-            argv.append("x")
+            argv.append(sorted(a.choices)[0] if a.choices else "x")
         elif a.option_strings and a.required:
             argv += [a.option_strings[-1], "x"]
     return argv

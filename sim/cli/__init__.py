@@ -72,12 +72,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     from sim.cli import counters as counters_cmd
     from sim.cli import fabric as fabric_cmd
     from sim.cli import ib_vs_roce as ib_vs_roce_cmd
+    from sim.cli import perftest as perftest_cmd
     from sim.cli import sweep as sweep_cmd
 
     sweep_cmd.add_parsers(sub)
     collective_cmd.add_parsers(sub)
     fabric_cmd.add_parsers(sub)
     counters_cmd.add_parsers(sub)
+    perftest_cmd.add_parsers(sub)
     ib_vs_roce_cmd.add_parsers(sub)
     return p
 
