@@ -283,7 +283,7 @@ def test_the_command_names_the_bad_line(tmp_path, capsys):
     other = tmp_path / "notes.txt"
     other.write_text("hello\n")
     assert main(["fabric", str(other)]) == 2
-    assert "neither ibnetdiscover's output, NCCL's topology XML nor a fabric file" in \
+    assert "neither ibnetdiscover's output, NCCL's topology or graph XML nor a fabric file" in \
         capsys.readouterr().err
 
 
@@ -605,8 +605,8 @@ def test_the_command_on_nccl_files(capsys, tmp_path):
     assert main(["fabric", str(real_file("nccl/xla_mock_topo_dgx_a100.xml")), "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["gpus"][0]["nearest_nics"] == ["mlx5_0", "mlx5_1"]
-    assert main(["fabric", str(real_file("nccl/azure_ncv4-graph.xml"))]) == 2
-    assert "an NCCL graph file (NCCL_GRAPH_FILE" in capsys.readouterr().err
+    assert main(["fabric", str(real_file("nccl/azure_ncv4-graph.xml"))]) == 0
+    assert "graph 0 (ring)" in capsys.readouterr().out  # tests/test_nccl_graph.py
     bad = tmp_path / "topo.xml"
     bad.write_text('<system version="1">\n  <cpu numaid="0">\n    <pci busid="0000:01:00.0" '
                    'class="0x030200" link_speed="3.0 GT/s PCIe" link_width="16"/>\n'

@@ -81,7 +81,7 @@ def test_the_example_as_tomahawk():
 def _doc(tmp_path, cfg, **switch):
     return {"run": {"duration_ms": 0.05}, "topology": {"kind": "star", "hosts": 5},
             "links": {"link_gbps": 100}, "traffic": {"pattern": "incast"},
-            "switch": {"sonic": str(cfg), **switch}}
+            "switch": {"sonic": [str(cfg)], **switch}}
 
 
 def test_a_fabric_file_takes_the_switch(tmp_path):
@@ -151,7 +151,7 @@ def test_cli_report_and_errors(tmp_path, capsys):
         read_pg_lookup(bad)
     toml = tmp_path / "f.toml"
     toml.write_text(f'[topology]\nkind = "star"\nhosts = 3\n[links]\nfabric = "ib"\n'
-                    f'[switch]\nsonic = "{EXAMPLE}"\n[traffic]\npattern = "incast"\n')
+                    f'[switch]\nsonic = ["{EXAMPLE}"]\n[traffic]\npattern = "incast"\n')
     assert main(["replay", str(toml), "--out", str(tmp_path / "o"), "--no-plots"]) == 2
     err = capsys.readouterr().err
     assert "[switch] sonic: a SONiC switch runs Ethernet" in err and err.count("\n") == 1

@@ -125,9 +125,9 @@ def cmd_collective(args: argparse.Namespace) -> int:
                 _err(f"-p {key}: given twice")
                 return EXIT_USAGE
             pasted[key] = str(value)
-            if key not in NCCL_VARIABLES and key != "NCCL_TOPO_FILE":
+            if key not in NCCL_VARIABLES and key not in ("NCCL_TOPO_FILE", "NCCL_GRAPH_FILE"):
                 _err(f"-p {key}: not modelled, ignored (modelled: "
-                     f"{', '.join(NCCL_VARIABLES)}, NCCL_TOPO_FILE)")
+                     f"{', '.join(NCCL_VARIABLES)}, NCCL_TOPO_FILE, NCCL_GRAPH_FILE)")
     env.update(pasted)
     args.param = [(k, v) for k, v in args.param or () if not k.startswith("NCCL_")]
     try:
@@ -166,6 +166,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
         given[key] = value
     if env.get("NCCL_TOPO_FILE") and "hw" not in given:  # the job's node, as NCCL reads it
         given["hw"] = env["NCCL_TOPO_FILE"]
+    if env.get("NCCL_GRAPH_FILE") and "graph" not in given:  # its rings, as NCCL reads them
+        given["graph"] = env["NCCL_GRAPH_FILE"]
     try:
         fault_keys, given = split_fault_params(given)
         given.update({k: v for k, v in fault_keys.items() if k in ("detect_us", "converge_us")})

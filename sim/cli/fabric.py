@@ -79,13 +79,8 @@ def _graph(source: str, given: dict[str, Any]) -> Any:
             if given:
                 raise ValueError(f"-p {next(iter(given))}: an ibnetdiscover file takes no -p")
             return graph_of_ibnetdiscover(read_ibnetdiscover(source))
-        with open(source, "rb") as f:
-            if f.read(256).lstrip().startswith(b"<graphs"):
-                raise ValueError(f"{source}: an NCCL graph file (NCCL_GRAPH_FILE: rings and "
-                                 f"trees), which lossless does not read yet; a node's "
-                                 f"topology is NCCL_TOPO_DUMP_FILE's <system>")
-        raise ValueError(f"{source}: neither ibnetdiscover's output, NCCL's topology XML "
-                         f"nor a fabric file (*.toml)")
+        raise ValueError(f"{source}: neither ibnetdiscover's output, NCCL's topology or "
+                         f"graph XML nor a fabric file (*.toml)")
     from sim.scenarios.base import resolve_params
     from sim.scenarios.collective import check_fabric_keys, split_file_params
     from sim.scenarios.common import collective_params
@@ -127,8 +122,27 @@ def cmd_fabric(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         if os.path.isfile(args.source) and not args.source.endswith(".toml"):
-            from sim.fabric.nccl_xml import is_nccl_topo, node_report, node_text, read_nccl_topo
+            from sim.fabric.nccl_xml import (
+                graph_text,
+                is_nccl_graph,
+                is_nccl_topo,
+                node_report,
+                node_text,
+                read_nccl_graph,
+                read_nccl_topo,
+            )
 
+            if is_nccl_graph(args.source):  # NCCL's rings and trees of a node
+                if given or args.route or args.lft:
+                    raise ValueError("an NCCL graph file takes no -p, --route or --lft")
+                graphs = read_nccl_graph(args.source)
+                if args.json:
+                    print(json.dumps([{"id": g.id, "pattern": g.pattern, "kind": g.kind,
+                                       "gpus": g.gpus, "nets": g.nets, "attrs": g.attrs}
+                                      for g in graphs], indent=1))
+                else:
+                    print(graph_text(graphs, args.source))
+                return 0
             if is_nccl_topo(args.source):  # a node, as NCCL's topology file has it
                 if given or args.route or args.lft:
                     raise ValueError("an NCCL topology file (a node) takes no -p, --route "

@@ -25,8 +25,9 @@ from typing import Any
 
 from sim.nic.pcie import GT_PER_S
 
-__all__ = ["PATH_TYPES", "Device", "NcclTopoError", "NodeTopology", "is_nccl_topo",
-           "node_report", "node_text", "read_nccl_topo"]
+__all__ = ["PATH_TYPES", "PATTERNS", "Device", "NcclGraph", "NcclTopoError", "NodeTopology",
+           "graph_rings", "graph_text", "is_nccl_graph", "is_nccl_topo", "node_report",
+           "node_text", "read_nccl_graph", "read_nccl_topo"]
 
 #: NCCL's path types between a GPU and a NIC, best first
 PATH_TYPES = ("PIX", "PXB", "PHB", "SYS")
@@ -225,4 +226,109 @@ def node_text(rep: dict[str, Any]) -> str:
         sp = f"{n['speed_gbps']:g} Gb/s" if n["speed_gbps"] else "speed not given"
         gdr = {"1": ", GPUDirect RDMA", "0": ", no GPUDirect RDMA"}.get(n["gdr"] or "", "")
         out.append(f"  {n['nic']} ({where(n, n['nic'])}): {sp}{gdr}")
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------- NCCL_GRAPH_FILE
+#: a graph's pattern (NCCL src/include/graph.h, NCCL_TOPO_PATTERN_*)
+PATTERNS = {1: "balanced tree", 2: "split tree", 3: "tree", 4: "ring", 5: "nvls",
+            6: "collnet direct"}
+
+
+@dataclass(slots=True)
+class NcclGraph:
+    """One ``<graph>`` of NCCL's graph file: its ``id`` (0 ring, 1 tree, 2 collnet, 3 NVLS,
+    4 collnet direct), ``pattern`` (:data:`PATTERNS`), the channels it found, each the
+    node's GPUs in order (``gpus``) and the NICs it enters and leaves by (``nets``), and
+    its other attributes."""
+
+    id: int
+    pattern: int
+    gpus: list[list[int]]
+    nets: list[list[int]]
+    attrs: dict[str, str]
+
+    @property
+    def kind(self) -> str:
+        return PATTERNS.get(self.pattern, f"pattern {self.pattern}")
+
+
+def read_nccl_graph(path: str | Path) -> list[NcclGraph]:
+    """NCCL's graph file (``NCCL_GRAPH_FILE``, the ``<graphs>`` NCCL writes with
+    ``NCCL_GRAPH_DUMP_FILE``): its graphs in file order; NcclTopoError naming the file and
+    the element for what it cannot read."""
+    name = str(path)
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as e:
+        line = e.position[0] if getattr(e, "position", None) else 1
+        raise NcclTopoError(f"{name}:{line}: not XML ({e})") from None
+    except OSError as e:
+        raise NcclTopoError(f"{name}: cannot read: {e.strerror or e}") from None
+    if root.tag != "graphs":
+        raise NcclTopoError(f"{name}: <{root.tag}>: NCCL's graph file is a <graphs>")
+    out = []
+    for i, g in enumerate(root.findall("graph")):
+        where = f"{name}: <graph> #{i + 1}"
+        gid = _int(g, "id", str(i), where)
+        pattern = _int(g, "pattern", "0", where)
+        gpus, nets = [], []
+        for c, ch in enumerate(g.findall("channel")):
+            gpus.append([_int(el, "dev", "-1", f"{where} channel {c}") for el in ch
+                         if el.tag == "gpu"])
+            nets.append([_int(el, "dev", "-1", f"{where} channel {c}") for el in ch
+                         if el.tag == "net"])
+            if not gpus[-1]:
+                raise NcclTopoError(f"{where} channel {c}: no <gpu>")
+        n = _int(g, "nchannels", str(len(gpus)), where)
+        if n != len(gpus):
+            raise NcclTopoError(f"{where}: nchannels={n} but {len(gpus)} <channel>s")
+        out.append(NcclGraph(gid, pattern, gpus, nets, dict(g.attrib)))
+    if not out:
+        raise NcclTopoError(f"{name}: no <graph>")
+    return out
+
+
+def is_nccl_graph(path: str | Path) -> bool:
+    """Whether ``path`` is NCCL's graph file (by its first element)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(256).lstrip().startswith(b"<graphs")
+    except OSError:
+        return False
+
+
+def graph_rings(graphs: list[NcclGraph], nodes: int, gpus_per_node: int,
+                nchannels: int, where: str = "graph") -> list[list[int]]:
+    """Each of ``nchannels`` channels' ring over ``nodes`` nodes of ``gpus_per_node`` GPUs
+    from the file's ring graph: channel ``c`` visits every node's GPUs in the order of the
+    file's channel ``c`` modulo its channels (NCCL duplicates its channels so), the nodes
+    in order.  ValueError when the file has no ring or its GPUs are not the node's."""
+    ring = next((g for g in graphs if g.pattern == 4), None)
+    if ring is None:
+        raise ValueError(f"{where}: no ring graph (pattern 4) in it: its graphs are "
+                         f"{', '.join(g.kind for g in graphs)}")
+    for c, order in enumerate(ring.gpus):
+        if sorted(order) != list(range(gpus_per_node)):
+            raise ValueError(f"{where}: ring channel {c} visits GPUs {order}: not the "
+                             f"node's {gpus_per_node} GPUs (0..{gpus_per_node - 1}) once each")
+    return [[n * gpus_per_node + x for n in range(nodes)
+             for x in ring.gpus[c % len(ring.gpus)]] for c in range(nchannels)]
+
+
+def graph_text(graphs: list[NcclGraph], path: str) -> str:
+    """``lossless fabric GRAPH.xml``: the graphs, channel by channel."""
+    out = [f"NCCL graphs {path}"]
+    for g in graphs:
+        a = g.attrs
+        out.append(f"  graph {g.id} ({g.kind}): {len(g.gpus)} channels, intra "
+                   f"{a.get('typeintra', '?')} {a.get('speedintra', '?')} GB/s, inter "
+                   f"{a.get('typeinter', '?')} {a.get('speedinter', '?')} GB/s")
+        for c, (gp, nt) in enumerate(zip(g.gpus, g.nets, strict=True)):
+            via = f" (NIC {nt[0]} in, {nt[-1]} out)" if nt else ""
+            out.append(f"    channel {c}: GPU {' -> '.join(map(str, gp))}{via}")
+    used = "ring: its channels' GPU orders" if any(g.pattern == 4 for g in graphs) else \
+        "no ring graph"
+    out.append(f"lossless collective -p graph=FILE (or NCCL_GRAPH_FILE) runs the {used}; "
+               f"trees keep NCCL's default chains")
     return "\n".join(out)

@@ -532,11 +532,26 @@ def collective_params() -> tuple[Param, ...]:
               f"(sim.workloads.tuner.PRESETS: {', '.join(PRESETS)}; or NCCL's topology "
               "XML of a node, NCCL_TOPO_DUMP_FILE's; --fabric nvl72: gb200-nvl72 unless "
               "given)", _hw_problem),
+        Param("graph", "", "NCCL's graph file (NCCL_GRAPH_FILE): a ring's channels visit "
+              "each node's GPUs in the order of its ring graph (sim.fabric.nccl_xml)",
+              _graph_problem),
         Param("nccl_host", True, "NCCL's host side in the run (its cost model for the "
               "algorithm and protocol: the launch latency, each step's latency, NVLink "
               "inside a node or the network between nodes, and its bus bandwidth as what "
               "the GPUs' channels move; false: the network alone)", None),
     )
+
+
+def _graph_problem(v: str) -> str | None:
+    if not v:
+        return None
+    from sim.fabric.nccl_xml import NcclTopoError, read_nccl_graph
+
+    try:
+        read_nccl_graph(v)
+    except NcclTopoError as e:
+        return str(e)
+    return None
 
 
 def _hw_problem(v: Any) -> str | None:

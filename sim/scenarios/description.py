@@ -254,9 +254,9 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
               "(OpenSM qos_vlarb_low)", _vlarb_table),
         Param("vlarb_high_limit", VLARB_DEFAULT[2], "vlarb: limit of high priority, 4 KiB "
               "units, 255 = unbounded (OpenSM qos_high_limit)", in_range(0, 255)),
-        Param("sonic", [], "SONiC config_db.json (or the files holding its tables): the "
-              "buffer, PFC, ECN and scheduler keys not given here (sim.fabric.sonic)",
-              _paths),
+        Param("sonic", [], "SONiC config_db.json, a list of one file (or of the files "
+              "holding its tables): the buffer, PFC, ECN and scheduler keys not given here "
+              "(sim.fabric.sonic)", _paths),
         Param("sonic_pg_lookup", "", "with sonic: the platform's pg_profile_lookup.ini, for "
               "a configuration without its lossless PG profiles", None),
         Param("sonic_port", "", "with sonic: the port whose settings are taken (default: "
@@ -1065,9 +1065,6 @@ def _sonic(doc: Mapping[str, Any], where: str, base_dir: str
         return doc, None
     from sim.fabric.sonic import SonicError, read_sonic, switch_keys
 
-    if isinstance(raw["sonic"], str):  # one file
-        raw = {**raw, "sonic": [raw["sonic"]]}
-        doc = {**doc, "switch": raw}
 
     sw_sec = _section(doc, "switch", where)
     links = _section(doc, "links", where)
