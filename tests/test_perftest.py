@@ -120,3 +120,14 @@ def test_bad_requests_one_line_exit_2(capsys, argv, why):
     assert cli(["perftest", *argv, "-p", "nodes=4", "-p", "gpus_per_node=1"]) == 2
     err = capsys.readouterr().err
     assert why in err and err.count("\n") == 1
+
+
+def test_no_peak_above_20000_iterations_or_with_a_duration(capsys):
+    """As perftest: -D, or more than 20,000 iterations, measures no peak (and says so)."""
+    from sim.cli import main as cli
+    for extra in (["-n", "20001", "-s", "64"], ["-D", "0.0002"]):
+        assert cli(["perftest", "ib_write_bw", "-p", "nodes=2", "-p", "gpus_per_node=1",
+                    *extra]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[1] == " WARNING: BW peak won't be measured in this run."
+        assert out[-2].split()[2] == "0.00" and float(out[-2].split()[3]) > 0

@@ -205,7 +205,12 @@ def _head(args: argparse.Namespace, fab: Any, client: int, server: int, mtu: int
            + (f", {len(bg)} hosts sending to {names[server]} at line rate" if bg else "")
            + "; the network's latency (no NIC or host latency)")
     test = f"{_VERB[op]} {'BW' if kind == 'bw' else 'Latency'} Test"
-    lines = [ctx, RESULT_LINE, " " * 20 + test,
+    from sim.workloads.perftest import PEAK_MAX_ITERS
+
+    lines = [ctx]
+    if kind == "bw" and (args.duration or iters > PEAK_MAX_ITERS):  # perftest's noPeak
+        lines.append(" WARNING: BW peak won't be measured in this run.")
+    lines += [RESULT_LINE, " " * 20 + test,
              f" Dual-port       : OFF\t\tDevice         : {names[client]}",
              f" Number of qps   : {args.qp if kind == 'bw' else 1}\t\tTransport type : IB",
              " Connection type : RC\t\tUsing SRQ      : OFF",

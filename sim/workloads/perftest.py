@@ -45,6 +45,9 @@ TESTS = {
 RETH_BYTES = 16
 #: how long the engine runs between checks for the last completion
 SLICE_PS = 20 * 10**6
+#: above this many messages perftest measures no peak (perftest_parameters.c: "BW peak
+#: won't be measured in this run")
+PEAK_MAX_ITERS = 20000
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,10 +221,11 @@ def run_bw(fabric: Any, client: int, server: int, op: str, size_bytes: int,
 
 def _peak_Bps(posts: Sequence[int], dones: Sequence[int], size_bytes: int) -> float:
     """perftest's peak: the size over the least time a message took over any run of
-    messages, ``(done[j] - posted[i]) / (j - i + 1)`` for i <= j."""
+    messages, ``(done[j] - posted[i]) / (j - i + 1)`` for i <= j; 0 above
+    :data:`PEAK_MAX_ITERS` messages, as perftest (it measures no peak then)."""
     import numpy as np
 
-    if not dones:
+    if not dones or len(dones) > PEAK_MAX_ITERS:
         return 0.0
     p = np.asarray(posts[:len(dones)], dtype=np.float64)
     best = math.inf
