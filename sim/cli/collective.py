@@ -380,7 +380,7 @@ def cmd_collective(args: argparse.Namespace) -> int:
 
                     both = Observers(obs, caps)
                 row = run_size(args.collective, nbytes, args.fabric, params, **kw,
-                               details=True,
+                               details=True, tool_counters=bool(args.out),
                                timeline_rank=args.timeline_rank,
                                progress=progress.size(i, nbytes) if progress else None,
                                observer=both)

@@ -555,7 +555,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
              observer: Any = None, faults: bool = True,
              nccl: Mapping[str, Any] | None = None, trace: bool = False,
              fidelity: str = "packet", steady: bool = True,
-             engine: str = "auto") -> dict[str, Any]:
+             engine: str = "auto", tool_counters: bool = False) -> dict[str, Any]:
     """One size of ``lossless collective`` (``nbytes`` is nccl-tests' ``-b`` size): a fresh
     fabric of kind ``fabric`` for resolved ``params`` (:func:`collective_params`), the
     schedule of nccl-tests' count, ``warmup_iters`` + ``iters`` out-of-place iterations back
@@ -578,8 +578,11 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     port's bytes and utilisation), ``busiest_link`` and ``timeline`` (the transfers of rank
     ``timeline_rank``,
     :func:`sim.workloads.collective_stats.rank_timeline`) of the last out-of-place
-    iteration (None when the size failed).  ``progress(done, total)`` is called as the
-    transfers of all iterations of this size are received.
+    iteration (None when the size failed).  ``tool_counters`` adds ``tool_counters``:
+    every port's counters in the real tools' terms (:func:`sim.fabric.counters.
+    port_counters`) over what ran of the size (``covers``), at ``fidelity``.
+    ``progress(done, total)`` is called as the transfers of all iterations of this size are
+    received.
 
     Output hooks (``lossless collective`` passes
     :class:`sim.study.fault_report.CollectiveProbe`'s): ``observer.tracer`` (if any) reads the
@@ -848,8 +851,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     if details:
         row["links"], row["timeline"] = links, timeline
         row["busiest_link"] = busiest_link(links)
-        # every port in the real tools' terms, over what ran of this size
-        from sim.fabric.counters import port_counters as tool_counters
+    if tool_counters:  # every port in the real tools' terms, over what ran of this size
+        from sim.fabric.counters import port_counters
 
         if error is not None:
             covers = "the run until it failed"
@@ -862,7 +865,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
             covers = f"{ran} iterations"
         row["tool_counters"] = {
             "covers": covers, "fidelity": fidelity,
-            "ports": tool_counters(rf.fabric, flow_ports=counters(rf.fabric)
+            "ports": port_counters(rf.fabric, flow_ports=counters(rf.fabric)
                                    if fidelity == "flow" else None)}
     if trace:
         from sim.workloads.collective_stats import chrome_trace
