@@ -113,3 +113,46 @@ def test_fabric_reports_a_graph(capsys):
     assert "graph 0 (ring): 2 channels" in out and "channel 1: GPU 0 -> 3 -> 2 -> 1" in out
     assert main(["fabric", path, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[1]["kind"] == "balanced tree"
+
+
+def test_a_tree_runs_the_files_chains(tmp_path):
+    """The tree graph's channels chain each node's GPUs from their first (the head, where
+    the tree leaves the node); both trees' channels take the same chains."""
+    from sim.scenarios.base import resolve_params
+    from sim.scenarios.collective_plan import plan_size
+    from sim.scenarios.common import collective_params
+    from sim.workloads.nccl import tree_key, tree_of_channel, verify
+    from sim.workloads.nccl_tests import coll_counts
+
+    path = tmp_path / "graph.xml"
+    _write(path, [(4, [[0, 1, 2, 3]]), (1, [[2, 0, 3, 1], [1, 3, 0, 2]])])
+    params = resolve_params(collective_params(), {"graph": str(path), "nccl_host": False})
+    plan = plan_size("allreduce", coll_counts("allreduce", 1 << 20, "float", 8), 2, 4,
+                     params, algorithm="tree", protocol="simple", channels=4)
+    sch = plan.schedule
+    assert [tree_key(sch, c) for c in range(4)] == [
+        (0, 2, (2, 0, 3, 1)), (0, 1, (1, 3, 0, 2)), (1, 2, (2, 0, 3, 1)), (1, 1, (1, 3, 0, 2))]
+    t = tree_of_channel(sch, 0)
+    assert t[2] == (-1, (0, 6)) and t[0] == (2, (3,)) and t[3] == (0, (1,)) and t[1] == (3, ())
+    verify(sch)  # every rank ends with the sum
+
+
+def test_the_files_trees_change_a_network_bound_call(capsys):
+    """Azure's NC A100 v4 tree graph leaves its nodes by GPUs 0-3 in turn like NCCL's
+    default; a graph whose chains all start at GPU 0 puts the trees on one rail."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "g.xml"
+        _write(path, [(1, [[0, 1, 2, 3], [0, 3, 2, 1]])])
+        got = []
+        for extra in ([], ["-p", f"graph={path}"]):
+            assert main(["collective", "allreduce", "-b", "64M", "-e", "64M", "--fabric", "rail",
+                         "-p", "nodes=2", "-p", "gpus_per_node=4", "--algo", "tree", "--proto",
+                         "simple", "--fidelity", "flow", "-p", "nccl_host=false",
+                         "-p", "link_gbps=100", "--json", str(Path(d) / "r.json"),
+                         "--quiet", *extra]) == 0
+            got.append(json.loads((Path(d) / "r.json").read_text())["results"][0])
+    default, one_rail = (g["busbw_GB_per_s"] for g in got)
+    assert one_rail < 0.6 * default and got[1]["wrong"] in (0, None)

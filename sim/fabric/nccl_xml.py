@@ -26,7 +26,8 @@ from typing import Any
 from sim.nic.pcie import GT_PER_S
 
 __all__ = ["PATH_TYPES", "PATTERNS", "Device", "NcclGraph", "NcclTopoError", "NodeTopology",
-           "graph_rings", "graph_text", "is_nccl_graph", "is_nccl_topo", "node_report",
+           "graph_rings", "graph_text", "graph_tree_chains", "is_nccl_graph", "is_nccl_topo",
+           "node_report",
            "node_text", "read_nccl_graph", "read_nccl_topo"]
 
 #: NCCL's path types between a GPU and a NIC, best first
@@ -316,6 +317,22 @@ def graph_rings(graphs: list[NcclGraph], nodes: int, gpus_per_node: int,
              for x in ring.gpus[c % len(ring.gpus)]] for c in range(nchannels)]
 
 
+def graph_tree_chains(graphs: list[NcclGraph], gpus_per_node: int,
+                      where: str = "graph") -> list[list[int]] | None:
+    """The chains of the file's tree graph (id 1, or the first of a tree pattern): per
+    channel the node's GPUs in order, its head first (None: the file has no tree).
+    ValueError when they are not the node's GPUs."""
+    tree = next((g for g in graphs if g.id == 1 and g.pattern in (1, 2, 3)), None) or next(
+        (g for g in graphs if g.pattern in (1, 2, 3)), None)
+    if tree is None:
+        return None
+    for c, order in enumerate(tree.gpus):
+        if sorted(order) != list(range(gpus_per_node)):
+            raise ValueError(f"{where}: tree channel {c} chains GPUs {order}: not the "
+                             f"node's {gpus_per_node} GPUs (0..{gpus_per_node - 1}) once each")
+    return [list(c) for c in tree.gpus]
+
+
 def graph_text(graphs: list[NcclGraph], path: str) -> str:
     """``lossless fabric GRAPH.xml``: the graphs, channel by channel."""
     out = [f"NCCL graphs {path}"]
@@ -327,8 +344,9 @@ def graph_text(graphs: list[NcclGraph], path: str) -> str:
         for c, (gp, nt) in enumerate(zip(g.gpus, g.nets, strict=True)):
             via = f" (NIC {nt[0]} in, {nt[-1]} out)" if nt else ""
             out.append(f"    channel {c}: GPU {' -> '.join(map(str, gp))}{via}")
-    used = "ring: its channels' GPU orders" if any(g.pattern == 4 for g in graphs) else \
-        "no ring graph"
-    out.append(f"lossless collective -p graph=FILE (or NCCL_GRAPH_FILE) runs the {used}; "
-               f"trees keep NCCL's default chains")
+    ring = any(g.pattern == 4 for g in graphs)
+    tree = any(g.pattern in (1, 2, 3) for g in graphs)
+    used = " and ".join(x for x, ok in (("its ring's channel orders", ring),
+                                        ("its tree's chains", tree)) if ok) or "nothing"
+    out.append(f"lossless collective -p graph=FILE (or NCCL_GRAPH_FILE) runs {used}")
     return "\n".join(out)

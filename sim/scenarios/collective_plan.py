@@ -148,13 +148,19 @@ def plan_size(collective: str, counts: Any, nodes: int, gpus_per_node: int,
         nvls_kw["sharp_nodes_per_leaf"] = nodes_per_leaf
         if algorithm == "nvls" and tuner is not None:
             nvls_kw["nvls_chunk_bytes"] = tuner.nvls_max_chunk_bytes()
-    if params.get("graph") and str(algorithm) == "ring" and not p2p:
-        # the job's rings, as NCCL_GRAPH_FILE has them
-        from sim.fabric.nccl_xml import graph_rings, read_nccl_graph
+    if params.get("graph") and str(algorithm) in ("ring", "tree") and not p2p:
+        # the job's rings or trees, as NCCL_GRAPH_FILE has them
+        from sim.fabric.nccl_xml import graph_rings, graph_tree_chains, read_nccl_graph
 
         path = str(params["graph"])
-        nvls_kw["rings"] = graph_rings(read_nccl_graph(path), nodes, gpus_per_node,
-                                       channels, f"-p graph={path}")
+        graphs = read_nccl_graph(path)
+        if str(algorithm) == "ring":
+            nvls_kw["rings"] = graph_rings(graphs, nodes, gpus_per_node, channels,
+                                           f"-p graph={path}")
+        else:
+            chains = graph_tree_chains(graphs, gpus_per_node, f"-p graph={path}")
+            if chains:
+                nvls_kw["tree_chains"] = chains
     kw = {"nchannels": channels, "algorithm": algorithm, "protocol": protocol, "root": root,
           "gpus_per_node": gpus_per_node, "qps_per_connection": qps,
           "p2p_channels_per_peer": per_peer, "qp_base": qp_base, **nvls_kw}

@@ -138,6 +138,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from typing import Any
 
 __all__ = [
     "Collective", "Algorithm", "Protocol", "Transfer", "Connection", "Schedule",
@@ -346,7 +347,8 @@ def dtree(nranks: int, rank: int, which: int) -> tuple[int, tuple[int, ...]]:
 
 
 def channel_tree(nranks: int, gpus_per_node: int, which: int,
-                 head: int = 0) -> dict[int, tuple[int, tuple]]:
+                 head: int = 0, chain: Sequence[int] | None = None
+                 ) -> dict[int, tuple[int, tuple]]:
     """Every rank's (parent, children) in one channel's tree: the double binary tree ``which``
     over nodes, each node's GPUs chained under its ``head`` GPU (local ``head``, ``head +
     1``, ... mod ``gpus_per_node``; rank = node*gpus_per_node + local), the head linked to
@@ -356,14 +358,18 @@ def channel_tree(nranks: int, gpus_per_node: int, which: int,
     the channels' trees spread over a node's NICs (:func:`_tree_allreduce` gives channel
     ``c`` head ``c % gpus_per_node``).  [A] NCCL's default BALANCED_TREE pattern puts a
     node's second child on the chain's last GPU; here both children are on the head (its
-    TREE pattern)."""
+    TREE pattern).  ``chain`` (local GPUs, ``head`` first): the chain NCCL's graph file
+    gives instead."""
     g = gpus_per_node
     if nranks % g:
         raise ValueError(f"{nranks} ranks are not whole nodes of {g} GPUs")
     if not 0 <= head < g:
         raise ValueError(f"head {head}: a local GPU 0..{g - 1}")
     nnodes = nranks // g
-    chain = [(head + i) % g for i in range(g)]
+    if chain is None:
+        chain = [(head + i) % g for i in range(g)]
+    elif sorted(chain) != list(range(g)) or chain[0] != head:
+        raise ValueError(f"chain {list(chain)}: the node's {g} GPUs from head {head}")
     out: dict[int, tuple[int, tuple]] = {}
     for node in range(nnodes):
         up, kids = dtree(nnodes, node, which)
@@ -511,6 +517,9 @@ class Schedule:
     connections: dict[tuple[int, int, int], Connection] = field(default_factory=dict)
     #: each channel's ring order (ring algorithms; empty otherwise)
     rings: list[list[int]] = field(default_factory=list)
+    #: the tree's chains of a node's GPUs (local order, head first), one per tree channel of
+    #: NCCL's graph (:func:`tree_key`); empty: NCCL's default chain from each channel's head
+    tree_chains: list[list[int]] = field(default_factory=list)
     #: NVLS buffers (NVLS, NVLS tree): ranks ``nranks ..`` that are no GPU but a node's
     #: NVLink SHARP buffer of one head, two per head (:func:`nvls_buffer`); 0 otherwise
     buffers: int = 0
@@ -655,7 +664,8 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
              qp_base: int = 0x100, nvls_chunk_bytes: int = NVLS_CHUNK_BYTES,
              nvls_tree_max_chunk_bytes: int = 0, sharp: bool = False,
              sharp_nodes_per_leaf: int = 0, full_count: int | None = None,
-             build: bool = True) -> Schedule:
+             build: bool = True,
+             tree_chains: Sequence[Sequence[int]] | None = None) -> Schedule:
     """The transfers NCCL performs for one call.
 
     ``count`` is the element count the NCCL call takes: ``ncclAllReduce``/``ncclBroadcast``
@@ -793,6 +803,10 @@ def schedule(collective: Collective | str, nranks: int, count: int, dtype: str =
     sch.sharp_nodes_per_leaf = sharp_nodes_per_leaf
     sch.full_count = full
     sch.comm_channels = nchannels
+    if tree_chains:
+        if any(sorted(c) != list(range(gpn)) for c in tree_chains):
+            raise ScheduleError(f"tree_chains: each a permutation of the node's {gpn} GPUs")
+        sch.tree_chains = [list(c) for c in tree_chains]
     b = _Builder(sch, nchannels, qp_base)
     if nranks == 1 or count == 0:
         return b.finish()
@@ -1038,11 +1052,18 @@ def tree_of_channel(sch: Schedule, ch: int) -> dict[int, tuple[int, tuple]]:
     return channel_tree(sch.nranks, sch.gpus_per_node, *tree_key(sch, ch))
 
 
-def tree_key(sch: Schedule, ch: int) -> tuple[int, int]:
+def tree_key(sch: Schedule, ch: int) -> tuple[Any, ...]:
     """(tree, head GPU) of channel ``ch`` of tree schedule ``sch`` (:func:`tree_of_channel`):
-    channels of one key have the same tree."""
+    channels of one key have the same tree.  With ``sch.tree_chains`` (NCCL's graph): (tree,
+    head, chain), the chain of the graph's channel ``ch`` modulo the half, modulo its
+    channels (the two trees' channels take the same chains, as ``connectTrees`` duplicates
+    them)."""
     half = -(-(sch.comm_channels or sch.nchannels) // 2)
-    return (0 if ch < half else 1), ch % sch.gpus_per_node
+    which = 0 if ch < half else 1
+    if sch.tree_chains:
+        chain = tuple(sch.tree_chains[(ch % half) % len(sch.tree_chains)])
+        return which, chain[0], chain
+    return which, ch % sch.gpus_per_node
 
 
 def tree_chunks(sch: Schedule) -> Iterator[tuple[int, int, int, int]]:
