@@ -155,3 +155,29 @@ def test_cli_report_and_errors(tmp_path, capsys):
     assert main(["replay", str(toml), "--out", str(tmp_path / "o"), "--no-plots"]) == 2
     err = capsys.readouterr().err
     assert "[switch] sonic: a SONiC switch runs Ethernet" in err and err.count("\n") == 1
+
+
+def test_pfc_wd_becomes_the_switch_watchdog(tmp_path):
+    """SONiC's PFC_WD (200 ms poll, 200 ms detection and restoration, drop) is the model's
+    watchdog on the lossless classes; a file without one echoes no watchdog key."""
+    keys = switch_keys(read_sonic([EXAMPLE]), 32)[0]
+    assert (keys["watchdog"], keys["wd_poll_ms"], keys["wd_detect_polls"],
+            keys["wd_restore_ms"], keys["wd_action"]) == (True, 200.0, 1, 200.0, "drop")
+    sc = build(_doc(tmp_path, EXAMPLE), "f.toml", str(tmp_path))
+    (wd,) = sc.info["watchdogs"]
+    assert wd.config.priorities == {3, 4} and wd.config.poll_ps == 200 * 10**9
+    assert "watchdog" in sc.summaries
+    doc = _doc(tmp_path, EXAMPLE)
+    del doc["switch"]["sonic"]
+    plain = build(doc, "f.toml", str(tmp_path))
+    assert "watchdogs" not in plain.info
+    assert not any(k.startswith("wd_") or k == "watchdog" for k in plain.params["switch"])
+    doc = json.loads(EXAMPLE.read_text())
+    for k, v in doc["PFC_WD"].items():
+        if k != "GLOBAL":
+            v["action"] = "alert"
+    p = tmp_path / "alert.json"
+    p.write_text(json.dumps(doc))
+    sw = read_sonic([p])
+    assert "watchdog" not in switch_keys(sw, 32)[0]
+    assert any("alert" in n for n in sw.notes)

@@ -21,7 +21,9 @@ The tables read (sonic-swss ``cfgmgr/buffermgr.cpp``, ``orchagent/bufferorch.cpp
   (SONiC sets the WRED weight to 0: the instantaneous queue);
 * ``SCHEDULER`` of the port's queues (``QUEUE``'s ``scheduler``): DWRR weights;
 * ``PFC_WD`` (per port ``action``, ``detection_time``, ``restoration_time`` in ms;
-  ``GLOBAL`` ``POLL_INTERVAL``): read and reported.
+  ``GLOBAL`` ``POLL_INTERVAL``): the switch's PFC watchdog, polling every
+  ``POLL_INTERVAL``, acting after ``ceil(detection_time / POLL_INTERVAL)`` polls
+  (``drop`` or ``forward``; ``alert`` only reports in SONiC: none).
 
 How they become the model (:class:`sim.net.mmu.MmuConfig`, one shared pool per switch):
 the dynamic threshold's alpha is ``2 ** dynamic_th`` (SAI ``saibuffer.h``,
@@ -382,8 +384,8 @@ def read_sonic(paths: Sequence[str | Path], *, pg_lookup: str | Path | None = No
                                      r.get("restoration_time", 200)),
               "poll_ms": _int(src("PFC_WD"), "PFC_WD|GLOBAL.POLL_INTERVAL",
                               wdt.get("GLOBAL", {}).get("POLL_INTERVAL", 200))}
-        notes.append("PFC_WD: read, not applied (a fabric file has no PFC watchdog; the "
-                     "built-in scenarios' watchdog takes wd_poll_ms, wd_restore_ms)")
+        if wd["action"] == "alert":
+            notes.append("PFC_WD action alert: SONiC only reports the storm; no watchdog")
     known = {"PORT_QOS_MAP", "TC_TO_PRIORITY_GROUP_MAP", "BUFFER_POOL", "BUFFER_PROFILE",
              "BUFFER_PG", "CABLE_LENGTH", "PORT", "WRED_PROFILE", "QUEUE", "SCHEDULER",
              "PFC_WD"}
@@ -443,6 +445,12 @@ def switch_keys(sw: SonicSwitch, ports: int) -> tuple[dict[str, Any], dict[str, 
         keys.update(xoff_mode="dynamic", alpha=str(sw.alpha))
     if sw.weights:
         keys.update(scheduler="dwrr", weights=[sw.weights.get(q, 1) for q in range(8)])
+    wd = sw.watchdog
+    if wd is not None and wd["action"] in ("drop", "forward"):  # SONiC's, in the model's terms
+        poll = max(wd["poll_ms"], 1)
+        keys.update(watchdog=True, wd_poll_ms=float(poll),
+                    wd_detect_polls=max(1, -(-wd["detection_ms"] // poll)),
+                    wd_restore_ms=float(wd["restoration_ms"]), wd_action=wd["action"])
     ecn: dict[str, Any] = {}
     if sw.ecn is not None:
         ecn = {"kmin_kb": sw.ecn["kmin_bytes"] / 1000, "kmax_kb": sw.ecn["kmax_bytes"] / 1000,

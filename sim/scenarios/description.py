@@ -108,6 +108,19 @@ def _weights(v: list) -> str | None:
     return None if ok else "must be 8 ints >= 1 (one DWRR weight per traffic class)"
 
 
+def _watchdog_params() -> tuple[Param, ...]:
+    """The switch PFC watchdog's keys (the built-in scenarios'), on the lossless classes."""
+    from sim.scenarios.pfc_deadlock_ring import WATCHDOG_PARAMS
+
+    return tuple(Param(p.name, p.default, p.doc.replace("priority 3", "lossless class"),
+                       p.check) for p in WATCHDOG_PARAMS)
+
+
+_WATCHDOG = _watchdog_params()
+#: the watchdog's keys other than ``watchdog``: in the params echo only when it is on
+_WD_KEYS = tuple(p.name for p in _WATCHDOG if p.name != "watchdog")
+
+
 def _paths(v: list) -> str | None:
     ok = all(isinstance(x, str) and x for x in v)
     return None if ok else "must be a file name or a list of them"
@@ -254,6 +267,7 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
               "(OpenSM qos_vlarb_low)", _vlarb_table),
         Param("vlarb_high_limit", VLARB_DEFAULT[2], "vlarb: limit of high priority, 4 KiB "
               "units, 255 = unbounded (OpenSM qos_high_limit)", in_range(0, 255)),
+        *_WATCHDOG,
         Param("sonic", [], "SONiC config_db.json, a list of one file (or of the files "
               "holding its tables): the buffer, PFC, ECN and scheduler keys not given here "
               "(sim.fabric.sonic)", _paths),
@@ -682,6 +696,22 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
         params["topology"] = {k: v for k, v in params["topology"].items() if k not in drop}
     if sonic is not None:  # the buffer and headroom [switch] sonic gave these switches
         params["switch"] = {**params["switch"], **sonic[2]}
+    if sw["watchdog"]:  # a PFC watchdog on every switch, on the lossless classes
+        import dataclasses
+
+        from sim.health.watchdog import attach_watchdogs
+        from sim.scenarios.pfc_deadlock_ring import watchdog_config
+
+        cfg = dataclasses.replace(watchdog_config(sw),
+                                  priorities=frozenset(sw["lossless_tcs"]))
+        from sim.net.switch import Switch as _Switch
+
+        wds = attach_watchdogs([n for _, n in sorted(fab.nodes.items())
+                                if isinstance(n, _Switch)], cfg)
+    else:  # off: the file's summary.json params as they were
+        wds = None
+        params["switch"] = {k: v for k, v in params["switch"].items()
+                            if k not in _WD_KEYS and k != "watchdog"}
     summaries: dict[str, Any] = {}
     if plan.entries:  # only then: a file without [[faults]] keeps its summary.json as it was
         params["faults"] = plan.entries
@@ -700,6 +730,11 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
                   snaplen_bytes=cap["snaplen"] or None, capture_enabled=cap["enabled"])
     if colls:
         sc.info["collectives"] = colls
+    if wds is not None:  # summary.json's watchdog block (sim.health.deadlock)
+        from sim.health.deadlock import pfc_failure_summary
+
+        sc.info["watchdogs"] = wds
+        sc.summaries["watchdog"] = lambda s: pfc_failure_summary(s)["watchdog"]
     sc.info.update(aggregators=aggs, nodes_per_leaf=npl)
     sc.info.update(ranks=tuple(ranks), gpus_per_node=gpn, mtu_bytes=sw["mtu_bytes"],
                    stragglers=tuple(plan.stragglers))
