@@ -264,3 +264,34 @@ def test_faults_show_as_link_errors(tmp_path, fabric, corrupt, discards, downs):
     assert (2, 5) in down
     lossy = {k for k, x in c.items() if x.get(corrupt)}
     assert len(lossy) == 2 and (2, 4) in lossy  # both directions of the link
+
+
+def test_against_your_nics_ethtool(tmp_path, capsys):
+    """--against an ethtool -S of one NIC: the counters the run counts, side by side, the
+    rest of a real mlx5 listing ignored; one Ethernet port must be named."""
+    from sim.fabric.counters import read_ethtool
+
+    out = tmp_path / "r"
+    assert main(["replay", "incast", "-p", "senders=2", "-p", "duration_ms=0.05",
+                 "--no-plots", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["counters", str(out), "--node", "h1"]) == 0
+    mine = capsys.readouterr().out
+    sim = read_ethtool(mine)
+    assert sim["tx_bytes_phy"] > 0 and "rx_prio3_pause" in sim
+    real = mine.replace(f"tx_bytes_phy: {sim['tx_bytes_phy']}",
+                        f"tx_bytes_phy: {2 * sim['tx_bytes_phy']}")
+    real += "     rx_vport_unicast_packets: 12\n     ch0_arm: 7\n"
+    (tmp_path / "eth.txt").write_text(real)
+    assert main(["counters", str(out), "--node", "h1", "--against",
+                 str(tmp_path / "eth.txt")]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].endswith(f"of its {len(sim) + 2} counters, against h1:p0")
+    assert next(r for r in rows if r.startswith("tx_bytes_phy")).split()[-1] == "0.5000"
+    assert not any(r.startswith(("ch0_arm", "rx_vport")) for r in rows)
+    assert main(["counters", str(out), "--against", str(tmp_path / "eth.txt")]) == 2
+    assert "ethtool -S is one NIC's" in capsys.readouterr().err
+    (tmp_path / "bad.txt").write_text("NIC statistics:\n     rx_bytes_phy: lots\n")
+    assert main(["counters", str(out), "--node", "h1", "--against",
+                 str(tmp_path / "bad.txt")]) == 2
+    assert "bad.txt:2: not an ethtool -S line" in capsys.readouterr().err

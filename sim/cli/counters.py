@@ -46,8 +46,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="only port N (the simulator's index, as summary.json's)")
     s.add_argument("--against", metavar="FILE",
                    help="your fabric's perfquery output (-x or not, as many ports as you "
-                        "like): its ports matched to the simulated ones by LID and port, "
-                        "each counter side by side with the ratio simulated/yours")
+                        "like): its ports matched to the simulated ones by LID and port; or "
+                        "one NIC's ethtool -S, against the Ethernet port --node names: each "
+                        "counter side by side with the ratio simulated/yours")
     s.set_defaults(func=cmd_counters)
 
 
@@ -129,12 +130,19 @@ AGAINST = ("PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts", "PortXm
 
 def _against(real_path: str, path: str, doc: dict[str, Any], ports: list[Any]) -> int:
     """Print the ports of perfquery output ``real_path`` beside the simulated ones with
-    their LID and port number."""
-    from sim.fabric.counters import PerfqueryError, read_perfquery
+    their LID and port number (or, ``ethtool -S`` output, beside the one Ethernet port
+    asked for)."""
+    from sim.fabric.counters import PerfqueryError, read_ethtool, read_perfquery
 
     try:
         with open(real_path, encoding="utf-8", errors="replace") as f:
-            real = read_perfquery(f.read(), real_path)
+            text = f.read()
+        first = next((ln.strip() for ln in text.splitlines()
+                      if ln.strip() and not ln.startswith("#")), "")
+        if first.endswith("statistics:"):  # ethtool -S: "NIC statistics:"
+            return _against_ethtool(real_path, read_ethtool(text, real_path), path, doc,
+                                    ports)
+        real = read_perfquery(text, real_path)
     except OSError as e:
         _err(f"{real_path}: cannot read: {e.strerror or e}")
         return EXIT_USAGE
@@ -163,3 +171,39 @@ def _against(real_path: str, path: str, doc: dict[str, Any], ports: list[Any]) -
             print(f"{label:<34} {k:<14} {yours:>16} {simulated:>16} {ratio:>10}")
             label = ""
     return 0
+
+
+def _against_ethtool(real_path: str, real: dict[str, int], path: str, doc: dict[str, Any],
+                     ports: list[Any]) -> int:
+    """Your NIC's ``ethtool -S`` beside the one simulated Ethernet port ``--node`` (and
+    ``--port``) names: every counter both have."""
+    eth = [r for r in ports if r["link"] == "ethernet"]
+    if len(eth) != 1:
+        _err(f"{real_path}: ethtool -S is one NIC's: name one Ethernet port of {path} with "
+             f"--node (and --port); {len(eth)} match")
+        return EXIT_USAGE
+    r = eth[0]
+    sim = r.get("ethtool", {})
+    both = [k for k in real if k in sim or k in _ETHTOOL_KNOWN
+            or (k.startswith(("rx_prio", "tx_prio")) and k.endswith(("_pause",
+                                                                      "_pause_duration")))]
+    if not both:
+        _err(f"{real_path}: none of its {len(real)} counters is one the simulation counts")
+        return EXIT_USAGE
+    if "covers" in doc:
+        print(f"# size {doc['size_bytes']} B, {doc['covers']}")
+    print(f"# {real_path}: {len(both)} of its {len(real)} counters, against "
+          f"{r['node']}:p{r['port']}")
+    print(f"{'counter':<34} {'yours':>16} {'simulated':>16} {'sim/yours':>10}")
+    for k in both:
+        yours, simulated = real[k], sim.get(k, 0)
+        ratio = f"{simulated / yours:.4f}" if yours else "-"
+        print(f"{k:<34} {yours:>16} {simulated:>16} {ratio:>10}")
+    return 0
+
+
+#: the ethtool counters a run counts (0 when not in a record: none happened)
+_ETHTOOL_KNOWN = ("rx_packets_phy", "rx_bytes_phy", "tx_packets_phy", "tx_bytes_phy",
+                  "rx_discards_phy", "tx_discards_phy", "rx_crc_errors_phy",
+                  "link_down_events_phy", "rx_pause_ctrl_phy", "tx_pause_ctrl_phy",
+                  "tx_pause_storm_error_events")

@@ -55,7 +55,7 @@ from sim.nic.host import Host
 
 __all__ = ["FCS_BYTES", "PERFQUERY_X_FIELDS", "XMIT_WAIT_TICK_BYTES", "PerfqueryError",
            "format_ethtool", "format_perfquery", "format_rdma_statistic", "port_counters",
-           "read_perfquery"]
+           "read_ethtool", "read_perfquery"]
 
 #: Ethernet's frame check sequence (IEEE 802.3 3.2.9): the simulator's frame bytes leave it
 #: out; mlx5's ``*_bytes_phy`` count it
@@ -331,4 +331,26 @@ def read_perfquery(text: str, name: str = "<text>") -> list[dict[str, Any]]:
             out[-1]["perfquery"][field] = int(value)
         except ValueError:
             raise PerfqueryError(f"{name}:{no}: {field}: {value!r} is not a number") from None
+    return out
+
+
+def read_ethtool(text: str, name: str = "<text>") -> dict[str, int]:
+    """``ethtool -S`` output (``NIC statistics:`` and ``     name: value`` lines, as
+    :func:`format_ethtool` writes them too): counter -> value; ``#`` lines and the header
+    skipped, a line of another form raises :class:`PerfqueryError` naming ``name`` and the
+    line."""
+    out: dict[str, int] = {}
+    for no, line in enumerate(text.splitlines(), 1):
+        t = line.strip()
+        if not t or t.startswith("#") or t.endswith("statistics:"):
+            continue
+        key, sep, value = t.partition(":")
+        try:
+            if not sep or not key.replace("_", "").isalnum():
+                raise ValueError
+            out[key] = int(value)
+        except ValueError:
+            raise PerfqueryError(f"{name}:{no}: not an ethtool -S line (name: value)") from None
+    if not out:
+        raise PerfqueryError(f"{name}: no counter")
     return out
