@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from typing import Any
 
 from sim.cli.argtypes import err as _err
 from sim.cli.argtypes import finite_float, integer
 from sim.cli.argtypes import key_value as _kv
+from sim.units import ms_to_ps, us_to_ps
 
 __all__ = ["add_parsers", "cmd_perftest", "format_bw", "format_lat"]
 
@@ -165,19 +165,19 @@ def cmd_perftest(args: argparse.Namespace) -> int:
                 r = run_bw(fab, client, server, op, size, iters, qps=args.qp,
                            tx_depth=min(args.tx_depth, iters), outstanding_reads=args.outs,
                            mtu_bytes=mtu, header_bytes=hdr,
-                           duration_ps=round(args.duration * 1e12) if args.duration else None,
-                           msg_gap_ps=round(1e6 / args.msg_rate) if args.msg_rate else 0)
+                           duration_ps=ms_to_ps(args.duration * 1000) if args.duration
+                           else None,
+                           msg_gap_ps=us_to_ps(1 / args.msg_rate) if args.msg_rate else 0)
                 row = {"size_bytes": size, "iterations": r.iterations,
-                       "bw_peak_Bps": 0.0 if args.duration else r.peak_Bps,
-                       "bw_average_Bps": r.average_Bps, "msg_rate_Mpps": r.msg_rate_pps / 1e6}
+                       "bw_peak_bytes_per_s": 0.0 if args.duration else r.peak_bytes_per_s,
+                       "bw_average_bytes_per_s": r.average_bytes_per_s,
+                       "msg_rate_Mpps": r.msg_rate_per_s / 1e6}
                 if not args.json:
                     print(format_bw(row, args.report_gbits))
             else:
                 r = run_lat(fab, client, server, op, size, iters, mtu_bytes=mtu,
                             header_bytes=hdr)
-                # perftest's samples: the times between the client's posts, one fewer
-                row = {"size_bytes": size, "iterations": iters,
-                       **perftest_lat_stats(r.samples_ps[:-1])}
+                row = {"size_bytes": size, "iterations": iters, **r.stats_us()}
                 if not args.json:
                     print(format_lat(row))
             rows.append(row)
@@ -242,7 +242,8 @@ def format_bw(row: dict[str, Any], gbits: bool = False) -> str:
     """A bandwidth row as perftest's REPORT_FMT prints it (REPORT_FMT_EXT in Gb/sec below
     0.1)."""
     factor = 125_000_000 if gbits else 1 << 20
-    peak, avg = row["bw_peak_Bps"] / factor, row["bw_average_Bps"] / factor
+    peak = row["bw_peak_bytes_per_s"] / factor
+    avg = row["bw_average_bytes_per_s"] / factor
     if gbits and avg < 0.1:
         return _c(" %-7d    %d           %-7.6f            %-7.6f            %-7.6f",
                   row["size_bytes"], row["iterations"], peak, avg, row["msg_rate_Mpps"])
@@ -256,19 +257,3 @@ def format_lat(row: dict[str, Any]) -> str:
               "%-7.2f\t\t%-7.2f \t\t%-7.2f", row["size_bytes"], row["iterations"],
               row["t_min_us"], row["t_max_us"], row["t_typical_us"], row["t_avg_us"],
               row["t_stdev_us"], row["p99_us"], row["p999_us"])
-
-
-def perftest_lat_stats(samples_ps: Any) -> dict[str, float]:
-    """perftest's ``print_report_lat`` of the per-iteration latencies: the samples sorted,
-    the 2 largest dropped, t_min the least, t_max the largest kept, t_typical the median,
-    t_avg their mean, t_stdev from whole microseconds of deviation (perftest casts each to
-    an int), the 99% and 99.9% percentiles at index ceil(n x p) of the sorted samples."""
-    d = sorted(x / 1e6 for x in samples_ps)
-    n = max(len(d) - 2, 1)
-    med = d[n // 2] if n % 2 else (d[n // 2 - 1] + d[n // 2]) / 2
-    avg = sum(d[:n]) / n
-    var = sum(int(avg - x) ** 2 for x in d[:n]) / n
-    return {"t_min_us": d[0], "t_max_us": d[min(n, len(d) - 1)], "t_typical_us": med,
-            "t_avg_us": avg, "t_stdev_us": math.sqrt(var),
-            "p99_us": d[min(math.ceil(n * 0.99), len(d) - 1)],
-            "p999_us": d[min(math.ceil(n * 0.999), len(d) - 1)]}

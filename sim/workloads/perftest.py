@@ -33,7 +33,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["TESTS", "BwResult", "LatResult", "run_bw", "run_lat"]
+from sim.units import PS_PER_S
+from sim.workloads.collective import frames_bytes
+from wire.ib_ext import RETH
+
+__all__ = ["TESTS", "BwResult", "LatResult", "all_sizes", "lat_stats_us", "pick_hosts",
+           "run_bw", "run_lat"]
 
 #: perftest's programs: (operation, kind)
 TESTS = {
@@ -41,8 +46,9 @@ TESTS = {
     "ib_write_lat": ("write", "lat"), "ib_read_lat": ("read", "lat"),
     "ib_send_lat": ("send", "lat"),
 }
-#: a read request's extended transport header (IBA 9.3.3 RETH: VA, R_Key, DMA length)
-RETH_BYTES = 16
+#: a read request's extended transport header (IBA 9.3.3 RETH: VA, R_Key, DMA length), from
+#: its field table
+RETH_BYTES = RETH.size_bytes
 #: how long the engine runs between checks for the last completion
 SLICE_PS = 20 * 10**6
 #: above this many messages perftest measures no peak (perftest_parameters.c: "BW peak
@@ -52,43 +58,52 @@ PEAK_MAX_ITERS = 20000
 
 @dataclass(frozen=True, slots=True)
 class BwResult:
-    """One size of a bandwidth test: messages completed, the average and peak rates (bytes
-    a second), and the run's first post and last completion."""
+    """One size of a bandwidth test: messages completed, the average and peak rates, and
+    the run's first post and last completion."""
 
     size_bytes: int
     iterations: int
-    average_Bps: float
-    peak_Bps: float
+    average_bytes_per_s: float
+    peak_bytes_per_s: float
     first_post_ps: int
     last_done_ps: int
 
     @property
-    def msg_rate_pps(self) -> float:
+    def msg_rate_per_s(self) -> float:
         """Messages a second, as perftest's MsgRate (average bandwidth / size)."""
-        return self.average_Bps / self.size_bytes
+        return self.average_bytes_per_s / self.size_bytes
 
 
 @dataclass(frozen=True, slots=True)
 class LatResult:
-    """One size of a latency test: every iteration's latency (ps)."""
+    """One size of a latency test: every iteration's latency (ps; half the round trip of a
+    write or send, a read's whole)."""
 
     size_bytes: int
     samples_ps: tuple[int, ...]
 
     def stats_us(self) -> dict[str, float]:
-        """perftest's columns in µs: t_min, t_max, t_typical (the median), t_avg, t_stdev,
-        99% and 99.9% percentiles (of the sorted samples, nearest rank)."""
-        s = sorted(self.samples_ps)
-        n = len(s)
-        avg = sum(s) / n
-        var = sum((x - avg) ** 2 for x in s) / n
+        """perftest's report of this run (:func:`lat_stats_us`): its samples are the times
+        between the client's posts, so the last iteration, which no post follows, is not
+        one."""
+        return lat_stats_us(self.samples_ps[:-1])
 
-        def pct(p: float) -> float:
-            return s[min(n - 1, max(0, math.ceil(p * n) - 1))] / 1e6
 
-        return {"t_min": s[0] / 1e6, "t_max": s[-1] / 1e6, "t_typical": s[n // 2] / 1e6,
-                "t_avg": avg / 1e6, "t_stdev": math.sqrt(var) / 1e6, "p99": pct(0.99),
-                "p999": pct(0.999)}
+def lat_stats_us(samples_ps: Sequence[int]) -> dict[str, float]:
+    """perftest's ``print_report_lat`` of latency samples, in µs: sorted, the 2 largest
+    dropped; ``t_min_us`` the least, ``t_max_us`` the largest kept, ``t_typical_us`` their
+    median, ``t_avg_us`` their mean, ``t_stdev_us`` from whole microseconds of deviation
+    (perftest casts each to an int), ``p99_us`` and ``p999_us`` the samples at index
+    ceil(n x p) of the sorted ones."""
+    d = sorted(x / 1e6 for x in samples_ps)
+    n = max(len(d) - 2, 1)
+    med = d[n // 2] if n % 2 else (d[n // 2 - 1] + d[n // 2]) / 2
+    avg = sum(d[:n]) / n
+    var = sum(int(avg - x) ** 2 for x in d[:n]) / n
+    return {"t_min_us": d[0], "t_max_us": d[min(n, len(d) - 1)], "t_typical_us": med,
+            "t_avg_us": avg, "t_stdev_us": math.sqrt(var),
+            "p99_us": d[min(math.ceil(n * 0.99), len(d) - 1)],
+            "p999_us": d[min(math.ceil(n * 0.999), len(d) - 1)]}
 
 
 class _Qp:
@@ -117,13 +132,6 @@ class _Qp:
             self.on_msg(tag, now)
 
 
-def _frames(payload: int, mtu: int, hdr: int, extra: int = 0) -> int:
-    """Frame bytes of a message of ``payload`` bytes (at least one frame), each frame with
-    the headers and ``extra`` bytes more on the first."""
-    n = max(1, -(-payload // mtu))
-    return payload + n * hdr + extra
-
-
 def _run(fabric: Any, done: Callable[[], bool], limit_ps: int, what: str) -> None:
     eng = fabric.engine
     t0 = eng.now_ps
@@ -149,7 +157,7 @@ def run_bw(fabric: Any, client: int, server: int, op: str, size_bytes: int,
         raise ValueError("size_bytes, iterations, qps and tx_depth must be >= 1")
     eng = fabric.engine
     ch, sh = fabric.nodes[client], fabric.nodes[server]
-    msg = _frames(size_bytes, mtu_bytes, header_bytes)
+    msg = frames_bytes(size_bytes, mtu_bytes, header_bytes)
     req = header_bytes + RETH_BYTES
     depth = min(tx_depth, outstanding_reads) if op == "read" else tx_depth
     first = eng.now_ps
@@ -214,12 +222,12 @@ def run_bw(fabric: Any, client: int, server: int, op: str, size_bytes: int,
     _run(fabric, lambda: state["inflight"] == 0, limit_ps, f"{op} bandwidth test")
     span = max(state["last"] - first, 1) if end_ps is None else duration_ps
     n = state["done"]
-    avg = n * size_bytes * 1e12 / span
-    return BwResult(size_bytes, n, avg, _peak_Bps(posts, dones, size_bytes), first,
+    avg = n * size_bytes * PS_PER_S / span
+    return BwResult(size_bytes, n, avg, _peak_bytes_per_s(posts, dones, size_bytes), first,
                     state["last"])
 
 
-def _peak_Bps(posts: Sequence[int], dones: Sequence[int], size_bytes: int) -> float:
+def _peak_bytes_per_s(posts: Sequence[int], dones: Sequence[int], size_bytes: int) -> float:
     """perftest's peak: the size over the least time a message took over any run of
     messages, ``(done[j] - posted[i]) / (j - i + 1)`` for i <= j; 0 above
     :data:`PEAK_MAX_ITERS` messages, as perftest (it measures no peak then)."""
@@ -232,7 +240,7 @@ def _peak_Bps(posts: Sequence[int], dones: Sequence[int], size_bytes: int) -> fl
     for j, c in enumerate(dones):
         w = (c - p[:j + 1]) / np.arange(j + 1, 0, -1)
         best = min(best, float(w.min()))
-    return size_bytes * 1e12 / best if best > 0 else 0.0
+    return size_bytes * PS_PER_S / best if best > 0 else 0.0
 
 
 def run_lat(fabric: Any, client: int, server: int, op: str, size_bytes: int,
@@ -246,7 +254,7 @@ def run_lat(fabric: Any, client: int, server: int, op: str, size_bytes: int,
         raise ValueError("size_bytes and iterations must be >= 1")
     eng = fabric.engine
     ch, sh = fabric.nodes[client], fabric.nodes[server]
-    msg = _frames(size_bytes, mtu_bytes, header_bytes)
+    msg = frames_bytes(size_bytes, mtu_bytes, header_bytes)
     req = header_bytes + RETH_BYTES
     samples: list[int] = []
     t_post = [0]
