@@ -13,17 +13,19 @@ from hypothesis import strategies as st
 
 from sim.cli import main
 from sim.fabric.counters import (
-    FCS_BYTES,
     PERFQUERY_X_FIELDS,
     XMIT_WAIT_TICK_BYTES,
-    PerfqueryError,
+    ToolOutputError,
     format_ethtool,
     format_perfquery,
     format_rdma_statistic,
     read_perfquery,
+    record_problem,
 )
 from sim.study.results import run_scenario
+from sim.units import FCS_BYTES
 from tests.helpers import real_file
+from wire.ib import VCRC_BYTES
 
 _LINE = re.compile(r"^(\w+):(\.*)(\S+)$")
 
@@ -58,6 +60,7 @@ def test_roce_incast_counters_agree_with_the_summary(tmp_path):
     s = _run(tmp_path, "incast", {"senders": 4, "duration_ms": 0.2, "cc": "dcqcn"})
     tc = _by_port(s)
     assert len(tc) == len(s["ports"])
+    assert all(record_problem(r) is None for r in s["tool_counters"])
     for p in s["ports"]:
         r = tc[(p["node"], p["port"])]
         e = r["ethtool"]
@@ -102,13 +105,14 @@ def test_drops_and_the_nic_watchdog_are_counted(tmp_path):
 def test_ib_incast_as_perfquery(tmp_path):
     s = _run(tmp_path, "incast", {"senders": 4, "duration_ms": 0.2, "fabric": "ib"})
     tc = _by_port(s)
+    assert all(record_problem(r) is None for r in s["tool_counters"])
     waits = 0
     for p in s["ports"]:
         r = tc[(p["node"], p["port"])]
         c = r["perfquery"]
         assert r["link"] == "ib"
         # 4-octet words of LRH..ICRC: the simulator's IB packet bytes less the 2-byte VCRC
-        assert c["PortXmitData"] == (p["tx_bytes"] - 2 * c["PortXmitPkts"]) // 4
+        assert c["PortXmitData"] == (p["tx_bytes"] - VCRC_BYTES * c["PortXmitPkts"]) // 4
         assert c.get("PortXmitWait", 0) == p["credit_stall_ps"] * 100 * 10**9 // (
             8 * XMIT_WAIT_TICK_BYTES * 10**12)
         waits += c.get("PortXmitWait", 0)
@@ -173,7 +177,7 @@ def test_read_perfquery_real_outputs_and_bad_lines():
                       ("PortXmitData:....1\n", "x.txt:1: not a perfquery line"),
                       ("# Port counters: Lid 3 (CapMask: 0x1300)\n",
                        "x.txt:1: no port number")):
-        with pytest.raises(PerfqueryError, match=re.escape(why)):
+        with pytest.raises(ToolOutputError, match=re.escape(why)):
             read_perfquery(text, "x.txt")
 
 
@@ -232,7 +236,12 @@ def test_cli_reads_replay_and_collective_folders(tmp_path, capsys):
     ("{", "not a readable JSON file"),
     ('{"tool_counters": 3}', "no 'tool_counters' list"),
     ('{"tool_counters": [{"node": "a", "port": "x", "link": "ib"}]}',
-     "tool_counters[0]: not a port record"),
+     "tool_counters[0]: not a port record (port: missing or not an int)"),
+    ('{"tool_counters": [{"node": "a", "port": 1, "peer": "b", "link": "ib", "lid": 1}]}',
+     "tool_counters[0]: not a port record (port_number: missing or not an int)"),
+    ('{"tool_counters": [{"node": "a", "port": 1, "peer": "b", "link": "ethernet", '
+     '"ethtool": {"rx_bytes_phy": "many"}}]}',
+     "tool_counters[0]: not a port record (ethtool.rx_bytes_phy: 'many' is not a whole"),
 ])
 def test_cli_bad_input_one_line_exit_2(tmp_path, capsys, content, why):
     d = tmp_path / "bad"

@@ -67,10 +67,12 @@ def read_counters(out_dir: str) -> tuple[str, dict[str, Any]]:
         if not isinstance(doc, dict) or not isinstance(doc.get(key), list):
             raise ValueError(f"{path}: no {key!r} list (a results folder of an older "
                              f"lossless? run it again)")
+        from sim.fabric.counters import record_problem
+
         for i, r in enumerate(doc[key]):
-            if not (isinstance(r, dict) and isinstance(r.get("node"), str)
-                    and isinstance(r.get("port"), int) and r.get("link") in ("ib", "ethernet")):
-                raise ValueError(f"{path}: {key}[{i}]: not a port record (node, port, link)")
+            why = record_problem(r)
+            if why:
+                raise ValueError(f"{path}: {key}[{i}]: not a port record ({why})")
         out = {k: v for k, v in doc.items() if k != key} if key == "ports" else {}
         out["ports"] = doc[key]
         return path, out
@@ -132,7 +134,7 @@ def _against(real_path: str, path: str, doc: dict[str, Any], ports: list[Any]) -
     """Print the ports of perfquery output ``real_path`` beside the simulated ones with
     their LID and port number (or, ``ethtool -S`` output, beside the one Ethernet port
     asked for)."""
-    from sim.fabric.counters import PerfqueryError, read_ethtool, read_perfquery
+    from sim.fabric.counters import ToolOutputError, read_ethtool, read_perfquery
 
     try:
         with open(real_path, encoding="utf-8", errors="replace") as f:
@@ -146,7 +148,7 @@ def _against(real_path: str, path: str, doc: dict[str, Any], ports: list[Any]) -
     except OSError as e:
         _err(f"{real_path}: cannot read: {e.strerror or e}")
         return EXIT_USAGE
-    except PerfqueryError as e:
+    except ToolOutputError as e:
         _err(str(e))
         return EXIT_USAGE
     sim = {(r["lid"], r["port_number"]): r for r in ports if r["link"] == "ib"}

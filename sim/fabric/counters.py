@@ -12,11 +12,12 @@ cluster names and counts it, so the simulation can be held next to the fabric:
   rate: NVIDIA Quantum switches count one every 8 bytes' time whatever the width, ibdiagnet
   User Manual, "Congestion Assessment on InfiniBand Links"), ``PortRcvSwitchRelayErrors``
   (packets a switch could not forward: no route, hop limit), ``PortRcvErrors`` (packets a
-  faulty link corrupted), ``PortXmitDiscards`` (packets dropped at egress: a link down, a
-  PFC watchdog), ``LinkDownedCounter`` (times the link went down);
+  faulty link corrupted, or an HCA's receive side dropped), ``PortXmitDiscards`` (packets
+  dropped at egress: a link down, a PFC watchdog), ``LinkDownedCounter`` (times the link
+  went down);
 * an Ethernet NIC (RoCE): mlx5's ``ethtool -S`` (Linux ``Documentation/networking/
   device_drivers/ethernet/mellanox/mlx5/counters.rst``): ``tx_bytes_phy``/``rx_bytes_phy``
-  (frames with their FCS: :data:`FCS_BYTES` a frame added to the simulator's frame bytes),
+  (frames with their FCS: ``sim.units.FCS_BYTES`` a frame added to the simulator's bytes),
   ``tx_packets_phy``/``rx_packets_phy``, ``rx_discards_phy`` (frames dropped where they came
   in: a NIC's receive side, a switch's buffer admission), ``tx_discards_phy`` (frames
   dropped at egress: a link down, a PFC watchdog), ``rx_crc_errors_phy`` (frames a faulty
@@ -50,19 +51,20 @@ from typing import Any
 
 from sim.fabric.core import Fabric
 from sim.fabric.faults import peer_node
+from sim.net.port import PRIORITIES
 from sim.net.switch import Switch
 from sim.nic.host import Host
+from sim.units import FCS_BYTES, PS_PER_NS, PS_PER_S
+from wire.ib import VCRC_BYTES
 
-__all__ = ["FCS_BYTES", "PERFQUERY_X_FIELDS", "XMIT_WAIT_TICK_BYTES", "PerfqueryError",
+__all__ = ["PERFQUERY_X_FIELDS", "XMIT_WAIT_TICK_BYTES", "ToolOutputError",
            "format_ethtool", "format_perfquery", "format_rdma_statistic", "port_counters",
-           "read_ethtool", "read_perfquery"]
+           "read_ethtool", "read_perfquery", "record_problem"]
 
-#: Ethernet's frame check sequence (IEEE 802.3 3.2.9): the simulator's frame bytes leave it
-#: out; mlx5's ``*_bytes_phy`` count it
-FCS_BYTES = 4
-#: IB's variant CRC (IBA Vol. 1 7.8.2): in the simulator's IB packet bytes, not counted by
-#: PortXmitData, which stops at the ICRC
-VCRC_BYTES = 2
+# FCS_BYTES (sim.units): the simulator's Ethernet frame bytes leave it out, mlx5's
+# *_bytes_phy count it.  VCRC_BYTES (wire.ib): in the simulator's IB packet bytes, not
+# counted by PortXmitData, which stops at the ICRC.
+_PS_PER_US = 1000 * PS_PER_NS
 #: PortXmitWait's tick: the time to send this many bytes at the port's rate (NVIDIA
 #: Quantum switches, ibdiagnet User Manual: "increments xmit_wait every 8 bytes -
 #: regardless of the port width", PortSamplesControl.Tick 7)
@@ -81,7 +83,6 @@ PERFQUERY_X_FIELDS = (
 HW_COUNTERS = ("out_of_sequence", "duplicate_request", "packet_seq_err",
                "local_ack_timeout_err", "rp_cnp_handled", "np_ecn_marked_roce_packets",
                "np_cnp_sent")
-_PICO = 10**12
 
 
 def _ib_address(fabric: Fabric, nid: int, idx: int) -> tuple[int, int]:
@@ -152,15 +153,15 @@ def port_counters(fabric: Fabric, *, flow_ports: Mapping[tuple[int, int],
                 link = getattr(p, "ib", None)
                 if link is not None and flow_ports is None:
                     c["PortXmitWait"] = (link.stall_ps() * int(p.rate_bps)
-                                         // (8 * XMIT_WAIT_TICK_BYTES * _PICO))
-                if isinstance(node, Switch):
-                    c["PortRcvSwitchRelayErrors"] = node.drops_by_port.get(idx, 0)
-                    c["PortXmitDiscards"] = node.tx_drops_by_port.get(idx, 0)
-                if log is not None:
-                    c["PortRcvErrors"] = log.drops_at.get((nid, idx, "corrupt"), 0)
-                    c["PortXmitDiscards"] = (c.get("PortXmitDiscards", 0)
-                                             + log.drops_at.get((nid, idx, "link_down"), 0))
-                    c["LinkDownedCounter"] = log.link_downs.get((nid, idx), 0)
+                                         // (8 * XMIT_WAIT_TICK_BYTES * PS_PER_S))
+                if flow_ports is None:
+                    ingress, egress, corrupt, downs = _drops(node, nid, idx, log)
+                    # a switch's ingress drops are frames it could not relay (no route, hop
+                    # limit: credits leave none for its buffer), a NIC's receive errors
+                    relay = ingress if isinstance(node, Switch) else 0
+                    c.update(PortRcvSwitchRelayErrors=relay,
+                             PortRcvErrors=corrupt + ingress - relay,
+                             PortXmitDiscards=egress, LinkDownedCounter=downs)
                 rec["perfquery"] = {k: v for k, v in c.items() if v}
             else:
                 c = {"rx_bytes_phy": rx_b + FCS_BYTES * rx_n,
@@ -171,19 +172,12 @@ def port_counters(fabric: Fabric, *, flow_ports: Mapping[tuple[int, int],
                     c.update(pc)
                     rec["pfc_priorities"] = sorted({int(k[7]) for k in pc
                                                     if k.startswith("rx_prio")})
+                    ingress, egress, corrupt, downs = _drops(node, nid, idx, log)
+                    c.update(rx_discards_phy=ingress, tx_discards_phy=egress,
+                             rx_crc_errors_phy=corrupt, link_down_events_phy=downs)
                     if isinstance(node, Host):
-                        c["rx_discards_phy"] = (node.rx_stall_dropped_packets
-                                                + node.rx_buffer_dropped_packets)
                         c["tx_pause_storm_error_events"] = int(node.storm_stopped_ps
                                                                is not None)
-                    else:
-                        c["rx_discards_phy"] = node.drops_by_port.get(idx, 0)
-                        c["tx_discards_phy"] = node.tx_drops_by_port.get(idx, 0)
-                    if log is not None:
-                        c["rx_crc_errors_phy"] = log.drops_at.get((nid, idx, "corrupt"), 0)
-                        c["tx_discards_phy"] = (c.get("tx_discards_phy", 0)
-                                                + log.drops_at.get((nid, idx, "link_down"), 0))
-                        c["link_down_events_phy"] = log.link_downs.get((nid, idx), 0)
                 rec["ethtool"] = {k: v for k, v in c.items() if v}
                 if isinstance(node, Host) and flow_ports is None:
                     rec["hw_counters"] = {k: v for k, v in _hw_counters(node).items() if v}
@@ -191,18 +185,62 @@ def port_counters(fabric: Fabric, *, flow_ports: Mapping[tuple[int, int],
     return out
 
 
+def record_problem(r: Any) -> str | None:
+    """Why ``r`` is not a port record of :func:`port_counters` (None: it is one): what the
+    formatters read must be there, of its type."""
+    if not isinstance(r, dict):
+        return "not an object"
+    for key, typ in (("node", str), ("port", int), ("peer", str)):
+        if not isinstance(r.get(key), typ) or isinstance(r.get(key), bool):
+            return f"{key}: missing or not {'a str' if typ is str else 'an int'}"
+    if r.get("link") not in ("ib", "ethernet"):
+        return "link: not 'ib' or 'ethernet'"
+    if r["link"] == "ib":
+        for key in ("lid", "port_number"):
+            if not isinstance(r.get(key), int) or isinstance(r.get(key), bool):
+                return f"{key}: missing or not an int"
+    for key in ("perfquery", "ethtool", "hw_counters"):
+        c = r.get(key, {})
+        if not isinstance(c, dict):
+            return f"{key}: not an object"
+        for name, v in c.items():
+            if not isinstance(v, int) or isinstance(v, bool):
+                return f"{key}.{name}: {v!r} is not a whole number"
+    prios = r.get("pfc_priorities", [])
+    if not isinstance(prios, list) or not all(isinstance(q, int) and 0 <= q < PRIORITIES
+                                              for q in prios):
+        return "pfc_priorities: not a list of priorities 0..7"
+    return None
+
+
+def _drops(node: Any, nid: int, idx: int, log: Any) -> tuple[int, int, int, int]:
+    """Port ``idx`` of ``node``'s lost frames, each tool naming them its way: (dropped where
+    they came in: a switch's buffer admission, no route or hop limit, a NIC's receive
+    side; dropped at egress: the PFC watchdog's, a link down's; corrupted by a faulty link
+    on arrival; times its link went down).  ``log``: the faults' (None: no faults)."""
+    if isinstance(node, Switch):
+        ingress = node.drops_by_port.get(idx, 0)
+        egress = node.tx_drops_by_port.get(idx, 0)
+    else:
+        ingress, egress = node.rx_stall_dropped_packets + node.rx_buffer_dropped_packets, 0
+    if log is None:
+        return ingress, egress, 0, 0
+    return (ingress, egress + log.drops_at.get((nid, idx, "link_down"), 0),
+            log.drops_at.get((nid, idx, "corrupt"), 0), log.link_downs.get((nid, idx), 0))
+
+
 def _pause_counters(p: Any, peer: Any, prios: Sequence[int]) -> dict[str, int]:
     """mlx5's pause counters of port ``p``: what it received from ``peer`` (frames, µs
     paused) and what it sent to it (the frames ``peer`` received, the µs ``peer`` was
     paused)."""
-    mine = p.pause_rx_prio or [0] * 8
-    theirs = peer.pause_rx_prio or [0] * 8
+    mine = p.pause_rx_prio or [0] * PRIORITIES
+    theirs = peer.pause_rx_prio or [0] * PRIORITIES
     c = {"rx_pause_ctrl_phy": sum(mine), "tx_pause_ctrl_phy": sum(theirs)}
-    for q in sorted({*prios, *(i for i in range(8) if mine[i] or theirs[i])}):
+    for q in sorted({*prios, *(i for i in range(PRIORITIES) if mine[i] or theirs[i])}):
         c[f"rx_prio{q}_pause"] = mine[q]
-        c[f"rx_prio{q}_pause_duration"] = p.paused_ps(q) // 10**6
+        c[f"rx_prio{q}_pause_duration"] = p.paused_ps(q) // _PS_PER_US
         c[f"tx_prio{q}_pause"] = theirs[q]
-        c[f"tx_prio{q}_pause_duration"] = peer.paused_ps(q) // 10**6
+        c[f"tx_prio{q}_pause_duration"] = peer.paused_ps(q) // _PS_PER_US
     return c
 
 
@@ -282,8 +320,9 @@ def format_rdma_statistic(records: Iterable[Mapping[str, Any]]) -> str:
     return "\n".join(out) + ("\n" if out else "")
 
 
-class PerfqueryError(ValueError):
-    """A perfquery output that cannot be read: names the file, line and field."""
+class ToolOutputError(ValueError):
+    """A tool's output (perfquery, ethtool -S) that cannot be read: names the file, line
+    and field."""
 
 
 #: a block's header: ``# Port extended counters: Lid 1719 port 1 (CapMask: ...)``, also
@@ -297,7 +336,7 @@ def read_perfquery(text: str, name: str = "<text>") -> list[dict[str, Any]]:
     directed route), ``port_number``, ``counters`` (the header's set: ``Port extended``,
     ``Port``, ``PortRcvErrorDetails``...) and ``perfquery`` (field -> int; the select fields
     left out), in file order.  A line that is not libibmad's ``Name:....value`` or a value
-    that is not a number raises :class:`PerfqueryError` naming ``name``, the line and the
+    that is not a number raises :class:`ToolOutputError` naming ``name``, the line and the
     field; other ``#`` lines (ours name the node) and blank lines are skipped."""
     out: list[dict[str, Any]] = []
     for no, line in enumerate(text.splitlines(), 1):
@@ -309,12 +348,12 @@ def read_perfquery(text: str, name: str = "<text>") -> list[dict[str, Any]]:
                 try:
                     lid = int(words[1])
                 except ValueError:
-                    raise PerfqueryError(f"{name}:{no}: Lid {words[1]!r} is not a number"
+                    raise ToolOutputError(f"{name}:{no}: Lid {words[1]!r} is not a number"
                                          ) from None
             try:
                 port = int(words[words.index("port") + 1])
             except (ValueError, IndexError):
-                raise PerfqueryError(f"{name}:{no}: no port number in the header") from None
+                raise ToolOutputError(f"{name}:{no}: no port number in the header") from None
             out.append({"lid": lid, "port_number": port, "counters": m.group(1),
                          "perfquery": {}})
             continue
@@ -322,7 +361,7 @@ def read_perfquery(text: str, name: str = "<text>") -> list[dict[str, Any]]:
             continue
         field, sep, rest = line.partition(":")
         if not sep or not field.isalnum() or not out:
-            raise PerfqueryError(f"{name}:{no}: not a perfquery line (Name:....value"
+            raise ToolOutputError(f"{name}:{no}: not a perfquery line (Name:....value"
                                  f"{' after a # Port ... counters header' if sep else ''})")
         value = rest.lstrip(".")
         if field in ("PortSelect", "CounterSelect", "CounterSelect2"):
@@ -330,14 +369,14 @@ def read_perfquery(text: str, name: str = "<text>") -> list[dict[str, Any]]:
         try:
             out[-1]["perfquery"][field] = int(value)
         except ValueError:
-            raise PerfqueryError(f"{name}:{no}: {field}: {value!r} is not a number") from None
+            raise ToolOutputError(f"{name}:{no}: {field}: {value!r} is not a number") from None
     return out
 
 
 def read_ethtool(text: str, name: str = "<text>") -> dict[str, int]:
     """``ethtool -S`` output (``NIC statistics:`` and ``     name: value`` lines, as
     :func:`format_ethtool` writes them too): counter -> value; ``#`` lines and the header
-    skipped, a line of another form raises :class:`PerfqueryError` naming ``name`` and the
+    skipped, a line of another form raises :class:`ToolOutputError` naming ``name`` and the
     line."""
     out: dict[str, int] = {}
     for no, line in enumerate(text.splitlines(), 1):
@@ -350,7 +389,7 @@ def read_ethtool(text: str, name: str = "<text>") -> dict[str, int]:
                 raise ValueError
             out[key] = int(value)
         except ValueError:
-            raise PerfqueryError(f"{name}:{no}: not an ethtool -S line (name: value)") from None
+            raise ToolOutputError(f"{name}:{no}: not an ethtool -S line (name: value)") from None
     if not out:
-        raise PerfqueryError(f"{name}: no counter")
+        raise ToolOutputError(f"{name}: no counter")
     return out
