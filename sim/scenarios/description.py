@@ -696,6 +696,9 @@ def build(doc: Mapping[str, Any], where: str, base_dir: str = ".", *,
         params["topology"] = {k: v for k, v in params["topology"].items() if k not in drop}
     if sonic is not None:  # the buffer and headroom [switch] sonic gave these switches
         params["switch"] = {**params["switch"], **sonic[2]}
+    else:  # none: the file's summary.json params as they were
+        params["switch"] = {k: v for k, v in params["switch"].items()
+                            if not k.startswith("sonic")}
     if sw["watchdog"]:  # a PFC watchdog on every switch, on the lossless classes
         import dataclasses
 
