@@ -34,7 +34,7 @@ def _exact_cer(ber: float, code: FecCode) -> float:
 
 
 @pytest.mark.parametrize("name", ["rs528", "rs544", "ll272"])
-@pytest.mark.parametrize("ber", [1e-2, 2e-3, 1e-3, 5e-4])
+@pytest.mark.parametrize("ber", [1e-2, 2e-3, 1e-3, 5e-4, 2.4e-4, 1e-6])
 def test_cer_is_the_binomial_tail(name, ber):
     code = CODES[name]
     assert code is not None
@@ -49,8 +49,6 @@ def test_cer_far_in_the_tail():
     ps = 1 - (1 - 1e-6) ** 10
     first = math.comb(544, 16) * ps**16 * (1 - ps) ** 528
     assert math.isclose(codeword_error_ratio(1e-6, code), first, rel_tol=1e-3)
-    # the figure the IEEE 802.3 studies' KP4 threshold (2.4e-4 raw) gives
-    assert 5e-13 < codeword_error_ratio(2.4e-4, code) < 1.2e-12
 
 
 @given(st.floats(1e-9, 0.2), st.integers(1, 600))

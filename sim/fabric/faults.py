@@ -48,7 +48,6 @@ the per-flow ECMP cache.  Until then, frames hashed to the dead port are lost (`
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -630,7 +629,9 @@ def schedule_faults(fabric: Any, faults: list[Fault] | tuple[Fault, ...], seed: 
 def loss_probability(nbytes: int, ber: float) -> float:
     """Frame loss probability for a bit error rate without FEC (``fec="none"``):
     ``1 - (1 - ber) ** (8 * wire bytes)``."""
-    return -math.expm1(8 * wire_bytes(nbytes) * math.log1p(-ber)) if ber < 1 else 1.0
+    from sim.fabric.fec import frame_loss
+
+    return frame_loss(ber, wire_bytes(nbytes), "none", 0)
 
 
 def _snapshot(routes: Any) -> Any:

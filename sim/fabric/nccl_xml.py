@@ -122,17 +122,27 @@ def _int(el: ET.Element, attr: str, default: str, where: str, base: int = 10) ->
         raise NcclTopoError(f"{where}: {attr}={text!r}: not a number") from None
 
 
-def read_nccl_topo(path: str | Path) -> NodeTopology:
-    """NCCL's topology XML at ``path``."""
+def _root(path: str | Path, tag: str, what: str) -> ET.Element:
+    """The root element of NCCL's XML file ``path``, which must be ``<tag>``;
+    NcclTopoError naming the file (and the line) otherwise."""
     name = str(path)
     try:
         root = ET.parse(path).getroot()
     except ET.ParseError as e:
         line = e.position[0] if getattr(e, "position", None) else 1
         raise NcclTopoError(f"{name}:{line}: not XML ({e})") from None
-    if root.tag != "system":
-        raise NcclTopoError(f"{name}: <{root.tag}>: NCCL's topology file is a <system> (a "
-                            f"<graphs> file is NCCL_GRAPH_FILE's)")
+    except OSError as e:
+        raise NcclTopoError(f"{name}: cannot read: {e.strerror or e}") from None
+    if root.tag != tag:
+        raise NcclTopoError(f"{name}: <{root.tag}>: {what}")
+    return root
+
+
+def read_nccl_topo(path: str | Path) -> NodeTopology:
+    """NCCL's topology XML at ``path``."""
+    name = str(path)
+    root = _root(path, "system", "NCCL's topology file is a <system> (a <graphs> file is "
+                                 "NCCL_GRAPH_FILE's)")
     topo = NodeTopology(name)
     cpus = root.findall("cpu")
     topo.numa_nodes = len(cpus)
@@ -259,15 +269,7 @@ def read_nccl_graph(path: str | Path) -> list[NcclGraph]:
     ``NCCL_GRAPH_DUMP_FILE``): its graphs in file order; NcclTopoError naming the file and
     the element for what it cannot read."""
     name = str(path)
-    try:
-        root = ET.parse(path).getroot()
-    except ET.ParseError as e:
-        line = e.position[0] if getattr(e, "position", None) else 1
-        raise NcclTopoError(f"{name}:{line}: not XML ({e})") from None
-    except OSError as e:
-        raise NcclTopoError(f"{name}: cannot read: {e.strerror or e}") from None
-    if root.tag != "graphs":
-        raise NcclTopoError(f"{name}: <{root.tag}>: NCCL's graph file is a <graphs>")
+    root = _root(path, "graphs", "NCCL's graph file is a <graphs>")
     out = []
     for i, g in enumerate(root.findall("graph")):
         where = f"{name}: <graph> #{i + 1}"
