@@ -126,6 +126,9 @@ def test_dynamic_th_is_a_power_of_two(dth):
      "no lossless PG profile for Ethernet0"),
     (lambda d: d["PORT_QOS_MAP"]["Ethernet0"].update(pfc_enable="3,x"),
      "pfc_enable '3,x' is not a list of priorities"),
+    (lambda d: d["BUFFER_POOL"].update(ingress_lossless_pool=3),
+     "BUFFER_POOL|ingress_lossless_pool: not an object of fields"),
+    (lambda d: d["CABLE_LENGTH"].update(AZURE="5m"), "CABLE_LENGTH|AZURE: not an object"),
 ])
 def test_bad_configurations_name_table_key_and_field(tmp_path, edit, why):
     doc = json.loads(EXAMPLE.read_text())

@@ -51,8 +51,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "--route the report adds them against least hops")
     s.add_argument("--sonic", action="append", metavar="CONFIG_DB",
                    help="instead of a fabric, a SONiC switch: its config_db.json (repeatable "
-                        "for files holding its tables): the lossless port's buffer, PFC, ECN "
-                        "and scheduler settings and the switch model they make "
+                        "for files holding its tables): the lossless port's buffer, PFC, ECN, "
+                        "scheduler and PFC watchdog settings and the switch model they make "
                         "(docs/reference/fabric.md#a-sonic-switch)")
     s.add_argument("--pg-lookup", metavar="INI",
                    help="with --sonic: the platform's pg_profile_lookup.ini, for a "

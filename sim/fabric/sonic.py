@@ -136,6 +136,9 @@ def _load(paths: Sequence[str | Path]) -> tuple[dict[str, Any], dict[str, str]]:
         for table, rows in one.items():
             if not isinstance(rows, dict):
                 raise SonicError(f"{p}: {table}: not a table (an object of keys)")
+            for key, row in rows.items():
+                if not isinstance(row, dict):
+                    raise SonicError(f"{p}: {table}|{key}: not an object of fields")
             doc.setdefault(table, {}).update(rows)
             origin[table] = str(p)
     return doc, origin

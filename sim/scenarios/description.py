@@ -269,8 +269,8 @@ SECTIONS: dict[str, tuple[Param, ...]] = {
               "units, 255 = unbounded (OpenSM qos_high_limit)", in_range(0, 255)),
         *_WATCHDOG,
         Param("sonic", [], "SONiC config_db.json, a list of one file (or of the files "
-              "holding its tables): the buffer, PFC, ECN and scheduler keys not given here "
-              "(sim.fabric.sonic)", _paths),
+              "holding its tables): the buffer, PFC, ECN, scheduler and watchdog keys not "
+              "given here (sim.fabric.sonic)", _paths),
         Param("sonic_pg_lookup", "", "with sonic: the platform's pg_profile_lookup.ini, for "
               "a configuration without its lossless PG profiles", None),
         Param("sonic_port", "", "with sonic: the port whose settings are taken (default: "
