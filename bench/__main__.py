@@ -1,5 +1,5 @@
 """``python -m bench [--quick]``: every benchmark (simulator, pcap decoding, crafting);
-``python -m bench sim|wire|craft|coll|scale|mem|realworld|flow|ring [options]``: one of them
+``python -m bench sim|wire|craft|coll|scale|mem|realworld|flow|ring|proto [options]``: one of them
 with its own options (``python -m bench sim --packets 50000``; the old ``python -m bench
 --packets N`` form still runs the simulator benchmark)."""
 
@@ -14,6 +14,7 @@ def main(argv: list[str]) -> int:
         craft_bench,
         flow_bench,
         mem_bench,
+        proto_bench,
         realworld,
         ring_bench,
         scale_bench,
@@ -26,7 +27,8 @@ def main(argv: list[str]) -> int:
               "mem": mem_bench.main,  # peak RSS of lossless replay
               "realworld": realworld.main,  # against published nccl-tests tables
               "flow": flow_bench.main,  # flow fidelity against packets
-              "ring": ring_bench.main}  # the ring engine and steady loops; 1,024 GPUs
+              "ring": ring_bench.main,  # the ring engine and steady loops; 1,024 GPUs
+              "proto": proto_bench.main}  # the C-structures prototype against the engine
     if argv and argv[0] in suites:
         return suites[argv[0]](argv[1:])
     if argv and argv != ["--quick"]:
