@@ -24,7 +24,7 @@ cdef class ChunkKernel:
     cdef public bint has_host, recv_copy, simple
     cdef public object trace
     cdef public long long[::1] posted_bytes, frames, chan_free_ps, recv_free_ps
-    cdef public int[::1] conn_next, st_chunk
+    cdef public int[::1] conn, st_chunk
     cdef public long long cap, init_chunks
     cdef public long long[::1] ck_s, ck_loop, ck_done, free
     cdef public long long[::1] cp_key, cp_end_ps
@@ -82,7 +82,7 @@ cdef class ChunkKernel:
     cdef void _on_channel(self, long long c, long long j, long long now)
     @cython.locals(m=cython.longlong, s=cython.longlong, cn=cython.longlong,
                    loops=cython.longlong, loop=cython.longlong, c2=cython.longlong,
-                   copy=cython.bint, held=cython.bint)
+                   copy=cython.bint)
     cdef void _ready(self, long long c, long long j, long long now)
     @cython.locals(m=cython.longlong, s=cython.longlong, tj=cython.longlong,
                    kind=cython.longlong, sz=cython.longlong, wire=cython.longlong,

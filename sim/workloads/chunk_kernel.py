@@ -135,9 +135,10 @@ class ChunkKernel:
         self.frames = _filled(S * self.mnet * q, 0)
         self.chan_free_ps = _filled(self.n * self.nc, NEVER)
         self.recv_free_ps = _filled(self.P * self.nc, NEVER)
-        # per (stream, transfer): its next chunk to post; per (stream, loop): its chunk
-        # slot (-1: none); int32, as the templates (half the memory a cache line holds)
-        self.conn_next = array("i", [0]) * (S * m)
+        # per (stream, transfer): its next chunk to post and its chunks held back (_ready);
+        # per (stream, loop): its chunk slot (-1: none); int32, as the templates (half the
+        # memory a cache line holds)
+        self.conn = array("i", [0]) * (2 * S * m)
         self.st_chunk = array("i", [-1]) * (S * self.Lmax)
         # chunk slots (grown on demand): per slot its stream, loop, transfers done, and per
         # transfer its state and its channel copy's end
@@ -502,33 +503,40 @@ class ChunkKernel:
         """Data ready: the connection posts its sends in order, as far as they are ready.
         A GPU channel's copy (Simple, NCCL's host side) is ready when its channel starts it
         and ends its step time later: the post waits for that end, kept (``_cp_put``) for
-        a send held back by its connection's order."""
+        a send held back by its connection's order.  Per connection ``conn`` holds its next
+        chunk to post and how many of its later chunks are ready, held back (so that the
+        chunks after the one posted are looked at only when some are)."""
         m = self.m
         self.wait[c * m + j] = R_DATA
         s = self.ck_s[c]
-        cn = s * m + j
-        loops = self.st_loops[s]
+        cn = 2 * (s * m + j)
         copy = (self.has_host and self.simple
                 and self.tp[(self.st_tpl[s] * m + j) * TPD + _TCIX] >= 0)
-        held = True
-        while True:
-            loop = self.conn_next[cn]
+        loop = self.ck_loop[c]
+        if self.conn[cn] != loop:  # held back by an earlier chunk
+            self.conn[cn + 1] += 1
+            if copy:
+                self._cp_put(c * m + j, now + self.busy_ps[self.st_sz[s * self.Lmax + loop]])
+            return
+        self.conn[cn] = loop + 1
+        if copy:
+            self._post(c, j, now, now + self.busy_ps[self.st_sz[s * self.Lmax + loop]])
+        else:
+            self._post(c, j, now, NEVER)
+        loops = self.st_loops[s]
+        while self.conn[cn + 1] > 0:
+            loop = self.conn[cn]
             if loop >= loops:
                 break
             c2 = self.st_chunk[s * self.Lmax + loop]
             if c2 < 0 or self.wait[c2 * m + j] != R_DATA:
                 break
-            self.conn_next[cn] = loop + 1
-            if not copy:
-                self._post(c2, j, now, NEVER)
-            elif c2 == c:
-                held = False
-                self._post(c, j, now, now + self.busy_ps[self.st_sz[s * self.Lmax + loop]])
-            else:
+            self.conn[cn] = loop + 1
+            self.conn[cn + 1] -= 1
+            if copy:
                 self._post(c2, j, now, self._cp_take(c2 * m + j))
-        if copy and held:
-            self._cp_put(c * m + j, now + self.busy_ps[self.st_sz[s * self.Lmax
-                                                                  + self.ck_loop[c]]])
+            else:
+                self._post(c2, j, now, NEVER)
 
     def _post(self, c, j, now, copy_end_ps):
         """Post transfer ``j`` of chunk ``c`` now (over NVLink: received not before
