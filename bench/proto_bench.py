@@ -22,21 +22,33 @@ import sys
 import tempfile
 import time
 
+#: What the prototype counts and the engine's run is read as (engine_incast).
+COUNTS = ("events", "delivered", "pause_frames", "marked", "drops")
+
+
+def _setup_module():
+    """The project's setup.py (its Cython directives), loaded from beside ``bench/``."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location("_lossless_setup",
+                                                  os.path.join(root, "setup.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
 
 def compiled_kernel(build_dir: str):
-    """bench/proto_incast.py compiled with its .pxd into ``build_dir``; its module."""
+    """bench/proto_incast.py compiled with its .pxd (the compiled core's directives) into
+    ``build_dir``; its module."""
     from Cython.Build import cythonize
     from setuptools import Distribution, Extension
-
-    from setup import DIRECTIVES  # the compiled core's
 
     here = os.path.dirname(os.path.abspath(__file__))
     for name in ("proto_incast.py", "proto_incast.pxd"):
         shutil.copy(os.path.join(here, name), build_dir)
     ext = Extension("proto_incast", [os.path.join(build_dir, "proto_incast.py")],
                     extra_compile_args=["-O2"])
-    dist = Distribution({"ext_modules": cythonize([ext], quiet=True,
-                                                  compiler_directives=DIRECTIVES)})
+    dist = Distribution({"ext_modules": cythonize(
+        [ext], quiet=True, compiler_directives=_setup_module().DIRECTIVES)})
     cmd = dist.get_command_obj("build_ext")
     cmd.inplace = False
     cmd.build_lib = build_dir
@@ -51,31 +63,30 @@ def compiled_kernel(build_dir: str):
 
 
 def _kernel(mod, duration_ps: int):
-    from bench.sim_bench import FRAME, PROP_PS, RATE, SER_PS
+    """The prototype (module ``mod``'s) on bench.sim_bench's incast: its buffer, PFC
+    thresholds, ECN marking, links and frames, PAUSE frames of the switch's size."""
+    from bench.sim_bench import FRAME, INCAST_ECN, PROP_PS, RATE, SER_PS, _lossless_cfg
+    from sim.net.switch import PFC_FRAME_BYTES
     from sim.units import frame_ser_time_ps
 
-    k = mod.IncastKernel(8, FRAME, SER_PS, frame_ser_time_ps(64, RATE), PROP_PS, 1_000_000,
-                         20_000, 2000, 5_000, 200_000, 10_000, 0x9E3779B97F4A7C15)
+    senders = 8
+    cfg = _lossless_cfg(senders + 2)
+    k = mod.IncastKernel(senders, FRAME, SER_PS, frame_ser_time_ps(PFC_FRAME_BYTES, RATE),
+                         PROP_PS, cfg.buffer_bytes, cfg.xoff_bytes, cfg.xon_delta_bytes,
+                         INCAST_ECN.kmin_bytes, INCAST_ECN.kmax_bytes,
+                         round(INCAST_ECN.pmax * 1_000_000), 0x9E3779B97F4A7C15)
     k.run(duration_ps)
     return k
 
 
 def engine_incast(duration_ps: int) -> dict[str, int]:
-    """``bench.sim_bench.incast`` on the engine: what it counted (the prototype's names)."""
-    from bench.sim_bench import FRAME, PROP_PS, RATE, _lossless_cfg
-    from sim.fabric import star
-    from sim.net.switch import EcnConfig
-    from sim.nic.host import Flow
+    """bench.sim_bench's incast on the engine: its packet-hops and :data:`COUNTS`."""
+    from bench.sim_bench import FRAME, incast_fabric, packet_hops
 
-    ecn = EcnConfig(kmin_bytes=5_000, kmax_bytes=200_000, pmax=0.01)
-    fab, recv, hosts = star(8, RATE, PROP_PS, _lossless_cfg(10), ecn=ecn)
-    for i, h in enumerate(hosts):
-        fab.add_flow(Flow(i, h, recv, RATE, packet_bytes=FRAME))
-    events = fab.run(duration_ps)
-    hops = sum(p.tx_packets for node in fab.nodes.values() for p in node.ports.values())
+    fab, events = incast_fabric(duration_ps)
     s = fab.summary()
     t = s["totals"]
-    return {"hops": hops, "events": events,
+    return {"hops": packet_hops(fab), "events": events,
             "delivered": sum(f["bytes_delivered"] for f in s["flows"]) // FRAME,
             "pause_frames": t["pauses_sent"], "marked": t["ce_marked"], "drops": t["drops"]}
 
@@ -91,9 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ms", type=float, default=20.0, help="simulated ms (default 20)")
     ap.add_argument("--runs", type=int, default=3, help="interleaved runs (default 3)")
     a = ap.parse_args(argv)
+    if not a.ms > 0 or a.runs < 1:
+        ap.error("--ms must be above 0 and --runs at least 1")
     from bench import proto_incast
+    from sim.units import ms_to_ps
 
-    dur = int(a.ms * 1e9)
+    dur = ms_to_ps(a.ms)
     with tempfile.TemporaryDirectory(prefix="proto_") as tmp:
         t0 = time.perf_counter()
         mod = compiled_kernel(tmp)
@@ -102,8 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         # interpreted and compiled count the same on the same run
         short = dur // 10
         ki, kc = _kernel(proto_incast, short), _kernel(mod, short)
-        same = all(getattr(ki, f) == getattr(kc, f) for f in
-                   ("hops", "delivered", "marked", "pauses", "drops", "events"))
+        same = all(getattr(ki, f) == getattr(kc, f) for f in ("hops", "pauses", *COUNTS))
         print(f"interpreted and compiled, {short / 1e9:g} ms: "
               f"{'the same counts' if same else 'DIFFERENT counts'}")
         rows: dict[str, list[float]] = {"engine": [], "prototype": [],
@@ -121,8 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                 k = _kernel(m, d)
                 rows[name].append(time.process_time() - t)
                 hops[name] = k.hops
-                counts[name] = _counts({f: getattr(k, f) for f in (
-                    "events", "delivered", "pause_frames", "marked", "drops")})
+                counts[name] = _counts({f: getattr(k, f) for f in COUNTS})
     print(f"\n8:1 incast, PFC + ECN; CPU s, median of {a.runs} (interleaved)")
     print(f"{'':<24}{'sim ms':>8}{'CPU s':>9}{'packet-hops':>13}{'hops/CPU s':>14}  "
           f"what it counted")

@@ -50,6 +50,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 from sim.fabric import star
 from sim.net.mmu import MmuConfig, headroom_bytes
@@ -416,15 +417,28 @@ POISSON_MODELS: list[tuple[str, Callable[..., tuple[list[int], int]], str | None
 # ------------------------------------------------------------------------------ incast
 
 
-def incast(duration_ps: int, senders: int = 8) -> tuple[int, int, int]:
-    """8:1 incast, PFC and ECN on.  Returns (packet-hops, events, drops)."""
-    ecn = EcnConfig(kmin_bytes=5_000, kmax_bytes=200_000, pmax=0.01)
-    fab, recv, hosts = star(senders, RATE, PROP_PS, _lossless_cfg(senders + 2), ecn=ecn)
+#: The incast's ECN marking (also bench.proto_bench's prototype's).
+INCAST_ECN = EcnConfig(kmin_bytes=5_000, kmax_bytes=200_000, pmax=0.01)
+
+
+def incast_fabric(duration_ps: int, senders: int = 8) -> tuple[Any, int]:
+    """8:1 incast, PFC and ECN on, run for ``duration_ps``: (the fabric, events)."""
+    fab, recv, hosts = star(senders, RATE, PROP_PS, _lossless_cfg(senders + 2),
+                            ecn=INCAST_ECN)
     for i, h in enumerate(hosts):
         fab.add_flow(Flow(i, h, recv, RATE, packet_bytes=FRAME))
-    events = fab.run(duration_ps)
-    hops = sum(p.tx_packets for node in fab.nodes.values() for p in node.ports.values())
-    return hops, events, fab.summary()["totals"]["drops"]
+    return fab, fab.run(duration_ps)
+
+
+def packet_hops(fab: Any) -> int:
+    """Frames every port of ``fab`` sent."""
+    return sum(p.tx_packets for node in fab.nodes.values() for p in node.ports.values())
+
+
+def incast(duration_ps: int, senders: int = 8) -> tuple[int, int, int]:
+    """8:1 incast, PFC and ECN on.  Returns (packet-hops, events, drops)."""
+    fab, events = incast_fabric(duration_ps, senders)
+    return packet_hops(fab), events, fab.summary()["totals"]["drops"]
 
 
 # ------------------------------------------------------------------------------ driver

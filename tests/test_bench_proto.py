@@ -14,9 +14,12 @@ MS = 1_000_000_000
 
 
 def test_the_prototype_runs_the_engines_incast():
+    """The prototype reads the engine's incast (buffer, thresholds, marking, frames)."""
     k = proto_bench._kernel(proto_incast, 2 * MS)
     e = proto_bench.engine_incast(2 * MS)
     assert k.delivered == e["delivered"]  # line rate into the receiver: the same frames
+    # PAUSE frames: the same thresholds, without the engine's quanta and their refresh (the
+    # prototype sends one XOFF and one XON a crossing): a bound, not a measured figure
     assert abs(k.pause_frames / e["pause_frames"] - 1) < 0.1
     assert abs(k.hops / e["hops"] - 1) < 0.02 and k.drops == e["drops"] == 0
     # every frame a sender started is delivered, queued in the switch or on a link (at most
@@ -31,9 +34,9 @@ def test_the_prototype_runs_the_engines_incast():
 
 @pytest.mark.skipif(importlib.util.find_spec("Cython") is None, reason="no Cython")
 def test_interpreted_and_compiled_count_the_same(tmp_path):
+    """Compiled from any folder (setup.py's directives found beside bench/)."""
     mod = proto_bench.compiled_kernel(str(tmp_path))
     a, b = proto_bench._kernel(proto_incast, MS), proto_bench._kernel(mod, MS)
-    fields = ("hops", "delivered", "marked", "pauses", "pause_frames", "drops", "events",
-              "used_bytes", "rng")
+    fields = ("hops", "pauses", *proto_bench.COUNTS, "used_bytes", "rng")
     assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
     assert type(b).__module__ == "proto_incast" and not hasattr(b, "__dict__")
