@@ -9,14 +9,17 @@ fast, job, fast ... ``--runs`` pairs): the job (``engine="job"``, ``steady=False
 transfer and every loop) against the ring engine (``engine="ring"``), the chunk engine
 (``engine="chunk"``) or the steady loops
 (``steady=True``), and prints the simulated times, their ratio, the CPU time of each
-(median) and the speed-up.  Part 2 (without ``--quick``) runs :data:`TARGETS` through the
-command line in a child process each and prints its CPU time and peak resident memory
-against the issue's targets.  CPU times by ``time.process_time`` / ``getrusage``, the
+(median) and the speed-up.  Part 2 runs each case of :data:`POOLED` on the chunk engine
+without and with pooled NVLink (``pool_nvlink``) the same way.  Part 3 (without
+``--quick``) runs :data:`TARGETS` through the command line in a child process each and
+prints its CPU time and peak resident memory against the issue's targets (``--huge`` adds
+65,536 GPUs, pooled: about 15 minutes).  CPU times by ``time.process_time`` / ``getrusage``, the
 machine being shared: trust the ratios.
 
     python -m bench ring            # both parts, 3 pairs each
     python -m bench ring --quick    # part 1's small cases, 1 pair
     python -m bench ring --only tree --runs 1   # the cases whose name has "tree"
+    python -m bench ring --only pooled          # pooled NVLink: part 2 and its targets
 """
 
 from __future__ import annotations
@@ -73,6 +76,24 @@ PAIRS: tuple[tuple[str, str, dict[str, Any], int, dict[str, Any], bool], ...] = 
      64 * MIB, {**TREE, "protocol": "ll128", "engine": "chunk"}, False),
 )
 
+#: (name, fabric, -p parameters, size): NVLS trees (NCCL's pick at these sizes) on the chunk
+#: engine without and with pooled NVLink
+POOLED: tuple[tuple[str, str, dict[str, Any], int], ...] = (
+    ("pooled: rail 4x8, NVLS tree 64M", "rail", {"nodes": 4, "gpus_per_node": 8}, 64 * MIB),
+    ("pooled: fat-tree k=4, 2x8, NVLS tree 1G", "fattree", {"k": 4, "gpus_per_node": 8},
+     GIB),
+    ("pooled: fat-tree k=8, 16x8, NVLS tree 256M", "fattree", {"k": 8, "gpus_per_node": 8},
+     256 * MIB),
+    ("pooled: fat-tree k=8, 16x8, NVLS tree 4G", "fattree", {"k": 8, "gpus_per_node": 8},
+     4 * GIB),
+    ("pooled: fat-tree k=16, 128x8, NVLS tree 1G", "fattree", {"k": 16, "gpus_per_node": 8},
+     GIB),
+    ("pooled: fat-tree k=16, 128x8, NVLS tree 4G", "fattree", {"k": 16, "gpus_per_node": 8},
+     4 * GIB),
+)
+
+_POOL = ["--fidelity", "flow", "--pool-nvlink"]
+
 #: (name, lossless collective arguments, the issue's target CPU s)
 TARGETS: tuple[tuple[str, list[str], float], ...] = (
     ("1,024 GPUs, fat-tree k=16, ring 1G", ["allreduce", "-b", "1G", "-e", "1G", "--fabric",
@@ -93,7 +114,17 @@ TARGETS: tuple[tuple[str, list[str], float], ...] = (
     ("8,192 GPUs, k=32, tree/LL128 (NCCL's pick) 16M",
      ["allreduce", "-b", "16M", "-e", "16M", "--fabric", "fattree", "-p", "k=32", "-p",
       "gpus_per_node=8", "--fidelity", "flow"], 120),
+    ("pooled: 1,024 GPUs, k=16, NVLS tree 4G",
+     ["allreduce", "-b", "4G", "-e", "4G", "--fabric", "fattree", "-p", "k=16", "-p",
+      "gpus_per_node=8", *_POOL], 60),
+    ("pooled: 8,192 GPUs, k=32, NVLS tree 1G",
+     ["allreduce", "-b", "1G", "-e", "1G", "--fabric", "fattree", "-p", "k=32", "-p",
+      "gpus_per_node=8", *_POOL], 120),
 )
+#: --huge: (name, arguments, target CPU s)
+HUGE = (("pooled: 65,536 GPUs, k=64, NVLS tree 1G",
+         ["allreduce", "-b", "1G", "-e", "1G", "--fabric", "fattree", "-p", "k=64", "-p",
+          "gpus_per_node=8", *_POOL], 900),)
 
 
 def _one(kind: str, p: dict[str, Any], size: int, kw: dict[str, Any]
@@ -132,6 +163,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--runs", type=int, default=3, help="pairs per case (default 3)")
     ap.add_argument("--targets", action="store_true", help="part 2 only")
     ap.add_argument("--only", metavar="TEXT", help="the cases whose name has TEXT")
+    ap.add_argument("--huge", action="store_true",
+                    help="part 3 with 65,536 GPUs too (about 15 minutes, 8 GB)")
     args = ap.parse_args(argv)
     runs = 1 if args.quick else max(1, args.runs)
     print(f"{'case':40s} {'job us':>11s} {'fast us':>11s} {'fast/job':>9s} "
@@ -159,11 +192,34 @@ def main(argv: list[str]) -> int:
         print(f"{name:40s} {job['time_us']:11.2f} {fast['time_us']:11.2f} "
               f"{fast['time_ps'] / job['time_ps']:9.6f} {cj:9.2f} {cf:10.2f} "
               f"{cj / cf:7.1f}x  {how}", flush=True)
+    if not args.targets:
+        print(f"\n{'case':45s} {'engine us':>11s} {'pooled us':>11s} {'ratio':>8s} "
+              f"{'CPU s':>7s} {'pooled':>7s} {'speed-up':>8s}")
+    for name, kind, given, size in POOLED:
+        if args.targets or (args.quick and size > 64 * MIB) or (
+                args.only and args.only not in name):
+            continue
+        p = resolve_params(collective_params(), given)
+        cpu = {False: [], True: []}
+        rows = {}
+        for _ in range(runs):
+            for pool in (False, True):  # interleaved
+                t, rows[pool] = _one(kind, p, size, {**NVLS, "engine": "chunk",
+                                                     "pool_nvlink": pool})
+                cpu[pool].append(t)
+        base, pooled = rows[False], rows[True]
+        if base["error"] or pooled["error"] or not pooled.get("nvlink_pooled"):
+            print(f"{name:45s} failed: {base['error'] or pooled['error'] or 'not pooled'}")
+            return 1
+        cb, cp = statistics.median(cpu[False]), statistics.median(cpu[True])
+        print(f"{name:45s} {base['time_us']:11.2f} {pooled['time_us']:11.2f} "
+              f"{pooled['time_ps'] / base['time_ps']:8.5f} {cb:7.2f} {cp:7.2f} "
+              f"{cb / cp:7.1f}x", flush=True)
     if args.quick:
         return 0
     print(f"\n{'target':40s} {'CPU s':>8s} {'goal s':>7s} {'peak GB':>8s}  time us, algbw, "
           f"busbw")
-    for name, cli, goal_s in TARGETS:
+    for name, cli, goal_s in TARGETS + (HUGE if args.huge else ()):
         if args.only and args.only not in name:
             continue
         cpu_s, peak, figures = _child(cli)

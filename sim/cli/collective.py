@@ -281,6 +281,10 @@ def cmd_collective(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.engine == "chunk" and args.fidelity == "packet":
         _err("--engine chunk: the chunk engine runs at flow fidelity; add --fidelity flow")
+    if args.pool_nvlink and (args.fidelity == "packet" or args.engine in ("ring", "job")):
+        _err("--pool-nvlink: the chunk engine's NVLS trees at flow fidelity only; add "
+             "--fidelity flow" + (" and drop --engine " + args.engine
+                                  if args.engine in ("ring", "job") else ""))
         return EXIT_USAGE
     if args.capture:
         from sim.scenarios.collective import resolve_port
@@ -358,7 +362,8 @@ def cmd_collective(args: argparse.Namespace) -> int:
                       qps=args.qps, datatype=args.datatype, root=args.root, iters=args.iters,
                       warmup_iters=args.warmup_iters, inplace=not faulty, nccl=nccl,
                       trace=bool(args.trace), fidelity=args.fidelity,
-                      steady=not args.every_loop, engine=args.engine)
+                      steady=not args.every_loop, engine=args.engine,
+                      pool_nvlink=args.pool_nvlink)
             caps = None
             if cap_tmp is not None and i == len(sizes) - 1:  # the largest size's frames
                 from sim.study.collective_capture import PortCaptures
@@ -484,6 +489,13 @@ def cmd_collective(args: argparse.Namespace) -> int:
              f"the tree worked out in time order, each link a FIFO of messages instead "
              f"of max-min shares); #wrong N/A: no symbolic replay of the data (--engine job "
              f"runs the transfers)")
+    pooled = [str(r["size_bytes"]) for r in rows if r.get("nvlink_pooled")]
+    if pooled:
+        emit(f"# {', '.join(pooled)}: NVLink pooled (--pool-nvlink: each node's NVLink ports "
+             f"one resource as fast as its GPUs' together, a node's copies into and out of "
+             f"the NVSwitch one transfer each; not exact, docs/explanation/collectives.md)")
+    elif args.pool_nvlink:
+        emit("# --pool-nvlink: no size ran an NVLS tree on the chunk engine: nothing pooled")
     for r in rows:  # flow fidelity: the calls run by their steady loops
         st = r.get("steady")
         if st:
@@ -905,6 +917,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         f"chunk: tree and NVLS AllReduces without SHARP (other calls as "
                         f"auto), flow fidelity only, each link a FIFO; "
                         f"not with faults, stragglers or failover)")
+    c.add_argument("--pool-nvlink", action="store_true",
+                   help="flow fidelity, the chunk engine's NVLS and NVLS tree AllReduces: "
+                        "each node's NVLink ports as one resource as fast as its GPUs' "
+                        "together, its copies into and out of the NVSwitch one transfer "
+                        "each (2-3x faster at 1,000+ GPUs; not exact: "
+                        "docs/explanation/collectives.md, \"Pooled NVLink\")")
     c.add_argument("--every-loop", action="store_true",
                    help=f"flow fidelity: simulate every loop of a ring call of "
                         f"{STEADY_MIN_LOOPS} loops or more (default: only until its loops "

@@ -30,6 +30,9 @@ COLLECTIVE_OPTIONS = {"topology": "--fabric", "algo": "--algo", "proto": "--prot
                       "channels": "--channels", "qps": "--qps", "fidelity": "--fidelity",
                       "engine": "--engine", "datatype": "-d", "iters": "-n",
                       "warmup_iters": "-w", "root": "-r"}
+#: Keys of a collective sweep that are ``lossless collective``'s switches: true gives the
+#: switch, false leaves it out.
+COLLECTIVE_SWITCHES = {"pool_nvlink": "--pool-nvlink"}
 
 
 def _arg_text(v: Any) -> str:
@@ -40,7 +43,8 @@ def collective_argv(params: Mapping[str, Any], seed: int | None,
                     json_path: str | None = None) -> list[str]:
     """The ``lossless collective`` command line of one run of a collective sweep:
     ``collective`` (default allreduce) of ``size`` bytes (required: one size, ``16M`` or a
-    number), the keys of :data:`COLLECTIVE_OPTIONS` as those options, every other key as
+    number), the keys of :data:`COLLECTIVE_OPTIONS` as those options, those of
+    :data:`COLLECTIVE_SWITCHES` (true or false) as those switches, every other key as
     ``-p KEY=VALUE``; the run's seed is ``-p seed=SEED`` (the fabric's: ECMP hashing and
     fault draws) unless ``seed`` is a key."""
     p = dict(params)
@@ -52,6 +56,12 @@ def collective_argv(params: Mapping[str, Any], seed: int | None,
     for key, flag in COLLECTIVE_OPTIONS.items():
         if key in p:
             argv += [flag, _arg_text(p.pop(key))]
+    for key, flag in COLLECTIVE_SWITCHES.items():
+        if key in p:
+            v = p.pop(key)
+            if not isinstance(v, bool):
+                raise ValueError(f"-p {key}={v}: true or false")
+            argv += [flag] if v else []
     if seed is not None:
         p.setdefault("seed", seed)
     for key, v in p.items():

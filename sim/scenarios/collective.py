@@ -413,15 +413,18 @@ def _steady_loops(build: Callable[[int], Any], lazy: Any, rf: Any, mtu: int, lim
 
 def _engine_runs(sch: Any, rf: Any, mtu: int, progress: Callable[[int, int], None] | None,
                  before: Any, job_kw: Mapping[str, Any], runs: int = 1, limit_ps: int = 10**12,
-                 done_runs: int = 0, all_runs: int = 1) -> tuple[list[Any], str | None]:
+                 done_runs: int = 0, all_runs: int = 1, pool_nvlink: bool = False
+                 ) -> tuple[list[Any], str | None]:
     """A call without transfer objects, ``runs`` times back to back (packet fidelity: each
     iteration): a ring on the ring engine (:mod:`sim.workloads.ring_engine`), a tree or an
     NVLS tree on the chunk engine (:mod:`sim.workloads.chunk_engine`, flow fidelity).
     Returns (their
     :class:`~sim.workloads.ring_engine.RingRun` s, None) or (those that ran, why the next
     failed).  ``before()`` is called before each; ``progress`` counts the sends of
-    ``all_runs`` runs, ``done_runs`` of them before these."""
-    from sim.workloads.chunk_engine import run_chunks
+    ``all_runs`` runs, ``done_runs`` of them before these.  ``pool_nvlink``: an NVLS or
+    NVLS tree with each node's NVLink pooled
+    (:func:`sim.workloads.chunk_engine.run_chunks`)."""
+    from sim.workloads.chunk_engine import nvlink_poolable, run_chunks
     from sim.workloads.ring_engine import ring_engine_problem, run_ring
 
     kw = {k: job_kw[k] for k in ("header_bytes", "gpus_per_node", "nvlink", "nvlink_bps",
@@ -436,7 +439,9 @@ def _engine_runs(sch: Any, rf: Any, mtu: int, progress: Callable[[int, int], Non
         try:
             if chunks:
                 out.append(run_chunks(sch, rf.fabric, rf.ranks, mtu_bytes=mtu,
-                                      host=job_kw.get("host"), progress=prog, **kw))
+                                      host=job_kw.get("host"), progress=prog,
+                                      pool_nvlink=pool_nvlink and nvlink_poolable(sch),
+                                      **kw))
                 continue
             out.append(run_ring(sch, rf.fabric, rf.ranks, mtu_bytes=mtu,
                                 host=job_kw.get("host"), progress=prog,
@@ -555,7 +560,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
              observer: Any = None, faults: bool = True,
              nccl: Mapping[str, Any] | None = None, trace: bool = False,
              fidelity: str = "packet", steady: bool = True,
-             engine: str = "auto", tool_counters: bool = False) -> dict[str, Any]:
+             engine: str = "auto", tool_counters: bool = False,
+             pool_nvlink: bool = False) -> dict[str, Any]:
     """One size of ``lossless collective`` (``nbytes`` is nccl-tests' ``-b`` size): a fresh
     fabric of kind ``fabric`` for resolved ``params`` (:func:`collective_params`), the
     schedule of nccl-tests' count, ``warmup_iters`` + ``iters`` out-of-place iterations back
@@ -626,10 +632,13 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     fabric's packets, without faults, stragglers or failover), and a ring call of
     :data:`STEADY_MIN_LOOPS` loops or more by its steady loops (:mod:`sim.workloads.steady`,
     exact; ``steady`` False runs every loop; the row then has ``steady``); every iteration
-    of those takes the first one's time (nothing carries over at flow fidelity)."""
+    of those takes the first one's time (nothing carries over at flow fidelity).
+    ``pool_nvlink`` runs the NVLS and NVLS trees the chunk engine takes with each node's
+    NVLink ports pooled (:func:`sim.workloads.chunk_engine.run_chunks`: faster, not
+    exact; the row then has ``nvlink_pooled`` True)."""
     from sim.scenarios.common import collective_packet
     from sim.units import gbps
-    from sim.workloads.chunk_engine import chunk_engine_problem, chunk_sends
+    from sim.workloads.chunk_engine import chunk_engine_problem, chunk_sends, nvlink_poolable
     from sim.workloads.collective import fabric_counters, nvlink_domain
     from sim.workloads.collective_stats import (
         busiest_link,
@@ -747,7 +756,7 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
     found = rrun = None
     if ring is not None and fidelity == "flow":  # every iteration takes as long
         rruns, error = _engine_runs(sch, rf, mtu, progress, before if details else None,
-                                    job_kw)
+                                    job_kw, pool_nvlink=pool_nvlink)
         rrun = rruns[0] if rruns else None
         times = [] if error is not None else [rrun.time_ps] * iters
     elif ring is not None:  # packets: each iteration on the fabric as the one before left it
@@ -832,6 +841,8 @@ def run_size(collective: str, nbytes: int, fabric: str, params: Mapping[str, Any
             row["nvlink_bytes"] = rrun.nvlink_bytes
         if rrun is not None and rrun.held_back:
             row["ring_held_back"] = rrun.held_back
+        if pool_nvlink and not on_ring and nvlink_poolable(sch):
+            row["nvlink_pooled"] = True
     if found is not None:  # the loops simulated, and the call's
         per_loop = sum(1 for t in sch.transfers if t.loop == 0)
         row["transfers"] = ntr + (found.loops - found.loops_run) * per_loop

@@ -9,13 +9,14 @@ cdef long long K_NVL, K_NET, K_PXN
 cdef long long EV_CHANNEL, EV_READY, EV_NET, EV_FINISH, KSHIFT
 cdef long long R_DATA, R_POSTED
 cdef long long CQ_SHIFT, CQ_BUCKETS, CQB
-cdef Py_ssize_t _TSRC, _TDST, _TKIND, _TFROM, _TTO, _TSTEP, _TGPU, _TNDEPS, _TUOFF, _TUEND
+cdef Py_ssize_t _TSRC, _TDST, _TKIND, _TFROM, _TTO, _TPOOL, _TGPU, _TNDEPS, _TUOFF, _TUEND
 cdef Py_ssize_t _TNET, _TNSLOT, _TSOFF, _TSEND, _TCIX, _TFIFO, TPD
 
 
 cdef class ChunkKernel:
     cdef public long long S, m, mnet, q, mi, Lmax, n, nc, P, nsz, ready0_ps, nvl_lat_ps
-    cdef public long long frame_bytes
+    cdef public long long frame_bytes, pool_g
+    cdef public long long[::1] step_ps
     cdef public int[::1] tp, tp_users, tp_slot_users
     cdef public long long[::1] st_tpl, st_ch, st_loops, st_sz
     cdef public long long[::1] lat_ps, qp_poff, qp_links, link_dur_ps, link_free_ps
@@ -74,12 +75,17 @@ cdef class ChunkKernel:
     @cython.locals(mask=cython.longlong, i=cython.longlong, j=cython.longlong,
                    k=cython.longlong, h=cython.longlong, out=cython.longlong)
     cdef long long _cp_take(self, long long key)
-    @cython.locals(tj=cython.longlong)
+    @cython.locals(tj=cython.longlong, f=cython.longlong)
     cdef void _deps_done(self, long long c, long long j, long long now)
     @cython.locals(s=cython.longlong, tj=cython.longlong, sz=cython.longlong,
                    busy=cython.longlong, key=cython.longlong, start=cython.longlong,
                    done=cython.longlong)
     cdef void _on_channel(self, long long c, long long j, long long now)
+    @cython.locals(g=cython.longlong, base=cython.longlong, skip=cython.longlong,
+                   done=cython.longlong, r=cython.longlong, key=cython.longlong,
+                   start=cython.longlong)
+    cdef long long _channels(self, long long pool, long long dst, long long ch, long long now,
+                             long long busy, long long[::1] free_ps)
     @cython.locals(m=cython.longlong, s=cython.longlong, cn=cython.longlong,
                    loops=cython.longlong, loop=cython.longlong, c2=cython.longlong,
                    copy=cython.bint)
@@ -89,7 +95,7 @@ cdef class ChunkKernel:
                    frm=cython.longlong, to=cython.longlong, dur=cython.longlong,
                    left=cython.longlong, end=cython.longlong, at=cython.longlong,
                    cp=cython.longlong, key=cython.longlong, start=cython.longlong,
-                   k=cython.longlong)
+                   k=cython.longlong, pool=cython.longlong)
     cdef void _post(self, long long c, long long j, long long now, long long copy_end_ps)
     @cython.locals(s=cython.longlong, m=cython.longlong, q=cython.longlong,
                    nsz=cython.longlong, tj=cython.longlong, sz=cython.longlong,
@@ -104,7 +110,7 @@ cdef class ChunkKernel:
     cdef void _finish(self, long long c, long long j, long long now)
     @cython.locals(m=cython.longlong, k=cython.longlong, s=cython.longlong,
                    loop=cython.longlong, c=cython.longlong, tb=cython.longlong,
-                   j=cython.longlong)
+                   j=cython.longlong, f=cython.longlong)
     cpdef start(self, long long[::1] order)
     @cython.locals(tick=cython.double, now=cython.double, k=cython.longlong,
                    t=cython.longlong, p=cython.longlong, kind=cython.longlong,

@@ -41,17 +41,22 @@ K_NET = 1    # from its sender's own NIC
 K_PXN = 2    # over NVLink to another GPU's NIC of its node, then from that NIC
 
 # a template transfer's record (ChunkKernel.tp, TPD fields from tj * TPD): its sender and
-# receiver, kind, NVLink egress and ingress, step latency, whether a GPU channel sends it,
+# receiver, kind, NVLink egress and ingress, how it is pooled (below), whether a GPU channel
+# sends it,
 # its dependencies' count, its users (tp_users[_TUOFF:_TUEND]), its index among the
 # network transfers, the count of transfers that free its slot, the transfers whose slot it
 # frees (tp_slot_users[_TSOFF:_TSEND]), whether a GPU channel copies it over NVLink (>= 0), its
-# step latency's FIFO
+# step latency's FIFO (0: inside a node, 1: across; ChunkKernel.step_ps).  Pooled (a node's
+# NVLink ports and GPU channels as one, chunk_engine's ``pool_nvlink``): _TPOOL k > 0 stands
+# for k transfers on the node's pooled NVLink ports (their time x k / pool_g), k < 0 for -k
+# transfers on its pooled ports and pooled GPU channels (their channel time x -k / pool_g
+# too); 0 a transfer as it is
 _TSRC = 0
 _TDST = 1
 _TKIND = 2
 _TFROM = 3
 _TTO = 4
-_TSTEP = 5
+_TPOOL = 5
 _TGPU = 6
 _TNDEPS = 7
 _TUOFF = 8
@@ -103,15 +108,17 @@ class ChunkKernel:
     ``dims``: streams ``S``, transfers per template ``m``, network transfers per template
     ``mnet``, QPs per connection ``q``, ``max_inflight``, most chunks of a stream
     ``Lmax``, GPUs ``n``, channels ``nc``, pseudo-ranks ``P``, sizes ``nsz``, the first
-    transfers' ready time ``ready0_ps``, NVLink latency, frame bytes.  Per template
+    transfers' ready time ``ready0_ps``, NVLink latency, frame bytes, the GPUs a pool
+    stands for ``pool_g``, NCCL's step latency inside a node and across.  Per template
     transfer (``T x m`` of them) its record in ``tp`` (``TPD`` fields, the ``_T*``
     offsets: sender and receiver (pseudo-ranks), kind (``K_*``), the NVLink egress and
-    ingress it takes (GPU ranks, -1: none), NCCL's step latency, whether a GPU channel
-    sends it, its dependencies' count, its users (a range of ``tp_users``, template-local),
-    its index among the template's network transfers (-1), how many transfers free its
-    slot, the transfers whose slot it frees (a range of ``tp_slot_users``), whether it is
-    a GPU channel's copy over NVLink (>= 0), its step latency's FIFO); a transfer waits
-    for at most 127 (``wait`` is a signed byte: the engine checks).
+    ingress it takes (GPU ranks or pools ``n + node``, -1: none), how it is pooled,
+    whether a GPU channel sends it, its dependencies' count, its users (a range of
+    ``tp_users``, template-local), its index among the template's network transfers
+    (-1), how many transfers free its slot, the transfers whose slot it frees (a range of
+    ``tp_slot_users``), whether it is a GPU channel's copy over NVLink (>= 0), its step
+    latency's FIFO); a transfer waits for at most 127 (``wait`` is a signed byte: the
+    engine checks).
     Per stream: template, channel, chunks, per (stream, chunk) size index.  Per (stream,
     network transfer, QP): its path's latency and links (``qp_poff`` into ``qp_links``);
     per (link, size, QP piece) the link's time for it (``link_dur_ps``) and per link when
@@ -122,7 +129,9 @@ class ChunkKernel:
     def __init__(self, dims, templates, streams, qps, sizes, egress_free_ps, ingress_free_ps,
                  flags, trace, init_chunks=0) -> None:
         (self.S, self.m, self.mnet, self.q, self.mi, self.Lmax, self.n, self.nc, self.P,
-         self.nsz, self.ready0_ps, self.nvl_lat_ps, self.frame_bytes) = dims
+         self.nsz, self.ready0_ps, self.nvl_lat_ps, self.frame_bytes, self.pool_g, step_in_ps,
+         step_out_ps) = dims
+        self.step_ps = array("q", [step_in_ps, step_out_ps])
         self.tp, self.tp_users, self.tp_slot_users = templates
         self.st_tpl, self.st_ch, self.st_loops, self.st_sz = streams
         self.lat_ps, self.qp_poff, self.qp_links, self.link_dur_ps, self.link_free_ps = qps
@@ -469,7 +478,8 @@ class ChunkKernel:
         """Transfer ``j`` of chunk ``c`` has what it waits for (at ``now``)."""
         if self.has_host:  # NCCL's step latency, then its channel (EV_CHANNEL)
             tj = self.st_tpl[self.ck_s[c]] * self.m + j
-            self._push_step(self.tp[tj * TPD + _TFIFO], now + self.tp[tj * TPD + _TSTEP], c, j)
+            f = self.tp[tj * TPD + _TFIFO]
+            self._push_step(f, now + self.step_ps[f], c, j)
         else:
             self._ready(c, j, now)
 
@@ -485,12 +495,18 @@ class ChunkKernel:
         if busy == 0:
             self._ready(c, j, now)
             return
-        key = self.tp[tj * TPD + _TSRC] * self.nc + self.st_ch[s]
-        start = self.chan_free_ps[key]
-        if start < now:
-            start = now
+        if self.tp[tj * TPD + _TPOOL] < 0:  # the copies of a node's GPUs: each its channel
+            start = self._channels(
+                self.tp[tj * TPD + _TSRC], self.tp[tj * TPD + _TDST]
+                if -self.tp[tj * TPD + _TPOOL] < self.pool_g else -1,
+                self.st_ch[s], now, busy, self.chan_free_ps) - busy
+        else:
+            key = self.tp[tj * TPD + _TSRC] * self.nc + self.st_ch[s]
+            start = self.chan_free_ps[key]
+            if start < now:
+                start = now
+            self.chan_free_ps[key] = start + busy
         done = start + busy
-        self.chan_free_ps[key] = done
         if self.tp[tj * TPD + _TKIND] != K_NVL:  # the network: a step into the send buffer
             self._push(done, EV_READY, c, j)
             return
@@ -498,6 +514,28 @@ class ChunkKernel:
             self._push(start, EV_READY, c, j)
         else:
             self._ready(c, j, now)
+
+    def _channels(self, pool, dst, ch, now, busy, free_ps):
+        """The GPU channels ``ch`` of pool ``pool``'s node (but the head of reduce buffer
+        ``dst``, if the pool's copies leave it out) each busy for ``busy`` from ``now`` or
+        when free (``free_ps``, moved on): when the last is done."""
+        g = self.pool_g
+        base = (pool - (self.P - self.n // g)) * g
+        skip = -1
+        if dst >= 0:  # a copy into head h's reduce buffer: h adds its own (NVLS tree)
+            skip = base + (dst - self.n) // 2 % g
+        done = NEVER
+        for r in range(base, base + g):
+            if r == skip:
+                continue
+            key = r * self.nc + ch
+            start = free_ps[key]
+            if start < now:
+                start = now
+            free_ps[key] = start + busy
+            if start + busy > done:
+                done = start + busy
+        return done
 
     def _ready(self, c, j, now):
         """Data ready: the connection posts its sends in order, as far as they are ready.
@@ -562,6 +600,11 @@ class ChunkKernel:
         frm = self.tp[tj * TPD + _TFROM]
         to = self.tp[tj * TPD + _TTO]
         dur = self.nvl_ps[sz]
+        pool = self.tp[tj * TPD + _TPOOL]
+        if pool != 0:  # on a node's pooled ports: pool_g ports' capacity
+            k = pool if pool > 0 else -pool
+            dur = dur * k // self.pool_g
+            wire *= k
         left = now
         if frm >= 0 and self.egress_free_ps[frm] > left:
             left = self.egress_free_ps[frm]
@@ -580,7 +623,10 @@ class ChunkKernel:
         if kind == K_PXN:
             self._push(at, EV_NET, c, j)
             return
-        if self.recv_copy:  # the receiver's channel copies it out of its FIFO
+        if self.recv_copy and pool < 0:  # each GPU of the node copies it out
+            at = self._channels(self.tp[tj * TPD + _TDST], -1, self.st_ch[s], at,
+                                self.busy_ps[sz], self.recv_free_ps)
+        elif self.recv_copy:  # the receiver's channel copies it out of its FIFO
             key = self.tp[tj * TPD + _TDST] * self.nc + self.st_ch[s]
             start = self.recv_free_ps[key]
             if start < at:
@@ -681,8 +727,8 @@ class ChunkKernel:
                 if self.tp[(tb + j) * TPD + _TNDEPS] == 0:
                     self.wait[c * m + j] = 0
                     if self.has_host:
-                        self._push_step(self.tp[(tb + j) * TPD + _TFIFO], self.ready0_ps
-                                        + self.tp[(tb + j) * TPD + _TSTEP], c, j)
+                        f = self.tp[(tb + j) * TPD + _TFIFO]
+                        self._push_step(f, self.ready0_ps + self.step_ps[f], c, j)
                     else:
                         self._ready(c, j, self.ready0_ps)
 
