@@ -55,7 +55,6 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -131,45 +130,57 @@ def nvlink_poolable(sch: Schedule) -> bool:
 def pooled_template(trs: Sequence[Transfer], n: int, g: int, pool0: int
                     ) -> tuple[list[Transfer], list[int]]:
     """One NVLS chunk's transfers (:func:`sim.workloads.nccl.nvls_chunk_transfers`, ids from
-    0) on nodes whose NVLink ports and GPU channels are pooled (``pool_nvlink`` of
+    0, in order) on nodes whose NVLink ports are pooled (``pool_nvlink`` of
     :func:`run_chunks`), and per transfer how (the kernel's ``_TPOOL``).  A node ``k``'s
     pool is pseudo-rank ``pool0 + k``: its GPUs' copies into a reduce buffer become one
-    transfer from the pool (``-(copies)``: its time and its channels' time ``copies / g`` of
-    one copy's), the multicast buffer's copies out one transfer to the pool (the same); the
+    transfer from the pool (``-copies``: ``copies / g`` of one copy's time on the pool's
+    ports, every GPU channel that makes one busy for it), the multicast buffer's copies out
+    one transfer to the pool (the same, with the GPUs' channels that take them out); the
     head's read of the sum and its store into the multicast buffer keep the head's channel
     and take the pool's ports (``1``: ``1 / g`` of their time); the network's transfers stay
     as they are (``0``).  Every port of a node then carries what it carried, as one resource
     ``g`` times as fast."""
-    out: list[Transfer] = []
+    # each transfer's new id: a copy joins the group of the copy before it (a chunk lists
+    # a buffer's copies together)
+    new_id = [0] * len(trs)
+    ends: list[tuple[int, int]] = []  # per new transfer: src, dst
     how: list[int] = []
-    new_id: dict[int, int] = {}
-    group: tuple[str, int] | None = None  # the group the last transfer made, if any
-    for t in trs:
-        deps = tuple(sorted({new_id[d] for d in t.depends_on}))
+    first: list[int] = []  # per new transfer: the first transfer it stands for
+    group = None
+    for i, t in enumerate(trs):
+        if t.id != i:
+            raise ValueError("pooled_template: a chunk's transfers numbered from 0, in order")
+        src, dst = t.src, t.dst
         key = None
-        if t.src < n <= t.dst and (t.dst - n) % 2 == 0:  # a GPU's copy into the reduce buffer
-            key = ("in", t.dst)
-        elif t.dst < n <= t.src and (t.src - n) % 2 == 1:  # the multicast buffer's copy out
-            key = ("out", t.src)
-        if key is not None and key == group:  # another of the group's copies
-            i = len(out) - 1
-            new_id[t.id] = i
-            how[i] -= 1
-            out[i] = replace(out[i], depends_on=tuple(sorted({*out[i].depends_on, *deps})))
+        if src < n <= dst and (dst - n) % 2 == 0:  # a GPU's copy into the reduce buffer
+            key = dst
+        elif dst < n <= src and (src - n) % 2 == 1:  # the multicast buffer's copy out
+            key = src
+        if key is not None and key == group:
+            new_id[i] = len(how) - 1
+            how[-1] -= 1
             continue
-        node = (t.src if t.src < n else t.dst) // g if key is not None else 0
-        if key is not None and key[0] == "in":
-            t2, h = replace(t, id=len(out), src=pool0 + node, depends_on=deps), -1
-        elif key is not None:
-            t2, h = replace(t, id=len(out), dst=pool0 + node, depends_on=deps), -1
-        elif (t.src < n) != (t.dst < n):  # the head and a buffer: the sum read, the store
-            t2, h = replace(t, id=len(out), depends_on=deps), 1
-        else:  # the network
-            t2, h = replace(t, id=len(out), depends_on=deps), 0
-        new_id[t.id] = len(out)
-        out.append(t2)
-        how.append(h)
+        new_id[i] = len(how)
+        first.append(i)
+        if key is None:  # the network (0), or the head's read of the sum or store (1)
+            ends.append((src, dst))
+            how.append(0 if (src < n) == (dst < n) else 1)
+        elif src < n:
+            ends.append((pool0 + src // g, dst))
+            how.append(-1)
+        else:
+            ends.append((src, pool0 + dst // g))
+            how.append(-1)
         group = key
+    deps: list[set[int]] = [set() for _ in how]
+    for i, t in enumerate(trs):
+        deps[new_id[i]].update(new_id[d] for d in t.depends_on)
+    out = []
+    for j, ((src, dst), i) in enumerate(zip(ends, first, strict=True)):
+        t = trs[i]
+        out.append(Transfer(j, src, dst, t.channel, t.nbytes, t.wire_bytes, t.step, t.loop,
+                            t.seq, t.reduce, t.src_block, t.dst_block, t.offset_bytes,
+                            tuple(sorted(deps[j])), t.qp_bytes))
     return out, how
 
 
