@@ -362,30 +362,41 @@ def run_chunks(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: i
     # transport would open them (fluid.route) but not opened (a flow object each is 1.5 KB
     # and millions at 65,536 GPUs); their ports counted after the run (fluid.count_on)
     nq = S * mnet * q
-    lat_ps = np.zeros(nq, dtype=np.int64)
-    qp_conn = np.full(nq, -1, dtype=np.int64)  # its connection's index (-1: no such QP)
-    qp_nlinks = np.zeros(nq, dtype=np.int64)
-    qp_over_bytes = np.zeros(nq, dtype=np.int64)  # its wire overhead a frame
+    # per QP (its index e): path latency, connection (-1: no such QP), links, wire overhead
+    # a frame, gathered in lists (a numpy item set is slow, millions at 65,536 GPUs)
+    qp_e: list[int] = []
+    lat_l: list[int] = []
+    conn_l: list[int] = []
+    nlinks_l: list[int] = []
+    over_l: list[int] = []
     qp_links_l = array("q")
     link_ix: dict[Any, int] = {}  # the QPs' links (ports and PCIe), numbered by first use
     overhead_bytes = 0
-    for s in np.flatnonzero(live):
+    route = fluid.route
+    for s in np.flatnonzero(live).tolist():
         ti, ch = int(st_tpl[s]), int(st_ch[s])
         sl = slice(ti * m, (ti + 1) * m)
         js = np.flatnonzero(tp["kind"][sl] != 0)
         conns = np.searchsorted(allkeys, (tp["src"][sl][js] * P2 + tp["dst"][sl][js]) * nc + ch)
-        for j, i in zip(js.tolist(), conns.tolist(), strict=True):
-            b = int(tp["dst"][sl][j])
-            base = (int(s) * mnet + int(tp["net"][sl][j])) * q
-            relay = int(tp["relay"][sl][j])
+        for b, net, relay, i in zip(tp["dst"][sl][js].tolist(), tp["net"][sl][js].tolist(),
+                                    tp["relay"][sl][js].tolist(), conns.tolist(), strict=True):
+            base = (s * mnet + net) * q
             for x in range(q):
-                flow_path, _, lat, overhead_bytes = fluid.route(
+                flow_path, _, lat, overhead_bytes = route(
                     qp_base + i * q + x, host_of[relay], host_of[b], frame_bytes, hdr_bytes)
-                lat_ps[base + x] = lat
-                qp_over_bytes[base + x] = overhead_bytes
-                qp_conn[base + x] = i
-                qp_nlinks[base + x] = len(flow_path)
+                qp_e.append(base + x)
+                lat_l.append(lat)
+                over_l.append(overhead_bytes)
+                conn_l.append(i)
+                nlinks_l.append(len(flow_path))
                 qp_links_l.extend([link_ix.setdefault(lk, len(link_ix)) for lk in flow_path])
+    lat_ps = np.zeros(nq, dtype=np.int64)
+    qp_conn = np.full(nq, -1, dtype=np.int64)
+    qp_nlinks = np.zeros(nq, dtype=np.int64)
+    qp_over_bytes = np.zeros(nq, dtype=np.int64)
+    for arr, vals in ((lat_ps, lat_l), (qp_conn, conn_l), (qp_nlinks, nlinks_l),
+                      (qp_over_bytes, over_l)):
+        arr[qp_e] = vals
     nsz = len(size_list_bytes)
     size_wire_bytes, qp_frame_bytes, qp_wire_bytes, busy_ps, nvl_ps = size_tables(
         size_list_bytes, sch.protocol, q, mtu_bytes, hdr_bytes, overhead_bytes, host, nvlink_bps)
@@ -466,20 +477,32 @@ def run_chunks(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: i
     # counts a QP's bytes: sent_elsewhere)
     link_of = list(link_ix)
     sports: dict[int, tuple[int, ...]] = {}
-    for e in np.flatnonzero(qp_conn >= 0).tolist():
-        i, x = int(qp_conn[e]), e % q
-        fid = qp_base + i * q + x
+    live_e = np.flatnonzero(qp_conn >= 0)
+    for e, i, nb in zip(live_e.tolist(), qp_conn[live_e].tolist(), posted[live_e].tolist(),
+                        strict=True):
+        fid = qp_base + i * q + e % q
         if i not in sports:
             sports[i] = connection_qps(i, q, qp_base)[2]
             ab, ch = divmod(int(allkeys[i]), nc)
             a, b = divmod(ab, P2)
             for y in range(q):
                 out.flows[qp_base + i * q + y] = (a, b, ch, y, sports[i][y])
-        nb, nf = int(posted[e]), int(frames[e])
         out.posted_bytes[fid] = out.posted_bytes.get(fid, 0) + nb
-        ports = [link_of[li] for li in qp_links[qp_poff[e]:qp_poff[e + 1]].tolist()
-                 if not isinstance(link_of[li][0], str)]
-        fluid.count_on(ports, nb, nb + nf * int(qp_over_bytes[e]), nf)
+    # what the ports count: each QP's bytes, wire time and frames on each port of its path
+    # (as the fluid transport counts a QP's, sent_elsewhere), added once per (port, bytes,
+    # wire bytes, frames) times the QPs that have them: the same integers
+    if len(qp_links):
+        kinds, kind_of = np.unique(np.stack([posted, posted + frames * qp_over_bytes, frames],
+                                            axis=1), axis=0, return_inverse=True)
+        nk = len(kinds)
+        keys, counts = np.unique(qp_links * nk + np.repeat(kind_of.ravel(), qp_nlinks),
+                                 return_counts=True)
+        kinds_l = kinds.tolist()
+        for key_, times in zip(keys.tolist(), counts.tolist(), strict=True):
+            li, kd = divmod(key_, nk)
+            if not isinstance(link_of[li][0], str):  # (not a PCIe link)
+                nb, wire, nf = kinds_l[kd]
+                fluid.count_on((link_of[li],), nb, wire, nf, times)
     if out.last_finish_ps > eng.now_ps:
         fabric.run(out.last_finish_ps)
     return out

@@ -264,18 +264,19 @@ class FluidTransport:
         self.count_on(q.links, nbytes, wire, frames)
 
     def count_on(self, ports: Sequence[tuple[int, int]], nbytes: int, wire: int,
-                 frames: int) -> None:
+                 frames: int, times: int = 1) -> None:
         """Ports ``ports`` (node id, port index) sent ``nbytes`` of frames (``frames`` of
         them, ``wire`` bytes on the wire) of one QP timed by an engine of its own (the
-        chunk engine, which routes its QPs without opening them): what they count."""
+        chunk engine, which routes its QPs without opening them), or of each of ``times``
+        such QPs: what they count."""
         nodes = self.fabric.nodes
         for nid, idx in ports:
             c = self.sent.get((nid, idx))
             if c is None:
                 c = self.sent[(nid, idx)] = [0, 0, 0]
-            c[0] += nbytes
-            c[1] += ser_time_ps(wire, nodes[nid].ports[idx].rate_bps)
-            c[2] += frames
+            c[0] += nbytes * times
+            c[1] += ser_time_ps(wire, nodes[nid].ports[idx].rate_bps) * times
+            c[2] += frames * times
 
     def sent_elsewhere(self, fid: int, nbytes: int, frames: int) -> None:
         """QP ``fid`` delivered ``nbytes`` of frames (``frames`` of them) timed by an
