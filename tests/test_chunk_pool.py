@@ -175,10 +175,17 @@ def test_run_size_and_the_command_line(tmp_path, capsys):
 
 
 def test_a_sweep_passes_the_switch():
-    from sim.cli.sweep import collective_argv
+    from sim.cli.sweep import check_collective, collective_argv
 
     on = collective_argv({"size": "1G", "pool_nvlink": True, "fidelity": "flow"}, None)
     off = collective_argv({"size": "1G", "pool_nvlink": False}, None)
     assert "--pool-nvlink" in on and "--pool-nvlink" not in off
     with pytest.raises(ValueError, match="pool_nvlink=yes: true or false"):
         collective_argv({"size": "1G", "pool_nvlink": "yes"}, None)
+    # refused before any run, as lossless collective refuses it
+    with pytest.raises(ValueError, match="--pool-nvlink: .* add --fidelity flow"):
+        check_collective({"size": "1G", "pool_nvlink": True}, None)
+    with pytest.raises(ValueError, match="drop --engine job"):
+        check_collective({"size": "1G", "pool_nvlink": True, "fidelity": "flow",
+                          "engine": "job"}, None)
+    check_collective({"size": "1G", "pool_nvlink": True, "fidelity": "flow"}, None)

@@ -279,12 +279,9 @@ def cmd_collective(args: argparse.Namespace) -> int:
                                     "adaptive routing picks a port per packet, so a flow "
                                     "has no single path") + "; use --fidelity packet")
         return EXIT_USAGE
-    if args.engine == "chunk" and args.fidelity == "packet":
-        _err("--engine chunk: the chunk engine runs at flow fidelity; add --fidelity flow")
-    if args.pool_nvlink and (args.fidelity == "packet" or args.engine in ("ring", "job")):
-        _err("--pool-nvlink: the chunk engine's NVLS trees at flow fidelity only; add "
-             "--fidelity flow" + (" and drop --engine " + args.engine
-                                  if args.engine in ("ring", "job") else ""))
+    why = engine_option_problem(args)
+    if why is not None:
+        _err(why)
         return EXIT_USAGE
     if args.capture:
         from sim.scenarios.collective import resolve_port
@@ -673,6 +670,18 @@ def _write_csv(header: Sequence[str], rows: Sequence[Sequence[Any]], fp: TextIO)
 _CSV_FIGURES = (("time_us", "time_us"), ("algbw_GB_per_s", "algbw_GB_per_s"),
                 ("busbw_GB_per_s", "busbw_GB_per_s"))
 _CSV_COUNTERS = ("pfc_pauses", "ce_marks", "cnps", "drops", "max_queue_bytes")
+
+
+def engine_option_problem(args: argparse.Namespace) -> str | None:
+    """Why ``--engine chunk`` or ``--pool-nvlink`` cannot run as ``args`` ask (the chunk
+    engine runs at flow fidelity), or None."""
+    if args.engine == "chunk" and args.fidelity == "packet":
+        return "--engine chunk: the chunk engine runs at flow fidelity; add --fidelity flow"
+    if args.pool_nvlink and (args.fidelity == "packet" or args.engine in ("ring", "job")):
+        return ("--pool-nvlink: the chunk engine's NVLS trees at flow fidelity only; add "
+                "--fidelity flow" + (" and drop --engine " + args.engine
+                                     if args.engine in ("ring", "job") else ""))
+    return None
 
 
 def csv_table(doc: Mapping[str, Any]) -> tuple[list[str], list[list[Any]]]:

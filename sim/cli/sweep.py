@@ -85,7 +85,8 @@ def _collective_args(argv: list[str]) -> argparse.Namespace:
 
 def check_collective(params: Mapping[str, Any], seed: int | None) -> None:
     """ValueError naming what ``lossless collective`` would refuse in a run's command line
-    before it builds anything: an option's value, a ``-p`` key or value."""
+    before it builds anything: an option's value, a ``-p`` key or value, options that do
+    not go together (:func:`sim.cli.collective.engine_option_problem`)."""
     import contextlib
     import io
 
@@ -103,6 +104,11 @@ def check_collective(params: Mapping[str, Any], seed: int | None) -> None:
         lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
         last = lines[-1] if lines else f"lossless {' '.join(argv)}: refused"
         raise ValueError(last.removeprefix("lossless: ")) from None
+    from sim.cli.collective import engine_option_problem
+
+    why = engine_option_problem(args)
+    if why is not None:
+        raise ValueError(why)
     given = {k: v for k, v in args.param or () if not k.startswith("NCCL_") and k != "fault"}
     try:
         _, given = split_fault_params(given)
