@@ -183,7 +183,7 @@ def test_a_sweep_passes_the_switch():
     with pytest.raises(ValueError, match="pool_nvlink=yes: true or false"):
         collective_argv({"size": "1G", "pool_nvlink": "yes"}, None)
     # refused before any run, as lossless collective refuses it
-    with pytest.raises(ValueError, match="--pool-nvlink: .* add --fidelity flow"):
+    with pytest.raises(ValueError, match=r"--pool-nvlink: .* add --fidelity flow"):
         check_collective({"size": "1G", "pool_nvlink": True}, None)
     with pytest.raises(ValueError, match="drop --engine job"):
         check_collective({"size": "1G", "pool_nvlink": True, "fidelity": "flow",
