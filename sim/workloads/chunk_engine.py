@@ -452,8 +452,12 @@ def run_chunks(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: i
                                     + 4)))
     order = [x for s, loop, _ in chunks if loop < mi for x in (s, loop)]
     total = m * len(chunks)  # (records: pooled, fewer than the transfers they stand for)
+    prog = progress
+    if pools is not None and progress is not None:  # counted in the transfers pooled ones
+        real = chunk_sends(sch)                      # stand for, as the table counts them
+        prog = lambda done, _total: progress(done * real // total, real)  # noqa: E731
     kern.start(A(order))
-    left = kern.run(progress, total)
+    left = kern.run(prog, total)
     LAST_STATS.update(chunks_in_flight=kern.peak_chunks, heap_peak=kern.peak_events,
                       transfers_per_chunk=m, chunks=len(chunks))
     if left or kern.count != total:
