@@ -15,7 +15,7 @@ from sim.fabric.rail import rail_optimized
 from sim.scenarios.base import resolve_params
 from sim.scenarios.collective import run_size
 from sim.scenarios.common import collective_params
-from sim.workloads import chunk_kernel
+from sim.workloads import chunk_engine, chunk_kernel
 from sim.workloads.chunk_engine import (
     nvlink_poolable,
     pooled_template,
@@ -24,21 +24,12 @@ from sim.workloads.chunk_engine import (
 from sim.workloads.collective import NVLINK_BPS, NVLINK_LATENCY_PS
 from sim.workloads.fluid_transport import fluid_transport
 from sim.workloads.nccl import nvls_chunk_transfers, schedule
-from sim.workloads.tuner import HostSide
 from tests.helpers import interpreted
+from tests.test_chunk_engine import HOST, MIB, MTU, _nvls
 
-MIB = 1 << 20
-MTU = 4096 - 58
-HOST = HostSide(launch_ps=6_000_000, inter_ps=5_400_000, intra_ps=600_000,
-                channel_Bps=60_000_000_000)
 #: how far pooling may move a call's time on these small cases (docs/explanation/
 #: collectives.md, "Pooled NVLink", measures it on the bench's larger ones)
 POOL_GAP = 0.01
-
-
-def _nvls(nodes, g, nc, size):
-    return schedule("allreduce", nodes * g, size // 4, nchannels=nc, gpus_per_node=g,
-                    algorithm="nvls_tree" if nodes > 1 else "nvls", drop_channels=False)
 
 
 @settings(max_examples=30, deadline=None)
@@ -85,14 +76,19 @@ def test_a_pooled_chunk_stands_for_every_transfer_of_the_chunk(nodes, g, h, whic
 def _pair(make, sch, host):
     """The engine without and with pooling on fresh fabrics: (run, pooled run)."""
     g = sch.gpus_per_node
-    runs, ports = [], []
+    runs, ports, records = [], [], []
     for pool in (False, True):
         f = make()
         runs.append(run_chunks(sch, f.fabric, f.ranks, mtu_bytes=MTU, nvlink_bps=NVLINK_BPS,
                                nvlink_latency_ps=NVLINK_LATENCY_PS, host=host,
                                gpus_per_node=g, pool_nvlink=pool))
+        records.append(chunk_engine.LAST_STATS["transfers_per_chunk"])
         ports.append({k: (v[0], v[2]) for k, v in
                       fluid_transport(f.fabric).port_counters().items()})
+    # pooled, the kernel played fewer records a chunk: per node the g - 1 (tree) or g
+    # copies in and the g copies out became one each
+    nodes = sch.nranks // g
+    assert records[0] - records[1] == nodes * (2 * g - 2 - (nodes > 1))
     assert ports[0] == ports[1]  # the network's transfers are the same ones on the same QPs
     assert runs[0].posted_bytes == runs[1].posted_bytes
     assert runs[0].transfers == runs[1].transfers  # the transfers pooled ones stand for

@@ -461,7 +461,8 @@ def run_chunks(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: i
     LAST_STATS.update(chunks_in_flight=kern.peak_chunks, heap_peak=kern.peak_events,
                       transfers_per_chunk=m, chunks=len(chunks))
     if left or kern.count != total:
-        raise RuntimeError(f"chunk engine: {kern.count} of {total} transfers received")
+        raise RuntimeError(f"chunk engine: {kern.count} of {total} transfers received"
+                           + (" (pooled records)" if pools is not None else ""))
     for i, k in enumerate(key):  # (pooled: a GPU's ports are free when its pool's are)
         e, f = int(kern.egress_free_ps[i]), int(kern.ingress_free_ps[i])
         if pools is not None:
@@ -499,11 +500,11 @@ def run_chunks(sch: Schedule, fabric: Any, hosts: Sequence[int], *, mtu_bytes: i
         kinds, kind_of = np.unique(np.stack([posted, posted + frames * qp_over_bytes, frames],
                                             axis=1), axis=0, return_inverse=True)
         nk = len(kinds)
-        keys, counts = np.unique(qp_links * nk + np.repeat(kind_of.ravel(), qp_nlinks),
-                                 return_counts=True)
+        link_kinds, counts = np.unique(qp_links * nk + np.repeat(kind_of.ravel(), qp_nlinks),
+                                       return_counts=True)
         kinds_l = kinds.tolist()
-        for key_, times in zip(keys.tolist(), counts.tolist(), strict=True):
-            li, kd = divmod(key_, nk)
+        for lk_kind, times in zip(link_kinds.tolist(), counts.tolist(), strict=True):
+            li, kd = divmod(lk_kind, nk)
             if not isinstance(link_of[li][0], str):  # (not a PCIe link)
                 nb, wire, nf = kinds_l[kd]
                 fluid.count_on((link_of[li],), nb, wire, nf, times)

@@ -47,10 +47,10 @@ K_PXN = 2    # over NVLink to another GPU's NIC of its node, then from that NIC
 # network transfers, the count of transfers that free its slot, the transfers whose slot it
 # frees (tp_slot_users[_TSOFF:_TSEND]), whether a GPU channel copies it over NVLink (>= 0), its
 # step latency's FIFO (0: inside a node, 1: across; ChunkKernel.step_ps).  Pooled (a node's
-# NVLink ports and GPU channels as one, chunk_engine's ``pool_nvlink``): _TPOOL k > 0 stands
-# for k transfers on the node's pooled NVLink ports (their time x k / pool_g), k < 0 for -k
-# transfers on its pooled ports and pooled GPU channels (their channel time x -k / pool_g
-# too); 0 a transfer as it is
+# NVLink ports as one, chunk_engine's ``pool_nvlink``): _TPOOL k > 0 stands for k transfers
+# on the node's pooled ports, k < 0 for -k copies of the node's GPUs on them, each GPU's
+# channel busy for its own copy (ChunkKernel._channels); on the pool a transfer takes
+# k / pool_g of one's NVLink time, rounded down to the picosecond; 0 a transfer as it is
 _TSRC = 0
 _TDST = 1
 _TKIND = 2
