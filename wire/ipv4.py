@@ -6,7 +6,7 @@ from __future__ import annotations
 from .checksum import internet_checksum
 from .spec import Field, HeaderSpec
 
-__all__ = ["IPV4", "IPPROTO_UDP", "ipv4_checksum"]
+__all__ = ["IPV4", "IPPROTO_UDP", "ipv4_checksum", "ipv4_checksum_ok"]
 
 #: IANA protocol number of UDP (RFC 768).
 IPPROTO_UDP = 17
@@ -57,3 +57,20 @@ def ipv4_checksum(header: bytes | bytearray) -> int:
         v <<= 8
     r = v % 0xFFFF
     return ~(r if r or not v else 0xFFFF) & 0xFFFF
+
+
+def ipv4_checksum_ok(header: bytes | bytearray, checksum: int) -> bool:
+    """``ipv4_checksum(header) == checksum``, where ``checksum`` is the header's own checksum
+    field, cheaper: a right checksum makes the RFC 1071 sum of the whole header 0xFFFF, so the
+    header read as one integer is 0 modulo 0xFFFF.  The converse holds but for a header that
+    is zero apart from its checksum, or a checksum of 0xFFFF (where a sum of 0xFFFF also
+    allows 0): those, and headers of odd length, are computed."""
+    n = len(header)
+    if n < _CSUM_AT + 2 or n % 2:
+        return ipv4_checksum(header) == checksum
+    v = int.from_bytes(header, "big")
+    if v % 0xFFFF:
+        return False
+    if checksum != 0xFFFF and v != checksum << 8 * (n - _CSUM_AT - 2):
+        return True
+    return ipv4_checksum(header) == checksum

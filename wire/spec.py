@@ -18,6 +18,7 @@ a list.
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import re
 import struct
 from collections.abc import Callable, Mapping, Sequence
@@ -232,18 +233,61 @@ class HeaderSpec:
         return tuple(self._by_name)
 
     # --------------------------------------------------------------- codegen
+    def _units(self) -> tuple[str, list[str], list[str], list[tuple[str, bool, int]]]:
+        """How the compiled codec reads this header with one ``struct.unpack_from``: the
+        struct format, its item variables, the lines turning a wide item's bytes into an int,
+        and for every layout element (in :meth:`layout`'s order) its variable, whether it is
+        the whole of it, and its shift in it.
+
+        A unit is the smallest run of bytes that ends where a field element ends on a byte; a
+        unit with no struct code (3, 5, 6, 7 or more than 8 bytes) is read as bytes and made an
+        int, unless it and the unit before make 2, 4 or 8 bytes (BTH's 1-byte flags and
+        3-byte QP: one ``I``).  Small integers instead of one wide one: the shifts and masks
+        stay on one-digit ints."""
+        bounds = [0]                        # unit boundaries, in bits
+        for f, _i, pos in self.layout():
+            if (pos + f.bits) % 8 == 0:
+                bounds.append(pos + f.bits)
+        merged, fused = [0], False
+        for end in bounds[1:]:
+            if ((end - merged[-1]) // 8 not in _STRUCT_CODES and len(merged) > 1 and not fused
+                    and (end - merged[-2]) // 8 in (2, 4, 8)):
+                merged[-1], fused = end, True    # one unit with the one before
+                continue
+            merged.append(end)
+            fused = False
+        fmt, units, conv = [">"], [], []
+        for start, end in itertools.pairwise(merged):
+            nbytes = (end - start) // 8
+            var = f"u{len(units)}"
+            units.append(var)
+            code = _STRUCT_CODES.get(nbytes)
+            if code is None:
+                fmt.append(f"{nbytes}s")
+                conv.append(f"    {var} = _from({var}, 'big')\n")
+            else:
+                fmt.append(code)
+        where: list[tuple[str, bool, int]] = []
+        k = 0
+        for f, _i, pos in self.layout():
+            while merged[k + 1] <= pos:
+                k += 1
+            shift = merged[k + 1] - pos - f.bits
+            where.append((units[k], pos == merged[k] and shift == 0, shift))
+        return "".join(fmt), units, conv, where
+
     def _compile(self) -> None:
-        total = self.size_bytes * 8
+        fmt, units, conv, where = self._units()
         ns: dict[str, object] = {
             "_Truncated": Truncated, "_mac": _fmt_mac, "_ip4": _fmt_ipv4, "_ip6": _fmt_ipv6,
-            "_from": int.from_bytes, "_new": dict.__new__, "_init": dict.__init__,
-            "_Layer": Layer,
+            "_from": int.from_bytes, "_new": dict.__new__, "_Layer": Layer,
+            "_unpack": struct.Struct(fmt).unpack_from,
         }
-        raw_items, shown_items = [], []
+        raw_items, shown_items, sets = [], [], []
         by_field: dict[str, list[str]] = {}
-        for f, _i, off in self.layout():
-            shift = total - off - f.bits
-            expr = f"(v >> {shift}) & {f.max_value:#x}" if shift else f"v & {f.max_value:#x}"
+        for (f, _i, _off), (var, whole, shift) in zip(self.layout(), where, strict=True):
+            expr = (var if whole else f"({var} >> {shift}) & {f.max_value:#x}" if shift
+                    else f"{var} & {f.max_value:#x}")
             by_field.setdefault(f.name, []).append(expr)
         for f in self.fields:
             exprs = by_field[f.name]
@@ -260,25 +304,25 @@ class HeaderSpec:
             else:
                 shown = f"({exprs[0]}).to_bytes({f.bits // 8}, 'big').hex()"
             shown_items.append(f"{f.name!r}: {shown}")
+            sets.append(f"    out[{f.name!r}] = {shown}\n")
         n = self.size_bytes
+        read = f"    {', '.join(units)}, = _unpack(buf, off)\n" + "".join(conv)
         head = (
             f"    if len(buf) - off < {n}:\n"
             f"        raise _Truncated('need {n} bytes, have ' + str(max(len(buf) - off, 0)),"
-            f" layer={self.name!r}, offset=off)\n"
-            f"    v = _from(buf[off:off + {n}], 'big')\n"
+            f" layer={self.name!r}, offset=off)\n" + read
         )
         src = (
             "def unpack_raw(buf, off=0):\n" + head
             + "    return {" + ", ".join(raw_items) + "}\n"
             "def unpack(buf, off=0):\n" + head
             + "    return {" + ", ".join(shown_items) + "}\n"
-            # a Layer without the Python-level Layer.__init__ (a dict's own, in C)
-            "def layer(buf, off=0):\n"
-            f"    v = _from(buf[off:off + {n}], 'big')\n"
-            "    out = _new(_Layer)\n"
+            # a Layer without the Python-level Layer.__init__, filled key by key (in C)
+            "def layer(buf, off=0):\n" + read
+            + "    out = _new(_Layer)\n"
             f"    out.name = {self.name!r}\n"
-            "    _init(out, {" + ", ".join(shown_items) + "})\n"
-            "    return out\n"
+            + "".join(sets)
+            + "    return out\n"
         )
         exec(compile(src, f"<spec {self.name}>", "exec"), ns)
         self._unpack_raw = ns["unpack_raw"]

@@ -33,7 +33,7 @@ from .ipv4 import IPPROTO_UDP, IPV4, ipv4_checksum
 from .ipv6 import IPV6
 from .pfc import MAC_CONTROL, PAUSE, PAUSE_DST, PFC, MacControlOpcode
 from .roce import _MASKED_END as _ICRC_HEAD
-from .roce import CNP_OPCODE, ICRC_BYTES, icrc, icrc_bytes, icrc_state
+from .roce import CNP_OPCODE, ICRC_BYTES, icrc, icrc_bytes, icrc_ipv4_ok, icrc_state
 from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
 from .spec import Field, HeaderSpec, Layer, format_value, parse_value, stack_getter
 from .sue import (
@@ -108,8 +108,8 @@ class Decoded:
     what it finds at the place it would have had if run at once (see :class:`_Check`).
     """
 
-    __slots__ = ("_layers", "_pending", "_problems", "caplen", "cut", "orig_len", "raw",
-                 "trailer")
+    __slots__ = ("_cells", "_fast", "_layers", "_pending", "_problems", "caplen", "cut",
+                 "orig_len", "raw", "trailer")
 
     def __init__(self, layers: dict[str, object] | None = None,
                  problems: list[str] | None = None, raw: bytes = b"",
@@ -118,6 +118,8 @@ class Decoded:
         self._layers: dict[str, object] = {} if layers is None else layers
         self._problems: list = [] if problems is None else problems
         self._pending = False
+        self._fast: tuple | None = None
+        self._cells: tuple | list | None = None
         self.raw = raw
         self.trailer = trailer
         self.cut = cut
@@ -130,6 +132,21 @@ class Decoded:
         Deferred checks run on first access."""
         p = self._problems
         if self._pending:
+            fast = self._fast
+            if fast is not None and self._cells is None:
+                # A fast-path frame none of whose checks has run: when they all pass (the
+                # usual case) this says so at once and makes no check's cell: the UDP
+                # checksum is 0 (not used, as RoCEv2 senders leave it), the IPv4 header's is
+                # right (ipv4_checksum_ok, inline: a version 4 header is never zero but for
+                # its checksum) and so is the ICRC.  Else the general path's cells, into p.
+                frame, icrc_at, _pos, _pad, _exts, ip_sum, udp_sum = fast
+                if (not udp_sum and ip_sum != 0xFFFF
+                        and not int.from_bytes(frame[_IP_OFF:_UDP_OFF], "big") % 0xFFFF
+                        and icrc_ipv4_ok(frame, _IP_OFF, icrc_at + ICRC_BYTES)):
+                    self._pending = False
+                    self._cells = _CLEAN_CELLS
+                    return p
+                _roce4_cells(self)
             self._pending = False
             out = []
             for x in p:
@@ -154,7 +171,7 @@ class Decoded:
         store = self._layers
         for name, v in store.items():
             if type(v) is _Lazy:
-                store[name] = v[0](name, *v[1:])
+                store[name] = _roce4_layer(self, name) if v is _FAST else v[0](name, *v[1:])
         return store
 
     @layers.setter
@@ -164,7 +181,8 @@ class Decoded:
     def __getitem__(self, name: str):
         v = self._layers[name]
         if type(v) is _Lazy:
-            v = self._layers[name] = v[0](name, *v[1:])
+            v = self._layers[name] = (_roce4_layer(self, name) if v is _FAST else
+                                      v[0](name, *v[1:]))
         return v
 
     def __contains__(self, name: object) -> bool:
@@ -173,7 +191,8 @@ class Decoded:
     def get(self, name: str, default: Any = None) -> Any:
         v = self._layers.get(name, default)
         if type(v) is _Lazy:
-            v = self._layers[name] = v[0](name, *v[1:])
+            v = self._layers[name] = (_roce4_layer(self, name) if v is _FAST else
+                                      v[0](name, *v[1:]))
         return v
 
     def __getattr__(self, name: str):
@@ -213,7 +232,8 @@ class Decoded:
         store = self._layers
         for name, layer in store.items():
             if type(layer) is _Lazy:
-                layer = store[name] = layer[0](name, *layer[1:])
+                layer = store[name] = (_roce4_layer(self, name) if layer is _FAST else
+                                       layer[0](name, *layer[1:]))
             if isinstance(layer, list):
                 out[name] = [dict(t) for t in layer]
             else:
@@ -385,7 +405,8 @@ def dissect(frame: bytes | bytearray | memoryview, orig_len: int | None = None, 
     A whole untagged RoCEv2-over-IPv4 frame whose lengths agree takes a fast path with the
     same result (below; every other frame the general path, :func:`_dissect`).
     """
-    frame = bytes(frame)
+    if type(frame) is not bytes:
+        frame = bytes(frame)
     ports = roce_ports if isinstance(roce_ports, frozenset) else frozenset(roce_ports)
     n = len(frame)
     if orig_len is None:
@@ -406,17 +427,14 @@ def dissect(frame: bytes | bytearray | memoryview, orig_len: int | None = None, 
     icrc_at = ip_end - ICRC_BYTES
     if pos > icrc_at or pad > icrc_at - pos:
         return _dissect(frame, orig_len, ports, scaleup)
-    ip_header = frame[_IP_OFF:_UDP_OFF]
-    ip_check = [_ipv4_check, ip_header, ip_sum]
-    icrc_check = [_icrc_check, frame, _UDP_OFF, icrc_at, ip_header]
-    # one deferred object stands for every layer of the frame (dict.fromkeys: built in C)
-    layers = dict.fromkeys(with_payload if icrc_at > pos else without_payload,
-                           _Lazy((_roce4_layer, frame, icrc_at, pos, pad, exts, ip_check,
-                                  icrc_check)))
+    # Every layer is the one marker _FAST (a copy of the opcode's dict of them: cheaper than
+    # building one), made from d._fast when read (_roce4_layer); the checks run when first
+    # needed, on the same tuple (_roce4_clean, _roce4_cells).
     d = _new(Decoded)
-    d._layers = layers
-    d._problems = [ip_check, [_udp_check, 4, ip_header, frame[_UDP_OFF:ip_end], udp_sum],
-                   icrc_check] if udp_sum else [ip_check, icrc_check]
+    d._layers = (with_payload if icrc_at > pos else without_payload).copy()
+    d._fast = (frame, icrc_at, pos, pad, exts, ip_sum, udp_sum)
+    d._cells = None
+    d._problems = []
     d._pending = True
     d.raw = b""
     d.trailer = frame[ip_end:] if ip_end < n else None
@@ -443,39 +461,65 @@ _FAST_MIN_BYTES = max(MIN_FRAME_BYTES, _PAY_OFF + ICRC_BYTES)
 _ETHERTYPE_IPV4 = int(EtherType.IPV4)
 
 
-def _ext_plan(op: int) -> tuple[int, dict[str, tuple[HeaderSpec, int]], tuple[str, ...],
-                                 tuple[str, ...]]:
+#: The marker every layer of a fast-path frame holds until read (:func:`_roce4_layer`).
+_FAST = _Lazy((None,))
+
+
+def _ext_plan(op: int) -> tuple[int, dict[str, tuple[HeaderSpec, int]], dict[str, _Lazy],
+                                dict[str, _Lazy]]:
     """For opcode ``op`` after a BTH at ``_BTH_OFF``: where the payload starts, the extended
-    headers' (spec, offset) by name, and the frame's layer names with and without a
-    payload."""
+    headers' (spec, offset) by name, and the frame's layers (every one :data:`_FAST`, in wire
+    order) with and without a payload."""
     exts, pos = {}, _PAY_OFF
     for h in EXT_HEADERS.get(op, ("", ()))[1]:
         exts[h] = (EXT_SPECS[h], pos)
         pos += EXT_SPECS[h].size_bytes
     names = ("eth", "ipv4", "udp", "bth", *exts)
-    return pos, exts, (*names, "payload", "icrc"), (*names, "icrc")
+    return (pos, exts, dict.fromkeys((*names, "payload", "icrc"), _FAST),
+            dict.fromkeys((*names, "icrc"), _FAST))
 
 
-def _roce4_layer(name: str, frame: bytes, icrc_at: int, pos: int, pad: int,
-                 exts: dict[str, tuple[HeaderSpec, int]], ip_check: list, icrc_check: list
-                 ) -> Layer:
+def _roce4_layer(d: Decoded, name: str) -> Layer:
     """Any layer of a frame the fast path decoded (the makers of the general path)."""
     if name == "bth":  # _bth_layer, inline (the layer most read)
-        bth = _BTH_LAYER(frame, _BTH_OFF)
+        bth = _BTH_LAYER(d._fast[0], _BTH_OFF)  # type: ignore[index]
         bth["opcode_name"] = _OPCODE_NAMES[bth["opcode"]]
         return bth
+    frame, icrc_at, pos, pad, exts, _ip_sum, _udp_sum = d._fast  # type: ignore[misc]
     if name == "eth":
         return _spec_layer(name, ETHERNET, frame, 0, None)
     if name == "ipv4":
-        return _ipv4_layer(name, frame, _IP_OFF, IPV4.size_bytes, ip_check)
+        return _ipv4_layer(name, frame, _IP_OFF, IPV4.size_bytes, _roce4_cells(d)[0])
     if name == "udp":
         return _spec_layer(name, UDP, frame, _UDP_OFF, None)
     if name == "payload":
         return _payload_layer(name, frame, pos, icrc_at, pad, len(frame))
     if name == "icrc":
-        return _icrc_layer(name, frame, icrc_at, icrc_check)
+        return _icrc_layer(name, frame, icrc_at, _roce4_cells(d)[-1])
     spec, at = exts[name]
     return _ext_layer(name, spec, frame, at)
+
+
+#: The cells of a fast-path frame whose checks all passed (IPv4 header, ICRC): run, no message.
+_CLEAN_CELLS = ((None, True, None), (None, True, None))
+
+
+def _roce4_cells(d: Decoded) -> tuple | list:
+    """The deferred checks of a fast-path frame as the general path makes them (IPv4 header
+    first, the ICRC last, the UDP checksum between when it is not 0), made on first need;
+    while ``problems`` is pending they go into it, in that order."""
+    cells = d._cells
+    if cells is None:
+        frame, icrc_at, _pos, _pad, _exts, ip_sum, udp_sum = d._fast  # type: ignore[misc]
+        ip_header = frame[_IP_OFF:_UDP_OFF]
+        ip_check = [_ipv4_check, ip_header, ip_sum]
+        icrc_check = [_icrc_check, frame, _UDP_OFF, icrc_at, ip_header]
+        cells = d._cells = [ip_check, [_udp_check, 4, ip_header,
+                                       frame[_UDP_OFF:icrc_at + ICRC_BYTES], udp_sum],
+                            icrc_check] if udp_sum else [ip_check, icrc_check]
+        if d._pending:
+            d._problems.extend(cells)
+    return cells
 
 
 _EXT_PLANS = {op: _ext_plan(op) for op in range(256)}
@@ -483,20 +527,21 @@ _new = object.__new__
 _BTH_LAYER = BTH._layer
 
 
-def _roce4_untouched(d: Decoded) -> _Lazy | None:
-    """The fast path's deferred object of ``d`` if ``d`` came from :func:`dissect`'s fast
+def _roce4_untouched(d: Decoded) -> tuple | None:
+    """The fast path's tuple of ``d`` (``d._fast``) if ``d`` came from :func:`dissect`'s fast
     path and no layer of it has been read, replaced, added or removed since (its layers are
     then exactly what the frame's bytes say); else None.  For readers of a few fields of
     many frames (``wire.stats.summary_line``) that can take them from the bytes at once."""
+    fast = d._fast
+    if fast is None:
+        return None
     store = d._layers
-    lz = store.get("icrc")
-    if type(lz) is not _Lazy or lz[0] is not _roce4_layer or len(store) != (
-            5 + len(lz[5]) + (lz[2] > lz[3])):
+    if len(store) != 5 + len(fast[4]) + (fast[1] > fast[2]):
         return None
     for v in store.values():
-        if v is not lz:
+        if v is not _FAST:
             return None
-    return lz
+    return fast
 
 
 def _dissect(frame: bytes, orig_len: int, ports: frozenset[int], scaleup: ScaleUpConfig

@@ -27,7 +27,15 @@ from .pfc import PAUSE_DST, quanta_to_ns
 from .roce import CNP_OPCODE, ICRC_BYTES
 from .scaleup import DEFAULT_SCALEUP, ScaleUpConfig
 from .spec import _fmt_ipv4, format_value, parse_value, stack_getter
-from .stack import _OPCODE_NAMES, ROCE_PORTS, SPECS, Decoded, _check_ok, _roce4_untouched
+from .stack import (
+    _OPCODE_NAMES,
+    ROCE_PORTS,
+    SPECS,
+    Decoded,
+    _check_ok,
+    _roce4_cells,
+    _roce4_untouched,
+)
 from .udp import UDP
 
 if TYPE_CHECKING:  # numpy is only imported by the batch path
@@ -58,9 +66,9 @@ _ROCE4_SUMMARY = stack_getter((ETHERNET, ()), (IPV4, ("ecn", "src", "dst")),
 def summary_line(index: int, ts_ns: int, d: Decoded, orig_len: int) -> str:
     """One readable line per packet, like Wireshark's packet list (an ERF record shows
     its own time, as Wireshark does, not the pcap record's)."""
-    lz = _roce4_untouched(d)
-    if lz is not None:
-        return _roce4_summary(index, ts_ns, d, orig_len, lz)
+    fast = _roce4_untouched(d)
+    if fast is not None:
+        return _roce4_summary(index, ts_ns, d, orig_len, fast)
     erf = d.get("erf")
     if erf is not None:
         ts_ns = erf["ts_ns"]
@@ -186,11 +194,11 @@ _PAIRS_MAX = 4096
 _ECN_TEXT = tuple(f"ECN={_ECN_NAMES[e]}" for e in range(4))
 
 
-def _roce4_summary(index: int, ts_ns: int, d: Decoded, orig_len: int, lz: tuple) -> str:
+def _roce4_summary(index: int, ts_ns: int, d: Decoded, orig_len: int, fast: tuple) -> str:
     """:func:`summary_line` of an untouched fast-path frame (Ethernet + IPv4 + UDP + BTH,
     nothing cut): the same line, from the few fields it shows, without decoding the layers
     (``tests/test_dissect_speed_paths.py`` compares the two)."""
-    _fn, frame, icrc_at, pos, pad, exts, _ip_check, icrc_check = lz
+    frame, icrc_at, pos, pad, exts, _ip_sum, _udp_sum = fast
     ecn, src, dst, sport, dport, op, becn, qp, psn = _ROCE4_SUMMARY(frame)
     aeth_text = ""
     if "aeth" in exts:
@@ -199,7 +207,7 @@ def _roce4_summary(index: int, ts_ns: int, d: Decoded, orig_len: int, lz: tuple)
         aeth_text = f" AETH={aeth['kind']}{extra} MSN={aeth['msn']}"
     tail = _bth_tail(becn, aeth_text, icrc_at - pad - pos if icrc_at > pos else None)
     problems = d.problems  # runs the deferred checks, the ICRC's among them
-    if not _check_ok(icrc_check):  # already run by d.problems: reads its result
+    if not _check_ok(_roce4_cells(d)[-1]):  # already run by d.problems: reads its result
         tail += " ICRC BAD"
     if problems:
         tail += f" [{len(problems)} problem{'s' * (len(problems) > 1)}]"
