@@ -99,6 +99,7 @@ class MmuMachine(RuleBasedStateMachine):
         mmu = self.mmu
         assert mmu is not None
         threshold = _expected_threshold(mmu)
+        assert list(changes) == sorted(changes), "changes not in (port, PG) order"
         for port, pg, action in changes:
             assert pg in LOSSLESS, "a lossy PG sent PFC"
             key = (port, pg)
@@ -197,6 +198,11 @@ class MmuMachine(RuleBasedStateMachine):
         assert mmu.dropped_bytes == self.dropped == sum(mmu.drops_by_reason.values())
         total = sum(mmu.ingress_bytes(p, g) for p in range(PORTS) for g in range(PGS))
         assert total == resident
+        # the PGs the MMU watches are the lossless ones paused or holding shared or headroom
+        # bytes (what lets a dynamic threshold's change skip the others: Mmu._update)
+        watched = {(p, g) for p in range(PORTS) for g in LOSSLESS if mmu.paused(p, g)
+                   or mmu.shared_pg_bytes(p, g) or mmu.headroom_used_bytes(p, g)}
+        assert set(mmu._watch) == watched
 
     @invariant()
     def occupancy_bounds(self) -> None:

@@ -32,7 +32,7 @@ cdef class Mmu:
     cdef public long long admitted_bytes
     cdef public long long dropped_bytes
     cdef public long long released_bytes
-    cdef public set _watch
+    cdef public dict _watch
     cdef public object _drops
     cdef public dict _pgs
     cdef public list _pg_at
@@ -56,8 +56,8 @@ cdef class Mmu:
     @cython.locals(s=_Pg, hdrm=cython.longlong, shared=cython.longlong, rest=cython.longlong,
                    from_shared=cython.longlong)
     cdef tuple _release(self, Py_ssize_t port, Py_ssize_t pg, long long n)
-    @cython.locals(shared=cython.longlong, threshold=cython.longlong,
-                   dynamic_sweep=cython.bint)
+    @cython.locals(shared=cython.longlong, threshold=cython.longlong, delta=cython.longlong,
+                   dynamic_sweep=cython.bint, leaves=cython.bint, p=_Pg)
     cdef tuple _update(self, Py_ssize_t port, Py_ssize_t pg, _Pg s, bint pool_changed)
     @cython.locals(eg=_Egress, new=cython.longlong)
     cdef long long _egress_add(self, Py_ssize_t i, long long n) except -1

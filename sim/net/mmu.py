@@ -254,7 +254,7 @@ _ADMITTED: dict[str, Admission] = {w: Admission(True, w, None, ())
 
 class _Pg:
     """One ingress (port, PG)'s bytes by region and its PFC state (``watched``: in the MMU's
-    ``_watch`` set, see :meth:`Mmu._update`)."""
+    ``_watch``, see :meth:`Mmu._update`)."""
 
     __slots__ = ("headroom_bytes", "reserved_bytes", "shared_bytes", "state", "watched")
 
@@ -296,7 +296,8 @@ class Mmu:
         self.admitted_bytes = admitted_bytes
         self.dropped_bytes = dropped_bytes
         self.released_bytes = released_bytes
-        self._watch: set[tuple[int, int]] = set()
+        #: The watched PGs (see :meth:`_update`), ``(port, pg) -> _Pg``.
+        self._watch: dict[tuple[int, int], _Pg] = {}
         self._drops: Counter[str] = Counter()
         c = config
         self._pgs: dict[tuple[int, int], _Pg] = {(p, g): _Pg() for p in range(c.ports)
@@ -428,7 +429,9 @@ class Mmu:
         :data:`_MAX_BYTES` is that: no PG holds more)."""
         if self._static:
             return self._xoff
-        return min(self.threshold_bytes(), _MAX_BYTES)
+        # threshold_bytes() from the hot-path copies (exact Python-int arithmetic)
+        return min(self._alpha_num * (self._pool - self.shared_used_bytes) // self._alpha_den,
+                   _MAX_BYTES)
 
     def release(self, in_port: int, pg: int, nbytes: int,
                 where: Where | None = None) -> tuple[PauseChange, ...]:
@@ -498,22 +501,31 @@ class Mmu:
                 ) -> tuple[PauseChange, ...]:
         """The PFC transitions after ``(port, pg)`` (its :class:`_Pg` ``s``) changed.  The
         PGs that may pause or resume are in ``_watch`` (each flagged ``watched``): a lossless
-        PG from its first change until it is XON and empty again."""
+        PG from its first change until it is XON and empty again.
+
+        With a dynamic threshold every change of the shared pool moves every watched PG's
+        threshold, so each is looked at again, in (port, PG) order (:meth:`condition`).  A PG
+        other than ``s`` has not changed since it was last looked at, so it is XOFF or holds
+        shared or headroom bytes; when no watched PG crosses its XOFF or XON line at the new
+        threshold (one pass over them; at most ``s`` leaves the watch) nothing else changes
+        and the ordered pass is skipped: the same result, at about the static threshold's
+        cost."""
         dynamic_sweep = pool_changed and not self._static
         watch = self._watch
         if (self._lossless_mask >> pg) & 1:
             if not s.watched:
                 s.watched = True
-                watch.add((port, pg))
+                watch[(port, pg)] = s
         elif not dynamic_sweep and not s.watched:
             return ()  # a lossy PG never pauses and moved no one else's threshold
+        threshold = self._threshold()
+        delta = self._xon_delta
         if not dynamic_sweep:
             # Only this PG can change (it is watched here): :meth:`condition` inlined.
             shared = s.shared_bytes
-            threshold = self._threshold()
             if s.headroom_bytes > 0 or shared > threshold:
                 cond = "above"
-            elif shared == 0 or shared + self._xon_delta <= threshold:
+            elif shared == 0 or shared + delta <= threshold:
                 cond = "below_xon"
             else:
                 cond = "hysteresis"
@@ -521,18 +533,42 @@ class Mmu:
             s.state = new_state
             if new_state == XON and shared == 0 and s.headroom_bytes == 0:
                 s.watched = False
-                watch.discard((port, pg))
+                del watch[(port, pg)]
             return () if action is None else ((port, pg, action),)
+        leaves = False
+        for p in watch.values():
+            shared = p.shared_bytes
+            if p.state == XON:
+                if p.headroom_bytes > 0 or shared > threshold:
+                    break  # it pauses
+                if shared == 0 and p.headroom_bytes == 0:
+                    if p is not s:
+                        break  # (cannot be: it left the watch when it became so)
+                    leaves = True
+            elif p.headroom_bytes == 0 and (shared == 0 or shared + delta <= threshold):
+                break  # it resumes
+        else:
+            if leaves:
+                s.watched = False
+                del watch[(port, pg)]
+            return ()
         changes: list[PauseChange] = []
         for key in sorted(watch):
-            s = self._pgs[key]
-            new_state, action = _NEXT[s.state][self.condition(*key)]
-            s.state = new_state
+            p = watch[key]
+            shared = p.shared_bytes
+            if p.headroom_bytes > 0 or shared > threshold:
+                cond = "above"
+            elif shared == 0 or shared + delta <= threshold:
+                cond = "below_xon"
+            else:
+                cond = "hysteresis"
+            new_state, action = _NEXT[p.state][cond]
+            p.state = new_state
             if action is not None:
                 changes.append((key[0], key[1], action))
-            if s.state == XON and s.shared_bytes == 0 and s.headroom_bytes == 0:
-                s.watched = False
-                watch.discard(key)
+            if new_state == XON and shared == 0 and p.headroom_bytes == 0:
+                p.watched = False
+                del watch[key]
         return tuple(changes)
 
     # -- egress (ECN) ---------------------------------------------------------------------------
