@@ -43,6 +43,7 @@ COMPILED: tuple[str, ...] = (
     "sim.net.port",
     "sim.net.mmu",
     "sim.net.switch",
+    "sim.nic.rc",
     "sim.nic.host",
     "sim.cc.base",
     "sim.cc.dcqcn",

@@ -15,6 +15,7 @@ from sim.engine cimport Engine, Timer
 from sim.packet cimport PacketIds, SimPacket
 from sim.trace cimport Interest
 from sim.net.port cimport Port
+from sim.nic.rc cimport RcReceiver, RcSender
 
 cdef class _Tx:
     cdef public object flow
@@ -145,11 +146,16 @@ cdef class Host:
     @cython.locals(pkt=SimPacket)
     cpdef _dequeued(self, port_index, pkt)
     cdef _on_ce(self, f, src, now)
-    @cython.locals(p=SimPacket)
+    @cython.locals(p=SimPacket, rx=RcReceiver)
     cdef _deliver(self, SimPacket pkt, now)
     cdef _deliver_frame(self, SimPacket pkt, now)
     cdef object _place(self, _Tx tx, sent, nbytes)
     cdef _send_cnp(self, flow_id, to_node)
     cdef _send_ack(self, fid, flow_tc, psn, to_node, kind=*)
-    @cython.locals(tx=_Tx, now=cython.longlong, at=cython.longlong)
+    @cython.locals(tx=_Tx, now=cython.longlong, at=cython.longlong, rc=RcSender)
     cpdef _send(self, tx, waking=*, reading=*)
+    # the RC sender's per-frame and per-ACK calls (nothing outside host.py calls them)
+    @cython.locals(rc=RcSender)
+    cdef _rc_on_ack(self, fid, psn, kind)
+    @cython.locals(old=Timer)
+    cdef _rc_arm(self, fid)

@@ -815,8 +815,11 @@ class Host:
     def _rc_arm(self, fid: int) -> None:
         """Make sure a timer runs for the flow's ACK deadline (lazy: a timer that fires
         before the deadline, which moves later with resends and ACKs, sleeps again)."""
-        self._arm_timer(self._rc_timer, fid, self._rc_tx[fid].deadline_ps,
-                        self._rc_timer_due, fid)
+        due = self._rc_tx[fid].deadline_ps
+        old = self._rc_timer.get(fid)
+        if old is not None and due is not None and old.at_ps <= due:
+            return  # the timer already due no later stays (_arm_timer, its usual case)
+        self._arm_timer(self._rc_timer, fid, due, self._rc_timer_due, fid)
 
     def _arm_timer(self, timers: dict, fid: int, due: int | None, fn: Callable[..., None],
                    *args: object) -> None:

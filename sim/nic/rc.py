@@ -401,3 +401,17 @@ class RcReceiver:
         elif self.ooo:
             self._gap_ps = None
         return "deliver", out, reply
+
+
+# Compiled (rc.pxd), a cpdef method's Python signature has lost its return annotation: put back
+# the ones written above (interpreted, they are there already and this does nothing).
+for _cls, _returns in (
+        (RcSender, {"has_resend": "bool", "peek_resend_bytes": "int", "send_new": "int",
+                    "asks_ack": "bool", "place_of": "object",
+                    "pop_resend": "tuple[int, int] | None", "on_ack": "int", "on_nak": "bool",
+                    "on_timeout": "bool"}),
+        (RcReceiver, {"on_timeout": "tuple[str, int] | None",
+                      "on_frame": "tuple[str, list, tuple[str, int] | None]"})):
+    for _name, _ret in _returns.items():
+        vars(_cls)[_name].__annotations__.setdefault("return", _ret)
+del _cls, _returns, _name, _ret
