@@ -1,6 +1,6 @@
 """``python -m bench [--quick]``: every benchmark (simulator, pcap decoding, crafting);
-``python -m bench sim|wire|craft|coll|scale|mem|realworld|flow|ring|proto [options]``: one of them
-with its own options (``python -m bench sim --packets 50000``; the old ``python -m bench
+``python -m bench sim|wire|craft|coll|scale|mem|realworld|flow|ring|proto|hpcc [options]``:
+one of them with its own options (``python -m bench sim --packets 50000``; the old ``python -m bench
 --packets N`` form still runs the simulator benchmark)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ def main(argv: list[str]) -> int:
         coll_bench,
         craft_bench,
         flow_bench,
+        hpcc_bench,
         mem_bench,
         proto_bench,
         realworld,
@@ -28,7 +29,8 @@ def main(argv: list[str]) -> int:
               "realworld": realworld.main,  # against published nccl-tests tables
               "flow": flow_bench.main,  # flow fidelity against packets
               "ring": ring_bench.main,  # the ring engine and steady loops; 1,024 GPUs
-              "proto": proto_bench.main}  # the C-structures prototype against the engine
+              "proto": proto_bench.main,  # the C-structures prototype against the engine
+              "hpcc": hpcc_bench.main}  # HPCC's incast file: dynamic vs static, CLI vs library
     if argv and argv[0] in suites:
         return suites[argv[0]](argv[1:])
     if argv and argv != ["--quick"]:
@@ -42,7 +44,8 @@ def main(argv: list[str]) -> int:
                        ("coll", ["--quick"] if quick else []),
                        ("scale", ["--quick"] if quick else []),
                        ("flow", ["--quick"] if quick else []),
-                       ("ring", ["--quick"] if quick else [])):
+                       ("ring", ["--quick"] if quick else []),
+                       ("hpcc", ["--runs", "1", "--ms", "1"] if quick else [])):
         print(f"\n===== python -m bench {name} {' '.join(args)}".rstrip(), flush=True)
         rc |= suites[name](args)
     return rc

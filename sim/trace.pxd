@@ -3,7 +3,11 @@
 # its fields for every frame (port.pxd, switch.pxd, host.pxd type their ``_int`` as one); the
 # rest of the module is compiled as it is.
 
+cdef class QueueSampler:
+    cdef _queue_sample(self, t_ps, node, port, queue, queue_bytes)
+
 cdef class Interest:
     cdef public frozenset types
     cdef public object enqueued
     cdef public object dequeued
+    cdef public QueueSampler sampler

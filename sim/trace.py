@@ -27,7 +27,7 @@ from typing import IO, Any, Protocol, TypeVar, runtime_checkable
 from sim.events import Dequeued, Enqueued, Event, _plain
 
 __all__ = ["Tracer", "NullTracer", "ListTracer", "JsonlTracer", "TeeTracer", "Interest",
-           "interest", "wanted_types", "NOTHING"]
+           "QueueSampler", "interest", "wanted_types", "NOTHING"]
 
 E = TypeVar("E", bound=Event)
 
@@ -72,6 +72,30 @@ def _emitter(emit: Callable[[Event], None], cls: type[Event]) -> Callable[..., N
     return build_and_emit
 
 
+class QueueSampler:
+    """Base of a tracer that takes queue samples as numbers (the runner's
+    :class:`sim.study.samples.SampleSink`): ``on_enqueued`` / ``on_dequeued`` take an
+    :class:`sim.events.Enqueued` / :class:`sim.events.Dequeued` event's fields and pass the
+    sample to ``_queue_sample(t_ps, node, port, queue, queue_bytes)``, which a subclass
+    defines.  A port whose tracer is one (and does not replace those two) calls
+    ``_queue_sample`` itself (:attr:`Interest.sampler`): a C call in the compiled core."""
+
+    def on_enqueued(self, t_ps: int, node: int, port: int, queue: int, packet_id: int,
+                    flow: int, nbytes: int, queue_bytes: int) -> None:
+        """A queue sample: the fields of :class:`sim.events.Enqueued`, in order."""
+        self._queue_sample(t_ps, node, port, queue, queue_bytes)
+
+    def on_dequeued(self, t_ps: int, node: int, port: int, queue: int, packet_id: int,
+                    flow: int, nbytes: int, queue_bytes: int) -> None:
+        """A queue sample: the fields of :class:`sim.events.Dequeued`, in order (the same
+        series as :meth:`on_enqueued`)."""
+        self._queue_sample(t_ps, node, port, queue, queue_bytes)
+
+    def _queue_sample(self, t_ps: int, node: int, port: int, queue: int,
+                      queue_bytes: int) -> None:
+        raise NotImplementedError(f"{type(self).__name__} takes no queue sample")
+
+
 class Interest:
     """Per event type, whether the tracer(s) behind a component read it.
 
@@ -79,15 +103,18 @@ class Interest:
     and ``dequeued``: None when nobody reads queue samples, else a callable taking the fields
     of :class:`sim.events.Enqueued` / :class:`sim.events.Dequeued` in order (the tracer's
     ``on_enqueued`` / ``on_dequeued`` when it takes samples without objects, else one that
-    builds the event and emits it) -- the hot path of every port.
+    builds the event and emits it) -- the hot path of every port.  ``sampler``: the tracer
+    when both are a :class:`QueueSampler`'s own (the port then calls its ``_queue_sample``
+    directly, the same sample), else None.
     """
 
-    __slots__ = ("dequeued", "enqueued", "types")
+    __slots__ = ("dequeued", "enqueued", "sampler", "types")
 
     def __init__(self, tracer: Any = None) -> None:
         self.types: frozenset[type[Event]] = NOTHING
         self.enqueued: Callable[..., None] | None = None
         self.dequeued: Callable[..., None] | None = None
+        self.sampler: QueueSampler | None = None
         self.update(tracer)
 
     def update(self, tracer: Any) -> None:
@@ -96,6 +123,11 @@ class Interest:
         self.types = types
         self.enqueued = self._queue_hook(tracer, types, Enqueued, "on_enqueued")
         self.dequeued = self._queue_hook(tracer, types, Dequeued, "on_dequeued")
+        kind = type(tracer)
+        self.sampler = tracer if (
+            isinstance(tracer, QueueSampler) and Enqueued not in types
+            and Dequeued not in types and kind.on_enqueued is QueueSampler.on_enqueued
+            and kind.on_dequeued is QueueSampler.on_dequeued) else None
 
     @staticmethod
     def _queue_hook(tracer: Any, types: frozenset, cls: type[Event], name: str

@@ -13,5 +13,5 @@ def test_bench_quick_runs() -> None:
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     for heading in ("Single FIFO", "8:1 incast", "wire.batch", "Crafting", "wire.dissect",
-                    "Collectives", "Fabric scale"):
+                    "Collectives", "Fabric scale", "HPCC's DCQCN incast"):
         assert heading in r.stdout, heading

@@ -22,7 +22,7 @@ from sim.engine import Timer
 from sim.events import PauseSent
 from sim.packet import NOT_ECT, PRIORITIES, SimPacket
 from wire import build
-from wire.ethernet import EtherType, payload_start
+from wire.ethernet import ETHERNET, VLAN_TPIDS, EtherType, payload_start
 from wire.pfc import quanta_to_ps
 
 __all__ = ["PfcResponder", "apply_pause", "is_mac_control", "pfc_packet"]
@@ -53,10 +53,20 @@ def pfc_packet(pkt_id: int, now_ps: int, node_id: int, port: int, prio: int,
 _PFC_FRAMES: dict[tuple[int, int, int, int], bytes] = {}
 
 
+#: Where the first EtherType (or TPID) is, and the length that holds it whole.
+_TYPE_AT = ETHERNET.byte_field("type")[0]
+_UNTAGGED_MIN = _TYPE_AT + 2
+_MAC_CONTROL = int(EtherType.MAC_CONTROL)
+
+
 def is_mac_control(frame: bytes | bytearray | None) -> bool:
     """True for a MAC Control (PFC/PAUSE) frame, VLAN-tagged or not."""
     if frame is None:
         return False
+    if len(frame) >= _UNTAGGED_MIN:  # payload_start's first step, inline: most frames
+        et = (frame[_TYPE_AT] << 8) | frame[_TYPE_AT + 1]
+        if et not in VLAN_TPIDS:
+            return et == _MAC_CONTROL
     loc = payload_start(frame)
     return loc is not None and loc[1] == EtherType.MAC_CONTROL
 

@@ -9,7 +9,7 @@ cimport cython
 from sim.engine cimport Engine, Timer
 from sim.flowctl.ib cimport IbLink, ib_blocks
 from sim.packet cimport SimPacket
-from sim.trace cimport Interest
+from sim.trace cimport Interest, QueueSampler
 
 cdef class Port:
     cdef dict __dict__
@@ -82,11 +82,12 @@ cdef class Port:
     # and made a bound method per call.)  So they cannot be overridden; nothing does, and a
     # down link diverts frames through ``_divert`` (sim/fabric/faults.py).  ``_done`` is the
     # engine's callback, called through Python, so cpdef costs it nothing.
-    @cython.locals(pkt=SimPacket, tc=Py_ssize_t, paused_to=cython.longlong)
+    @cython.locals(pkt=SimPacket, tc=Py_ssize_t, paused_to=cython.longlong, smp=QueueSampler)
     cdef _enq(self, pkt)
-    @cython.locals(pkt=SimPacket, now=cython.longlong, t=cython.longlong)
+    @cython.locals(pkt=SimPacket, now=cython.longlong, t=cython.longlong, smp=QueueSampler)
     cdef _cut_through(self, pkt, Py_ssize_t tc)
-    @cython.locals(pkt=SimPacket, now=cython.longlong, t=cython.longlong, ib=IbLink)
+    @cython.locals(pkt=SimPacket, now=cython.longlong, t=cython.longlong, ib=IbLink,
+                   smp=QueueSampler)
     cdef _send_next(self)
     cdef long long _ser_ps(self, nbytes) except -1
     @cython.locals(now=cython.longlong, at=cython.longlong, tc=Py_ssize_t,

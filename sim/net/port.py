@@ -319,7 +319,12 @@ class Port:
             self.max_queue_bytes[tc] = qb
         f = self._int.enqueued
         if f is not None:
-            f(self.engine.now_ps, self.node_id, self.index, tc, pkt.id, pkt.flow, pkt.nbytes, qb)
+            smp = self._int.sampler
+            if smp is not None:  # the runner's samples: the same sample, a C call
+                smp._queue_sample(self.engine.now_ps, self.node_id, self.index, tc, qb)
+            else:
+                f(self.engine.now_ps, self.node_id, self.index, tc, pkt.id, pkt.flow,
+                  pkt.nbytes, qb)
         if not self.busy:
             self._send_next()
 
@@ -336,7 +341,11 @@ class Port:
             self.max_queue_bytes[tc] = qb
         f = self._int.enqueued
         if f is not None:
-            f(now, self.node_id, self.index, tc, pkt.id, pkt.flow, nbytes, qb)
+            smp = self._int.sampler
+            if smp is not None:
+                smp._queue_sample(now, self.node_id, self.index, tc, qb)
+            else:
+                f(now, self.node_id, self.index, tc, pkt.id, pkt.flow, nbytes, qb)
         if tc not in self._strict:
             self._rr = (tc + 1) % _NPRIO
         self._last_tc = tc
@@ -344,7 +353,12 @@ class Port:
             self.on_dequeue(self.index, pkt)
         f = self._int.dequeued
         if f is not None:
-            f(now, self.node_id, self.index, tc, pkt.id, pkt.flow, nbytes, self.queue_bytes[tc])
+            smp = self._int.sampler
+            if smp is not None:
+                smp._queue_sample(now, self.node_id, self.index, tc, self.queue_bytes[tc])
+            else:
+                f(now, self.node_id, self.index, tc, pkt.id, pkt.flow, nbytes,
+                  self.queue_bytes[tc])
         if self.taps:
             for tap in self.taps:
                 tap(now, pkt)
@@ -617,8 +631,12 @@ class Port:
                 ib._take(pkt)
             f = self._int.dequeued
             if f is not None:
-                f(now, self.node_id, self.index, tc, pkt.id, pkt.flow, nbytes,
-                  self.queue_bytes[tc])
+                smp = self._int.sampler
+                if smp is not None:
+                    smp._queue_sample(now, self.node_id, self.index, tc, self.queue_bytes[tc])
+                else:
+                    f(now, self.node_id, self.index, tc, pkt.id, pkt.flow, nbytes,
+                      self.queue_bytes[tc])
         if self.taps:
             for tap in self.taps:
                 tap(now, pkt)

@@ -160,6 +160,7 @@ from sim.nic.rc import (
     ack_timeout_ps,
 )
 from sim.packet import (
+    NOT_ECT,
     PLACE_FIRST,
     PLACE_LAST,
     REPLAY_FLOW_BASE,
@@ -172,14 +173,16 @@ from sim.units import ser_time_ps
 from wire import build
 from wire.bth import BTH
 from wire.ecn import ip_offset
+from wire.ethernet import ETHERNET, EtherType
 from wire.ib import GRH, LRH, Lnh
 from wire.ib_ext import AETH, AethKind, aeth_decode
 from wire.ib_stack import build_ib
-from wire.ipv4 import IPV4
+from wire.ipv4 import IPPROTO_UDP, IPV4
 from wire.ipv6 import IPV6
 from wire.linkstack import ROCE
 from wire.pfc import quanta_to_ps
 from wire.roce import CNP_OPCODE
+from wire.spec import stack_getter
 from wire.template import IbTemplate, RoceTemplate
 from wire.udp import ROCEV2_PORT, UDP
 
@@ -1308,8 +1311,8 @@ class Host:
             self._ack_templates[key] = tpl
         frame = tpl.make(**{"bth.psn": psn & _PSN_MASK,
                             "aeth.msn": self.rx_messages.get(fid, 0) & _PSN_MASK})
-        ack = SimPacket(self._ids(), now, len(frame), flow=fid, tc=tc,
-                        src=self.node_id, dst=to_node, frame=frame)
+        ack = SimPacket._new(self._ids.take(), now, len(frame), fid, tc, NOT_ECT, self.node_id,
+                             to_node, frame, 0)  # frame: a bytearray of its own
         self.ack_sent += 1
         self.port._enq(ack)
 
@@ -1331,15 +1334,32 @@ def rc_conservation(sender: Host, receiver: Host, fid: int, network_dropped: int
             "in_flight": tx.sent_frames - delivered - dropped - held}
 
 
+# The frames a NIC makes and reads most (its ACKs, CNPs and data): untagged Ethernet, IPv4
+# without options, UDP, BTH (and an ACK's AETH), read with one struct.unpack_from each
+# (wire.spec.stack_getter, from the field tables); any other frame takes the general path.
+_ROCE4_BTH = stack_getter((ETHERNET, ("type",)), (IPV4, ("ihl", "protocol")), (UDP, ("dport",)),
+                          (BTH, ("opcode", "dest_qp", "psn")))
+_ROCE4_AETH = stack_getter((ETHERNET, ("type",)), (IPV4, ("ihl", "protocol")),
+                           (UDP, ("dport",)), (BTH, ()), (AETH, ("syndrome",)))
+_ROCE4_IHL = IPV4.size_bytes // 4
+_ETHERTYPE_IPV4 = int(EtherType.IPV4)
+#: The AETH kind of every syndrome (wire.ib_ext.aeth_decode: the one layout).
+_AETH_KINDS = tuple(int(AethKind[aeth_decode(syndrome)["kind"]]) for syndrome in range(256))
+
+
 def roce_aeth_kind(frame: bytes | bytearray, ib: bool = False) -> int | None:
     """The AETH kind (:class:`wire.ib_ext.AethKind`) of a RoCEv2 ACKNOWLEDGE frame (BTH +
     AETH; ``ib``: of a native InfiniBand packet), from the field tables; None if it is not
     one."""
+    if not ib and len(frame) >= _ROCE4_AETH.size_bytes:
+        etype, ihl, proto, dport, syndrome = _ROCE4_AETH(frame)
+        if (etype == _ETHERTYPE_IPV4 and ihl == _ROCE4_IHL and proto == IPPROTO_UDP
+                and dport == ROCEV2_PORT):
+            return _AETH_KINDS[syndrome]
     loc = _ib_bth_offset(frame) if ib else _bth_offset(frame)
     if loc is None or len(frame) < loc + BTH.size_bytes + AETH.size_bytes:
         return None
-    syndrome = AETH.unpack_raw(frame, loc + BTH.size_bytes)["syndrome"]
-    return int(AethKind[aeth_decode(syndrome)["kind"]])  # wire.ib_ext: the one layout
+    return _AETH_KINDS[AETH.unpack_raw(frame, loc + BTH.size_bytes)["syndrome"]]
 
 
 def _bth_offset(frame: bytes | bytearray) -> int | None:
@@ -1393,6 +1413,11 @@ def roce_bth(frame: bytes | bytearray) -> tuple[int, int, int] | None:
     """(BTH opcode, DestQP, PSN) of a RoCEv2 frame (IPv4/IPv6, UDP dport 4791), else None.
     Reads only the IP, UDP and BTH field tables (no full dissection): the one parser the NIC
     uses to tell CNPs and ACKs from data."""
+    if len(frame) >= _ROCE4_BTH.size_bytes:
+        etype, ihl, proto, dport, op, qp, psn = _ROCE4_BTH(frame)
+        if (etype == _ETHERTYPE_IPV4 and ihl == _ROCE4_IHL and proto == IPPROTO_UDP
+                and dport == ROCEV2_PORT):
+            return op, qp, psn
     loc = _bth_offset(frame)
     if loc is None:
         return None

@@ -6,6 +6,8 @@
 
 cimport cython
 
+from sim.trace cimport QueueSampler
+
 
 cdef class _Pending:
     cdef public object series
@@ -13,7 +15,7 @@ cdef class _Pending:
     cdef public list v
 
 
-cdef class SampleSink:
+cdef class SampleSink(QueueSampler):
     cdef public object store
     cdef public Py_ssize_t _cap
     cdef public dict queues

@@ -13,7 +13,8 @@ compiler):
 * :class:`RxTap`, a port tap binning the bytes delivered to a receiver per flow (the
   throughput plot's series).
 
-May import the kernel and ``sim.study.series`` only.
+May import the kernel (its ``on_enqueued`` / ``on_dequeued`` are :class:`sim.trace.QueueSampler`'s)
+and ``sim.study.series`` only.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 from sim.packet import PLACE_FIRST, PLACE_LAST, STREAM_MESSAGE_FRAMES
 from sim.study.series import Series, SeriesStore
+from sim.trace import QueueSampler
 from sim.units import PS_PER_NS
 
 __all__ = ["SampleSink", "CaptureBudget", "FrameLog", "RxTap", "PCAP_FILE_HEADER_BYTES",
@@ -51,7 +53,7 @@ class _Pending:
         self.v: list[int] = []
 
 
-class SampleSink:
+class SampleSink(QueueSampler):
     """Queue depths (``queues``: (node, port, queue) -> t_ps, queue bytes after every change)
     and ingress counters (``ingress``: (node, port, PG) -> t_ps, bytes held after every
     change), as series of ``store``; ``_cap`` is the rows a series may hold before it spills,
@@ -72,17 +74,6 @@ class SampleSink:
         s = self.store.new(typecodes)
         self._cap = self.store.cap_rows  # the budget is shared by one series more
         return s
-
-    def on_enqueued(self, t_ps: int, node: int, port: int, queue: int, packet_id: int,
-                    flow: int, nbytes: int, queue_bytes: int) -> None:
-        """A queue sample: the fields of :class:`sim.events.Enqueued`, in order."""
-        self._queue_sample(t_ps, node, port, queue, queue_bytes)
-
-    def on_dequeued(self, t_ps: int, node: int, port: int, queue: int, packet_id: int,
-                    flow: int, nbytes: int, queue_bytes: int) -> None:
-        """A queue sample: the fields of :class:`sim.events.Dequeued`, in order (the same
-        series as :meth:`on_enqueued`)."""
-        self._queue_sample(t_ps, node, port, queue, queue_bytes)
 
     def _queue_sample(self, t_ps: int, node: int, port: int, queue: int,
                       queue_bytes: int) -> None:
