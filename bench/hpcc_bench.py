@@ -7,12 +7,11 @@
 * ``lossless replay FILE --no-plots`` (every recorded output: the bottleneck's pcap, the time
   series, the events) and ``lossless replay FILE`` (the plots too) -- what recording costs
   over the simulation;
-* optionally a peer command (``--peer "COMMAND"``: HPCC's ns-3 built by hand, run on the
-  same incast), timed the same way.
+* optionally a peer command (``--peer "COMMAND"``: HPCC's ns-3 built by hand and run on the
+  same incast, ``bench/hpcc_ns3/README.md``), timed the same way.
 
-Each figure is the CPU time (user + system) of the child process, median of ``--runs``
-rounds; a round runs every contender once, in turn.  HPCC's ns-3 took 3.04 CPU s on this
-incast on the machine of issue 37 (its figure; not rerun unless given with ``--peer``).
+Each figure is the CPU time (user + system) of the child process and the processes it waits
+for, median of ``--runs`` rounds; a round runs every contender once, in turn.
 
 ``python -m bench hpcc [--runs N] [--ms X] [--peer "COMMAND"]``
 """
@@ -30,8 +29,6 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FILE = os.path.join(HERE, "hpcc_incast.toml")
-#: HPCC's ns-3 on this incast, CPU s (issue 37's measurement; its machine, not this one).
-HPCC_ISSUE_CPU_S = 3.04
 #: Static XOFF at the dynamic threshold's level with one PG holding the pool:
 #: alpha x B / (1 + alpha) with alpha 1/8 and B 32,000 KB.
 STATIC_XOFF_KB = 32_000 / 9
@@ -39,7 +36,14 @@ STATIC_XOFF_KB = 32_000 / 9
 _LIB = """
 import sys
 from sim.scenarios.loader import build
-params = dict(a.split("=", 1) for a in sys.argv[2:])
+def value(text):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+params = {k: value(v) for k, v in (a.split("=", 1) for a in sys.argv[2:])}
 sc = build(sys.argv[1], params)
 sc.fabric.run(sc.duration_ps)
 print(sum(p.tx_packets for n in sc.fabric.nodes.values() for p in n.ports.values()))
@@ -58,7 +62,7 @@ def _cpu(cmd: list[str]) -> tuple[float, str]:
 
 def contenders(ms: float, out: str, peer: str | None) -> dict[str, list[str]]:
     py = sys.executable
-    dur = [f"run.duration_ms={ms:g}"]
+    dur = [f"run.duration_ms={float(ms)!r}"]
     static = ["switch.xoff_mode=static", f"switch.xoff_kb={STATIC_XOFF_KB:.3f}"]
     cli = [py, "-m", "sim", "replay", FILE, "-p", f"duration_ms={ms:g}", "--force",
            "--out", out]
@@ -99,9 +103,6 @@ def main(argv: list[str] | None = None) -> int:
           f" ({hops['library, static thresholds']:,} packet-hops with static)")
     for k in ("lossless replay --no-plots", "lossless replay (every output)"):
         print(f"  {k} / library: {med[k] / lib:.2f}x")
-    if a.ms == 50.0:
-        print(f"  lossless replay --no-plots / HPCC's ns-3 (3.04 CPU s, issue 37's machine): "
-              f"{med['lossless replay --no-plots'] / HPCC_ISSUE_CPU_S:.2f}x")
     if a.peer:
         print(f"  lossless replay --no-plots / peer: "
               f"{med['lossless replay --no-plots'] / med['peer: ' + a.peer]:.2f}x")
