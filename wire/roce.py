@@ -19,6 +19,7 @@ ICRC bytes ``82 fd 00 2a``, which :func:`icrc` reproduces (``tests/test_roce.py`
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 
 from .bth import BTH
 from .ipv4 import IPV4
@@ -104,8 +105,8 @@ _CRC32_RESIDUE = 0x2144DF1C
 
 
 def icrc_ipv4_ok(frame: bytes, ip_off: int, end: int, *, _masked: tuple = _V4_MASKED,
-                 _crc32=zlib.crc32, _lrh: int = _CRC_LRH, _residue: int = _CRC32_RESIDUE
-                 ) -> bool:
+                 _crc32: Callable[..., int] = zlib.crc32, _lrh: int = _CRC_LRH,
+                 _residue: int = _CRC32_RESIDUE) -> bool:
     """True when the ICRC in the last 4 bytes before ``end`` is right, for a frame holding an
     IPv4 header without options at ``ip_off`` and the UDP datagram after it up to ``end``
     (its ICRC included; the caller has checked the IHL and that the datagram holds a UDP

@@ -5,8 +5,8 @@
 # host calls per frame are cpdef: a C call from sim/nic/host.py (which cimports these
 # types), a Python call from anywhere else.  Every field is public: interpreted code and
 # tests read and write them as before; the classes themselves cannot be patched (an
-# extension type: bench/ooo_gap.py runs the interpreted core for that).  unwrap_psn takes and
-# gives C int64: a PSN or reference beyond +-2**63 is an OverflowError.
+# extension type: bench/ooo_gap.py runs the interpreted core for that).  unwrap_psn computes in
+# C int64 (_unwrap): a PSN or reference beyond +-2**63 is an OverflowError.
 
 cdef class RcSender:
     cdef public str mode
@@ -65,4 +65,4 @@ cdef class RcReceiver:
     cpdef tuple on_frame(self, long long wire_psn, object item, long long now=*)
 
 
-cpdef long long unwrap_psn(long long wire_psn, long long ref, long long mod=*)
+cdef long long _unwrap(long long wire_psn, long long ref, long long mod)

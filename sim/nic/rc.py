@@ -106,6 +106,11 @@ def ack_timeout_ps(ack_timeout: int) -> int:
 def unwrap_psn(wire_psn: int, ref: int, mod: int = PSN_MOD) -> int:
     """The unwrapped PSN nearest ``ref`` (within -mod/2..mod/2-1) whose wire value (modulo
     ``mod``: 2^24 for IBA, 2^16 for SUE's, :mod:`sim.scaleup.xpu`) is ``wire_psn``."""
+    return _unwrap(wire_psn, ref, mod)
+
+
+def _unwrap(wire_psn: int, ref: int, mod: int) -> int:
+    """:func:`unwrap_psn` (a C function of C int64s in the compiled core)."""
     d = (wire_psn - ref) % mod
     return ref + d - mod if d >= mod >> 1 else ref + d
 
@@ -267,7 +272,7 @@ class RcSender:
         """An ACK of every frame up to ``wire_psn``: the frames freed (0: stale/foreign)."""
         if self.error:
             return 0
-        psn = unwrap_psn(wire_psn, self.base)
+        psn = _unwrap(wire_psn, self.base, PSN_MOD)
         return self._ack_through(psn, now) if psn < self.next_psn else 0
 
     def on_nak(self, wire_psn: int, now: int) -> bool:
@@ -275,7 +280,7 @@ class RcSender:
         before it and resends from it; False if the PSN is not an outstanding one."""
         if self.error:
             return False
-        psn = unwrap_psn(wire_psn, self.base)
+        psn = _unwrap(wire_psn, self.base, PSN_MOD)
         if not self.base <= psn < self.next_psn:
             return False
         self.naks_received += 1
@@ -360,7 +365,7 @@ class RcReceiver:
 
     def on_frame(self, wire_psn: int, item: object, now: int = 0
                  ) -> tuple[str, list, tuple[str, int] | None]:
-        psn = unwrap_psn(wire_psn, self.expected)
+        psn = _unwrap(wire_psn, self.expected, PSN_MOD)
         if psn < self.expected or psn in self._held:
             self.duplicates += 1
             return "duplicate", [], ("ack", (self.expected - 1) % PSN_MOD)
