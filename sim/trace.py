@@ -124,10 +124,12 @@ class Interest:
         self.enqueued = self._queue_hook(tracer, types, Enqueued, "on_enqueued")
         self.dequeued = self._queue_hook(tracer, types, Dequeued, "on_dequeued")
         kind = type(tracer)
+        own = getattr(tracer, "__dict__", {})  # an instance's own on_enqueued is its hook
         self.sampler = tracer if (
             isinstance(tracer, QueueSampler) and Enqueued not in types
             and Dequeued not in types and kind.on_enqueued is QueueSampler.on_enqueued
-            and kind.on_dequeued is QueueSampler.on_dequeued) else None
+            and kind.on_dequeued is QueueSampler.on_dequeued
+            and "on_enqueued" not in own and "on_dequeued" not in own) else None
 
     @staticmethod
     def _queue_hook(tracer: Any, types: frozenset, cls: type[Event], name: str

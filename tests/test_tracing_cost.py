@@ -162,3 +162,30 @@ def test_tee_of_a_recorder_gets_queue_objects():
     rec.flush_samples()  # the latest samples of each series wait in a buffer until then
     assert rec.queues and sum(len(t) for t, _ in rec.queues.values()) > 100
     assert Enqueued in Interest(TeeTracer(rec)).types
+
+
+def test_ports_pass_a_recorders_samples_directly_unless_its_hook_is_wrapped():
+    """A Recorder's queue samples go from the ports to its _queue_sample (Interest.sampler);
+    one whose on_enqueued / on_dequeued an instance replaces gets them through those, and
+    both record the same series."""
+    direct = Recorder()
+    assert Interest(direct).sampler is direct
+    wrapped = Recorder()
+    seen = [0]
+
+    def counted(*fields, _orig=wrapped.on_enqueued):
+        seen[0] += 1
+        _orig(*fields)
+
+    wrapped.on_enqueued = counted
+    assert Interest(wrapped).sampler is None
+    assert Interest(ListTracer()).sampler is None and Interest(None).sampler is None
+    _run_library(direct)
+    _run_library(wrapped)
+    direct.flush_samples()
+    wrapped.flush_samples()
+    assert seen[0] > 100  # the wrapper saw the enqueue samples
+    assert direct.queues.keys() == wrapped.queues.keys()
+    for key, (t, v) in direct.queues.items():
+        t2, v2 = wrapped.queues[key]
+        assert list(t) == list(t2) and list(v) == list(v2), key
