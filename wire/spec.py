@@ -2,8 +2,9 @@
 
 A :class:`HeaderSpec` is an ordered list of :class:`Field` s (most significant bit first,
 big-endian on the wire, as every IETF/IEEE/IBTA diagram draws them).  From that table alone
-this module derives the plain codec (``unpack``/``pack`` via ``int.from_bytes`` and shifts,
-compiled once per spec); :mod:`wire.construct_defs`, :mod:`wire.scapy_layers`,
+this module derives the plain codec (``unpack`` compiled once per spec: one
+``struct.unpack_from`` of the header's byte units, then shifts and masks; ``pack`` by shifts
+into one integer); :mod:`wire.construct_defs`, :mod:`wire.scapy_layers`,
 :mod:`wire.strategies` and :mod:`wire.docgen` derive the Construct struct, the Scapy layer,
 the Hypothesis strategy and the docs table from the same object, and
 ``tests/test_derived_forms.py`` proves they agree.
@@ -258,15 +259,7 @@ class HeaderSpec:
             fused = False
         fmt, units, conv = [">"], [], []
         for start, end in itertools.pairwise(merged):
-            nbytes = (end - start) // 8
-            var = f"u{len(units)}"
-            units.append(var)
-            code = _STRUCT_CODES.get(nbytes)
-            if code is None:
-                fmt.append(f"{nbytes}s")
-                conv.append(f"    {var} = _from({var}, 'big')\n")
-            else:
-                fmt.append(code)
+            _unit_item((end - start) // 8, fmt, units, conv)
         where: list[tuple[str, bool, int]] = []
         k = 0
         for f, _i, pos in self.layout():
@@ -308,6 +301,8 @@ class HeaderSpec:
         n = self.size_bytes
         read = f"    {', '.join(units)}, = _unpack(buf, off)\n" + "".join(conv)
         head = (
+            "    if off < 0:\n"
+            "        raise ValueError(f'offset {off} < 0')\n"
             f"    if len(buf) - off < {n}:\n"
             f"        raise _Truncated('need {n} bytes, have ' + str(max(len(buf) - off, 0)),"
             f" layer={self.name!r}, offset=off)\n" + read
@@ -418,6 +413,21 @@ class HeaderSpec:
 _STRUCT_CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
 
 
+def _unit_item(nbytes: int, fmt: list[str], units: list[str], conv: list[str]) -> str:
+    """Add a byte unit of ``nbytes`` to a compiled reader: its struct item to ``fmt``, its
+    variable to ``units`` and, for a unit with no struct integer code, the line making its
+    bytes an int to ``conv``; returns the variable."""
+    var = f"u{len(units)}"
+    units.append(var)
+    code = _STRUCT_CODES.get(nbytes)
+    if code is None:
+        fmt.append(f"{nbytes}s")
+        conv.append(f"    {var} = _from({var}, 'big')\n")
+    else:
+        fmt.append(code)
+    return var
+
+
 def stack_getter(*parts: tuple[HeaderSpec, Sequence[str]]
                  ) -> Callable[..., tuple[int, ...]]:
     """A compiled ``f(buf, off=0) -> tuple`` of raw field values of headers laid end to end
@@ -453,14 +463,7 @@ def stack_getter(*parts: tuple[HeaderSpec, Sequence[str]]
             if not inside:
                 fmt.append(f"{nbytes}x")
             else:
-                var = f"u{len(units)}"
-                units.append(var)
-                code = _STRUCT_CODES.get(nbytes)
-                if code is None:
-                    fmt.append(f"{nbytes}s")
-                    conv.append(f"    {var} = _from({var}, 'big')\n")
-                else:
-                    fmt.append(code)
+                var = _unit_item(nbytes, fmt, units, conv)
                 for n in inside:
                     where[n] = (var, start, end)
             start = end

@@ -92,6 +92,17 @@ PFC_TRANSITIONS: dict[tuple[str, str], tuple[str, str | None]] = {
     (XOFF, "below_xon"): (XON, XON),
 }
 
+def _condition(headroom_bytes: int, shared_bytes: int, threshold_bytes: int,
+               xon_delta_bytes: int) -> str:
+    """The condition of :data:`PFC_TRANSITIONS` of a PG holding ``headroom_bytes`` and
+    ``shared_bytes`` under an XOFF threshold of ``threshold_bytes`` (module docstring)."""
+    if headroom_bytes > 0 or shared_bytes > threshold_bytes:
+        return "above"
+    if shared_bytes == 0 or shared_bytes + xon_delta_bytes <= threshold_bytes:
+        return "below_xon"
+    return "hysteresis"
+
+
 #: PFC_TRANSITIONS as state -> condition -> (new state, action): the hot path's lookup
 #: without a tuple key per packet.
 _NEXT: dict[str, dict[str, tuple[str, str | None]]] = {}
@@ -490,12 +501,7 @@ class Mmu:
     def condition(self, port: int, pg: int) -> str:
         """Classify ``(port, pg)`` for :data:`PFC_TRANSITIONS`."""
         s = self._get(port, pg)
-        threshold = self.threshold_bytes()
-        if s.headroom_bytes > 0 or s.shared_bytes > threshold:
-            return "above"
-        if s.shared_bytes == 0 or s.shared_bytes + self.config.xon_delta_bytes <= threshold:
-            return "below_xon"
-        return "hysteresis"
+        return _condition(s.headroom_bytes, s.shared_bytes, self._threshold(), self._xon_delta)
 
     def _update(self, port: int, pg: int, s: _Pg, pool_changed: bool
                 ) -> tuple[PauseChange, ...]:
@@ -520,16 +526,10 @@ class Mmu:
             return ()  # a lossy PG never pauses and moved no one else's threshold
         threshold = self._threshold()
         delta = self._xon_delta
-        if not dynamic_sweep:
-            # Only this PG can change (it is watched here): :meth:`condition` inlined.
+        if not dynamic_sweep:  # only this PG can change (it is watched here)
             shared = s.shared_bytes
-            if s.headroom_bytes > 0 or shared > threshold:
-                cond = "above"
-            elif shared == 0 or shared + delta <= threshold:
-                cond = "below_xon"
-            else:
-                cond = "hysteresis"
-            new_state, action = _NEXT[s.state][cond]
+            new_state, action = _NEXT[s.state][_condition(s.headroom_bytes, shared, threshold,
+                                                          delta)]
             s.state = new_state
             if new_state == XON and shared == 0 and s.headroom_bytes == 0:
                 s.watched = False
@@ -556,13 +556,8 @@ class Mmu:
         for key in sorted(watch):
             p = watch[key]
             shared = p.shared_bytes
-            if p.headroom_bytes > 0 or shared > threshold:
-                cond = "above"
-            elif shared == 0 or shared + delta <= threshold:
-                cond = "below_xon"
-            else:
-                cond = "hysteresis"
-            new_state, action = _NEXT[p.state][cond]
+            new_state, action = _NEXT[p.state][_condition(p.headroom_bytes, shared, threshold,
+                                                          delta)]
             p.state = new_state
             if action is not None:
                 changes.append((key[0], key[1], action))

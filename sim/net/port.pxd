@@ -82,12 +82,13 @@ cdef class Port:
     # and made a bound method per call.)  So they cannot be overridden; nothing does, and a
     # down link diverts frames through ``_divert`` (sim/fabric/faults.py).  ``_done`` is the
     # engine's callback, called through Python, so cpdef costs it nothing.
-    @cython.locals(pkt=SimPacket, tc=Py_ssize_t, paused_to=cython.longlong, smp=QueueSampler)
+    @cython.locals(pkt=SimPacket, tc=Py_ssize_t, paused_to=cython.longlong)
     cdef _enq(self, pkt)
-    @cython.locals(pkt=SimPacket, now=cython.longlong, t=cython.longlong, smp=QueueSampler)
+    @cython.locals(smp=QueueSampler)
+    cdef _sample(self, hook, long long now, Py_ssize_t tc, SimPacket pkt, nbytes, queue_bytes)
+    @cython.locals(pkt=SimPacket, now=cython.longlong, t=cython.longlong)
     cdef _cut_through(self, pkt, Py_ssize_t tc)
-    @cython.locals(pkt=SimPacket, now=cython.longlong, t=cython.longlong, ib=IbLink,
-                   smp=QueueSampler)
+    @cython.locals(pkt=SimPacket, now=cython.longlong, t=cython.longlong, ib=IbLink)
     cdef _send_next(self)
     cdef long long _ser_ps(self, nbytes) except -1
     @cython.locals(now=cython.longlong, at=cython.longlong, tc=Py_ssize_t,

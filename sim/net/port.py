@@ -319,14 +319,20 @@ class Port:
             self.max_queue_bytes[tc] = qb
         f = self._int.enqueued
         if f is not None:
-            smp = self._int.sampler
-            if smp is not None:  # the runner's samples: the same sample, a C call
-                smp._queue_sample(self.engine.now_ps, self.node_id, self.index, tc, qb)
-            else:
-                f(self.engine.now_ps, self.node_id, self.index, tc, pkt.id, pkt.flow,
-                  pkt.nbytes, qb)
+            self._sample(f, self.engine.now_ps, tc, pkt, pkt.nbytes, qb)
         if not self.busy:
             self._send_next()
+
+    def _sample(self, hook: Callable[..., None], now: int, tc: int, pkt: SimPacket,
+                nbytes: int, queue_bytes: int) -> None:
+        """A queue sample after an enqueue or dequeue (``hook``: the Interest's ``enqueued``
+        or ``dequeued``, not None): straight to the runner's sampler when it takes them (a C
+        call, the same sample), else through ``hook`` with an Enqueued / Dequeued's fields."""
+        smp = self._int.sampler
+        if smp is not None:
+            smp._queue_sample(now, self.node_id, self.index, tc, queue_bytes)
+        else:
+            hook(now, self.node_id, self.index, tc, pkt.id, pkt.flow, nbytes, queue_bytes)
 
     def _cut_through(self, pkt: SimPacket, tc: int) -> None:
         """Enqueue on an idle ``"rr"`` port with nothing queued, ``tc`` not paused: the frame
@@ -341,11 +347,7 @@ class Port:
             self.max_queue_bytes[tc] = qb
         f = self._int.enqueued
         if f is not None:
-            smp = self._int.sampler
-            if smp is not None:
-                smp._queue_sample(now, self.node_id, self.index, tc, qb)
-            else:
-                f(now, self.node_id, self.index, tc, pkt.id, pkt.flow, nbytes, qb)
+            self._sample(f, now, tc, pkt, nbytes, qb)
         if tc not in self._strict:
             self._rr = (tc + 1) % _NPRIO
         self._last_tc = tc
@@ -353,12 +355,7 @@ class Port:
             self.on_dequeue(self.index, pkt)
         f = self._int.dequeued
         if f is not None:
-            smp = self._int.sampler
-            if smp is not None:
-                smp._queue_sample(now, self.node_id, self.index, tc, self.queue_bytes[tc])
-            else:
-                f(now, self.node_id, self.index, tc, pkt.id, pkt.flow, nbytes,
-                  self.queue_bytes[tc])
+            self._sample(f, now, tc, pkt, nbytes, self.queue_bytes[tc])
         if self.taps:
             for tap in self.taps:
                 tap(now, pkt)
@@ -631,12 +628,7 @@ class Port:
                 ib._take(pkt)
             f = self._int.dequeued
             if f is not None:
-                smp = self._int.sampler
-                if smp is not None:
-                    smp._queue_sample(now, self.node_id, self.index, tc, self.queue_bytes[tc])
-                else:
-                    f(now, self.node_id, self.index, tc, pkt.id, pkt.flow, nbytes,
-                      self.queue_bytes[tc])
+                self._sample(f, now, tc, pkt, nbytes, self.queue_bytes[tc])
         if self.taps:
             for tap in self.taps:
                 tap(now, pkt)
