@@ -53,7 +53,10 @@ print(sum(p.tx_packets for n in sc.fabric.nodes.values() for p in n.ports.values
 def _cpu(cmd: list[str]) -> tuple[float, str]:
     """CPU seconds (user + system) of ``cmd`` run to the end, and its standard output."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except OSError as e:
+        raise SystemExit(f"python -m bench hpcc: cannot run {cmd[0]!r}: {e.strerror}") from None
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr[-500:]}")

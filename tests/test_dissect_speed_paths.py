@@ -20,14 +20,14 @@ import zlib
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import wire.stack as stack
 from wire import build, dissect, read
 from wire.bth import BTH
 from wire.checksum import internet_checksum
-from wire.ethernet import ETHERNET, VLAN_TAG
+from wire.ethernet import ETHERNET, VLAN_TAG, EtherType
 from wire.ipv4 import IPV4, ipv4_checksum, ipv4_checksum_ok
 from wire.ipv6 import IPV6
 from wire.roce import icrc, icrc_ipv4_ok, icrc_state
@@ -188,29 +188,57 @@ def _ip_headers(draw) -> bytes:
 
 @given(_ip_headers())
 def test_ipv4_checksum_ok_is_the_computed_test(header: bytes) -> None:
-    # the cheap test (a right header sums to 0 modulo 0xFFFF) says what computing says, and so
-    # does the fast path's inline form of it on every header of version 4
+    # the cheap test (a right header sums to 0 modulo 0xFFFF) says what computing says
     field = int.from_bytes(header[_CSUM_AT:_CSUM_AT + 2], "big")
-    right = ipv4_checksum(header) == field
-    assert ipv4_checksum_ok(header, field) is right
-    if len(header) == 20 and header[0] >> 4 == 4:
-        assert (field != 0xFFFF and not int.from_bytes(header, "big") % 0xFFFF) is right
+    assert ipv4_checksum_ok(header, field) is (ipv4_checksum(header) == field)
+
+
+def _right_checksum_zero() -> bytes:
+    """A fast-path frame whose right IPv4 header checksum is 0x0000 (an id chosen for it)."""
+    for ident in range(1 << 16):
+        f = _roce(psn=3)
+        ip = f[ETHERNET.size_bytes:ETHERNET.size_bytes + IPV4.size_bytes]
+        at, _, _ = IPV4.byte_field("id")
+        h = bytearray(ip)
+        h[at:at + 2] = ident.to_bytes(2, "big")
+        if ipv4_checksum(h) == 0:
+            return build({"ipv4": {"ecn": 2, "id": ident}, "udp": {},
+                          "bth": {"opcode": "RC_SEND_ONLY", "psn": 3},
+                          "payload": {"length": 256}})
+    raise AssertionError("no id gives a zero checksum")
+
+
+@pytest.mark.parametrize("field", [0x0000, 0xFFFF])
+def test_a_checksum_of_0xffff_in_place_of_0_is_reported(field: int) -> None:
+    # 0x0000 and 0xFFFF both make the header sum to 0 modulo 0xFFFF; only 0x0000 is right
+    # here, and the fast path's one test of a clean frame must not take 0xFFFF for it
+    frame = bytearray(_right_checksum_zero())
+    at = ETHERNET.size_bytes + _CSUM_AT
+    frame[at:at + 2] = field.to_bytes(2, "big")
+    d = dissect(bytes(frame))
+    assert stack._roce4_untouched(d) is not None  # the fast path took it
+    assert d.problems == _general(bytes(frame)).problems
+    assert bool(d.problems) is (field == 0xFFFF)
+    assert d["ipv4"]["checksum_ok"] is (field == 0)
+
+
+_ROCE4_IP = stack_getter((ETHERNET, ("type",)), (IPV4, ("ihl", "total_length")))
 
 
 @given(st.data())
 def test_icrc_ipv4_ok_is_the_computed_test(data) -> None:
     frame = bytearray(data.draw(frames(kinds=["roce"])))
-    if frame[12:14] != b"\x08\x00" or frame[14] != 0x45:
-        return  # IPv4 without options only
-    end = 14 + int.from_bytes(frame[16:18], "big")
-    if end > len(frame) or end - 34 < 8 + 12 + 4:
-        return
+    etype, ihl, total = _ROCE4_IP(frame)
+    ip, udp = ETHERNET.size_bytes, ETHERNET.size_bytes + IPV4.size_bytes
+    end = ip + total
+    assume(etype == EtherType.IPV4 and ihl * 4 == IPV4.size_bytes)  # IPv4 without options only
+    assume(end <= len(frame) and end - udp >= UDP.size_bytes + BTH.size_bytes + 4)
     if data.draw(st.booleans()):  # any byte of the datagram, the ICRC's included, changed
-        at = data.draw(st.integers(14, end - 1))
+        at = data.draw(st.integers(ip, end - 1))
         frame[at] ^= 1 << data.draw(st.integers(0, 7))
     f = bytes(frame)
-    right = icrc(f[14:34], f[34:end - 4]) == int.from_bytes(f[end - 4:end], "little")
-    assert icrc_ipv4_ok(f, 14, end) is right
+    right = icrc(f[ip:udp], f[udp:end - 4]) == int.from_bytes(f[end - 4:end], "little")
+    assert icrc_ipv4_ok(f, ip, end) is right
 
 
 @pytest.mark.parametrize("path", ["fast", "general"])

@@ -7,6 +7,8 @@ import itertools
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import wire
 from sim.addresses import flow_qp
@@ -14,11 +16,12 @@ from sim.engine import Engine
 from sim.events import CNPSent
 from sim.fabric import star
 from sim.net.mmu import MmuConfig, headroom_bytes
-from sim.nic.host import ACK_OPCODE, Flow, Host, roce_bth
+from sim.nic.host import ACK_OPCODE, Flow, Host, roce_aeth_kind, roce_bth
 from sim.packet import SimPacket
 from sim.trace import ListTracer
 from sim.units import frame_ser_time_ps, gbps, prop_delay_ps
 from wire.roce import CNP_OPCODE
+from wire.strategies import frames
 
 RATE = gbps(100)
 PROP = prop_delay_ps(10)
@@ -400,3 +403,58 @@ def test_every_data_frame_is_marked_with_its_place_in_its_message() -> None:
     s = [p for p in sent if p.flow == 1]  # 64 frames, then the 6 the size leaves
     assert places(s) == [place_of(True, False, 6400), *[0] * 62, place_of(False, True),
                          place_of(True, False, 600), *[0] * 4, place_of(False, True)]
+
+
+def _general_bth(frame: bytes):
+    """roce_bth and roce_aeth_kind as the general path reads them (no fast path)."""
+    from sim.nic import host as h
+
+    loc = h._bth_offset(frame)
+    if loc is None:
+        return None, None
+    bth = h.BTH.unpack_raw(frame, loc)
+    kind = None
+    if len(frame) >= loc + h.BTH.size_bytes + h.AETH.size_bytes:
+        syndrome = h.AETH.unpack_raw(frame, loc + h.BTH.size_bytes)["syndrome"]
+        kind = int(h.AethKind[h.aeth_decode(syndrome)["kind"]])
+    return (bth["opcode"], bth["dest_qp"], bth["psn"]), kind
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_nics_fast_parsers_read_what_the_general_path_reads(data) -> None:
+    """roce_bth / roce_aeth_kind's one-struct reading of untagged IPv4 frames gives what the
+    general path gives, on frames of every kind (tagged, IPv6, PFC, an ACK's AETH) with a
+    byte of their first 60 changed (EtherType, IHL, protocol, port, opcode...), or cut."""
+    frame = bytearray(data.draw(st.one_of(frames(), st.sampled_from(_ACK_FRAMES))))
+    how = data.draw(st.sampled_from(["as is", "byte", "cut"]))
+    if how == "byte":
+        at = data.draw(st.integers(0, min(len(frame), 60) - 1))
+        frame[at] = data.draw(st.integers(0, 255))
+    elif how == "cut":
+        frame = frame[:data.draw(st.integers(0, len(frame)))]
+    f = bytes(frame)
+    bth, kind = _general_bth(f)
+    assert roce_bth(f) == bth
+    assert roce_aeth_kind(f) == kind
+
+
+_ACK_FRAMES = [wire.build({"eth": {}, "ipv4": {}, "udp": {},
+                           "bth": {"opcode": "RC_ACKNOWLEDGE", "dest_qp": 5, "psn": 9},
+                           "aeth": {"kind": k, "value": v, "msn": 3}})
+               for k, v in (("ACK", 31), ("NAK", 0), ("RNR_NAK", 4))]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(frames(kinds=["roce", "pfc", "pause"]), st.binary(max_size=40)),
+       st.booleans())
+def test_is_mac_control_reads_what_payload_start_reads(frame: bytes, tagged: bool) -> None:
+    # its inline first step (an untagged frame) and the VLAN-tag walk agree with
+    # wire.ethernet.payload_start on frames of every kind, tagged or not, and on any bytes
+    from sim.flowctl.pfc import is_mac_control
+    from wire.ethernet import VLAN_TAG, EtherType, payload_start
+
+    if tagged and len(frame) >= 12:  # a C-tag after the addresses (a TPID from the tables)
+        frame = frame[:12] + VLAN_TAG.pack(tpid=int(EtherType.VLAN), pcp=3, vid=7) + frame[12:]
+    loc = payload_start(frame)
+    assert is_mac_control(frame) == (loc is not None and loc[1] == EtherType.MAC_CONTROL)

@@ -74,8 +74,9 @@ _EXTRA_KEYS = ("raw", "trailer", "problems")
 
 class _Lazy(tuple):
     """A layer found but not decoded yet: ``(fn, *args)``; ``fn(name, *args)`` makes the layer
-    stored under ``name``, on first access (one deferred object may stand for several layers:
-    the fast path stores one for the whole frame).
+    stored under ``name``, on first access.  The fast path stores the one marker
+    :data:`_FAST` for every layer of a frame instead, made from the Decoded's ``_fast``
+    tuple (:func:`_roce4_layer`).
 
     Dissection finds every header's boundaries and does every check that decides
     ``problems`` eagerly, reading only the raw fields it needs (:meth:`HeaderSpec.getter`);
@@ -429,7 +430,7 @@ def dissect(frame: bytes | bytearray | memoryview, orig_len: int | None = None, 
         return _dissect(frame, orig_len, ports, scaleup)
     # Every layer is the one marker _FAST (a copy of the opcode's dict of them: cheaper than
     # building one), made from d._fast when read (_roce4_layer); the checks run when first
-    # needed, on the same tuple (_roce4_clean, _roce4_cells).
+    # needed, on the same tuple (Decoded.problems, _roce4_cells).
     d = _new(Decoded)
     d._layers = (with_payload if icrc_at > pos else without_payload).copy()
     d._fast = (frame, icrc_at, pos, pad, exts, ip_sum, udp_sum)

@@ -55,7 +55,7 @@ _PFC_FRAMES: dict[tuple[int, int, int, int], bytes] = {}
 
 #: Where the first EtherType (or TPID) is, and the length that holds it whole.
 _TYPE_AT = ETHERNET.byte_field("type")[0]
-_UNTAGGED_MIN = _TYPE_AT + 2
+_UNTAGGED_MIN_BYTES = _TYPE_AT + 2
 _MAC_CONTROL = int(EtherType.MAC_CONTROL)
 
 
@@ -63,7 +63,7 @@ def is_mac_control(frame: bytes | bytearray | None) -> bool:
     """True for a MAC Control (PFC/PAUSE) frame, VLAN-tagged or not."""
     if frame is None:
         return False
-    if len(frame) >= _UNTAGGED_MIN:  # payload_start's first step, inline: most frames
+    if len(frame) >= _UNTAGGED_MIN_BYTES:  # payload_start's first step, inline: most frames
         et = (frame[_TYPE_AT] << 8) | frame[_TYPE_AT + 1]
         if et not in VLAN_TPIDS:
             return et == _MAC_CONTROL

@@ -1341,8 +1341,9 @@ _ROCE4_BTH = stack_getter((ETHERNET, ("type",)), (IPV4, ("ihl", "protocol")), (U
                           (BTH, ("opcode", "dest_qp", "psn")))
 _ROCE4_AETH = stack_getter((ETHERNET, ("type",)), (IPV4, ("ihl", "protocol")),
                            (UDP, ("dport",)), (BTH, ()), (AETH, ("syndrome",)))
-_ROCE4_IHL = IPV4.size_bytes // 4
-_ETHERTYPE_IPV4 = int(EtherType.IPV4)
+#: What those getters' first four values are for such a frame (EtherType, IHL, protocol,
+#: destination port).
+_ROCE4_HEAD = (int(EtherType.IPV4), IPV4.size_bytes // 4, IPPROTO_UDP, ROCEV2_PORT)
 #: The AETH kind of every syndrome (wire.ib_ext.aeth_decode: the one layout).
 _AETH_KINDS = tuple(int(AethKind[aeth_decode(syndrome)["kind"]]) for syndrome in range(256))
 
@@ -1352,10 +1353,9 @@ def roce_aeth_kind(frame: bytes | bytearray, ib: bool = False) -> int | None:
     AETH; ``ib``: of a native InfiniBand packet), from the field tables; None if it is not
     one."""
     if not ib and len(frame) >= _ROCE4_AETH.size_bytes:
-        etype, ihl, proto, dport, syndrome = _ROCE4_AETH(frame)
-        if (etype == _ETHERTYPE_IPV4 and ihl == _ROCE4_IHL and proto == IPPROTO_UDP
-                and dport == ROCEV2_PORT):
-            return _AETH_KINDS[syndrome]
+        got = _ROCE4_AETH(frame)
+        if got[:4] == _ROCE4_HEAD:
+            return _AETH_KINDS[got[4]]
     loc = _ib_bth_offset(frame) if ib else _bth_offset(frame)
     if loc is None or len(frame) < loc + BTH.size_bytes + AETH.size_bytes:
         return None
@@ -1414,10 +1414,9 @@ def roce_bth(frame: bytes | bytearray) -> tuple[int, int, int] | None:
     Reads only the IP, UDP and BTH field tables (no full dissection): the one parser the NIC
     uses to tell CNPs and ACKs from data."""
     if len(frame) >= _ROCE4_BTH.size_bytes:
-        etype, ihl, proto, dport, op, qp, psn = _ROCE4_BTH(frame)
-        if (etype == _ETHERTYPE_IPV4 and ihl == _ROCE4_IHL and proto == IPPROTO_UDP
-                and dport == ROCEV2_PORT):
-            return op, qp, psn
+        got = _ROCE4_BTH(frame)
+        if got[:4] == _ROCE4_HEAD:
+            return got[4:]
     loc = _bth_offset(frame)
     if loc is None:
         return None
