@@ -5,6 +5,7 @@
 
 cdef class QueueSampler:
     cdef _queue_sample(self, t_ps, node, port, queue, queue_bytes)
+    cdef _ingress_sample(self, t_ps, node, port, pg, nbytes)
 
 cdef class Interest:
     cdef public frozenset types

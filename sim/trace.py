@@ -27,7 +27,7 @@ from typing import IO, Any, Protocol, TypeVar, runtime_checkable
 from sim.events import Dequeued, Enqueued, Event, _plain
 
 __all__ = ["Tracer", "NullTracer", "ListTracer", "JsonlTracer", "TeeTracer", "Interest",
-           "QueueSampler", "interest", "wanted_types", "NOTHING"]
+           "QueueSampler", "interest", "ingress_sampler", "wanted_types", "NOTHING"]
 
 E = TypeVar("E", bound=Event)
 
@@ -94,6 +94,26 @@ class QueueSampler:
     def _queue_sample(self, t_ps: int, node: int, port: int, queue: int,
                       queue_bytes: int) -> None:
         raise NotImplementedError(f"{type(self).__name__} takes no queue sample")
+
+    def ingress_sample(self, t_ps: int, node: int, port: int, pg: int, nbytes: int) -> None:
+        """A switch's ``ingress_tap``: one sample of an ingress (port, PG) counter, passed to
+        ``_ingress_sample``, which a subclass defines.  A switch whose tap is this method
+        (not replaced) calls ``_ingress_sample`` itself (:func:`ingress_sampler`)."""
+        self._ingress_sample(t_ps, node, port, pg, nbytes)
+
+    def _ingress_sample(self, t_ps: int, node: int, port: int, pg: int, nbytes: int) -> None:
+        raise NotImplementedError(f"{type(self).__name__} takes no ingress sample")
+
+
+def ingress_sampler(tap: Any) -> QueueSampler | None:
+    """The :class:`QueueSampler` whose own ``ingress_sample`` ``tap`` is (a switch then calls
+    its ``_ingress_sample`` directly: a C call in the compiled core), else None."""
+    owner = getattr(tap, "__self__", None)
+    if (isinstance(owner, QueueSampler) and getattr(tap, "__name__", None) == "ingress_sample"
+            and type(owner).ingress_sample is QueueSampler.ingress_sample
+            and "ingress_sample" not in getattr(owner, "__dict__", {})):
+        return owner
+    return None
 
 
 class Interest:

@@ -176,12 +176,12 @@ def test_control_ids_bounded_and_results_unchanged(tmp_path, monkeypatch):
               "hosts.reliable": False}  # an ACK for every frame delivered, none resent
     runs = {}
     for prune in (10**12, 64):
-        monkeypatch.setattr(results, "CONTROL_IDS_PRUNE", prune)
+        monkeypatch.setattr(samples, "CONTROL_IDS_PRUNE", prune)
         got = {}
         orig = results.flow_conservation
 
         def spy(fab, rec, got=got, orig=orig):
-            got["n"] = len(rec.control_ids)
+            got["n"] = len(rec.control.ids)
             return orig(fab, rec)
 
         monkeypatch.setattr(results, "flow_conservation", spy)

@@ -309,7 +309,9 @@ def test_public_methods_keep_the_return_annotation_of_their_source() -> None:
                 if (not isinstance(fn, ast.FunctionDef) or fn.name.startswith("_")
                         or fn.returns is None):
                     continue
-                if any(getattr(d, "id", "") == "property" for d in fn.decorator_list):
+                if any(getattr(d, "id", "") == "property"
+                       or getattr(d, "attr", "") in ("setter", "deleter")
+                       for d in fn.decorator_list):  # a property's getter or setter
                     continue
                 obj = vars(cls)[fn.name]
                 obj = getattr(obj, "__func__", obj)  # staticmethod / classmethod

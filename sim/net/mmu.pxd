@@ -64,6 +64,8 @@ cdef class Mmu:
     @cython.locals(eg=_Egress, held=cython.longlong)
     cdef long long _egress_sub(self, Py_ssize_t i, long long n) except -1
     cdef Py_ssize_t _queue_at(self, Py_ssize_t port, Py_ssize_t queue) except -1
+    @cython.locals(s=_Pg)
+    cdef long long _held(self, Py_ssize_t port, Py_ssize_t pg) except -1
 
 
 cdef str _condition(long long headroom_bytes, long long shared_bytes, long long threshold_bytes,

@@ -352,6 +352,11 @@ class Mmu:
         s = self._get(port, pg)
         return s.reserved_bytes + s.shared_bytes + s.headroom_bytes
 
+    def _held(self, port: int, pg: int) -> int:
+        """:meth:`ingress_bytes` of an ingress known to exist (the switch's, in C)."""
+        s = self._pg_at[port * self._npgs + pg]
+        return s.reserved_bytes + s.shared_bytes + s.headroom_bytes
+
     def reserved_used_bytes(self, port: int, pg: int) -> int:
         return self._get(port, pg).reserved_bytes
 

@@ -9,7 +9,7 @@ from sim.engine cimport Engine
 from sim.net.mmu cimport Mmu
 from sim.net.port cimport Port
 from sim.packet cimport SimPacket
-from sim.trace cimport Interest
+from sim.trace cimport Interest, QueueSampler
 
 cdef class Switch:
     cdef dict __dict__
@@ -35,7 +35,8 @@ cdef class Switch:
     cdef public dict tx_drops_by_port
     cdef public long long ce_marked
     cdef public object max_hops
-    cdef public object ingress_tap
+    cdef public object _ingress_tap
+    cdef public QueueSampler _isampler
     cdef public object watchdog
     cdef public set _wd_drop
     cdef public set _wd_ignore
@@ -51,6 +52,8 @@ cdef class Switch:
     # ECN marking (the body of ``_maybe_mark``): a direct C call from receive / _on_dequeue.
     @cython.locals(pkt=SimPacket, p=cython.double, ecn=cython.int)
     cdef _mark(self, port, pkt, long long queue_bytes)
+    # An ingress sample: a C call to the tap's QueueSampler (ingress_tap's setter finds it).
+    cdef _occupancy(self, Py_ssize_t port, Py_ssize_t pg)
 
 # The RED curve (EcnConfig.probability); C arithmetic gives the same doubles as Python's:
 # the byte differences are exact int64, each converted to double once, as float() does.

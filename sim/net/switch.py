@@ -44,7 +44,7 @@ RED-style ECN marking on the egress queue.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sim.addresses import node_mac
@@ -57,7 +57,7 @@ from sim.net.mmu import Mmu
 from sim.net.port import QUANTUM_BYTES, CreditPort, Port, check_scheduler
 from sim.net.routes import RouteRule
 from sim.packet import CE, NOT_ECT, PacketIds, SimPacket
-from sim.trace import Interest, NullTracer, Tracer, interest
+from sim.trace import Interest, NullTracer, QueueSampler, Tracer, ingress_sampler, interest
 
 __all__ = ["EcnConfig", "ROUTING_MODES", "Route", "Switch", "ecmp_hash", "ecmp_salt",
            "pfc_packet", "node_mac"]
@@ -230,9 +230,8 @@ class Switch:
         self.pause_sent: dict[int, int] = {}
         #: Hop budget (TTL): drop data frames that already crossed this many switches.
         self.max_hops: int | None = None
-        #: ``tap(t_ps, node, port, pg, ingress_bytes)`` after every change of an ingress
-        #: (port, PG) counter (results' ingress occupancy series); None: no cost.
-        self.ingress_tap = None
+        self._ingress_tap: Callable[..., None] | None = None
+        self._isampler: QueueSampler | None = None
         #: The PFC watchdog (sim.health.watchdog), if any, and its mitigated queues.
         self.watchdog = None
         self._wd_drop: set[tuple[int, int]] = set()
@@ -378,7 +377,7 @@ class Switch:
             return
         if adm.pause_changes:
             self._pfc(adm.pause_changes)
-        if self.ingress_tap is not None:
+        if self._ingress_tap is not None:
             self._occupancy(port, pg)
         egress = self._fwd.get(pkt.dst)
         if egress is None:
@@ -420,14 +419,31 @@ class Switch:
             changes = self.mmu._release(ing[0], ing[1], pkt.nbytes)
             if changes:
                 self._pfc(changes)
-            if self.ingress_tap is not None:
+            if self._ingress_tap is not None:
                 self._occupancy(ing[0], ing[1])
+
+    @property
+    def ingress_tap(self) -> Callable[..., None] | None:
+        """``tap(t_ps, node, port, pg, ingress_bytes)`` after every change of an ingress
+        (port, PG) counter (results' ingress occupancy series); None: no cost.  A
+        :class:`sim.trace.QueueSampler`'s own ``ingress_sample`` is called as a C method."""
+        return self._ingress_tap
+
+    @ingress_tap.setter
+    def ingress_tap(self, tap: Callable[..., None] | None) -> None:
+        self._ingress_tap = tap
+        self._isampler = ingress_sampler(tap)
 
     def _occupancy(self, port: int, pg: int) -> None:
         """Report the bytes held for ingress (port, PG) to ``ingress_tap`` (if set)."""
-        if self.ingress_tap is not None:
-            self.ingress_tap(self.engine.now_ps, self.node_id, port, pg,
-                             self.mmu.ingress_bytes(port, pg))
+        tap = self._ingress_tap
+        if tap is None:
+            return
+        held = self.mmu._held(port, pg)
+        if self._isampler is not None:
+            self._isampler._ingress_sample(self.engine.now_ps, self.node_id, port, pg, held)
+        else:
+            tap(self.engine.now_ps, self.node_id, port, pg, held)
 
     def _maybe_mark(self, port: int, pkt: SimPacket, queue_bytes: int) -> None:
         """ECN-mark ``pkt`` leaving (or joining) egress ``port`` whose queue holds

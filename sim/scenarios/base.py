@@ -234,11 +234,13 @@ class TracerSlot:
     empty they build no event, and with a target only the event types it reads (a target's
     queue samples go straight to its ``on_enqueued`` / ``on_dequeued`` when it has them)."""
 
-    __slots__ = ("_target", "interest")
+    __slots__ = ("_target", "emit", "interest")
 
     def __init__(self) -> None:
         self._target: Any = None
         self.interest = Interest(None)
+        #: ``emit(event)``: the target's own ``emit`` (a direct call), or one that drops it.
+        self.emit: Callable[[Any], None] = _discard
 
     @property
     def target(self) -> Any:
@@ -247,15 +249,16 @@ class TracerSlot:
     @target.setter
     def target(self, tracer: Any) -> None:
         self._target = tracer
+        self.emit = _discard if tracer is None else tracer.emit
         self.interest.update(tracer)
 
     @property
     def wants(self) -> Any:
         return self.interest.types
 
-    def emit(self, event: Any) -> None:
-        if self._target is not None:
-            self._target.emit(event)
+
+def _discard(event: Any) -> None:
+    """A :class:`TracerSlot`'s ``emit`` while it has no target."""
 
 
 @dataclass(frozen=True)

@@ -500,41 +500,35 @@ class DropCounter:
     """A tracer reading only :class:`sim.events.Dropped`: every drop by reason, and the data
     frames dropped per flow (``flow_drops``, what :func:`sim.study.results.flow_conservation`
     reads).  A control frame (CNP, ACK/NAK: real bytes, its data flow's id) is told apart by
-    the ids :meth:`host_tap` saw leave the hosts, as :class:`sim.study.results.Recorder`
-    does; ids no longer in ``fabric`` are forgotten when they double."""
+    the ids ``control`` (a :class:`sim.study.samples.ControlIds` on the hosts' ports) saw
+    leave the hosts, as :class:`sim.study.results.Recorder` does; ids no longer in its
+    ``fabric`` are forgotten when they double."""
 
     def __init__(self) -> None:
         from sim.events import Dropped
+        from sim.study.conservation import live_packets
+        from sim.study.samples import ControlIds
 
         self.wants = frozenset({Dropped})
         #: reason -> [packets, bytes] of every Dropped event.
         self.drops_by_reason: dict[str, list[int]] = {}
         #: flow -> [packets, bytes] of its data frames dropped.
         self.flow_drops: dict[int, list[int]] = {}
-        self.control_ids: set[int] = set()
-        self.fabric: Any = None
-        self._prune_at = 4096
+        #: The tap on the hosts' ports (every flow id: a collective replays no capture).
+        self.control = ControlIds(live_packets, _ANY_FLOW)
 
     def emit(self, e: Any) -> None:
         r = self.drops_by_reason.setdefault(e.reason, [0, 0])
         r[0] += 1
         r[1] += e.nbytes
-        if e.flow >= 0 and e.packet_id not in self.control_ids:
+        if e.flow >= 0 and e.packet_id not in self.control.ids:
             f = self.flow_drops.setdefault(e.flow, [0, 0])
             f[0] += 1
             f[1] += e.nbytes
 
-    def host_tap(self, t_ps: int, pkt: Any) -> None:
-        """Tap on a host's port: the ids of the frames with real bytes it sends."""
-        if pkt.frame is not None:
-            ids = self.control_ids
-            ids.add(pkt.id)
-            if len(ids) > self._prune_at and self.fabric is not None:
-                from sim.study.conservation import live_packets as _live_packets
 
-                ids.intersection_update(p.id for p in _live_packets(self.fabric)
-                                        if p.frame is not None)
-                self._prune_at = max(4096, 2 * len(ids))
+#: A flow limit no flow id reaches (:class:`sim.study.samples.ControlIds`).
+_ANY_FLOW = 2**62
 
 
 class CollectiveProbe(FaultProbe):
@@ -782,10 +776,10 @@ class CollectiveObserver:
 
     def attach(self, rf: Any) -> None:
         self.ranks = tuple(rf.ranks)
-        self.tracer.fabric = rf.fabric
+        self.tracer.control.fabric = rf.fabric
         self.probe = CollectiveProbe(rf.fabric, self.nbins)
         for h in self.probe.hosts:
-            h.port.taps.append(self.tracer.host_tap)
+            h.port.taps.append(self.tracer.control)
 
     def iteration(self, run: Any) -> None:
         assert self.probe is not None

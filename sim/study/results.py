@@ -26,21 +26,6 @@ from itertools import pairwise
 from typing import Any
 
 from sim.addresses import flow_qp, node_ip, node_lid, node_mac
-from sim.events import (
-    CEMarked,
-    CNPSent,
-    DeadlockCleared,
-    DeadlockFound,
-    Dequeued,
-    Dropped,
-    Enqueued,
-    PauseExpired,
-    PauseReceived,
-    PauseSent,
-    RateChanged,
-    WatchdogRestored,
-    WatchdogTriggered,
-)
 from sim.nic.host import Host
 from sim.packet import CE
 from sim.study.conservation import flow_conservation
@@ -51,11 +36,12 @@ from sim.study.samples import (
     WRITE_FIRST,
     WRITE_ONLY,
     CaptureBudget,
+    ControlIds,
     FrameLog,
     RxTap,
     SampleSink,
 )
-from sim.study.series import Series, SeriesStore, step_integral
+from sim.study.series import SeriesStore, step_integral
 from sim.study.series import write_npz as _write_npz
 from sim.trace import JsonlTracer
 from sim.workloads.replay import REPLAY_FLOW_BASE
@@ -74,8 +60,6 @@ THROUGHPUT_BINS = 200
 _CHUNKS = 100
 #: "Take the scenario's value" default of run_scenario's capture knobs.
 _SCENARIO = object()
-_LOGGED = (PauseSent, PauseReceived, PauseExpired, CEMarked, Dropped, CNPSent, RateChanged)
-_LOGGED += (DeadlockFound, DeadlockCleared, WatchdogTriggered, WatchdogRestored)  # PFC failures
 #: Default cap on all the pcap files of one run together (``--capture-limit-mb``), bytes.
 DEFAULT_CAPTURE_LIMIT_BYTES = 1024 * 10**6
 #: Warn before a run whose captures are estimated to exceed this (or the cap), bytes.
@@ -85,119 +69,28 @@ CAPTURE_WARN_BYTES = 256 * 10**6
 _ESTIMATE_FRAME_BYTES = 1082
 
 
-#: Above this many remembered control-frame ids the Recorder forgets those no longer in
-#: flight (:meth:`Recorder.host_tap`); the threshold then doubles past what is left.
-CONTROL_IDS_PRUNE = 4096
-
-
 class Recorder(SampleSink):
     """Tracer collecting queue series, per-port counters and PFC state; forwards the logged
     event types (PFC, CE marks, drops, CNPs, rate changes) to ``log``.  The queue and
     ingress samples (``on_enqueued``, ``on_dequeued``, ``ingress_sample``, and the series
-    ``queues`` and ``ingress``) are :class:`sim.study.samples.SampleSink`'s, compiled with the
+    ``queues`` and ``ingress``) and the events (``emit``, and the counters and series it
+    keeps: ``drops``, ``drops_by_reason``, ``flow_drops``, ``ce``, ``cnps``, ``pfc_tx``,
+    ``pfc_rx``, ``rates``) are :class:`sim.study.samples.SampleSink`'s, compiled with the
     core.
 
     Every series (``queues``, ``pfc_tx``, ``pfc_rx``, ``ingress``, ``rates``) is a
     :class:`sim.study.series.Series` of ``store`` (typed columns, read like tuples of
     sequences); with a store that spills (``SeriesStore(dir)``, what ``run_scenario`` uses) a
     run of any duration records them in bounded memory.  The default store keeps
-    everything in memory.  With ``fabric`` set, the ids of control frames no longer in flight
-    are forgotten (:meth:`host_tap`), so nothing here grows with the run's length but the
-    spilled series."""
+    everything in memory.  ``control`` (a :class:`sim.study.samples.ControlIds`, a tap for
+    the hosts' ports) tells the control frames the hosts send from their data; with its
+    ``fabric`` set, the ids of control frames no longer in flight are forgotten, so nothing
+    here grows with the run's length but the spilled series."""
 
     def __init__(self, log: Any = None, store: SeriesStore | None = None) -> None:
         super().__init__(store if store is not None else SeriesStore())
         self.log = log
-        #: The fabric whose queues and pending events say which frames are in flight.
-        self.fabric: Any = None
-        self._prune_at = CONTROL_IDS_PRUNE
-        self.drops: dict[tuple[int, int], int] = {}
-        #: Every Dropped event (switches, hosts, XPUs): reason -> [packets, bytes].
-        self.drops_by_reason: dict[str, list[int]] = {}
-        #: flow -> [packets, bytes] of its DATA frames dropped (control frames excluded).
-        self.flow_drops: dict[int, list[int]] = {}
-        #: Ids of the control frames (CNPs, ACKs) hosts sent (:meth:`host_tap`), so a dropped
-        #: control frame is not counted against its flow's data.
-        self.control_ids: set[int] = set()
-        self.ce: dict[tuple[int, int], int] = {}
-        self.cnps = 0
-        #: (node, port, priority) -> columns t_ps, state (int8: 1 paused, 0 not).
-        self.pfc_tx: dict[tuple[int, int, int], Series] = {}
-        self.pfc_rx: dict[tuple[int, int, int], Series] = {}
-        #: flow -> (t_ps, rate_bps, target_rate_bps, alpha) series from RateChanged events.
-        self.rates: dict[int, Series] = {}
-
-    #: The event types read as objects (sim.trace.Interest): queue depths come as samples
-    #: through ``on_enqueued`` / ``on_dequeued`` instead, so no Enqueued / Dequeued is built.
-    wants = frozenset(_LOGGED)
-
-    def emit(self, e: Any) -> None:
-        cls = type(e)
-        if cls is Enqueued or cls is Dequeued:
-            self.on_enqueued(e.t_ps, e.node, e.port, e.queue, e.packet_id, e.flow, e.nbytes,
-                             e.queue_bytes)
-            return
-        if cls is Dropped:
-            k = (e.node, e.port)
-            self.drops[k] = self.drops.get(k, 0) + 1
-            r = self.drops_by_reason.get(e.reason)
-            if r is None:
-                r = self.drops_by_reason[e.reason] = [0, 0]
-            r[0] += 1
-            r[1] += e.nbytes
-            if e.packet_id not in self.control_ids:
-                f = self.flow_drops.get(e.flow)
-                if f is None:
-                    f = self.flow_drops[e.flow] = [0, 0]
-                f[0] += 1
-                f[1] += e.nbytes
-        elif cls is CEMarked:
-            k = (e.node, e.port)
-            self.ce[k] = self.ce.get(k, 0) + 1
-        elif cls is CNPSent:
-            self.cnps += 1
-        elif cls is PauseSent:
-            self._state(self.pfc_tx, e, 1 if e.quanta else 0)
-        elif cls is PauseReceived:
-            self._state(self.pfc_rx, e, 1 if e.quanta else 0)
-        elif cls is PauseExpired:
-            self._state(self.pfc_rx, e, 0)
-        elif cls is RateChanged:
-            r = self.rates.get(e.flow)
-            if r is None:
-                r = self.rates[e.flow] = self._new("qqqd")
-            elif r[1][-1] == e.rate_bps and r[2][-1] == e.target_rate_bps:
-                # alpha-only change (vendor DCQCN clocks alpha every 1 us): kept in the
-                # time series, left out of events.jsonl
-                self._rate_sample(r, e)
-                return
-            self._rate_sample(r, e)
-        if self.log is not None and cls in _LOGGED:
-            self.log.emit(e)
-
-    def host_tap(self, t_ps: int, pkt: Any) -> None:
-        """Tap on a host's port: remember the ids of the frames it sends with real bytes (its
-        CNPs and ACKs; replayed frames are told apart by their flow ids).  Past
-        :data:`CONTROL_IDS_PRUNE` ids (and each time their number doubles) the ids of frames
-        no longer in ``fabric``'s queues or pending events are forgotten: a frame delivered or
-        dropped already is never dropped again, so the set stays the size of what is in
-        flight instead of growing with every CNP and ACK of the run."""
-        if pkt.frame is not None and pkt.flow < REPLAY_FLOW_BASE:
-            ids = self.control_ids
-            ids.add(pkt.id)
-            if len(ids) > self._prune_at:
-                if self.fabric is not None:
-                    ids.intersection_update(p.id for p in _live_packets(self.fabric)
-                                            if p.frame is not None)
-                self._prune_at = max(CONTROL_IDS_PRUNE, 2 * len(ids))
-
-    def _rate_sample(self, r: Series, e: Any) -> None:
-        r[0].append(e.t_ps)
-        r[1].append(e.rate_bps)
-        r[2].append(e.target_rate_bps)
-        r[3].append(e.alpha)
-        if len(r[0]) >= self._cap:
-            self.store.spill(r)
+        self.control = ControlIds(_live_packets, REPLAY_FLOW_BASE)
 
     def start_rates(self, fabric: Any) -> None:
         """Initial samples of every flow whose rate control can change its rate."""
@@ -658,14 +551,14 @@ def _record_into(store: SeriesStore, sc: Any, out: str, wanted: list[tuple[int, 
                    bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} us simulated [{elapsed}]")
     with JsonlTracer(os.path.join(out, "events.jsonl")) as log:
         rec = Recorder(log, store)
-        rec.fabric = fab
+        rec.control.fabric = fab
         rec.start_rates(fab)
         for node in fab.nodes.values():
             if hasattr(node, "ingress_tap"):
                 node.ingress_tap = rec.ingress_sample
         for node in fab.nodes.values():
             if isinstance(node, Host):
-                node.port.taps.append(rec.host_tap)
+                node.port.taps.append(rec.control)
         sc.tracer_slot.target = rec
         try:
             step = max(dur // _CHUNKS, 1)

@@ -1,6 +1,7 @@
 # Types of sim/study/samples.py for the compiled core (Cython pure-Python mode: the
 # .py is the source, this file only declares).  SampleSink is a cdef class (the Recorder, a
-# Python class, subclasses it); the shared body of a queue sample is a C method.  FrameLog
+# Python class, subclasses it); the shared body of a queue sample is a C method, and so are
+# the bodies of its events.  ControlIds is a cdef class whose __call__ is a port tap.  FrameLog
 # (the Capture, a Python class, subclasses it), CaptureBudget and RxTap are cdef classes whose
 # __call__ is what a port calls per frame.
 
@@ -11,8 +12,20 @@ from sim.trace cimport QueueSampler
 
 cdef class _Pending:
     cdef public object series
-    cdef public list t
-    cdef public list v
+    cdef public Py_ssize_t cap
+    cdef public object t_arr
+    cdef public object v_arr
+    cdef long long[::1] t
+    cdef long long[::1] v
+    cdef public Py_ssize_t n
+
+
+cdef class ControlIds:
+    cdef public set ids
+    cdef public object fabric
+    cdef public object live
+    cdef public long long flow_limit
+    cdef public Py_ssize_t _prune_at
 
 
 cdef class SampleSink(QueueSampler):
@@ -22,12 +35,25 @@ cdef class SampleSink(QueueSampler):
     cdef public dict ingress
     cdef public dict _qpend
     cdef public dict _ipend
+    cdef public object log
+    cdef public dict drops
+    cdef public dict drops_by_reason
+    cdef public dict flow_drops
+    cdef public ControlIds control
+    cdef public dict ce
+    cdef public long long cnps
+    cdef public dict pfc_tx
+    cdef public dict pfc_rx
+    cdef public dict rates
 
-    @cython.locals(p=_Pending)
+    @cython.locals(p=_Pending, n=Py_ssize_t)
     cdef _queue_sample(self, t_ps, node, port, queue, queue_bytes)
-    @cython.locals(p=_Pending)
+    @cython.locals(p=_Pending, n=Py_ssize_t)
     cdef _ingress_sample(self, t_ps, node, port, pg, nbytes)
     cdef _move(self, _Pending p)
+    cdef _dropped(self, e)
+    cdef _rate_sample(self, r, e)
+    cdef _state(self, dict table, e, int value)
 
 
 cdef class CaptureBudget:

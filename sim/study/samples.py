@@ -2,11 +2,15 @@
 simulator's core (``sim/study/samples.pxd``; the same ``.py`` runs interpreted without a
 compiler):
 
-* :class:`SampleSink`, the per-sample half of :class:`sim.study.results.Recorder`: a queue
-  depth arrives at every enqueue and dequeue of every port and an ingress counter at every
-  admission and release, one to three samples per packet-hop.  Each series is a
+* :class:`SampleSink`, the per-sample and per-event half of
+  :class:`sim.study.results.Recorder`: a queue depth arrives at every enqueue and dequeue of
+  every port and an ingress counter at every admission and release, one to three samples per
+  packet-hop; the events it reads (CE marks, PFC, drops, CNPs, rate changes) are counted or
+  kept as series and passed on to its ``log``.  Each series is a
   :class:`sim.study.series.Series` of the sink's ``store``, which spills them to a temporary
   file past its budget (bounded memory).
+* :class:`ControlIds`, a tap on the hosts' ports remembering which frames they sent are
+  control frames (CNPs, ACKs), so that a drop of one is not counted against its flow's data.
 * :class:`FrameLog`, the per-frame half of :class:`sim.study.results.Capture` (a port tap: the
   bookkeeping of each frame leaving the captured port; the frames are made and written a
   batch at a time by the Capture), and :class:`CaptureBudget`, the bytes all captures share.
@@ -19,14 +23,32 @@ and ``sim.study.series`` only.
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from sim.events import (
+    CEMarked,
+    CNPSent,
+    DeadlockCleared,
+    DeadlockFound,
+    Dequeued,
+    Dropped,
+    Enqueued,
+    PauseExpired,
+    PauseReceived,
+    PauseSent,
+    RateChanged,
+    WatchdogRestored,
+    WatchdogTriggered,
+)
 from sim.packet import PLACE_FIRST, PLACE_LAST, STREAM_MESSAGE_FRAMES
 from sim.study.series import Series, SeriesStore
 from sim.trace import QueueSampler
 from sim.units import PS_PER_NS
 
-__all__ = ["SampleSink", "CaptureBudget", "FrameLog", "RxTap", "PCAP_FILE_HEADER_BYTES",
+__all__ = ["SampleSink", "ControlIds", "CaptureBudget", "FrameLog", "RxTap", "LOGGED",
+           "CONTROL_IDS_PRUNE", "PCAP_FILE_HEADER_BYTES",
            "PCAP_RECORD_HEADER_BYTES", "SAMPLE_BUFFER_ROWS", "STREAM_MESSAGE_FRAMES",
            "WRITE_FIRST", "WRITE_MIDDLE", "WRITE_LAST", "WRITE_ONLY"]
 
@@ -36,21 +58,36 @@ PCAP_FILE_HEADER_BYTES = 24
 PCAP_RECORD_HEADER_BYTES = 16
 
 
-#: A queue or ingress series takes this many samples in two Python lists before they are moved
-#: into its typed columns at once (``array.extend``): a list append is a few C instructions in
-#: the compiled core where an ``array``'s is a method call.  Small, so that many series hold
-#: little beyond their spill budget (about 2.5 KB each at most); read a sink's series after
-#: :meth:`SampleSink.flush_samples`.
+#: The event types a :class:`SampleSink` reads and passes on to its ``log`` (events.jsonl).
+LOGGED = (PauseSent, PauseReceived, PauseExpired, CEMarked, Dropped, CNPSent, RateChanged,
+          DeadlockFound, DeadlockCleared, WatchdogTriggered, WatchdogRestored)
+
+#: Above this many remembered control-frame ids a :class:`ControlIds` forgets those no longer
+#: in flight; the threshold then doubles past what is left.
+CONTROL_IDS_PRUNE = 4096
+
+
+#: A queue or ingress series takes this many samples in a buffer of its own (two int64
+#: arrays written in place: a C store in the compiled core) before they are moved into its
+#: typed columns at once (an ``array.extend`` by an array of its type: one copy).  Small, so
+#: that many series hold little beyond their spill budget (about 0.5 KB each); read a sink's
+#: series after :meth:`SampleSink.flush_samples`.
 SAMPLE_BUFFER_ROWS = 32
 
 
 class _Pending:
-    """The samples of one series not moved into it yet (times ``t``, values ``v``)."""
+    """The samples of one series not moved into it yet: ``n`` rows of times ``t`` and values
+    ``v`` (arrays of ``cap`` int64, ``t_arr`` / ``v_arr``; the compiled core writes them
+    through typed memoryviews)."""
 
     def __init__(self, series: Series) -> None:
         self.series = series
-        self.t: list[int] = []
-        self.v: list[int] = []
+        self.cap = SAMPLE_BUFFER_ROWS
+        self.t_arr = array("q", bytes(8 * self.cap))
+        self.v_arr = array("q", bytes(8 * self.cap))
+        self.t = self.t_arr
+        self.v = self.v_arr
+        self.n = 0
 
 
 class SampleSink(QueueSampler):
@@ -60,7 +97,15 @@ class SampleSink(QueueSampler):
     worked out again whenever a series is made (:meth:`_new`: the budget is shared).  The
     latest samples of each series wait in a buffer of up to :data:`SAMPLE_BUFFER_ROWS`
     (``_qpend``, ``_ipend``): :meth:`flush_samples` moves them into the series before the
-    series are read."""
+    series are read.
+
+    :meth:`emit` reads the events of :data:`LOGGED` (its ``wants``): it counts drops, CE
+    marks and CNPs, keeps the PFC states and the rates as series, and passes each event on
+    to ``log`` (None: nowhere) but a rate change that changes only alpha."""
+
+    #: The event types read as objects (sim.trace.Interest): queue depths come as samples
+    #: through ``on_enqueued`` / ``on_dequeued`` instead, so no Enqueued / Dequeued is built.
+    wants = frozenset(LOGGED)
 
     def __init__(self, store: SeriesStore) -> None:
         self.store = store
@@ -69,6 +114,92 @@ class SampleSink(QueueSampler):
         self.ingress: dict[tuple[int, int, int], Series] = {}
         self._qpend: dict[tuple[int, int, int], _Pending] = {}
         self._ipend: dict[tuple[int, int, int], _Pending] = {}
+        #: Where the events read go on (a :class:`sim.trace.JsonlTracer`), or None.
+        self.log: Any = None
+        #: (node, port) -> drops there.
+        self.drops: dict[tuple[int, int], int] = {}
+        #: Every Dropped event (switches, hosts, XPUs): reason -> [packets, bytes].
+        self.drops_by_reason: dict[str, list[int]] = {}
+        #: flow -> [packets, bytes] of its DATA frames dropped (control frames excluded).
+        self.flow_drops: dict[int, list[int]] = {}
+        #: The ids of the control frames the hosts sent (None: every frame is data).
+        self.control: ControlIds | None = None
+        #: (node, port) -> CE marks there.
+        self.ce: dict[tuple[int, int], int] = {}
+        self.cnps = 0
+        #: (node, port, priority) -> columns t_ps, state (int8: 1 paused, 0 not).
+        self.pfc_tx: dict[tuple[int, int, int], Series] = {}
+        self.pfc_rx: dict[tuple[int, int, int], Series] = {}
+        #: flow -> (t_ps, rate_bps, target_rate_bps, alpha) series from RateChanged events.
+        self.rates: dict[int, Series] = {}
+
+    def emit(self, e: Any) -> None:
+        """Read one event (the runner's tracer)."""
+        cls = type(e)
+        if cls is CEMarked:
+            k = (e.node, e.port)
+            self.ce[k] = self.ce.get(k, 0) + 1
+        elif cls is RateChanged:
+            r = self.rates.get(e.flow)
+            if r is None:
+                r = self.rates[e.flow] = self._new("qqqd")
+            elif r[1][-1] == e.rate_bps and r[2][-1] == e.target_rate_bps:
+                # alpha-only change (vendor DCQCN clocks alpha every 1 us): kept in the
+                # time series, left out of events.jsonl
+                self._rate_sample(r, e)
+                return
+            self._rate_sample(r, e)
+        elif cls is PauseSent:
+            self._state(self.pfc_tx, e, 1 if e.quanta else 0)
+        elif cls is PauseReceived:
+            self._state(self.pfc_rx, e, 1 if e.quanta else 0)
+        elif cls is PauseExpired:
+            self._state(self.pfc_rx, e, 0)
+        elif cls is CNPSent:
+            self.cnps += 1
+        elif cls is Dropped:
+            self._dropped(e)
+        elif cls is Enqueued or cls is Dequeued:
+            self.on_enqueued(e.t_ps, e.node, e.port, e.queue, e.packet_id, e.flow, e.nbytes,
+                             e.queue_bytes)
+            return
+        elif cls not in LOGGED:
+            return
+        if self.log is not None:
+            self.log.emit(e)
+
+    def _dropped(self, e: Any) -> None:
+        k = (e.node, e.port)
+        self.drops[k] = self.drops.get(k, 0) + 1
+        r = self.drops_by_reason.get(e.reason)
+        if r is None:
+            r = self.drops_by_reason[e.reason] = [0, 0]
+        r[0] += 1
+        r[1] += e.nbytes
+        if self.control is None or e.packet_id not in self.control.ids:
+            f = self.flow_drops.get(e.flow)
+            if f is None:
+                f = self.flow_drops[e.flow] = [0, 0]
+            f[0] += 1
+            f[1] += e.nbytes
+
+    def _rate_sample(self, r: Series, e: Any) -> None:
+        r[0].append(e.t_ps)
+        r[1].append(e.rate_bps)
+        r[2].append(e.target_rate_bps)
+        r[3].append(e.alpha)
+        if len(r[0]) >= self._cap:
+            self.store.spill(r)
+
+    def _state(self, table: dict, e: Any, value: int) -> None:
+        key = (e.node, e.port, e.priority)
+        s = table.get(key)
+        if s is None:
+            s = table[key] = self._new("qb")
+        s[0].append(e.t_ps)
+        s[1].append(value)
+        if len(s[0]) >= self._cap:
+            self.store.spill(s)
 
     def _new(self, typecodes: str) -> Series:
         s = self.store.new(typecodes)
@@ -82,41 +213,45 @@ class SampleSink(QueueSampler):
         if p is None:
             p = self._qpend[key] = _Pending(self._new("qq"))
             self.queues[key] = p.series
-        p.t.append(t_ps)
-        p.v.append(queue_bytes)
-        if len(p.t) >= SAMPLE_BUFFER_ROWS:
+        n = p.n
+        p.t[n] = t_ps
+        p.v[n] = queue_bytes
+        p.n = n = n + 1
+        if n >= p.cap:
             self._move(p)
 
-    def ingress_sample(self, t_ps: int, node: int, port: int, pg: int, nbytes: int) -> None:
-        """``Switch.ingress_tap``: one sample of an ingress (port, PG) counter (a repeat of
-        the last one, same time and value, is left out)."""
-        self._ingress_sample(t_ps, node, port, pg, nbytes)
-
     def _ingress_sample(self, t_ps: int, node: int, port: int, pg: int, nbytes: int) -> None:
+        """One sample of an ingress (port, PG) counter (``ingress_sample``, a switch's
+        ``ingress_tap``); a repeat of the last one, same time and value, is left out."""
         key = (node, port, pg)
         p = self._ipend.get(key)
         if p is None:
             p = self._ipend[key] = _Pending(self._new("qq"))
             self.ingress[key] = p.series
-        elif p.t:
-            if p.v[-1] == nbytes and p.t[-1] == t_ps:
+        elif p.n:
+            if p.v[p.n - 1] == nbytes and p.t[p.n - 1] == t_ps:
                 return
         else:  # moved already: the series holds the last row (a spill keeps it)
             s = p.series
             if s[1][-1] == nbytes and s[0][-1] == t_ps:
                 return
-        p.t.append(t_ps)
-        p.v.append(nbytes)
-        if len(p.t) >= SAMPLE_BUFFER_ROWS:
+        n = p.n
+        p.t[n] = t_ps
+        p.v[n] = nbytes
+        p.n = n = n + 1
+        if n >= p.cap:
             self._move(p)
 
     def _move(self, p: _Pending) -> None:
         """Move ``p``'s samples into its series; spill the series if it holds its share."""
         s = p.series
-        s[0].extend(p.t)
-        s[1].extend(p.v)
-        p.t = []
-        p.v = []
+        if p.n == p.cap:
+            s[0].extend(p.t_arr)
+            s[1].extend(p.v_arr)
+        else:
+            s[0].extend(p.t_arr[:p.n])
+            s[1].extend(p.v_arr[:p.n])
+        p.n = 0
         if len(s[0]) >= self._cap:
             self.store.spill(s)
 
@@ -124,11 +259,45 @@ class SampleSink(QueueSampler):
         """Move every buffered queue and ingress sample into its series (before reading
         ``queues`` or ``ingress``)."""
         for p in self._qpend.values():
-            if p.t:
+            if p.n:
                 self._move(p)
         for p in self._ipend.values():
-            if p.t:
+            if p.n:
                 self._move(p)
+
+
+class ControlIds:
+    """A tap on hosts' ports (``port.taps``): the ids (``ids``) of the frames with real bytes
+    they send below flow ``flow_limit`` (their CNPs and ACKs; a simulated data frame has no
+    bytes, a replayed capture's frames are told apart by their flow ids), so that a dropped
+    control frame is not counted against its flow's data.  Past :data:`CONTROL_IDS_PRUNE`
+    ids (and each time their number doubles) the ids of frames no longer in flight are
+    forgotten: ``live(fabric)`` gives the packets still in ``fabric``
+    (:func:`sim.study.conservation.live_packets`), and a frame delivered or dropped already
+    is never dropped again, so the set stays the size of what is in flight instead of
+    growing with every CNP and ACK of the run."""
+
+    def __init__(self, live: Callable[[Any], Iterable[Any]], flow_limit: int) -> None:
+        self.ids: set[int] = set()
+        #: The fabric whose queues and pending events say which frames are in flight.
+        self.fabric: Any = None
+        self.live = live
+        self.flow_limit = flow_limit
+        self._prune_at = CONTROL_IDS_PRUNE
+
+    def __call__(self, t_ps: int, pkt: Any) -> None:
+        if pkt.frame is not None and pkt.flow < self.flow_limit:
+            ids = self.ids
+            ids.add(pkt.id)
+            if len(ids) > self._prune_at:
+                self.prune()
+
+    def prune(self) -> None:
+        """Forget the ids of the frames no longer in ``fabric`` (when it is set)."""
+        if self.fabric is not None:
+            self.ids.intersection_update(p.id for p in self.live(self.fabric)
+                                         if p.frame is not None)
+        self._prune_at = max(CONTROL_IDS_PRUNE, 2 * len(self.ids))
 
 
 class CaptureBudget:
