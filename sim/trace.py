@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
 from collections.abc import Callable
 from dataclasses import fields
 from typing import IO, Any, Protocol, TypeVar, runtime_checkable
 
-from sim.events import Dequeued, Enqueued, Event, _plain
+from sim.events import CEMarked, Dequeued, Enqueued, Event, RateChanged, _plain
 
 __all__ = ["Tracer", "NullTracer", "ListTracer", "JsonlTracer", "TeeTracer", "Interest",
-           "QueueSampler", "interest", "ingress_sampler", "wanted_types", "NOTHING"]
+           "QueueSampler", "SampleBuffer", "interest", "ingress_sampler", "wanted_types",
+           "NOTHING"]
 
 E = TypeVar("E", bound=Event)
 
@@ -93,7 +95,21 @@ class QueueSampler:
 
     def _queue_sample(self, t_ps: int, node: int, port: int, queue: int,
                       queue_bytes: int) -> None:
+        self._queue_buffer(node, port, queue).add(t_ps, queue_bytes)
+
+    def _queue_buffer(self, node: int, port: int, queue: int) -> SampleBuffer:
+        """The :class:`SampleBuffer` of queue (node, port, queue)'s depth series (a port keeps
+        it and adds its samples to it: C calls in the compiled core)."""
         raise NotImplementedError(f"{type(self).__name__} takes no queue sample")
+
+    def _ingress_buffer(self, node: int, port: int, pg: int) -> SampleBuffer:
+        """The :class:`SampleBuffer` of ingress (node, port, PG)'s series (a switch keeps it
+        and adds its samples to it, a repeat of the last row left out)."""
+        raise NotImplementedError(f"{type(self).__name__} takes no ingress sample")
+
+    def _full(self, b: SampleBuffer) -> None:
+        """Take the rows of ``b``, full (and set its ``n`` to 0)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no sample buffer")
 
     def ingress_sample(self, t_ps: int, node: int, port: int, pg: int, nbytes: int) -> None:
         """A switch's ``ingress_tap``: one sample of an ingress (port, PG) counter, passed to
@@ -102,7 +118,63 @@ class QueueSampler:
         self._ingress_sample(t_ps, node, port, pg, nbytes)
 
     def _ingress_sample(self, t_ps: int, node: int, port: int, pg: int, nbytes: int) -> None:
-        raise NotImplementedError(f"{type(self).__name__} takes no ingress sample")
+        self._ingress_buffer(node, port, pg).add_changed(t_ps, nbytes)
+
+    #: True in a class whose ``emit`` reads a :class:`sim.events.CEMarked` or
+    #: :class:`sim.events.RateChanged` as its ``_ce_marked`` / ``_rate_changed`` take the same
+    #: fields: components then call those (C calls in the compiled core) instead of building
+    #: the event (:attr:`Interest.hooks`; a subclass that defines its own ``emit`` is given
+    #: the events).
+    EMIT_HOOKS = False
+
+    def _ce_marked(self, t_ps: int, node: int, port: int, queue: int, packet_id: int,
+                   flow: int) -> None:
+        """A :class:`sim.events.CEMarked`'s fields, in order."""
+        self.emit(CEMarked(t_ps, node, port, queue, packet_id, flow))
+
+    def _rate_changed(self, t_ps: int, node: int, flow: int, rate_bps: int,
+                      target_rate_bps: int, alpha: float) -> None:
+        """A :class:`sim.events.RateChanged`'s fields, in order."""
+        self.emit(RateChanged(t_ps, node, flow, rate_bps, target_rate_bps, alpha))
+
+
+class SampleBuffer:
+    """The latest rows (time, value) of one series of a :class:`QueueSampler` (its
+    ``owner``) not handed to it yet: ``n`` of ``cap`` rows in ``t`` / ``v`` (the int64 arrays
+    ``t_arr`` / ``v_arr`` written in place: C stores in the compiled core).  When it is full
+    the owner's ``_full`` takes them.  ``last_t`` / ``last_v``: the last row added, when
+    ``has_last``."""
+
+    def __init__(self, owner: QueueSampler, series: Any, cap: int) -> None:
+        self.owner = owner
+        self.series = series
+        self.cap = cap
+        self.t_arr = array("q", bytes(8 * cap))
+        self.v_arr = array("q", bytes(8 * cap))
+        self.t = self.t_arr
+        self.v = self.v_arr
+        self.n = 0
+        self.has_last = False
+        self.last_t = 0
+        self.last_v = 0
+
+    def add(self, t_ps: int, value: int) -> None:
+        """One row."""
+        n = self.n
+        self.t[n] = t_ps
+        self.v[n] = value
+        self.last_t = t_ps
+        self.last_v = value
+        self.has_last = True
+        self.n = n = n + 1
+        if n >= self.cap:
+            self.owner._full(self)
+
+    def add_changed(self, t_ps: int, value: int) -> None:
+        """One row, unless it repeats the last one (same time and value)."""
+        if self.has_last and self.last_v == value and self.last_t == t_ps:
+            return
+        self.add(t_ps, value)
 
 
 def ingress_sampler(tap: Any) -> QueueSampler | None:
@@ -125,16 +197,20 @@ class Interest:
     ``on_enqueued`` / ``on_dequeued`` when it takes samples without objects, else one that
     builds the event and emits it) -- the hot path of every port.  ``sampler``: the tracer
     when both are a :class:`QueueSampler`'s own (the port then calls its ``_queue_sample``
-    directly, the same sample), else None.
+    directly, the same sample), else None.  ``hooks``: the tracer when it is a
+    :class:`QueueSampler` whose ``emit`` is that of a class with ``EMIT_HOOKS`` (switches and
+    hosts then pass a CE mark or a rate change to its ``_ce_marked`` / ``_rate_changed``
+    without building the event), else None.
     """
 
-    __slots__ = ("dequeued", "enqueued", "sampler", "types")
+    __slots__ = ("dequeued", "enqueued", "hooks", "sampler", "types")
 
     def __init__(self, tracer: Any = None) -> None:
         self.types: frozenset[type[Event]] = NOTHING
         self.enqueued: Callable[..., None] | None = None
         self.dequeued: Callable[..., None] | None = None
         self.sampler: QueueSampler | None = None
+        self.hooks: QueueSampler | None = None
         self.update(tracer)
 
     def update(self, tracer: Any) -> None:
@@ -150,6 +226,7 @@ class Interest:
             and Dequeued not in types and kind.on_enqueued is QueueSampler.on_enqueued
             and kind.on_dequeued is QueueSampler.on_dequeued
             and "on_enqueued" not in own and "on_dequeued" not in own) else None
+        self.hooks = tracer if isinstance(tracer, QueueSampler) and _emit_hooked(tracer) else None
 
     @staticmethod
     def _queue_hook(tracer: Any, types: frozenset, cls: type[Event], name: str
@@ -157,6 +234,16 @@ class Interest:
         if cls in types:
             return _emitter(tracer.emit, cls)
         return getattr(tracer, name, None) if tracer is not None else None
+
+
+def _emit_hooked(tracer: QueueSampler) -> bool:
+    """Whether ``tracer``'s ``emit`` is that of a class declaring ``EMIT_HOOKS``."""
+    if "emit" in getattr(tracer, "__dict__", {}):
+        return False
+    for kind in type(tracer).__mro__:
+        if "emit" in vars(kind):
+            return bool(vars(kind).get("EMIT_HOOKS", False))
+    return False
 
 
 def interest(tracer: Any) -> Interest:
@@ -230,9 +317,9 @@ class JsonlTracer:
             self._file = path_or_file
             self._owned = False
         self._dumps = json.JSONEncoder(separators=(",", ":")).encode
-        #: Per event class: (the line's start, the (",\"field\":", field) pairs), or None
-        #: for a class with its own ``to_dict`` (written through it).
-        self._plans: dict[type, tuple[str, tuple[tuple[str, str], ...]] | None] = {}
+        #: Per event class: :meth:`_plan`'s, or None for a class with its own ``to_dict``
+        #: (written through it).
+        self._plans: dict[type, tuple | None] = {}
 
     def emit(self, event: Event) -> None:
         """One line: the JSON of ``event.to_dict()`` without spaces.  For an
@@ -240,27 +327,49 @@ class JsonlTracer:
         field by field, an int as its digits and anything else through the encoder: the same
         characters as encoding the dict, without building it."""
         cls = type(event)
-        if cls not in self._plans:
-            self._plans[cls] = self._plan(cls)
-        plan = self._plans[cls]
+        plan = self._plans.get(cls, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = self._plans[cls] = self._plan(cls)
         if plan is None:
             self._file.write(self._dumps(event.to_dict()) + "\n")
             return
-        start, keys = plan
+        self._line(plan, tuple([getattr(event, name) for name in plan[3]]))
+
+    def emit_fields(self, cls: type[Event], values: tuple) -> None:
+        """The line :meth:`emit` writes for ``cls(*values)``, without building the event."""
+        plan = self._plans.get(cls, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = self._plans[cls] = self._plan(cls)
+        if plan is None:
+            self.emit(cls(*values))
+            return
+        self._line(plan, values)
+
+    def _line(self, plan: tuple, values: tuple) -> None:
+        for v in values:
+            if type(v) is not int:
+                break
+        else:  # every field an int (most events): the line's format, one call
+            self._file.write(plan[0] % values)
+            return
+        _fmt, start, keys, _names = plan
         parts = [start]
-        for key, name in keys:
-            v = getattr(event, name)
+        for key, v in zip(keys, values, strict=True):
             parts.append(key)
             parts.append(str(v) if type(v) is int else self._dumps(_plain(v)))
         parts.append("}\n")
         self._file.write("".join(parts))
 
-    def _plan(self, cls: type) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    def _plan(self, cls: type) -> tuple | None:
+        """(the line's %-format when every field is an int, its start, the keys
+        (``,"field":``), the field names), or None for a class with its own ``to_dict``."""
         if not issubclass(cls, Event) or cls.to_dict is not Event.to_dict:
             return None
         dumps = self._dumps
-        return ('{"event":' + dumps(cls.__name__),
-                tuple(("," + dumps(name) + ":", name) for name in cls.__slots__))
+        start = '{"event":' + dumps(cls.__name__)
+        keys = tuple("," + dumps(name) + ":" for name in cls.__slots__)
+        fmt = start.replace("%", "%%") + "".join(k.replace("%", "%%") + "%d" for k in keys)
+        return fmt + "}\n", start, keys, cls.__slots__
 
     def close(self) -> None:
         """Flush, and close the file if this tracer opened it."""
@@ -275,6 +384,10 @@ class JsonlTracer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: Not in :attr:`JsonlTracer._plans` yet.
+_UNPLANNED = object()
 
 
 class TeeTracer:
@@ -301,3 +414,10 @@ class TeeTracer:
     def emit(self, event: Event) -> None:
         for tracer in self.tracers:
             tracer.emit(event)
+
+
+# Compiled (trace.pxd), a cpdef method's Python signature has lost its return annotation: put
+# back the one written above (interpreted, it is there already and this does nothing).
+for _name in ("add", "add_changed"):
+    vars(SampleBuffer)[_name].__annotations__.setdefault("return", "None")
+del _name

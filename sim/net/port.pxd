@@ -9,7 +9,7 @@ cimport cython
 from sim.engine cimport Engine, Timer
 from sim.flowctl.ib cimport IbLink, ib_blocks
 from sim.packet cimport SimPacket
-from sim.trace cimport Interest, QueueSampler
+from sim.trace cimport Interest, QueueSampler, SampleBuffer
 
 cdef class Port:
     cdef dict __dict__
@@ -22,6 +22,8 @@ cdef class Port:
     cdef public object rate_bps
     cdef public object tracer
     cdef public Interest _int
+    cdef public QueueSampler _qbuf_owner
+    cdef public list _qbufs
     cdef public list strict_tcs
     cdef public frozenset _strict
     cdef public list _rr_orders
@@ -84,7 +86,7 @@ cdef class Port:
     # engine's callback, called through Python, so cpdef costs it nothing.
     @cython.locals(pkt=SimPacket, tc=Py_ssize_t, paused_to=cython.longlong)
     cdef _enq(self, pkt)
-    @cython.locals(smp=QueueSampler)
+    @cython.locals(smp=QueueSampler, b=SampleBuffer)
     cdef _sample(self, hook, long long now, Py_ssize_t tc, SimPacket pkt, nbytes, queue_bytes)
     @cython.locals(pkt=SimPacket, now=cython.longlong, t=cython.longlong)
     cdef _cut_through(self, pkt, Py_ssize_t tc)

@@ -66,7 +66,7 @@ from sim.flowctl.base import Gate
 from sim.flowctl.credit import CreditFlowControl
 from sim.flowctl.ib import MGMT_VL, IbLink, ib_blocks
 from sim.packet import PRIORITIES, SimPacket
-from sim.trace import Interest, NullTracer, Tracer, interest
+from sim.trace import Interest, NullTracer, QueueSampler, SampleBuffer, Tracer, interest
 from sim.units import ser_time_ps
 from wire.linkstack import ROCE, HeaderStack
 from wire.pfc import quanta_to_ps
@@ -208,6 +208,10 @@ class Port:
         self.tracer: Tracer = tracer if tracer is not None else NullTracer()
         #: What the tracer reads (sim.trace.Interest): an event is built only when it is read.
         self._int: Interest = interest(self.tracer)
+        #: The sampler whose sample buffers ``_qbufs`` (one per class, made on first use)
+        #: this port keeps (:meth:`_sample`).
+        self._qbuf_owner: QueueSampler | None = None
+        self._qbufs: list[SampleBuffer | None] | None = None
         self.strict_tcs = sorted(set(strict_tcs), reverse=True)
         # The strict set and the round-robin visiting order of the non-strict queues for each
         # starting queue: the same for every port with these strict classes, so shared.
@@ -326,11 +330,18 @@ class Port:
     def _sample(self, hook: Callable[..., None], now: int, tc: int, pkt: SimPacket,
                 nbytes: int, queue_bytes: int) -> None:
         """A queue sample after an enqueue or dequeue (``hook``: the Interest's ``enqueued``
-        or ``dequeued``, not None): straight to the runner's sampler when it takes them (a C
-        call, the same sample), else through ``hook`` with an Enqueued / Dequeued's fields."""
+        or ``dequeued``, not None): straight to the runner's sampler's buffer for the class
+        when it takes them (C calls, the same sample), else through ``hook`` with an
+        Enqueued / Dequeued's fields."""
         smp = self._int.sampler
         if smp is not None:
-            smp._queue_sample(now, self.node_id, self.index, tc, queue_bytes)
+            if smp is not self._qbuf_owner:
+                self._qbuf_owner = smp
+                self._qbufs = [None] * PRIORITIES
+            b = self._qbufs[tc]
+            if b is None:
+                b = self._qbufs[tc] = smp._queue_buffer(self.node_id, self.index, tc)
+            b.add(now, queue_bytes)
         else:
             hook(now, self.node_id, self.index, tc, pkt.id, pkt.flow, nbytes, queue_bytes)
 

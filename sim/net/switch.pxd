@@ -9,7 +9,7 @@ from sim.engine cimport Engine
 from sim.net.mmu cimport Mmu
 from sim.net.port cimport Port
 from sim.packet cimport SimPacket
-from sim.trace cimport Interest, QueueSampler
+from sim.trace cimport Interest, QueueSampler, SampleBuffer
 
 cdef class Switch:
     cdef dict __dict__
@@ -37,6 +37,7 @@ cdef class Switch:
     cdef public object max_hops
     cdef public object _ingress_tap
     cdef public QueueSampler _isampler
+    cdef public list _ibufs
     cdef public object watchdog
     cdef public set _wd_drop
     cdef public set _wd_ignore
@@ -53,6 +54,7 @@ cdef class Switch:
     @cython.locals(pkt=SimPacket, p=cython.double, ecn=cython.int)
     cdef _mark(self, port, pkt, long long queue_bytes)
     # An ingress sample: a C call to the tap's QueueSampler (ingress_tap's setter finds it).
+    @cython.locals(b=SampleBuffer, npgs=Py_ssize_t, i=Py_ssize_t)
     cdef _occupancy(self, Py_ssize_t port, Py_ssize_t pg)
 
 # The RED curve (EcnConfig.probability); C arithmetic gives the same doubles as Python's:

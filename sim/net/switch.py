@@ -57,7 +57,15 @@ from sim.net.mmu import Mmu
 from sim.net.port import QUANTUM_BYTES, CreditPort, Port, check_scheduler
 from sim.net.routes import RouteRule
 from sim.packet import CE, NOT_ECT, PacketIds, SimPacket
-from sim.trace import Interest, NullTracer, QueueSampler, Tracer, ingress_sampler, interest
+from sim.trace import (
+    Interest,
+    NullTracer,
+    QueueSampler,
+    SampleBuffer,
+    Tracer,
+    ingress_sampler,
+    interest,
+)
 
 __all__ = ["EcnConfig", "ROUTING_MODES", "Route", "Switch", "ecmp_hash", "ecmp_salt",
            "pfc_packet", "node_mac"]
@@ -232,6 +240,8 @@ class Switch:
         self.max_hops: int | None = None
         self._ingress_tap: Callable[..., None] | None = None
         self._isampler: QueueSampler | None = None
+        #: The sampler's buffer of each ingress (port x PGs + PG), made on first use.
+        self._ibufs: list[SampleBuffer | None] | None = None
         #: The PFC watchdog (sim.health.watchdog), if any, and its mitigated queues.
         self.watchdog = None
         self._wd_drop: set[tuple[int, int]] = set()
@@ -433,6 +443,7 @@ class Switch:
     def ingress_tap(self, tap: Callable[..., None] | None) -> None:
         self._ingress_tap = tap
         self._isampler = ingress_sampler(tap)
+        self._ibufs = None
 
     def _occupancy(self, port: int, pg: int) -> None:
         """Report the bytes held for ingress (port, PG) to ``ingress_tap`` (if set)."""
@@ -441,7 +452,14 @@ class Switch:
             return
         held = self.mmu._held(port, pg)
         if self._isampler is not None:
-            self._isampler._ingress_sample(self.engine.now_ps, self.node_id, port, pg, held)
+            npgs = self.mmu._npgs
+            if self._ibufs is None:
+                self._ibufs = [None] * (self.mmu._nports * npgs)
+            i = port * npgs + pg
+            b = self._ibufs[i]
+            if b is None:
+                b = self._ibufs[i] = self._isampler._ingress_buffer(self.node_id, port, pg)
+            b.add_changed(self.engine.now_ps, held)
         else:
             tap(self.engine.now_ps, self.node_id, port, pg, held)
 
@@ -473,8 +491,13 @@ class Switch:
         pkt.mark_ce()
         self.ce_marked += 1
         if CEMarked in self._int.types:
-            self.tracer.emit(CEMarked(self.engine.now_ps, self.node_id, port, pkt.tc, pkt.id,
-                                      pkt.flow))
+            hooks = self._int.hooks
+            if hooks is not None:  # the runner's recorder: the fields, no event object
+                hooks._ce_marked(self.engine.now_ps, self.node_id, port, pkt.tc, pkt.id,
+                                 pkt.flow)
+            else:
+                self.tracer.emit(CEMarked(self.engine.now_ps, self.node_id, port, pkt.tc,
+                                          pkt.id, pkt.flow))
 
     # -------------------------------------------------------------- watchdog
     def _wd_dropped(self, out: int, pkt: SimPacket) -> None:

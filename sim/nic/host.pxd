@@ -137,6 +137,8 @@ cdef class Host:
 
     @cython.locals(old=Timer)
     cdef _cc_rearm(self, flow_id, ctl, now)
+    @cython.locals(traced=bint)
+    cdef _cc_event(self, flow_id, ctl, int hook, nbytes=*)
 
     # The per-frame receive path: receive and _dequeued are the callbacks of the engine and of
     # the NIC's port (called through Python, so cpdef costs them nothing and types ``pkt``);

@@ -241,6 +241,8 @@ def rx_thresholds(buffer_bytes: int, link_bps: int, prop_ps: int,
                          f"headroom ({headroom}) plus one MTU ({mtu_bytes})")
     return xoff, xoff - mtu_bytes, headroom
 _PSN_MASK = BTH.field("psn").max_value  # PSN, DestQP and MSN are 24-bit fields
+#: The rate-control hook :meth:`Host._cc_event` runs: ``on_tx``, ``on_timer``, ``on_cnp``.
+_ON_TX, _ON_TIMER, _ON_CNP = 0, 1, 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -655,11 +657,7 @@ class Host:
         tx.next_send_ps = now + gap
         self.port._enq(pkt)
         if getattr(ctl, "reacts_to_tx", True):
-            if RateChanged in self._int.types:
-                self._cc_call(fid, ctl.on_tx, nbytes)
-            else:  # _cc_call without the rates' before and after, which only a trace reads
-                ctl.on_tx(nbytes, now)
-                self._cc_rearm(fid, ctl, now)
+            self._cc_event(fid, ctl, _ON_TX, nbytes)
         self.engine._after(gap, self._send_cb, (tx,))
 
     def _place(self, tx: _Tx, sent: int, nbytes: int) -> int:
@@ -750,18 +748,29 @@ class Host:
         while waiters and port.queue_bytes[tc] < limit:
             self._send(waiters.popleft(), True)
 
-    def _cc_call(self, flow_id: int, method, *args) -> None:
-        """Run a rate-control hook; trace a rate change; (re)arm its timer."""
-        ctl = self.cc[flow_id]
+    def _cc_event(self, flow_id: int, ctl: cc_registry.RateControl, hook: int,
+                  nbytes: int = 0) -> None:
+        """Run hook ``hook`` of ``flow_id``'s rate control ``ctl`` (:data:`_ON_TX` of
+        ``nbytes``, :data:`_ON_TIMER`, :data:`_ON_CNP`); trace a rate change; (re)arm its
+        timer."""
         now = self.engine.now_ps
-        if RateChanged in self._int.types:
-            before = (ctl.rate_bps, ctl.target_rate_bps, ctl.alpha)
-            method(*args, now) if args else method(now)
+        traced = RateChanged in self._int.types
+        before = (ctl.rate_bps, ctl.target_rate_bps, ctl.alpha) if traced else None
+        if hook == _ON_TX:
+            ctl.on_tx(nbytes, now)
+        elif hook == _ON_TIMER:
+            ctl.on_timer(now)
+        else:
+            ctl.on_cnp(now)
+        if traced:
             after = (ctl.rate_bps, ctl.target_rate_bps, ctl.alpha)
             if after != before:
-                self.tracer.emit(RateChanged(now, self.node_id, flow_id, *after))
-        else:
-            method(*args, now) if args else method(now)
+                hooks = self._int.hooks
+                if hooks is not None:  # the runner's recorder: the fields, no event object
+                    hooks._rate_changed(now, self.node_id, flow_id, after[0], after[1],
+                                        after[2])
+                else:
+                    self.tracer.emit(RateChanged(now, self.node_id, flow_id, *after))
         self._cc_rearm(flow_id, ctl, now)
 
     def _cc_rearm(self, flow_id: int, ctl: cc_registry.RateControl, now: int) -> None:
@@ -780,7 +789,7 @@ class Host:
 
     def _cc_timer_due(self, flow_id: int) -> None:
         self._cc_timer.pop(flow_id, None)
-        self._cc_call(flow_id, self.cc[flow_id].on_timer)
+        self._cc_event(flow_id, self.cc[flow_id], _ON_TIMER)
 
     def _on_ack(self, qp: int, psn: int) -> None:
         self.ack_received += 1
@@ -1047,7 +1056,7 @@ class Host:
                 if op == (IB_CNP_OPCODE if ib else CNP_OPCODE):
                     self.cnp_received += 1
                     if fid in self.cc:
-                        self._cc_call(fid, self.cc[fid].on_cnp)
+                        self._cc_event(fid, self.cc[fid], _ON_CNP)
                     return
                 if op == ACK_OPCODE:
                     if self._rc_tx and fid in self._rc_tx:

@@ -7,17 +7,7 @@
 
 cimport cython
 
-from sim.trace cimport QueueSampler
-
-
-cdef class _Pending:
-    cdef public object series
-    cdef public Py_ssize_t cap
-    cdef public object t_arr
-    cdef public object v_arr
-    cdef long long[::1] t
-    cdef long long[::1] v
-    cdef public Py_ssize_t n
+from sim.trace cimport QueueSampler, SampleBuffer
 
 
 cdef class ControlIds:
@@ -46,13 +36,15 @@ cdef class SampleSink(QueueSampler):
     cdef public dict pfc_rx
     cdef public dict rates
 
-    @cython.locals(p=_Pending, n=Py_ssize_t)
-    cdef _queue_sample(self, t_ps, node, port, queue, queue_bytes)
-    @cython.locals(p=_Pending, n=Py_ssize_t)
-    cdef _ingress_sample(self, t_ps, node, port, pg, nbytes)
-    cdef _move(self, _Pending p)
+    @cython.locals(b=SampleBuffer)
+    cdef SampleBuffer _queue_buffer(self, node, port, queue)
+    @cython.locals(b=SampleBuffer)
+    cdef SampleBuffer _ingress_buffer(self, node, port, pg)
+    cdef _full(self, SampleBuffer b)
     cdef _dropped(self, e)
-    cdef _rate_sample(self, r, e)
+    cdef _ce_marked(self, t_ps, node, port, queue, packet_id, flow)
+    cdef _rate_changed(self, t_ps, node, flow, rate_bps, target_rate_bps, alpha)
+    cdef _log(self, cls, tuple values)
     cdef _state(self, dict table, e, int value)
 
 

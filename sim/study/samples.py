@@ -23,7 +23,6 @@ and ``sim.study.series`` only.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -44,7 +43,7 @@ from sim.events import (
 )
 from sim.packet import PLACE_FIRST, PLACE_LAST, STREAM_MESSAGE_FRAMES
 from sim.study.series import Series, SeriesStore
-from sim.trace import QueueSampler
+from sim.trace import JsonlTracer, QueueSampler, SampleBuffer
 from sim.units import PS_PER_NS
 
 __all__ = ["SampleSink", "ControlIds", "CaptureBudget", "FrameLog", "RxTap", "LOGGED",
@@ -67,27 +66,12 @@ LOGGED = (PauseSent, PauseReceived, PauseExpired, CEMarked, Dropped, CNPSent, Ra
 CONTROL_IDS_PRUNE = 4096
 
 
-#: A queue or ingress series takes this many samples in a buffer of its own (two int64
-#: arrays written in place: a C store in the compiled core) before they are moved into its
-#: typed columns at once (an ``array.extend`` by an array of its type: one copy).  Small, so
-#: that many series hold little beyond their spill budget (about 0.5 KB each); read a sink's
-#: series after :meth:`SampleSink.flush_samples`.
+#: A queue or ingress series takes this many samples in a :class:`sim.trace.SampleBuffer`
+#: of its own (two int64 arrays written in place: C stores in the compiled core) before they
+#: are moved into its typed columns at once (an ``array.extend`` by an array of its type: one
+#: copy).  Small, so that many series hold little beyond their spill budget (about 0.5 KB
+#: each); read a sink's series after :meth:`SampleSink.flush_samples`.
 SAMPLE_BUFFER_ROWS = 32
-
-
-class _Pending:
-    """The samples of one series not moved into it yet: ``n`` rows of times ``t`` and values
-    ``v`` (arrays of ``cap`` int64, ``t_arr`` / ``v_arr``; the compiled core writes them
-    through typed memoryviews)."""
-
-    def __init__(self, series: Series) -> None:
-        self.series = series
-        self.cap = SAMPLE_BUFFER_ROWS
-        self.t_arr = array("q", bytes(8 * self.cap))
-        self.v_arr = array("q", bytes(8 * self.cap))
-        self.t = self.t_arr
-        self.v = self.v_arr
-        self.n = 0
 
 
 class SampleSink(QueueSampler):
@@ -95,9 +79,10 @@ class SampleSink(QueueSampler):
     and ingress counters (``ingress``: (node, port, PG) -> t_ps, bytes held after every
     change), as series of ``store``; ``_cap`` is the rows a series may hold before it spills,
     worked out again whenever a series is made (:meth:`_new`: the budget is shared).  The
-    latest samples of each series wait in a buffer of up to :data:`SAMPLE_BUFFER_ROWS`
-    (``_qpend``, ``_ipend``): :meth:`flush_samples` moves them into the series before the
-    series are read.
+    latest samples of each series wait in a :class:`sim.trace.SampleBuffer` of
+    :data:`SAMPLE_BUFFER_ROWS` (``_qpend``, ``_ipend``; the ports and switches keep theirs and
+    add to them): :meth:`flush_samples` moves them into the series before the series are
+    read.
 
     :meth:`emit` reads the events of :data:`LOGGED` (its ``wants``): it counts drops, CE
     marks and CNPs, keeps the PFC states and the rates as series, and passes each event on
@@ -106,14 +91,18 @@ class SampleSink(QueueSampler):
     #: The event types read as objects (sim.trace.Interest): queue depths come as samples
     #: through ``on_enqueued`` / ``on_dequeued`` instead, so no Enqueued / Dequeued is built.
     wants = frozenset(LOGGED)
+    #: A CE mark and a rate change come as fields (``_ce_marked``, ``_rate_changed``): no
+    #: event is built for them unless the log is not a :class:`sim.trace.JsonlTracer` (or
+    #: for a rate change that changes only alpha, none at all).
+    EMIT_HOOKS = True
 
     def __init__(self, store: SeriesStore) -> None:
         self.store = store
         self._cap = store.cap_rows
         self.queues: dict[tuple[int, int, int], Series] = {}
         self.ingress: dict[tuple[int, int, int], Series] = {}
-        self._qpend: dict[tuple[int, int, int], _Pending] = {}
-        self._ipend: dict[tuple[int, int, int], _Pending] = {}
+        self._qpend: dict[tuple[int, int, int], SampleBuffer] = {}
+        self._ipend: dict[tuple[int, int, int], SampleBuffer] = {}
         #: Where the events read go on (a :class:`sim.trace.JsonlTracer`), or None.
         self.log: Any = None
         #: (node, port) -> drops there.
@@ -137,19 +126,12 @@ class SampleSink(QueueSampler):
         """Read one event (the runner's tracer)."""
         cls = type(e)
         if cls is CEMarked:
-            k = (e.node, e.port)
-            self.ce[k] = self.ce.get(k, 0) + 1
-        elif cls is RateChanged:
-            r = self.rates.get(e.flow)
-            if r is None:
-                r = self.rates[e.flow] = self._new("qqqd")
-            elif r[1][-1] == e.rate_bps and r[2][-1] == e.target_rate_bps:
-                # alpha-only change (vendor DCQCN clocks alpha every 1 us): kept in the
-                # time series, left out of events.jsonl
-                self._rate_sample(r, e)
-                return
-            self._rate_sample(r, e)
-        elif cls is PauseSent:
+            self._ce_marked(e.t_ps, e.node, e.port, e.queue, e.packet_id, e.flow)
+            return
+        if cls is RateChanged:
+            self._rate_changed(e.t_ps, e.node, e.flow, e.rate_bps, e.target_rate_bps, e.alpha)
+            return
+        if cls is PauseSent:
             self._state(self.pfc_tx, e, 1 if e.quanta else 0)
         elif cls is PauseReceived:
             self._state(self.pfc_rx, e, 1 if e.quanta else 0)
@@ -168,6 +150,41 @@ class SampleSink(QueueSampler):
         if self.log is not None:
             self.log.emit(e)
 
+    def _ce_marked(self, t_ps: int, node: int, port: int, queue: int, packet_id: int,
+                   flow: int) -> None:
+        k = (node, port)
+        self.ce[k] = self.ce.get(k, 0) + 1
+        self._log(CEMarked, (t_ps, node, port, queue, packet_id, flow))
+
+    def _rate_changed(self, t_ps: int, node: int, flow: int, rate_bps: int,
+                      target_rate_bps: int, alpha: float) -> None:
+        r = self.rates.get(flow)
+        if r is None:
+            r = self.rates[flow] = self._new("qqqd")
+            logged = True
+        else:  # alpha-only change (vendor DCQCN clocks alpha every 1 us): kept in the
+            # time series, left out of events.jsonl
+            logged = r[1][-1] != rate_bps or r[2][-1] != target_rate_bps
+        r[0].append(t_ps)
+        r[1].append(rate_bps)
+        r[2].append(target_rate_bps)
+        r[3].append(alpha)
+        if len(r[0]) >= self._cap:
+            self.store.spill(r)
+        if logged:
+            self._log(RateChanged, (t_ps, node, flow, rate_bps, target_rate_bps, alpha))
+
+    def _log(self, cls: type, values: tuple) -> None:
+        """Pass the event ``cls(*values)`` on to ``log`` (a JsonlTracer's line without the
+        object)."""
+        log = self.log
+        if log is None:
+            return
+        if type(log) is JsonlTracer:
+            log.emit_fields(cls, values)
+        else:
+            log.emit(cls(*values))
+
     def _dropped(self, e: Any) -> None:
         k = (e.node, e.port)
         self.drops[k] = self.drops.get(k, 0) + 1
@@ -182,14 +199,6 @@ class SampleSink(QueueSampler):
                 f = self.flow_drops[e.flow] = [0, 0]
             f[0] += 1
             f[1] += e.nbytes
-
-    def _rate_sample(self, r: Series, e: Any) -> None:
-        r[0].append(e.t_ps)
-        r[1].append(e.rate_bps)
-        r[2].append(e.target_rate_bps)
-        r[3].append(e.alpha)
-        if len(r[0]) >= self._cap:
-            self.store.spill(r)
 
     def _state(self, table: dict, e: Any, value: int) -> None:
         key = (e.node, e.port, e.priority)
@@ -206,64 +215,44 @@ class SampleSink(QueueSampler):
         self._cap = self.store.cap_rows  # the budget is shared by one series more
         return s
 
-    def _queue_sample(self, t_ps: int, node: int, port: int, queue: int,
-                      queue_bytes: int) -> None:
+    def _queue_buffer(self, node: int, port: int, queue: int) -> SampleBuffer:
         key = (node, port, queue)
-        p = self._qpend.get(key)
-        if p is None:
-            p = self._qpend[key] = _Pending(self._new("qq"))
-            self.queues[key] = p.series
-        n = p.n
-        p.t[n] = t_ps
-        p.v[n] = queue_bytes
-        p.n = n = n + 1
-        if n >= p.cap:
-            self._move(p)
+        b = self._qpend.get(key)
+        if b is None:
+            b = self._qpend[key] = SampleBuffer(self, self._new("qq"), SAMPLE_BUFFER_ROWS)
+            self.queues[key] = b.series
+        return b
 
-    def _ingress_sample(self, t_ps: int, node: int, port: int, pg: int, nbytes: int) -> None:
-        """One sample of an ingress (port, PG) counter (``ingress_sample``, a switch's
-        ``ingress_tap``); a repeat of the last one, same time and value, is left out."""
+    def _ingress_buffer(self, node: int, port: int, pg: int) -> SampleBuffer:
         key = (node, port, pg)
-        p = self._ipend.get(key)
-        if p is None:
-            p = self._ipend[key] = _Pending(self._new("qq"))
-            self.ingress[key] = p.series
-        elif p.n:
-            if p.v[p.n - 1] == nbytes and p.t[p.n - 1] == t_ps:
-                return
-        else:  # moved already: the series holds the last row (a spill keeps it)
-            s = p.series
-            if s[1][-1] == nbytes and s[0][-1] == t_ps:
-                return
-        n = p.n
-        p.t[n] = t_ps
-        p.v[n] = nbytes
-        p.n = n = n + 1
-        if n >= p.cap:
-            self._move(p)
+        b = self._ipend.get(key)
+        if b is None:
+            b = self._ipend[key] = SampleBuffer(self, self._new("qq"), SAMPLE_BUFFER_ROWS)
+            self.ingress[key] = b.series
+        return b
 
-    def _move(self, p: _Pending) -> None:
-        """Move ``p``'s samples into its series; spill the series if it holds its share."""
-        s = p.series
-        if p.n == p.cap:
-            s[0].extend(p.t_arr)
-            s[1].extend(p.v_arr)
+    def _full(self, b: SampleBuffer) -> None:
+        """Move ``b``'s rows into its series; spill the series if it holds its share."""
+        s = b.series
+        if b.n == b.cap:
+            s[0].extend(b.t_arr)
+            s[1].extend(b.v_arr)
         else:
-            s[0].extend(p.t_arr[:p.n])
-            s[1].extend(p.v_arr[:p.n])
-        p.n = 0
+            s[0].extend(b.t_arr[:b.n])
+            s[1].extend(b.v_arr[:b.n])
+        b.n = 0
         if len(s[0]) >= self._cap:
             self.store.spill(s)
 
     def flush_samples(self) -> None:
         """Move every buffered queue and ingress sample into its series (before reading
         ``queues`` or ``ingress``)."""
-        for p in self._qpend.values():
-            if p.n:
-                self._move(p)
-        for p in self._ipend.values():
-            if p.n:
-                self._move(p)
+        for b in self._qpend.values():
+            if b.n:
+                self._full(b)
+        for b in self._ipend.values():
+            if b.n:
+                self._full(b)
 
 
 class ControlIds:
