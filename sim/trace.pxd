@@ -39,3 +39,12 @@ cdef class Interest:
     cdef public object dequeued
     cdef public QueueSampler sampler
     cdef public QueueSampler hooks
+
+# The runner's events.jsonl: the recorder writes a line from an event's fields with a C call.
+cdef class JsonlTracer:
+    cdef public object _file
+    cdef public bint _owned
+    cdef public object _dumps
+    cdef public dict _plans
+    cpdef emit_fields(self, cls, tuple values)
+    cdef _line(self, tuple plan, tuple values)

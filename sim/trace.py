@@ -420,4 +420,5 @@ class TeeTracer:
 # back the one written above (interpreted, it is there already and this does nothing).
 for _name in ("add", "add_changed"):
     vars(SampleBuffer)[_name].__annotations__.setdefault("return", "None")
+vars(JsonlTracer)["emit_fields"].__annotations__.setdefault("return", "None")
 del _name

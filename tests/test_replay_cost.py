@@ -3,23 +3,33 @@ default outputs is batched without changing a byte of them."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from sim.packet import SimPacket
 from sim.study import results
 from sim.study.results import Capture, CaptureBudget
 from wire.linkstack import ROCE
 from wire.pcapio import CaptureWriter
 
-_pkt = st.builds(
-    SimpleNamespace,
+
+def _packet(frame=None, flow=0, src=0, dst=4, nbytes=64, ecn=0, psn=None, place=None,
+            ackreq=False, tc=0) -> SimPacket:
+    """A packet as a port's taps see it (a SimPacket: the compiled taps read its fields)."""
+    p = SimPacket(0, 0, nbytes, flow=flow, tc=tc, ecn=ecn, src=src, dst=dst, frame=frame)
+    p.psn = psn
+    p.place = place
+    p.ackreq = ackreq
+    return p
+
+
+_fields = st.fixed_dictionaries(dict(
     frame=st.one_of(st.none(), st.binary(min_size=14, max_size=200),
                     st.binary(min_size=14, max_size=64).map(bytearray)),
     flow=st.integers(0, 5), src=st.integers(0, 3), dst=st.integers(4, 6),
     nbytes=st.sampled_from([64, 1082, 4000]), ecn=st.integers(0, 3), psn=st.none(),
-    place=st.none(), ackreq=st.just(False), tc=st.sampled_from([0, 3, 6]))
+    place=st.none(), ackreq=st.just(False), tc=st.sampled_from([0, 3, 6])))
+_pkt = _fields.map(lambda d: _packet(**d))
 
 
 def _per_frame(path: str, frames: list[tuple[int, bytes]], snaplen: int | None) -> bytes:
@@ -92,8 +102,8 @@ def test_capture_uses_the_bulk_path(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(template.RoceTemplate, "make", make)
     cap = Capture(str(tmp_path / "x.pcap"))
     for i in range(3000):
-        cap(i * 1000, SimpleNamespace(frame=None, flow=1 + i % 3, src=0, dst=4, nbytes=1082,
-                                      ecn=0, psn=None, place=None, ackreq=False, tc=3))
+        cap(i * 1000, _packet(frame=None, flow=1 + i % 3, src=0, dst=4, nbytes=1082,
+                              ecn=0, psn=None, place=None, ackreq=False, tc=3))
     cap.close()
     assert cap.frames == 3000
     assert calls["write"] == calls["write_frames"] == calls["make"] == 0
@@ -121,10 +131,9 @@ def _built_synth(pkt, psn: int, op: str, dma: int | None) -> bytes:
     return wire.build(d)
 
 
-@given(pkts=st.lists(_pkt.map(lambda p: SimpleNamespace(**{**vars(p), "frame": None})),
-                     max_size=150))
-@example(pkts=[SimpleNamespace(frame=None, flow=0, src=0, dst=4, nbytes=64, ecn=0, psn=None,
-                               place=None, ackreq=False, tc=tc) for tc in (0, 0, 3)])
+@given(pkts=st.lists(_fields.map(lambda d: _packet(**{**d, "frame": None})), max_size=150))
+@example(pkts=[_packet(frame=None, flow=0, src=0, dst=4, nbytes=64, ecn=0, psn=None,
+                       place=None, ackreq=False, tc=tc) for tc in (0, 0, 3)])
 def test_synthesised_frames_are_writes_of_64_frame_messages(tmp_path_factory, pkts) -> None:
     """Packets without a place in a message (no NIC flow's) are cut into messages of 64
     frames (the first frame's size each, the last one where the bytes reach it): FIRST,
@@ -161,8 +170,8 @@ def test_synthesised_frames_reuse_the_ipv4_checksum(tmp_path, monkeypatch) -> No
     monkeypatch.setattr(template, "internet_checksum", counted)
     cap = Capture(str(tmp_path / "x.pcap"))
     for i in range(2000):
-        cap._synth(SimpleNamespace(frame=None, flow=1, src=0, dst=4, nbytes=1082, ecn=i % 2,
-                                   psn=None, place=None, ackreq=False, tc=3))
+        cap._synth(_packet(frame=None, flow=1, src=0, dst=4, nbytes=1082, ecn=i % 2,
+                           psn=None, place=None, ackreq=False, tc=3))
     cap.close()
     assert calls[0] <= 2 * 2  # the two templates (ECN 0 and 1), at most twice each
 
@@ -174,7 +183,7 @@ def test_rx_bins_count_what_the_nic_delivers_at_its_time() -> None:
     tap = bins.tap()
     want = [0] * 1000
     for i in range(3000):
-        pkt = SimpleNamespace(flow=1, nbytes=(64, 1082)[i % 2])
+        pkt = _packet(flow=1, nbytes=(64, 1082)[i % 2])
         t_ps = i * 400_000
         if t_ps // 1_000_000 < 1000:
             want[t_ps // 1_000_000] += pkt.nbytes

@@ -104,16 +104,6 @@ class Recorder(SampleSink):
                                           ctl.target_rate_bps, float(ctl.alpha)), strict=True):
                     col.append(value)
 
-    def _state(self, table: dict, e: Any, value: int) -> None:
-        key = (e.node, e.port, e.priority)
-        s = table.get(key)
-        if s is None:
-            s = table[key] = self._new("qb")
-        s[0].append(e.t_ps)
-        s[1].append(value)
-        if len(s[0]) >= self._cap:
-            self.store.spill(s)
-
     def mean_queue_bytes(self, duration_ps: int) -> dict[tuple[int, int], float]:
         """Time-weighted mean depth per (node, port), all queues summed, over [0, duration]
         (each queue's exact integral, read back in chunks, over the duration)."""

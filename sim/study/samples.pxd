@@ -7,7 +7,8 @@
 
 cimport cython
 
-from sim.trace cimport QueueSampler, SampleBuffer
+from sim.packet cimport SimPacket
+from sim.trace cimport JsonlTracer, QueueSampler, SampleBuffer
 
 
 cdef class ControlIds:
@@ -16,6 +17,23 @@ cdef class ControlIds:
     cdef public object live
     cdef public long long flow_limit
     cdef public Py_ssize_t _prune_at
+    cdef _tap(self, SimPacket pkt)
+
+
+cdef class _Rates:
+    cdef public object series
+    cdef public Py_ssize_t cap
+    cdef public object t_arr
+    cdef public object r_arr
+    cdef public object g_arr
+    cdef public object a_arr
+    cdef long long[::1] t
+    cdef long long[::1] r
+    cdef long long[::1] g
+    cdef double[::1] a
+    cdef public Py_ssize_t n
+    cdef public object rate_bps
+    cdef public object target_rate_bps
 
 
 cdef class SampleSink(QueueSampler):
@@ -35,6 +53,7 @@ cdef class SampleSink(QueueSampler):
     cdef public dict pfc_tx
     cdef public dict pfc_rx
     cdef public dict rates
+    cdef public dict _rpend
 
     @cython.locals(b=SampleBuffer)
     cdef SampleBuffer _queue_buffer(self, node, port, queue)
@@ -43,7 +62,10 @@ cdef class SampleSink(QueueSampler):
     cdef _full(self, SampleBuffer b)
     cdef _dropped(self, e)
     cdef _ce_marked(self, t_ps, node, port, queue, packet_id, flow)
+    @cython.locals(p=_Rates, n=Py_ssize_t, logged=bint)
     cdef _rate_changed(self, t_ps, node, flow, rate_bps, target_rate_bps, alpha)
+    cdef _rates_full(self, _Rates p)
+    @cython.locals(jsonl=JsonlTracer)
     cdef _log(self, cls, tuple values)
     cdef _state(self, dict table, e, int value)
 
@@ -85,10 +107,14 @@ cdef class FrameLog:
 
     @cython.locals(st=_FlowMsg, nb=cython.longlong, off=cython.longlong,
                    msg=cython.longlong, first=bint, last=bint, op=int)
-    cdef tuple _next(self, pkt)
+    cdef tuple _next(self, SimPacket pkt)
+    @cython.locals(b=CaptureBudget, n=cython.longlong)
+    cdef _tap(self, t_ps, SimPacket pkt)
 
 
 cdef class RxTap:
     cdef public dict bins
     cdef public long long bin_ps
     cdef public Py_ssize_t nbins
+    @cython.locals(b=cython.longlong, row=list)
+    cdef _tap(self, long long t_ps, SimPacket pkt)

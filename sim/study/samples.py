@@ -23,6 +23,7 @@ and ``sim.study.series`` only.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -74,6 +75,27 @@ CONTROL_IDS_PRUNE = 4096
 SAMPLE_BUFFER_ROWS = 32
 
 
+class _Rates:
+    """A flow's rate samples not moved into its series yet: ``n`` of ``cap`` rows of times
+    ``t``, rates ``r``, target rates ``g`` (int64) and alphas ``a`` (float64), written in
+    place (the arrays ``*_arr``); ``rate_bps`` / ``target_rate_bps``: the last recorded."""
+
+    def __init__(self, series: Series) -> None:
+        self.series = series
+        self.cap = SAMPLE_BUFFER_ROWS
+        self.t_arr = array("q", bytes(8 * self.cap))
+        self.r_arr = array("q", bytes(8 * self.cap))
+        self.g_arr = array("q", bytes(8 * self.cap))
+        self.a_arr = array("d", bytes(8 * self.cap))
+        self.t = self.t_arr
+        self.r = self.r_arr
+        self.g = self.g_arr
+        self.a = self.a_arr
+        self.n = 0
+        self.rate_bps = series[1][-1]
+        self.target_rate_bps = series[2][-1]
+
+
 class SampleSink(QueueSampler):
     """Queue depths (``queues``: (node, port, queue) -> t_ps, queue bytes after every change)
     and ingress counters (``ingress``: (node, port, PG) -> t_ps, bytes held after every
@@ -121,6 +143,7 @@ class SampleSink(QueueSampler):
         self.pfc_rx: dict[tuple[int, int, int], Series] = {}
         #: flow -> (t_ps, rate_bps, target_rate_bps, alpha) series from RateChanged events.
         self.rates: dict[int, Series] = {}
+        self._rpend: dict[int, _Rates] = {}
 
     def emit(self, e: Any) -> None:
         """Read one event (the runner's tracer)."""
@@ -158,21 +181,45 @@ class SampleSink(QueueSampler):
 
     def _rate_changed(self, t_ps: int, node: int, flow: int, rate_bps: int,
                       target_rate_bps: int, alpha: float) -> None:
-        r = self.rates.get(flow)
-        if r is None:
-            r = self.rates[flow] = self._new("qqqd")
-            logged = True
-        else:  # alpha-only change (vendor DCQCN clocks alpha every 1 us): kept in the
-            # time series, left out of events.jsonl
-            logged = r[1][-1] != rate_bps or r[2][-1] != target_rate_bps
-        r[0].append(t_ps)
-        r[1].append(rate_bps)
-        r[2].append(target_rate_bps)
-        r[3].append(alpha)
-        if len(r[0]) >= self._cap:
-            self.store.spill(r)
+        p = self._rpend.get(flow)
+        if p is None:
+            r = self.rates.get(flow)
+            logged = r is None
+            if logged:
+                r = self.rates[flow] = self._new("qqqd")
+                r[0].append(t_ps)
+                r[1].append(rate_bps)
+                r[2].append(target_rate_bps)
+                r[3].append(alpha)
+            p = self._rpend[flow] = _Rates(r)
+            if logged:
+                self._log(RateChanged, (t_ps, node, flow, rate_bps, target_rate_bps, alpha))
+                return
+        # an alpha-only change (vendor DCQCN clocks alpha every 1 us) is kept in the time
+        # series, left out of events.jsonl
+        logged = p.rate_bps != rate_bps or p.target_rate_bps != target_rate_bps
+        n = p.n
+        p.t[n] = t_ps
+        p.r[n] = rate_bps
+        p.g[n] = target_rate_bps
+        p.a[n] = alpha
+        p.rate_bps = rate_bps
+        p.target_rate_bps = target_rate_bps
+        p.n = n = n + 1
+        if n >= p.cap:
+            self._rates_full(p)
         if logged:
             self._log(RateChanged, (t_ps, node, flow, rate_bps, target_rate_bps, alpha))
+
+    def _rates_full(self, p: _Rates) -> None:
+        """Move ``p``'s rows into its series; spill the series if it holds its share."""
+        s = p.series
+        k = p.n
+        for col, arr in zip(s, (p.t_arr, p.r_arr, p.g_arr, p.a_arr), strict=True):
+            col.extend(arr if k == p.cap else arr[:k])
+        p.n = 0
+        if len(s[0]) >= self._cap:
+            self.store.spill(s)
 
     def _log(self, cls: type, values: tuple) -> None:
         """Pass the event ``cls(*values)`` on to ``log`` (a JsonlTracer's line without the
@@ -181,7 +228,8 @@ class SampleSink(QueueSampler):
         if log is None:
             return
         if type(log) is JsonlTracer:
-            log.emit_fields(cls, values)
+            jsonl = log
+            jsonl.emit_fields(cls, values)
         else:
             log.emit(cls(*values))
 
@@ -253,6 +301,9 @@ class SampleSink(QueueSampler):
         for b in self._ipend.values():
             if b.n:
                 self._full(b)
+        for p in self._rpend.values():
+            if p.n:
+                self._rates_full(p)
 
 
 class ControlIds:
@@ -275,6 +326,9 @@ class ControlIds:
         self._prune_at = CONTROL_IDS_PRUNE
 
     def __call__(self, t_ps: int, pkt: Any) -> None:
+        self._tap(pkt)
+
+    def _tap(self, pkt: Any) -> None:
         if pkt.frame is not None and pkt.flow < self.flow_limit:
             ids = self.ids
             ids.add(pkt.id)
@@ -368,6 +422,9 @@ class FrameLog:
         self._tpl_bytes: list[int] = []
 
     def __call__(self, t_ps: int, pkt: Any) -> None:
+        self._tap(t_ps, pkt)
+
+    def _tap(self, t_ps: int, pkt: Any) -> None:
         b = self.budget
         if b.cut_at_ps is not None:
             return
@@ -472,6 +529,9 @@ class RxTap:
         self.nbins = nbins
 
     def __call__(self, t_ps: int, pkt: Any) -> None:
+        self._tap(t_ps, pkt)
+
+    def _tap(self, t_ps: int, pkt: Any) -> None:
         b = t_ps // self.bin_ps
         if b >= self.nbins:
             return
