@@ -336,11 +336,19 @@ class ControlIds:
                 self.prune()
 
     def prune(self) -> None:
-        """Forget the ids of the frames no longer in ``fabric`` (when it is set)."""
+        """Forget the ids of the frames no longer in ``fabric`` (when it is set).  The next
+        prune waits for as many new ids as there were packets to look at, so the look costs
+        at most one packet per id (a deep queue is not scanned again every few thousand
+        ACKs) and the set stays the size of what was in flight."""
+        scanned = 0
         if self.fabric is not None:
-            self.ids.intersection_update(p.id for p in self.live(self.fabric)
-                                         if p.frame is not None)
-        self._prune_at = max(CONTROL_IDS_PRUNE, 2 * len(self.ids))
+            live = set()
+            for p in self.live(self.fabric):
+                scanned += 1
+                if p.frame is not None:
+                    live.add(p.id)
+            self.ids.intersection_update(live)
+        self._prune_at = max(CONTROL_IDS_PRUNE, 2 * len(self.ids), len(self.ids) + scanned)
 
 
 class CaptureBudget:
