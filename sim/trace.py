@@ -77,10 +77,11 @@ def _emitter(emit: Callable[[Event], None], cls: type[Event]) -> Callable[..., N
 class QueueSampler:
     """Base of a tracer that takes queue samples as numbers (the runner's
     :class:`sim.study.samples.SampleSink`): ``on_enqueued`` / ``on_dequeued`` take an
-    :class:`sim.events.Enqueued` / :class:`sim.events.Dequeued` event's fields and pass the
-    sample to ``_queue_sample(t_ps, node, port, queue, queue_bytes)``, which a subclass
-    defines.  A port whose tracer is one (and does not replace those two) calls
-    ``_queue_sample`` itself (:attr:`Interest.sampler`): a C call in the compiled core."""
+    :class:`sim.events.Enqueued` / :class:`sim.events.Dequeued` event's fields and add the
+    sample to the queue's :class:`SampleBuffer` (``_queue_buffer``, which a subclass defines
+    with ``_ingress_buffer`` and ``_full``).  A port whose tracer is one (and does not replace
+    those two) keeps the buffer of each of its queues and adds to it itself
+    (:attr:`Interest.sampler`): C calls in the compiled core."""
 
     def on_enqueued(self, t_ps: int, node: int, port: int, queue: int, packet_id: int,
                     flow: int, nbytes: int, queue_bytes: int) -> None:
@@ -112,9 +113,10 @@ class QueueSampler:
         raise NotImplementedError(f"{type(self).__name__} keeps no sample buffer")
 
     def ingress_sample(self, t_ps: int, node: int, port: int, pg: int, nbytes: int) -> None:
-        """A switch's ``ingress_tap``: one sample of an ingress (port, PG) counter, passed to
-        ``_ingress_sample``, which a subclass defines.  A switch whose tap is this method
-        (not replaced) calls ``_ingress_sample`` itself (:func:`ingress_sampler`)."""
+        """A switch's ``ingress_tap``: one sample of an ingress (port, PG) counter, added to
+        its :class:`SampleBuffer` (``_ingress_buffer``) unless it repeats the last one.  A
+        switch whose tap is this method (not replaced) keeps the buffers and adds to them
+        itself (:func:`ingress_sampler`)."""
         self._ingress_sample(t_ps, node, port, pg, nbytes)
 
     def _ingress_sample(self, t_ps: int, node: int, port: int, pg: int, nbytes: int) -> None:
@@ -178,8 +180,8 @@ class SampleBuffer:
 
 
 def ingress_sampler(tap: Any) -> QueueSampler | None:
-    """The :class:`QueueSampler` whose own ``ingress_sample`` ``tap`` is (a switch then calls
-    its ``_ingress_sample`` directly: a C call in the compiled core), else None."""
+    """The :class:`QueueSampler` whose own ``ingress_sample`` ``tap`` is (a switch then adds
+    its samples to that sampler's buffers itself: C calls in the compiled core), else None."""
     owner = getattr(tap, "__self__", None)
     if (isinstance(owner, QueueSampler) and getattr(tap, "__name__", None) == "ingress_sample"
             and type(owner).ingress_sample is QueueSampler.ingress_sample
@@ -196,8 +198,8 @@ class Interest:
     of :class:`sim.events.Enqueued` / :class:`sim.events.Dequeued` in order (the tracer's
     ``on_enqueued`` / ``on_dequeued`` when it takes samples without objects, else one that
     builds the event and emits it) -- the hot path of every port.  ``sampler``: the tracer
-    when both are a :class:`QueueSampler`'s own (the port then calls its ``_queue_sample``
-    directly, the same sample), else None.  ``hooks``: the tracer when it is a
+    when both are a :class:`QueueSampler`'s own (the port then adds the sample to the
+    sampler's buffer of the queue itself, the same sample), else None.  ``hooks``: the tracer when it is a
     :class:`QueueSampler` whose ``emit`` is that of a class with ``EMIT_HOOKS`` (switches and
     hosts then pass a CE mark or a rate change to its ``_ce_marked`` / ``_rate_changed``
     without building the event), else None.

@@ -165,7 +165,7 @@ def test_tee_of_a_recorder_gets_queue_objects():
 
 
 def test_ports_pass_a_recorders_samples_directly_unless_its_hook_is_wrapped():
-    """A Recorder's queue samples go from the ports to its _queue_sample (Interest.sampler);
+    """A Recorder's queue samples go from the ports into its buffers (Interest.sampler);
     one whose on_enqueued / on_dequeued an instance replaces gets them through those, and
     both record the same series."""
     direct = Recorder()
@@ -188,4 +188,72 @@ def test_ports_pass_a_recorders_samples_directly_unless_its_hook_is_wrapped():
     assert direct.queues.keys() == wrapped.queues.keys()
     for key, (t, v) in direct.queues.items():
         t2, v2 = wrapped.queues[key]
+        assert list(t) == list(t2) and list(v) == list(v2), key
+
+
+class _Listening(Recorder):
+    """A Recorder subclass with its own emit: it must be given every event as an object."""
+
+    def __init__(self) -> None:
+        super().__init__(ListTracer())
+        self.seen: list[Event] = []
+
+    def emit(self, e):
+        self.seen.append(e)
+        super().emit(e)
+
+
+def test_ce_marks_and_rate_changes_reach_a_recorder_as_fields_else_as_objects():
+    """A Recorder takes CE marks and rate changes as fields (Interest.hooks: no event built);
+    a subclass with its own emit gets the objects; both count, keep and log the same."""
+    from sim.events import CEMarked
+
+    direct = Recorder(ListTracer())
+    assert Interest(direct).hooks is direct
+    listening = _Listening()
+    assert Interest(listening).hooks is None
+    assert Interest(ListTracer()).hooks is None and Interest(None).hooks is None
+    params = {**_PARAMS, "duration_ms": 0.2}
+    _run_library(direct, params)
+    _run_library(listening, params)
+    seen = {type(e) for e in listening.seen}
+    assert CEMarked in seen and RateChanged in seen  # the objects path was taken
+    assert sum(direct.ce.values()) > 10 and direct.ce == listening.ce
+    assert [e.to_dict() for e in direct.log.events] == [
+        e.to_dict() for e in listening.log.events]
+    direct.flush_samples()
+    listening.flush_samples()
+    assert direct.rates.keys() == listening.rates.keys()
+    for fid, cols in direct.rates.items():
+        assert [list(c) for c in cols] == [list(c) for c in listening.rates[fid]], fid
+
+
+def test_switches_fill_a_recorders_ingress_buffers_unless_the_tap_is_wrapped():
+    """A switch whose ingress_tap is a Recorder's own ingress_sample adds to its buffers in
+    C (sim.trace.ingress_sampler); a wrapped tap is called as given; the same series."""
+    from sim.trace import ingress_sampler
+
+    direct = Recorder()
+    assert ingress_sampler(direct.ingress_sample) is direct
+    wrapped = Recorder()
+    calls = [0]
+
+    def tap(*fields, _orig=wrapped.ingress_sample):
+        calls[0] += 1
+        _orig(*fields)
+
+    assert ingress_sampler(tap) is None and ingress_sampler(print) is None
+    for rec, t, want in ((direct, direct.ingress_sample, direct), (wrapped, tap, None)):
+        sc = build("incast", _PARAMS, None)
+        for node in sc.fabric.nodes.values():
+            if hasattr(node, "ingress_tap"):
+                node.ingress_tap = t
+                assert node._isampler is want
+        sc.tracer_slot.target = rec
+        sc.fabric.run(sc.duration_ps)
+        rec.flush_samples()
+    assert calls[0] > 100
+    assert direct.ingress.keys() == wrapped.ingress.keys() and direct.ingress
+    for key, (t, v) in direct.ingress.items():
+        t2, v2 = wrapped.ingress[key]
         assert list(t) == list(t2) and list(v) == list(v2), key
