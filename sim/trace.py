@@ -200,9 +200,9 @@ class Interest:
     builds the event and emits it) -- the hot path of every port.  ``sampler``: the tracer
     when both are a :class:`QueueSampler`'s own (the port then adds the sample to the
     sampler's buffer of the queue itself, the same sample), else None.  ``hooks``: the
-    tracer when it is a :class:`QueueSampler` whose ``emit`` is that of a class with ``EMIT_HOOKS`` (switches and
-    hosts then pass a CE mark or a rate change to its ``_ce_marked`` / ``_rate_changed``
-    without building the event), else None.
+    tracer when it is a :class:`QueueSampler` whose ``emit`` is that of a class with
+    ``EMIT_HOOKS`` (switches and hosts then pass a CE mark or a rate change to its
+    ``_ce_marked`` / ``_rate_changed`` without building the event), else None.
     """
 
     __slots__ = ("dequeued", "enqueued", "hooks", "sampler", "types")
