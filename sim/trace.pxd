@@ -21,13 +21,13 @@ cdef class SampleBuffer:
     cdef public QueueSampler owner
     cdef public object series
     cdef public Py_ssize_t cap
-    cdef public object t_arr
+    cdef public object t_ps_arr
     cdef public object v_arr
-    cdef long long[::1] t
+    cdef long long[::1] t_ps
     cdef long long[::1] v
     cdef public Py_ssize_t n
     cdef public bint has_last
-    cdef public long long last_t
+    cdef public long long last_t_ps
     cdef public long long last_v
     @cython.locals(n=Py_ssize_t)
     cpdef add(self, long long t_ps, long long value)

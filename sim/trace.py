@@ -142,30 +142,30 @@ class QueueSampler:
 
 class SampleBuffer:
     """The latest rows (time, value) of one series of a :class:`QueueSampler` (its
-    ``owner``) not handed to it yet: ``n`` of ``cap`` rows in ``t`` / ``v`` (the int64 arrays
-    ``t_arr`` / ``v_arr`` written in place: C stores in the compiled core).  When it is full
-    the owner's ``_full`` takes them.  ``last_t`` / ``last_v``: the last row added, when
-    ``has_last``."""
+    ``owner``) not handed to it yet: ``n`` of ``cap`` rows in ``t_ps`` / ``v`` (the int64
+    arrays ``t_ps_arr`` / ``v_arr`` written in place: C stores in the compiled core).  When it
+    is full the owner's ``_full`` takes them.  ``last_t_ps`` / ``last_v``: the last row
+    added, when ``has_last``."""
 
     def __init__(self, owner: QueueSampler, series: Any, cap: int) -> None:
         self.owner = owner
         self.series = series
         self.cap = cap
-        self.t_arr = array("q", bytes(8 * cap))
+        self.t_ps_arr = array("q", bytes(8 * cap))
         self.v_arr = array("q", bytes(8 * cap))
-        self.t = self.t_arr
+        self.t_ps = self.t_ps_arr
         self.v = self.v_arr
         self.n = 0
         self.has_last = False
-        self.last_t = 0
+        self.last_t_ps = 0
         self.last_v = 0
 
     def add(self, t_ps: int, value: int) -> None:
         """One row."""
         n = self.n
-        self.t[n] = t_ps
+        self.t_ps[n] = t_ps
         self.v[n] = value
-        self.last_t = t_ps
+        self.last_t_ps = t_ps
         self.last_v = value
         self.has_last = True
         self.n = n = n + 1
@@ -174,7 +174,7 @@ class SampleBuffer:
 
     def add_changed(self, t_ps: int, value: int) -> None:
         """One row, unless it repeats the last one (same time and value)."""
-        if self.has_last and self.last_v == value and self.last_t == t_ps:
+        if self.has_last and self.last_v == value and self.last_t_ps == t_ps:
             return
         self.add(t_ps, value)
 

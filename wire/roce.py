@@ -18,6 +18,7 @@ ICRC bytes ``82 fd 00 2a``, which :func:`icrc` reproduces (``tests/test_roce.py`
 
 from __future__ import annotations
 
+import struct
 import zlib
 from collections.abc import Callable
 
@@ -25,9 +26,13 @@ from .bth import BTH
 from .ipv4 import IPV4
 from .udp import UDP
 
-__all__ = ["icrc", "icrc_bytes", "icrc_ipv4_ok", "icrc_state", "ICRC_BYTES", "CNP_OPCODE"]
+__all__ = ["icrc", "icrc_bytes", "icrc_ipv4_ok", "icrc_state", "ICRC_BYTES", "ICRC_STRUCT",
+           "CNP_OPCODE"]
 
 ICRC_BYTES = 4
+#: The ICRC's layout on the wire: a 32-bit value, least significant byte first
+#: (:func:`icrc_bytes`; ``ICRC_STRUCT.pack_into`` writes it in place).
+ICRC_STRUCT = struct.Struct("<I")
 #: RoCEv2 CNP opcode (IBA Annex A17.9.3).
 CNP_OPCODE = 0x81
 _PSEUDO_LRH = b"\xff" * 8
@@ -121,5 +126,5 @@ def icrc_ipv4_ok(frame: bytes, ip_off: int, end: int, *, _masked: tuple = _V4_MA
 
 
 def icrc_bytes(value: int) -> bytes:
-    """The ICRC as it appears on the wire (least significant byte first)."""
-    return value.to_bytes(4, "little")
+    """The ICRC as it appears on the wire (least significant byte first: :data:`ICRC_STRUCT`)."""
+    return ICRC_STRUCT.pack(value)

@@ -32,7 +32,8 @@ from .ecn import ip_offset
 from .ib import LRH, VCRC_BYTES, crc16, icrc_native, vcrc_bytes
 from .ib_stack import build_ib, dissect_ib
 from .pcapio import Record
-from .roce import ICRC_BYTES, icrc, icrc_bytes, icrc_state
+from .roce import ICRC_BYTES, ICRC_STRUCT, icrc, icrc_bytes, icrc_state
+from .spec import _STRUCT_CODES
 from .stack import SPECS, build, dissect
 
 __all__ = ["IbTemplate", "RoceTemplate", "craft_flow", "make_rows"]
@@ -42,11 +43,9 @@ _IPV4_CSUM = SPECS["ipv4"].byte_field("checksum")[0]
 _ICRC_MASKED = {"ipv4": {"dscp", "ecn", "ttl"}, "ipv6": {"dscp", "ecn", "flow_label",
                                                           "hop_limit"}}
 
-#: Big-endian stores of a whole 2-, 4- and 8-byte field (:meth:`_Template.maker`).
-_PACKERS = {2: struct.Struct(">H").pack_into, 4: struct.Struct(">I").pack_into,
-            8: struct.Struct(">Q").pack_into}
-#: The ICRC's store (least significant byte first, :func:`wire.roce.icrc_bytes`).
-_ICRC_PACK = struct.Struct("<I").pack_into
+#: Big-endian stores of a whole 2-, 4- and 8-byte field (:meth:`_Template.maker`), the struct
+#: codes the field tables' compiled readers use (:data:`wire.spec._STRUCT_CODES`).
+_PACKERS = {n: struct.Struct(">" + code).pack_into for n, code in _STRUCT_CODES.items() if n > 1}
 
 
 def _layer_offsets(names: Sequence[str], first: str, at: int) -> dict[str, int]:
@@ -108,7 +107,7 @@ class _Template:
             end = self._udp_end - ICRC_BYTES
             body.append(f"    _LE(f, {end}, crc32(f[{self._crc_from}:{end}], STATE))")
             body.append("    return f")
-            env["_LE"] = _ICRC_PACK
+            env["_LE"] = ICRC_STRUCT.pack_into
         else:
             body.append("    return finish(f)")
         src = f"def make({', '.join(args)}):\n" + "\n".join(body) + "\n"
@@ -280,12 +279,12 @@ class RoceTemplate(_Template):
         tpl = self._frame
         crc32, state, lo = zlib.crc32, self._crc_state, self._crc_from
         end = self._udp_end - ICRC_BYTES
-        hi = self._udp_end
+        put_icrc = ICRC_STRUCT.pack_into
         modulus = mask + 1
         for i in range(count):
             f = bytearray(tpl)
             f[at:at + width] = ((v0 + i) % modulus).to_bytes(width, "big")
-            f[end:hi] = crc32(memoryview(f)[lo:end], state).to_bytes(4, "little")
+            put_icrc(f, end, crc32(memoryview(f)[lo:end], state))
             yield f
 
 

@@ -435,8 +435,9 @@ class Switch:
     @property
     def ingress_tap(self) -> Callable[..., None] | None:
         """``tap(t_ps, node, port, pg, ingress_bytes)`` after every change of an ingress
-        (port, PG) counter (results' ingress occupancy series); None: no cost.  A
-        :class:`sim.trace.QueueSampler`'s own ``ingress_sample`` is called as a C method."""
+        (port, PG) counter (results' ingress occupancy series); None: no cost.  When it is a
+        :class:`sim.trace.QueueSampler`'s own ``ingress_sample``, the switch adds the samples
+        to that sampler's buffers itself (C calls)."""
         return self._ingress_tap
 
     @ingress_tap.setter

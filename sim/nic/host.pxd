@@ -36,7 +36,7 @@ cdef object _frame_bytes(object packet_bytes, object message_bytes, object size_
 
 cdef class Host:
     cdef dict __dict__
-    cdef public dict _ack_templates
+    cdef public dict _ack_makers
     cdef public dict _acked_packets
     cdef public list _blocked
     cdef public dict _cc_timer

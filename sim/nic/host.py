@@ -482,7 +482,7 @@ class Host:
         self._gap_ps: dict[tuple[int, int], int] = {}
         #: (flow, to node, class, kind) -> the maker of that ACK's frames
         #: (:meth:`wire.template.RoceTemplate.maker`: PSN and MSN in).
-        self._ack_templates: dict[tuple[int, int, int, str], Callable[..., bytearray]] = {}
+        self._ack_makers: dict[tuple[int, int, int, str], Callable[..., bytearray]] = {}
         #: The CNP frame of each (flow, destination) (bytes, so shared by every CNP).
         self._cnp_frames: dict[tuple[int, int], bytes] = {}
         # receiver
@@ -1303,7 +1303,7 @@ class Host:
         now = self.engine.now_ps
         tc = flow_tc if self.ack_tc is None else self.ack_tc
         key = (fid, to_node, tc, kind)
-        make = self._ack_templates.get(key)
+        make = self._ack_makers.get(key)
         if make is None:
             # built once; each ACK patches PSN and MSN through the field tables and gets a
             # fresh ICRC (and on IB VCRC; wire.template): the bytes wire.build would give,
@@ -1319,7 +1319,7 @@ class Host:
             else:
                 tpl = IbTemplate({"lrh": self._lrh(to_node, tc), **tail},
                                  patch=("bth.psn", "aeth.msn"))
-            make = self._ack_templates[key] = tpl.maker()
+            make = self._ack_makers[key] = tpl.maker()
         frame = make(psn & _PSN_MASK, self.rx_messages.get(fid, 0) & _PSN_MASK)
         ack = SimPacket._new(self._ids.take(), now, len(frame), fid, tc, NOT_ECT, self.node_id,
                              to_node, frame, 0)  # frame: a bytearray of its own

@@ -23,14 +23,14 @@ cdef class ControlIds:
 cdef class _Rates:
     cdef public object series
     cdef public Py_ssize_t cap
-    cdef public object t_arr
-    cdef public object r_arr
-    cdef public object g_arr
-    cdef public object a_arr
-    cdef long long[::1] t
-    cdef long long[::1] r
-    cdef long long[::1] g
-    cdef double[::1] a
+    cdef public object t_ps_arr
+    cdef public object rates_bps_arr
+    cdef public object targets_bps_arr
+    cdef public object alphas_arr
+    cdef long long[::1] t_ps
+    cdef long long[::1] rates_bps
+    cdef long long[::1] targets_bps
+    cdef double[::1] alphas
     cdef public Py_ssize_t n
     cdef public object rate_bps
     cdef public object target_rate_bps
@@ -55,16 +55,16 @@ cdef class SampleSink(QueueSampler):
     cdef public dict rates
     cdef public dict _rpend
 
-    @cython.locals(b=SampleBuffer)
     cdef SampleBuffer _queue_buffer(self, node, port, queue)
-    @cython.locals(b=SampleBuffer)
     cdef SampleBuffer _ingress_buffer(self, node, port, pg)
+    @cython.locals(b=SampleBuffer)
+    cdef SampleBuffer _buffer(self, dict pend, dict table, tuple key)
     cdef _full(self, SampleBuffer b)
+    cdef _take(self, s, tuple arrays, Py_ssize_t n, Py_ssize_t cap)
     cdef _dropped(self, e)
     cdef _ce_marked(self, t_ps, node, port, queue, packet_id, flow)
     @cython.locals(p=_Rates, n=Py_ssize_t, logged=bint)
     cdef _rate_changed(self, t_ps, node, flow, rate_bps, target_rate_bps, alpha)
-    cdef _rates_full(self, _Rates p)
     @cython.locals(jsonl=JsonlTracer)
     cdef _log(self, cls, tuple values)
     cdef _state(self, dict table, e, int value)

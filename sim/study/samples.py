@@ -77,20 +77,21 @@ SAMPLE_BUFFER_ROWS = 32
 
 class _Rates:
     """A flow's rate samples not moved into its series yet: ``n`` of ``cap`` rows of times
-    ``t``, rates ``r``, target rates ``g`` (int64) and alphas ``a`` (float64), written in
-    place (the arrays ``*_arr``); ``rate_bps`` / ``target_rate_bps``: the last recorded."""
+    ``t_ps``, rates ``rates_bps``, target rates ``targets_bps`` (int64) and ``alphas``
+    (float64), written in place (the arrays ``*_arr``); ``rate_bps`` / ``target_rate_bps``:
+    the last recorded."""
 
     def __init__(self, series: Series) -> None:
         self.series = series
         self.cap = SAMPLE_BUFFER_ROWS
-        self.t_arr = array("q", bytes(8 * self.cap))
-        self.r_arr = array("q", bytes(8 * self.cap))
-        self.g_arr = array("q", bytes(8 * self.cap))
-        self.a_arr = array("d", bytes(8 * self.cap))
-        self.t = self.t_arr
-        self.r = self.r_arr
-        self.g = self.g_arr
-        self.a = self.a_arr
+        self.t_ps_arr = array("q", bytes(8 * self.cap))
+        self.rates_bps_arr = array("q", bytes(8 * self.cap))
+        self.targets_bps_arr = array("q", bytes(8 * self.cap))
+        self.alphas_arr = array("d", bytes(8 * self.cap))
+        self.t_ps = self.t_ps_arr
+        self.rates_bps = self.rates_bps_arr
+        self.targets_bps = self.targets_bps_arr
+        self.alphas = self.alphas_arr
         self.n = 0
         self.rate_bps = series[1][-1]
         self.target_rate_bps = series[2][-1]
@@ -103,8 +104,8 @@ class SampleSink(QueueSampler):
     worked out again whenever a series is made (:meth:`_new`: the budget is shared).  The
     latest samples of each series wait in a :class:`sim.trace.SampleBuffer` of
     :data:`SAMPLE_BUFFER_ROWS` (``_qpend``, ``_ipend``; the ports and switches keep theirs and
-    add to them): :meth:`flush_samples` moves them into the series before the series are
-    read.
+    add to them), a flow's rates in a buffer of four columns (``_rpend``):
+    :meth:`flush_samples` moves them into the series before the series are read.
 
     :meth:`emit` reads the events of :data:`LOGGED` (its ``wants``): it counts drops, CE
     marks and CNPs, keeps the PFC states and the rates as series, and passes each event on
@@ -199,27 +200,19 @@ class SampleSink(QueueSampler):
         # series, left out of events.jsonl
         logged = p.rate_bps != rate_bps or p.target_rate_bps != target_rate_bps
         n = p.n
-        p.t[n] = t_ps
-        p.r[n] = rate_bps
-        p.g[n] = target_rate_bps
-        p.a[n] = alpha
+        p.t_ps[n] = t_ps
+        p.rates_bps[n] = rate_bps
+        p.targets_bps[n] = target_rate_bps
+        p.alphas[n] = alpha
         p.rate_bps = rate_bps
         p.target_rate_bps = target_rate_bps
         p.n = n = n + 1
         if n >= p.cap:
-            self._rates_full(p)
+            self._take(p.series, (p.t_ps_arr, p.rates_bps_arr, p.targets_bps_arr,
+                                  p.alphas_arr), n, p.cap)
+            p.n = 0
         if logged:
             self._log(RateChanged, (t_ps, node, flow, rate_bps, target_rate_bps, alpha))
-
-    def _rates_full(self, p: _Rates) -> None:
-        """Move ``p``'s rows into its series; spill the series if it holds its share."""
-        s = p.series
-        k = p.n
-        for col, arr in zip(s, (p.t_arr, p.r_arr, p.g_arr, p.a_arr), strict=True):
-            col.extend(arr if k == p.cap else arr[:k])
-        p.n = 0
-        if len(s[0]) >= self._cap:
-            self.store.spill(s)
 
     def _log(self, cls: type, values: tuple) -> None:
         """Pass the event ``cls(*values)`` on to ``log`` (a JsonlTracer's line without the
@@ -264,37 +257,35 @@ class SampleSink(QueueSampler):
         return s
 
     def _queue_buffer(self, node: int, port: int, queue: int) -> SampleBuffer:
-        key = (node, port, queue)
-        b = self._qpend.get(key)
-        if b is None:
-            b = self._qpend[key] = SampleBuffer(self, self._new("qq"), SAMPLE_BUFFER_ROWS)
-            self.queues[key] = b.series
-        return b
+        return self._buffer(self._qpend, self.queues, (node, port, queue))
 
     def _ingress_buffer(self, node: int, port: int, pg: int) -> SampleBuffer:
-        key = (node, port, pg)
-        b = self._ipend.get(key)
+        return self._buffer(self._ipend, self.ingress, (node, port, pg))
+
+    def _buffer(self, pend: dict, table: dict, key: tuple) -> SampleBuffer:
+        """The buffer of ``key``'s series in ``pend``, made with the series (in ``table``)
+        on first use."""
+        b = pend.get(key)
         if b is None:
-            b = self._ipend[key] = SampleBuffer(self, self._new("qq"), SAMPLE_BUFFER_ROWS)
-            self.ingress[key] = b.series
+            b = pend[key] = SampleBuffer(self, self._new("qq"), SAMPLE_BUFFER_ROWS)
+            table[key] = b.series
         return b
 
     def _full(self, b: SampleBuffer) -> None:
-        """Move ``b``'s rows into its series; spill the series if it holds its share."""
-        s = b.series
-        if b.n == b.cap:
-            s[0].extend(b.t_arr)
-            s[1].extend(b.v_arr)
-        else:
-            s[0].extend(b.t_arr[:b.n])
-            s[1].extend(b.v_arr[:b.n])
+        self._take(b.series, (b.t_ps_arr, b.v_arr), b.n, b.cap)
         b.n = 0
+
+    def _take(self, s: Series, arrays: tuple, n: int, cap: int) -> None:
+        """Append the first ``n`` rows of a buffer's ``arrays`` (``cap`` rows each) to the
+        columns of ``s``; spill ``s`` if it holds its share."""
+        for col, arr in zip(s, arrays, strict=True):
+            col.extend(arr if n == cap else arr[:n])
         if len(s[0]) >= self._cap:
             self.store.spill(s)
 
     def flush_samples(self) -> None:
-        """Move every buffered queue and ingress sample into its series (before reading
-        ``queues`` or ``ingress``)."""
+        """Move every buffered queue, ingress and rate sample into its series (before reading
+        ``queues``, ``ingress`` or ``rates``)."""
         for b in self._qpend.values():
             if b.n:
                 self._full(b)
@@ -303,7 +294,9 @@ class SampleSink(QueueSampler):
                 self._full(b)
         for p in self._rpend.values():
             if p.n:
-                self._rates_full(p)
+                self._take(p.series, (p.t_ps_arr, p.rates_bps_arr, p.targets_bps_arr,
+                                      p.alphas_arr), p.n, p.cap)
+                p.n = 0
 
 
 class ControlIds:
